@@ -1,0 +1,38 @@
+# ppbn: the two commands a fresh machine needs are `make demo` and `make test`.
+# Both create or refresh .venv, install the package with its dev extras, and generate
+# the gRPC stubs from ppbn/proto/*.proto before doing their job.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.ppbn-installed
+PROTOS := $(wildcard ppbn/proto/*.proto)
+STUBS := $(PROTOS:.proto=_pb2.py)
+
+.PHONY: all install stubs demo test lint clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP) stubs
+
+ppbn/proto/%_pb2.py: ppbn/proto/%.proto $(STAMP)
+	$(PY) -m grpc_tools.protoc -Ippbn/proto=ppbn/proto --python_out=. --grpc_python_out=. --pyi_out=. $<
+
+stubs: $(STUBS)
+
+demo: install
+	$(VENV)/bin/ppbn demo
+
+lint: install
+	$(PY) -m ruff check ppbn tests
+
+test: install lint
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info ppbn/proto/*_pb2*.py ppbn/proto/*_pb2*.pyi

@@ -1,0 +1,68 @@
+"""The ``ppbn`` command.
+
+Each module in ``ppbn.commands`` owns one command group and exposes
+``register(commands, bench)``: ``commands`` is the top-level subparsers object and
+``bench`` the subparsers of ``ppbn bench``. A registered parser sets ``func`` to a
+callable taking the parsed namespace and returning an exit code. Modules are found by
+name, so adding a command never edits this file.
+
+Errors a user can fix (bad input files, refused peers, wrong flags) are raised as
+``UserError`` and printed as one line on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from ppbn import __version__
+from ppbn.errors import UserError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ppbn",
+        description="Learn a Bayesian network over two parties' vertically partitioned data, "
+        "privately (Yang-Wright secure path) or approximately (PRAM path).",
+    )
+    parser.add_argument("--version", action="version", version=f"ppbn {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    bench_parser = commands.add_parser(
+        "bench", help="measure sub-protocols and whole runs (tables for people, --format json)"
+    )
+    bench = bench_parser.add_subparsers(dest="bench_command", metavar="WHAT")
+    bench_parser.set_defaults(func=lambda _args: _missing_subcommand(bench_parser))
+
+    import ppbn.commands as command_pkg
+
+    for info in sorted(pkgutil.iter_modules(command_pkg.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"ppbn.commands.{info.name}")
+        module.register(commands, bench)
+    return parser
+
+
+def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"ppbn: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ppbn: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

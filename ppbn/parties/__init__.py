@@ -1,0 +1,1 @@
+"""The daemon side: gRPC service, sessions and jobs, TLS, config, data loading, ledger files."""

@@ -1,0 +1,1 @@
+"""Protocol buffer definitions of the party service and their generated stubs."""

@@ -1,0 +1,1 @@
+"""Two-party protocols written against a Channel. Never imports grpc."""

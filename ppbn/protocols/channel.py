@@ -1,0 +1,256 @@
+"""The one interface every two-party protocol talks through.
+
+A protocol never knows whether its peer is a thread in the same process (unit tests) or
+a daemon on another host (gRPC over mutual TLS, in ``ppbn.parties``). It sends and
+receives *typed* messages: a short tag naming the step, and a byte payload. The base
+class numbers messages, checks tags and sizes on receipt, and keeps the counters that
+``simulate`` and ``bench`` report (bytes, messages, rounds).
+
+Validation is part of the contract: a peer that sends the wrong tag, an oversized
+payload, or an array of the wrong shape makes the receiver raise ``ProtocolError`` with a
+one-line message instead of crashing later or hanging.
+"""
+
+from __future__ import annotations
+
+import queue
+import struct
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    """The peer broke the protocol: wrong tag, bad size, value out of range, timeout."""
+
+
+class PeerGone(ProtocolError):
+    """The peer closed the channel or stopped answering within the timeout."""
+
+
+@dataclass
+class ChannelStats:
+    """Traffic counters of one side of a channel; a round is a change of direction."""
+
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+    rounds: int = 0
+    _last_direction: str = field(default="", repr=False)
+
+    def note(self, direction: str, size: int) -> None:
+        if direction == "send":
+            self.bytes_sent += size
+            self.messages_sent += 1
+        else:
+            self.bytes_received += size
+            self.messages_received += 1
+        if direction != self._last_direction:
+            if direction == "send":
+                self.rounds += 1
+            self._last_direction = direction
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+            "messages_sent": self.messages_sent,
+            "messages_received": self.messages_received,
+            "rounds": self.rounds,
+        }
+
+
+class Channel(ABC):
+    """Ordered, reliable, typed message pipe between exactly two parties.
+
+    Subclasses implement ``_put`` and ``_get`` for raw frames; this class adds sequence
+    numbers, tag checks, size limits, counters and an optional transcript of everything
+    received (tests use it to check that what a party sees is independent of the other
+    party's data).
+    """
+
+    def __init__(
+        self,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        keep_transcript: bool = False,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.max_message_bytes = max_message_bytes
+        self.stats = ChannelStats()
+        self.transcript: list[tuple[str, bytes]] | None = [] if keep_transcript else None
+        self._send_seq = 0
+        self._recv_seq = 0
+
+    # -- transport, implemented by subclasses -------------------------------------
+    @abstractmethod
+    def _put(self, seq: int, tag: str, payload: bytes) -> None:
+        """Deliver one frame to the peer."""
+
+    @abstractmethod
+    def _get(self, timeout_s: float) -> tuple[int, str, bytes]:
+        """Next frame from the peer; raise PeerGone on close or timeout."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release transport resources; the default has none."""
+
+    # -- typed messages -----------------------------------------------------------
+    def send(self, tag: str, payload: bytes) -> None:
+        if len(payload) > self.max_message_bytes:
+            raise ProtocolError(
+                f"message {tag!r} is {len(payload)} bytes, over the limit {self.max_message_bytes}"
+            )
+        self._put(self._send_seq, tag, bytes(payload))
+        self._send_seq += 1
+        self.stats.note("send", len(payload) + len(tag))
+
+    def recv(self, tag: str, max_bytes: int | None = None) -> bytes:
+        seq, got_tag, payload = self._get(self.timeout_s)
+        if seq != self._recv_seq:
+            raise ProtocolError(f"message {got_tag!r}: sequence number {seq}, expected {self._recv_seq}")
+        self._recv_seq += 1
+        if got_tag != tag:
+            raise ProtocolError(f"expected message {tag!r} from peer, got {got_tag!r}")
+        limit = self.max_message_bytes if max_bytes is None else max_bytes
+        if len(payload) > limit:
+            raise ProtocolError(f"message {tag!r} is {len(payload)} bytes, over the limit {limit}")
+        self.stats.note("recv", len(payload) + len(tag))
+        if self.transcript is not None:
+            self.transcript.append((tag, payload))
+        return payload
+
+    # -- numpy arrays -------------------------------------------------------------
+    def send_array(self, tag: str, array: np.ndarray) -> None:
+        """Send a C-contiguous array; shape and dtype are agreed by the protocol, not sent."""
+        self.send(tag, np.ascontiguousarray(array).tobytes())
+
+    def recv_array(self, tag: str, dtype: np.dtype | type, shape: Sequence[int]) -> np.ndarray:
+        """Receive an array whose dtype and shape the receiver already knows; check the size."""
+        dt = np.dtype(dtype)
+        expected = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        payload = self.recv(tag, max_bytes=expected)
+        if len(payload) != expected:
+            raise ProtocolError(
+                f"message {tag!r}: {len(payload)} bytes, expected {expected} for shape {tuple(shape)} {dt}"
+            )
+        return np.frombuffer(payload, dtype=dt).reshape(tuple(shape)).copy()
+
+    # -- big integers (Paillier ciphertexts, group elements) --------------------------
+    def send_ints(self, tag: str, values: Iterable[int], width_bytes: int) -> None:
+        """Send non-negative integers as fixed-width big-endian fields."""
+        self.send(tag, b"".join(int(v).to_bytes(width_bytes, "big") for v in values))
+
+    def recv_ints(self, tag: str, count: int, width_bytes: int) -> list[int]:
+        expected = count * width_bytes
+        payload = self.recv(tag, max_bytes=expected)
+        if len(payload) != expected:
+            raise ProtocolError(
+                f"message {tag!r}: {len(payload)} bytes, expected {count} integers of {width_bytes} bytes"
+            )
+        return [
+            int.from_bytes(payload[i : i + width_bytes], "big") for i in range(0, expected, width_bytes)
+        ]
+
+    # -- small structured values --------------------------------------------------
+    def send_u64s(self, tag: str, values: Sequence[int]) -> None:
+        self.send(tag, struct.pack(f">{len(values)}Q", *values))
+
+    def recv_u64s(self, tag: str, count: int) -> tuple[int, ...]:
+        payload = self.recv(tag, max_bytes=8 * count)
+        if len(payload) != 8 * count:
+            raise ProtocolError(f"message {tag!r}: {len(payload)} bytes, expected {8 * count}")
+        return struct.unpack(f">{count}Q", payload)
+
+
+class MemoryChannel(Channel):
+    """One end of an in-process channel pair (both parties in threads, for tests)."""
+
+    _CLOSED = object()
+
+    def __init__(self, inbox: queue.Queue, outbox: queue.Queue, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._inbox = inbox
+        self._outbox = outbox
+        self._closed = threading.Event()
+
+    def _put(self, seq: int, tag: str, payload: bytes) -> None:
+        if self._closed.is_set():
+            raise PeerGone("channel is closed")
+        self._outbox.put((seq, tag, payload))
+
+    def _get(self, timeout_s: float) -> tuple[int, str, bytes]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
+            try:
+                item = self._inbox.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                continue
+            if item is self._CLOSED:
+                raise PeerGone("peer closed the channel")
+            return item
+
+    def close(self) -> None:
+        if not self._closed.is_set():
+            self._closed.set()
+            self._outbox.put(self._CLOSED)
+
+
+def memory_channel_pair(**kwargs) -> tuple[MemoryChannel, MemoryChannel]:
+    """Two connected in-memory channel ends: (alice_end, bob_end)."""
+    a_to_b: queue.Queue = queue.Queue()
+    b_to_a: queue.Queue = queue.Queue()
+    return MemoryChannel(b_to_a, a_to_b, **kwargs), MemoryChannel(a_to_b, b_to_a, **kwargs)
+
+
+def run_two_party(
+    alice_fn,
+    bob_fn,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    pair: tuple[Channel, Channel] | None = None,
+    **channel_kwargs,
+):
+    """Run ``alice_fn(channel)`` and ``bob_fn(channel)`` in two threads over a memory pair.
+
+    Pass ``pair`` (from ``memory_channel_pair``) to inspect counters or transcripts after
+    the run. Returns (alice_result, bob_result); re-raises the first exception either
+    side raised (and closes that end so the other side does not hang).
+    """
+    alice_ch, bob_ch = pair or memory_channel_pair(timeout_s=timeout_s, **channel_kwargs)
+    results: dict[str, object] = {}
+    errors: dict[str, BaseException] = {}
+
+    def runner(name: str, fn, ch: MemoryChannel) -> None:
+        try:
+            results[name] = fn(ch)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+            errors[name] = exc
+            ch.close()
+
+    threads = [
+        threading.Thread(target=runner, args=("alice", alice_fn, alice_ch), daemon=True),
+        threading.Thread(target=runner, args=("bob", bob_fn, bob_ch), daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s * 4)
+    for name in ("alice", "bob"):
+        if name in errors and not isinstance(errors[name], PeerGone):
+            raise errors[name]
+    for name in ("alice", "bob"):
+        if name in errors:
+            raise errors[name]
+    if len(results) != 2:
+        raise PeerGone("two-party run did not finish")
+    return results["alice"], results["bob"]

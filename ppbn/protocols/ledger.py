@@ -1,0 +1,52 @@
+"""What a party learned in the clear during a job, and where it came from.
+
+The security model (DESIGN.md, "Security model and what may leak") allows a party to
+learn the public schema, the record count, the structure, the order in which edges were
+added, and the parameters its disclosure mode allows. Every protocol step that reveals a
+value records it here; tests read the ledger and fail on any other kind of entry.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ALLOWED_KINDS = frozenset(
+    {
+        "schema",  # the public schema fingerprint and variables
+        "record_count",  # n
+        "k2_decision",  # one K2 step's outcome: the chosen parent, or "stop"
+        "edge",  # an edge added, in order
+        "structure",  # the final parent sets
+        "parameter",  # a CPT the disclosure mode lets this party see
+    }
+)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    kind: str
+    value: Any
+    source: str
+
+
+@dataclass
+class Ledger:
+    """Append-only list of revealed values of one party."""
+
+    party: str
+    entries: list[LedgerEntry] = field(default_factory=list)
+
+    def record(self, kind: str, value: Any, source: str) -> None:
+        if kind not in ALLOWED_KINDS:
+            raise ValueError(f"ledger kind {kind!r} is not an allowed disclosure")
+        self.entries.append(LedgerEntry(kind, value, source))
+
+    def kinds(self) -> set[str]:
+        return {e.kind for e in self.entries}
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"party": self.party, "entries": [asdict(e) for e in self.entries]}, indent=2, default=str
+        )
