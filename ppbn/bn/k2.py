@@ -1,0 +1,127 @@
+"""The one K2 driver (Cooper-Herskovits; Yang-Wright Sec. 3.2) and the plaintext oracle.
+
+The driver never sees scores: it asks an oracle "given this child, its current parents and
+these candidates, which candidate should be added, if any?". The plaintext oracle below
+answers from count tables; the secure oracle (``protocols``) answers with a garbled
+argmax so the parties learn only the decision; the PRAM oracle answers from estimated
+counts. All of them apply the same tie rule, ``choose_candidate``.
+
+Tie rule (NOTES.md): add a parent only if the score rises by more than ``tau``; among the
+candidates whose score is within ``tau`` of the best, the earliest in the node order
+wins. Precisely: with best = max(scores), stop unless best - current > tau; otherwise
+add the first candidate i with scores[i] >= best - tau (its own score then exceeds the
+current one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from ppbn.bn.scores import family_score
+
+DEFAULT_TAU = 1e-3
+
+
+def choose_candidate(current: float, scores: Sequence[float], tau: float) -> int | None:
+    """Index of the candidate to add under the tie rule, or None to stop."""
+    if not len(scores):
+        return None
+    best = max(scores)
+    if not best - current > tau:
+        return None
+    return next(i for i, s in enumerate(scores) if s >= best - tau)
+
+
+class K2Oracle(Protocol):
+    def best_parent(
+        self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
+    ) -> str | None:
+        """The candidate to add to ``parents`` of ``child`` under the tie rule, or None."""
+        ...
+
+
+@dataclass
+class K2Result:
+    order: tuple[str, ...]
+    parents: dict[str, tuple[str, ...]]
+    edges: list[tuple[str, str]]  # (parent, child) in the order they were added
+
+
+def k2_search(
+    order: Sequence[str],
+    max_parents: int,
+    oracle: K2Oracle,
+    tau: float = DEFAULT_TAU,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> K2Result:
+    """Greedy K2: each node in turn takes parents from its predecessors while they help."""
+    if max_parents < 0:
+        raise ValueError("max_parents must be >= 0")
+    order = tuple(order)
+    parents: dict[str, tuple[str, ...]] = {}
+    edges: list[tuple[str, str]] = []
+    for i, child in enumerate(order):
+        if progress:
+            progress(i, len(order), child)
+        current: tuple[str, ...] = ()
+        while len(current) < max_parents:
+            candidates = tuple(v for v in order[:i] if v not in current)
+            if not candidates:
+                break
+            chosen = oracle.best_parent(child, current, candidates, tau)
+            if chosen is None:
+                break
+            current += (chosen,)
+            edges.append((chosen, child))
+        parents[child] = current
+    if progress:
+        progress(len(order), len(order), "")
+    return K2Result(order, parents, edges)
+
+
+@dataclass
+class CountsOracle:
+    """Plaintext oracle: scores families from count tables (the non-private reference).
+
+    ``count_fn(variables)`` returns the count table of ``variables`` (parents..., child),
+    one axis per variable in that order. ``evaluated`` records every score computed, in
+    order, as (child, parents, score): tests compare the modes on it.
+    """
+
+    count_fn: Callable[[tuple[str, ...]], np.ndarray]
+    mode: str
+    c_star: float = 1.0
+    evaluated: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
+    _cache: dict[tuple[str, frozenset[str]], float] = field(default_factory=dict, repr=False)
+
+    def score(self, child: str, parents: tuple[str, ...]) -> float:
+        key = (child, frozenset(parents))
+        if key not in self._cache:
+            table = self.count_fn((*parents, child))
+            d = table.shape[-1]
+            value = family_score(table.reshape(-1, d), self.mode, self.c_star)
+            self._cache[key] = value
+            self.evaluated.append((child, parents, value))
+        return self._cache[key]
+
+    def best_parent(
+        self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
+    ) -> str | None:
+        current = self.score(child, parents)
+        scores = [self.score(child, (*parents, z)) for z in candidates]
+        index = choose_candidate(current, scores, tau)
+        return None if index is None else candidates[index]
+
+
+def count_table(codes: np.ndarray, columns: Sequence[int], cards: Sequence[int]) -> np.ndarray:
+    """Counts of every joint state of the chosen columns, shape ``cards`` (C order)."""
+    cards = tuple(int(c) for c in cards)
+    size = int(np.prod(cards, dtype=np.int64))
+    if not columns:
+        return np.array(codes.shape[0], dtype=np.int64).reshape(())
+    flat = np.ravel_multi_index(tuple(codes[:, c] for c in columns), cards)
+    return np.bincount(flat, minlength=size).reshape(cards)

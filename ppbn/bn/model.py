@@ -1,0 +1,70 @@
+"""A discrete Bayesian network: ordered domains, parent sets and CPTs.
+
+CPT layout (used everywhere in ppbn): ``cpts[v]`` has shape ``(q, d)`` where rows are the
+parent configurations in C order over ``parents[v]`` (first parent slowest) and columns
+are the child's states. This is the family index K_i (j - 1) + k of Yang-Wright Sec. 3.1
+and of NOTES.md (child varies fastest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class BayesNet:
+    names: tuple[str, ...]
+    states: dict[str, tuple[str, ...]]
+    parents: dict[str, tuple[str, ...]]
+    cpts: dict[str, np.ndarray]
+    # parent configurations (row indices) that never occurred in the data: their CPT row
+    # is uniform (or the Dirichlet prior) and flagged in the output
+    unobserved: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for v in self.names:
+            q = int(np.prod([len(self.states[p]) for p in self.parents[v]], dtype=np.int64))
+            shape = (q, len(self.states[v]))
+            if self.cpts[v].shape != shape:
+                raise ValueError(f"CPT of {v!r} has shape {self.cpts[v].shape}, expected {shape}")
+
+    def cardinality(self, name: str) -> int:
+        return len(self.states[name])
+
+    def edges(self) -> list[tuple[str, str]]:
+        return [(p, v) for v in self.names for p in self.parents[v]]
+
+    def topological_order(self) -> tuple[str, ...]:
+        return topological_order(self.names, self.parents)
+
+
+def topological_order(
+    names: tuple[str, ...], parents: Mapping[str, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """Kahn's algorithm; ties broken by the position in ``names`` so the order is stable."""
+    position = {n: i for i, n in enumerate(names)}
+    remaining = {n: set(parents[n]) for n in names}
+    done: list[str] = []
+    placed: set[str] = set()
+    while remaining:
+        ready = sorted((n for n, ps in remaining.items() if ps <= placed), key=position.__getitem__)
+        if not ready:
+            raise ValueError(f"the network has a cycle among {sorted(remaining)}")
+        for n in ready:
+            done.append(n)
+            placed.add(n)
+            del remaining[n]
+    return tuple(done)
+
+
+def structural_hamming_distance(
+    a: Mapping[str, tuple[str, ...]], b: Mapping[str, tuple[str, ...]]
+) -> int:
+    """Number of edges in one structure but not the other, a reversed edge counting once."""
+    ea = {(p, c) for c, ps in a.items() for p in ps}
+    eb = {(p, c) for c, ps in b.items() for p in ps}
+    reversed_pairs = {(p, c) for p, c in ea - eb if (c, p) in eb - ea}
+    return len(ea ^ eb) - len(reversed_pairs)

@@ -1,0 +1,108 @@
+"""``ppbn reference``: the non-private learner on the joined data, the yardstick for every
+private result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.bn.scores import SCORE_MODES
+from ppbn.errors import UserError
+
+
+def parse_order(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The K2 node order: schema order by default, or a comma list naming every variable once."""
+    if not text:
+        return names
+    order = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [v for v in order if v not in names]
+    if unknown:
+        raise UserError(f"--order: {unknown[0]!r} is not a variable of the schema")
+    if len(set(order)) != len(order) or len(order) != len(names):
+        missing = [v for v in names if v not in order]
+        raise UserError(
+            f"--order must name every variable exactly once (missing: {', '.join(missing) or 'none'})"
+        )
+    return order
+
+
+def add_learning_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by every learner (reference, secure, PRAM): same meaning everywhere."""
+    parser.add_argument("--max-parents", type=int, default=2, help="K2 parent limit u (default 2)")
+    parser.add_argument(
+        "--score", choices=SCORE_MODES, default="exact",
+        help="exact (ln f), yw (Yang-Wright eq. 6), yw0 (eq. 6 minus zero cells), bic (default exact)",
+    )
+    parser.add_argument(
+        "--tau", type=float, default=DEFAULT_TAU,
+        help=f"K2 tolerance in nats: add a parent only if the score rises by more than tau "
+        f"(default {DEFAULT_TAU:g})",
+    )
+    parser.add_argument("--order", help="K2 node order as a comma list (default: schema order)")
+    parser.add_argument("--c-star", type=float, default=1.0, help="BIC penalty multiplier C* (default 1)")
+    parser.add_argument(
+        "--dirichlet", type=float, default=0.0, metavar="A",
+        help="Dirichlet pseudo-count for parameters (default 0: maximum likelihood)",
+    )
+
+
+def format_text(result: dict) -> str:
+    lines = [f"score {result['score']}, tau {result['tau']:g}", "order: " + ", ".join(result["order"])]
+    lines.append("edges in the order added:")
+    lines += [f"  {i + 1:3d}. {p} -> {c}" for i, (p, c) in enumerate(result["edges"])] or ["  (none)"]
+    lines.append("parameters:")
+    for v, spec in result["parameters"].items():
+        given = f" | {', '.join(spec['parents'])}" if spec["parents"] else ""
+        flag = f"  [{len(spec['unobserved'])} unobserved parent configurations: uniform]" if spec["unobserved"] else ""
+        lines.append(f"  P({v}{given}): {len(spec['table'])} x {len(spec['states'])}{flag}")
+        if len(spec["table"]) <= 4:
+            for row in spec["table"]:
+                lines.append("      " + "  ".join(f"{p:.4f}" for p in row))
+    return "\n".join(lines)
+
+
+def _reference(args: argparse.Namespace) -> int:
+    from ppbn.bn.io import network_json, write_bif
+    from ppbn.bn.learn import learn_reference
+    from ppbn.bn.schema import Schema
+    from ppbn.parties.data import load_joined
+
+    data = Path(args.data)
+    schema = Schema.load(str(data / "schema.json"))
+    names, codes = load_joined(schema, data / "alice.csv", data / "bob.csv", args.missing_as_category)
+    order = parse_order(args.order, names)
+    states = {v.name: v.states for v in schema.variables}
+    if args.max_parents < 0:
+        raise UserError("--max-parents must be >= 0")
+    start = time.perf_counter()
+    learned = learn_reference(
+        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet
+    )
+    result = network_json(learned.network, order, learned.search.edges, args.score, args.tau)
+    result["stats"] = {"wall_s": time.perf_counter() - start, "records": int(codes.shape[0])}
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_bif(learned.network, out / "network.bif")
+        (out / "network.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2) if args.format == "json" else format_text(result))
+    return 0
+
+
+def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "reference",
+        help="learn the network from the joined data, non-privately (the yardstick)",
+        description="K2 structure learning and parameters on the joined plaintext data of both "
+        "parties. Every private result is compared with this one.",
+    )
+    parser.add_argument("--data", required=True, help="folder with schema.json, alice.csv, bob.csv")
+    add_learning_options(parser)
+    parser.add_argument("--missing-as-category", action="store_true",
+                        help="read empty cells as the schema's declared missing_state")
+    parser.add_argument("--out", help="also write network.bif and network.json to this folder")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(func=_reference)

@@ -1,0 +1,88 @@
+"""Making a two-party data set from a reference network (``ppbn datasets make``).
+
+Records are sampled, shuffled with the seed, given ids, and the variables are split
+between Alice and Bob. Declared domains come from the network, so states that never
+occur in the sample are still in the schema. Bob's rows are written in a different order
+from Alice's: the loader joins on the record id, never on the row position.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ppbn.bn.io import write_bif
+from ppbn.bn.model import BayesNet
+from ppbn.bn.networks import load_network, sample
+from ppbn.bn.schema import PARTIES, Schema, Variable
+from ppbn.errors import UserError
+from ppbn.parties.data import write_party_csv
+
+SPLITS = ("alternate", "halves")
+
+
+def split_owners(names: tuple[str, ...], split: str) -> dict[str, str]:
+    """Owner of each variable: 'alternate', 'halves', or a JSON file {variable: owner}."""
+    if split == "alternate":
+        return {n: PARTIES[i % 2] for i, n in enumerate(names)}
+    if split == "halves":
+        half = (len(names) + 1) // 2
+        return {n: "alice" if i < half else "bob" for i, n in enumerate(names)}
+    path = Path(split)
+    if not path.is_file():
+        raise UserError(f"--split must be alternate, halves or a JSON file; {split!r} is neither")
+    try:
+        owners = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
+    if not isinstance(owners, dict):
+        raise UserError(f"{path}: must be a JSON object mapping each variable to alice or bob")
+    for n in names:
+        if owners.get(n) not in PARTIES:
+            raise UserError(f"{path}: variable {n!r} needs owner 'alice' or 'bob', got {owners.get(n)!r}")
+    unknown = sorted(set(owners) - set(names))
+    if unknown:
+        raise UserError(f"{path}: {unknown[0]!r} is not a variable of the network")
+    return {n: owners[n] for n in names}
+
+
+@dataclass
+class MadeDataset:
+    schema: Schema
+    truth: BayesNet
+    codes: np.ndarray  # (n, m), schema order, row i = record ids[i]
+    ids: list[str]
+
+
+def make_dataset(network: str, records: int, seed: int, out: str | Path, split: str = "alternate") -> MadeDataset:
+    truth = load_network(network)
+    owners = split_owners(truth.names, split)
+    if len(set(owners.values())) < 2:
+        raise UserError("the split must give each party at least one variable")
+    schema = Schema(
+        "record_id",
+        tuple(Variable(n, owners[n], truth.states[n]) for n in truth.names),
+    )
+    rng = np.random.default_rng(seed)
+    codes = sample(truth, records, seed)[rng.permutation(records)]
+    width = len(str(records))
+    ids = [f"r{i:0{width}d}" for i in range(records)]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "schema.json").write_text(schema.to_json() + "\n", encoding="utf-8")
+    column = {n: i for i, n in enumerate(truth.names)}
+    for party in PARTIES:
+        names = tuple(v.name for v in schema.owned_by(party))
+        rows = np.arange(records) if party == "alice" else rng.permutation(records)
+        write_party_csv(
+            out / f"{party}.csv",
+            schema,
+            [ids[r] for r in rows],
+            names,
+            codes[np.ix_(rows, [column[n] for n in names])],
+        )
+    write_bif(truth, out / "truth.bif", network)
+    return MadeDataset(schema, truth, codes, ids)
