@@ -17,12 +17,21 @@ from typing import Any
 
 from ppbn.bn.model import BayesNet
 
-_BIF_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+# what the BIF grammar (as pgmpy reads it) accepts: variable names are words, states
+# anything without the separators , ; { } ( ) and without surrounding blanks
+_BIF_NAME = re.compile(r"^[\w.\-]+$")
+_BIF_STATE = re.compile(r"^[^\s,;{}()](?:[^,;{}()\n]*[^\s,;{}()])?$")
 
 
 def _bif_token(text: str) -> str:
     if not _BIF_NAME.match(text):
-        raise ValueError(f"{text!r} cannot be written to BIF (use letters, digits, _ . -)")
+        raise ValueError(f"variable name {text!r} cannot be written to BIF (use letters, digits, _ . -)")
+    return text
+
+
+def _bif_state(text: str) -> str:
+    if not _BIF_STATE.match(text):
+        raise ValueError(f"state {text!r} cannot be written to BIF (no , ; {{ }} ( ) or edge blanks)")
     return text
 
 
@@ -33,7 +42,7 @@ def _prob(p: float) -> str:
 def bif_text(net: BayesNet, network_name: str = "ppbn") -> str:
     lines = [f"network {_bif_token(network_name)} {{", "}"]
     for v in net.names:
-        states = ", ".join(_bif_token(s) for s in net.states[v])
+        states = ", ".join(_bif_state(s) for s in net.states[v])
         lines += [
             f"variable {_bif_token(v)} {{",
             f"  type discrete [ {len(net.states[v])} ] {{ {states} }};",

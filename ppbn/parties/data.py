@@ -9,6 +9,7 @@ both parties' row i is the same record without either side sending its ids.
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,8 +54,14 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _check_header(path: Path, frame: pd.DataFrame, schema: Schema, role: str) -> tuple[str, ...]:
-    header = [str(c) for c in frame.columns]
+def _raw_header(path: Path) -> list[str]:
+    """The header as written (pandas renames a repeated column, hiding the repetition)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return next(csv.reader(fh), [])
+
+
+def _check_header(path: Path, schema: Schema, role: str) -> tuple[str, ...]:
+    header = _raw_header(path)
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
         raise DataError(f"{path}: line 1: column {dupes[0]!r} appears more than once")
@@ -133,7 +140,7 @@ def load_party_data(
             raise DataError("--missing-as-category needs 'missing_state' declared in the schema")
         missing_state = schema.missing_state
     frame = _read_csv(path)
-    columns = _check_header(path, frame, schema, role)
+    columns = _check_header(path, schema, role)
     ids = frame[schema.id_column]
     _check_ids(path, ids, schema.id_column)
     codes = np.empty((len(frame), len(columns)), dtype=np.int64)
