@@ -1,0 +1,141 @@
+"""``ppbn learn``: ask a running daemon to run a job with its peer, wait, print the outcome."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ppbn.errors import UserError
+
+DEFAULT_JOB = "tables"
+
+
+def job_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's JSON parameters: --params, then the shortcut flags on top."""
+    params: dict[str, Any] = {}
+    if args.params:
+        try:
+            params = json.loads(args.params)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--params is not valid JSON: {exc.msg}") from None
+        if not isinstance(params, dict):
+            raise UserError("--params must be a JSON object")
+    if args.job == "tables" and args.max_family is not None:
+        params["max_family"] = args.max_family
+    return params
+
+
+def party_stats(outcome) -> dict[str, Any]:
+    """{role: stats} for both parties, as the daemon reported them after the job."""
+    out: dict[str, Any] = {}
+    for stats in (outcome.stats, outcome.peer_stats):
+        if stats:
+            out[stats.get("role", "?")] = stats
+    return dict(sorted(out.items()))
+
+
+def outcome_json(outcome) -> dict[str, Any]:
+    return {
+        "job_id": outcome.job_id,
+        "kind": outcome.kind,
+        "state": outcome.state,
+        "error": outcome.error,
+        "result": outcome.result,
+        "out_dir": outcome.out_dir,
+        "stats": party_stats(outcome),
+    }
+
+
+def print_outcome(outcome, title: str) -> None:
+    """Rich tables for people: the result, then per party time, traffic and operations."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    style = "green" if outcome.state == "SUCCEEDED" else "red"
+    console.print(f"[bold]{title}[/bold]: job {outcome.job_id} ({outcome.kind}) [{style}]{outcome.state}[/{style}]")
+    if outcome.error:
+        console.print(f"[red]error:[/red] {outcome.error}")
+    if outcome.result:
+        result = Table("result", "value", title="result (contacted daemon)")
+        for key, value in outcome.result.items():
+            text = json.dumps(value) if not isinstance(value, str) else value
+            result.add_row(key, text if len(text) <= 100 else text[:97] + "...")
+        console.print(result)
+    per_party = party_stats(outcome)
+    if per_party:
+        table = Table("figure", *per_party, title="per party")
+        rows = [
+            ("wall time (s)", lambda s: f"{s.get('wall_s', 0):.2f}"),
+            ("bytes sent", lambda s: f"{s.get('bytes_sent', 0):,}"),
+            ("bytes received", lambda s: f"{s.get('bytes_received', 0):,}"),
+            ("messages sent", lambda s: f"{s.get('messages_sent', 0):,}"),
+            ("rounds", lambda s: f"{s.get('rounds', 0):,}"),
+            ("public-key operations", lambda s: f"{s.get('public_key_operations', 0):,}"),
+            ("Paillier encryptions", lambda s: f"{s.get('paillier_encryptions', 0):,}"),
+        ]
+        for label, fmt in rows:
+            table.add_row(label, *(fmt(s) for s in per_party.values()))
+        phases = sorted({p for s in per_party.values() for p in s.get("phases", {})})
+        for phase in phases:
+            table.add_row(
+                f"phase {phase} (s)",
+                *(f"{s.get('phases', {}).get(phase, 0.0):.2f}" for s in per_party.values()),
+            )
+        console.print(table)
+    if outcome.out_dir:
+        console.print(f"files of the contacted daemon: {outcome.out_dir}")
+
+
+def _learn(args: argparse.Namespace) -> int:
+    from ppbn.parties.client import DaemonClient
+
+    params = job_params(args)
+    with DaemonClient(args.peer, args.tls_dir, args.as_identity, args.insecure) as client:
+        health = client.health()
+        progress = None if args.format == "json" else (lambda note: print(f"  {note}", file=sys.stderr))
+        job_id = client.start(args.job, params, args.job_id or "")
+        if args.format != "json":
+            print(f"job {job_id} ({args.job}) started at {health.role} ({args.peer})", file=sys.stderr)
+        if args.no_wait:
+            print(json.dumps({"job_id": job_id}) if args.format == "json" else job_id)
+            return 0
+        outcome = client.wait(job_id, args.wait_timeout, progress)
+    if args.format == "json":
+        print(json.dumps(outcome_json(outcome), indent=2))
+    else:
+        print_outcome(outcome, f"ppbn learn via {health.role}")
+    return 0 if outcome.state == "SUCCEEDED" else 1
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--job", default=DEFAULT_JOB, help=f"job kind (default {DEFAULT_JOB}; also: ping)")
+    parser.add_argument(
+        "--max-family", type=int, help="tables job: largest family size (default 3)"
+    )
+    parser.add_argument("--params", help="job parameters as a JSON object")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "learn",
+        help="start a job on a running daemon (which runs it with its peer) and wait for it",
+        description="Connect to one of the two daemons with a CA-signed certificate, start a "
+        "job (the daemon coordinates with its peer), wait for it and print the result and the "
+        "per-party figures. Exit code 0 when the job succeeded, 1 when it failed.",
+    )
+    parser.add_argument("--peer", required=True, help="HOST:PORT of the daemon to ask")
+    parser.add_argument("--tls-dir", help="folder with ca.crt and the certificate of --as")
+    parser.add_argument(
+        "--as", dest="as_identity", default="operator", choices=("alice", "bob", "operator"),
+        help="which certificate to present (default operator)",
+    )  # fmt: skip
+    parser.add_argument("--insecure", action="store_true", help="plaintext (test daemons only)")
+    parser.add_argument("--job-id", help="job id (default: generated)")
+    parser.add_argument("--no-wait", action="store_true", help="print the job id and return")
+    parser.add_argument("--wait-timeout", type=float, help="give up waiting after this many seconds")
+    add_job_arguments(parser)
+    parser.set_defaults(func=_learn)

@@ -1,0 +1,136 @@
+"""Talking to a running daemon as an operator: start a job, follow it, read its outcome.
+
+Used by ``ppbn learn`` and ``ppbn simulate``. The operator's client presents a
+CA-signed certificate (alice's, bob's or operator's) and checks that the daemon's
+certificate is a party certificate of the same CA (name ``ppbn-party``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from ppbn.errors import UserError
+from ppbn.parties.net import describe_rpc_error, dial
+from ppbn.parties.tls import ANY_PARTY_NAME, load_tls_files
+from ppbn.proto import party_pb2, party_pb2_grpc
+
+JobInfo = party_pb2.JobInfo
+FINISHED = (JobInfo.SUCCEEDED, JobInfo.FAILED, JobInfo.CANCELLED)
+RPC_TIMEOUT_S = 30.0
+
+
+@dataclass
+class JobOutcome:
+    job_id: str
+    kind: str
+    state: str  # SUCCEEDED, FAILED or CANCELLED
+    error: str
+    result: dict[str, Any] | None
+    stats: dict[str, Any] | None
+    peer_stats: dict[str, Any] | None
+    out_dir: str
+
+    @classmethod
+    def from_info(cls, info: party_pb2.JobInfo) -> JobOutcome:
+        def load(text: str) -> dict[str, Any] | None:
+            return json.loads(text) if text else None
+
+        return cls(
+            job_id=info.job_id,
+            kind=info.kind,
+            state=JobInfo.State.Name(info.state),
+            error=info.error,
+            result=load(info.result_json),
+            stats=load(info.stats_json),
+            peer_stats=load(info.peer_stats_json),
+            out_dir=info.out_dir,
+        )
+
+
+class DaemonClient:
+    """A connection to one daemon; every failure is raised as a one-line UserError."""
+
+    def __init__(self, address: str, tls_dir: str | None, identity: str, insecure: bool = False) -> None:
+        self.address = address
+        tls = None if insecure else load_tls_files(_require(tls_dir), identity)
+        self._channel = dial(address, tls, ANY_PARTY_NAME)
+        self._stub = party_pb2_grpc.PartyServiceStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> DaemonClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: Callable, request: Any, timeout: float = RPC_TIMEOUT_S) -> Any:
+        try:
+            return method(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
+                              grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT):  # fmt: skip
+                raise UserError(f"daemon at {self.address}: {exc.details()}") from None
+            raise UserError(describe_rpc_error(exc, self.address, ANY_PARTY_NAME)) from None
+
+    def health(self, timeout: float = 5.0) -> party_pb2.HealthReply:
+        return self._call(self._stub.Health, party_pb2.HealthRequest(), timeout)
+
+    def wait_ready(self, timeout_s: float, need_peer: bool = True) -> party_pb2.HealthReply:
+        """Wait until the daemon answers and (optionally) has shaken hands with its peer."""
+        deadline = time.monotonic() + timeout_s
+        last = "no answer"
+        while True:
+            try:
+                reply = self.health(timeout=2.0)
+                if not need_peer or reply.peer_state == "ok":
+                    return reply
+                last = f"{reply.role}: peer {reply.peer_state}"
+            except UserError as exc:
+                last = str(exc)
+            if time.monotonic() > deadline:
+                raise UserError(f"daemon at {self.address} not ready after {timeout_s:g} s: {last}")
+            time.sleep(0.2)
+
+    def start(self, kind: str, params: dict[str, Any], job_id: str = "") -> str:
+        request = party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id)
+        return self._call(self._stub.StartJob, request).job_id
+
+    def status(self, job_id: str) -> party_pb2.JobInfo:
+        return self._call(self._stub.JobStatus, party_pb2.JobQuery(job_id=job_id))
+
+    def cancel(self, job_id: str) -> party_pb2.JobInfo:
+        return self._call(self._stub.CancelJob, party_pb2.JobQuery(job_id=job_id))
+
+    def wait(
+        self,
+        job_id: str,
+        timeout_s: float | None = None,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> JobOutcome:
+        """Poll until the job finishes; report progress notes as they change."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        last_note = ""
+        while True:
+            info = self.status(job_id)
+            if info.progress != last_note and on_progress is not None and info.progress:
+                on_progress(info.progress)
+            last_note = info.progress
+            if info.state in FINISHED:
+                return JobOutcome.from_info(info)
+            if deadline is not None and time.monotonic() > deadline:
+                raise UserError(f"job {job_id} still running after {timeout_s:g} s")
+            time.sleep(0.1)
+
+
+def _require(tls_dir: str | None) -> str:
+    if not tls_dir:
+        raise UserError("--tls-dir is required (or --insecure for a plaintext test daemon)")
+    return tls_dir

@@ -1,0 +1,188 @@
+"""The job framework: what a daemon can run with its peer, and what a job gets to run with.
+
+A job kind is registered once as a ``JobKind``: a parameter check that runs before the
+peer is contacted (bad parameters are the operator's error, not the peer's) and a
+function ``run(role, channel, context) -> dict`` that both daemons call, each with its
+own role, its end of the job's channel and a ``JobContext``. The result must be a
+JSON-serialisable dict of what this party may show its operator; large outputs (shares,
+networks) go to files under ``context.out_dir``.
+
+The daemon owns everything around ``run``: the channel, the worker thread, timeouts,
+cancellation, the final exchange of statistics with the peer, and the files
+``result.json``, ``stats.json`` and ``ledger.json`` in the job's output folder.
+
+Built-in kinds live in their own modules listed in ``BUILTIN_JOB_MODULES``; importing a
+module registers its kinds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ppbn.bn.schema import Schema
+from ppbn.errors import UserError
+from ppbn.parties.data import PartyData
+from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.ledger import Ledger
+from ppbn.protocols.paillier import OpCounters
+
+BUILTIN_JOB_MODULES: tuple[str, ...] = ("ppbn.parties.jobs",)
+
+
+class JobCancelled(Exception):
+    """Raised inside a job (by ``progress`` or ``check_cancelled``) once it was cancelled."""
+
+
+class JobFunction(Protocol):
+    def __call__(self, role: str, channel: Channel, context: JobContext) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """A registered job: ``check_params`` normalises the JSON parameters or raises UserError."""
+
+    name: str
+    run: JobFunction
+    check_params: Callable[[dict[str, Any], Schema], dict[str, Any]]
+    summary: str
+
+
+_REGISTRY: dict[str, JobKind] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def register_job(kind: JobKind) -> None:
+    with _REGISTRY_LOCK:
+        _REGISTRY[kind.name] = kind
+
+
+def unregister_job(name: str) -> None:
+    with _REGISTRY_LOCK:
+        _REGISTRY.pop(name, None)
+
+
+def load_builtin_jobs() -> None:
+    for module in BUILTIN_JOB_MODULES:
+        importlib.import_module(module)
+
+
+def job_kind(name: str) -> JobKind:
+    load_builtin_jobs()
+    with _REGISTRY_LOCK:
+        kind = _REGISTRY.get(name)
+        known = sorted(_REGISTRY)
+    if kind is None:
+        raise UserError(f"unknown job kind {name!r}; this daemon runs: {', '.join(known)}")
+    return kind
+
+
+def job_kinds() -> list[str]:
+    load_builtin_jobs()
+    with _REGISTRY_LOCK:
+        return sorted(_REGISTRY)
+
+
+@dataclass
+class JobContext:
+    """Everything a job function may use besides its channel.
+
+    ``counters`` counts public-key operations (protocols add to them; the job's stats
+    report them). ``phase(name)`` times a stretch of the job
+    and ``progress(note)`` reports where it is and is the point where cancellation takes
+    effect.
+    """
+
+    job_id: str
+    kind: str
+    role: str
+    schema: Schema
+    data: PartyData
+    params: dict[str, Any]
+    out_dir: Path
+    ledger: Ledger
+    counters: OpCounters = field(default_factory=OpCounters)
+    phases: dict[str, float] = field(default_factory=dict)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    notes: Callable[[str], None] = field(default=lambda note: None)
+    last_progress: str = ""
+    cancel_reason: str = ""
+
+    def cancel(self, reason: str) -> None:
+        self.cancel_reason = reason
+        self.cancelled.set()
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.progress(f"phase {name}")
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+
+    def progress(self, note: str) -> None:
+        self.check_cancelled()
+        self.last_progress = note
+        self.notes(note)
+
+    def check_cancelled(self) -> None:
+        if self.cancelled.is_set():
+            raise JobCancelled(self.cancel_reason or "job was cancelled")
+
+
+# -- ping: the link check every deployment wants first ---------------------------------
+MAX_PING_ROUNDS = 100_000
+MAX_PING_BYTES = 64 * 1024 * 1024
+
+
+def _check_ping(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
+    unknown = set(params) - {"rounds", "bytes"}
+    if unknown:
+        raise UserError(f"ping: unknown parameter {sorted(unknown)[0]!r} (know: rounds, bytes)")
+    rounds, size = params.get("rounds", 10), params.get("bytes", 1024)
+    if not isinstance(rounds, int) or not 1 <= rounds <= MAX_PING_ROUNDS:
+        raise UserError(f"ping: 'rounds' must be an integer in 1..{MAX_PING_ROUNDS}")
+    if not isinstance(size, int) or not 0 <= size <= MAX_PING_BYTES:
+        raise UserError(f"ping: 'bytes' must be an integer in 0..{MAX_PING_BYTES}")
+    return {"rounds": rounds, "bytes": size}
+
+
+def run_ping(role: str, channel: Channel, context: JobContext) -> dict[str, Any]:
+    """Alice sends random payloads, Bob echoes them, Alice checks: latency and throughput."""
+    rounds, size = context.params["rounds"], context.params["bytes"]
+    rng = np.random.default_rng()
+    times = []
+    with context.phase("ping"):
+        for i in range(rounds):
+            if i % 64 == 0:
+                context.progress(f"ping round {i + 1}/{rounds}")
+            if role == "alice":
+                payload = rng.bytes(size)
+                start = time.perf_counter()
+                channel.send("ping", payload)
+                if channel.recv("pong", max_bytes=size) != payload:
+                    raise ProtocolError(f"peer echoed a different payload in round {i + 1}")
+                times.append(time.perf_counter() - start)
+            else:
+                channel.send("pong", channel.recv("ping", max_bytes=size))
+    if role != "alice":
+        return {"rounds": rounds, "bytes": size}
+    total = float(sum(times))
+    return {
+        "rounds": rounds,
+        "bytes": size,
+        "rtt_ms_median": round(float(np.median(times)) * 1e3, 3),
+        "throughput_mb_s": round(2 * rounds * size / total / 1e6, 3) if total > 0 else 0.0,
+    }
+
+
+register_job(JobKind("ping", run_ping, _check_ping, "echo payloads: link latency and throughput"))
