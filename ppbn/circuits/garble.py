@@ -1,0 +1,249 @@
+"""Half-gates garbling with free-XOR and point-and-permute, batched with numpy.
+
+Implements Zahur, Rosulek and Evans, "Two Halves Make a Whole" (EUROCRYPT 2015), Sec. 3
+(the half-gates AND gate: two ciphertexts per AND), with free-XOR (Kolesnikov-Schneider,
+ICALP 2008) and point-and-permute: the garbler's global offset R has least significant
+bit 1, so the lsb of a label is its wire's value XOR a secret permute bit.
+
+Hash: the tweakable circular-correlation-robust hash from a fixed-key permutation of
+Guo, Katz, Wang and Yu, "Efficient and Secure Multiparty Computation from Fixed-Key Block
+Ciphers" (IEEE S&P 2020), Sec. 7 (TMMO): H(x, i) = pi(pi(x) XOR i) XOR pi(x), with pi
+AES-128 under a fixed public key. Tweaks are unique per (gate, instance, half) and a
+caller-supplied base keeps them unique across garblings that share R.
+
+Layout: labels are (..., 2) uint64 arrays (the two 64-bit halves of a 128-bit label; bit 0
+of word 0 is the point-and-permute bit). A batch garbles K instances of one circuit at once,
+with one R; the state is (n_slots, K, 2) and every schedule step is a few numpy passes over
+all gates of the step and all instances, with one AES call over all their blocks.
+Garbled tables are (2, n_and, K, 2): the generator halves T_G of all AND gates and
+instances, then the evaluator halves T_E, so each step reads and writes contiguous runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from ppbn.circuits.schedule import ONE_SLOT, Schedule
+
+FIXED_AES_KEY = bytes.fromhex("61f3b2c0d4e5a6978899aabbccddeeff")  # public, nothing up the sleeve needed
+ONE = np.uint64(1)
+
+
+class FixedKeyHash:
+    """H(x, i) = pi(pi(x) ^ i) ^ pi(x) over many 128-bit blocks per call (GKWY20 Sec. 7).
+
+    Owns its scratch buffers (reused across calls so large batches do not page-fault on
+    fresh memory); use one instance per thread.
+    """
+
+    def __init__(self) -> None:
+        self._aes = Cipher(algorithms.AES(FIXED_AES_KEY), modes.ECB()).encryptor()
+        self._first = np.empty((0, 2), dtype=np.uint64)
+        self._second = np.empty((0, 2), dtype=np.uint64)
+
+    def _reserve(self, n: int) -> None:
+        if self._first.shape[0] < n + 1:
+            size = max(n + 1, 2 * self._first.shape[0])
+            self._first = np.empty((size, 2), dtype=np.uint64)
+            self._second = np.empty((size, 2), dtype=np.uint64)
+
+    def _permute(self, blocks: np.ndarray, out_buffer: np.ndarray) -> None:
+        # cryptography wants block_size - 1 spare bytes after the output: buffers keep one block.
+        n = blocks.shape[0]
+        self._aes.update_into(memoryview(blocks).cast("B"), memoryview(out_buffer[: n + 1]).cast("B"))
+
+    def hash_into(self, blocks: np.ndarray, tweaks: np.ndarray, out: np.ndarray) -> None:
+        """out = H(blocks, tweaks) for C-contiguous (n, 2) uint64 blocks and (n,) tweaks."""
+        n = blocks.shape[0]
+        self._reserve(n)
+        first = self._first[:n]
+        second = self._second[:n]
+        self._permute(blocks, self._first)
+        np.copyto(second, first)
+        second[:, 0] ^= tweaks
+        self._permute(second, self._second)
+        np.bitwise_xor(second, first, out=out)
+
+    def hash(self, blocks: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
+        """Hash (n, 2) uint64 blocks with (n,) uint64 tweaks; returns a new (n, 2) array."""
+        out = np.empty((blocks.shape[0], 2), dtype=np.uint64)
+        self.hash_into(np.ascontiguousarray(blocks), np.asarray(tweaks, dtype=np.uint64), out)
+        return out
+
+
+def random_delta() -> np.ndarray:
+    """The free-XOR offset R: 128 random bits with the point-and-permute bit set."""
+    delta = np.frombuffer(os.urandom(16), dtype=np.uint64).copy()
+    delta[0] |= ONE
+    return delta
+
+
+def random_labels(shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform labels (shape + (2,)) from an AES-CTR stream under a fresh random key."""
+    n_bytes = int(np.prod(shape, dtype=np.int64)) * 16
+    stream = Cipher(algorithms.AES(os.urandom(16)), modes.CTR(bytes(16))).encryptor()
+    return np.frombuffer(stream.update(bytes(n_bytes)), dtype=np.uint64).reshape(*shape, 2).copy()
+
+
+class _Workspace:
+    """Scratch arrays sized for the largest step of one batch, reused by every step."""
+
+    def __init__(self, schedule: Schedule, k: int, hash_rows: int) -> None:
+        most = max((len(s.a) for s in schedule.steps if s.is_and), default=0) * k
+        xor_most = max((len(s.a) for s in schedule.steps if not s.is_and), default=0) * k
+        self.blocks = np.empty((hash_rows * most, 2), dtype=np.uint64)
+        self.hashed = np.empty((hash_rows * most, 2), dtype=np.uint64)
+        self.tweaks = np.empty(hash_rows * most, dtype=np.uint64)
+        self.even = np.arange(0, 2 * most, 2, dtype=np.uint64)
+        self.mask_a = np.empty((most, 1), dtype=np.uint64)
+        self.mask_b = np.empty((most, 1), dtype=np.uint64)
+        self.acc = np.empty((most, 2), dtype=np.uint64)
+        self.tmp = np.empty((most, 2), dtype=np.uint64)
+        self.left = np.empty((xor_most, 2), dtype=np.uint64)
+        self.right = np.empty((xor_most, 2), dtype=np.uint64)
+
+    def tile_delta(self, delta: np.ndarray) -> None:
+        """Delta repeated per row: numpy broadcasts a (2,) operand over (n, 2) slowly."""
+        self.delta = np.tile(delta, (self.acc.shape[0], 1))
+
+    def xor_step(self, state: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        n, k = len(a), state.shape[1]
+        left = self.left[: n * k].reshape(n, k, 2)
+        right = self.right[: n * k].reshape(n, k, 2)
+        np.take(state, a, axis=0, out=left, mode="clip")
+        np.take(state, b, axis=0, out=right, mode="clip")
+        left ^= right
+        state[out] = left
+
+    def set_tweaks(self, base: int, count: int, copies: int) -> np.ndarray:
+        """Tweaks for ``count`` AND instances: ``copies`` rows of the T_G tweak, then of T_E."""
+        tw = self.tweaks[: 2 * copies * count].reshape(2 * copies, count)
+        np.add(self.even[:count], np.uint64(base), out=tw[0])
+        np.add(tw[0], ONE, out=tw[copies])
+        for row in range(1, copies):
+            tw[row] = tw[0]
+            tw[copies + row] = tw[copies]
+        return tw.reshape(-1)
+
+    @staticmethod
+    def lsb_mask(labels: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """All-ones uint64 where the label's permute bit is 1, else zero; shape (n, 1)."""
+        np.bitwise_and(labels[:, :1], ONE, out=out)
+        np.negative(out, out=out)
+        return out
+
+
+def garble(
+    schedule: Schedule,
+    input_zero: np.ndarray,
+    delta: np.ndarray,
+    tweak_base: int = 0,
+    hasher: FixedKeyHash | None = None,
+    tables_out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Garble K instances. ``input_zero``: (n_input_bits, K, 2) zero-labels of the inputs.
+
+    Returns (tables (2, n_and, K, 2), output zero-labels (n_output_bits, K, 2)). The label
+    of value 1 on any wire is its zero-label XOR ``delta``. Uses tweaks
+    ``tweak_base .. tweak_base + 2 * n_and * K - 1``. A caller garbling batch after batch
+    may pass ``tables_out`` to reuse one table buffer.
+    """
+    hasher = hasher or FixedKeyHash()
+    n_in, k, _ = input_zero.shape
+    if n_in != len(schedule.input_slots):
+        raise ValueError(f"circuit has {len(schedule.input_slots)} input bits, got {n_in}")
+    delta = np.asarray(delta, dtype=np.uint64).reshape(2)
+    work = _Workspace(schedule, k, hash_rows=4)
+    work.tile_delta(delta)
+    state = np.zeros((schedule.n_slots, k, 2), dtype=np.uint64)
+    state[ONE_SLOT] = delta
+    state[schedule.input_slots] = input_zero
+    shape = (2, schedule.n_and, k, 2)
+    if tables_out is not None and (tables_out.shape != shape or tables_out.dtype != np.uint64):
+        raise ValueError(f"tables_out must be a uint64 array of shape {shape}")
+    tables = np.empty(shape, dtype=np.uint64) if tables_out is None else tables_out
+    for step in schedule.steps:
+        if not step.is_and:
+            work.xor_step(state, step.a, step.b, step.out)
+            continue
+        n = len(step.a)
+        count = n * k
+        blocks = work.blocks[: 4 * count]
+        a0, a1, b0, b1 = (blocks[i * count : (i + 1) * count] for i in range(4))
+        np.take(state, step.a, axis=0, out=a0.reshape(n, k, 2), mode="clip")
+        np.take(state, step.b, axis=0, out=b0.reshape(n, k, 2), mode="clip")
+        np.bitwise_xor(a0, work.delta[:count], out=a1)
+        np.bitwise_xor(b0, work.delta[:count], out=b1)
+        hashed = work.hashed[: 4 * count]
+        hasher.hash_into(blocks, work.set_tweaks(tweak_base + 2 * step.first_and * k, count, 2), hashed)
+        h_a0, h_a1, h_b0, h_b1 = (hashed[i * count : (i + 1) * count] for i in range(4))
+        mask_a = work.lsb_mask(a0, work.mask_a[:count])
+        mask_b = work.lsb_mask(b0, work.mask_b[:count])
+        rows = slice(step.first_and, step.first_and + n)
+        t_gen = tables[0, rows].reshape(count, 2)
+        t_eval = tables[1, rows].reshape(count, 2)
+        acc, tmp = work.acc[:count], work.tmp[:count]
+        # Generator half: T_G = H(A0) ^ H(A1) ^ pb R, W_G0 = H(A0) ^ pa T_G.
+        np.bitwise_xor(h_a0, h_a1, out=t_gen)
+        np.bitwise_and(work.delta[:count], mask_b, out=tmp)
+        t_gen ^= tmp
+        np.bitwise_and(t_gen, mask_a, out=acc)
+        acc ^= h_a0
+        # Evaluator half: T_E = H(B0) ^ H(B1) ^ A0, W_E0 = H(B0) ^ pb (T_E ^ A0).
+        np.bitwise_xor(h_b0, h_b1, out=tmp)
+        np.bitwise_xor(tmp, a0, out=t_eval)
+        tmp &= mask_b
+        tmp ^= h_b0
+        acc ^= tmp
+        state[step.out] = acc.reshape(n, k, 2)
+    return tables, state[schedule.output_slots]
+
+
+def evaluate_garbled(
+    schedule: Schedule,
+    input_labels: np.ndarray,
+    tables: np.ndarray,
+    tweak_base: int = 0,
+    hasher: FixedKeyHash | None = None,
+) -> np.ndarray:
+    """Evaluate K garbled instances; returns the output labels (n_output_bits, K, 2)."""
+    hasher = hasher or FixedKeyHash()
+    n_in, k, _ = input_labels.shape
+    if n_in != len(schedule.input_slots):
+        raise ValueError(f"circuit has {len(schedule.input_slots)} input bits, got {n_in}")
+    if tables.shape != (2, schedule.n_and, k, 2):
+        raise ValueError(f"garbled tables have shape {tables.shape}, expected {(2, schedule.n_and, k, 2)}")
+    work = _Workspace(schedule, k, hash_rows=2)
+    state = np.zeros((schedule.n_slots, k, 2), dtype=np.uint64)
+    state[schedule.input_slots] = input_labels
+    for step in schedule.steps:
+        if not step.is_and:
+            work.xor_step(state, step.a, step.b, step.out)
+            continue
+        n = len(step.a)
+        count = n * k
+        blocks = work.blocks[: 2 * count]
+        a, b = blocks[:count], blocks[count:]
+        np.take(state, step.a, axis=0, out=a.reshape(n, k, 2), mode="clip")
+        np.take(state, step.b, axis=0, out=b.reshape(n, k, 2), mode="clip")
+        hashed = work.hashed[: 2 * count]
+        hasher.hash_into(blocks, work.set_tweaks(tweak_base + 2 * step.first_and * k, count, 1), hashed)
+        rows = slice(step.first_and, step.first_and + n)
+        acc, tmp = work.acc[:count], work.tmp[:count]
+        # W = H(A) ^ sa T_G ^ H(B) ^ sb (T_E ^ A)
+        np.bitwise_and(tables[0, rows].reshape(count, 2), work.lsb_mask(a, work.mask_a[:count]), out=acc)
+        acc ^= hashed[:count]
+        np.bitwise_xor(tables[1, rows].reshape(count, 2), a, out=tmp)
+        tmp &= work.lsb_mask(b, work.mask_b[:count])
+        tmp ^= hashed[count:]
+        acc ^= tmp
+        state[step.out] = acc.reshape(n, k, 2)
+    return state[schedule.output_slots]
+
+
+def permute_bits(labels: np.ndarray) -> np.ndarray:
+    """Point-and-permute bit (lsb) of each label: (..., 2) uint64 -> (...) uint8."""
+    return (labels[..., 0] & ONE).astype(np.uint8)
