@@ -1,0 +1,857 @@
+"""Secure contingency tables: additive shares in Z_2^64 of every count a family needs.
+
+Yang-Wright (Sec. 6.3) obtain each alpha_ijk = #records with (v_i, pi_i) = (k, j) as one
+n-long scalar product of the parties' compatibility vectors (Sec. 5.3, Paillier): one
+vector of n encryptions per alpha. ppbn computes whole tables, for many families, in one
+pass (DESIGN.md, "Where the cost is"):
+
+1. A family F splits into the encrypting party X's variables S_X and the other party
+   Y's variables S_Y. For each record, X encrypts *once* the one-hot indicators of the
+   record's configuration of each of its subsets S_X, packed side by side into plaintext
+   slots of w = bits(n) + sigma + 1 bits (sigma >= 40 statistical masking bits, one guard
+   bit); a ciphertext holds (key_bits - 1) // w slots, so many subsets share it.
+2. Y multiplies, per configuration y of S_Y, the ciphertexts of the records with S_Y = y
+   (homomorphic sum: slot (S_X, x) then holds alpha(x, y)). Y first aggregates over the
+   joint configurations of a *cluster* of its subsets and marginalises the products, so a
+   record costs one multiplication per cluster instead of one per subset.
+3. Y adds a fresh mask r < 2^(bits(n) + sigma) to every slot, re-randomizes with a full
+   randomizer (paillier.py: the key owner could otherwise look at the randomizer), and
+   returns; X decrypts. Slot value v = alpha + r is statistically hidden (distance
+   <= 2^-sigma). Shares: X holds v mod 2^64, Y holds -r mod 2^64; their sum mod 2^64 is
+   alpha. The shares are statistically hiding, not uniform in Z_2^64.
+
+Each party encrypts under its own key (X is always the key owner). Ciphertexts are
+streamed in chunks of records (memory stays flat in n) and Y may keep them for later
+calls of the same ``TablesSession``; the plan reuses cached ciphertexts and otherwise
+picks, by a cost model, which party encrypts which family (both compute the same plan
+from public data). A family held entirely by one party is counted by that party: its
+share is the count table itself (its own data) and the other party's share is zero.
+Every received message is validated (sizes, ciphertexts in Z*_{N^2}, agreement on n,
+the family list and the configuration); a mismatch raises ProtocolError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import secrets
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from gmpy2 import mpz
+
+from ppbn.bn.schema import Schema
+from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.paillier import (
+    DEFAULT_KEY_BITS,
+    FastEncryptor,
+    KeyPair,
+    OpCounters,
+    PublicKey,
+    WorkerPool,
+    decode_ciphertexts,
+    decrypt_bytes,
+    encode_ciphertexts,
+    encrypt_bit_rows,
+    full_randomizers_bytes,
+    multiply_by_label,
+)
+
+PROTOCOL_VERSION = 1
+ROLES = ("alice", "bob")
+SHARE_MODULUS = 1 << 64
+MAX_CACHE_ENTRIES = 1 << 16
+RETURN_PIECE = 4096  # masked ciphertexts per message
+
+Subset = tuple[str, ...]
+Family = tuple[str, ...]
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class TablesConfig:
+    """Parameters both parties must agree on (checked in the hello), plus local tuning.
+
+    ``workers``, ``cache_bytes`` and ``serial_below`` are local; the others are compared.
+    """
+
+    key_bits: int = DEFAULT_KEY_BITS
+    statistical_bits: int = 40
+    chunk_size: int = 4096
+    workers: int | None = None  # None: one per core
+    cache_bytes: int = 768 * 2**20  # ciphertexts kept for later calls of a session
+    serial_below: int = 4096  # fewer records than this: no worker processes
+
+    def __post_init__(self) -> None:
+        if self.statistical_bits < 40:
+            raise ValueError("statistical_bits must be at least 40")
+        if self.chunk_size < 1:
+            raise ValueError("chunk_size must be positive")
+
+
+def crossing_families(schema: Schema, max_size: int) -> list[tuple[str, ...]]:
+    """Every variable subset of size <= max_size, in schema order, with variables of both parties."""
+    out = []
+    for size in range(2, max_size + 1):
+        for combo in itertools.combinations(schema.variables, size):
+            if len({v.owner for v in combo}) == 2:
+                out.append(tuple(v.name for v in combo))
+    return out
+
+
+# -- cost of the paper's method -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MethodCost:
+    """Public-key work and traffic of a way of computing the count shares."""
+
+    method: str
+    alphas: int
+    encryptions: int
+    decryptions: int
+    ciphertext_multiplications: int
+    ciphertexts: int
+    bytes: int
+
+    @property
+    def public_key_operations(self) -> int:
+        return self.encryptions + self.decryptions + self.ciphertext_multiplications
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {
+            "method": self.method,
+            "alphas": self.alphas,
+            "encryptions": self.encryptions,
+            "decryptions": self.decryptions,
+            "ciphertext_multiplications": self.ciphertext_multiplications,
+            "ciphertexts": self.ciphertexts,
+            "bytes": self.bytes,
+            "public_key_operations": self.public_key_operations,
+        }
+
+
+def per_alpha_cost(
+    schema: Schema, families: Sequence[Family], n_records: int, key_bits: int = DEFAULT_KEY_BITS
+) -> MethodCost:
+    """Yang-Wright Sec. 6.3 on the same families: one n-long scalar product per alpha.
+
+    Per crossing cell alpha(x, y): Alice encrypts her n-long compatibility vector (n
+    encryptions, n ciphertexts sent), Bob multiplies the ciphertexts of his compatible
+    records (summed over the cells of a family: configs(S_A) * n), adds an encrypted mask
+    (1 encryption, 1 multiplication) and returns one ciphertext, which Alice decrypts.
+    Families held by one party cost nothing. Computed, not run.
+    """
+    alphas = encryptions = multiplications = 0
+    for family in dict.fromkeys(tuple(f) for f in families):
+        owners = {schema.owner(v) for v in family}
+        if len(owners) < 2:
+            continue
+        cells = math.prod(schema.cardinalities(family))
+        alice_configs = math.prod(schema.cardinality(v) for v in family if schema.owner(v) == "alice")
+        alphas += cells
+        encryptions += cells * (n_records + 1)
+        multiplications += alice_configs * n_records + cells
+    ciphertexts = alphas * (n_records + 1)
+    width = 2 * ((key_bits + 7) // 8)
+    return MethodCost("per-alpha", alphas, encryptions, alphas, multiplications, ciphertexts, ciphertexts * width)
+
+
+# -- plan ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Configurations [start, stop) of one subset, laid out in consecutive slots."""
+
+    subset: Subset
+    start: int
+    stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Group:
+    """The slot layout of one ciphertext per record."""
+
+    slices: tuple[Slice, ...]
+
+    @property
+    def slots(self) -> int:
+        return sum(s.size for s in self.slices)
+
+    def offsets(self) -> list[int]:
+        return list(itertools.accumulate((s.size for s in self.slices), initial=0))[:-1]
+
+
+@dataclass
+class DirectionPlan:
+    """Everything both parties need to run one direction: X encrypts, Y aggregates."""
+
+    encrypter: str
+    pairs_needed: list[tuple[Subset, Subset]]  # (S_X, S_Y) of the families in this direction
+    groups: list[Group]
+    cached: list[bool]
+    locate: dict[Subset, list[tuple[int, int, Slice]]]  # S_X -> (group, slot offset, slice)
+    pairs: list[tuple[int, Subset]]  # (group, S_Y) products returned, in order
+    clusters: list[list[Subset]]  # per group: unions of S_Y subsets aggregated jointly
+    cluster_of: list[dict[Subset, int]]  # per group: S_Y -> cluster index
+
+    @property
+    def aggregator(self) -> str:
+        return other(self.encrypter)
+
+
+def other(role: str) -> str:
+    return "bob" if role == "alice" else "alice"
+
+
+def _configs(schema: Schema, subset: Sequence[str]) -> int:
+    return math.prod(schema.cardinalities(subset))
+
+
+def _canonical(schema: Schema, names: Sequence[str]) -> Subset:
+    order = {n: i for i, n in enumerate(schema.names)}
+    return tuple(sorted(names, key=order.__getitem__))
+
+
+def slot_bits(n_records: int, statistical_bits: int) -> int:
+    """Slot width: room for a count <= n, sigma bits of mask headroom, one guard bit."""
+    return n_records.bit_length() + statistical_bits + 1
+
+
+def _pack(schema: Schema, subsets: Sequence[Subset], capacity: int) -> list[Group]:
+    """First-fit decreasing of the subsets' configurations into ciphertexts of ``capacity`` slots."""
+    pieces = []
+    for subset in subsets:
+        total = _configs(schema, subset)
+        pieces.extend(Slice(subset, start, min(start + capacity, total)) for start in range(0, total, capacity))
+    pieces.sort(key=lambda s: -s.size)
+    bins: list[list[Slice]] = []
+    for piece in pieces:
+        for b in bins:
+            if sum(s.size for s in b) + piece.size <= capacity:
+                b.append(piece)
+                break
+        else:
+            bins.append([piece])
+    return [Group(tuple(b)) for b in bins]
+
+
+def _cluster(schema: Schema, subsets: Sequence[Subset], limit: int) -> tuple[list[Subset], dict[Subset, int]]:
+    """Greedy first-fit of Y's subsets into unions with at most ``limit`` joint configurations."""
+    clusters: list[Subset] = []
+    cluster_of: dict[Subset, int] = {}
+    for subset in sorted(subsets, key=lambda s: (-_configs(schema, s), s)):
+        for i, union in enumerate(clusters):
+            merged = _canonical(schema, set(union) | set(subset))
+            if _configs(schema, merged) <= limit:
+                clusters[i] = merged
+                cluster_of[subset] = i
+                break
+        else:
+            cluster_of[subset] = len(clusters)
+            clusters.append(subset)
+    return clusters, cluster_of
+
+
+def _direction_plan(
+    schema: Schema,
+    encrypter: str,
+    pairs_needed: list[tuple[Subset, Subset]],
+    capacity: int,
+    cached_groups: Sequence[Group],
+    cluster_limit: int,
+) -> DirectionPlan:
+    x_subsets = sorted({sx for sx, _ in pairs_needed}, key=lambda s: (len(s), s))
+    coverage: dict[Subset, list[tuple[int, int, Slice]]] = {}
+    for gi, group in enumerate(cached_groups):
+        for offset, piece in zip(group.offsets(), group.slices, strict=True):
+            coverage.setdefault(piece.subset, []).append((gi, offset, piece))
+    used_cached: list[int] = []
+    locate: dict[Subset, list[tuple[int, int, Slice]]] = {}
+    fresh = []
+    for subset in x_subsets:
+        found = coverage.get(subset, [])
+        if sum(p.size for _, _, p in found) == _configs(schema, subset):
+            locate[subset] = found
+            used_cached.extend(gi for gi, _, _ in found if gi not in used_cached)
+        else:
+            fresh.append(subset)
+    renumber = {gi: i for i, gi in enumerate(sorted(used_cached))}
+    groups = [cached_groups[gi] for gi in sorted(used_cached)]
+    cached = [True] * len(groups)
+    locate = {s: [(renumber[gi], off, p) for gi, off, p in where] for s, where in locate.items()}
+    for group in _pack(schema, fresh, capacity):
+        gi = len(groups)
+        groups.append(group)
+        cached.append(False)
+        for offset, piece in zip(group.offsets(), group.slices, strict=True):
+            locate.setdefault(piece.subset, []).append((gi, offset, piece))
+    pair_set = {(gi, sy) for sx, sy in pairs_needed for gi, _, _ in locate[sx]}
+    pairs = sorted(pair_set, key=lambda p: (p[0], len(p[1]), p[1]))
+    clusters, cluster_of = [], []
+    for gi in range(len(groups)):
+        unions, where = _cluster(schema, [sy for g, sy in pairs if g == gi], cluster_limit)
+        clusters.append(unions)
+        cluster_of.append(where)
+    return DirectionPlan(encrypter, pairs_needed, groups, cached, locate, pairs, clusters, cluster_of)
+
+
+# Relative cost of operations, in multiplications mod N^2 (measured on 2048-bit keys).
+_COST_ENCRYPTION = 25
+_COST_RETURN = 2000  # a full randomizer plus a decryption
+_COST_CIPHERTEXT_SENT = 2
+
+
+def _plan_cost(schema: Schema, plan: DirectionPlan, n_records: int) -> int:
+    fresh = sum(not c for c in plan.cached)
+    records_mults = n_records * sum(len(c) for c in plan.clusters)
+    marginal = sum(_configs(schema, plan.clusters[g][plan.cluster_of[g][sy]]) for g, sy in plan.pairs)
+    returns = sum(_configs(schema, sy) for _, sy in plan.pairs)
+    sent = n_records * fresh + returns
+    return (
+        _COST_ENCRYPTION * n_records * fresh
+        + records_mults
+        + marginal
+        + _COST_RETURN * returns
+        + _COST_CIPHERTEXT_SENT * sent
+    )
+
+
+@dataclass
+class Plan:
+    local: list[Family]
+    directions: list[DirectionPlan]
+
+
+def make_plan(
+    schema: Schema,
+    families: Sequence[Family],
+    n_records: int,
+    config: TablesConfig,
+    cached: dict[str, list[Group]] | None = None,
+) -> Plan:
+    """The plan both parties derive from public data (and the cache state they exchanged).
+
+    Candidates: Alice encrypts every crossing family, Bob does, or each family goes to
+    the party whose part is cached or shared by more families. The cheapest by the cost
+    model wins (ties: that order).
+    """
+    cached = cached or {"alice": [], "bob": []}
+    capacity = (config.key_bits - 1) // slot_bits(n_records, config.statistical_bits)
+    if capacity < 1:
+        raise ValueError("key too small for the slot width")
+    cluster_limit = max(2, min(1024, config.chunk_size // 8))
+    local: list[Family] = []
+    crossing: list[tuple[Subset, Subset]] = []
+    for family in families:
+        owners = {schema.owner(v) for v in family}
+        if len(owners) == 1:
+            local.append(family)
+            continue
+        alice_part = _canonical(schema, [v for v in family if schema.owner(v) == "alice"])
+        bob_part = _canonical(schema, [v for v in family if schema.owner(v) == "bob"])
+        crossing.append((alice_part, bob_part))
+    crossing = list(dict.fromkeys(crossing))
+    if not crossing:
+        return Plan(local, [])
+
+    def covered(role: str, subset: Subset) -> bool:
+        total = sum(p.size for g in cached[role] for p in g.slices if p.subset == subset)
+        return total == _configs(schema, subset)
+
+    share_count: dict[tuple[str, Subset], int] = {}
+    for a, b in crossing:
+        share_count[("alice", a)] = share_count.get(("alice", a), 0) + 1
+        share_count[("bob", b)] = share_count.get(("bob", b), 0) + 1
+    mixed: list[str] = []
+    for a, b in crossing:
+        if covered("alice", a) != covered("bob", b):
+            mixed.append("alice" if covered("alice", a) else "bob")
+        else:
+            mixed.append("alice" if share_count[("alice", a)] >= share_count[("bob", b)] else "bob")
+    candidates = [["alice"] * len(crossing), ["bob"] * len(crossing), mixed]
+    best: tuple[int, list[DirectionPlan]] | None = None
+    for assignment in candidates:
+        plans = []
+        for role in ROLES:
+            pairs = [
+                (a, b) if role == "alice" else (b, a)
+                for (a, b), who in zip(crossing, assignment, strict=True)
+                if who == role
+            ]
+            if pairs:
+                plans.append(_direction_plan(schema, role, pairs, capacity, cached[role], cluster_limit))
+        cost = sum(_plan_cost(schema, p, n_records) for p in plans)
+        if best is None or cost < best[0]:
+            best = (cost, plans)
+    assert best is not None
+    return Plan(local, best[1])
+
+
+# -- session ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Held:
+    group: Group
+    chunks: list[bytes]
+
+
+@dataclass
+class TablesSession:
+    """State kept across ``run_tables`` calls of one job: keys, encryptor, workers, cache.
+
+    Use one per job and per party, and ``close()`` it at the end (or use ``with``).
+    """
+
+    config: TablesConfig = field(default_factory=TablesConfig)
+    keys: KeyPair | None = None
+    encryptor: FastEncryptor | None = None
+    sent: dict[int, Group] = field(default_factory=dict)  # as encrypter: digest -> group
+    held: dict[int, _Held] = field(default_factory=dict)  # as aggregator: digest -> ciphertexts
+    held_bytes: int = 0
+    pool: WorkerPool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pool = WorkerPool(self.config.workers)
+
+    def own_keys(self) -> KeyPair:
+        """This party's key pair and fast encryptor, made on first use (before any streaming)."""
+        if self.keys is None:
+            self.keys = KeyPair.generate(self.config.key_bits)
+            self.encryptor = FastEncryptor(
+                self.keys.public, factors=(int(self.keys.private.p), int(self.keys.private.q))
+            )
+        return self.keys
+
+    def close(self) -> None:
+        self.pool.close()
+        self.held.clear()
+        self.held_bytes = 0
+
+    def __enter__(self) -> TablesSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _digest(*parts: object) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "big")
+
+
+def _group_digest(encrypter: str, group: Group, n_records: int, chunk_size: int, n_key: int) -> int:
+    return _digest("group", encrypter, group, n_records, chunk_size, n_key)
+
+
+# -- the protocol ----------------------------------------------------------------------------------
+
+
+def run_tables(
+    channel: Channel,
+    role: str,
+    schema: Schema,
+    codes: np.ndarray,
+    families: Sequence[tuple[str, ...]],
+    config: TablesConfig | None = None,
+    counters: OpCounters | None = None,
+    progress: Progress | None = None,
+    session: TablesSession | None = None,
+) -> dict[tuple[str, ...], np.ndarray]:
+    """This party's uint64 shares of the count table of every family (see module doc).
+
+    ``codes``: this party's coded columns, shape (n, k), in the order of
+    ``schema.owned_by(role)``, rows aligned by record id with the peer's. The result maps
+    each family to an array shaped by its cardinalities (axes in the family's order, C
+    order); alice's + bob's share = count mod 2^64. Pass a ``session`` to keep keys,
+    workers and ciphertexts across calls of one job (its config then wins).
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be 'alice' or 'bob', got {role!r}")
+    own_session = session is None
+    if session is None:
+        session = TablesSession(config or TablesConfig())
+    counters = counters if counters is not None else OpCounters()
+    try:
+        return _run(channel, role, schema, codes, families, session, counters, progress)
+    finally:
+        if own_session:
+            session.close()
+
+
+def _check_inputs(schema: Schema, role: str, codes: np.ndarray, families: Sequence[Family]) -> list[Family]:
+    owned = schema.owned_by(role)
+    if codes.ndim != 2 or codes.shape[1] != len(owned):
+        raise ValueError(f"codes must have shape (n, {len(owned)}) for {role}'s variables, got {codes.shape}")
+    for j, var in enumerate(owned):
+        column = codes[:, j]
+        if column.size and (column.min() < 0 or column.max() >= var.cardinality):
+            raise ValueError(f"codes of {var.name!r} must lie in [0, {var.cardinality})")
+    out = []
+    for family in families:
+        family = tuple(family)
+        if not family or len(set(family)) != len(family):
+            raise ValueError(f"family {family!r} must list distinct variables")
+        for name in family:
+            schema.variable(name)
+        out.append(family)
+    return list(dict.fromkeys(out))
+
+
+def _hello(
+    channel: Channel, schema: Schema, n_records: int, families: list[Family], session: TablesSession
+) -> dict[str, list[Group]]:
+    """Agree on n, families, configuration; exchange cache state. Returns usable cached groups."""
+    config = session.config
+    mine = [
+        PROTOCOL_VERSION,
+        n_records,
+        config.key_bits,
+        config.statistical_bits,
+        config.chunk_size,
+        _digest(schema.fingerprint(), families),
+        len(session.held),
+        len(session.sent),
+    ]
+    channel.send_u64s("tables.hello", mine)
+    theirs = channel.recv_u64s("tables.hello", len(mine))
+    names = ["protocol version", "record count", "key bits", "statistical bits", "chunk size", "family list"]
+    for name, a, b in zip(names, mine, theirs, strict=False):
+        if a != b:
+            raise ProtocolError(f"tables: peer's {name} differs ({b} here {a}); both parties must agree")
+    held_count, sent_count = theirs[6], theirs[7]
+    if held_count > MAX_CACHE_ENTRIES or sent_count > MAX_CACHE_ENTRIES:
+        raise ProtocolError("tables: peer announced an absurd number of cached groups")
+    channel.send_u64s("tables.cache", sorted(session.held) + sorted(session.sent))
+    digests = channel.recv_u64s("tables.cache", held_count + sent_count)
+    peer_held, peer_sent = set(digests[:held_count]), set(digests[held_count:])
+    usable_mine = [session.sent[d] for d in sorted(session.sent) if d in peer_held]
+    usable_theirs = [session.held[d].group for d in sorted(session.held) if d in peer_sent]
+    return {"mine": usable_mine, "theirs": usable_theirs}
+
+
+def _run(
+    channel: Channel,
+    role: str,
+    schema: Schema,
+    codes: np.ndarray,
+    families_in: Sequence[Family],
+    session: TablesSession,
+    counters: OpCounters,
+    progress: Progress | None,
+) -> dict[Family, np.ndarray]:
+    families = _check_inputs(schema, role, codes, families_in)
+    n_records = int(codes.shape[0])
+    config = session.config
+    usable = _hello(channel, schema, n_records, families, session)
+    cached = {role: usable["mine"], other(role): usable["theirs"]}
+    plan = make_plan(schema, families, n_records, config, cached)
+    columns = {v.name: j for j, v in enumerate(schema.owned_by(role))}
+    result: dict[Family, np.ndarray] = {}
+    for family in plan.local:
+        shape = schema.cardinalities(family)
+        if schema.owner(family[0]) == role:
+            index = np.ravel_multi_index(tuple(codes[:, columns[v]] for v in family), shape)
+            table = np.bincount(index, minlength=math.prod(shape)).astype(np.uint64).reshape(shape)
+        else:
+            table = np.zeros(shape, dtype=np.uint64)
+        result[family] = table
+    width = slot_bits(n_records, config.statistical_bits)
+    for direction in plan.directions:
+        if direction.encrypter == role:
+            pair_shares = _encrypt_side(channel, schema, codes, columns, direction, session, counters, progress, width)
+        else:
+            pair_shares = _aggregate_side(
+                channel, schema, codes, columns, direction, session, counters, progress, width
+            )
+        _assemble(schema, families, direction, pair_shares, result)
+    return result
+
+
+def _config_index(schema: Schema, codes: np.ndarray, columns: dict[str, int], subset: Subset) -> np.ndarray:
+    if not subset:
+        return np.zeros(codes.shape[0], dtype=np.int64)
+    return np.ravel_multi_index(tuple(codes[:, columns[v]] for v in subset), schema.cardinalities(subset))
+
+
+def _chunks(n_records: int, chunk_size: int) -> list[tuple[int, int]]:
+    return [(s, min(s + chunk_size, n_records)) for s in range(0, n_records, chunk_size)]
+
+
+def _encrypt_side(
+    channel: Channel,
+    schema: Schema,
+    codes: np.ndarray,
+    columns: dict[str, int],
+    plan: DirectionPlan,
+    session: TablesSession,
+    counters: OpCounters,
+    progress: Progress | None,
+    width: int,
+) -> list[np.ndarray]:
+    """X's part: send the public key, stream packed encryptions, decrypt the masked products."""
+    config = session.config
+    keys = session.own_keys()
+    encryptor = session.encryptor
+    assert encryptor is not None
+    channel.send("tables.public_key", keys.public.to_bytes())
+    n_records = codes.shape[0]
+    inline = n_records < config.serial_below or not session.pool.parallel
+    max_inflight = 2 * session.pool.workers
+    fresh = [g for g, c in zip(plan.groups, plan.cached, strict=True) if not c]
+    total = n_records * len(fresh)
+    done = 0
+    inflight: deque = deque()
+    for group in fresh:
+        for start, stop in _chunks(n_records, config.chunk_size):
+            block = codes[start:stop]
+            positions = np.full((stop - start, len(group.slices)), -1, dtype=np.int64)
+            for j, (offset, piece) in enumerate(zip(group.offsets(), group.slices, strict=True)):
+                cfg = _config_index(schema, block, columns, piece.subset)
+                inside = (cfg >= piece.start) & (cfg < piece.stop)
+                positions[inside, j] = width * (offset + cfg[inside] - piece.start)
+            if inline:
+                future = session.pool.submit(encrypt_bit_rows, encryptor.spec, positions, encryptor, inline=True)
+            else:
+                future = session.pool.submit(encrypt_bit_rows, encryptor.spec, positions)
+            inflight.append((stop - start, future))
+            done += _send_ready(channel, inflight, max_inflight, counters)
+            if progress is not None:
+                progress("encrypt", done, total)
+        done += _send_ready(channel, inflight, 0, counters)
+        if progress is not None:
+            progress("encrypt", done, total)
+        session.sent[_group_digest(plan.encrypter, group, n_records, config.chunk_size, keys.public.n)] = group
+    # masked products, in plan order
+    sizes = [_configs(schema, sy) for _, sy in plan.pairs]
+    total_returns = sum(sizes)
+    values: list[int] = []
+    received = 0
+    while received < total_returns:
+        count = min(RETURN_PIECE, total_returns - received)
+        payload = channel.recv("tables.masked", max_bytes=count * keys.public.ciphertext_bytes)
+        decode_ciphertexts(payload, count, keys.public, "tables.masked")
+        counters.add(ciphertexts_received=count)
+        if inline or count < 64:
+            values.extend(decrypt_bytes(keys.private_spec(), payload))
+        else:
+            step = -(-count // session.pool.workers) * keys.public.ciphertext_bytes
+            futures = [
+                session.pool.submit(decrypt_bytes, keys.private_spec(), payload[i : i + step])
+                for i in range(0, len(payload), step)
+            ]
+            for future in futures:
+                values.extend(future.result())
+        counters.add(decryptions=count)
+        received += count
+        if progress is not None:
+            progress("decrypt", received, total_returns)
+    slot_mask = (1 << width) - 1
+    shares = []
+    position = 0
+    for (gi, _), size in zip(plan.pairs, sizes, strict=True):
+        slots = plan.groups[gi].slots
+        table = np.empty((size, slots), dtype=np.uint64)
+        for y in range(size):
+            m = values[position + y]
+            table[y] = [((m >> (width * s)) & slot_mask) % SHARE_MODULUS for s in range(slots)]
+        position += size
+        shares.append(table)
+    return shares
+
+
+def _send_ready(channel: Channel, inflight: deque, limit: int, counters: OpCounters) -> int:
+    """Send finished encryption chunks, in order, until at most ``limit`` are in flight."""
+    sent = 0
+    while len(inflight) > limit:
+        rows, future = inflight.popleft()
+        channel.send("tables.ciphertexts", future.result())
+        counters.add(encryptions=rows, randomizers=rows, ciphertexts_sent=rows)
+        sent += rows
+    return sent
+
+
+def _merge_ready(
+    inflight: deque,
+    limit: int,
+    acc: list[list[mpz | None]],
+    cluster_sizes: list[int],
+    nsquare: mpz,
+    ct_bytes: int,
+    counters: OpCounters,
+) -> None:
+    """Fold finished per-chunk products into the per-cluster accumulators."""
+    while len(inflight) > limit:
+        products, multiplications, error = inflight.popleft().result()
+        if error is not None:
+            raise ProtocolError(f"tables.ciphertexts: {error}")
+        merged = 0
+        for ci, blob in enumerate(products):
+            row = acc[ci]
+            for u in range(cluster_sizes[ci]):
+                value = mpz(int.from_bytes(blob[u * ct_bytes : (u + 1) * ct_bytes], "big"))
+                if value == 1:
+                    continue
+                current = row[u]
+                if current is None:
+                    row[u] = value
+                else:
+                    row[u] = current * value % nsquare
+                    merged += 1
+        counters.add(ciphertext_multiplications=multiplications + merged)
+
+
+def _aggregate_side(
+    channel: Channel,
+    schema: Schema,
+    codes: np.ndarray,
+    columns: dict[str, int],
+    plan: DirectionPlan,
+    session: TablesSession,
+    counters: OpCounters,
+    progress: Progress | None,
+    width: int,
+) -> list[np.ndarray]:
+    """Y's part: multiply the ciphertexts per configuration, mask, re-randomize, return."""
+    config = session.config
+    public = PublicKey.from_bytes(
+        channel.recv("tables.public_key", max_bytes=(config.key_bits + 7) // 8), config.key_bits
+    )
+    n_records = codes.shape[0]
+    nsquare = mpz(public.nsquare)
+    n_key = mpz(public.n)
+    ct_bytes = public.ciphertext_bytes
+    inline = n_records < config.serial_below or not session.pool.parallel
+    max_inflight = 2 * session.pool.workers
+    sizes = [_configs(schema, sy) for _, sy in plan.pairs]
+    total_returns = sum(sizes)
+    # full randomizers for the masked results: start early, they do not depend on the data
+    per_task = max(1, -(-total_returns // session.pool.workers))
+    randomizer_futures = [
+        session.pool.submit(full_randomizers_bytes, public.n, min(per_task, total_returns - i), inline=inline)
+        for i in range(0, total_returns, per_task)
+    ]
+    accumulators: list[list[list[mpz | None]]] = []
+    fresh_total = n_records * sum(not c for c in plan.cached)
+    done = 0
+    for gi, group in enumerate(plan.groups):
+        clusters = plan.clusters[gi]
+        cluster_sizes = [_configs(schema, u) for u in clusters]
+        acc: list[list[mpz | None]] = [[None] * size for size in cluster_sizes]
+        accumulators.append(acc)
+        digest = _group_digest(plan.encrypter, group, n_records, config.chunk_size, public.n)
+        held = session.held.get(digest) if plan.cached[gi] else None
+        keep = (
+            held is None
+            and session.held_bytes + n_records * ct_bytes <= config.cache_bytes
+            and not plan.cached[gi]
+        )
+        if plan.cached[gi] and held is None:
+            raise ProtocolError("tables: peer's key does not match the cached ciphertexts")
+        kept: list[bytes] = []
+        inflight: deque = deque()
+        for index, (start, stop) in enumerate(_chunks(n_records, config.chunk_size)):
+            if held is not None:
+                payload = held.chunks[index]
+            else:
+                payload = channel.recv("tables.ciphertexts", max_bytes=(stop - start) * ct_bytes)
+                counters.add(ciphertexts_received=stop - start)
+                if keep:
+                    kept.append(payload)
+            block = codes[start:stop]
+            labels = np.stack([_config_index(schema, block, columns, u) for u in clusters])
+            inflight.append(
+                session.pool.submit(multiply_by_label, public.n, payload, labels, cluster_sizes, inline=inline)
+            )
+            _merge_ready(inflight, max_inflight, acc, cluster_sizes, nsquare, ct_bytes, counters)
+            if held is None:
+                done += stop - start
+                if progress is not None:
+                    progress("aggregate", done, fresh_total)
+        _merge_ready(inflight, 0, acc, cluster_sizes, nsquare, ct_bytes, counters)
+        if keep:
+            session.held[digest] = _Held(group, kept)
+            session.held_bytes += n_records * ct_bytes
+    # marginalise each cluster to the subsets it serves
+    randomizers = []
+    for future in randomizer_futures:
+        blob = future.result()
+        randomizers.extend(
+            mpz(int.from_bytes(blob[i : i + ct_bytes], "big")) for i in range(0, len(blob), ct_bytes)
+        )
+    counters.add(randomizers=len(randomizers))
+    shares = []
+    outgoing: list[mpz] = []
+    mask_bits = width - 1
+    for (gi, sy), size in zip(plan.pairs, sizes, strict=True):
+        ci = plan.cluster_of[gi][sy]
+        union = plan.clusters[gi][ci]
+        union_cards = schema.cardinalities(union)
+        unravelled = np.unravel_index(np.arange(math.prod(union_cards)), union_cards)
+        projection = np.ravel_multi_index(
+            tuple(unravelled[union.index(v)] for v in sy), schema.cardinalities(sy)
+        ).tolist()
+        products: list[mpz | None] = [None] * size
+        for u, value in enumerate(accumulators[gi][ci]):
+            if value is None:
+                continue
+            y = projection[u]
+            if products[y] is None:
+                products[y] = value
+            else:
+                products[y] = products[y] * value % nsquare
+                counters.add(ciphertext_multiplications=1)
+        slots = plan.groups[gi].slots
+        table = np.empty((size, slots), dtype=np.uint64)
+        for y in range(size):
+            masks = [secrets.randbits(mask_bits) for _ in range(slots)]
+            packed = sum(r << (width * s) for s, r in enumerate(masks))
+            rho = randomizers[len(outgoing)]
+            mask_ct = (1 + packed * n_key) * rho % nsquare
+            value = products[y]
+            outgoing.append(mask_ct if value is None else value * mask_ct % nsquare)
+            table[y] = [(-r) % SHARE_MODULUS for r in masks]
+        counters.add(encryptions=size, ciphertext_multiplications=size)
+        shares.append(table)
+    for i in range(0, len(outgoing), RETURN_PIECE):
+        piece = outgoing[i : i + RETURN_PIECE]
+        channel.send("tables.masked", encode_ciphertexts(piece, public))
+        counters.add(ciphertexts_sent=len(piece))
+    return shares
+
+
+def _assemble(
+    schema: Schema,
+    families: list[Family],
+    plan: DirectionPlan,
+    pair_shares: list[np.ndarray],
+    result: dict[Family, np.ndarray],
+) -> None:
+    """Cut each family's table out of the per-(group, S_Y) slot shares and order its axes."""
+    pair_index = {pair: i for i, pair in enumerate(plan.pairs)}
+    wanted = set(plan.pairs_needed)
+    for family in families:
+        sx = _canonical(schema, [v for v in family if schema.owner(v) == plan.encrypter])
+        sy = _canonical(schema, [v for v in family if schema.owner(v) == plan.aggregator])
+        if (sx, sy) not in wanted or family in result:
+            continue
+        table = np.empty((_configs(schema, sx), _configs(schema, sy)), dtype=np.uint64)
+        for gi, offset, piece in plan.locate[sx]:
+            slot_shares = pair_shares[pair_index[(gi, sy)]]
+            table[piece.start : piece.stop, :] = slot_shares[:, offset : offset + piece.size].T
+        axes = sx + sy
+        shaped = table.reshape(schema.cardinalities(sx) + schema.cardinalities(sy))
+        result[family] = np.ascontiguousarray(np.transpose(shaped, [axes.index(v) for v in family]))
+
+
+def reconstruct(alice: dict[Family, np.ndarray], bob: dict[Family, np.ndarray]) -> dict[Family, np.ndarray]:
+    """Counts from both parties' shares. Only for tests and ``--reveal-for-testing`` runs."""
+    return {f: (alice[f] + bob[f]).astype(np.uint64) for f in alice}
