@@ -92,7 +92,9 @@ def test_moment_estimator_is_unbiased_and_its_covariance_is_right():
     root = RandomSource.from_seed("unbiased")
     for r in range(runs):
         randomized = scheme.randomize(data, ["a", "b", "c"], root.derive(str(r)))
-        estimates[r] = PramEstimator(["a", "b", "c"], randomized, scheme).moment(("a", "b", "c")).reshape(-1)
+        estimates[r] = (
+            PramEstimator(["a", "b", "c"], randomized, scheme).moment(("a", "b", "c")).reshape(-1)
+        )
     mean = estimates.mean(axis=0)
     stderr = estimates.std(axis=0, ddof=1) / np.sqrt(runs)
     assert np.all(np.abs(mean - truth.reshape(-1)) <= 3 * stderr)
@@ -121,7 +123,11 @@ def test_em_equals_moment_estimate_when_interior():
     cards = {"a": 2, "b": 3}
     data = _sample_family(3000, 13)[:, :2]
     scheme = RandomizationScheme(
-        cards, [Block(("a",), (2,), binary_symmetric(0.2)), Block(("b",), (3,), ternary_symmetric(0.15, 0.1))]
+        cards,
+        [
+            Block(("a",), (2,), binary_symmetric(0.2)),
+            Block(("b",), (3,), ternary_symmetric(0.15, 0.1)),
+        ],
     )
     randomized = scheme.randomize(data, ["a", "b"], RandomSource.from_seed(2))
     est = PramEstimator(["a", "b"], randomized, scheme)
@@ -146,11 +152,22 @@ def test_em_stays_nonnegative_on_the_boundary_and_beats_clipping():
     clipped = np.clip(moment, 0, None)
     clipped *= observed.sum() / clipped.sum()
     assert log_likelihood(em, observed, ops) >= log_likelihood(clipped, observed, ops)
+    # Karush-Kuhn-Tucker conditions of the MLE: with r = N_tilde / (P^T theta),
+    # (P r)_j = N where theta_j > 0 and (P r)_j <= N where theta_j = 0
+    theta = em / em.sum()
+    predicted = apply_along_axes(theta, [(a, m.T) for a, m in ops])
+    gradient = apply_along_axes(observed / predicted, ops)
+    positive = em > 1e-3
+    assert np.allclose(gradient[positive], observed.sum(), rtol=1e-4)
+    assert np.all(gradient[~positive] <= observed.sum() * (1 + 1e-4))
 
 
 def test_parameter_estimates_and_normal_intervals_cover_the_truth():
     cards = {"a": 2, "b": 3}
-    scheme = RandomizationScheme(cards, [Block(("a",), (2,), binary_symmetric(0.25)), Block(("b",), (3,), multi_category(3, 0.2))])
+    scheme = RandomizationScheme(
+        cards,
+        [Block(("a",), (2,), binary_symmetric(0.25)), Block(("b",), (3,), multi_category(3, 0.2))],
+    )
     data = _sample_family(5000, 14)[:, :2]
     true_theta = count_table(data, (2, 3))
     true_theta /= true_theta.sum(axis=1, keepdims=True)

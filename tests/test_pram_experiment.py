@@ -39,7 +39,14 @@ def test_scheme_is_table_5_1():
 def test_every_parameter_within_three_sd_of_table_5_2(result):
     assert len(result.rows) == 64
     outside = [
-        (r.variable, r.config, r.state, round(r.mean, 4), r.paper_mean, round(result.difference_sd(r), 4))
+        (
+            r.variable,
+            r.config,
+            r.state,
+            round(r.mean, 4),
+            r.paper_mean,
+            round(result.difference_sd(r), 4),
+        )
         for r in result.rows
         if not result.within_table(r)
     ]

@@ -101,10 +101,19 @@ def test_block_size_must_match_the_variables():
 def test_scheme_rejects_double_membership_and_unknown_variables():
     cards = {"A": 2, "B": 2}
     with pytest.raises(RandomizationError, match="two randomization blocks"):
-        RandomizationScheme(cards, [Block(("A",), (2,), binary_symmetric(0.1)), Block(("A", "B"), (2, 2), multi_category(4, 0.2))])
+        RandomizationScheme(
+            cards,
+            [
+                Block(("A",), (2,), binary_symmetric(0.1)),
+                Block(("A", "B"), (2, 2), multi_category(4, 0.2)),
+            ],
+        )
     with pytest.raises(RandomizationError, match="unknown variable 'Z'"):
         RandomizationScheme.from_spec(cards, {"Z": {"kind": "identity"}})
-    with pytest.raises(RandomizationError, match="randomization spec for A: binary_symmetric needs a variable with 2 states"):
+    with pytest.raises(
+        RandomizationError,
+        match="randomization spec for A: binary_symmetric needs a variable with 2 states",
+    ):
         RandomizationScheme.from_spec({"A": 3}, {"A": {"kind": "binary_symmetric", "p": 0.1}})
 
 

@@ -80,7 +80,13 @@ def test_em_counts_give_a_valid_network(data):
 
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
-    [({"eta": 0.0}, "eta"), ({"eta": 1.5}, "eta"), ({"c_star": 0.0}, "C\\*"), ({"mode": "nope"}, "score mode"), ({"counts": "x"}, "estimator")],
+    [
+        ({"eta": 0.0}, "eta"),
+        ({"eta": 1.5}, "eta"),
+        ({"c_star": 0.0}, "C\\*"),
+        ({"mode": "nope"}, "score mode"),
+        ({"counts": "x"}, "estimator"),
+    ],
 )
 def test_oracle_settings_are_checked(data, kwargs, fragment):
     est = PramEstimator(NAMES, data, RandomizationScheme(NET.cardinalities))

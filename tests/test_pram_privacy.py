@@ -58,7 +58,9 @@ def test_multi_category_closed_forms(k, p):
 def test_table_5_1_gammas():
     assert gamma_amplification(binary_symmetric(0.25)).value == pytest.approx(3)
     assert gamma_amplification(binary_symmetric(0.2)).value == pytest.approx(4)
-    assert gamma_amplification(ternary_symmetric(0.15, 0.15)).value == pytest.approx(4.67, abs=0.005)
+    assert gamma_amplification(ternary_symmetric(0.15, 0.15)).value == pytest.approx(
+        4.67, abs=0.005
+    )
 
 
 def test_papers_gamma_9_is_a_row_ratio_not_the_definition():
@@ -104,7 +106,10 @@ def test_prior_matters_for_entropy_and_k_anonymity():
 def test_report_covers_each_block():
     scheme = RandomizationScheme(
         {"A": 2, "B": 3, "C": 2},
-        [Block(("A",), (2,), binary_symmetric(0.25), "bs"), Block(("B", "C"), (3, 2), multi_category(6, 0.3), "joint")],
+        [
+            Block(("A",), (2,), binary_symmetric(0.25), "bs"),
+            Block(("B", "C"), (3, 2), multi_category(6, 0.3), "joint"),
+        ],
     )
     rows = privacy_report(scheme, {"A": [0.7, 0.3]})
     assert [r.variables for r in rows] == [("A",), ("B", "C")]

@@ -79,7 +79,12 @@ class DiscreteNetwork:
             for v in self.order:
                 pa = self.parents[v]
                 j = (
-                    int(np.ravel_multi_index(tuple(state[position[p]] for p in pa), tuple(self.cardinalities[p] for p in pa)))
+                    int(
+                        np.ravel_multi_index(
+                            tuple(state[position[p]] for p in pa),
+                            tuple(self.cardinalities[p] for p in pa),
+                        )
+                    )
                     if pa
                     else 0
                 )
@@ -109,7 +114,9 @@ FIGURE_5_2_ROWS: dict[str, tuple[float, ...]] = {
     "G": (0.2, 0.4, 0.8, 0.6),
 }
 
-EXPERIMENT1_CARDINALITIES: dict[str, int] = {v: (3 if v in ("L", "B") else 2) for v in FIGURE_5_2_ROWS}
+EXPERIMENT1_CARDINALITIES: dict[str, int] = {
+    v: (3 if v in ("L", "B") else 2) for v in FIGURE_5_2_ROWS
+}
 
 # Graph per NOTES.md; C, F and G's parents are our choice (the text omits them).
 EXPERIMENT1_PARENTS: dict[str, tuple[str, ...]] = {
@@ -149,15 +156,44 @@ TABLE_5_2: dict[str, tuple[tuple[float, float], ...]] = {
     "L": ((0.30, 0.49), (0.71, 0.57), (0.39, 0.64), (0.14, 0.55), (0.31, 0.93), (0.15, 0.45)),
     "B": ((0.80, 0.77), (0.16, 0.41), (0.094, 0.71), (0.49, 0.73), (0.10, 0.11), (0.36, 0.65)),
     "E": (
-        (0.25, 0.20), (0.81, 0.90), (0.14, 2.7), (0.51, 1.2), (0.31, 2.6), (0.41, 2.34),
-        (0.75, 2.0), (0.19, 0.90), (0.86, 2.7), (0.50, 1.2), (0.69, 2.64), (0.59, 2.3),
+        (0.25, 0.20),
+        (0.81, 0.90),
+        (0.14, 2.7),
+        (0.51, 1.2),
+        (0.31, 2.6),
+        (0.41, 2.34),
+        (0.75, 2.0),
+        (0.19, 0.90),
+        (0.86, 2.7),
+        (0.50, 1.2),
+        (0.69, 2.64),
+        (0.59, 2.3),
     ),
     "D": (
-        (0.69, 2.2), (0.65, 1.3), (0.11, 3.3), (0.38, 0.77), (0.79, 1.7), (0.39, 5.65),
-        (0.31, 2.3), (0.35, 1.3), (0.89, 3.34), (0.62, 0.77), (0.21, 1.7), (0.61, 5.7),
+        (0.69, 2.2),
+        (0.65, 1.3),
+        (0.11, 3.3),
+        (0.38, 0.77),
+        (0.79, 1.7),
+        (0.39, 5.65),
+        (0.31, 2.3),
+        (0.35, 1.3),
+        (0.89, 3.34),
+        (0.62, 0.77),
+        (0.21, 1.7),
+        (0.61, 5.7),
     ),
     "X": ((0.20, 0.80), (0.60, 1.1), (0.81, 0.80), (0.40, 1.1)),
-    "C": ((0.90, 2.0), (0.38, 1.6), (0.61, 2.6), (0.25, 2.1), (0.10, 2.0), (0.62, 1.6), (0.39, 2.6), (0.75, 2.1)),
+    "C": (
+        (0.90, 2.0),
+        (0.38, 1.6),
+        (0.61, 2.6),
+        (0.25, 2.1),
+        (0.10, 2.0),
+        (0.62, 1.6),
+        (0.39, 2.6),
+        (0.75, 2.1),
+    ),
     "F": ((0.24, 0.73), (0.91, 1.1), (0.77, 0.73), (0.092, 1.1)),
     "G": ((0.20, 0.30), (0.40, 0.29), (0.80, 0.30), (0.60, 0.29)),
 }
@@ -172,7 +208,9 @@ def experiment1_network(parents: Mapping[str, tuple[str, ...]] | None = None) ->
         cpt = cpt_from_row(row, cards[v])
         configs = int(np.prod([cards[p] for p in chosen[v]])) if chosen[v] else 1
         if cpt.shape[0] != configs:
-            raise ValueError(f"{v}: Fig. 5.2 has {cpt.shape[0]} parent configurations, parents {chosen[v]} give {configs}")
+            raise ValueError(
+                f"{v}: Fig. 5.2 has {cpt.shape[0]} parent configurations, parents {chosen[v]} give {configs}"
+            )
         cpts[v] = cpt
     return DiscreteNetwork(EXPERIMENT1_ORDER, chosen, cards, cpts)
 
@@ -245,7 +283,9 @@ class Experiment1Result:
         return abs(row.mean - row.paper_mean) <= sds * self.difference_sd(row) + PRINT_RESOLUTION
 
 
-def run_experiment1(records: int = 20000, runs: int = 5, seed: int | str = "experiment-1") -> Experiment1Result:
+def run_experiment1(
+    records: int = 20000, runs: int = 5, seed: int | str = "experiment-1"
+) -> Experiment1Result:
     """Sample D once, randomize it ``runs`` times with Table 5.1, estimate every CPT.
 
     ``predicted_sd`` is the normal approximation (Sec. 5.4) of the run-to-run spread,
@@ -253,7 +293,9 @@ def run_experiment1(records: int = 20000, runs: int = 5, seed: int | str = "expe
     """
     net = experiment1_network()
     scheme = experiment1_scheme()
-    data_rng = np.random.default_rng(int.from_bytes(hashlib.sha256(f"{seed}/data".encode()).digest(), "big"))
+    data_rng = np.random.default_rng(
+        int.from_bytes(hashlib.sha256(f"{seed}/data".encode()).digest(), "big")
+    )
     data = net.sample(records, data_rng)
     master = RandomSource.from_seed(f"{seed}/randomization")
     estimates: dict[str, list[np.ndarray]] = {v: [] for v in net.order}
@@ -282,8 +324,14 @@ def run_experiment1(records: int = 20000, runs: int = 5, seed: int | str = "expe
                 mean, sd = paper[k * q + j]
                 rows.append(
                     ParameterRow(
-                        v, j, k, float(cpt[j, k]), mean, sd / 100.0,
-                        tuple(float(e[j, k]) for e in estimates[v]), float(predicted[j, k]),
+                        v,
+                        j,
+                        k,
+                        float(cpt[j, k]),
+                        mean,
+                        sd / 100.0,
+                        tuple(float(e[j, k]) for e in estimates[v]),
+                        float(predicted[j, k]),
                     )
                 )
     return Experiment1Result(records, runs, sample_counts, tuple(rows))

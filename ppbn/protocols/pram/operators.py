@@ -92,21 +92,27 @@ def multi_category(cardinality: int, p: float) -> np.ndarray:
     """M-category randomization (Sec. 2.1): keep with 1-p, else any other state with p/(K-1)."""
     p = _check_probability(p, "multi-category randomization p")
     if cardinality < 2:
-        raise RandomizationError(f"multi-category randomization needs at least 2 states, got {cardinality}")
+        raise RandomizationError(
+            f"multi-category randomization needs at least 2 states, got {cardinality}"
+        )
     off = p / (cardinality - 1)
     matrix = np.full((cardinality, cardinality), off)
     np.fill_diagonal(matrix, 1.0 - p)
     return matrix
 
 
-def grouped(cardinality: int, groups: Sequence[Sequence[int]], blocks: Sequence[np.ndarray]) -> np.ndarray:
+def grouped(
+    cardinality: int, groups: Sequence[Sequence[int]], blocks: Sequence[np.ndarray]
+) -> np.ndarray:
     """Grouped randomization (Sec. 2.2): a state moves only within its group.
 
     ``groups`` partitions the states 0..K-1; ``blocks[g]`` is the matrix of group g over
     its states in the order listed. With contiguous groups the result is block-diagonal.
     """
     if len(groups) != len(blocks):
-        raise RandomizationError(f"grouped randomization: {len(groups)} groups but {len(blocks)} blocks")
+        raise RandomizationError(
+            f"grouped randomization: {len(groups)} groups but {len(blocks)} blocks"
+        )
     flat = [int(s) for g in groups for s in g]
     if sorted(flat) != list(range(cardinality)):
         raise RandomizationError(
@@ -124,7 +130,9 @@ def grouped(cardinality: int, groups: Sequence[Sequence[int]], blocks: Sequence[
     return matrix
 
 
-def grouped_multi_category(cardinality: int, groups: Sequence[Sequence[int]], p: float) -> np.ndarray:
+def grouped_multi_category(
+    cardinality: int, groups: Sequence[Sequence[int]], p: float
+) -> np.ndarray:
     """Grouped randomization with M-category randomization inside each group (Fig. 3.1(b))."""
     blocks = [multi_category(len(g), p) if len(g) > 1 else identity(1) for g in groups]
     return grouped(cardinality, groups, blocks)
@@ -153,7 +161,9 @@ def validate_matrix(matrix: Any, name: str, size: int | None = None) -> np.ndarr
     except (TypeError, ValueError):
         raise RandomizationError(f"randomization matrix for {name}: not a numeric matrix") from None
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
-        raise RandomizationError(f"randomization matrix for {name}: must be square, got shape {arr.shape}")
+        raise RandomizationError(
+            f"randomization matrix for {name}: must be square, got shape {arr.shape}"
+        )
     if size is not None and arr.shape[0] != size:
         raise RandomizationError(
             f"randomization matrix for {name}: must be {size}x{size} (one row per state), got {arr.shape[0]}x{arr.shape[1]}"
@@ -162,7 +172,9 @@ def validate_matrix(matrix: Any, name: str, size: int | None = None) -> np.ndarr
         raise RandomizationError(f"randomization matrix for {name}: has a non-finite entry")
     if np.any(arr < 0):
         r, c = np.argwhere(arr < 0)[0]
-        raise RandomizationError(f"randomization matrix for {name}: entry [{r}, {c}] = {arr[r, c]} is negative")
+        raise RandomizationError(
+            f"randomization matrix for {name}: entry [{r}, {c}] = {arr[r, c]} is negative"
+        )
     sums = arr.sum(axis=1)
     bad = np.flatnonzero(np.abs(sums - 1.0) > ROW_SUM_TOLERANCE)
     if bad.size:
@@ -200,7 +212,9 @@ class Block:
         if len(set(self.variables)) != len(self.variables):
             raise RandomizationError(f"randomization block {self.name}: a variable is listed twice")
         if len(self.cardinalities) != len(self.variables):
-            raise RandomizationError(f"randomization block {self.name}: one cardinality per variable needed")
+            raise RandomizationError(
+                f"randomization block {self.name}: one cardinality per variable needed"
+            )
         checked = validate_matrix(self.matrix, self.name, int(np.prod(self.cardinalities)))
         checked.setflags(write=False)
         object.__setattr__(self, "matrix", checked)
@@ -234,13 +248,17 @@ class RandomizationScheme:
         for block in blocks:
             for var, card in zip(block.variables, block.cardinalities, strict=True):
                 if var not in self.cardinalities:
-                    raise RandomizationError(f"randomization block {block.name}: unknown variable {var!r}")
+                    raise RandomizationError(
+                        f"randomization block {block.name}: unknown variable {var!r}"
+                    )
                 if self.cardinalities[var] != card:
                     raise RandomizationError(
                         f"randomization block {block.name}: variable {var!r} has {self.cardinalities[var]} states, not {card}"
                     )
                 if var in seen:
-                    raise RandomizationError(f"variable {var!r} is in two randomization blocks ({seen[var]} and {block.name})")
+                    raise RandomizationError(
+                        f"variable {var!r} is in two randomization blocks ({seen[var]} and {block.name})"
+                    )
                 seen[var] = block.name
             if not block.is_identity:
                 kept.append(block)
@@ -309,7 +327,9 @@ class RandomizationScheme:
         return cls(cardinalities, blocks)
 
     @classmethod
-    def from_spec(cls, cardinalities: Mapping[str, int], spec: Mapping[str, Any]) -> RandomizationScheme:
+    def from_spec(
+        cls, cardinalities: Mapping[str, int], spec: Mapping[str, Any]
+    ) -> RandomizationScheme:
         """Build a scheme from a JSON-style mapping (the per-variable randomization file).
 
         Keys are variable names, or several names joined by ``+`` for simultaneous
@@ -330,7 +350,9 @@ class RandomizationScheme:
             except RandomizationError as exc:
                 raise RandomizationError(f"randomization spec for {key}: {exc}") from None
             except (KeyError, TypeError, ValueError) as exc:
-                raise RandomizationError(f"randomization spec for {key}: malformed entry ({exc})") from None
+                raise RandomizationError(
+                    f"randomization spec for {key}: malformed entry ({exc})"
+                ) from None
             blocks.append(Block(variables, cards, matrix, label))
         return cls(cardinalities, blocks)
 
@@ -348,27 +370,42 @@ class RandomizationScheme:
     def from_dict(cls, data: Any) -> RandomizationScheme:
         """Rebuild a scheme received from a peer, re-checking every matrix."""
         if not isinstance(data, dict) or not isinstance(data.get("cardinalities"), dict):
-            raise RandomizationError("randomization scheme: expected an object with 'cardinalities'")
+            raise RandomizationError(
+                "randomization scheme: expected an object with 'cardinalities'"
+            )
         cards = {}
         for k, v in data["cardinalities"].items():
             if not isinstance(v, int) or v < 1:
-                raise RandomizationError(f"randomization scheme: cardinality of {k!r} must be a positive integer")
+                raise RandomizationError(
+                    f"randomization scheme: cardinality of {k!r} must be a positive integer"
+                )
             cards[str(k)] = v
         blocks = []
         for raw in data.get("blocks", []):
             if not isinstance(raw, dict) or not isinstance(raw.get("variables"), list):
-                raise RandomizationError("randomization scheme: each block needs a 'variables' list")
+                raise RandomizationError(
+                    "randomization scheme: each block needs a 'variables' list"
+                )
             variables = tuple(str(v) for v in raw["variables"])
             for v in variables:
                 if v not in cards:
-                    raise RandomizationError(f"randomization scheme: block names unknown variable {v!r}")
+                    raise RandomizationError(
+                        f"randomization scheme: block names unknown variable {v!r}"
+                    )
             blocks.append(
-                Block(variables, tuple(cards[v] for v in variables), raw.get("matrix"), str(raw.get("label", "")))
+                Block(
+                    variables,
+                    tuple(cards[v] for v in variables),
+                    raw.get("matrix"),
+                    str(raw.get("label", "")),
+                )
             )
         return cls(cards, blocks)
 
     # -- randomizing records -------------------------------------------------------------------
-    def randomize(self, codes: np.ndarray, columns: Sequence[str], source: RandomSource) -> np.ndarray:
+    def randomize(
+        self, codes: np.ndarray, columns: Sequence[str], source: RandomSource
+    ) -> np.ndarray:
         """Return a randomized copy of ``codes`` (n x len(columns), state indices).
 
         Columns of variables that are not randomized are copied unchanged; every block
@@ -377,7 +414,9 @@ class RandomizationScheme:
         codes = np.asarray(codes)
         columns = list(columns)
         if codes.ndim != 2 or codes.shape[1] != len(columns):
-            raise RandomizationError(f"randomize: codes must be (n, {len(columns)}), got {codes.shape}")
+            raise RandomizationError(
+                f"randomize: codes must be (n, {len(columns)}), got {codes.shape}"
+            )
         position = {c: i for i, c in enumerate(columns)}
         out = codes.astype(np.int64, copy=True)
         for block in self.blocks:
@@ -388,9 +427,13 @@ class RandomizationScheme:
             for v, i, card in zip(block.variables, idx, block.cardinalities, strict=True):
                 col = codes[:, i]
                 if col.size and (col.min() < 0 or col.max() >= card):
-                    raise RandomizationError(f"randomize: column {v!r} has a code outside 0..{card - 1}")
+                    raise RandomizationError(
+                        f"randomize: column {v!r} has a code outside 0..{card - 1}"
+                    )
             combined = np.ravel_multi_index(tuple(codes[:, i] for i in idx), block.cardinalities)
-            drawn = sample_rows(block.matrix, combined, source.derive(block.name).uniform(len(combined)))
+            drawn = sample_rows(
+                block.matrix, combined, source.derive(block.name).uniform(len(combined))
+            )
             for i, part in zip(idx, np.unravel_index(drawn, block.cardinalities), strict=True):
                 out[:, i] = part
         return out
@@ -416,7 +459,9 @@ def _matrix_from_entry(size: int, entry: Any) -> tuple[np.ndarray, str]:
     if kind == "multi_category":
         return multi_category(size, entry["p"]), f"multi-category p={entry['p']}"
     if kind == "grouped":
-        return grouped_multi_category(size, entry["groups"], entry["p"]), f"grouped {entry['groups']} p={entry['p']}"
+        return grouped_multi_category(
+            size, entry["groups"], entry["p"]
+        ), f"grouped {entry['groups']} p={entry['p']}"
     if kind == "matrix":
         return np.array(entry["matrix"], dtype=float), "matrix"
     raise RandomizationError(f"unknown kind {kind!r}")
@@ -424,7 +469,9 @@ def _matrix_from_entry(size: int, entry: Any) -> tuple[np.ndarray, str]:
 
 def _need_size(size: int, wanted: int, kind: str) -> None:
     if size != wanted:
-        raise RandomizationError(f"{kind} needs a variable with {wanted} states, this one has {size}")
+        raise RandomizationError(
+            f"{kind} needs a variable with {wanted} states, this one has {size}"
+        )
 
 
 def sample_rows(matrix: np.ndarray, states: np.ndarray, uniforms: np.ndarray) -> np.ndarray:

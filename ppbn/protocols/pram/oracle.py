@@ -58,9 +58,13 @@ class PramOracle:
 
     def __post_init__(self) -> None:
         if self.mode not in SCORE_MODES:
-            raise RandomizationError(f"unknown score mode {self.mode!r}; choose one of {', '.join(SCORE_MODES)}")
+            raise RandomizationError(
+                f"unknown score mode {self.mode!r}; choose one of {', '.join(SCORE_MODES)}"
+            )
         if self.counts not in COUNT_METHODS:
-            raise RandomizationError(f"unknown count estimator {self.counts!r}; choose moment or em")
+            raise RandomizationError(
+                f"unknown count estimator {self.counts!r}; choose moment or em"
+            )
         if not 0.0 < self.eta <= 1.0:
             raise RandomizationError(f"eta must be in (0, 1], got {self.eta}")
         if not self.c_star > 0:

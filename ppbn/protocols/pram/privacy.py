@@ -94,7 +94,9 @@ def probabilistic_k_anonymity(
     return KAnonymity(k_p, max(dist, 0.0))
 
 
-def conditional_entropy(matrix: np.ndarray, prior: Sequence[float] | None = None, name: str = "matrix") -> float:
+def conditional_entropy(
+    matrix: np.ndarray, prior: Sequence[float] | None = None, name: str = "matrix"
+) -> float:
     """H(X | X_tilde) in bits: -sum prior(l) P(l, k) log2 Pr(X = l | X_tilde = k)."""
     p = validate_matrix(matrix, name)
     pri = _prior(prior, p.shape[0])
