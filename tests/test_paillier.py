@@ -1,0 +1,136 @@
+"""Fast Paillier path: correctness, randomizer form, ciphertext validation, worker pool."""
+
+from __future__ import annotations
+
+import gmpy2
+import numpy as np
+import pytest
+
+from ppbn.protocols.channel import ProtocolError
+from ppbn.protocols.paillier import (
+    FastEncryptor,
+    KeyPair,
+    OpCounters,
+    PublicKey,
+    WorkerPool,
+    decode_ciphertexts,
+    decrypt_bytes,
+    encode_ciphertexts,
+    encrypt_bit_rows,
+    full_randomizers,
+    multiply_by_label,
+    validate_ciphertext,
+)
+
+
+@pytest.fixture(scope="module")
+def keys() -> KeyPair:
+    return KeyPair.generate(1024)
+
+
+@pytest.fixture(scope="module")
+def crt_encryptor(keys: KeyPair) -> FastEncryptor:
+    return FastEncryptor(keys.public, factors=(int(keys.private.p), int(keys.private.q)))
+
+
+def _is_nth_residue(value: int, keys: KeyPair) -> bool:
+    """x is an N-th residue mod N^2 iff x^lambda = 1 (lambda = lcm(p-1, q-1))."""
+    p, q = int(keys.private.p), int(keys.private.q)
+    lam = int(gmpy2.lcm(p - 1, q - 1))
+    return gmpy2.powmod(value, lam, keys.public.nsquare) == 1
+
+
+def test_fast_encryption_decrypts_with_phe(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+    plain = FastEncryptor(keys.public, base=int(crt_encryptor.base))
+    messages = [0, 1, 2**40 + 7, keys.public.n - 1]
+    counters = OpCounters()
+    for encryptor in (crt_encryptor, plain):
+        ciphertexts = encryptor.encrypt_many(messages, counters)
+        assert [keys.decrypt(c, counters) for c in ciphertexts] == messages
+        assert len(set(ciphertexts)) == len(ciphertexts)
+    assert counters.encryptions == 8 and counters.decryptions == 8
+    assert counters.public_key_operations == 16
+
+
+def test_homomorphic_sum(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+    a, b = crt_encryptor.encrypt_many([1234, 5678])
+    assert keys.decrypt(a * b % keys.public.nsquare) == 1234 + 5678
+
+
+def test_randomizers_are_nth_residues_in_the_base_subgroup(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+    for r in crt_encryptor.fresh_randomizers(5) + full_randomizers(keys.public.n, 2):
+        assert _is_nth_residue(r, keys)
+    # the fixed-base table holds g^(d 2^(w i)): compare with direct exponentiation
+    plain = FastEncryptor(keys.public, base=int(crt_encryptor.base))
+    nsq = keys.public.nsquare
+    for i, d in [(0, 1), (3, 4095), (21, 77)]:
+        expected = gmpy2.powmod(plain.base, d << (plain.window_bits * i), nsq)
+        assert plain._tables[0][i][d] == expected
+        crt = crt_encryptor._join([t[i][d] for t in crt_encryptor._tables])
+        assert crt == expected
+
+
+def test_precomputed_pool_is_used_first(crt_encryptor: FastEncryptor, keys: KeyPair) -> None:
+    crt_encryptor.precompute(3)
+    assert crt_encryptor.pooled == 3
+    cts = crt_encryptor.encrypt_many([5, 6, 7, 8])
+    assert crt_encryptor.pooled == 0
+    assert [keys.decrypt(c) for c in cts] == [5, 6, 7, 8]
+
+
+def test_validation_rejects_malformed_ciphertexts(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+    n, nsq = keys.public.n, keys.public.nsquare
+    good = crt_encryptor.encrypt(3)
+    validate_ciphertext(good, keys.public)
+    for bad in (0, nsq, nsq + 5, n, int(keys.private.p) * 12345):
+        with pytest.raises(ProtocolError):
+            validate_ciphertext(bad, keys.public)
+    with pytest.raises(ProtocolError, match="out of range"):
+        keys.decrypt(0)
+    payload = encode_ciphertexts([good, good], keys.public)
+    assert decode_ciphertexts(payload, 2, keys.public, "x") == [good, good]
+    with pytest.raises(ProtocolError, match="expected 3 ciphertexts"):
+        decode_ciphertexts(payload, 3, keys.public, "x")
+    with pytest.raises(ProtocolError, match="not invertible"):
+        decode_ciphertexts(encode_ciphertexts([good, n], keys.public), 2, keys.public, "x")
+
+
+def test_public_key_parsing(keys: KeyPair) -> None:
+    assert PublicKey.from_bytes(keys.public.to_bytes(), 1024) == keys.public
+    with pytest.raises(ProtocolError, match="bits"):
+        PublicKey.from_bytes(keys.public.to_bytes(), 2048)
+    with pytest.raises(ProtocolError, match="odd primes"):
+        PublicKey.from_bytes((keys.public.n + 1).to_bytes(128, "big"), 1024)
+
+
+def test_multiply_by_label_groups_products(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+    messages = [1, 10, 100, 1000, 10000]
+    payload = encode_ciphertexts(crt_encryptor.encrypt_many(messages), keys.public)
+    labels = np.array([[0, 1, 0, 2, 1], [0, 0, 0, 0, 0]])
+    products, multiplications, error = multiply_by_label(keys.public.n, payload, labels, [4, 1])
+    assert error is None and multiplications == 2 + 4
+    width = keys.public.ciphertext_bytes
+    sums = [keys.decrypt(int.from_bytes(products[0][i * width : (i + 1) * width], "big")) for i in range(4)]
+    assert sums == [101, 10010, 1000, 0]
+    assert keys.decrypt(int.from_bytes(products[1], "big")) == sum(messages)
+    bad = encode_ciphertexts([crt_encryptor.encrypt(1), keys.public.n * 3], keys.public)
+    _, _, error = multiply_by_label(keys.public.n, bad, np.array([[0, 0]]), [1])
+    assert error is not None and "not invertible" in error
+
+
+def test_worker_pool_encrypts_packed_rows(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+    positions = np.array([[0, 5], [-1, 3], [-1, -1]])
+    with WorkerPool(2) as pool:
+        blob = pool.submit(encrypt_bit_rows, crt_encryptor.spec, positions).result()
+        plain = pool.submit(decrypt_bytes, keys.private_spec(), blob).result()
+    assert plain == [1 + 32, 8, 0]
+
+
+def test_2048_bit_key_round_trip() -> None:
+    keys = KeyPair.generate(2048)
+    encryptor = FastEncryptor(keys.public, factors=(int(keys.private.p), int(keys.private.q)))
+    c = encryptor.encrypt(2**2000 + 1)
+    assert keys.public.bits == 2048 and keys.public.ciphertext_bytes == 512
+    assert keys.decrypt(c) == 2**2000 + 1
+    with pytest.raises(ValueError):
+        KeyPair.generate(1536)
