@@ -20,7 +20,7 @@ def result():
 
 def test_network_reproduces_figure_5_2():
     net = experiment1_network()
-    assert net.parents["E"] == ("T", "L") and net.parents["D"] == ("E", "B")
+    assert net.parents["E"] == ("L", "T") and net.parents["D"] == ("E", "B")
     assert np.allclose(net.cpts["L"], [[0.3, 0.4, 0.3], [0.7, 0.15, 0.15]])
     for v in EXPERIMENT1_ORDER:
         assert np.allclose(net.cpts[v].sum(axis=1), 1.0), v

@@ -6,17 +6,26 @@ Pr(X = 1 | pa_1), Pr(X = 1 | pa_2), ..., then Pr(X = 2 | pa_1), ... (value-major
 text explains for L). Following NOTES.md the graph is Asia-like: A, S roots; T <- A;
 L <- S; B <- S (L, B ternary); E <- {T, L}; D <- {E, B}; X <- E. Parent configurations
 are in C order over the parents as listed (first parent slowest). The text does not give
-the parents of C (two binary parents), F and G (one each). We chose them from the data
-the paper does give: for every candidate parent set we computed the normal-approximation
-spread of the estimates (Sec. 5.4, ``PramEstimator.parameters``) and kept the one closest
-to Table 5.2's sd. C <- {D, X} predicts (2.4, 2.0, 2.5, 2.2) x 1e-2 against the table's
-(2.0, 1.6, 2.6, 2.1); F <- C predicts (0.87, 0.82) against (0.73, 1.1); G <- F predicts
-(0.35, 0.42) against (0.30, 0.29) (G <- C is about as close). Parent configurations of
-E and D follow the order of NOTES.md (T, L) and (E, B); the table cannot tell them apart.
+the parents of C (two binary parents), F and G (one each), nor the order of E's and D's
+parents. We chose them from what the paper does give, Table 5.2's spread: for each
+candidate we computed the normal-approximation sd of the estimates (Sec. 5.4, from the
+exact expected counts) and compared it with the table's sd (sum of squared log ratios).
+C <- {D, X} fits best (0.20; next {D, E} 0.26, then 0.45 and beyond): predicted
+(2.6, 1.9, 2.6, 2.1) x 1e-2 against the table's (2.0, 1.6, 2.6, 2.1). E's parents in the
+order (L, T) fit better than (T, L) (6.1 against 8.5), D's as (E, B) better than (B, E)
+(7.7 against 9.3). For F and G the best candidates (F: E, C, D; G: C, F) differ by less
+than the noise of a 5-run sd, so we took the chain F <- C, G <- F (predicted (0.92, 0.77)
+against (0.73, 1.1) and (0.33, 0.44) against (0.30, 0.29)). A choice of parents changes
+which counts the parameters are estimated from, not the published CPT values the test
+compares with.
 
 The randomization is the dissertation's Table 5.1. The paper's Table I differs for X
 (p = 0.4 with gamma = 3, which is inconsistent: (1-0.4)/0.4 = 1.5); Table 5.2's spread
 for X matches the dissertation's p = 0.2, which we use.
+
+Table 5.2 has one visible misprint: for a binary child both states of a configuration
+have the same sd, yet E's first configuration reads 0.20 and 2.0; we keep the printed
+values (the test's yardstick does not rest on them, see ``difference_sd``).
 
 The runs. Table 5.2 reports sd 0.00 for S, which is a root and not randomized: the five
 runs re-randomize one data set D. We do the same: one sample, ``runs`` randomizations,
@@ -125,7 +134,7 @@ EXPERIMENT1_PARENTS: dict[str, tuple[str, ...]] = {
     "T": ("A",),
     "L": ("S",),
     "B": ("S",),
-    "E": ("T", "L"),
+    "E": ("L", "T"),
     "D": ("E", "B"),
     "X": ("E",),
     "C": ("D", "X"),
