@@ -52,6 +52,7 @@ _JOB_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 HANDSHAKE_TIMEOUT_S = 10.0
 STATS_MAX_BYTES = 1 << 20
 NOTE_INTERVAL_S = 5.0
+REACH_RETRY_S = 4.0
 
 
 def other_role(role: str) -> str:
@@ -436,6 +437,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     def start_job(self, kind_name: str, params_json: str, job_id: str, initiator: str) -> Job:
         """Reserve this daemon, get the peer to accept the job over a new stream, run it."""
+        ok, message = self._handshake_before_job()
+        if not ok:
+            self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
+            raise UserError(f"job not started: {message}")
         job = self._new_job(kind_name, params_json, job_id, initiator)
         channel = job.channel
         self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, self.peer_role)
@@ -471,6 +476,17 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         self._launch(job)
         return job
 
+    def _handshake_before_job(self) -> tuple[bool, str]:
+        """Fresh handshake; a peer that is merely unreachable gets a few seconds to (re)connect."""
+        deadline = time.monotonic() + REACH_RETRY_S
+        while True:
+            ok, message = self.handshake_peer()
+            unreachable = "refused the connection" in message or message.startswith("cannot reach")
+            if ok or not unreachable or time.monotonic() > deadline:
+                self._set_peer_state(ok, message)
+                return ok, message
+            time.sleep(0.2)
+
     def _accept_job(self, opening: party_pb2.Frame) -> Job:
         if opening.kind != Frame.OPEN:
             raise UserError(f"a job stream must start with OPEN, not {Frame.Kind.Name(opening.kind)}")
@@ -493,6 +509,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 self.log.info("job %s: %s", job.job_id, text)
 
         job.context.notes = note
+        job.context.link_failure = lambda: job.channel.failure
         threading.Thread(target=self._run_job, args=(job,), name=f"job-{job.job_id}", daemon=True).start()
 
     def cancel_job(self, job: Job, reason: str) -> None:

@@ -115,6 +115,11 @@ class GrpcChannel(Channel):
             reason = f"connection to peer {self.peer} failed: {exc}"
         self.mark_dead(reason)
 
+    @property
+    def failure(self) -> str | None:
+        """Why the stream ended, once it has; None while it is alive."""
+        return self._dead_reason if self._stream_dead.is_set() else None
+
     def mark_dead(self, reason: str) -> None:
         """The transport ended (or the RPC was cancelled): wake up any waiting receive."""
         with self._lock:
@@ -183,7 +188,9 @@ class GrpcChannel(Channel):
                 if self._stream_dead.is_set() and self._incoming.empty():
                     raise PeerGone(self._dead_reason) from None
                 if waited >= timeout_s:
-                    raise PeerGone(f"peer {self.peer} sent {what} within {timeout_s:g} s") from None
+                    raise PeerGone(
+                        f"peer {self.peer} sent nothing for {timeout_s:g} s (waiting for {what})"
+                    ) from None
                 continue
             if isinstance(item, _End):
                 raise PeerGone(item.reason)

@@ -31,7 +31,7 @@ import numpy as np
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
 from ppbn.parties.data import PartyData
-from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
 
@@ -97,8 +97,8 @@ class JobContext:
 
     ``counters`` counts public-key operations (protocols add to them; the job's stats
     report them). ``phase(name)`` times a stretch of the job
-    and ``progress(note)`` reports where it is and is the point where cancellation takes
-    effect.
+    and ``progress(note)`` reports where it is; it is also where a long local computation
+    stops when the job was cancelled or the peer went away.
     """
 
     job_id: str
@@ -115,6 +115,7 @@ class JobContext:
     notes: Callable[[str], None] = field(default=lambda note: None)
     last_progress: str = ""
     cancel_reason: str = ""
+    link_failure: Callable[[], str | None] = field(default=lambda: None)
 
     def cancel(self, reason: str) -> None:
         self.cancel_reason = reason
@@ -135,8 +136,12 @@ class JobContext:
         self.notes(note)
 
     def check_cancelled(self) -> None:
+        """Stop here if the job was cancelled or the peer is gone (aborted, died, closed)."""
         if self.cancelled.is_set():
             raise JobCancelled(self.cancel_reason or "job was cancelled")
+        failure = self.link_failure()
+        if failure:
+            raise PeerGone(failure)
 
 
 # -- ping: the link check every deployment wants first ---------------------------------

@@ -65,6 +65,11 @@ def describe_rpc_error(exc: grpc.RpcError, address: str, expected_name: str) -> 
     details = (exc.details() if hasattr(exc, "details") else str(exc)) or ""
     lowered = details.lower()
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, None):
+        if "hostname verification" in lowered:
+            return (
+                f"TLS with {address} failed: its certificate does not name {expected_name!r} "
+                f"(wrong role at that address?) ({_last_line(details)})"
+            )
         if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered:
             return (
                 f"TLS with {address} failed: its certificate is not signed by our CA or does not "

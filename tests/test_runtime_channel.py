@@ -1,0 +1,122 @@
+"""GrpcChannel over a real gRPC Exchange stream on loopback: typed messages, counters, failures."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import numpy as np
+import pytest
+
+from ppbn.parties.grpc_channel import GrpcChannel
+from ppbn.parties.net import dial, server_options
+from ppbn.proto import party_pb2, party_pb2_grpc
+from ppbn.protocols.channel import PeerGone, ProtocolError
+
+Frame = party_pb2.Frame
+LIMIT = 64 * 1024
+
+
+class _EchoServer(party_pb2_grpc.PartyServiceServicer):
+    """Serves Exchange by handing the server end of each stream to the test."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.ends: list[GrpcChannel] = []
+        self.arrived = threading.Event()
+
+    def Exchange(self, request_iterator, context) -> Iterator[Frame]:  # noqa: N802
+        opening = next(request_iterator)
+        end = GrpcChannel(opening.job_id, "alice", timeout_s=self.timeout_s, max_message_bytes=LIMIT)
+        context.add_callback(lambda: end.mark_dead("connection to peer alice closed"))
+        end.queue_control(Frame(kind=Frame.ACCEPT))
+        threading.Thread(target=end.pump, args=(request_iterator,), daemon=True).start()
+        self.ends.append(end)
+        self.arrived.set()
+        yield from end.outgoing_frames()
+
+
+@pytest.fixture
+def pair():
+    """(alice_end, bob_end) of one Exchange stream, 2 s timeout, 64 KiB messages."""
+    service = _EchoServer(timeout_s=2.0)
+    server = grpc.server(ThreadPoolExecutor(max_workers=4), options=server_options(LIMIT))
+    party_pb2_grpc.add_PartyServiceServicer_to_server(service, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    connection = dial(f"127.0.0.1:{port}", None, "bob", LIMIT)
+    alice = GrpcChannel("job1", "bob", timeout_s=2.0, max_message_bytes=LIMIT)
+    alice.queue_control(Frame(kind=Frame.OPEN))
+    call = party_pb2_grpc.PartyServiceStub(connection).Exchange(alice.outgoing_frames())
+    threading.Thread(target=alice.pump, args=(call, Frame.ACCEPT), daemon=True).start()
+    assert alice.next_control(5.0).kind == Frame.ACCEPT
+    assert service.arrived.wait(5.0)
+    yield alice, service.ends[0]
+    alice.close()
+    call.cancel()
+    connection.close()
+    server.stop(0)
+
+
+def test_typed_messages_round_trip_with_counters(pair):
+    alice, bob = pair
+    table = np.arange(12, dtype=np.uint64).reshape(3, 4)
+    alice.send("hello", b"from alice")
+    alice.send_array("table", table)
+    alice.send_ints("ciphertexts", [3, 2**100, 0], width_bytes=16)
+    assert bob.recv("hello") == b"from alice"
+    assert np.array_equal(bob.recv_array("table", np.uint64, (3, 4)), table)
+    assert bob.recv_ints("ciphertexts", 3, 16) == [3, 2**100, 0]
+    bob.send_u64s("sums", (1, 2**64 - 1))
+    assert alice.recv_u64s("sums", 2) == (1, 2**64 - 1)
+    sent = len(b"from alice") + len("hello") + table.nbytes + len("table") + 48 + len("ciphertexts")
+    assert alice.stats.bytes_sent == bob.stats.bytes_received == sent
+    assert alice.stats.messages_sent == 3 and bob.stats.messages_received == 3
+    assert alice.stats.bytes_received == bob.stats.bytes_sent == 16 + len("sums")
+    assert alice.stats.rounds == 1 and bob.stats.rounds == 1
+
+
+def test_wrong_tag_is_a_protocol_error(pair):
+    alice, bob = pair
+    alice.send("oops", b"x")
+    with pytest.raises(ProtocolError, match="expected message 'hello' from peer, got 'oops'"):
+        bob.recv("hello")
+
+
+def test_wrong_shape_and_oversize_are_refused(pair):
+    alice, bob = pair
+    alice.send_array("table", np.zeros(5, dtype=np.uint64))
+    with pytest.raises(ProtocolError, match="over the limit 32"):
+        bob.recv_array("table", np.uint64, (4,))
+    with pytest.raises(ProtocolError, match="over the limit"):
+        alice.send("big", bytes(LIMIT + 1))
+
+
+def test_frame_over_grpc_limit_breaks_the_stream_with_a_clear_reason(pair):
+    alice, bob = pair
+    alice.max_message_bytes = 4 * LIMIT  # a misbehaving sender ignoring the agreed limit
+    alice.send("big", bytes(2 * LIMIT))
+    with pytest.raises(PeerGone, match="exceeded the size limit"):
+        alice.recv("reply")
+    with pytest.raises(PeerGone, match="peer alice closed|connection to peer alice"):
+        bob.recv("big")
+
+
+def test_silent_peer_times_out(pair):
+    _alice, bob = pair
+    start = time.monotonic()
+    with pytest.raises(PeerGone, match="sent nothing for 2 s"):
+        bob.recv("anything")
+    assert time.monotonic() - start < 4.0
+
+
+def test_abort_reaches_the_peer_with_its_reason(pair):
+    alice, bob = pair
+    alice.abort("alice gave up: bad input")
+    with pytest.raises(PeerGone, match="aborted the job: alice gave up: bad input"):
+        bob.recv("next")
+    with pytest.raises(PeerGone):
+        alice.send("after", b"")

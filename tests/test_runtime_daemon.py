@@ -1,0 +1,372 @@
+"""Two daemons over loopback: handshake, refusals, jobs, malformed messages, killed peers.
+
+Most tests run both daemons in this process (each with its own gRPC server) so that
+test-only job kinds can be registered; the killed-peer test runs Bob as a separate
+process and kills it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ppbn.cli import main as ppbn_main
+from ppbn.errors import UserError
+from ppbn.parties.client import DaemonClient
+from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+from ppbn.parties.jobs import JobKind, register_job, unregister_job
+from ppbn.parties.tls import make_certificates
+from ppbn.proto import party_pb2, party_pb2_grpc
+
+N_RECORDS = 60
+TIMEOUT_S = 3.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout_s: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def write_party_csv(path: Path, ids: list[str], columns: dict[str, np.ndarray]) -> None:
+    lines = [",".join(["id", *columns])]
+    for i, record_id in enumerate(ids):
+        lines.append(",".join([record_id, *(f"s{int(col[i])}" for col in columns.values())]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    """Schema, both parties' CSVs, variants that must be refused, and two unrelated CAs."""
+    base = tmp_path_factory.mktemp("runtime")
+    states = ["s0", "s1", "s2"]
+    owners = {"a1": "alice", "b1": "bob", "a2": "alice", "b2": "bob"}
+    schema = {
+        "id_column": "id",
+        "variables": [{"name": n, "owner": o, "states": states} for n, o in owners.items()],
+    }
+    (base / "schema.json").write_text(json.dumps(schema))
+    reordered = dict(schema, variables=list(reversed(schema["variables"])))
+    (base / "schema-other.json").write_text(json.dumps(reordered))
+    rng = np.random.default_rng(5)
+    codes = {n: rng.integers(0, 3, N_RECORDS) for n in owners}
+    ids = [f"r{i:03d}" for i in range(N_RECORDS)]
+    write_party_csv(base / "alice.csv", ids, {n: codes[n] for n in ("a1", "a2")})
+    bob_cols = {n: codes[n] for n in ("b1", "b2")}
+    write_party_csv(base / "bob.csv", ids, bob_cols)
+    write_party_csv(base / "bob-short.csv", ids[:-1], {n: c[:-1] for n, c in bob_cols.items()})
+    write_party_csv(base / "bob-other-ids.csv", [f"x{i:03d}" for i in range(N_RECORDS)], bob_cols)
+    make_certificates(base / "certs")
+    make_certificates(base / "other-ca")
+    return base
+
+
+class Pair:
+    """Starts in-process daemons on free loopback ports and stops them at teardown."""
+
+    def __init__(self, world: Path, tmp_path: Path) -> None:
+        self.world, self.tmp = world, tmp_path
+        self.ports = {"alice": free_port(), "bob": free_port()}
+        self.started: list[PartyDaemon] = []
+
+    def daemon(self, role: str, *, as_role: str | None = None, data: str | None = None,
+               schema: str = "schema.json", tls: str = "certs", insecure: bool = False) -> PartyDaemon:  # fmt: skip
+        """Daemon listening on ``role``'s port; ``as_role`` makes it claim another role."""
+        claimed = as_role or role
+        peer = "bob" if role == "alice" else "alice"
+        config = DaemonConfig(
+            role=claimed,
+            schema_path=str(self.world / schema),
+            data_path=str(self.world / (data or f"{claimed}.csv")),
+            listen=f"127.0.0.1:{self.ports[role]}",
+            peer=f"127.0.0.1:{self.ports[peer]}",
+            tls_dir=None if insecure else str(self.world / tls),
+            insecure=insecure,
+            out_dir=str(self.tmp / f"out-{role}"),
+            timeout_s=TIMEOUT_S,
+            probe_interval_s=0.2,
+        )
+        daemon = PartyDaemon(config)
+        daemon.start()
+        self.started.append(daemon)
+        return daemon
+
+    def client(self, role: str = "alice", insecure: bool = False) -> DaemonClient:
+        return DaemonClient(
+            f"127.0.0.1:{self.ports[role]}", str(self.world / "certs"), "operator", insecure
+        )
+
+    def stop(self) -> None:
+        for daemon in self.started:
+            daemon.stop(grace_s=0.5)
+
+
+@pytest.fixture
+def pair(world, tmp_path):
+    p = Pair(world, tmp_path)
+    yield p
+    p.stop()
+
+
+def peer_state_settled(daemon: PartyDaemon) -> str:
+    state = daemon.peer_state
+    return "" if state in ("not contacted yet",) or "refused the connection" in state else state
+
+
+# -- handshake and a successful job --------------------------------------------------
+
+
+def test_handshake_then_ping_job_writes_files_at_both(pair):
+    alice, bob = pair.daemon("alice"), pair.daemon("bob")
+    wait_for(lambda: alice.peer_state == "ok" and bob.peer_state == "ok", what="handshake")
+    with pair.client("bob") as client:
+        health = client.health()
+        assert health.role == "bob" and health.peer_state == "ok" and health.record_count == N_RECORDS
+        job_id = client.start("ping", {"rounds": 5, "bytes": 300})
+        outcome = client.wait(job_id, timeout_s=20)
+    assert outcome.state == "SUCCEEDED", outcome.error
+    assert outcome.stats["role"] == "bob" and outcome.peer_stats["role"] == "alice"
+    assert outcome.peer_stats["bytes_sent"] == outcome.stats["bytes_received"] == 5 * (300 + 4)
+    wait_for(lambda: alice.jobs[job_id].done.is_set(), what="alice's job files")
+    for out in (pair.tmp / "out-alice" / job_id, pair.tmp / "out-bob" / job_id):
+        assert json.loads((out / "result.json").read_text())["state"] == "SUCCEEDED"
+        assert json.loads((out / "stats.json").read_text())["peer"]["job_id"] == job_id
+        ledger = json.loads((out / "ledger.json").read_text())
+        assert {e["kind"] for e in ledger["entries"]} == {"schema", "record_count"}
+    alice_result = json.loads((pair.tmp / "out-alice" / job_id / "result.json").read_text())
+    assert alice_result["result"]["rounds"] == 5 and "rtt_ms_median" in alice_result["result"]
+
+
+# -- refusals ---------------------------------------------------------------------
+
+
+def _refused_both_sides(pair, alice, bob, pattern: str) -> None:
+    import re
+
+    wait_for(lambda: peer_state_settled(alice) and peer_state_settled(bob), what="handshake outcome")
+    assert re.search(pattern, alice.peer_state), alice.peer_state
+    assert re.search(pattern, bob.peer_state), bob.peer_state
+    with pair.client("alice") as client, pytest.raises(UserError, match="job not started") as err:
+        client.start("ping", {})
+    assert re.search(pattern, str(err.value)), str(err.value)
+
+
+def test_wrong_schema_is_refused_on_both_sides(pair):
+    alice = pair.daemon("alice")
+    bob = pair.daemon("bob", schema="schema-other.json")
+    _refused_both_sides(pair, alice, bob, "schema fingerprint of (alice|bob) is [0-9a-f]{12}")
+
+
+def test_wrong_record_count_is_refused_on_both_sides(pair):
+    alice = pair.daemon("alice")
+    bob = pair.daemon("bob", data="bob-short.csv")
+    _refused_both_sides(pair, alice, bob, "(alice|bob) holds (59|60) records, (alice|bob) holds (59|60)")
+
+
+def test_different_record_ids_are_refused(pair):
+    alice = pair.daemon("alice")
+    bob = pair.daemon("bob", data="bob-other-ids.csv")
+    _refused_both_sides(pair, alice, bob, "different record ids")
+
+
+def test_certificate_from_another_ca_fails_tls_on_both_sides(pair):
+    alice = pair.daemon("alice")
+    bob = pair.daemon("bob", tls="other-ca")
+    _refused_both_sides(pair, alice, bob, "TLS with 127.0.0.1:[0-9]+ failed")
+    assert "not signed by our CA" in alice.peer_state and "not signed by our CA" in bob.peer_state
+
+
+def test_wrong_role_fails_tls_name_check(pair):
+    alice = pair.daemon("alice")
+    impostor = pair.daemon("bob", as_role="alice")  # a second "alice" where bob should be
+    _refused_both_sides(pair, alice, impostor, "TLS with .* failed: its certificate does not name 'bob'")
+
+
+def test_wrong_role_is_refused_by_hello_without_tls(pair):
+    alice = pair.daemon("alice", insecure=True)
+    impostor = pair.daemon("bob", as_role="alice", insecure=True)
+    wait_for(lambda: peer_state_settled(alice) and peer_state_settled(impostor), what="handshake outcome")
+    assert "the peer says it is 'alice' but alice expects 'bob'" in alice.peer_state
+    with pair.client("alice", insecure=True) as client, pytest.raises(UserError, match="expects 'bob'"):
+        client.start("ping", {})
+
+
+def test_operator_certificate_cannot_pose_as_the_peer(pair):
+    pair.daemon("alice")
+    with pair.client("alice") as client:
+        stub = party_pb2_grpc.PartyServiceStub(client._channel)
+        with pytest.raises(Exception, match="takes handshakes only from bob, not from a certificate for 'operator'"):
+            stub.Handshake(party_pb2.Hello(role="bob"), timeout=5)
+
+
+def test_bad_data_is_one_line_naming_file_line_and_column(world, tmp_path, capsys):
+    bad = tmp_path / "alice.csv"
+    bad.write_text("id,a1,a2\nr000,s0,s1\nr001,s9,s1\n")
+    code = ppbn_main([
+        "party", "serve", "--role", "alice", "--schema", str(world / "schema.json"),
+        "--data", str(bad), "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:1",
+        "--tls-dir", str(world / "certs"),
+    ])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("ppbn: error:") and "line 3" in err and "'a1'" in err and str(bad) in err
+
+
+# -- misbehaving jobs -------------------------------------------------------------
+
+
+def _no_params(params, schema):
+    return params
+
+
+@pytest.fixture
+def test_jobs():
+    """Job kinds that break the protocol on purpose, registered for one test."""
+
+    def wrong_tag(role, channel, context):
+        if role == "bob":
+            channel.send("oops", b"surprise")
+            channel.recv("never")
+        else:
+            channel.recv("hello")
+        return {}
+
+    def oversize(role, channel, context):
+        if role == "bob":
+            channel.send("small", bytes(1000))
+            channel.recv("never")
+        else:
+            channel.recv("small", max_bytes=10)
+        return {}
+
+    def stall(role, channel, context):
+        # Bob never answers; he only checks for cancellation. Alice waits for a reply.
+        if role == "bob":
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                context.progress("stalling")
+                time.sleep(0.05)
+            return {}
+        channel.send("question", b"?")
+        channel.recv("answer")
+        return {}
+
+    kinds = {"test.wrong_tag": wrong_tag, "test.oversize": oversize, "test.stall": stall}
+    for name, fn in kinds.items():
+        register_job(JobKind(name, fn, _no_params, "test"))
+    yield
+    for name in kinds:
+        unregister_job(name)
+
+
+def _run_both(pair, alice, bob, kind: str, timeout_s: float = 20):
+    with pair.client("alice") as client:
+        job_id = client.start(kind, {})
+        outcome = client.wait(job_id, timeout_s=timeout_s)
+    wait_for(lambda: bob.jobs[job_id].done.is_set(), what="bob's job to end")
+    return outcome, bob.jobs[job_id]
+
+
+def test_wrong_tag_fails_the_job_cleanly_and_daemons_keep_serving(pair, test_jobs):
+    alice, bob = pair.daemon("alice"), pair.daemon("bob")
+    wait_for(lambda: alice.peer_state == "ok", what="handshake")
+    outcome, bob_job = _run_both(pair, alice, bob, "test.wrong_tag")
+    assert outcome.state == "FAILED"
+    assert outcome.error == "expected message 'hello' from peer, got 'oops'"
+    assert bob_job.error == "peer alice aborted the job: expected message 'hello' from peer, got 'oops'"
+    again, _ = _run_both(pair, alice, bob, "ping")
+    assert again.state == "SUCCEEDED"
+
+
+def test_oversize_message_fails_the_job_cleanly(pair, test_jobs):
+    alice, bob = pair.daemon("alice"), pair.daemon("bob")
+    wait_for(lambda: alice.peer_state == "ok", what="handshake")
+    outcome, bob_job = _run_both(pair, alice, bob, "test.oversize")
+    assert outcome.state == "FAILED" and "is 1000 bytes, over the limit 10" in outcome.error
+    assert bob_job.error.startswith("peer alice aborted the job: message 'small' is 1000 bytes")
+
+
+def test_silent_peer_fails_the_job_within_the_timeout(pair, test_jobs):
+    alice, bob = pair.daemon("alice"), pair.daemon("bob")
+    wait_for(lambda: alice.peer_state == "ok", what="handshake")
+    start = time.monotonic()
+    outcome, bob_job = _run_both(pair, alice, bob, "test.stall")
+    assert time.monotonic() - start < TIMEOUT_S + 3
+    assert outcome.state == "FAILED"
+    assert outcome.error == f"peer bob sent nothing for {TIMEOUT_S:g} s (waiting for a message)"
+    assert bob_job.error == f"peer alice aborted the job: {outcome.error}"
+
+
+def test_cancel_reaches_both_daemons(pair, test_jobs):
+    alice, _ = pair.daemon("alice"), pair.daemon("bob")
+    wait_for(lambda: alice.peer_state == "ok", what="handshake")
+    with pair.client("bob") as client:
+        job_id = client.start("test.stall", {})
+        wait_for(lambda: client.status(job_id).progress == "stalling", what="job to run")
+        info = client.cancel(job_id)
+    assert info.state == party_pb2.JobInfo.CANCELLED and info.error == "cancelled by operator"
+    alice_job = wait_for(lambda: alice.jobs[job_id].done.is_set() and alice.jobs[job_id])
+    assert alice_job.error == "peer bob aborted the job: cancelled by operator"
+
+
+# -- a killed peer process ----------------------------------------------------------
+
+
+def _spawn_bob(pair) -> subprocess.Popen:
+    command = [
+        sys.executable, "-m", "ppbn.cli", "party", "serve", "--role", "bob",
+        "--schema", str(pair.world / "schema.json"), "--data", str(pair.world / "bob.csv"),
+        "--listen", f"127.0.0.1:{pair.ports['bob']}", "--peer", f"127.0.0.1:{pair.ports['alice']}",
+        "--tls-dir", str(pair.world / "certs"), "--out", str(pair.tmp / "out-bob"),
+        "--timeout", str(TIMEOUT_S),
+    ]  # fmt: skip
+    log = open(pair.tmp / "bob.log", "ab")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
+
+
+def test_killed_peer_fails_the_job_and_the_survivor_keeps_serving(pair):
+    alice = pair.daemon("alice")
+    bob = _spawn_bob(pair)
+    try:
+        wait_for(lambda: alice.peer_state == "ok", timeout_s=30, what="bob to come up")
+        with pair.client("alice") as client:
+            job_id = client.start("ping", {"rounds": 100_000, "bytes": 20_000})
+            wait_for(lambda: client.status(job_id).progress.startswith("ping round"), what="ping")
+            os.killpg(bob.pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            outcome = client.wait(job_id, timeout_s=TIMEOUT_S + 5)
+            assert time.monotonic() - killed_at <= TIMEOUT_S + 1
+            assert outcome.state == "FAILED" and "peer bob" in outcome.error
+            assert client.health().status == party_pb2.HealthReply.SERVING
+            bob.wait(5)
+            bob = _spawn_bob(pair)
+            wait_for(lambda: alice.peer_state == "ok", timeout_s=30, what="bob to come back")
+            second = client.wait(client.start("ping", {"rounds": 3}), timeout_s=20)
+            assert second.state == "SUCCEEDED"
+        bob.send_signal(signal.SIGTERM)
+        assert bob.wait(10) == 0
+        log = (pair.tmp / "bob.log").read_text()
+        assert "received SIGTERM: shutting down" in log and "bob stopped" in log
+    finally:
+        if bob.poll() is None:
+            os.killpg(bob.pid, signal.SIGKILL)
+            bob.wait(5)
