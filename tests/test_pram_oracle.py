@@ -8,7 +8,13 @@ from ppbn.bn.learn import learn_reference
 from ppbn.protocols.pram.estimators import PramEstimator
 from ppbn.protocols.pram.experiment import experiment1_network
 from ppbn.protocols.pram.operators import RandomizationError, RandomizationScheme, RandomSource
-from ppbn.protocols.pram.oracle import PramOracle, eta_margin, learn_pram
+from ppbn.protocols.pram.oracle import (
+    PramOracle,
+    eta_margin,
+    learn_pram,
+    learn_pram_setup_one,
+    setup_one_view,
+)
 
 NET = experiment1_network()
 NAMES = NET.order
@@ -92,3 +98,35 @@ def test_oracle_settings_are_checked(data, kwargs, fragment):
     est = PramEstimator(NAMES, data, RandomizationScheme(NET.cardinalities))
     with pytest.raises(RandomizationError, match=fragment):
         PramOracle(est, **kwargs)
+
+
+OWNER = {v: ("alice" if i % 2 == 0 else "bob") for i, v in enumerate(NAMES)}
+
+
+def test_setup_one_view_keeps_own_columns_and_the_others_blocks(data):
+    scheme = RandomizationScheme.uniform(NET.cardinalities, 0.2)
+    randomized = scheme.randomize(data, NAMES, RandomSource.from_seed("view"))
+    view, view_scheme = setup_one_view(NAMES, OWNER, "alice", data, randomized, scheme)
+    for i, v in enumerate(NAMES):
+        expected = data[:, i] if OWNER[v] == "alice" else randomized[:, i]
+        assert np.array_equal(view[:, i], expected)
+    assert set(view_scheme.randomized) == {v for v in NAMES if OWNER[v] == "bob"}
+    mixed = RandomizationScheme.from_spec(
+        NET.cardinalities, {"A+S": {"kind": "multi_category", "p": 0.2}}
+    )
+    with pytest.raises(RandomizationError, match="mixes"):
+        setup_one_view(NAMES, OWNER, "alice", data, data, mixed)
+
+
+def test_setup_one_counts_own_families_exactly_and_beats_setup_two(data, reference):
+    scheme = RandomizationScheme.uniform(NET.cardinalities, 0.1)
+    randomized = scheme.randomize(data, NAMES, RandomSource.from_seed("p0.1"))
+    search, network, oracles = learn_pram_setup_one(
+        NAMES, STATES, OWNER, data, randomized, scheme, 2, "exact"
+    )
+    # a party's own family with no cross parent is counted on raw data: A's CPT is exact
+    assert np.allclose(network.cpts["A"], reference.network.cpts["A"])
+    assert all(OWNER[child] == party for party, o in oracles.items() for child, _, _ in o.evaluated)
+    setup_two = learn_pram(NAMES, STATES, randomized, scheme, 2, "exact")
+    extra_one = len(set(search.edges) - set(reference.search.edges))
+    assert extra_one < _extra_links(setup_two, reference)

@@ -4,7 +4,8 @@
 - ``estimators``: moment estimator, its covariance (Theorems 1-2), EM, parameters.
 - ``privacy``: gamma-amplification, probabilistic K-anonymity, H(X | X_tilde).
 - ``experiment``: the dissertation's Experiment 1 (Sec. 5.6.1).
-- ``oracle``: the PRAM score oracle for the K2 driver in ``ppbn.bn.k2``.
+- ``oracle``: the PRAM score oracle for the K2 driver in ``ppbn.bn.k2``, and the
+  learners of setup II (data miner) and setup I (each child's owner), in one process.
 """
 
 from ppbn.protocols.pram.estimators import ParameterEstimate, PramEstimator
@@ -13,6 +14,14 @@ from ppbn.protocols.pram.operators import (
     RandomizationError,
     RandomizationScheme,
     RandomSource,
+)
+from ppbn.protocols.pram.oracle import (
+    OwnerOracle,
+    PramLearned,
+    PramOracle,
+    learn_pram,
+    learn_pram_setup_one,
+    setup_one_view,
 )
 from ppbn.protocols.pram.privacy import (
     conditional_entropy,
@@ -23,6 +32,9 @@ from ppbn.protocols.pram.privacy import (
 
 __all__ = [
     "Block",
+    "OwnerOracle",
+    "PramLearned",
+    "PramOracle",
     "ParameterEstimate",
     "PramEstimator",
     "RandomSource",
@@ -30,6 +42,9 @@ __all__ = [
     "RandomizationScheme",
     "conditional_entropy",
     "gamma_amplification",
+    "learn_pram",
+    "learn_pram_setup_one",
     "privacy_report",
     "probabilistic_k_anonymity",
+    "setup_one_view",
 ]

@@ -132,3 +132,80 @@ def learn_pram(
         tuple(names), states, search.parents, lambda vs: estimator.counts(vs, counts), pseudo_count
     )
     return PramLearned(search, network, oracle)
+
+
+def setup_one_view(
+    names: Sequence[str],
+    owner: Mapping[str, str],
+    party: str,
+    codes: np.ndarray,
+    randomized: np.ndarray,
+    scheme: RandomizationScheme,
+) -> tuple[np.ndarray, RandomizationScheme]:
+    """What ``party`` holds in setup I (Sec. III-A): its own columns as they are, the other
+    party's columns randomized, and the other party's blocks of ``scheme``.
+
+    ``codes`` and ``randomized`` are the joined original and randomized data (columns in
+    ``names`` order). A block may not mix the two parties' variables: only variables of
+    one party can be randomized simultaneously (Ma 2006, Sec. 5.3).
+    """
+    own = np.array([owner[v] == party for v in names])
+    for block in scheme.blocks:
+        parties = {owner[v] for v in block.variables}
+        if len(parties) > 1:
+            raise RandomizationError(
+                f"randomization block {block.name} mixes the variables of two parties"
+            )
+    view = np.where(own[None, :], codes, randomized)
+    others = [b for b in scheme.blocks if owner[b.variables[0]] != party]
+    return view, RandomizationScheme(scheme.cardinalities, others)
+
+
+@dataclass
+class OwnerOracle:
+    """Setup I: each family is scored by the party that owns the child, on its own view."""
+
+    oracles: Mapping[str, PramOracle]
+    owner: Mapping[str, str]
+
+    def best_parent(
+        self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
+    ) -> str | None:
+        return self.oracles[self.owner[child]].best_parent(child, parents, candidates, tau)
+
+
+def learn_pram_setup_one(
+    names: Sequence[str],
+    states: Mapping[str, tuple[str, ...]],
+    owner: Mapping[str, str],
+    codes: np.ndarray,
+    randomized: np.ndarray,
+    scheme: RandomizationScheme,
+    max_parents: int,
+    mode: str,
+    tau: float = DEFAULT_TAU,
+    order: Sequence[str] | None = None,
+    c_star: float = 1.0,
+    eta: float = 1.0,
+    counts: str = "moment",
+    pseudo_count: float = 0.0,
+) -> tuple[K2Result, BayesNet, dict[str, PramOracle]]:
+    """Setup I simulated in one process: structure and CPTs, each family learned by the
+    owner of its child from its setup-I view. Returns the search, the network and the
+    per-party oracles (whose ``evaluated`` lists show who scored what).
+    """
+    names = tuple(names)
+    parties = sorted(set(owner[v] for v in names))
+    oracles = {}
+    for party in parties:
+        view, view_scheme = setup_one_view(names, owner, party, codes, randomized, scheme)
+        oracles[party] = PramOracle(
+            PramEstimator(names, view, view_scheme), mode, c_star, eta, counts
+        )
+    search = k2_search(tuple(order or names), max_parents, OwnerOracle(oracles, owner), tau)
+
+    def family_counts(variables: tuple[str, ...]) -> np.ndarray:
+        return oracles[owner[variables[-1]]].estimator.counts(variables, counts)
+
+    network = estimate_parameters(names, states, search.parents, family_counts, pseudo_count)
+    return search, network, oracles
