@@ -137,6 +137,10 @@ def test_spec_roundtrip_through_json_revalidates():
     with pytest.raises(RandomizationError, match="jointly"):
         scheme.matrix_for("B")
     assert np.array_equal(RandomizationScheme(cards).matrix_for("D"), np.eye(4))
+    part = scheme.restricted(["A", "D"])
+    assert part.names == ("A", "D") and part.randomized == ("A", "D")
+    with pytest.raises(RandomizationError, match="only partly"):
+        scheme.restricted(["A", "B"])
 
 
 def test_random_source_is_reproducible_per_seed_and_uniform():
