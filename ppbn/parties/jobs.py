@@ -35,7 +35,7 @@ from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
 
-BUILTIN_JOB_MODULES: tuple[str, ...] = ("ppbn.parties.jobs",)
+BUILTIN_JOB_MODULES = ("ppbn.parties.jobs", "ppbn.parties.tables_job")
 
 
 class JobCancelled(Exception):
