@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import resource
+import os
 import secrets
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 from ppbn.errors import UserError
 from ppbn.protocols.channel import Channel, PeerGone
@@ -168,22 +169,38 @@ class PipeChannel(Channel):
         self._connection.close()
 
 
-def _party_process(role: str, spec: dict, connection: Connection, report: Connection) -> None:
-    """One party: sample the data (same seed on both sides), keep own columns, run the protocol."""
-    import numpy as np
+def _peak_rss_mib(pid: int | str = "self") -> float:
+    """VmHWM of one process: the peak resident set of its own address space (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
 
-    from ppbn.bn.networks import load_network, sample
+
+def _children_peak_rss_mib() -> float:
+    """Largest VmHWM among this process's children (the worker pool)."""
+    me = str(os.getpid())
+    peaks = [0.0]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                peaks.append(_peak_rss_mib(entry.name))
+        except OSError:
+            continue
+    return max(peaks)
+
+
+def _party_process(role: str, spec: dict, codes, connection: Connection, report: Connection) -> None:
+    """One party process: run the protocol on its own columns, report counters and memory."""
     from ppbn.bn.schema import Schema
     from ppbn.protocols.paillier import OpCounters
     from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
 
     try:
         schema = Schema.from_dict(spec["schema"])
-        net = load_network(spec["network"])
-        full = sample(net, spec["records"], spec["seed"])
-        column = {name: i for i, name in enumerate(net.names)}
-        codes = np.ascontiguousarray(full[:, [column[v.name] for v in schema.owned_by(role)]])
-        del full
         config = TablesConfig(
             key_bits=spec["key_bits"], chunk_size=spec["chunk_size"], workers=spec["workers"]
         )
@@ -194,9 +211,8 @@ def _party_process(role: str, spec: dict, connection: Connection, report: Connec
             shares = run_tables(
                 channel, role, schema, codes, spec["families"], config, counters, session=session
             )
-        wall = time.perf_counter() - start
-        self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        workers_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            wall = time.perf_counter() - start
+            workers_rss = _children_peak_rss_mib()
         report.send(
             {
                 "role": role,
@@ -204,8 +220,8 @@ def _party_process(role: str, spec: dict, connection: Connection, report: Connec
                 "tables": len(shares),
                 "counters": counters.as_dict(),
                 "channel": channel.stats.as_dict(),
-                "peak_rss_mib": round(self_rss / 1024, 1),
-                "workers_peak_rss_mib": round(workers_rss / 1024, 1),
+                "peak_rss_mib": _peak_rss_mib(),
+                "workers_peak_rss_mib": workers_rss,
             }
         )
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
@@ -215,7 +231,9 @@ def _party_process(role: str, spec: dict, connection: Connection, report: Connec
 
 
 def _bench_tables(args: argparse.Namespace) -> int:
-    from ppbn.bn.networks import load_network
+    import numpy as np
+
+    from ppbn.bn.networks import load_network, sample
     from ppbn.bn.schema import Schema, Variable
     from ppbn.parties.datasets import split_owners
     from ppbn.protocols.tables import crossing_families, per_alpha_cost
@@ -230,11 +248,15 @@ def _bench_tables(args: argparse.Namespace) -> int:
     families = crossing_families(schema, args.max_family)
     if not families:
         raise UserError("the split leaves no family that crosses the parties")
+    full = sample(net, args.records, args.seed)
+    column = {name: i for i, name in enumerate(net.names)}
+    codes = {
+        role: np.ascontiguousarray(full[:, [column[v.name] for v in schema.owned_by(role)]])
+        for role in ("alice", "bob")
+    }
+    del full
     spec = {
         "schema": schema.to_dict(),
-        "network": args.network,
-        "records": args.records,
-        "seed": args.seed,
         "families": families,
         "key_bits": args.key_bits,
         "chunk_size": args.chunk_size,
@@ -245,11 +267,14 @@ def _bench_tables(args: argparse.Namespace) -> int:
     report_in, report_out = context.Pipe(duplex=False)
     start = time.perf_counter()
     processes = [
-        context.Process(target=_party_process, args=(role, spec, end, report_out), name=f"ppbn-{role}")
+        context.Process(
+            target=_party_process, args=(role, spec, codes[role], end, report_out), name=f"ppbn-{role}"
+        )
         for role, end in (("alice", alice_end), ("bob", bob_end))
     ]
     for p in processes:
         p.start()
+    del codes
     reports: dict[str, dict] = {}
     try:
         while len(reports) < 2:
