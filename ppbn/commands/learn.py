@@ -48,7 +48,7 @@ def outcome_json(outcome) -> dict[str, Any]:
     }
 
 
-def print_outcome(outcome, title: str) -> None:
+def print_outcome(outcome, title: str, show_files: bool = True) -> None:
     """Rich tables for people: the result, then per party time, traffic and operations."""
     from rich.console import Console
     from rich.table import Table
@@ -85,7 +85,7 @@ def print_outcome(outcome, title: str) -> None:
                 *(f"{s.get('phases', {}).get(phase, 0.0):.2f}" for s in per_party.values()),
             )
         console.print(table)
-    if outcome.out_dir:
+    if outcome.out_dir and show_files:
         console.print(f"files of the contacted daemon: {outcome.out_dir}")
 
 
