@@ -173,13 +173,17 @@ def as_values(values: Iterable[int] | np.ndarray | int, width: int) -> np.ndarra
     Values must lie in [0, 2^width); use ``to_unsigned`` first for negative two's
     complement values.
     """
-    arr = np.asarray([values] if isinstance(values, int | np.integer) else values)
-    if width <= 64 and arr.dtype == np.uint64:
-        flat = arr.ravel()
-        if width < 64 and (flat >> np.uint64(width)).any():
-            raise ValueError(f"a value does not fit in {width} unsigned bits")
-        return flat
-    items = [int(v) for v in arr.ravel()]
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind not in "iuO":
+            raise ValueError(f"values must be integers, got dtype {values.dtype}")
+        if width <= 64 and values.dtype == np.uint64:
+            flat = values.ravel()
+            if width < 64 and (flat >> np.uint64(width)).any():
+                raise ValueError(f"a value does not fit in {width} unsigned bits")
+            return flat
+        items = [int(v) for v in values.ravel()]
+    else:
+        items = [int(values)] if isinstance(values, int | np.integer) else [int(v) for v in values]
     if any(v < 0 or v >> width for v in items):
         raise ValueError(f"a value does not fit in {width} unsigned bits")
     if width <= 64:
