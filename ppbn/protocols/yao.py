@@ -1,0 +1,311 @@
+"""Semi-honest two-party Yao over a Channel: batched garbled circuits with OT-fed inputs.
+
+Protocol (Yao; Lindell-Pinkas, "A Proof of Security of Yao's Protocol for Two-Party
+Computation", J. Cryptology 2009, Sec. 3, with half-gates garbling from
+``ppbn.circuits.garble``), for K instances of one circuit:
+
+1. The garbler sends a header: circuit fingerprint, K, its input bundles, the output
+   modes and the tweak base. The evaluator checks it against its own view and fails with
+   ``ProtocolError`` on any mismatch.
+2. Evaluator input labels by correlated OT extension (``ppbn.protocols.ot``) with
+   correlation R: the garbler's zero-label of an evaluator input bit is its OT output.
+3. The garbler sends the labels of its own input bits, then the garbled tables in
+   instance chunks (at most ``MAX_TABLE_BYTES`` per message), then the decoding bits of
+   the outputs the evaluator learns.
+4. The evaluator evaluates and returns, for outputs the garbler learns, the permute bits
+   of its output labels (the garbler decodes them) and, for outputs both learn, the values.
+
+Output modes (``Reveal``): to the garbler, to the evaluator, to both, or as fresh additive
+shares mod 2^l: the circuit is extended with a garbler input ``mask`` and outputs
+value - mask to the evaluator; the garbler's share is the uniformly random mask.
+
+Either party may garble any run; each party's inputs are the bundles it passes, the rest
+belong to the peer. Values: numpy uint64 arrays for bundles of at most 64 bits, numpy
+object arrays of Python ints for wider ones (``ppbn.circuits.ir.as_values``); one entry
+per instance. ``YaoParty.counters`` accumulates ``and_gates`` (garbled AND gates times
+instances) and ``ots`` (evaluator input bits times instances).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+
+import numpy as np
+
+from ppbn.circuits import builders
+from ppbn.circuits.garble import (
+    FixedKeyHash,
+    evaluate_garbled,
+    garble,
+    permute_bits,
+    random_delta,
+    random_labels,
+)
+from ppbn.circuits.ir import Circuit, as_values, bits_to_values, values_to_bits
+from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.ot import OTReceiver, OTSender
+
+MAX_TABLE_BYTES = 64 * 1024 * 1024
+MASK_PREFIX = "yao.mask."
+
+
+class Reveal(StrEnum):
+    """Who learns an output bundle."""
+
+    GARBLER = "garbler"
+    EVALUATOR = "evaluator"
+    BOTH = "both"
+    SHARES = "shares"
+
+
+@dataclass
+class YaoCounters:
+    and_gates: int = 0
+    ots: int = 0
+    instances: int = 0
+    runs: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"and_gates": self.and_gates, "ots": self.ots, "instances": self.instances, "runs": self.runs}
+
+
+@lru_cache(maxsize=64)
+def _with_share_outputs(circuit: Circuit, share_names: tuple[str, ...]) -> Circuit:
+    """The circuit with a garbler mask input per shared output and output value - mask."""
+    if not share_names:
+        return circuit
+    b = builders.CircuitBuilder()
+    wires = {bundle.name: b.input(bundle.name, bundle.width) for bundle in circuit.inputs}
+    outs = b.embed(circuit, wires)
+    for bundle in circuit.outputs:
+        bits = outs[bundle.name]
+        if bundle.name in share_names:
+            bits = builders.sub(b, bits, b.input(MASK_PREFIX + bundle.name, bundle.width))
+        b.output(bundle.name, bits)
+    return b.build()
+
+
+def _random_values(width: int, count: int) -> np.ndarray:
+    """Uniform values in [0, 2^width), in the API form."""
+    n_bytes = (width + 7) // 8
+    raw = os.urandom(n_bytes * count)
+    mask = (1 << width) - 1
+    return as_values([int.from_bytes(raw[i * n_bytes : (i + 1) * n_bytes], "little") & mask for i in range(count)], width)
+
+
+class YaoParty:
+    """One party's end of a series of Yao runs over one channel."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.counters = YaoCounters()
+        self._ot_sender: OTSender | None = None
+        self._ot_receiver: OTReceiver | None = None
+        self._tweak_base = 0
+        self._hash = FixedKeyHash()
+
+    # -- public entry point ------------------------------------------------------------
+    def run(
+        self,
+        circuit: Circuit,
+        *,
+        garbler: bool,
+        inputs: Mapping[str, Iterable[int] | np.ndarray],
+        outputs: Mapping[str, Reveal | str],
+        instances: int | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Run K instances of ``circuit``; both parties call this with the same ``outputs``.
+
+        ``garbler`` says whether this party garbles; ``inputs`` holds this party's bundles
+        (the others are the peer's). Every output bundle needs a mode in ``outputs``.
+        Returns this party's view: the outputs it learns, and its share of shared outputs.
+        """
+        modes = {name: Reveal(mode) for name, mode in outputs.items()}
+        names = [b.name for b in circuit.outputs]
+        if sorted(modes) != sorted(names):
+            raise ValueError(f"outputs must give a mode for each of {names}, got {sorted(modes)}")
+        unknown = sorted(set(inputs) - {b.name for b in circuit.inputs})
+        if unknown:
+            raise ValueError(f"unknown input bundles {unknown}")
+        values = {name: as_values(v, circuit.input(name).width) for name, v in inputs.items()}
+        counts = {len(v) for v in values.values()} | ({instances} if instances is not None else set())
+        if len(counts) != 1:
+            raise ValueError(f"inputs and instances disagree on the instance count: {sorted(counts)}")
+        k = counts.pop()
+        if k < 1:
+            raise ValueError("at least one instance is needed")
+        share_names = tuple(n for n in names if modes[n] == Reveal.SHARES)
+        full = _with_share_outputs(circuit, share_names)
+        if garbler:
+            masks = {n: _random_values(circuit.output(n).width, k) for n in share_names}
+            values.update({MASK_PREFIX + n: v for n, v in masks.items()})
+            result = self._garble_side(full, values, modes, k)
+            result.update(masks)
+        else:
+            result = self._evaluate_side(full, values, modes, k)
+        self.counters.and_gates += full.schedule.n_and * k
+        self.counters.instances += k
+        self.counters.runs += 1
+        self._tweak_base += 2 * full.schedule.n_and * k
+        return result
+
+    # -- shared helpers ------------------------------------------------------------------
+    @staticmethod
+    def _header(circuit: Circuit, k: int, garbler_bundles: list[str], modes: Mapping[str, Reveal], tweak: int) -> bytes:
+        body = {
+            "circuit": circuit.fingerprint.hex(),
+            "instances": k,
+            "garbler_inputs": sorted(garbler_bundles),
+            "outputs": {n: m.value for n, m in sorted(modes.items())},
+            "tweak_base": tweak,
+        }
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()
+
+    @staticmethod
+    def _chunks(circuit: Circuit, k: int) -> list[slice]:
+        per = max(1, MAX_TABLE_BYTES // max(1, 32 * circuit.schedule.n_and))
+        return [slice(s, min(k, s + per)) for s in range(0, k, per)]
+
+    @staticmethod
+    def _output_rows(circuit: Circuit, wanted: set[str]) -> np.ndarray:
+        rows, pos = [], 0
+        for b in circuit.outputs:
+            if b.name in wanted:
+                rows.extend(range(pos, pos + b.width))
+            pos += b.width
+        return np.array(rows, dtype=np.intp)
+
+    @staticmethod
+    def _split(circuit: Circuit, bits_by_row: np.ndarray, wanted: list[str]) -> dict[str, np.ndarray]:
+        out, pos = {}, 0
+        for b in circuit.outputs:
+            if b.name in wanted:
+                out[b.name] = bits_to_values(bits_by_row[pos : pos + b.width], b.width)
+                pos += b.width
+        return out
+
+    def _bits(self, packed_tag: str, rows: int, k: int) -> np.ndarray:
+        width = (k + 7) // 8
+        packed = self.channel.recv_array(packed_tag, np.uint8, (rows, width))
+        return np.unpackbits(packed, axis=1, count=k, bitorder="little")
+
+    def _send_bits(self, tag: str, bits: np.ndarray) -> None:
+        self.channel.send_array(tag, np.packbits(bits.astype(np.uint8), axis=1, bitorder="little"))
+
+    # -- garbler -----------------------------------------------------------------------
+    def _garble_side(
+        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int
+    ) -> dict[str, np.ndarray]:
+        mine = set(values)
+        self.channel.send("yao.header", self._header(full, k, sorted(mine), modes, self._tweak_base))
+        delta = random_delta()
+        sched = full.schedule
+        zero = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
+        own_rows, peer_rows, own_bits = [], [], []
+        pos = 0
+        for b in full.inputs:
+            rows = list(range(pos, pos + b.width))
+            if b.name in mine:
+                own_rows += rows
+                own_bits.append(values_to_bits(values[b.name], b.width))
+            else:
+                peer_rows += rows
+            pos += b.width
+        if peer_rows:
+            if self._ot_sender is None:
+                self._ot_sender = OTSender(self.channel)
+            ots_before = self._ot_sender.ots
+            x0 = self._ot_sender.send_correlated(len(peer_rows) * k, delta)
+            zero[peer_rows] = x0.reshape(len(peer_rows), k, 2)
+            self.counters.ots += self._ot_sender.ots - ots_before
+        if own_rows:
+            zero[own_rows] = random_labels((len(own_rows), k))
+            bits = np.concatenate(own_bits, axis=0).astype(np.uint64)
+            active = zero[own_rows] ^ (np.negative(bits)[..., None] & delta)
+            self.channel.send_array("yao.garbler_labels", active)
+        out_zero = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
+        tweak = self._tweak_base
+        for chunk in self._chunks(full, k):
+            tables, out_zero[:, chunk] = garble(sched, np.ascontiguousarray(zero[:, chunk]), delta, tweak, self._hash)
+            tweak += 2 * sched.n_and * (chunk.stop - chunk.start)
+            self.channel.send_array("yao.tables", tables)
+        decode = permute_bits(out_zero)  # (n_output_bits, k)
+        to_evaluator = {n for n, m in modes.items() if m != Reveal.GARBLER}
+        eval_rows = self._output_rows(full, to_evaluator)
+        if eval_rows.size:
+            self._send_bits("yao.decode", decode[eval_rows])
+        result: dict[str, np.ndarray] = {}
+        garbler_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.GARBLER]
+        both_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.BOTH]
+        g_rows = self._output_rows(full, set(garbler_names))
+        if g_rows.size:
+            permuted = self._bits("yao.out_permute", g_rows.size, k)
+            result.update(self._split(full, permuted ^ decode[g_rows], garbler_names))
+        b_rows = self._output_rows(full, set(both_names))
+        if b_rows.size:
+            result.update(self._split(full, self._bits("yao.out_values", b_rows.size, k), both_names))
+        return result
+
+    # -- evaluator -----------------------------------------------------------------------
+    def _evaluate_side(
+        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int
+    ) -> dict[str, np.ndarray]:
+        mine = set(values)
+        garbler_bundles = sorted(b.name for b in full.inputs if b.name not in mine)
+        got = self.channel.recv("yao.header", max_bytes=32)
+        if got != self._header(full, k, garbler_bundles, modes, self._tweak_base):
+            raise ProtocolError(
+                "Yao header mismatch: the parties disagree on the circuit, instance count, "
+                "input ownership, output modes or run sequence"
+            )
+        sched = full.schedule
+        labels = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
+        own_rows, peer_rows, own_bits = [], [], []
+        pos = 0
+        for b in full.inputs:
+            rows = list(range(pos, pos + b.width))
+            if b.name in mine:
+                own_rows += rows
+                own_bits.append(values_to_bits(values[b.name], b.width))
+            else:
+                peer_rows += rows
+            pos += b.width
+        if own_rows:
+            if self._ot_receiver is None:
+                self._ot_receiver = OTReceiver(self.channel)
+            ots_before = self._ot_receiver.ots
+            choices = np.concatenate(own_bits, axis=0).reshape(-1)
+            labels[own_rows] = self._ot_receiver.receive_correlated(choices).reshape(len(own_rows), k, 2)
+            self.counters.ots += self._ot_receiver.ots - ots_before
+        if peer_rows:
+            labels[peer_rows] = self.channel.recv_array("yao.garbler_labels", np.uint64, (len(peer_rows), k, 2))
+        out_labels = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
+        tweak = self._tweak_base
+        for chunk in self._chunks(full, k):
+            size = chunk.stop - chunk.start
+            tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
+            out_labels[:, chunk] = evaluate_garbled(sched, np.ascontiguousarray(labels[:, chunk]), tables, tweak, self._hash)
+            tweak += 2 * sched.n_and * size
+        permuted = permute_bits(out_labels)
+        result: dict[str, np.ndarray] = {}
+        order = [b.name for b in full.outputs]
+        to_me = [n for n in order if modes[n] != Reveal.GARBLER]
+        my_rows = self._output_rows(full, set(to_me))
+        if my_rows.size:
+            decoded = permuted[my_rows] ^ self._bits("yao.decode", my_rows.size, k)
+            result.update(self._split(full, decoded, to_me))
+        garbler_names = [n for n in order if modes[n] == Reveal.GARBLER]
+        g_rows = self._output_rows(full, set(garbler_names))
+        if g_rows.size:
+            self._send_bits("yao.out_permute", permuted[g_rows])
+        both_names = [n for n in order if modes[n] == Reveal.BOTH]
+        if both_names:
+            both_bits = np.concatenate([values_to_bits(result[n], full.output(n).width) for n in both_names])
+            self._send_bits("yao.out_values", both_bits)
+        return result
