@@ -224,3 +224,27 @@ def test_peers_must_agree_on_the_record_count() -> None:
     parts = {"alice": np.zeros((5, 1), dtype=np.int64), "bob": np.zeros((6, 1), dtype=np.int64)}
     with pytest.raises(ProtocolError, match="record count"):
         run_both(schema, parts, crossing_families(schema, 2))
+
+
+def test_cached_parts_of_both_parties_serve_a_mixed_plan() -> None:
+    schema = make_schema([3, 3, 2, 2], ["alice", "alice", "bob", "bob"])
+    rng = np.random.default_rng(3)
+    n = 50
+    full = np.stack([rng.integers(0, c, n) for c in schema.cardinalities()], axis=1)
+    parts = split(schema, full)
+    calls = [[("v0", "v2")], [("v1", "v2", "v3")], [("v0", "v2"), ("v1", "v2", "v3")]]
+    with TablesSession(TEST_CONFIG) as s_alice, TablesSession(TEST_CONFIG) as s_bob:
+        sessions = {"alice": s_alice, "bob": s_bob}
+        seen = []
+        for families in calls:
+            alice, bob, counters = run_both(schema, parts, families, TEST_CONFIG, sessions)
+            seen.append(counters)
+            counts = reconstruct(alice, bob)
+            for family in families:
+                np.testing.assert_array_equal(counts[family], plaintext_counts(schema, full, family))
+    # first call: alice encrypts her part; second: bob encrypts his (3 returns beat 4)
+    assert seen[0]["alice"].encryptions >= n and seen[1]["bob"].encryptions >= n
+    # third call: each family goes to the party whose ciphertexts the other already holds
+    last = seen[2]
+    assert last["alice"].encryptions < n and last["bob"].encryptions < n
+    assert last["alice"].decryptions > 0 and last["bob"].decryptions > 0

@@ -432,6 +432,19 @@ class TablesSession:
             )
         return self.keys
 
+    def prepare(self) -> None:
+        """Do the set-up before the job: key pair, fixed-base tables, warm worker processes."""
+        self.own_keys()
+        encryptor = self.encryptor
+        assert encryptor is not None
+        if self.pool.parallel:
+            probe = np.full((1, 1), -1, dtype=np.int64)
+            futures = [
+                self.pool.submit(encrypt_bit_rows, encryptor.spec, probe) for _ in range(self.pool.workers)
+            ]
+            for future in futures:
+                future.result()
+
     def close(self) -> None:
         self.pool.close()
         self.held.clear()
