@@ -456,7 +456,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         )
         assert self._peer_stub is not None
         call = self._peer_stub.Exchange(channel.outgoing_frames())
-        channel.on_finish(lambda: threading.Timer(self.config.timeout_s, call.cancel).start())
+        channel.on_finish(lambda: _later(self.config.timeout_s, call.cancel))
         threading.Thread(target=channel.pump, args=(call, Frame.ACCEPT), daemon=True).start()
         try:
             answer = channel.next_control(min(self.config.timeout_s, 30.0))
@@ -572,7 +572,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             **job.channel.stats.as_dict(),
             "paillier_encryptions": ctx.counters.encryptions,
             "public_key_operations": ctx.counters.public_key_operations,
-            "counters": ctx.counters.as_dict(),
+            **dict(ctx.tallies),
+            "counters": {**ctx.counters.as_dict(), **dict(ctx.tallies)},
         }
 
     def _write_job_files(self, job: Job) -> None:
@@ -591,6 +592,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         stats = {"self": job.stats, "peer": job.peer_stats}
         (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         (out / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
+
+
+def _later(delay_s: float, action) -> None:
+    """Run ``action`` after ``delay_s`` without keeping the process alive for it."""
+    timer = threading.Timer(delay_s, action)
+    timer.daemon = True
+    timer.start()
 
 
 def _parse_stats(payload: bytes) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -95,8 +96,9 @@ def job_kinds() -> list[str]:
 class JobContext:
     """Everything a job function may use besides its channel.
 
-    ``counters`` counts public-key operations (protocols add to them; the job's stats
-    report them). ``phase(name)`` times a stretch of the job
+    ``counters`` counts Paillier operations (protocols add to them); ``count(name, k)``
+    tallies any other operation (AND gates, OTs, ...). The job's stats report both, the
+    tallies also as top-level keys. ``phase(name)`` times a stretch of the job
     and ``progress(note)`` reports where it is; it is also where a long local computation
     stops when the job was cancelled or the peer went away.
     """
@@ -110,12 +112,18 @@ class JobContext:
     out_dir: Path
     ledger: Ledger
     counters: OpCounters = field(default_factory=OpCounters)
+    tallies: Counter = field(default_factory=Counter)
     phases: dict[str, float] = field(default_factory=dict)
     cancelled: threading.Event = field(default_factory=threading.Event)
     notes: Callable[[str], None] = field(default=lambda note: None)
     last_progress: str = ""
     cancel_reason: str = ""
     link_failure: Callable[[], str | None] = field(default=lambda: None)
+    _tally_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        with self._tally_lock:
+            self.tallies[name] += int(amount)
 
     def cancel(self, reason: str) -> None:
         self.cancel_reason = reason

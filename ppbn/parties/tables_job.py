@@ -75,10 +75,15 @@ class _PhaseClock:
         self.context.progress(f"{phase} {done}/{total}")
 
     def switch(self, phase: str) -> None:
+        self.finish()
+        self.current = phase
+        self.context.progress(f"phase {phase}")
+
+    def finish(self) -> None:
         now = time.perf_counter()
         phases = self.context.phases
         phases[self.current] = phases.get(self.current, 0.0) + now - self.since
-        self.current, self.since = phase, now
+        self.since = now
 
 
 def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str, Any]:
@@ -102,7 +107,7 @@ def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str
         )
         clock.switch("write")
     write_shares(context.out_dir, role, families, shares)
-    clock.switch("done")
+    clock.finish()
     n = context.data.n_records
     paper = per_alpha_cost(schema, families, n, config.key_bits)
     return {
