@@ -1,0 +1,200 @@
+"""Two-party Yao: known answers of the public circuits, random circuits against the
+plaintext evaluator, every output mode, either party garbling, wide values, and
+disagreement detection."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppbn.circuits import builders as B
+from ppbn.circuits.bristol import hex_to_value, read_bristol, value_to_hex
+from ppbn.circuits.evaluate import evaluate
+from ppbn.circuits.garble import evaluate_garbled, garble, permute_bits, random_delta, random_labels
+from ppbn.circuits.ir import Bundle, Circuit, Op, values_to_bits
+from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
+from ppbn.protocols.yao import YaoParty
+
+BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
+needs_bristol = pytest.mark.skipif(
+    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (../shared/circuits/bristol)"
+)
+
+AES_KEY = "000102030405060708090a0b0c0d0e0f"
+AES_PLAIN = "00112233445566778899aabbccddeeff"
+AES_CIPHER = "69c4e0d86a7b0430d8cdb78070b4c55a"
+SHA_BLOCK = "616263" + "80" + "00" * 52 + "0000000000000018"
+SHA_IV = "6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19"
+SHA_ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def two_party(circuit: Circuit, garbler_inputs, evaluator_inputs, outputs, alice_garbles: bool = True):
+    """Alice and Bob in threads; returns (alice_result, bob_result, alice_counters)."""
+
+    def alice(ch):
+        party = YaoParty(ch)
+        mine = garbler_inputs if alice_garbles else evaluator_inputs
+        return party.run(circuit, garbler=alice_garbles, inputs=mine, outputs=outputs, instances=instances), party
+
+    def bob(ch):
+        party = YaoParty(ch)
+        mine = evaluator_inputs if alice_garbles else garbler_inputs
+        return party.run(circuit, garbler=not alice_garbles, inputs=mine, outputs=outputs, instances=instances), party
+
+    instances = len(next(iter({**garbler_inputs, **evaluator_inputs}.values())))
+    (ra, pa), (rb, _) = run_two_party(alice, bob, timeout_s=60)
+    return ra, rb, pa.counters
+
+
+@needs_bristol
+def test_aes128_known_answer_garbled_by_two_parties() -> None:
+    circuit = read_bristol(BRISTOL / "aes_128.txt")
+    key, plain = hex_to_value(AES_KEY), hex_to_value(AES_PLAIN)
+    ra, rb, counters = two_party(circuit, {"in0": [key, key, 0]}, {"in1": [plain, plain, 0]}, {"out0": "both"})
+    assert value_to_hex(ra["out0"][0], 128) == AES_CIPHER
+    assert value_to_hex(rb["out0"][1], 128) == AES_CIPHER
+    zero = evaluate(circuit, {"in0": [0], "in1": [0]})["out0"][0]
+    assert ra["out0"][2] == rb["out0"][2] == zero
+    assert counters.and_gates == 3 * 6400 and counters.ots == 3 * 128
+
+
+@needs_bristol
+def test_sha256_known_answer_garbled_by_two_parties() -> None:
+    circuit = read_bristol(BRISTOL / "sha256.txt")
+    ra, rb, _ = two_party(
+        circuit,
+        {"in1": [hex_to_value(SHA_IV)]},
+        {"in0": [hex_to_value(SHA_BLOCK)]},
+        {"out0": "evaluator"},
+        alice_garbles=False,
+    )
+    assert value_to_hex(ra["out0"][0], 256) == SHA_ABC
+    assert rb == {}
+
+
+@st.composite
+def random_circuits(draw) -> tuple[Circuit, int]:
+    n_in = draw(st.integers(1, 6))
+    n_gates = draw(st.integers(1, 40))
+    ops, in0, in1, out = [], [], [], []
+    for g in range(n_gates):
+        wire_count = n_in + g
+        op = draw(st.sampled_from([Op.XOR, Op.AND, Op.INV]))
+        a = draw(st.integers(0, wire_count - 1))
+        b = draw(st.integers(0, wire_count - 1)) if op != Op.INV else -1
+        ops.append(op), in0.append(a), in1.append(b), out.append(wire_count)
+    n_wires = n_in + n_gates
+    split = draw(st.integers(0, n_in))
+    outs = draw(st.lists(st.integers(0, n_wires - 1), min_size=1, max_size=6))
+    inputs = [Bundle("g", tuple(range(split))), Bundle("e", tuple(range(split, n_in)))]
+    return Circuit(n_wires, ops, in0, in1, out, inputs, [Bundle("o", tuple(outs))]), split
+
+
+@settings(max_examples=30, deadline=None)
+@given(random_circuits(), st.integers(1, 5), st.randoms(use_true_random=False))
+def test_random_circuits_garbled_match_plaintext(case, k: int, rng: random.Random) -> None:
+    circuit, split = case
+    n_in = sum(b.width for b in circuit.inputs)
+    bits = np.array([[rng.getrandbits(1) for _ in range(k)] for _ in range(n_in)], dtype=np.uint8)
+    g_vals = [sum(int(bits[i, j]) << i for i in range(split)) for j in range(k)]
+    e_vals = [sum(int(bits[split + i, j]) << i for i in range(n_in - split)) for j in range(k)]
+    expected = evaluate(circuit, {"g": g_vals, "e": e_vals})["o"]
+    # the garbling core directly
+    sched = circuit.schedule
+    delta = random_delta()
+    zero = random_labels((n_in, k))
+    tables, out_zero = garble(sched, zero, delta)
+    active = zero ^ (np.negative(bits.astype(np.uint64))[..., None] & delta)
+    out = permute_bits(evaluate_garbled(sched, active, tables)) ^ permute_bits(out_zero)
+    assert (out == values_to_bits(expected, circuit.output("o").width)).all()
+    # and the two-party protocol, both directions
+    ra, rb, _ = two_party(circuit, {"g": g_vals}, {"e": e_vals}, {"o": "garbler"})
+    assert list(ra["o"]) == list(expected) and rb == {}
+
+
+def test_output_modes_shares_and_swapped_roles() -> None:
+    b = B.CircuitBuilder()
+    x, y = b.input("x", 64), b.input("y", 64)
+    b.output("sum", B.add(b, x, y))
+    b.output("lt", [B.less_than(b, x, y)])
+    b.output("diff", B.sub(b, x, y))
+    b.output("eq", [B.equal(b, x, y)])
+    circuit = b.build()
+    rng = np.random.default_rng(3)
+    xs = rng.integers(0, 2**64 - 1, size=50, dtype=np.uint64, endpoint=True)
+    ys = rng.integers(0, 2**64 - 1, size=50, dtype=np.uint64, endpoint=True)
+    ys[:5] = xs[:5]
+    modes = {"sum": "shares", "lt": "garbler", "diff": "evaluator", "eq": "both"}
+    for alice_garbles in (True, False):
+        ra, rb, _ = two_party(circuit, {"x": xs}, {"y": ys}, modes, alice_garbles=alice_garbles)
+        g, e = (ra, rb) if alice_garbles else (rb, ra)
+        assert set(g) == {"sum", "lt", "eq"} and set(e) == {"sum", "diff", "eq"}
+        assert ((g["sum"] + e["sum"]) == xs + ys).all()  # uint64 wraps mod 2^64
+        assert (g["lt"] == (xs < ys)).all()
+        assert (e["diff"] == xs - ys).all()
+        assert (g["eq"] == e["eq"]).all() and (g["eq"] == (xs == ys)).all()
+        assert g["sum"].dtype == np.uint64
+
+
+def test_wide_values_cross_as_python_ints_and_shares_are_mod_2l() -> None:
+    width = 100
+    b = B.CircuitBuilder()
+    x, y = b.input("x", width), b.input("y", width)
+    index, best = B.argmax_tolerant(b, [x, y], tolerance=5)
+    b.output("index", index)
+    b.output("max", best)
+    circuit = b.build()
+    xs = [(1 << 99) + 3, 7, 0, (1 << 100) - 1]
+    ys = [(1 << 99) + 6, 7, 1, 5]
+    ra, rb, _ = two_party(circuit, {"x": xs}, {"y": ys}, {"index": "both", "max": "shares"})
+    assert list(ra["index"]) == list(rb["index"]) == [0, 0, 0, 0]
+    assert ra["max"].dtype == object
+    total = [(int(a) + int(c)) % (1 << width) for a, c in zip(ra["max"], rb["max"], strict=True)]
+    assert total == [max(a, c) for a, c in zip(xs, ys, strict=True)]
+
+
+def test_repeated_runs_on_one_session_and_counters() -> None:
+    b = B.CircuitBuilder()
+    x, y = b.input("x", 8), b.input("y", 8)
+    b.output("p", B.fixed_multiply(b, x, y, 0))
+    circuit = b.build()
+
+    def alice(ch):
+        party = YaoParty(ch)
+        first = party.run(circuit, garbler=True, inputs={"x": [3, 4]}, outputs={"p": "garbler"})
+        second = party.run(circuit, garbler=False, inputs={"x": [5]}, outputs={"p": "evaluator"})
+        return first, second, party.counters
+
+    def bob(ch):
+        party = YaoParty(ch)
+        party.run(circuit, garbler=False, inputs={"y": [5, 6]}, outputs={"p": "garbler"})
+        party.run(circuit, garbler=True, inputs={"y": [7]}, outputs={"p": "evaluator"})
+        return party.counters
+
+    (first, second, counters), _ = run_two_party(alice, bob, timeout_s=60)
+    assert list(first["p"]) == [15, 24] and list(second["p"]) == [35]
+    assert counters.runs == 2 and counters.instances == 3
+    assert counters.and_gates == 3 * circuit.schedule.n_and
+    assert counters.ots == 2 * 8 + 1 * 8
+
+
+def test_disagreeing_parties_get_a_protocol_error() -> None:
+    b = B.CircuitBuilder()
+    x, y = b.input("x", 8), b.input("y", 8)
+    b.output("s", B.add(b, x, y))
+    circuit = b.build()
+    pair = memory_channel_pair(timeout_s=5)
+
+    def alice(ch):
+        return YaoParty(ch).run(circuit, garbler=True, inputs={"x": [1]}, outputs={"s": "both"})
+
+    def bob(ch):
+        return YaoParty(ch).run(circuit, garbler=False, inputs={"y": [2]}, outputs={"s": "evaluator"})
+
+    with pytest.raises(ProtocolError, match="header mismatch"):
+        run_two_party(alice, bob, pair=pair)
