@@ -125,9 +125,14 @@ def test_parallel_workers_and_ciphertext_cache() -> None:
     first = crossing_families(schema, 2)
     with TablesSession(config) as s_alice, TablesSession(config) as s_bob:
         sessions = {"alice": s_alice, "bob": s_bob}
+        s_alice.prepare(randomizers=n // 2)  # half the chunks from the pool, half in workers
+        assert s_alice.encryptor is not None and s_alice.encryptor.pooled == n // 2
+        s_bob.prepare()
         alice, bob, counters = run_both(schema, parts, first, config, sessions)
         encrypted = counters["alice"].encryptions + counters["bob"].encryptions
         assert encrypted >= n
+        if counters["alice"].encryptions >= n:
+            assert s_alice.encryptor.pooled < config.chunk_size  # whole chunks come from the pool
         # the same parts again: served from the receiver's cache, nothing re-encrypted
         second = [tuple(reversed(f)) for f in first[:3]]
         alice2, bob2, counters2 = run_both(schema, parts, second, config, sessions)

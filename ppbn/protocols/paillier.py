@@ -299,6 +299,11 @@ class FastEncryptor:
         """Fill the pool of randomizers ahead of time (e.g. while waiting for a job)."""
         self._pool.extend(self.fresh_randomizers(count))
 
+    def add_to_pool(self, payload: bytes) -> None:
+        """Add randomizers made by worker processes (``fast_randomizers_bytes``) to the pool."""
+        width = self.public.ciphertext_bytes
+        self._pool.extend(mpz(int.from_bytes(payload[i : i + width], "big")) for i in range(0, len(payload), width))
+
     @property
     def pooled(self) -> int:
         return len(self._pool)
@@ -358,6 +363,12 @@ def encrypt_bit_rows(spec: tuple, positions: np.ndarray, encryptor: FastEncrypto
                 m |= 1 << bit
         plaintexts.append(m)
     return encode_ciphertexts(enc.encrypt_many(plaintexts), enc.public)
+
+
+def fast_randomizers_bytes(spec: tuple, count: int) -> bytes:
+    """``count`` fast randomizers of the encryptor described by ``spec`` (for ``add_to_pool``)."""
+    encryptor = _worker_encryptor(spec)
+    return encode_ciphertexts(encryptor.fresh_randomizers(count), encryptor.public)
 
 
 def multiply_by_label(

@@ -56,6 +56,7 @@ from ppbn.protocols.paillier import (
     decrypt_bytes,
     encode_ciphertexts,
     encrypt_bit_rows,
+    fast_randomizers_bytes,
     full_randomizers_bytes,
     multiply_by_label,
 )
@@ -432,18 +433,27 @@ class TablesSession:
             )
         return self.keys
 
-    def prepare(self) -> None:
-        """Do the set-up before the job: key pair, fixed-base tables, warm worker processes."""
+    def prepare(self, randomizers: int = 0) -> None:
+        """Set up before the job: key pair, fixed-base tables, warm workers, and optionally a
+        pool of ``randomizers`` precomputed randomizers (about 0.55 KB each at 2048 bits).
+
+        Encryption chunks that the pool covers are then done in this process at one
+        multiplication per record.
+        """
         self.own_keys()
         encryptor = self.encryptor
         assert encryptor is not None
-        if self.pool.parallel:
-            probe = np.full((1, 1), -1, dtype=np.int64)
-            futures = [
-                self.pool.submit(encrypt_bit_rows, encryptor.spec, probe) for _ in range(self.pool.workers)
-            ]
-            for future in futures:
-                future.result()
+        if not self.pool.parallel:
+            encryptor.precompute(randomizers)
+            return
+        workers = self.pool.workers
+        # one task per worker: each builds its tables; with randomizers=0 the results are dropped
+        counts = [randomizers // workers + (i < randomizers % workers) for i in range(workers)]
+        futures = [self.pool.submit(fast_randomizers_bytes, encryptor.spec, max(c, 1)) for c in counts]
+        for count, future in zip(counts, futures, strict=True):
+            payload = future.result()
+            if count:
+                encryptor.add_to_pool(payload)
 
     def close(self) -> None:
         self.pool.close()
@@ -631,7 +641,7 @@ def _encrypt_side(
                 cfg = _config_index(schema, block, columns, piece.subset)
                 inside = (cfg >= piece.start) & (cfg < piece.stop)
                 positions[inside, j] = width * (offset + cfg[inside] - piece.start)
-            if inline:
+            if inline or encryptor.pooled >= stop - start:
                 future = session.pool.submit(encrypt_bit_rows, encryptor.spec, positions, encryptor, inline=True)
             else:
                 future = session.pool.submit(encrypt_bit_rows, encryptor.spec, positions)
