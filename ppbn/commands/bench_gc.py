@@ -1,0 +1,221 @@
+"""``ppbn bench gc`` and ``ppbn bench ot``: throughput of the garbling engine and of OT extension.
+
+``bench gc`` garbles and evaluates K instances of a Bristol Fashion circuit in one thread
+(one core), as one batch, and reports AND gates per second for each side (best of
+``--repeats`` timed runs after a warm-up; the garbler reuses its table buffer as a
+garbler streaming batch after batch would), the same for a single instance, bytes of
+garbled table per AND gate, and a full two-party Yao run of the same batch over the
+in-memory Channel (both parties in threads, OT included) with its bytes per AND gate.
+
+``bench ot`` runs chosen-message and correlated IKNP OT extension between two threads over
+the in-memory Channel, after the base OTs (timed separately), and reports OTs per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from ppbn.errors import UserError
+
+
+def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    gc = bench.add_parser(
+        "gc",
+        help="AND gates per second garbled and evaluated (half-gates, batched)",
+        description="Garble and evaluate --instances copies of a Bristol Fashion circuit as "
+        "one batch on one core; report AND gates per second for garbling and evaluation, the "
+        "single-instance figures, bytes per AND gate, and a two-party run over the memory Channel.",
+    )
+    gc.add_argument("--bristol", required=True, metavar="FILE")
+    gc.add_argument("--instances", type=int, default=1000)
+    gc.add_argument("--repeats", type=int, default=3, help="timed runs; the best is reported (default 3)")
+    gc.add_argument("--format", choices=("table", "json"), default="table")
+    gc.set_defaults(func=_bench_gc)
+
+    ot = bench.add_parser(
+        "ot",
+        help="IKNP OT extension: OTs per second between two threads",
+        description="Base OTs, then --count chosen-message OTs of 128-bit messages and --count "
+        "correlated OTs between two threads over the in-memory Channel.",
+    )
+    ot.add_argument("--count", type=int, default=1_000_000)
+    ot.add_argument("--repeats", type=int, default=3, help="timed runs; the best is reported (default 3)")
+    ot.add_argument("--format", choices=("table", "json"), default="table")
+    ot.set_defaults(func=_bench_ot)
+
+
+def _best(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _garble_rates(circuit, k: int, repeats: int) -> tuple[float, float, int]:
+    from ppbn.circuits.evaluate import evaluate_bits
+    from ppbn.circuits.garble import (
+        FixedKeyHash,
+        evaluate_garbled,
+        garble,
+        permute_bits,
+        random_delta,
+        random_labels,
+    )
+
+    sched = circuit.schedule
+    delta = random_delta()
+    zero = random_labels((len(sched.input_slots), k))
+    bits = np.random.default_rng().integers(0, 2, size=(len(sched.input_slots), k), dtype=np.uint64)
+    active = zero ^ (np.negative(bits)[..., None] & delta)
+    garbler_hash, evaluator_hash = FixedKeyHash(), FixedKeyHash()
+    tables, out_zero = garble(sched, zero, delta, 0, garbler_hash)  # warm-up, allocates the table buffer
+    out = evaluate_garbled(sched, active, tables, 0, evaluator_hash)
+    if not (permute_bits(out) ^ permute_bits(out_zero) == evaluate_bits(circuit, bits)).all():
+        raise RuntimeError("garbled evaluation disagrees with the plaintext evaluator")
+    garble_s = _best(lambda: garble(sched, zero, delta, 0, garbler_hash, tables_out=tables), repeats)
+    eval_s = _best(lambda: evaluate_garbled(sched, active, tables, 0, evaluator_hash), repeats)
+    ands = sched.n_and * k
+    return ands / garble_s, ands / eval_s, tables.nbytes
+
+
+def _two_party(circuit, k: int) -> tuple[float, int]:
+    from ppbn.protocols.channel import memory_channel_pair, run_two_party
+    from ppbn.protocols.yao import YaoParty
+
+    rng = np.random.default_rng()
+    first, rest = circuit.inputs[0], circuit.inputs[1:]
+
+    def values(bundle):
+        return [int.from_bytes(rng.bytes((bundle.width + 7) // 8), "little") % (1 << bundle.width) for _ in range(k)]
+
+    alice_inputs = {first.name: values(first)}
+    bob_inputs = {b.name: values(b) for b in rest}
+    modes = {b.name: "evaluator" for b in circuit.outputs}
+    pair = memory_channel_pair(timeout_s=600)
+    start = time.perf_counter()
+    run_two_party(
+        lambda ch: YaoParty(ch).run(circuit, garbler=True, inputs=alice_inputs, outputs=modes, instances=k),
+        lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs=bob_inputs, outputs=modes, instances=k),
+        pair=pair,
+        timeout_s=600,
+    )
+    seconds = time.perf_counter() - start
+    stats = pair[0].stats
+    return seconds, stats.bytes_sent + stats.bytes_received
+
+
+def _bench_gc(args: argparse.Namespace) -> int:
+    from ppbn.commands.circuit import load_bristol
+
+    if args.instances < 1 or args.repeats < 1:
+        raise UserError("--instances and --repeats must be at least 1")
+    circuit = load_bristol(args.bristol)
+    sched = circuit.schedule
+    if sched.n_and == 0:
+        raise UserError(f"{args.bristol}: the circuit has no AND gates to measure")
+    k = args.instances
+    garble_rate, eval_rate, table_bytes = _garble_rates(circuit, k, args.repeats)
+    single_garble, single_eval, _ = _garble_rates(circuit, 1, max(5, args.repeats))
+    protocol_s, protocol_bytes = _two_party(circuit, k)
+    ands = sched.n_and * k
+    result = {
+        "circuit": args.bristol,
+        "and_gates": sched.n_and,
+        "and_depth": sched.and_depth,
+        "instances": k,
+        "garble_and_per_s": round(garble_rate),
+        "eval_and_per_s": round(eval_rate),
+        "bytes_per_and": table_bytes / ands,
+        "single_instance_garble_and_per_s": round(single_garble),
+        "single_instance_eval_and_per_s": round(single_eval),
+        "two_party_seconds": round(protocol_s, 3),
+        "two_party_and_per_s": round(ands / protocol_s),
+        "two_party_bytes_per_and": round(protocol_bytes / ands, 2),
+        "repeats": args.repeats,
+    }
+    if args.format == "json":
+        print(json.dumps(result))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"garbling {args.bristol}: {sched.n_and:,} AND gates x {k:,} instances (one core)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("garble, AND gates/s", f"{garble_rate:,.0f}")
+    table.add_row("evaluate, AND gates/s", f"{eval_rate:,.0f}")
+    table.add_row("garble, single instance, AND gates/s", f"{single_garble:,.0f}")
+    table.add_row("evaluate, single instance, AND gates/s", f"{single_eval:,.0f}")
+    table.add_row("garbled table bytes per AND gate", f"{table_bytes / ands:.1f}")
+    table.add_row("two-party run (threads, OT included), s", f"{protocol_s:.2f}")
+    table.add_row("two-party run, AND gates/s", f"{ands / protocol_s:,.0f}")
+    table.add_row("two-party run, bytes per AND gate", f"{protocol_bytes / ands:.1f}")
+    Console().print(table)
+    return 0
+
+
+def _bench_ot(args: argparse.Namespace) -> int:
+    from ppbn.protocols.channel import memory_channel_pair, run_two_party
+    from ppbn.protocols.ot import OTReceiver, OTSender
+
+    if args.count < 1 or args.repeats < 1:
+        raise UserError("--count and --repeats must be at least 1")
+    m = args.count
+    rng = np.random.default_rng()
+    m0 = rng.integers(0, 2**63, size=(m, 2), dtype=np.uint64)
+    m1 = rng.integers(0, 2**63, size=(m, 2), dtype=np.uint64)
+    choices = rng.integers(0, 2, size=m).astype(np.uint8)
+    delta = rng.integers(0, 2**63, size=2, dtype=np.uint64)
+    alice_ch, bob_ch = memory_channel_pair(timeout_s=600)
+    sender, receiver = OTSender(alice_ch), OTReceiver(bob_ch)
+
+    def both(sender_fn, receiver_fn) -> float:
+        start = time.perf_counter()
+        run_two_party(sender_fn, receiver_fn, pair=(alice_ch, bob_ch), timeout_s=600)
+        return time.perf_counter() - start
+
+    received: list[np.ndarray] = []
+    expected_chosen = np.where(choices[:, None] == 1, m1, m0)
+
+    def receive_checked(_ch) -> None:
+        received.append(receiver.receive(choices))
+
+    base_s = both(lambda _ch: sender.send_correlated(8, delta), lambda _ch: receiver.receive_correlated(choices[:8]))
+    bytes_before = alice_ch.stats.bytes_sent + alice_ch.stats.bytes_received
+    chosen_s = min(both(lambda _ch: sender.send(m0, m1), receive_checked) for _ in range(args.repeats))
+    if not all((got == expected_chosen).all() for got in received):
+        raise RuntimeError("OT extension returned messages other than the chosen ones")
+    chosen_bytes = (alice_ch.stats.bytes_sent + alice_ch.stats.bytes_received - bytes_before) / args.repeats
+    correlated_s = min(
+        both(lambda _ch: sender.send_correlated(m, delta), lambda _ch: receiver.receive_correlated(choices))
+        for _ in range(args.repeats)
+    )
+    result = {
+        "count": m,
+        "ot_per_s": round(m / chosen_s),
+        "correlated_ot_per_s": round(m / correlated_s),
+        "bytes_per_ot": round(chosen_bytes / m, 2),
+        "base_ot_seconds": round(base_s, 3),
+        "repeats": args.repeats,
+    }
+    if args.format == "json":
+        print(json.dumps(result))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"IKNP OT extension, {m:,} OTs of 128-bit messages, two threads")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("chosen-message OTs/s", f"{m / chosen_s:,.0f}")
+    table.add_row("correlated OTs/s", f"{m / correlated_s:,.0f}")
+    table.add_row("bytes per chosen-message OT", f"{chosen_bytes / m:.1f}")
+    table.add_row("base OTs (128, once per session), s", f"{base_s:.3f}")
+    Console().print(table)
+    return 0
