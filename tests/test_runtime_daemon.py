@@ -156,6 +156,25 @@ def test_handshake_then_ping_job_writes_files_at_both(pair):
     assert alice_result["result"]["rounds"] == 5 and "rtt_ms_median" in alice_result["result"]
 
 
+def test_learn_command_starts_a_job_and_prints_both_parties(pair, capsys):
+    alice, bob = pair.daemon("alice"), pair.daemon("bob")
+    wait_for(lambda: alice.peer_state == "ok" and bob.peer_state == "ok", what="handshake")
+    code = ppbn_main([
+        "learn", "--peer", f"127.0.0.1:{pair.ports['alice']}", "--tls-dir", str(pair.world / "certs"),
+        "--as", "bob", "--job", "ping", "--params", '{"rounds": 2}', "--format", "json",
+    ])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["state"] == "SUCCEEDED" and report["result"]["rounds"] == 2
+    assert set(report["stats"]) == {"alice", "bob"}
+    code = ppbn_main([
+        "learn", "--peer", f"127.0.0.1:{pair.ports['alice']}", "--tls-dir", str(pair.world / "certs"),
+        "--job", "tables", "--max-family", "9",
+    ])  # fmt: skip
+    assert code == 2
+    assert "tables: max_family must be an integer in 2..4" in capsys.readouterr().err
+
+
 # -- refusals ---------------------------------------------------------------------
 
 
