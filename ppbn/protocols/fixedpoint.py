@@ -42,6 +42,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ppbn.circuits.scoring import NormalisationSpec
+
 RING_BITS = 128
 RING = 1 << RING_BITS
 COUNT_BITS = 64  # counts are shared in Z_2^64 (protocols/tables)
@@ -159,7 +161,7 @@ def normalise(x: int, count_bits: int, mode: str) -> Normalised:
 
 def count_bits_for(max_count: int) -> int:
     """K: the bit width that holds every count (and row count plus d - 1) of the job."""
-    return max(2, int(max_count).bit_length())
+    return max(MANTISSA_BITS + 2, int(max_count).bit_length())
 
 
 def ring(value: int) -> int:
@@ -225,3 +227,16 @@ def term_fixed(x: int, count_bits: int, mode: str) -> int:
     tail = INV_12 - trunc(inv_x2 * INV_360, FRAC)
     correction = trunc(inv_x * tail, FRAC)
     return nm.x2 * (ln - one) + FACTORIAL_TABLE[nm.c_index] + 2 * correction
+
+
+def normalisation_spec(count_bits: int, mode: str) -> NormalisationSpec:
+    """The circuit-side statement of this format for one count width and score mode."""
+    return NormalisationSpec(
+        count_bits=count_bits,
+        mode=mode,
+        frac=FRAC,
+        mantissa_bits=MANTISSA_BITS,
+        recip_bits=RECIP_BITS,
+        reciprocals=RECIPROCALS,
+        threshold=threshold(mode),
+    )

@@ -1,0 +1,167 @@
+"""The small circuits of the private K2: ln normalisation, the K2 decision, CPT division.
+
+Each function builds (once, cached) a circuit whose plaintext behaviour is specified in
+``ppbn.protocols.fixedpoint``; the secure oracle runs them with Yao over shares.
+
+- ``normalisation_circuit``: Lindell-Pinkas's first step (Yang-Wright Sec. 5.4 / 6.5)
+  extended to the score modes: from two shares of a count x it produces the shared
+  reduced argument u, the shared multiplier x2 (and 2^-k r_j for the exact mode), and the
+  lookup indices k, j (and the C-table index) masked with garbler-chosen pads, so the
+  evaluator can fetch table entries by OT without learning them. Replacing alpha = 0 by
+  beta = 1 (Yang-Wright Sec. 6.4) is the gate g = [x >= T]: below it every ln part is 0,
+  and the zero indicator of the yw0 mode is the masked C index.
+- ``decision_circuit``: Yang-Wright Sec. 6.6 with the NOTES.md tie rule: the first
+  candidate within tau of the best, and whether the best beats the current score by more
+  than tau. Only these two outputs are revealed.
+- ``division_circuit``: Yang-Wright Sec. 7.1: alpha_ijk / alpha_ij in fixed point, the
+  uniform row 1/d when alpha_ij = 0, and that flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ppbn.circuits import builders as bl
+from ppbn.circuits.builders import ONE, ZERO, Bits, CircuitBuilder
+from ppbn.circuits.ir import Circuit
+
+PARAM_FRAC = 40  # fractional bits of secure CPT entries (2^-40 ~ 9e-13)
+PARAM_BITS = 64  # CPT entries and their shares live in Z_2^64
+SHARE_BITS = 64  # counts arrive as shares mod 2^64
+SCORE_RING_BITS = 128  # scores and ln values live in Z_2^128
+
+
+@dataclass(frozen=True)
+class NormalisationSpec:
+    """The fixed-point format the normalisation circuit implements (built by
+    ``ppbn.protocols.fixedpoint.normalisation_spec``, which also states it in plain code)."""
+
+    count_bits: int  # K: every count is below 2^K
+    mode: str  # yw, yw0, bic or exact
+    frac: int  # fractional bits of u and inv
+    mantissa_bits: int  # t: index bits of the reciprocal table
+    recip_bits: int  # fractional bits of the reciprocals r_j
+    reciprocals: tuple[int, ...]  # r_j * 2^recip_bits, r_0 = 1
+    threshold: int  # T, a power of two: the ln part is gated off below it
+
+
+def select_constant(b: CircuitBuilder, index: Sequence[int], table: Sequence[int], width: int) -> Bits:
+    """table[index] for a public table: a mux tree whose leaves fold to free gates."""
+    if len(table) != 1 << len(index):
+        raise ValueError(f"table of {len(table)} entries for a {len(index)}-bit index")
+    if not index:
+        return bl.constant(table[0], width)
+    half = len(table) // 2
+    low = select_constant(b, index[:-1], table[:half], width)
+    high = select_constant(b, index[:-1], table[half:], width)
+    return bl.mux(b, index[-1], high, low)
+
+
+def _gate(b: CircuitBuilder, g: int, bits: Sequence[int]) -> Bits:
+    return [b.and_(g, v) for v in bits]
+
+
+def index_bits(count_bits: int) -> int:
+    """Width of the exponent k < count_bits (the size of fixedpoint.k_table(count_bits - 1))."""
+    return bl.index_width(count_bits)
+
+
+def c_index_bits(mode: str) -> int:
+    return {"exact": 7, "yw0": 1}.get(mode, 0)
+
+
+@lru_cache(maxsize=32)
+def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
+    """Inputs xa, xb (count shares mod 2^64), garbler pads mu_k, mu_j[, mu_c]; outputs the
+    ring values u, x2[, inv] (to be shared) and the masked indices k, j[, c] (for the
+    evaluator). See ``fixedpoint.normalise`` for the exact values."""
+    k_bits, mode = spec.count_bits, spec.mode
+    frac, t_bits, r_bits = spec.frac, spec.mantissa_bits, spec.recip_bits
+    if not t_bits + 2 <= k_bits <= frac - r_bits + 1:
+        raise ValueError(f"count width {k_bits} outside [{t_bits + 2}, {frac - r_bits + 1}]")
+    if len(spec.reciprocals) != 1 << t_bits or spec.threshold & (spec.threshold - 1):
+        raise ValueError("the reciprocal table needs 2^t entries and the threshold must be a power of two")
+    b = CircuitBuilder()
+    xa = b.input("xa", SHARE_BITS)
+    xb = b.input("xb", SHARE_BITS)
+    mu_k = b.input("mu_k", index_bits(k_bits))
+    mu_j = b.input("mu_j", t_bits)
+    mu_c = b.input("mu_c", c_index_bits(mode)) if c_index_bits(mode) else []
+
+    x = bl.add(b, xa[:k_bits], xb[:k_bits])  # x < 2^K, so the low K bits of the shares suffice
+    low = spec.threshold.bit_length() - 1
+    g = b.inv(bl.is_zero(b, x[low:]))  # [x >= T]
+    mantissa, position, zero = bl.normalize(b, x)
+    j = _gate(b, g, mantissa[k_bits - 1 - t_bits : k_bits - 1])
+    k = _gate(b, g, position)
+    recip = select_constant(b, j, spec.reciprocals, r_bits + 1)
+
+    width = k_bits + r_bits + 1
+    product = bl.multiply(b, bl.zero_extend(mantissa, width), bl.zero_extend(recip, width), width)
+    u_scaled = bl.sub(b, product, bl.constant(1 << (k_bits - 1 + r_bits), width))
+    shift = frac - (k_bits - 1 + r_bits)
+    u = _gate(b, g, [ZERO] * shift + bl.sign_extend(u_scaled, SCORE_RING_BITS - shift))
+
+    low_bit = ZERO if mode == "bic" else ONE
+    x2 = bl.zero_extend(_gate(b, g, [low_bit, *x]), SCORE_RING_BITS)
+
+    b.output("u", u)
+    b.output("x2", x2)
+    if mode == "exact":
+        inv = bl.zero_extend([ZERO] * (frac - r_bits) + recip, frac + 1)
+        for i, s in enumerate(k):
+            step = 1 << i
+            inv = bl.mux(b, s, inv[step:] + [ZERO] * step, inv)
+        b.output("inv", bl.zero_extend(_gate(b, g, inv), SCORE_RING_BITS))
+    b.output("k_masked", [b.xor(a, m) for a, m in zip(k, mu_k, strict=True)])
+    b.output("j_masked", [b.xor(a, m) for a, m in zip(j, mu_j, strict=True)])
+    if mode == "exact":
+        not_g = b.inv(g)
+        c = [b.and_(not_g, v) for v in x[:6]] + [g]
+        b.output("c_masked", [b.xor(a, m) for a, m in zip(c, mu_c, strict=True)])
+    elif mode == "yw0":
+        b.output("c_masked", [b.xor(zero, mu_c[0])])
+    return b.build()
+
+
+@lru_cache(maxsize=128)
+def decision_circuit(n_candidates: int, tolerance: int) -> Circuit:
+    """Inputs cur_a, cur_b and s{i}_a, s{i}_b (score shares mod 2^128); outputs index (the
+    first candidate within ``tolerance`` of the best) and add (best - current > tolerance)."""
+    b = CircuitBuilder()
+    current = bl.add(b, b.input("cur_a", SCORE_RING_BITS), b.input("cur_b", SCORE_RING_BITS))
+    scores = [
+        bl.add(b, b.input(f"s{i}_a", SCORE_RING_BITS), b.input(f"s{i}_b", SCORE_RING_BITS))
+        for i in range(n_candidates)
+    ]
+    index, best = bl.argmax_tolerant(b, scores, tolerance, signed=True)
+    bar = bl.add(b, current, bl.constant(tolerance, SCORE_RING_BITS))
+    b.output("index", index)
+    b.output("add", [bl.less_than(b, bar, best, signed=True)])
+    return b.build()
+
+
+@lru_cache(maxsize=64)
+def division_circuit(count_bits: int, states: int) -> Circuit:
+    """Inputs na, nb (alpha_ijk shares), da, db (alpha_ij shares) mod 2^64; outputs theta =
+    floor(alpha_ijk 2^PARAM_FRAC / alpha_ij) (or round(2^PARAM_FRAC / d) when alpha_ij = 0)
+    in PARAM_BITS bits, and the flag unobserved = [alpha_ij = 0]."""
+    b = CircuitBuilder()
+    width = max(count_bits, PARAM_FRAC + 1)
+    def shared_count(a: str, c: str) -> Bits:
+        total = bl.add(b, b.input(a, SHARE_BITS)[:count_bits], b.input(c, SHARE_BITS)[:count_bits])
+        return bl.zero_extend(total, width)
+
+    num = shared_count("na", "nb")
+    den = shared_count("da", "db")
+    unobserved = bl.is_zero(b, den)
+    quotient = bl.fixed_divide(b, num, den, PARAM_FRAC)
+    uniform = bl.constant(round((1 << PARAM_FRAC) / states), width)
+    theta = bl.mux(b, unobserved, uniform, quotient)
+    b.output("theta", bl.zero_extend(theta[: PARAM_FRAC + 1], PARAM_BITS))
+    b.output("unobserved", [unobserved])
+    return b.build()
+
+

@@ -1,0 +1,77 @@
+"""The private-K2 circuits evaluate exactly to the fixed-point model (issue 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppbn.circuits.evaluate import evaluate
+from ppbn.circuits.scoring import (
+    PARAM_FRAC,
+    decision_circuit,
+    division_circuit,
+    normalisation_circuit,
+)
+from ppbn.protocols.fixedpoint import RING, count_bits_for, normalisation_spec, normalise
+
+MASK64 = (1 << 64) - 1
+
+
+def _split64(values, rng):
+    a = [int(v) for v in rng.integers(0, 2**63, size=len(values), dtype=np.uint64)]
+    return a, [(v - s) & MASK64 for v, s in zip(values, a, strict=True)]
+
+
+@pytest.mark.parametrize("mode", ["yw", "yw0", "bic", "exact"])
+@pytest.mark.parametrize("max_count", [200, 20_000])
+def test_normalisation_circuit_matches_model(mode, max_count):
+    rng = np.random.default_rng(1)
+    k_bits = count_bits_for(max_count)
+    circuit = normalisation_circuit(normalisation_spec(k_bits, mode))
+    xs = sorted({0, 1, 2, 3, 63, 64, 65, 127, 128, max_count, (1 << k_bits) - 1} | set(rng.integers(0, max_count, 200).tolist()))
+    xa, xb = _split64(xs, rng)
+    pads = {b.name: rng.integers(0, 1 << b.width, size=len(xs)).astype(np.uint64) for b in circuit.inputs if b.name.startswith("mu_")}
+    out = evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads})
+    for i, x in enumerate(xs):
+        nm = normalise(x, k_bits, mode)
+        assert int(out["u"][i]) == nm.u % RING, x
+        assert int(out["x2"][i]) == nm.x2
+        assert int(out["k_masked"][i]) ^ int(pads["mu_k"][i]) == nm.k
+        assert int(out["j_masked"][i]) ^ int(pads["mu_j"][i]) == nm.j
+        if mode == "exact":
+            assert int(out["inv"][i]) == nm.inv
+        if mode in ("exact", "yw0"):
+            assert int(out["c_masked"][i]) ^ int(pads["mu_c"][i]) == nm.c_index
+
+
+@given(st.lists(st.integers(-(2**80), 2**80), min_size=1, max_size=6), st.integers(-(2**80), 2**80), st.integers(0, 2**20))
+@settings(max_examples=40, deadline=None)
+def test_decision_circuit_applies_the_tie_rule(scores, current, tolerance):
+    rng = np.random.default_rng(len(scores))
+    circuit = decision_circuit(len(scores), tolerance)
+    inputs = {}
+    for name, value in [("cur", current)] + [(f"s{i}", s) for i, s in enumerate(scores)]:
+        a = int(rng.integers(0, 2**62)) * 2**66 + int(rng.integers(0, 2**62))
+        inputs[f"{name}_a"] = np.array([a], dtype=object)
+        inputs[f"{name}_b"] = np.array([(value - a) % RING], dtype=object)
+    out = evaluate(circuit, inputs)
+    best = max(scores)
+    assert int(out["add"][0]) == int(best - current > tolerance)
+    assert int(out["index"][0]) == next(i for i, s in enumerate(scores) if s >= best - tolerance)
+
+
+def test_division_circuit():
+    rng = np.random.default_rng(2)
+    k_bits = count_bits_for(5000)
+    circuit = division_circuit(k_bits, 3)
+    nums = [0, 1, 7, 5000, 0, 3, 2500]
+    dens = [0, 1, 9, 5000, 5, 3, 4999]
+    na, nb = _split64(nums, rng)
+    da, db = _split64(dens, rng)
+    out = evaluate(circuit, {k: np.array(v, dtype=np.uint64) for k, v in dict(na=na, nb=nb, da=da, db=db).items()})
+    for i, (n, d) in enumerate(zip(nums, dens, strict=True)):
+        expected = round(2**PARAM_FRAC / 3) if d == 0 else (n << PARAM_FRAC) // d
+        assert int(out["theta"][i]) == expected
+        assert int(out["unobserved"][i]) == int(d == 0)
