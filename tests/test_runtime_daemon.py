@@ -173,6 +173,8 @@ def test_learn_command_starts_a_job_and_prints_both_parties(pair, capsys):
     ])  # fmt: skip
     assert code == 2
     assert "tables: max_family must be an integer in 2..4" in capsys.readouterr().err
+    with pair.client("alice") as client, pytest.raises(UserError, match="job id '..' must be"):
+        client.start("ping", {}, job_id="..")
 
 
 # -- refusals ---------------------------------------------------------------------

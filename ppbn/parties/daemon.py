@@ -48,7 +48,7 @@ from ppbn.protocols.ledger import Ledger
 PROTOCOL_VERSION = 1
 JobInfo = party_pb2.JobInfo
 Frame = party_pb2.Frame
-_JOB_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a folder name: no "..", no "/"
 HANDSHAKE_TIMEOUT_S = 10.0
 STATS_MAX_BYTES = 1 << 20
 NOTE_INTERVAL_S = 5.0
@@ -399,7 +399,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         params = kind.check_params(raw, self.schema)
         job_id = job_id or uuid.uuid4().hex[:12]
         if not _JOB_ID.match(job_id):
-            raise UserError(f"job id {job_id!r} must be 1-64 letters, digits, '.', '_' or '-'")
+            raise UserError(f"job id {job_id!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
         if self._stopping.is_set():
             raise UserError(f"the daemon of {self.role} is shutting down")
         out_dir = Path(self.config.out_dir) / job_id
