@@ -410,7 +410,9 @@ class _Held:
 class TablesSession:
     """State kept across ``run_tables`` calls of one job: keys, encryptor, workers, cache.
 
-    Use one per job and per party, and ``close()`` it at the end (or use ``with``).
+    Use one per job and per party (the cache assumes the same records in every call), and
+    ``close()`` it at the end (or use ``with``). Cached ciphertexts are kept by the party
+    that received them, up to ``config.cache_bytes``.
     """
 
     config: TablesConfig = field(default_factory=TablesConfig)
@@ -549,7 +551,7 @@ def _hello(
     names = ["protocol version", "record count", "key bits", "statistical bits", "chunk size", "family list"]
     for name, a, b in zip(names, mine, theirs, strict=False):
         if a != b:
-            raise ProtocolError(f"tables: peer's {name} differs ({b} here {a}); both parties must agree")
+            raise ProtocolError(f"tables: the {name} differs between the parties (peer {b}, here {a})")
     held_count, sent_count = theirs[6], theirs[7]
     if held_count > MAX_CACHE_ENTRIES or sent_count > MAX_CACHE_ENTRIES:
         raise ProtocolError("tables: peer announced an absurd number of cached groups")
@@ -772,13 +774,9 @@ def _aggregate_side(
         accumulators.append(acc)
         digest = _group_digest(plan.encrypter, group, n_records, config.chunk_size, public.n)
         held = session.held.get(digest) if plan.cached[gi] else None
-        keep = (
-            held is None
-            and session.held_bytes + n_records * ct_bytes <= config.cache_bytes
-            and not plan.cached[gi]
-        )
         if plan.cached[gi] and held is None:
             raise ProtocolError("tables: peer's key does not match the cached ciphertexts")
+        keep = not plan.cached[gi] and session.held_bytes + n_records * ct_bytes <= config.cache_bytes
         kept: list[bytes] = []
         inflight: deque = deque()
         for index, (start, stop) in enumerate(_chunks(n_records, config.chunk_size)):
