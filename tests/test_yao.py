@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppbn.circuits import builders as B
-from ppbn.circuits.bristol import hex_to_value, read_bristol, value_to_hex
+from ppbn.circuits.bristol import hex_to_value, parse_bristol, value_to_hex
 from ppbn.circuits.evaluate import evaluate
 from ppbn.circuits.garble import evaluate_garbled, garble, permute_bits, random_delta, random_labels
 from ppbn.circuits.ir import Bundle, Circuit, Op, values_to_bits
@@ -21,6 +21,12 @@ from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_p
 from ppbn.protocols.yao import YaoParty
 
 BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
+
+
+def load(path: Path) -> Circuit:
+    return parse_bristol(path.read_text(), source=str(path))
+
+
 needs_bristol = pytest.mark.skipif(
     not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (../shared/circuits/bristol)"
 )
@@ -53,7 +59,7 @@ def two_party(circuit: Circuit, garbler_inputs, evaluator_inputs, outputs, alice
 
 @needs_bristol
 def test_aes128_known_answer_garbled_by_two_parties() -> None:
-    circuit = read_bristol(BRISTOL / "aes_128.txt")
+    circuit = load(BRISTOL / "aes_128.txt")
     key, plain = hex_to_value(AES_KEY), hex_to_value(AES_PLAIN)
     ra, rb, counters = two_party(circuit, {"in0": [key, key, 0]}, {"in1": [plain, plain, 0]}, {"out0": "both"})
     assert value_to_hex(ra["out0"][0], 128) == AES_CIPHER
@@ -65,7 +71,7 @@ def test_aes128_known_answer_garbled_by_two_parties() -> None:
 
 @needs_bristol
 def test_sha256_known_answer_garbled_by_two_parties() -> None:
-    circuit = read_bristol(BRISTOL / "sha256.txt")
+    circuit = load(BRISTOL / "sha256.txt")
     ra, rb, _ = two_party(
         circuit,
         {"in1": [hex_to_value(SHA_IV)]},

@@ -8,26 +8,17 @@ the published known answers.
 
 Reading lowers EQ (constant assignment), EQW (wire copy) and MAND (several ANDs) to the
 XOR/AND/INV gates of ``ppbn.circuits.ir``; the constant zero is XOR(w, w) of input wire w.
-Bundles read from a file are named ``in0, in1, ...`` and ``out0, out1, ...``.
+Bundles read from a file are named ``in0, in1, ...`` and ``out0, out1, ...``. This module
+works on text only (``ppbn.circuits`` does no I/O); callers read the file.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from ppbn.circuits.ir import Bundle, Circuit, CircuitError, Op
 
 
 class BristolError(CircuitError):
     """The text is not a valid Bristol Fashion circuit; the message names the line."""
-
-
-def read_bristol(path: str | Path) -> Circuit:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise BristolError(f"{path}: cannot read ({exc.strerror})") from exc
-    return parse_bristol(text, source=str(path))
 
 
 def parse_bristol(text: str, source: str = "<text>") -> Circuit:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from ppbn.errors import UserError
 
@@ -60,10 +61,15 @@ def _missing(parser: argparse.ArgumentParser) -> int:
 
 
 def load_bristol(path: str):
-    from ppbn.circuits.bristol import BristolError, read_bristol
+    """Read and parse a Bristol Fashion file; problems become one-line user errors."""
+    from ppbn.circuits.bristol import BristolError, parse_bristol
 
     try:
-        return read_bristol(path)
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
+    try:
+        return parse_bristol(text, source=path)
     except BristolError as exc:
         raise UserError(str(exc)) from exc
 

@@ -1,0 +1,57 @@
+"""The circuit commands: `ppbn circuit run` (plain and garbled), `ppbn circuit costs`, and
+that `ppbn bench gc` / `ppbn bench ot` run and report their JSON keys (tiny sizes; no timing
+is asserted)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ppbn.cli import main
+
+BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
+needs_bristol = pytest.mark.skipif(
+    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (../shared/circuits/bristol)"
+)
+AES_ARGS = ["--input", "000102030405060708090a0b0c0d0e0f", "--input", "00112233445566778899aabbccddeeff"]
+
+
+@needs_bristol
+@pytest.mark.parametrize("garbled", [False, True])
+def test_circuit_run_prints_the_aes_known_answer(garbled: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["circuit", "run", "--bristol", str(BRISTOL / "aes_128.txt"), *AES_ARGS]
+    assert main(argv + (["--garbled"] if garbled else [])) == 0
+    assert capsys.readouterr().out.split() == ["69c4e0d86a7b0430d8cdb78070b4c55a"]
+
+
+def test_circuit_run_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["circuit", "run", "--bristol", str(tmp_path / "missing.txt"), "--input", "0"]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    adder = tmp_path / "and.txt"
+    adder.write_text("1 3\n2 1 1\n1 1\n2 1 0 1 2 AND\n")
+    assert main(["circuit", "run", "--bristol", str(adder), "--input", "1"]) == 2
+    assert "2 inputs" in capsys.readouterr().err
+    assert main(["circuit", "run", "--bristol", str(adder), "--input", "2", "--input", "1"]) == 2
+    assert "does not fit" in capsys.readouterr().err
+    assert main(["circuit", "run", "--bristol", str(adder), "--input", "1", "--input", "1", "--garbled"]) == 0
+    assert capsys.readouterr().out.split() == ["1"]
+
+
+def test_circuit_costs_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["circuit", "costs", "--width", "16", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["width"] == 16 and report["and_gates"]["add"] == 15
+
+
+@needs_bristol
+def test_bench_gc_and_ot_report_their_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", "gc", "--bristol", str(BRISTOL / "aes_128.txt"), "--instances", "2", "--repeats", "1"]
+    assert main([*argv, "--format", "json"]) == 0
+    gc = json.loads(capsys.readouterr().out)
+    assert {"garble_and_per_s", "eval_and_per_s", "bytes_per_and", "single_instance_garble_and_per_s"} <= set(gc)
+    assert gc["bytes_per_and"] == 32.0 and gc["and_gates"] == 6400
+    assert main(["bench", "ot", "--count", "1000", "--repeats", "1", "--format", "json"]) == 0
+    ot = json.loads(capsys.readouterr().out)
+    assert ot["count"] == 1000 and ot["ot_per_s"] > 0 and ot["bytes_per_ot"] >= 48
