@@ -90,11 +90,21 @@ def print_outcome(outcome, title: str, show_files: bool = True) -> None:
 
 
 def _learn(args: argparse.Namespace) -> int:
-    from ppbn.parties.client import DaemonClient
+    from ppbn.parties.client import DaemonClient, JobOutcome
 
     params = job_params(args)
     with DaemonClient(args.peer, args.tls_dir, args.as_identity, args.insecure) as client:
         health = client.health()
+        if args.status or args.cancel:
+            info = client.cancel(args.cancel) if args.cancel else client.status(args.status)
+            outcome = JobOutcome.from_info(info)
+            if args.format == "json":
+                print(json.dumps({**outcome_json(outcome), "progress": info.progress}, indent=2))
+            else:
+                print_outcome(outcome, f"job status at {health.role}")
+                if info.progress:
+                    print(f"last progress: {info.progress}")
+            return 0
         progress = None if args.format == "json" else (lambda note: print(f"  {note}", file=sys.stderr))
         job_id = client.start(args.job, params, args.job_id or "")
         if args.format != "json":
@@ -136,6 +146,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--insecure", action="store_true", help="plaintext (test daemons only)")
     parser.add_argument("--job-id", help="job id (default: generated)")
     parser.add_argument("--no-wait", action="store_true", help="print the job id and return")
+    control = parser.add_mutually_exclusive_group()
+    control.add_argument("--status", metavar="JOB_ID", help="show a job's state instead of starting one")
+    control.add_argument("--cancel", metavar="JOB_ID", help="cancel a running job (both daemons stop it)")
     parser.add_argument("--wait-timeout", type=float, help="give up waiting after this many seconds")
     add_job_arguments(parser)
     parser.set_defaults(func=_learn)

@@ -301,7 +301,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     # -- authorisation -------------------------------------------------------------
     def _caller(self, context: grpc.ServicerContext) -> str:
-        return caller_identity(context) if self.tls else "unauthenticated"
+        return caller_identity(context) if self.tls else "an unauthenticated caller (--insecure)"
 
     def _require_peer(self, context: grpc.ServicerContext, what: str) -> None:
         if self.tls is None:
