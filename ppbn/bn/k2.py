@@ -36,12 +36,33 @@ def choose_candidate(current: float, scores: Sequence[float], tau: float) -> int
     return next(i for i, s in enumerate(scores) if s >= best - tau)
 
 
+@dataclass(frozen=True)
+class K2Request:
+    """One K2 step of one child: which of ``candidates`` to add to ``parents``, if any."""
+
+    child: str
+    parents: tuple[str, ...]
+    candidates: tuple[str, ...]
+
+
 class K2Oracle(Protocol):
+    """Answers K2 steps. An oracle may also define ``best_parents(requests, tau)`` to answer
+    many independent steps at once (the secure oracle batches them into one protocol run);
+    the driver uses it when present."""
+
     def best_parent(
         self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
     ) -> str | None:
         """The candidate to add to ``parents`` of ``child`` under the tie rule, or None."""
         ...
+
+
+def decide(oracle: K2Oracle, requests: Sequence[K2Request], tau: float) -> list[str | None]:
+    """The oracle's answers to independent K2 steps, batched when the oracle can."""
+    batch = getattr(oracle, "best_parents", None)
+    if batch is not None:
+        return list(batch(requests, tau))
+    return [oracle.best_parent(r.child, r.parents, r.candidates, tau) for r in requests]
 
 
 @dataclass
@@ -58,28 +79,43 @@ def k2_search(
     tau: float = DEFAULT_TAU,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> K2Result:
-    """Greedy K2: each node in turn takes parents from its predecessors while they help."""
+    """Greedy K2: each node takes parents from its predecessors while they help.
+
+    A node's search depends only on its own scores (its candidates are its predecessors in
+    the fixed order, whatever their parents), so the driver runs the searches of all nodes
+    side by side in waves: wave w asks the w-th step of every node still adding parents.
+    Decisions, parent sets and the reported edge order (node by node, in node order, each
+    node's parents in the order added) are exactly those of the sequential algorithm.
+    """
     if max_parents < 0:
         raise ValueError("max_parents must be >= 0")
     order = tuple(order)
-    parents: dict[str, tuple[str, ...]] = {}
-    edges: list[tuple[str, str]] = []
-    for i, child in enumerate(order):
+    position = {v: i for i, v in enumerate(order)}
+    parents: dict[str, tuple[str, ...]] = {v: () for v in order}
+    active = [v for v in order if position[v] > 0 and max_parents > 0]
+    wave = 0
+    while active:
         if progress:
-            progress(i, len(order), child)
-        current: tuple[str, ...] = ()
-        while len(current) < max_parents:
-            candidates = tuple(v for v in order[:i] if v not in current)
-            if not candidates:
-                break
-            chosen = oracle.best_parent(child, current, candidates, tau)
+            progress(wave, max_parents, f"K2 step {wave + 1}: {len(active)} nodes still adding parents")
+        requests = [
+            K2Request(v, parents[v], tuple(z for z in order[: position[v]] if z not in parents[v]))
+            for v in active
+        ]
+        requests = [r for r in requests if r.candidates]
+        answers = decide(oracle, requests, tau)
+        active = []
+        for request, chosen in zip(requests, answers, strict=True):
             if chosen is None:
-                break
-            current += (chosen,)
-            edges.append((chosen, child))
-        parents[child] = current
+                continue
+            if chosen not in request.candidates:
+                raise ValueError(f"oracle chose {chosen!r}, not a candidate parent of {request.child!r}")
+            parents[request.child] += (chosen,)
+            if len(parents[request.child]) < max_parents:
+                active.append(request.child)
+        wave += 1
     if progress:
-        progress(len(order), len(order), "")
+        progress(max_parents, max_parents, "K2 done")
+    edges = [(p, v) for v in order for p in parents[v]]
     return K2Result(order, parents, edges)
 
 
@@ -111,6 +147,7 @@ class CountsOracle:
     def best_parent(
         self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
     ) -> str | None:
+        """The tie rule applied to plaintext scores."""
         current = self.score(child, parents)
         scores = [self.score(child, (*parents, z)) for z in candidates]
         index = choose_candidate(current, scores, tau)
