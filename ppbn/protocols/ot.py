@@ -13,7 +13,7 @@ the reverse direction, an AES-CTR PRG to stretch the base keys into columns, and
 correlated-OT variant of Asharov, Lindell, Schneider and Zohner (CCS 2013), Sec. 5.4: for
 correlated OT the sender's first message is H(q_j) and only one 16-byte correction per OT
 is sent. The hash is the fixed-key tweakable hash of ``ppbn.circuits.garble`` with the
-OT's index as tweak. The 128 x m bit matrix is transposed with 8x8 bit-block transposes on
+OT's index as tweak, offset by 2^63 so OT tweaks never meet garbling tweaks. The 128 x m bit matrix is transposed with 8x8 bit-block transposes on
 uint64 words (numpy), so no per-bit Python work is done.
 
 Messages are 128-bit blocks held as (m, 2) uint64 arrays, the same layout as wire labels.
@@ -48,6 +48,7 @@ EXPONENT_BITS = 320
 ELEMENT_BYTES = 256
 KAPPA = 128  # base OTs, the computational security parameter
 CHUNK_OTS = 1 << 18  # OTs per extension message, to bound message and buffer sizes
+TWEAK_DOMAIN = 1 << 63  # OT hash tweaks live above every garbling tweak
 
 
 # -- base OT ---------------------------------------------------------------------------
@@ -141,6 +142,10 @@ class _Prg:
         out[:] = np.frombuffer(self._stream.update(zeros[: out.size]), dtype=np.uint8)
 
 
+def _tweaks(first: int, m: int) -> np.ndarray:
+    return np.arange(TWEAK_DOMAIN + first, TWEAK_DOMAIN + first + m, dtype=np.uint64)
+
+
 def _padded(m: int) -> int:
     return max(8, -(-m // 8) * 8)
 
@@ -189,7 +194,7 @@ class OTSender:
 
     def _pads(self, q_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         m = q_rows.shape[0]
-        tweaks = np.arange(self.ots, self.ots + m, dtype=np.uint64)
+        tweaks = _tweaks(self.ots, m)
         pad0 = self._hash.hash(q_rows, tweaks)
         pad1 = self._hash.hash(q_rows ^ self._s_block, tweaks)
         return pad0, pad1
@@ -265,7 +270,7 @@ class OTReceiver:
         c = self._choices(choices)
         m = c.size
         t_rows = self._extend(c)
-        pad = self._hash.hash(t_rows, np.arange(self.ots, self.ots + m, dtype=np.uint64))
+        pad = self._hash.hash(t_rows, _tweaks(self.ots, m))
         cipher = self.channel.recv_array("ot.ext.y", np.uint64, (m, 2, 2))
         chosen = cipher[np.arange(m), c.astype(np.intp)]
         chosen ^= pad
@@ -277,7 +282,7 @@ class OTReceiver:
         c = self._choices(choices)
         m = c.size
         t_rows = self._extend(c)
-        out = self._hash.hash(t_rows, np.arange(self.ots, self.ots + m, dtype=np.uint64))
+        out = self._hash.hash(t_rows, _tweaks(self.ots, m))
         correction = self.channel.recv_array("ot.ext.y", np.uint64, (m, 2))
         out ^= correction & np.negative(c.astype(np.uint64))[:, None]
         self.ots += m
