@@ -204,3 +204,34 @@ def test_disagreeing_parties_get_a_protocol_error() -> None:
 
     with pytest.raises(ProtocolError, match="header mismatch"):
         run_two_party(alice, bob, pair=pair)
+
+
+def test_evaluator_view_does_not_depend_on_garbler_inputs() -> None:
+    """Same message tags and sizes, and balanced permute bits, whatever the garbler holds."""
+    b = B.CircuitBuilder()
+    x, y = b.input("x", 32), b.input("y", 32)
+    b.output("lt", [B.less_than(b, x, y)])
+    b.output("sum", B.add(b, x, y))
+    circuit = b.build()
+    k = 400
+    ys = list(range(k))
+    views = []
+    for garbler_value in (0, 2**32 - 1):
+        pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
+        _, evaluator_out = run_two_party(
+            lambda ch, v=garbler_value: YaoParty(ch).run(
+                circuit, garbler=True, inputs={"x": [v] * k}, outputs={"lt": "garbler", "sum": "shares"}
+            ),
+            lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"y": ys}, outputs={"lt": "garbler", "sum": "shares"}),
+            pair=pair,
+        )
+        transcript = pair[1].transcript
+        labels = np.frombuffer(dict(transcript)["yao.garbler_labels"], dtype=np.uint64)[0::2]
+        views.append(([(tag, len(p)) for tag, p in transcript], float(np.mean(labels & np.uint64(1)))))
+        # the evaluator's share of a known sum is spread out, not the sum itself
+        sums = np.array([(garbler_value + v) % 2**32 for v in ys], dtype=np.uint64)
+        assert np.count_nonzero(evaluator_out["sum"] == sums) < 3
+        assert len(np.unique(evaluator_out["sum"])) > k - 3
+    (shape0, lsb0), (shape1, lsb1) = views
+    assert shape0 == shape1
+    assert 0.4 < lsb0 < 0.6 and 0.4 < lsb1 < 0.6
