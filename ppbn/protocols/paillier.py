@@ -14,7 +14,9 @@ Z*_N and sets g = h^N mod N^2. A randomizer is rho = g^a = (h^a)^N for a *short*
 exponent a of ``windows * window_bits`` bits (264 bits by default: 22 windows of 12 bits,
 at least 2 x 128). g^a is a product of one entry per window from a fixed-base table
 g^(d 2^(w i)) built before the job, so a randomizer costs 21 multiplications mod N^2
-instead of a 2048-bit exponentiation. Randomizers can also be precomputed in a pool.
+(or 2 x 21 mod p^2 and q^2 plus a CRT join when the key owner encrypts) instead of a
+2048-bit exponentiation: about 0.1 ms against phe's ~8 ms at 2048 bits (``ppbn bench
+paillier``). Randomizers can also be precomputed in a pool ahead of the job.
 
 Security argument. A ciphertext is (1 + m N) times an element of the subgroup <g> of
 N-th residues. If g^a for short a is computationally indistinguishable from a uniform
