@@ -15,6 +15,7 @@ most 64 bits and as numpy ``object`` arrays of Python ints for wider bundles;
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -142,8 +143,6 @@ class Circuit:
     @cached_property
     def fingerprint(self) -> bytes:
         """SHA-256 over gates and bundles: both parties check they run the same circuit."""
-        import hashlib
-
         h = hashlib.sha256()
         h.update(np.int64(self.n_wires).tobytes())
         for arr in (self.ops, self.in0, self.in1, self.out):

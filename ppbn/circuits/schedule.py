@@ -48,6 +48,7 @@ class Schedule:
 
 
 def compile_schedule(circuit: Circuit) -> Schedule:
+    """Layer the live gates by AND depth and XOR-chain level, and allocate reusable slots."""
     ops = circuit.ops.tolist()
     in0 = circuit.in0.tolist()
     in1 = circuit.in1.tolist()
