@@ -1,0 +1,440 @@
+"""Secure arithmetic on additive shares over Z_2^128: multiplication, truncation, lookup.
+
+Two parties, semi-honest (DESIGN.md "Security model"). A shared vector x is held as
+x = x_alice + x_bob mod 2^128, each share an (n, 2) uint64 ring vector (``ring``), values
+in the fixed-point format of ``fixedpoint`` (two's complement, FRAC fractional bits). Both
+parties call the same function with their own share and their own ``ArithSession``; alice
+is always the OT sender, bob the receiver. Everything is batched over n values.
+
+Building blocks and where they come from:
+- Additive correlated OT on top of the IKNP extension of ``ot`` (Asharov, Lindell,
+  Schneider and Zohner, CCS 2013, Sec. 5.4, with an additive instead of an XOR
+  correlation): alice's output is the random pad H(q_j), bob's is H(q_j) + c_j delta_j.
+  One 16-byte correction per OT, half of what a chosen-message OT sends.
+- Gilboa's oblivious linear evaluation (Gilboa, CRYPTO 1999, Sec. 3; the OT-based
+  multiplication of Yang-Wright's ln protocol, Sec. 5.4): shares of a b from alice's a and
+  bob's b with one correlated OT per bit of b.
+- Truncation by masked opening (Catrina and Saxena, FC 2010, Sec. 3.1, two-party form):
+  bob opens x + r for alice's bounded mask r, statistically hiding with STAT_BITS.
+- Table lookup with a masked index (Lindell and Pinkas, J. Cryptology 2002, Sec. 5.2 step
+  3; Yang-Wright 5.4): 1-out-of-N OT of a rotated, masked table, built from log N random
+  OTs as in Naor and Pinkas, STOC 1999, Sec. 4.
+
+Each protocol function states what each party sees; the counters say how much work was
+done (OTs, multiplications, truncations, lookups).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ppbn.circuits.garble import FixedKeyHash
+from ppbn.protocols import ring
+from ppbn.protocols.channel import Channel
+from ppbn.protocols.fixedpoint import FRAC, RING_BITS, STAT_BITS
+from ppbn.protocols.ot import OTReceiver, OTSender
+
+ALICE = "alice"
+BOB = "bob"
+MAX_BOUND_BITS = RING_BITS - 1 - STAT_BITS  # |x| < 2^87: x + mask never wraps
+CHUNK_VALUES = 1 << 11  # values per OLE round: 2^18 OTs, one IKNP extension message
+LOOKUP_CHUNK_HASHES = 1 << 20  # hashes per lookup message, to bound memory and message size
+MAX_TABLE_BITS = 10
+_BIT_SHIFTS = np.arange(RING_BITS, dtype=np.int64)
+
+
+@dataclass
+class ArithCounters:
+    ots: int = 0
+    multiplications: int = 0
+    truncations: int = 0
+    lookups: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "ots": self.ots,
+            "multiplications": self.multiplications,
+            "truncations": self.truncations,
+            "lookups": self.lookups,
+        }
+
+
+class ArithSession:
+    """One party's state for share arithmetic: channel, role, OT extension, randomness.
+
+    The OT extension (and its 128 base OTs) is set up on first use. Masks and shares come
+    from ``ring.RandomRing`` (AES-CTR under an os.urandom key).
+    """
+
+    def __init__(self, channel: Channel, role: str) -> None:
+        if role not in (ALICE, BOB):
+            raise ValueError(f"role must be {ALICE!r} or {BOB!r}, got {role!r}")
+        self.channel = channel
+        self.role = role
+        self.counters = ArithCounters()
+        self.random = ring.RandomRing()
+        self.hash = FixedKeyHash()
+        self._sender: OTSender | None = None
+        self._receiver: OTReceiver | None = None
+        self._lookup_tweak = 0
+
+    @property
+    def is_alice(self) -> bool:
+        return self.role == ALICE
+
+    def ot_sender(self) -> OTSender:
+        if not self.is_alice:
+            raise ValueError("only alice sends OTs")
+        if self._sender is None:
+            self._sender = OTSender(self.channel)
+        return self._sender
+
+    def ot_receiver(self) -> OTReceiver:
+        if self.is_alice:
+            raise ValueError("only bob receives OTs")
+        if self._receiver is None:
+            self._receiver = OTReceiver(self.channel)
+        return self._receiver
+
+    def next_tweaks(self, count: int) -> int:
+        """Reserve ``count`` hash tweaks for lookups (both parties advance in step)."""
+        base = self._lookup_tweak
+        self._lookup_tweak += count
+        return base
+
+
+def _check_shares(x: np.ndarray, what: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype != np.uint64 or x.ndim != 2 or x.shape[1] != 2:
+        raise ValueError(f"{what} must be an (n, 2) uint64 ring vector, got {x.shape} {x.dtype}")
+    return x
+
+
+def _check_bound(bound_bits: int) -> None:
+    if not 1 <= bound_bits <= MAX_BOUND_BITS:
+        raise ValueError(f"bound_bits must lie in [1, {MAX_BOUND_BITS}] (STAT_BITS = {STAT_BITS})")
+
+
+# -- additive correlated OT -------------------------------------------------------------
+def _additive_cot_send(session: ArithSession, delta: np.ndarray) -> np.ndarray:
+    """Alice: returns random x0 (m, 2); bob obtains x0 + c_j delta_j mod 2^128.
+
+    Uses the IKNP rows of ``OTSender`` (``_extend``, ``_pads``: pad0 = H(q_j), pad1 =
+    H(q_j ^ s)) and sends the correction pad1 ^ (pad0 + delta_j) in the message that
+    ``OTReceiver.receive_correlated`` reads: a bob with c_j = 1 holds pad1 and recovers
+    pad0 + delta_j; pad1 is unknown to a bob with c_j = 0, so the correction is uniform.
+    """
+    sender = session.ot_sender()
+    m = delta.shape[0]
+    pad0, pad1 = sender._pads(sender._extend(m))
+    correction = ring.add(pad0, delta)
+    correction ^= pad1
+    session.channel.send_array("ot.ext.y", correction)
+    sender.ots += m
+    session.counters.ots += m
+    return pad0
+
+
+def _cot_receive(session: ArithSession, choices: np.ndarray) -> np.ndarray:
+    """Bob: the receiving side of both the additive (``_additive_cot_send``) and the XOR
+    (``OTSender.send_correlated``) correlated OT: the message layout is the same."""
+    out = session.ot_receiver().receive_correlated(choices)
+    session.counters.ots += choices.size
+    return out
+
+
+# -- Gilboa OLE -------------------------------------------------------------------------
+def ole(session: ArithSession, values: np.ndarray) -> np.ndarray:
+    """Shares of a * b mod 2^128 from alice's a and bob's b ((n, 2) ring vectors each).
+
+    Gilboa: for each bit b_i, an additive correlated OT with correlation a (alice) and
+    choice b_i (bob): alice gets x_i, bob x_i + b_i a. Alice's share is -sum x_i 2^i, bob's
+    sum (x_i + b_i a) 2^i; they add up to a b. 128 OTs per value, one round per
+    ``CHUNK_VALUES`` values.
+
+    Security: bob sees OT outputs and corrections, uniform given his bits (OT security);
+    alice sees only the IKNP messages of the extension, uniform given her inputs.
+    """
+    values = _check_shares(values, "OLE input")
+    n = values.shape[0]
+    out = np.empty((n, 2), dtype=np.uint64)
+    for start in range(0, n, CHUNK_VALUES):
+        chunk = values[start : start + CHUNK_VALUES]
+        k = chunk.shape[0]
+        if session.is_alice:
+            delta = np.broadcast_to(chunk[:, None, :], (k, RING_BITS, 2)).reshape(-1, 2)
+            pads = _additive_cot_send(session, delta).reshape(k, RING_BITS, 2)
+            out[start : start + k] = ring.neg(ring.sum(ring.shl(pads, _BIT_SHIFTS), axis=1))
+        else:
+            received = _cot_receive(session, ring.bits(chunk).reshape(-1))
+            received = received.reshape(k, RING_BITS, 2)
+            out[start : start + k] = ring.sum(ring.shl(received, _BIT_SHIFTS), axis=1)
+    return out
+
+
+# -- truncation and multiplication -----------------------------------------------------
+def truncate(
+    session: ArithSession, x: np.ndarray, bits: int, bound_bits: int = MAX_BOUND_BITS
+) -> np.ndarray:
+    """Shares of floor(x / 2^bits) or floor(x / 2^bits) + 1, for shared x with |x| < 2^bound_bits.
+
+    Alice draws r uniform in [-2^(m-1), 2^(m-1)), m = bound_bits + STAT_BITS <= 127, and
+    sends x_alice + r; bob reads c = x + r (no wrap-around: |c| < 2^126 + 2^bound_bits)
+    as a signed value and keeps floor(c / 2^bits); alice keeps -floor(r / 2^bits). The two
+    floors differ from floor(x / 2^bits) by the carry of the low bits: 0 or 1.
+    (The brief's mask [0, 2^m) is centred here, which buys one bit of range.)
+
+    Security: bob sees c = x + r, whose distribution is within statistical distance
+    |x| / 2^m < 2^-STAT_BITS of r's, whatever x is. Alice sees nothing.
+    """
+    x = _check_shares(x, "truncation input")
+    if not 0 < bits < RING_BITS:
+        raise ValueError("bits must lie in [1, 127]")
+    _check_bound(bound_bits)
+    n = x.shape[0]
+    session.counters.truncations += n
+    if session.is_alice:
+        mask = session.random.signed_below(n, bound_bits + STAT_BITS)
+        session.channel.send_array("arith.trunc", ring.add(x, mask))
+        return ring.neg(ring.sar(mask, bits))
+    opened = session.channel.recv_array("arith.trunc", np.uint64, (n, 2))
+    return ring.sar(ring.add(x, opened), bits)
+
+
+def mul(
+    session: ArithSession,
+    x: np.ndarray,
+    y: np.ndarray,
+    truncate_bits: int = FRAC,
+    bound_bits: int = MAX_BOUND_BITS,
+) -> np.ndarray:
+    """Shares of x * y (truncate_bits = 0: exact mod 2^128) or of floor(x y / 2^truncate_bits)
+    (+1 possible), for shared (n, 2) vectors x and y; |x y| < 2^bound_bits when truncating.
+
+    x y = x_A y_A + x_B y_B + x_A y_B + y_A x_B: the first two are local, the cross terms
+    are one OLE of 2n values (alice's [x_A; y_A] times bob's [y_B; x_B]), then ``truncate``.
+
+    Security: that of ``ole`` (nothing but uniform OT traffic) and of ``truncate``.
+    """
+    x = _check_shares(x, "x")
+    y = _check_shares(y, "y")
+    if x.shape != y.shape:
+        raise ValueError(f"x and y differ in shape: {x.shape} vs {y.shape}")
+    n = x.shape[0]
+    mine = np.concatenate([x, y] if session.is_alice else [y, x])
+    cross = ole(session, mine)
+    product = ring.add(ring.add(ring.mul(x, y), cross[:n]), cross[n:])
+    session.counters.multiplications += n
+    if not truncate_bits:
+        return product
+    return truncate(session, product, truncate_bits, bound_bits)
+
+
+def add_public(session: ArithSession, x: np.ndarray, c: int | np.ndarray) -> np.ndarray:
+    """Shares of x + c for a public c (an int or a ring vector): alice adds it."""
+    x = _check_shares(x, "x")
+    if not session.is_alice:
+        return x.copy()
+    return ring.add(x, ring.constant(c) if isinstance(c, int) else c)
+
+
+def dot_public(
+    session: ArithSession,
+    coeffs: Sequence[int],
+    terms: Sequence[np.ndarray],
+    truncate_bits: int = FRAC,
+    bound_bits: int = MAX_BOUND_BITS,
+) -> np.ndarray:
+    """Shares of floor(sum_i c_i x_i / 2^t) (+1 possible) for public ints c_i, t = truncate_bits.
+
+    Each c_i = a_i 2^t + b_i with b_i in [-2^(t-1), 2^(t-1)), so the floor equals
+    sum a_i x_i + floor(sum b_i x_i / 2^t) exactly: only the small remainder is truncated
+    (by masked opening, skipped when every b_i is 0), which keeps a coefficient near 1
+    (2^FRAC) from eating the mask's headroom. ``bound_bits`` must bound |sum b_i x_i|;
+    sum_i |c_i x_i| < 2^bound_bits is always enough. Security: that of ``truncate``.
+    """
+    if len(coeffs) != len(terms) or not terms:
+        raise ValueError("need one coefficient per term, at least one term")
+    shares = [_check_shares(x, "term") for x in terms]
+    half = 1 << (truncate_bits - 1) if truncate_bits else 0
+    whole = np.zeros_like(shares[0])
+    rest = np.zeros_like(shares[0])
+    has_rest = False
+    for c, x in zip(coeffs, shares, strict=True):
+        high, low = divmod(int(c) + half, 1 << truncate_bits)
+        low -= half
+        if high:
+            whole = ring.add(whole, ring.mul_int(x, high))
+        if low:
+            rest = ring.add(rest, ring.mul_int(x, low))
+            has_rest = True
+    if not has_rest:
+        return whole
+    return ring.add(whole, truncate(session, rest, truncate_bits, bound_bits))
+
+
+def mul_public(
+    session: ArithSession,
+    x: np.ndarray,
+    c: int,
+    truncate_bits: int = FRAC,
+    bound_bits: int = MAX_BOUND_BITS,
+) -> np.ndarray:
+    """Shares of floor(c x / 2^truncate_bits) (+1 possible) for a public int c; exact c x
+    when truncate_bits = 0. |c x| < 2^bound_bits is enough. Security: that of ``truncate``."""
+    x = _check_shares(x, "x")
+    if not truncate_bits:
+        return ring.mul_int(x, c)
+    return dot_public(session, [c], [x], truncate_bits, bound_bits)
+
+
+# -- the series of the ln protocol -----------------------------------------------------
+def powers(session: ArithSession, u: np.ndarray) -> list[np.ndarray]:
+    """Shares of ``fixedpoint.powers``: [1, u, u^2, u^3, u^4] at scale 2^FRAC, in two rounds
+    of ``mul`` (u^3 and u^4 together). Entry 0 is the public one (alice holds 2^FRAC).
+    Needs |u| < 2^(FRAC - 4) so that every product stays within MAX_BOUND_BITS."""
+    u = _check_shares(u, "u")
+    n = u.shape[0]
+    one = add_public(session, np.zeros_like(u), 1 << FRAC)
+    u2 = mul(session, u, u)
+    u34 = mul(session, np.concatenate([u2, u2]), np.concatenate([u, u2]))
+    return [one, u, u2, u34[:n], u34[n:]]
+
+
+def series(session: ArithSession, coeffs: Sequence[int], p: Sequence[np.ndarray]) -> np.ndarray:
+    """Shares of ``fixedpoint.series(coeffs, p)``: A(u) + u^4 B(u), Paterson-Stockmeyer.
+
+    ``p`` is the output of ``powers``; p[0] is the public one, so its terms c_i 2^FRAC /
+    2^FRAC = c_i are public constants. The rest of A(u) and of B(u) go through one
+    ``dot_public`` (both truncated in one message, each group on its own half of a 2n
+    vector), then B(u) u^4 is one truncating ``mul``: two rounds. The default bound holds
+    for |u| <= 2^-6 (the normalised mantissa) and coefficients of magnitude <= 1.
+    """
+    if len(coeffs) != 8 or len(p) != 5:
+        raise ValueError("series takes 8 coefficients and the 5 powers of ``powers``")
+    n = p[1].shape[0]
+    zero = np.zeros_like(p[1])
+    terms = [np.concatenate([x, zero]) for x in p[1:4]] + [np.concatenate([zero, x]) for x in p[1:4]]
+    both = dot_public(session, [*coeffs[1:4], *coeffs[5:8]], terms)
+    low = add_public(session, both[:n], int(coeffs[0]))
+    high = add_public(session, both[n:], int(coeffs[4]))
+    return ring.add(low, mul(session, high, p[4]))
+
+
+# -- table lookup with a masked index --------------------------------------------------
+def _check_table(table: Sequence[int] | np.ndarray) -> tuple[np.ndarray, int]:
+    values = table if isinstance(table, np.ndarray) else ring.from_ints(table)
+    values = _check_shares(values, "table")
+    size = values.shape[0]
+    width = size.bit_length() - 1
+    if size < 2 or size != 1 << width or width > MAX_TABLE_BITS:
+        raise ValueError(f"table length must be a power of two in [2, 2^{MAX_TABLE_BITS}], got {size}")
+    return values, width
+
+
+def _check_indices(index: np.ndarray | Sequence[int], size: int) -> np.ndarray:
+    idx = np.asarray(index).ravel()
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        raise ValueError(f"indices must lie in [0, {size})")
+    return idx.astype(np.int64)
+
+
+def lookup(
+    session: ArithSession, table: Sequence[int] | np.ndarray, index: np.ndarray | Sequence[int]
+) -> np.ndarray:
+    """Shares of table[j] for K instances, where j = mu XOR y: alice passes her masks mu,
+    bob the masked indices y (both K w-bit ints, N = 2^w = len(table), N <= 2^10).
+
+    Alice rotates and masks the public table per instance, T'[e] = table[e ^ mu] - rho
+    (rho uniform), and sends it by 1-out-of-N OT: w random OTs give her key pairs
+    (k_i^0, k_i^1) and bob k_i^(y_i); entry e is encrypted under pad_e = XOR_i
+    H(k_i^(e_i), tweak(instance, e, i)) (``FixedKeyHash``, tweaks unique in the session).
+    Bob decrypts entry y: T'[y] = table[j] - rho is his share, rho is alice's.
+
+    Security: bob knows one key per position, so every pad but pad_y has a term H(k, t)
+    under a key he does not know, with a tweak used once: those entries are uniform
+    (tweakable correlation robustness, Guo et al. S&P 2020); T'[y] is uniform by rho.
+    Alice sees only the IKNP messages. Cost: K w OTs, K N 16 bytes, K N w hashes.
+    """
+    values, width = _check_table(table)
+    size = values.shape[0]
+    idx = _check_indices(index, size)
+    instances = idx.size
+    session.counters.lookups += instances
+    out = np.empty((instances, 2), dtype=np.uint64)
+    per_chunk = max(1, LOOKUP_CHUNK_HASHES // (size * width))
+    entry_bits = (np.arange(size)[:, None] >> np.arange(width)[None, :]) & 1  # (N, w)
+    for start in range(0, instances, per_chunk):
+        chunk = idx[start : start + per_chunk]
+        k = chunk.size
+        base = session.next_tweaks(k * size * width)
+        if session.is_alice:
+            out[start : start + k] = _lookup_alice(session, values, chunk, entry_bits, base)
+        else:
+            out[start : start + k] = _lookup_bob(session, chunk, entry_bits, base, size)
+    return out
+
+
+def _tweak_grid(base: int, k: int, size: int, width: int) -> np.ndarray:
+    return np.uint64(base) + np.arange(k * size * width, dtype=np.uint64).reshape(k, size, width)
+
+
+def _pads(session: ArithSession, keys: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
+    """XOR over the last key axis of H(key, tweak): keys (..., w, 2), tweaks (..., w)."""
+    hashed = session.hash.hash(keys.reshape(-1, 2), tweaks.reshape(-1))
+    return np.bitwise_xor.reduce(hashed.reshape(keys.shape), axis=-2)
+
+
+def _lookup_alice(
+    session: ArithSession, values: np.ndarray, mu: np.ndarray, entry_bits: np.ndarray, base: int
+) -> np.ndarray:
+    k = mu.size
+    size, width = entry_bits.shape
+    m = k * width
+    deltas = session.random.uniform(m)
+    keys0 = session.ot_sender().send_correlated(m, deltas)
+    session.counters.ots += m
+    keys = np.stack([keys0, keys0 ^ deltas], axis=1).reshape(k, width, 2, 2)  # (inst, i, bit)
+    chosen = keys[:, np.arange(width)[None, :], entry_bits]  # (k, N, w, 2)
+    pads = _pads(session, chosen, _tweak_grid(base, k, size, width))
+    rho = session.random.uniform(k)
+    rotated = values[np.arange(size)[None, :] ^ mu[:, None]]  # (k, N, 2): table[e ^ mu]
+    masked = ring.sub(rotated, rho[:, None, :])
+    session.channel.send_array("arith.lookup", masked ^ pads)
+    return rho
+
+
+def _lookup_bob(
+    session: ArithSession, y: np.ndarray, entry_bits: np.ndarray, base: int, size: int
+) -> np.ndarray:
+    k = y.size
+    width = entry_bits.shape[1]
+    my_bits = entry_bits[y].astype(np.uint8)  # (k, w)
+    keys = _cot_receive(session, my_bits.reshape(-1)).reshape(k, width, 2)
+    tweaks = _tweak_grid(base, k, size, width)[np.arange(k), y]  # (k, w)
+    pad = _pads(session, keys, tweaks)
+    cipher = session.channel.recv_array("arith.lookup", np.uint64, (k, size, 2))
+    entry = cipher[np.arange(k), y]
+    entry ^= pad
+    return entry
+
+
+__all__ = [
+    "ALICE",
+    "BOB",
+    "MAX_BOUND_BITS",
+    "ArithCounters",
+    "ArithSession",
+    "add_public",
+    "dot_public",
+    "lookup",
+    "mul",
+    "mul_public",
+    "ole",
+    "powers",
+    "series",
+    "truncate",
+]
