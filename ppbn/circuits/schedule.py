@@ -5,7 +5,7 @@ All AND gates of depth d form one step (their inputs are all ready once depth d-
 the XOR gates of depth d follow in sub-steps ordered by their XOR-chain length inside that
 depth. Each step is then one numpy pass over all its gates and all instances.
 
-INV gates become XOR with the constant-one slot (slot 1; slot 0 holds constant zero). In
+INV gates become XOR with the constant-one slot (slot 0). In
 garbling that slot's zero-label is the global offset R and the evaluator holds the all-zero
 label, so an inverter costs exactly what a free XOR costs.
 
@@ -22,8 +22,7 @@ import numpy as np
 
 from ppbn.circuits.ir import Circuit, Op
 
-ZERO_SLOT = 0
-ONE_SLOT = 1
+ONE_SLOT = 0
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,7 @@ def compile_schedule(circuit: Circuit) -> Schedule:
     dying: list[list[int]] = [[] for _ in range(n_steps + 1)]
 
     slot = [-1] * n_wires
-    next_slot = 2
+    next_slot = ONE_SLOT + 1
     free: list[int] = []
     for w in input_wires:
         slot[w] = next_slot
