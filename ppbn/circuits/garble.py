@@ -7,8 +7,9 @@ bit 1, so the lsb of a label is its wire's value XOR a secret permute bit.
 
 Hash: the tweakable circular-correlation-robust hash from a fixed-key permutation of
 Guo, Katz, Wang and Yu, "Efficient and Secure Multiparty Computation from Fixed-Key Block
-Ciphers" (IEEE S&P 2020), Sec. 7 (TMMO): H(x, i) = pi(pi(x) XOR i) XOR pi(x), with pi
-AES-128 under a fixed public key. Tweaks are unique per (gate, instance, half) and a
+Ciphers" (IEEE S&P 2020, ePrint 2019/074), their TMMO construction, tweakable circular
+correlation robust with pi modelled as a random permutation:
+H(x, i) = pi(pi(x) XOR i) XOR pi(x), pi = AES-128 under a fixed public key. Tweaks are unique per (gate, instance, half) and a
 caller-supplied base keeps them unique across garblings that share R.
 
 Layout: labels are (..., 2) uint64 arrays (the two 64-bit halves of a 128-bit label; bit 0
@@ -28,12 +29,12 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppbn.circuits.schedule import ONE_SLOT, Schedule
 
-FIXED_AES_KEY = bytes.fromhex("61f3b2c0d4e5a6978899aabbccddeeff")  # public, nothing up the sleeve needed
+FIXED_AES_KEY = bytes.fromhex("61f3b2c0d4e5a6978899aabbccddeeff")  # public; any fixed key will do
 ONE = np.uint64(1)
 
 
 class FixedKeyHash:
-    """H(x, i) = pi(pi(x) ^ i) ^ pi(x) over many 128-bit blocks per call (GKWY20 Sec. 7).
+    """H(x, i) = pi(pi(x) ^ i) ^ pi(x) over many 128-bit blocks per call (GKWY20, TMMO).
 
     Owns its scratch buffers (reused across calls so large batches do not page-fault on
     fresh memory); use one instance per thread.
