@@ -5,12 +5,12 @@ Implements Zahur, Rosulek and Evans, "Two Halves Make a Whole" (EUROCRYPT 2015),
 ICALP 2008) and point-and-permute: the garbler's global offset R has least significant
 bit 1, so the lsb of a label is its wire's value XOR a secret permute bit.
 
-Hash: the tweakable circular-correlation-robust hash from a fixed-key permutation of
-Guo, Katz, Wang and Yu, "Efficient and Secure Multiparty Computation from Fixed-Key Block
-Ciphers" (IEEE S&P 2020, ePrint 2019/074), their TMMO construction, tweakable circular
-correlation robust with pi modelled as a random permutation:
-H(x, i) = pi(pi(x) XOR i) XOR pi(x), pi = AES-128 under a fixed public key. Tweaks are unique per (gate, instance, half) and a
-caller-supplied base keeps them unique across garblings that share R.
+Hash: the TMMO construction of Guo, Katz, Wang and Yu, "Efficient and Secure Multiparty
+Computation from Fixed-Key Block Ciphers" (IEEE S&P 2020, ePrint 2019/074), tweakable
+circular correlation robust with pi modelled as a random permutation:
+H(x, i) = pi(pi(x) XOR i) XOR pi(x), pi = AES-128 under a fixed public key. Tweaks are
+unique per (gate, instance, half); a caller-supplied base keeps them unique across
+garblings (tweaks stay below 2^63; ``ppbn.protocols.ot`` uses the range above).
 
 Layout: labels are (..., 2) uint64 arrays (the two 64-bit halves of a 128-bit label; bit 0
 of word 0 is the point-and-permute bit). A batch garbles K instances of one circuit at once,
