@@ -235,3 +235,27 @@ def test_evaluator_view_does_not_depend_on_garbler_inputs() -> None:
     (shape0, lsb0), (shape1, lsb1) = views
     assert shape0 == shape1
     assert 0.4 < lsb0 < 0.6 and 0.4 < lsb1 < 0.6
+
+
+def test_large_batches_are_sent_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ppbn.protocols import ot, yao
+
+    monkeypatch.setattr(yao, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(ot, "CHUNK_OTS", 256)
+    b = B.CircuitBuilder()
+    x, y = b.input("x", 16), b.input("y", 16)
+    b.output("max", B.maximum(b, x, y))
+    circuit = b.build()
+    k = 300
+    rng = np.random.default_rng(5)
+    xs, ys = rng.integers(0, 2**16, size=k), rng.integers(0, 2**16, size=k)
+    pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
+    _, got = run_two_party(
+        lambda ch: YaoParty(ch).run(circuit, garbler=True, inputs={"x": xs}, outputs={"max": "evaluator"}),
+        lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"y": ys}, outputs={"max": "evaluator"}),
+        pair=pair,
+    )
+    assert (got["max"] == np.maximum(xs, ys)).all()
+    tags = [tag for tag, _ in pair[1].transcript]
+    assert tags.count("yao.tables") == tags.count("yao.garbler_labels") > 1
+    assert tags.count("ot.ext.y") == -(-16 * k // 256)

@@ -47,7 +47,7 @@ GENERATOR = gmpy2.mpz(2)
 EXPONENT_BITS = 320
 ELEMENT_BYTES = 256
 KAPPA = 128  # base OTs, the computational security parameter
-CHUNK_OTS = 1 << 18  # OTs per extension message, to bound message and buffer sizes
+CHUNK_OTS = 1 << 17  # OTs per extension message: u is 2 MB, y at most 4 MB
 TWEAK_DOMAIN = 1 << 63  # OT hash tweaks live above every garbling tweak
 
 
@@ -150,6 +150,20 @@ def _padded(m: int) -> int:
     return max(8, -(-m // 8) * 8)
 
 
+def _send_rows(channel: Channel, tag: str, array: np.ndarray) -> None:
+    """Send an array in messages of at most CHUNK_OTS rows (bounded message size)."""
+    for start in range(0, array.shape[0], CHUNK_OTS):
+        channel.send_array(tag, array[start : start + CHUNK_OTS])
+
+
+def _recv_rows(channel: Channel, tag: str, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.empty(shape, dtype=np.uint64)
+    for start in range(0, shape[0], CHUNK_OTS):
+        rows = min(CHUNK_OTS, shape[0] - start)
+        out[start : start + rows] = channel.recv_array(tag, np.uint64, (rows, *shape[1:]))
+    return out
+
+
 def _as_blocks(values: np.ndarray, m: int, what: str) -> np.ndarray:
     arr = np.ascontiguousarray(values, dtype=np.uint64)
     if arr.shape == (2,):
@@ -207,7 +221,7 @@ class OTSender:
         cipher = np.empty((m, 2, 2), dtype=np.uint64)
         np.bitwise_xor(m0, pad0, out=cipher[:, 0])
         np.bitwise_xor(m1, pad1, out=cipher[:, 1])
-        self.channel.send_array("ot.ext.y", cipher)
+        _send_rows(self.channel, "ot.ext.y", cipher)
         self.ots += m
 
     def send_correlated(self, m: int, delta: np.ndarray) -> np.ndarray:
@@ -216,7 +230,7 @@ class OTSender:
         pad0, pad1 = self._pads(self._extend(m))
         correction = pad0 ^ pad1
         correction ^= delta
-        self.channel.send_array("ot.ext.y", correction)
+        _send_rows(self.channel, "ot.ext.y", correction)
         self.ots += m
         return pad0
 
@@ -271,7 +285,7 @@ class OTReceiver:
         m = c.size
         t_rows = self._extend(c)
         pad = self._hash.hash(t_rows, _tweaks(self.ots, m))
-        cipher = self.channel.recv_array("ot.ext.y", np.uint64, (m, 2, 2))
+        cipher = _recv_rows(self.channel, "ot.ext.y", (m, 2, 2))
         chosen = cipher[np.arange(m), c.astype(np.intp)]
         chosen ^= pad
         self.ots += m
@@ -283,7 +297,7 @@ class OTReceiver:
         m = c.size
         t_rows = self._extend(c)
         out = self._hash.hash(t_rows, _tweaks(self.ots, m))
-        correction = self.channel.recv_array("ot.ext.y", np.uint64, (m, 2))
+        correction = _recv_rows(self.channel, "ot.ext.y", (m, 2))
         out ^= correction & np.negative(c.astype(np.uint64))[:, None]
         self.ots += m
         return out

@@ -9,9 +9,9 @@ Computation", J. Cryptology 2009, Sec. 3, with half-gates garbling from
    ``ProtocolError`` on any mismatch.
 2. Evaluator input labels by correlated OT extension (``ppbn.protocols.ot``) with
    correlation R: the garbler's zero-label of an evaluator input bit is its OT output.
-3. The garbler sends the labels of its own input bits, then the garbled tables in
-   instance chunks (at most ``MAX_TABLE_BYTES`` per message), then the decoding bits of
-   the outputs the evaluator learns.
+3. In instance chunks (at most ``CHUNK_BYTES`` per message, so the evaluator starts
+   while the garbler goes on), the garbler sends the labels of its own input bits and
+   the garbled tables; then the decoding bits of the outputs the evaluator learns.
 4. The evaluator evaluates and returns, for outputs the garbler learns, the permute bits
    of its output labels (the garbler decodes them) and, for outputs both learn, the values.
 
@@ -51,7 +51,7 @@ from ppbn.circuits.ir import Circuit, as_values, bits_to_values, values_to_bits
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.ot import OTReceiver, OTSender
 
-MAX_TABLE_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 16 * 1024 * 1024
 MASK_PREFIX = "yao.mask."
 
 
@@ -168,8 +168,9 @@ class YaoParty:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()
 
     @staticmethod
-    def _chunks(circuit: Circuit, k: int) -> list[slice]:
-        per = max(1, MAX_TABLE_BYTES // max(1, 32 * circuit.schedule.n_and))
+    def _chunks(circuit: Circuit, k: int, garbler_bits: int) -> list[slice]:
+        per_instance = max(1, 32 * circuit.schedule.n_and, 16 * garbler_bits)
+        per = max(1, CHUNK_BYTES // per_instance)
         return [slice(s, min(k, s + per)) for s in range(0, k, per)]
 
     @staticmethod
@@ -228,10 +229,11 @@ class YaoParty:
             zero[own_rows] = random_labels((len(own_rows), k))
             bits = np.concatenate(own_bits, axis=0).astype(np.uint64)
             active = zero[own_rows] ^ (np.negative(bits)[..., None] & delta)
-            self.channel.send_array("yao.garbler_labels", active)
         out_zero = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
         tweak = self._tweak_base
-        for chunk in self._chunks(full, k):
+        for chunk in self._chunks(full, k, len(own_rows)):
+            if own_rows:
+                self.channel.send_array("yao.garbler_labels", active[:, chunk])
             tables, out_zero[:, chunk] = garble(sched, np.ascontiguousarray(zero[:, chunk]), delta, tweak, self._hash)
             tweak += 2 * sched.n_and * (chunk.stop - chunk.start)
             self.channel.send_array("yao.tables", tables)
@@ -283,12 +285,13 @@ class YaoParty:
             choices = np.concatenate(own_bits, axis=0).reshape(-1)
             labels[own_rows] = self._ot_receiver.receive_correlated(choices).reshape(len(own_rows), k, 2)
             self.counters.ots += self._ot_receiver.ots - ots_before
-        if peer_rows:
-            labels[peer_rows] = self.channel.recv_array("yao.garbler_labels", np.uint64, (len(peer_rows), k, 2))
         out_labels = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
         tweak = self._tweak_base
-        for chunk in self._chunks(full, k):
+        for chunk in self._chunks(full, k, len(peer_rows)):
             size = chunk.stop - chunk.start
+            if peer_rows:
+                got_labels = self.channel.recv_array("yao.garbler_labels", np.uint64, (len(peer_rows), size, 2))
+                labels[peer_rows, chunk] = got_labels
             tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
             out_labels[:, chunk] = evaluate_garbled(sched, np.ascontiguousarray(labels[:, chunk]), tables, tweak, self._hash)
             tweak += 2 * sched.n_and * size
