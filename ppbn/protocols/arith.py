@@ -35,12 +35,12 @@ from ppbn.circuits.garble import FixedKeyHash
 from ppbn.protocols import ring
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.fixedpoint import FRAC, RING_BITS, STAT_BITS
-from ppbn.protocols.ot import OTReceiver, OTSender
+from ppbn.protocols.ot import CHUNK_OTS, OTReceiver, OTSender
 
 ALICE = "alice"
 BOB = "bob"
 MAX_BOUND_BITS = RING_BITS - 1 - STAT_BITS  # |x| < 2^87: x + mask never wraps
-CHUNK_VALUES = 1 << 11  # values per OLE round: 2^18 OTs, one IKNP extension message
+CHUNK_VALUES = max(1, CHUNK_OTS // RING_BITS)  # values per OLE round: one IKNP extension chunk
 LOOKUP_CHUNK_HASHES = 1 << 20  # hashes per lookup message, to bound memory and message size
 MAX_TABLE_BITS = 10
 _BIT_SHIFTS = np.arange(RING_BITS, dtype=np.int64)
@@ -126,9 +126,13 @@ def _additive_cot_send(session: ArithSession, delta: np.ndarray) -> np.ndarray:
     H(q_j ^ s)) and sends the correction pad1 ^ (pad0 + delta_j) in the message that
     ``OTReceiver.receive_correlated`` reads: a bob with c_j = 1 holds pad1 and recovers
     pad0 + delta_j; pad1 is unknown to a bob with c_j = 0, so the correction is uniform.
+    At most ``CHUNK_OTS`` OTs per call, so the correction is the single "ot.ext.y" message
+    that ``OTSender.send_correlated`` would send.
     """
     sender = session.ot_sender()
     m = delta.shape[0]
+    if m > CHUNK_OTS:
+        raise ValueError(f"at most {CHUNK_OTS} additive OTs per call")
     pad0, pad1 = sender._pads(sender._extend(m))
     correction = ring.add(pad0, delta)
     correction ^= pad1
@@ -176,7 +180,7 @@ def ole(session: ArithSession, values: np.ndarray) -> np.ndarray:
 
 
 # -- truncation and multiplication -----------------------------------------------------
-def truncate(
+def _truncate(
     session: ArithSession, x: np.ndarray, bits: int, bound_bits: int = MAX_BOUND_BITS
 ) -> np.ndarray:
     """Shares of floor(x / 2^bits) or floor(x / 2^bits) + 1, for shared x with |x| < 2^bound_bits.
@@ -204,14 +208,17 @@ def truncate(
     return ring.sar(ring.add(x, opened), bits)
 
 
+truncate = _truncate  # public name; ``mul`` and ``mul_public`` take a parameter of this name
+
+
 def mul(
     session: ArithSession,
     x: np.ndarray,
     y: np.ndarray,
-    truncate_bits: int = FRAC,
+    truncate: int = FRAC,
     bound_bits: int = MAX_BOUND_BITS,
 ) -> np.ndarray:
-    """Shares of x * y (truncate_bits = 0: exact mod 2^128) or of floor(x y / 2^truncate_bits)
+    """Shares of x * y (truncate = 0: exact mod 2^128) or of floor(x y / 2^truncate)
     (+1 possible), for shared (n, 2) vectors x and y; |x y| < 2^bound_bits when truncating.
 
     x y = x_A y_A + x_B y_B + x_A y_B + y_A x_B: the first two are local, the cross terms
@@ -228,100 +235,36 @@ def mul(
     cross = ole(session, mine)
     product = ring.add(ring.add(ring.mul(x, y), cross[:n]), cross[n:])
     session.counters.multiplications += n
-    if not truncate_bits:
+    if not truncate:
         return product
-    return truncate(session, product, truncate_bits, bound_bits)
-
-
-def add_public(session: ArithSession, x: np.ndarray, c: int | np.ndarray) -> np.ndarray:
-    """Shares of x + c for a public c (an int or a ring vector): alice adds it."""
-    x = _check_shares(x, "x")
-    if not session.is_alice:
-        return x.copy()
-    return ring.add(x, ring.constant(c) if isinstance(c, int) else c)
-
-
-def dot_public(
-    session: ArithSession,
-    coeffs: Sequence[int],
-    terms: Sequence[np.ndarray],
-    truncate_bits: int = FRAC,
-    bound_bits: int = MAX_BOUND_BITS,
-) -> np.ndarray:
-    """Shares of floor(sum_i c_i x_i / 2^t) (+1 possible) for public ints c_i, t = truncate_bits.
-
-    Each c_i = a_i 2^t + b_i with b_i in [-2^(t-1), 2^(t-1)), so the floor equals
-    sum a_i x_i + floor(sum b_i x_i / 2^t) exactly: only the small remainder is truncated
-    (by masked opening, skipped when every b_i is 0), which keeps a coefficient near 1
-    (2^FRAC) from eating the mask's headroom. ``bound_bits`` must bound |sum b_i x_i|;
-    sum_i |c_i x_i| < 2^bound_bits is always enough. Security: that of ``truncate``.
-    """
-    if len(coeffs) != len(terms) or not terms:
-        raise ValueError("need one coefficient per term, at least one term")
-    shares = [_check_shares(x, "term") for x in terms]
-    half = 1 << (truncate_bits - 1) if truncate_bits else 0
-    whole = np.zeros_like(shares[0])
-    rest = np.zeros_like(shares[0])
-    has_rest = False
-    for c, x in zip(coeffs, shares, strict=True):
-        high, low = divmod(int(c) + half, 1 << truncate_bits)
-        low -= half
-        if high:
-            whole = ring.add(whole, ring.mul_int(x, high))
-        if low:
-            rest = ring.add(rest, ring.mul_int(x, low))
-            has_rest = True
-    if not has_rest:
-        return whole
-    return ring.add(whole, truncate(session, rest, truncate_bits, bound_bits))
+    return _truncate(session, product, truncate, bound_bits)
 
 
 def mul_public(
     session: ArithSession,
     x: np.ndarray,
     c: int,
-    truncate_bits: int = FRAC,
+    truncate: int = FRAC,
     bound_bits: int = MAX_BOUND_BITS,
 ) -> np.ndarray:
-    """Shares of floor(c x / 2^truncate_bits) (+1 possible) for a public int c; exact c x
-    when truncate_bits = 0. |c x| < 2^bound_bits is enough. Security: that of ``truncate``."""
-    x = _check_shares(x, "x")
-    if not truncate_bits:
-        return ring.mul_int(x, c)
-    return dot_public(session, [c], [x], truncate_bits, bound_bits)
+    """Shares of floor(c x / 2^truncate) (+1 possible) for a public int c; the exact c x
+    (a local product) when truncate = 0. |c x| < 2^bound_bits is enough.
 
-
-# -- the series of the ln protocol -----------------------------------------------------
-def powers(session: ArithSession, u: np.ndarray) -> list[np.ndarray]:
-    """Shares of ``fixedpoint.powers``: [1, u, u^2, u^3, u^4] at scale 2^FRAC, in two rounds
-    of ``mul`` (u^3 and u^4 together). Entry 0 is the public one (alice holds 2^FRAC).
-    Needs |u| < 2^(FRAC - 4) so that every product stays within MAX_BOUND_BITS."""
-    u = _check_shares(u, "u")
-    n = u.shape[0]
-    one = add_public(session, np.zeros_like(u), 1 << FRAC)
-    u2 = mul(session, u, u)
-    u34 = mul(session, np.concatenate([u2, u2]), np.concatenate([u, u2]))
-    return [one, u, u2, u34[:n], u34[n:]]
-
-
-def series(session: ArithSession, coeffs: Sequence[int], p: Sequence[np.ndarray]) -> np.ndarray:
-    """Shares of ``fixedpoint.series(coeffs, p)``: A(u) + u^4 B(u), Paterson-Stockmeyer.
-
-    ``p`` is the output of ``powers``; p[0] is the public one, so its terms c_i 2^FRAC /
-    2^FRAC = c_i are public constants. The rest of A(u) and of B(u) go through one
-    ``dot_public`` (both truncated in one message, each group on its own half of a 2n
-    vector), then B(u) u^4 is one truncating ``mul``: two rounds. The default bound holds
-    for |u| <= 2^-6 (the normalised mantissa) and coefficients of magnitude <= 1.
+    c = a 2^t + b with b in [-2^(t-1), 2^(t-1)), so floor(c x / 2^t) = a x + floor(b x / 2^t)
+    exactly: only b x (|b x| <= |c x|) goes through the masked opening, so a coefficient
+    near 1.0 = 2^FRAC times a 42-bit value stays within the mask's headroom.
+    Security: that of ``truncate``; nothing is sent when b = 0.
     """
-    if len(coeffs) != 8 or len(p) != 5:
-        raise ValueError("series takes 8 coefficients and the 5 powers of ``powers``")
-    n = p[1].shape[0]
-    zero = np.zeros_like(p[1])
-    terms = [np.concatenate([x, zero]) for x in p[1:4]] + [np.concatenate([zero, x]) for x in p[1:4]]
-    both = dot_public(session, [*coeffs[1:4], *coeffs[5:8]], terms)
-    low = add_public(session, both[:n], int(coeffs[0]))
-    high = add_public(session, both[n:], int(coeffs[4]))
-    return ring.add(low, mul(session, high, p[4]))
+    x = _check_shares(x, "x")
+    if not truncate:
+        return ring.mul_int(x, c)
+    half = 1 << (truncate - 1)
+    whole, rest = divmod(int(c) + half, 1 << truncate)
+    rest -= half
+    product = ring.mul_int(x, whole)
+    if not rest:
+        return product
+    return ring.add(product, _truncate(session, ring.mul_int(x, rest), truncate, bound_bits))
 
 
 # -- table lookup with a masked index --------------------------------------------------
@@ -428,13 +371,9 @@ __all__ = [
     "MAX_BOUND_BITS",
     "ArithCounters",
     "ArithSession",
-    "add_public",
-    "dot_public",
     "lookup",
     "mul",
     "mul_public",
     "ole",
-    "powers",
-    "series",
     "truncate",
 ]
