@@ -114,8 +114,8 @@ class _Workspace:
         n, k = len(a), state.shape[1]
         left = self.left[: n * k].reshape(n, k, 2)
         right = self.right[: n * k].reshape(n, k, 2)
-        np.take(state, a, axis=0, out=left, mode="clip")
-        np.take(state, b, axis=0, out=right, mode="clip")
+        state.take(a, axis=0, out=left, mode="clip")
+        state.take(b, axis=0, out=right, mode="clip")
         left ^= right
         state[out] = left
 
@@ -174,8 +174,8 @@ def garble(
         count = n * k
         blocks = work.blocks[: 4 * count]
         a0, a1, b0, b1 = (blocks[i * count : (i + 1) * count] for i in range(4))
-        np.take(state, step.a, axis=0, out=a0.reshape(n, k, 2), mode="clip")
-        np.take(state, step.b, axis=0, out=b0.reshape(n, k, 2), mode="clip")
+        state.take(step.a, axis=0, out=a0.reshape(n, k, 2), mode="clip")
+        state.take(step.b, axis=0, out=b0.reshape(n, k, 2), mode="clip")
         np.bitwise_xor(a0, work.delta[:count], out=a1)
         np.bitwise_xor(b0, work.delta[:count], out=b1)
         hashed = work.hashed[: 4 * count]
@@ -228,8 +228,8 @@ def evaluate_garbled(
         count = n * k
         blocks = work.blocks[: 2 * count]
         a, b = blocks[:count], blocks[count:]
-        np.take(state, step.a, axis=0, out=a.reshape(n, k, 2), mode="clip")
-        np.take(state, step.b, axis=0, out=b.reshape(n, k, 2), mode="clip")
+        state.take(step.a, axis=0, out=a.reshape(n, k, 2), mode="clip")
+        state.take(step.b, axis=0, out=b.reshape(n, k, 2), mode="clip")
         hashed = work.hashed[: 2 * count]
         hasher.hash_into(blocks, work.set_tweaks(tweak_base + 2 * step.first_and * k, count, 1), hashed)
         rows = slice(step.first_and, step.first_and + n)
