@@ -88,6 +88,30 @@ def test_mul_is_within_one_ulp(pairs):
     floor_check(reveal(za, zb), [p * q for p, q in zip(x, y, strict=True)], FRAC)
 
 
+@given(st.lists(st.tuples(fixed, fixed), min_size=1, max_size=60))
+@settings(max_examples=8, deadline=None)
+def test_mul_with_operand_bounds_is_within_one_ulp(pairs):
+    x, y = (list(t) for t in zip(*pairs, strict=True))
+    (xa, xb), (ya, yb) = share(x), share(y)
+    za, zb, (sa, _) = two_party(arith.mul, (xa, ya, FRAC, 87, 44), (xb, yb, FRAC, 87, 44))
+    floor_check(reveal(za, zb), [p * q for p, q in zip(x, y, strict=True)], FRAC)
+    assert sa.counters.ots == 2 * len(x) * (44 + STAT_BITS + 1)
+
+
+def test_exact_mul_with_operand_bounds_at_the_edges():
+    """x2 (up to 2^18) times ln values (up to 2^60), exact: the shape of a score term."""
+    x = [2**60 - 1, -(2**60) + 1, 0, 1, -1] + [random.randrange(-(2**60), 2**60) for _ in range(3000)]
+    y = [2**60 - 1, 2**60 - 1, -(2**60) + 1, -1, 2**18] + [random.randrange(2**18) for _ in range(3000)]
+    (xa, xb), (ya, yb) = share(x), share(y)
+    za, zb, _ = two_party(arith.mul, (xa, ya, 0, 87, 60), (xb, yb, 0, 87, 60))
+    assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
+
+
+def test_ole_refuses_inputs_wider_than_declared():
+    with pytest.raises(ValueError, match="fit"):
+        two_party(arith.ole, (ring.from_ints([3]), 8), (ring.from_ints([256]), 8))
+
+
 def test_truncation_holds_up_to_the_bound():
     edge = 2**MAX_BOUND_BITS - 1
     x = [edge, -edge, 0, -1, 1, 2**FRAC, -(2**FRAC)] + [random.randrange(-edge, edge) for _ in range(2000)]

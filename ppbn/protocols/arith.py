@@ -40,7 +40,6 @@ from ppbn.protocols.ot import CHUNK_OTS, OTReceiver, OTSender
 ALICE = "alice"
 BOB = "bob"
 MAX_BOUND_BITS = RING_BITS - 1 - STAT_BITS  # |x| < 2^87: x + mask never wraps
-CHUNK_VALUES = max(1, CHUNK_OTS // RING_BITS)  # values per OLE round: one IKNP extension chunk
 LOOKUP_CHUNK_HASHES = 1 << 20  # hashes per lookup message, to bound memory and message size
 MAX_TABLE_BITS = 10
 _BIT_SHIFTS = np.arange(RING_BITS, dtype=np.int64)
@@ -151,31 +150,38 @@ def _cot_receive(session: ArithSession, choices: np.ndarray) -> np.ndarray:
 
 
 # -- Gilboa OLE -------------------------------------------------------------------------
-def ole(session: ArithSession, values: np.ndarray) -> np.ndarray:
-    """Shares of a * b mod 2^128 from alice's a and bob's b ((n, 2) ring vectors each).
+def ole(session: ArithSession, values: np.ndarray, bits: int = RING_BITS) -> np.ndarray:
+    """Shares of a * b mod 2^128 from alice's a and bob's b ((n, 2) ring vectors each);
+    bob's b must lie in [0, 2^bits) (all of Z_2^128 by default).
 
-    Gilboa: for each bit b_i, an additive correlated OT with correlation a (alice) and
-    choice b_i (bob): alice gets x_i, bob x_i + b_i a. Alice's share is -sum x_i 2^i, bob's
-    sum (x_i + b_i a) 2^i; they add up to a b. 128 OTs per value, one round per
-    ``CHUNK_VALUES`` values.
+    Gilboa: for each bit b_i, an additive correlated OT with correlation a 2^i (alice) and
+    choice b_i (bob): alice gets x_i, bob x_i + b_i a 2^i. Alice's share is -sum x_i, bob's
+    sum (x_i + b_i a 2^i); they add up to a b. ``bits`` OTs per value, one round per
+    ``CHUNK_OTS`` OTs.
 
     Security: bob sees OT outputs and corrections, uniform given his bits (OT security);
     alice sees only the IKNP messages of the extension, uniform given her inputs.
     """
     values = _check_shares(values, "OLE input")
+    if not 1 <= bits <= RING_BITS:
+        raise ValueError(f"bits must lie in [1, {RING_BITS}]")
     n = values.shape[0]
+    per_chunk = max(1, CHUNK_OTS // bits)
+    shifts = _BIT_SHIFTS[:bits]
     out = np.empty((n, 2), dtype=np.uint64)
-    for start in range(0, n, CHUNK_VALUES):
-        chunk = values[start : start + CHUNK_VALUES]
+    for start in range(0, n, per_chunk):
+        chunk = values[start : start + per_chunk]
         k = chunk.shape[0]
         if session.is_alice:
-            delta = np.broadcast_to(chunk[:, None, :], (k, RING_BITS, 2)).reshape(-1, 2)
-            pads = _additive_cot_send(session, delta).reshape(k, RING_BITS, 2)
-            out[start : start + k] = ring.neg(ring.sum(ring.shl(pads, _BIT_SHIFTS), axis=1))
+            delta = ring.shl(chunk[:, None, :], shifts).reshape(-1, 2)
+            pads = _additive_cot_send(session, delta).reshape(k, bits, 2)
+            out[start : start + k] = ring.neg(ring.sum(pads, axis=1))
         else:
-            received = _cot_receive(session, ring.bits(chunk).reshape(-1))
-            received = received.reshape(k, RING_BITS, 2)
-            out[start : start + k] = ring.sum(ring.shl(received, _BIT_SHIFTS), axis=1)
+            choices = ring.bits(chunk)
+            if bits < RING_BITS and choices[:, bits:].any():
+                raise ValueError(f"OLE input does not fit in {bits} bits")
+            received = _cot_receive(session, np.ascontiguousarray(choices[:, :bits]).reshape(-1))
+            out[start : start + k] = ring.sum(received.reshape(k, bits, 2), axis=1)
     return out
 
 
@@ -211,28 +217,59 @@ def _truncate(
 truncate = _truncate  # public name; ``mul`` and ``mul_public`` take a parameter of this name
 
 
+def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> np.ndarray:
+    """Small shares of x, |x| < 2^bits: alice's becomes -r, bob's x + r, with r uniform in
+    [-2^(m-1), 2^(m-1)), m = bits + STAT_BITS; bob's is then a signed (m + 1)-bit integer.
+    Security: bob sees x + r, as in ``truncate``."""
+    n = x.shape[0]
+    if session.is_alice:
+        mask = session.random.signed_below(n, bits + STAT_BITS)
+        session.channel.send_array("arith.reshare", ring.add(x, mask))
+        return ring.neg(mask)
+    return ring.add(x, session.channel.recv_array("arith.reshare", np.uint64, (n, 2)))
+
+
 def mul(
     session: ArithSession,
     x: np.ndarray,
     y: np.ndarray,
     truncate: int = FRAC,
     bound_bits: int = MAX_BOUND_BITS,
+    operand_bits: int | None = None,
 ) -> np.ndarray:
     """Shares of x * y (truncate = 0: exact mod 2^128) or of floor(x y / 2^truncate)
     (+1 possible), for shared (n, 2) vectors x and y; |x y| < 2^bound_bits when truncating.
 
     x y = x_A y_A + x_B y_B + x_A y_B + y_A x_B: the first two are local, the cross terms
     are one OLE of 2n values (alice's [x_A; y_A] times bob's [y_B; x_B]), then ``truncate``.
+    With ``operand_bits`` (|x|, |y| < 2^operand_bits, at most MAX_BOUND_BITS) both inputs
+    are first reshared into small integer shares (one message from alice): bob's shares
+    then have w = operand_bits + STAT_BITS + 1 bits, and the OLE runs on his shares plus
+    2^(w-1) (alice subtracts a 2^(w-1)) with w OTs per value instead of 128.
 
-    Security: that of ``ole`` (nothing but uniform OT traffic) and of ``truncate``.
+    Security: that of ``ole`` (nothing but uniform OT traffic) and of ``truncate`` (and of
+    the resharing, a masked opening like ``truncate``'s).
     """
     x = _check_shares(x, "x")
     y = _check_shares(y, "y")
     if x.shape != y.shape:
         raise ValueError(f"x and y differ in shape: {x.shape} vs {y.shape}")
     n = x.shape[0]
+    width = RING_BITS
+    if operand_bits is not None:
+        _check_bound(operand_bits)
+        width = operand_bits + STAT_BITS + 1
+        both = _reshare(session, np.concatenate([x, y]), operand_bits)
+        x, y = both[:n], both[n:]
     mine = np.concatenate([x, y] if session.is_alice else [y, x])
-    cross = ole(session, mine)
+    if width < RING_BITS:
+        offset = 1 << (width - 1)
+        if session.is_alice:
+            cross = ring.sub(ole(session, mine, width), ring.mul_int(mine, offset))
+        else:
+            cross = ole(session, ring.add(mine, ring.constant(offset)), width)
+    else:
+        cross = ole(session, mine)
     product = ring.add(ring.add(ring.mul(x, y), cross[:n]), cross[n:])
     session.counters.multiplications += n
     if not truncate:
