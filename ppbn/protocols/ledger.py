@@ -20,6 +20,10 @@ ALLOWED_KINDS = frozenset(
         "edge",  # an edge added, in order
         "structure",  # the final parent sets
         "parameter",  # a CPT the disclosure mode lets this party see
+        # The PRAM path's disclosures (Ma and Sivakumar, Sec. III-A): the receiver of
+        # randomized columns learns them and the public matrices that randomized them.
+        "randomized_data",  # randomized columns received (variables, record count)
+        "randomization_matrix",  # the matrix of a randomization block received with them
     }
 )
 
