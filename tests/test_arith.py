@@ -73,7 +73,12 @@ def test_products_are_exact_without_truncation():
     assert ring.to_ints(ring.add(za, zb)) == [(p * q) % M for p, q in zip(x, y, strict=True)]
     n = len(x)
     for s in (sa, sb):
-        assert s.counters.as_dict() == {"ots": 256 * n, "multiplications": n, "truncations": 0, "lookups": 0}
+        assert s.counters.as_dict() == {
+            "ots": 256 * n,
+            "multiplications": n,
+            "truncations": 0,
+            "lookups": 0,
+        }
 
 
 fixed = st.integers(-(2**43), 2**43)
@@ -100,8 +105,12 @@ def test_mul_with_operand_bounds_is_within_one_ulp(pairs):
 
 def test_exact_mul_with_operand_bounds_at_the_edges():
     """x2 (up to 2^18) times ln values (up to 2^60), exact: the shape of a score term."""
-    x = [2**60 - 1, -(2**60) + 1, 0, 1, -1] + [random.randrange(-(2**60), 2**60) for _ in range(3000)]
-    y = [2**60 - 1, 2**60 - 1, -(2**60) + 1, -1, 2**18] + [random.randrange(2**18) for _ in range(3000)]
+    x = [2**60 - 1, -(2**60) + 1, 0, 1, -1] + [
+        random.randrange(-(2**60), 2**60) for _ in range(3000)
+    ]
+    y = [2**60 - 1, 2**60 - 1, -(2**60) + 1, -1, 2**18] + [
+        random.randrange(2**18) for _ in range(3000)
+    ]
     (xa, xb), (ya, yb) = share(x), share(y)
     za, zb, _ = two_party(arith.mul, (xa, ya, 0, 87, 60), (xb, yb, 0, 87, 60))
     assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
@@ -114,7 +123,9 @@ def test_ole_refuses_inputs_wider_than_declared():
 
 def test_truncation_holds_up_to_the_bound():
     edge = 2**MAX_BOUND_BITS - 1
-    x = [edge, -edge, 0, -1, 1, 2**FRAC, -(2**FRAC)] + [random.randrange(-edge, edge) for _ in range(2000)]
+    x = [edge, -edge, 0, -1, 1, 2**FRAC, -(2**FRAC)] + [
+        random.randrange(-edge, edge) for _ in range(2000)
+    ]
     xa, xb = share(x)
     za, zb, _ = two_party(arith.truncate, (xa, 30), (xb, 30))
     floor_check(reveal(za, zb), x, 30)
@@ -237,7 +248,10 @@ def test_truncation_opening_does_not_depend_on_the_value():
     mask's whatever x is, here x = 0 against x = +-2^86."""
     n = 3000
     opened = []
-    for values in ([0] * n, [random.choice([-1, 1]) * (2**86 - random.randrange(2**40)) for _ in range(n)]):
+    for values in (
+        [0] * n,
+        [random.choice([-1, 1]) * (2**86 - random.randrange(2**40)) for _ in range(n)],
+    ):
         xa, xb = share(values)
         pair = memory_channel_pair(keep_transcript=True)
         two_party(arith.truncate, (xa, FRAC), (xb, FRAC), pair=pair)
@@ -257,7 +271,10 @@ def test_lookup_messages_do_not_depend_on_table_or_index():
     views = []
     for table, j in (
         ([0] * size, np.zeros(n, dtype=np.int64)),
-        ([random.randrange(2**90) for _ in range(size)], np.array([random.randrange(size) for _ in range(n)])),
+        (
+            [random.randrange(2**90) for _ in range(size)],
+            np.array([random.randrange(size) for _ in range(n)]),
+        ),
     ):
         mu = np.array([random.randrange(size) for _ in range(n)])
         pair = memory_channel_pair(keep_transcript=True)

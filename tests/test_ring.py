@@ -70,7 +70,9 @@ def test_shift_out_of_range_is_refused():
         ring.sar(ring.from_ints([1]), -1)
 
 
-@given(st.lists(vectors.filter(lambda v: len(v) >= 3).map(lambda v: v[:3]), min_size=1, max_size=12))
+@given(
+    st.lists(vectors.filter(lambda v: len(v) >= 3).map(lambda v: v[:3]), min_size=1, max_size=12)
+)
 @settings(max_examples=60, deadline=None)
 def test_sum_along_each_axis(rows):
     x = np.stack([ring.from_ints(r) for r in rows])  # (rows, 3, 2)
@@ -88,7 +90,9 @@ def test_sum_of_many_maximal_elements_carries():
 def test_uint64_embedding(values):
     a = np.array(values, dtype=np.uint64)
     assert ring.to_ints(ring.from_uint64(a)) == values
-    assert ring.to_signed(ring.from_uint64(a, signed=True)) == [v - 2**64 if v >= 2**63 else v for v in values]
+    assert ring.to_signed(ring.from_uint64(a, signed=True)) == [
+        v - 2**64 if v >= 2**63 else v for v in values
+    ]
     assert ring.to_uint64(ring.from_ints(values)).tolist() == values
 
 

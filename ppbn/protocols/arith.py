@@ -7,18 +7,21 @@ parties call the same function with their own share and their own ``ArithSession
 is always the OT sender, bob the receiver. Everything is batched over n values.
 
 Building blocks and where they come from:
-- Additive correlated OT on top of the IKNP extension of ``ot`` (Asharov, Lindell,
-  Schneider and Zohner, CCS 2013, Sec. 5.4, with an additive instead of an XOR
-  correlation): alice's output is the random pad H(q_j), bob's is H(q_j) + c_j delta_j.
-  One 16-byte correction per OT, half of what a chosen-message OT sends.
-- Gilboa's oblivious linear evaluation (Gilboa, CRYPTO 1999, Sec. 3; the OT-based
-  multiplication of Yang-Wright's ln protocol, Sec. 5.4): shares of a b from alice's a and
-  bob's b with one correlated OT per bit of b.
-- Truncation by masked opening (Catrina and Saxena, FC 2010, Sec. 3.1, two-party form):
-  bob opens x + r for alice's bounded mask r, statistically hiding with STAT_BITS.
-- Table lookup with a masked index (Lindell and Pinkas, J. Cryptology 2002, Sec. 5.2 step
-  3; Yang-Wright 5.4): 1-out-of-N OT of a rotated, masked table, built from log N random
-  OTs as in Naor and Pinkas, STOC 1999, Sec. 4.
+- Additive correlated OT on top of the IKNP extension of ``ot`` (the correlated-OT
+  variant of Asharov, Lindell, Schneider and Zohner, CCS 2013, Sec. 5.4, with an additive
+  instead of an XOR correlation): alice's output is the random pad H(q_j), bob's is
+  H(q_j) + c_j delta_j. One 16-byte correction per OT, half of what a chosen-message OT
+  sends. Alice's side uses ``OTSender._extend`` and ``OTSender._pads`` and sends the one
+  "ot.ext.y" message that ``OTReceiver.receive_correlated`` reads; bob's side is public API.
+- Gilboa's OT-based oblivious linear evaluation (Gilboa, CRYPTO 1999; the OT-based
+  multiplication that Yang-Wright 5.4 allows for the ln series): shares of a b from
+  alice's a and bob's b with one correlated OT per bit of b.
+- Truncation by masked opening (the probabilistic truncation of Catrina and Saxena,
+  FC 2010, for two parties): bob opens x + r for alice's bounded mask r, statistically
+  hiding with STAT_BITS; the result is floor(x / 2^t) or one more.
+- Table lookup with a masked index (the table step of Lindell and Pinkas's ln protocol,
+  Yang-Wright 5.4 and 6.5): 1-out-of-N OT of a rotated, masked table, built from log N
+  random OTs in the manner of Naor and Pinkas (1-out-of-N from 1-out-of-2 OT).
 
 Each protocol function states what each party sees; the counters say how much work was
 done (OTs, multiplications, truncations, lookups).
@@ -311,7 +314,9 @@ def _check_table(table: Sequence[int] | np.ndarray) -> tuple[np.ndarray, int]:
     size = values.shape[0]
     width = size.bit_length() - 1
     if size < 2 or size != 1 << width or width > MAX_TABLE_BITS:
-        raise ValueError(f"table length must be a power of two in [2, 2^{MAX_TABLE_BITS}], got {size}")
+        raise ValueError(
+            f"table length must be a power of two in [2, 2^{MAX_TABLE_BITS}], got {size}"
+        )
     return values, width
 
 

@@ -94,7 +94,9 @@ def bits(x: np.ndarray) -> np.ndarray:
     """(n, 2) ring vector -> (n, 128) uint8 bits, bit i of the element in column i."""
     _words(x)
     flat = np.ascontiguousarray(x.reshape(-1, 2))
-    return np.unpackbits(flat.view(np.uint8), axis=1, bitorder="little").reshape(x.shape[:-1] + (BITS,))
+    return np.unpackbits(flat.view(np.uint8), axis=1, bitorder="little").reshape(
+        x.shape[:-1] + (BITS,)
+    )
 
 
 # -- arithmetic ------------------------------------------------------------------------
@@ -211,7 +213,11 @@ class RandomRing:
     def uint64(self, shape: Sequence[int] | int) -> np.ndarray:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         count = int(np.prod(shape, dtype=np.int64))
-        return np.frombuffer(self._stream.update(bytes(8 * count)), dtype=np.uint64).reshape(shape).copy()
+        return (
+            np.frombuffer(self._stream.update(bytes(8 * count)), dtype=np.uint64)
+            .reshape(shape)
+            .copy()
+        )
 
     def uniform(self, n: int) -> np.ndarray:
         """n uniform ring elements, (n, 2)."""
