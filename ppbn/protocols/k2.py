@@ -1,0 +1,433 @@
+"""Private K2 structure learning and exact parameters (Yang-Wright Sec. 6 and 7, Fig. 3/4).
+
+Both parties run this module's ``learn_secure`` in lockstep over one Channel. The single
+K2 driver of ``bn/k2.py`` asks the ``SecureOracle`` for the decisions of all nodes that
+are still adding parents (one wave per K2 step, see ``k2_search``); the oracle answers
+from shares only:
+
+1. Contingency-table shares in Z_2^64 of every family it needs (``protocols/tables``:
+   Paillier, packed, cached across waves).
+2. For every cell count alpha_ijk and row count (alpha_ij, or l_ij = alpha_ij + d - 1),
+   the normalisation circuit (``circuits/scoring``) turns the count shares into shares of
+   the reduced argument u and of the multiplier, and masked lookup indices; the K / J /
+   C tables are fetched by OT (``arith.lookup``); the Lindell-Pinkas series, the products
+   and the Stirling terms are evaluated on shares (``fixedpoint.terms_on`` with the
+   ``SecureBackend``): the same code as the plaintext model.
+3. Family score shares = sum of cell terms - sum of row terms + the public term (pub(d, q),
+   q lgamma(d) or the BIC penalty), added by alice.
+4. One garbled decision circuit per group of requests: the first candidate within tau of
+   the best (NOTES.md tie rule) and whether it beats the current score by more than tau.
+   Both parties learn exactly that decision and record it in their ledger.
+
+Parameters (Sec. 7.1, computed from the tables the search already shared, Sec. 8.1):
+alpha_ijk / alpha_ij by a garbled division circuit, revealed per the disclosure mode:
+``public`` (both learn every CPT), ``owner`` (only the owner of v_i, Sec. 8.2), ``shared``
+(each party keeps additive shares mod 2^64 of theta * 2^PARAM_FRAC).
+
+Alice garbles every circuit and is the OT sender; bob evaluates. What each party sees:
+garbled tables and labels (Yao), OT messages, masked truncation openings (statistically
+hidden, 2^-40), masked table indices (uniform), Paillier ciphertexts and masked slots
+(statistically hidden), and the revealed decisions and parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ppbn.bn.k2 import DEFAULT_TAU, K2Request, K2Result, k2_search
+from ppbn.bn.model import BayesNet
+from ppbn.bn.schema import Schema
+from ppbn.bn.scores import pub
+from ppbn.circuits.scoring import (
+    PARAM_FRAC,
+    c_index_bits,
+    decision_circuit,
+    division_circuit,
+    index_bits,
+    normalisation_circuit,
+)
+from ppbn.protocols import arith, ring
+from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.fixedpoint import (
+    FACTORIAL_TABLE,
+    J_TABLE,
+    SCORE_FRAC,
+    ZERO_CELL_TABLE,
+    count_bits_for,
+    k_table,
+    normalisation_spec,
+    terms_on,
+)
+from ppbn.protocols.ledger import Ledger
+from ppbn.protocols.paillier import OpCounters
+from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
+from ppbn.protocols.yao import Reveal, YaoParty
+
+DISCLOSURES = ("public", "owner", "shared")
+GARBLER = "alice"
+Family = tuple[str, ...]
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class SecureLearnConfig:
+    max_parents: int = 2
+    mode: str = "exact"
+    tau: float = DEFAULT_TAU
+    order: tuple[str, ...] | None = None
+    c_star: float = 1.0
+    disclosure: str = "public"
+    tables: TablesConfig = field(default_factory=TablesConfig)
+
+    def tolerance(self) -> int:
+        """tau in score units (2^-SCORE_FRAC); the secure comparison is exact on integers."""
+        return int(math.floor(self.tau * (1 << SCORE_FRAC)))
+
+
+@dataclass
+class PhaseClock:
+    """Wall time per protocol phase (reported as ``stats.phases``)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, phase: str, started: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - started
+
+
+class SecureBackend:
+    """``fixedpoint.Backend`` on additive shares: local ring operations, ``arith`` products."""
+
+    def __init__(self, session: arith.ArithSession, role: str) -> None:
+        self.session = session
+        self.role = role
+
+    def add(self, x, y):
+        return ring.add(x, y)
+
+    def sub(self, x, y):
+        return ring.sub(x, y)
+
+    def scale(self, x, c: int):
+        return ring.mul_int(x, c)
+
+    def constant(self, c: int, like):
+        if self.role == GARBLER:
+            return np.broadcast_to(ring.constant(c), like.shape).copy()
+        return np.zeros_like(like)
+
+    def truncate(self, x, bits: int, bound_bits: int):
+        return arith.truncate(self.session, x, bits, bound_bits)
+
+    def mul(self, x, y, bits: int, bound_bits: int):
+        return arith.mul(self.session, x, y, truncate=bits, bound_bits=bound_bits)
+
+
+class SecureScorer:
+    """Shares of family scores (and the table shares behind them) for one job."""
+
+    def __init__(
+        self,
+        channel: Channel,
+        role: str,
+        schema: Schema,
+        codes: np.ndarray,
+        n_records: int,
+        config: SecureLearnConfig,
+        ledger: Ledger,
+        progress: Progress | None = None,
+    ) -> None:
+        self.channel = channel
+        self.role = role
+        self.schema = schema
+        self.codes = codes
+        self.n_records = n_records
+        self.config = config
+        self.ledger = ledger
+        self.progress = progress
+        self.paillier = OpCounters()
+        self.tables = TablesSession(config.tables)
+        self.yao = YaoParty(channel)
+        self.arith = arith.ArithSession(channel, role)
+        self.backend = SecureBackend(self.arith, role)
+        self.clock = PhaseClock()
+        max_d = max(v.cardinality for v in schema.variables)
+        self.count_bits = count_bits_for(n_records + max_d - 1)
+        self.count_shares: dict[Family, np.ndarray] = {}
+        self.score_shares: dict[tuple[str, frozenset[str]], np.ndarray] = {}
+        self.evaluations = 0
+
+    # -- tables -------------------------------------------------------------------------
+    def table_shares(self, families: Sequence[Family]) -> dict[Family, np.ndarray]:
+        missing = list(dict.fromkeys(f for f in families if f not in self.count_shares))
+        if missing:
+            started = time.perf_counter()
+            self.count_shares.update(
+                run_tables(
+                    self.channel, self.role, self.schema, self.codes, missing,
+                    counters=self.paillier, progress=self.progress, session=self.tables,
+                )
+            )
+            self.clock.add("tables", started)
+        return {f: self.count_shares[f] for f in families}
+
+    # -- terms ----------------------------------------------------------------------------
+    def terms(self, x_shares: np.ndarray) -> np.ndarray:
+        """Shares of the cell/row term of every count (uint64 shares in, ring shares out)."""
+        mode = self.config.mode
+        spec = normalisation_spec(self.count_bits, mode)
+        circuit = normalisation_circuit(spec)
+        n = x_shares.shape[0]
+        shared = {"u": Reveal.SHARES, "x2": Reveal.SHARES}
+        if mode == "exact":
+            shared["inv"] = Reveal.SHARES
+        masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
+        outputs = {**shared, **{m: Reveal.EVALUATOR for m in masked}}
+        started = time.perf_counter()
+        if self.role == GARBLER:
+            rng = ring.RandomRing()
+            widths = {"k": index_bits(self.count_bits), "j": spec.mantissa_bits, "c": c_index_bits(mode)}
+            pads = {
+                name: rng.uint64(n) & np.uint64((1 << w) - 1) for name, w in widths.items() if w
+            }
+            out = self.yao.run(
+                circuit, garbler=True, outputs=outputs,
+                inputs={"xa": x_shares, **{f"mu_{name}": pad for name, pad in pads.items()}},
+            )
+            indices = pads
+        else:
+            out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": x_shares})
+            indices = {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
+        self.clock.add("normalise (Yao)", started)
+        started = time.perf_counter()
+        k_ln2 = arith.lookup(self.arith, k_table(self.count_bits - 1), indices["k"])
+        ln_r = arith.lookup(self.arith, J_TABLE, indices["j"])
+        c_entry = None
+        if mode == "exact":
+            c_entry = arith.lookup(self.arith, FACTORIAL_TABLE, indices["c"])
+        elif mode == "yw0":
+            c_entry = arith.lookup(self.arith, ZERO_CELL_TABLE, indices["c"])
+        to_ring = ring.from_ints
+        result = terms_on(
+            self.backend, mode, to_ring(out["u"]), to_ring(out["x2"]), k_ln2, ln_r, c_entry,
+            to_ring(out["inv"]) if mode == "exact" else None,
+        )
+        self.clock.add("ln and x ln x (shares)", started)
+        self.evaluations += n
+        return result
+
+    # -- family scores -------------------------------------------------------------------
+    def public_term(self, q: int, d: int) -> float:
+        mode = self.config.mode
+        if mode in ("yw", "yw0"):
+            return pub(d, q)
+        if mode == "exact":
+            return q * math.lgamma(d)
+        n = self.n_records
+        return -self.config.c_star * (math.log(n) / 2 if n > 1 else 0.0) * q * (d - 1)
+
+    def scores(self, keys: Sequence[tuple[str, tuple[str, ...]]]) -> list[np.ndarray]:
+        """This party's share (ring element) of the score of each (child, parents)."""
+        wanted = [(c, ps) for c, ps in keys if (c, frozenset(ps)) not in self.score_shares]
+        wanted = list(dict.fromkeys(wanted))
+        if wanted:
+            families = [(*ps, c) for c, ps in wanted]
+            tables = self.table_shares(families)
+            pieces, layout = [], []
+            for fam in families:
+                d = self.schema.cardinality(fam[-1])
+                cells = tables[fam].reshape(-1, d)
+                rows = cells.sum(axis=1, dtype=np.uint64)
+                if self.config.mode != "bic" and self.role == GARBLER:
+                    rows = rows + np.uint64(d - 1)
+                pieces += [cells.ravel(), rows]
+                layout.append((cells.size, rows.size, cells.shape[0], d))
+            terms = self.terms(np.concatenate(pieces).astype(np.uint64))
+            offset = 0
+            for (child, parents), (n_cells, n_rows, q, d) in zip(wanted, layout, strict=True):
+                cell_sum = ring.sum(terms[offset : offset + n_cells])
+                row_sum = ring.sum(terms[offset + n_cells : offset + n_cells + n_rows])
+                offset += n_cells + n_rows
+                share = ring.sub(cell_sum, row_sum)
+                if self.role == GARBLER:
+                    public = int(round(self.public_term(q, d) * (1 << SCORE_FRAC)))
+                    share = ring.add(share, ring.constant(public))
+                self.score_shares[(child, frozenset(parents))] = share
+        return [self.score_shares[(c, frozenset(ps))] for c, ps in keys]
+
+
+class SecureOracle:
+    """The K2 oracle of the secure path: batched decisions from shares (Sec. 6.6, 6.7)."""
+
+    def __init__(self, scorer: SecureScorer) -> None:
+        self.scorer = scorer
+
+    def best_parent(self, child, parents, candidates, tau) -> str | None:
+        return self.best_parents([K2Request(child, parents, candidates)], tau)[0]
+
+    def best_parents(self, requests: Sequence[K2Request], tau: float) -> list[str | None]:
+        scorer = self.scorer
+        if tau != scorer.config.tau:
+            raise ValueError("the secure oracle's tolerance is fixed by its configuration")
+        keys = []
+        for r in requests:
+            keys.append((r.child, r.parents))
+            keys += [(r.child, (*r.parents, z)) for z in r.candidates]
+        scores = dict(zip(keys, scorer.scores(keys), strict=True))
+        answers: list[str | None] = [None] * len(requests)
+        groups: dict[int, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(len(r.candidates), []).append(i)
+        started = time.perf_counter()
+        for n_candidates, members in sorted(groups.items()):
+            circuit = decision_circuit(n_candidates, scorer.config.tolerance())
+            suffix = "a" if scorer.role == GARBLER else "b"
+
+            def column(keys_of_members):
+                return np.array(ring.to_ints(np.stack([scores[k] for k in keys_of_members])), dtype=object)
+
+            inputs = {f"cur_{suffix}": column([(requests[i].child, requests[i].parents) for i in members])}
+            for c in range(n_candidates):
+                inputs[f"s{c}_{suffix}"] = column(
+                    [(requests[i].child, (*requests[i].parents, requests[i].candidates[c])) for i in members]
+                )
+            out = scorer.yao.run(
+                circuit, garbler=scorer.role == GARBLER, inputs=inputs,
+                outputs={"index": Reveal.BOTH, "add": Reveal.BOTH},
+            )
+            for slot, i in enumerate(members):
+                r = requests[i]
+                index, add = int(out["index"][slot]), int(out["add"][slot])
+                if add and index >= n_candidates:
+                    raise ProtocolError(f"decision index {index} out of range for {n_candidates} candidates")
+                answers[i] = r.candidates[index] if add else None
+                scorer.ledger.record(
+                    "k2_decision",
+                    {"child": r.child, "parents": list(r.parents), "chosen": answers[i]},
+                    "garbled argmax with the tie rule (Yang-Wright 6.6)",
+                )
+        scorer.clock.add("decisions (Yao)", started)
+        return answers
+
+
+@dataclass
+class SecureParameters:
+    """This party's view of the parameters: CPTs it may see, and shares it keeps."""
+
+    cpts: dict[str, np.ndarray]  # variable -> (q, d) CPT, for every CPT revealed to us
+    unobserved: dict[str, tuple[int, ...]]
+    # shared mode: variable -> {"theta": shares mod 2^64 of theta 2^PARAM_FRAC, "unobserved":
+    # shares mod 2 of the flag}, one entry per CPT cell (C order)
+    shares: dict[str, dict[str, list[int]]]
+
+
+def _reveal_for(disclosure: str, owner: str) -> Reveal:
+    if disclosure == "public":
+        return Reveal.BOTH
+    if disclosure == "shared":
+        return Reveal.SHARES
+    return Reveal.GARBLER if owner == GARBLER else Reveal.EVALUATOR
+
+
+def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]], disclosure: str) -> SecureParameters:
+    """alpha_ijk / alpha_ij for the learned structure (Yang-Wright Sec. 7.1, Fig. 4), from
+    the table shares the search already holds (Sec. 8.1). One division run per group of
+    variables with the same number of states and the same owner."""
+    if disclosure not in DISCLOSURES:
+        raise ValueError(f"disclosure must be one of {DISCLOSURES}")
+    started = time.perf_counter()
+    schema, role = scorer.schema, scorer.role
+    families = {v: (*parents[v], v) for v in schema.names}
+    tables = scorer.table_shares(list(families.values()))
+    groups: dict[tuple[int, str], list[str]] = {}
+    for v in schema.names:
+        groups.setdefault((schema.cardinality(v), schema.owner(v)), []).append(v)
+    view = SecureParameters({}, {}, {})
+    suffix = "a" if role == GARBLER else "b"
+    for (d, owner), variables in sorted(groups.items()):
+        cells = [tables[families[v]].reshape(-1, d) for v in variables]
+        numerators = np.concatenate([c.ravel() for c in cells]).astype(np.uint64)
+        denominators = np.concatenate([np.repeat(c.sum(axis=1, dtype=np.uint64), d) for c in cells])
+        reveal = _reveal_for(disclosure, owner)
+        out = scorer.yao.run(
+            division_circuit(scorer.count_bits, d),
+            garbler=role == GARBLER,
+            inputs={f"n{suffix}": numerators, f"d{suffix}": denominators.astype(np.uint64)},
+            outputs={"theta": reveal, "unobserved": reveal},
+        )
+        if "theta" not in out:
+            continue  # owner mode, the peer's variables
+        offsets = np.cumsum([0] + [c.size for c in cells])
+        for i, v in enumerate(variables):
+            theta = [int(x) for x in out["theta"][offsets[i] : offsets[i + 1]]]
+            flags = [int(x) for x in out["unobserved"][offsets[i] : offsets[i + 1]]]
+            if disclosure == "shared":
+                view.shares[v] = {"theta": theta, "unobserved": flags}
+                continue
+            cpt = np.array(theta, dtype=float).reshape(-1, d) / (1 << PARAM_FRAC)
+            view.cpts[v] = cpt
+            view.unobserved[v] = tuple(int(j) for j in np.flatnonzero(np.array(flags).reshape(-1, d)[:, 0]))
+            scorer.ledger.record("parameter", {"variable": v, "cpt": cpt.tolist()}, "garbled division (Yang-Wright 7.1)")
+    scorer.clock.add("parameters (Yao)", started)
+    return view
+
+
+@dataclass
+class SecureLearnResult:
+    search: K2Result
+    parameters: SecureParameters
+    network: BayesNet | None  # when every CPT is visible to this party
+    stats: dict
+
+
+def learn_secure(
+    channel: Channel,
+    role: str,
+    schema: Schema,
+    codes: np.ndarray,
+    config: SecureLearnConfig,
+    ledger: Ledger,
+    progress: Progress | None = None,
+) -> SecureLearnResult:
+    """One party's side of the private K2 + parameters job."""
+    if config.disclosure not in DISCLOSURES:
+        raise ValueError(f"disclosure must be one of {', '.join(DISCLOSURES)}")
+    started = time.perf_counter()
+    n_records = int(codes.shape[0])
+    ledger.record("schema", schema.fingerprint(), "public schema")
+    ledger.record("record_count", n_records, "handshake")
+    scorer = SecureScorer(channel, role, schema, codes, n_records, config, ledger, progress)
+    try:
+        order = tuple(config.order or schema.names)
+
+        def k2_progress(step: int, total: int, label: str) -> None:
+            if progress:
+                progress(label, step, total)
+
+        search = k2_search(order, config.max_parents, SecureOracle(scorer), config.tau, k2_progress)
+        for edge in search.edges:
+            ledger.record("edge", list(edge), "K2 decisions")
+        ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, "K2 decisions")
+        params = secure_parameters(scorer, search.parents, config.disclosure)
+    finally:
+        scorer.tables.close()
+    network = None
+    if len(params.cpts) == len(schema.names):
+        states = {v.name: v.states for v in schema.variables}
+        network = BayesNet(schema.names, states, dict(search.parents), params.cpts, params.unobserved)
+    stats = {
+        "wall_s": time.perf_counter() - started,
+        "phases": dict(scorer.clock.seconds),
+        **channel.stats.as_dict(),
+        "paillier_encryptions": scorer.paillier.encryptions,
+        "public_key_operations": scorer.paillier.public_key_operations,
+        "and_gates": scorer.yao.counters.and_gates,
+        "ots": scorer.yao.counters.ots + scorer.arith.counters.ots,
+        "ln_evaluations": scorer.evaluations,
+        "families_scored": len(scorer.score_shares),
+    }
+    return SecureLearnResult(search, params, network, stats)
