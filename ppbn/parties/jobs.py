@@ -36,7 +36,11 @@ from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
 
-BUILTIN_JOB_MODULES = ("ppbn.parties.jobs", "ppbn.parties.tables_job")
+BUILTIN_JOB_MODULES = (
+    "ppbn.parties.jobs",
+    "ppbn.parties.tables_job",
+    "ppbn.parties.learn_job",
+)
 
 
 class JobCancelled(Exception):

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Protocol
 
 from ppbn.circuits.scoring import NormalisationSpec
 
@@ -112,8 +113,6 @@ def factorial_table() -> tuple[int, ...]:
 
 FACTORIAL_TABLE = factorial_table()
 ZERO_CELL_TABLE = (0, -(1 << SCORE_FRAC))  # yw0: index z = [x == 0]
-INV_12 = _fixed(Fraction(1, 12))
-INV_360 = _fixed(Fraction(1, 360))
 
 
 def threshold(mode: str) -> int:
@@ -180,53 +179,160 @@ def trunc(value: int, bits: int) -> int:
     return value >> bits
 
 
-LN1P_COEFFS: tuple[int, ...] = tuple(
-    0 if i == 0 else _fixed(Fraction((-1) ** (i + 1), i)) for i in range(SERIES_DEGREE + 1)
-)  # ln(1 + u) = sum c_i u^i, c_i * 2^FRAC
-INV1P_COEFFS: tuple[int, ...] = tuple(_fixed((-1) ** i) for i in range(SERIES_DEGREE + 1))  # 1/(1+u)
+# -- the share computation, written once over an arithmetic backend ------------------------
+#
+# Every value below is a vector (one entry per count) in a backend: plain Python integers
+# (``PlainBackend``, the model) or additive shares (the secure backend in protocols/k2).
+# Products are followed by a truncation whose input must stay below 2^bound_bits: with
+# STAT_BITS of masking that needs bound_bits + STAT_BITS <= RING_BITS - 1, checked here.
+# Magnitudes at scale 2^48: |u| <= 2^42, u^2 <= 2^36, u^3 <= 2^30, u^4 <= 2^24, 1/x <= 2^42.
+
+HIGH_FRAC = 28  # scale of the coefficients of the high Paterson-Stockmeyer block
+TAIL_FRAC = 44  # scale of 1/12 and 1/360 in the Stirling remainder
 
 
-def powers(u: int) -> list[int]:
-    """u^0..u^4 at scale 2^FRAC, as the share protocol computes them (truncating products)."""
-    one = 1 << FRAC
-    u2 = trunc(u * u, FRAC)
-    u3 = trunc(u2 * u, FRAC)
-    u4 = trunc(u2 * u2, FRAC)
-    return [one, u, u2, u3, u4]
+class Backend(Protocol):
+    def add(self, x, y): ...
+    def sub(self, x, y): ...
+    def scale(self, x, c: int):
+        """x * c for a public integer c, exact (no truncation)."""
+        ...
+    def constant(self, c: int, like):
+        """The public constant c as a vector shaped like ``like``."""
+        ...
+    def truncate(self, x, bits: int, bound_bits: int):
+        """floor(x / 2^bits) (+1 ulp allowed), for |x| < 2^bound_bits."""
+        ...
+    def mul(self, x, y, bits: int, bound_bits: int):
+        """floor(x * y / 2^bits) (+1 ulp allowed) for |x y| < 2^bound_bits; with bits = 0
+        the product is exact in the ring and bound_bits is unused."""
+        ...
 
 
-def series(coeffs: tuple[int, ...], p: list[int]) -> int:
-    """Paterson-Stockmeyer: A(u) + u^4 B(u) with A, B of degree <= 3 (7 = 3 + 4)."""
-    low = sum(c * p[i] for i, c in enumerate(coeffs[:4]))  # scale 2^(2 FRAC)
-    high = sum(c * p[i] for i, c in enumerate(coeffs[4:]))
-    return trunc(low, FRAC) + trunc(trunc(high, FRAC) * p[4], FRAC)
+def check_bound(bound_bits: int) -> int:
+    if bound_bits + STAT_BITS > RING_BITS - 1:
+        raise ValueError(f"a {bound_bits}-bit value has no room for {STAT_BITS} masking bits")
+    return bound_bits
+
+
+def _scaled(value: Fraction, frac: int) -> int:
+    return int(round(value * (1 << frac)))
+
+
+@dataclass(frozen=True)
+class Series:
+    """sum_{i<=7} c_i u^i as A(u) + u^4 B(u) (Paterson-Stockmeyer: 4 products for u^2, u^3,
+    u^4 and u^4 B). c_1 must be +-1 so that c_1 u is exact; the constant term is public."""
+
+    coefficients: tuple[Fraction, ...]
+
+    def evaluate(self, be: Backend, u, u2, u3, u4):
+        c = self.coefficients
+        if abs(c[1]) != 1:
+            raise ValueError("the linear coefficient must be +-1")
+        low = be.truncate(
+            be.add(be.scale(u2, _scaled(c[2], FRAC)), be.scale(u3, _scaled(c[3], FRAC))),
+            FRAC,
+            check_bound(2 * FRAC - 12 + 1),
+        )
+        low = be.add(be.add(be.constant(_scaled(c[0], FRAC), u), be.scale(u, int(c[1]))), low)
+        inner = be.add(
+            be.add(be.scale(u, _scaled(c[5], HIGH_FRAC)), be.scale(u2, _scaled(c[6], HIGH_FRAC))),
+            be.scale(u3, _scaled(c[7], HIGH_FRAC)),
+        )
+        high = be.add(be.constant(_scaled(c[4], FRAC), u), be.truncate(inner, HIGH_FRAC, check_bound(HIGH_FRAC + FRAC - 5)))
+        return be.add(low, be.mul(high, u4, FRAC, check_bound(FRAC + 24 + 1)))
+
+
+LN1P = Series(tuple(Fraction(0) if i == 0 else Fraction((-1) ** (i + 1), i) for i in range(SERIES_DEGREE + 1)))
+INV1P_MINUS_1 = Series(tuple(Fraction(0) if i == 0 else Fraction((-1) ** i) for i in range(SERIES_DEGREE + 1)))
+
+
+def powers_on(be: Backend, u):
+    u2 = be.mul(u, u, FRAC, check_bound(2 * (FRAC - 6) + 1))
+    u3 = be.mul(u2, u, FRAC, check_bound((FRAC - 12) + (FRAC - 6) + 1))
+    u4 = be.mul(u2, u2, FRAC, check_bound(2 * (FRAC - 12) + 1))
+    return u2, u3, u4
+
+
+def terms_on(be: Backend, mode: str, u, x2, k_ln2, ln_r, c_entry, inv):
+    """Cell/row terms * 2^SCORE_FRAC from the circuit outputs and the looked-up entries
+    (``k_ln2`` = K_TABLE[k], ``ln_r`` = J_TABLE[j], ``c_entry`` = the C-table entry or None,
+    ``inv`` = 2^-k r_j or None)."""
+    u2, u3, u4 = powers_on(be, u)
+    ln = be.add(be.add(k_ln2, ln_r), LN1P.evaluate(be, u, u2, u3, u4))
+    if mode in ("yw", "yw0", "bic"):
+        term = be.mul(x2, ln, 0, 0)
+        return be.add(term, c_entry) if mode == "yw0" else term
+    if mode != "exact":
+        raise ValueError(f"unknown score mode {mode!r}")
+    term = be.mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), 0, 0)
+    inv_x = be.add(inv, be.mul(inv, INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), FRAC, check_bound(2 * (FRAC - 6) + 1)))
+    inv_x2 = be.mul(inv_x, inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1))
+    over_12 = be.truncate(be.scale(inv_x, _scaled(Fraction(1, 12), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
+    cube_360 = be.mul(inv_x, be.truncate(be.scale(inv_x2, _scaled(Fraction(1, 360), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 12 + TAIL_FRAC - 8)), FRAC, check_bound((FRAC - 6) + (FRAC - 20) + 1))
+    correction = be.sub(over_12, cube_360)
+    return be.add(be.add(term, c_entry), be.scale(correction, 2))
+
+
+class PlainBackend:
+    """The model: vectors are lists of Python ints, truncation is exact floor division."""
+
+    def add(self, x, y):
+        return [a + b for a, b in zip(x, y, strict=True)]
+
+    def sub(self, x, y):
+        return [a - b for a, b in zip(x, y, strict=True)]
+
+    def scale(self, x, c):
+        return [a * c for a in x]
+
+    def constant(self, c, like):
+        return [c] * len(like)
+
+    def truncate(self, x, bits, bound_bits):
+        assert all(abs(a) < (1 << bound_bits) for a in x), "bound exceeded"
+        return [a >> bits for a in x]
+
+    def mul(self, x, y, bits, bound_bits):
+        products = [a * b for a, b in zip(x, y, strict=True)]
+        return self.truncate(products, bits, bound_bits) if bits else products
+
+
+def term_fixed_many(xs: list[int], count_bits: int, mode: str) -> list[int]:
+    """The model of the secure terms for many counts at once."""
+    be = PlainBackend()
+    nms = [normalise(x, count_bits, mode) for x in xs]
+    table = k_table(count_bits - 1)
+    c_entry = None
+    if mode == "exact":
+        c_entry = [FACTORIAL_TABLE[n.c_index] for n in nms]
+    elif mode == "yw0":
+        c_entry = [ZERO_CELL_TABLE[n.c_index] for n in nms]
+    return terms_on(
+        be,
+        mode,
+        [n.u for n in nms],
+        [n.x2 for n in nms],
+        [table[n.k] for n in nms],
+        [J_TABLE[n.j] for n in nms],
+        c_entry,
+        [n.inv for n in nms] if mode == "exact" else None,
+    )
+
+
+def term_fixed(x: int, count_bits: int, mode: str) -> int:
+    """One cell or row term * 2^SCORE_FRAC: G(x) (yw; yw0 adds -1 when x = 0), x ln x (bic),
+    ln x! (exact), as the protocol computes it."""
+    return term_fixed_many([x], count_bits, mode)[0]
 
 
 def ln_fixed(x: int, count_bits: int, mode: str = "yw") -> int:
     """ln x * 2^FRAC as the protocol computes it (0 when gated off)."""
+    be = PlainBackend()
     nm = normalise(x, count_bits, mode)
-    p = powers(nm.u)
-    return k_table(count_bits)[nm.k] + J_TABLE[nm.j] + series(LN1P_COEFFS, p)
-
-
-def term_fixed(x: int, count_bits: int, mode: str) -> int:
-    """One cell or row term * 2^SCORE_FRAC: G(x) (yw, yw0 without the zero count), x ln x
-    (bic), ln x! (exact); yw0 adds -1 for x == 0 (cells only: rows are >= d - 1 >= 1)."""
-    nm = normalise(x, count_bits, mode)
-    p = powers(nm.u)
-    ln = k_table(count_bits)[nm.k] + J_TABLE[nm.j] + series(LN1P_COEFFS, p)
-    if mode in ("yw", "bic"):
-        return nm.x2 * ln
-    if mode == "yw0":
-        return nm.x2 * ln + ZERO_CELL_TABLE[nm.c_index]
-    if mode != "exact":
-        raise ValueError(f"unknown score mode {mode!r}")
-    one = 1 << FRAC
-    inv_x = trunc(nm.inv * series(INV1P_COEFFS, p), FRAC)
-    inv_x2 = trunc(inv_x * inv_x, FRAC)
-    tail = INV_12 - trunc(inv_x2 * INV_360, FRAC)
-    correction = trunc(inv_x * tail, FRAC)
-    return nm.x2 * (ln - one) + FACTORIAL_TABLE[nm.c_index] + 2 * correction
+    u2, u3, u4 = powers_on(be, [nm.u])
+    return k_table(count_bits - 1)[nm.k] + J_TABLE[nm.j] + LN1P.evaluate(be, [nm.u], u2, u3, u4)[0]
 
 
 def normalisation_spec(count_bits: int, mode: str) -> NormalisationSpec:

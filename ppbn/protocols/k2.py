@@ -140,6 +140,7 @@ class SecureScorer:
         config: SecureLearnConfig,
         ledger: Ledger,
         progress: Progress | None = None,
+        paillier: OpCounters | None = None,
     ) -> None:
         self.channel = channel
         self.role = role
@@ -149,7 +150,7 @@ class SecureScorer:
         self.config = config
         self.ledger = ledger
         self.progress = progress
-        self.paillier = OpCounters()
+        self.paillier = paillier if paillier is not None else OpCounters()
         self.tables = TablesSession(config.tables)
         self.yao = YaoParty(channel)
         self.arith = arith.ArithSession(channel, role)
@@ -392,15 +393,19 @@ def learn_secure(
     config: SecureLearnConfig,
     ledger: Ledger,
     progress: Progress | None = None,
+    paillier: OpCounters | None = None,
 ) -> SecureLearnResult:
-    """One party's side of the private K2 + parameters job."""
+    """One party's side of the private K2 + parameters job. ``paillier`` collects the
+    public-key operation counts (the daemon passes its job counters)."""
     if config.disclosure not in DISCLOSURES:
         raise ValueError(f"disclosure must be one of {', '.join(DISCLOSURES)}")
     started = time.perf_counter()
     n_records = int(codes.shape[0])
-    ledger.record("schema", schema.fingerprint(), "public schema")
-    ledger.record("record_count", n_records, "handshake")
-    scorer = SecureScorer(channel, role, schema, codes, n_records, config, ledger, progress)
+    if "schema" not in ledger.kinds():
+        ledger.record("schema", schema.fingerprint(), "public schema")
+    if "record_count" not in ledger.kinds():
+        ledger.record("record_count", n_records, "public record count")
+    scorer = SecureScorer(channel, role, schema, codes, n_records, config, ledger, progress, paillier)
     try:
         order = tuple(config.order or schema.names)
 

@@ -1,0 +1,199 @@
+"""The ``learn`` job: private K2 structure learning and exact parameters between the daemons.
+
+Both daemons run ``ppbn.protocols.k2.learn_secure`` with their own data and write, in
+the job folder: ``network.json`` (the shape of ``ppbn reference --format json`` plus
+``stats``; CPTs this party may not see are listed under ``parameters_withheld``),
+``network.bif`` when this party sees every CPT, and with ``disclosure: shared`` its
+``parameter_shares.json`` (additive shares; ``ppbn shares combine`` opens two of them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ppbn.bn.io import network_json, write_bif
+from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.bn.schema import Schema
+from ppbn.bn.scores import SCORE_MODES
+from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
+from ppbn.errors import UserError
+from ppbn.parties.jobs import JobContext, JobKind, register_job
+from ppbn.protocols.channel import Channel
+from ppbn.protocols.k2 import DISCLOSURES, SecureLearnConfig, SecureLearnResult, learn_secure
+from ppbn.protocols.paillier import KEY_BITS_CHOICES
+from ppbn.protocols.tables import TablesConfig
+
+NETWORK_JSON = "network.json"
+NETWORK_BIF = "network.bif"
+SHARES_JSON = "parameter_shares.json"
+DEFAULTS = {
+    "max_parents": 2,
+    "score": "exact",
+    "tau": DEFAULT_TAU,
+    "order": None,
+    "c_star": 1.0,
+    "disclosure": "public",
+    "key_bits": TablesConfig.key_bits,
+    "workers": None,
+}
+
+
+def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
+    """Normalise and check the job parameters (both daemons run this before starting)."""
+    unknown = set(params) - set(DEFAULTS)
+    if unknown:
+        raise UserError(f"learn: unknown parameter {sorted(unknown)[0]!r} (know: {', '.join(sorted(DEFAULTS))})")
+    out = {**DEFAULTS, **params}
+    if not isinstance(out["max_parents"], int) or not 0 <= out["max_parents"] < len(schema.variables):
+        raise UserError(f"learn: max_parents must be an integer in 0..{len(schema.variables) - 1}")
+    if out["score"] not in SCORE_MODES:
+        raise UserError(f"learn: score must be one of {', '.join(SCORE_MODES)}")
+    if not isinstance(out["tau"], int | float) or not 1e-6 <= out["tau"] <= 1e3:
+        raise UserError("learn: tau must be a number in [1e-6, 1e3] (nats); the secure fixed-point error is ~1e-9")
+    if not isinstance(out["c_star"], int | float) or not math.isfinite(out["c_star"]) or out["c_star"] < 0:
+        raise UserError("learn: c_star must be a finite number >= 0")
+    if out["disclosure"] not in DISCLOSURES:
+        raise UserError(f"learn: disclosure must be one of {', '.join(DISCLOSURES)}")
+    if out["key_bits"] not in KEY_BITS_CHOICES:
+        raise UserError(f"learn: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
+    if out["order"] is not None:
+        order = out["order"]
+        if not isinstance(order, list) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
+            raise UserError("learn: order must list every variable of the schema exactly once")
+    return out
+
+
+def result_json(result: SecureLearnResult, schema: Schema, config: SecureLearnConfig) -> dict[str, Any]:
+    """The reference JSON shape, for whatever part of the parameters this party sees."""
+    search = result.search
+    if result.network is not None:
+        out = network_json(result.network, search.order, search.edges, config.mode, config.tau)
+    else:
+        out = {
+            "order": list(search.order),
+            "edges": [list(e) for e in search.edges],
+            "parents": {v: list(ps) for v, ps in search.parents.items()},
+            "parameters": {
+                v: {
+                    "parents": list(search.parents[v]),
+                    "states": list(schema.variable(v).states),
+                    "table": cpt.tolist(),
+                    "unobserved": list(result.parameters.unobserved.get(v, ())),
+                }
+                for v, cpt in result.parameters.cpts.items()
+            },
+            "score": config.mode,
+            "tau": config.tau,
+        }
+        out["parameters_withheld"] = [v for v in schema.names if v not in result.parameters.cpts]
+    out["disclosure"] = config.disclosure
+    return out
+
+
+def write_parameter_shares(path: Path, role: str, result: SecureLearnResult, schema: Schema) -> None:
+    shares = {
+        v: {
+            "parents": list(result.search.parents[v]),
+            "states": list(schema.variable(v).states),
+            "theta": part["theta"],
+            "unobserved": part["unobserved"],
+        }
+        for v, part in result.parameters.shares.items()
+    }
+    meta = {
+        "role": role,
+        "schema_fingerprint": schema.fingerprint(),
+        "theta_modulus": f"2^{PARAM_BITS}",
+        "theta_frac_bits": PARAM_FRAC,
+        "unobserved_modulus": "2",
+        "layout": "one entry per CPT cell, rows = parent configurations in C order, child state fastest",
+        "note": "additive shares: this file alone says nothing about the parameters",
+        "variables": shares,
+    }
+    path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
+def combine_parameter_shares(alice: dict[str, Any], bob: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Open two parameter-share files into CPTs (both parties must agree to do this)."""
+    if {alice.get("role"), bob.get("role")} != {"alice", "bob"}:
+        raise UserError("shares combine needs one file of alice and one of bob")
+    if alice.get("schema_fingerprint") != bob.get("schema_fingerprint"):
+        raise UserError("the two share files come from different schemas")
+    if set(alice["variables"]) != set(bob["variables"]):
+        raise UserError("the two share files hold different variables")
+    modulus, frac = 1 << PARAM_BITS, alice["theta_frac_bits"]
+    out = {}
+    for v, a in alice["variables"].items():
+        b = bob["variables"][v]
+        d = len(a["states"])
+        if len(a["theta"]) != len(b["theta"]) or len(a["theta"]) % d:
+            raise UserError(f"variable {v!r}: the two share files disagree on the table size")
+        theta = [((x + y) % modulus) / (1 << frac) for x, y in zip(a["theta"], b["theta"], strict=True)]
+        flags = [(x + y) % 2 for x, y in zip(a["unobserved"], b["unobserved"], strict=True)]
+        out[v] = {
+            "parents": a["parents"],
+            "states": a["states"],
+            "table": [theta[i : i + d] for i in range(0, len(theta), d)],
+            "unobserved": [i // d for i in range(0, len(flags), d) if flags[i]],
+        }
+    return out
+
+
+def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str, Any]:
+    params = context.params
+    schema = context.schema
+    config = SecureLearnConfig(
+        max_parents=params["max_parents"],
+        mode=params["score"],
+        tau=float(params["tau"]),
+        order=tuple(params["order"]) if params["order"] else None,
+        c_star=float(params["c_star"]),
+        disclosure=params["disclosure"],
+        tables=TablesConfig(key_bits=params["key_bits"], workers=params["workers"]),
+    )
+
+    def progress(label: str, done: int, total: int) -> None:
+        context.progress(f"{label} {done}/{total}")
+
+    result = learn_secure(
+        channel, role, schema, context.data.codes, config, context.ledger, progress, context.counters
+    )
+    for phase, seconds in result.stats["phases"].items():
+        context.phases[phase] = context.phases.get(phase, 0.0) + seconds
+    context.count("and_gates", result.stats["and_gates"])
+    context.count("ots", result.stats["ots"])
+    context.count("ln_evaluations", result.stats["ln_evaluations"])
+    out = result_json(result, schema, config)
+    out["stats"] = result.stats
+    context.out_dir.mkdir(parents=True, exist_ok=True)
+    (context.out_dir / NETWORK_JSON).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    files = [str(context.out_dir / NETWORK_JSON)]
+    if result.network is not None:
+        write_bif(result.network, context.out_dir / NETWORK_BIF)
+        files.append(str(context.out_dir / NETWORK_BIF))
+    if config.disclosure == "shared":
+        write_parameter_shares(context.out_dir / SHARES_JSON, role, result, schema)
+        files.append(str(context.out_dir / SHARES_JSON))
+    return {
+        "edges": out["edges"],
+        "parents": out["parents"],
+        "score": config.mode,
+        "tau": config.tau,
+        "disclosure": config.disclosure,
+        "parameters_visible": sorted(result.parameters.cpts),
+        "files": files,
+        "paillier_encryptions": context.counters.encryptions,
+    }
+
+
+register_job(
+    JobKind(
+        "learn",
+        run_learn_job,
+        check_learn_params,
+        "private K2 structure learning and exact parameters (Yang-Wright secure path)",
+    )
+)
