@@ -22,6 +22,7 @@ from ppbn.protocols.fixedpoint import (
     PlainBackend,
     powers_on,
 )
+from ppbn.protocols.k2 import SecureBackend
 
 M = ring.MODULUS
 
@@ -186,32 +187,6 @@ def test_session_checks_role_and_shapes():
 
 
 # -- the spec end to end ---------------------------------------------------------------
-class ShareBackend:
-    """``fixedpoint.Backend`` on this party's shares, through ``arith`` (what k2 plugs in)."""
-
-    def __init__(self, session: ArithSession) -> None:
-        self.session = session
-
-    def add(self, x, y):
-        return ring.add(x, y)
-
-    def sub(self, x, y):
-        return ring.sub(x, y)
-
-    def scale(self, x, c):
-        return ring.mul_int(x, c)
-
-    def constant(self, c, like):
-        value = c if self.session.is_alice else 0
-        return np.broadcast_to(ring.constant(value), like.shape).copy()
-
-    def truncate(self, x, bits, bound_bits):
-        return arith.truncate(self.session, x, bits, bound_bits)
-
-    def mul(self, x, y, bits, bound_bits):
-        return arith.mul(self.session, x, y, truncate=bits, bound_bits=bound_bits)
-
-
 def test_series_on_shares_reproduces_the_fixedpoint_model():
     """u from the normalisation of random counts, shared; u^2..u^4 and the series of
     ln(1 + u) and 1/(1 + u) - 1 computed with ``arith`` equal the plaintext model within a
@@ -222,7 +197,7 @@ def test_series_on_shares_reproduces_the_fixedpoint_model():
     ua, ub = share(u)
 
     def protocol(session, u_share):
-        be = ShareBackend(session)
+        be = SecureBackend(session, session.role)
         p = powers_on(be, u_share)
         return p, LN1P.evaluate(be, u_share, *p), INV1P_MINUS_1.evaluate(be, u_share, *p)
 

@@ -32,6 +32,8 @@ def test_normalisation_circuit_matches_model(mode, max_count):
     circuit = normalisation_circuit(normalisation_spec(k_bits, mode))
     xs = sorted({0, 1, 2, 3, 63, 64, 65, 127, 128, max_count, (1 << k_bits) - 1} | set(rng.integers(0, max_count, 200).tolist()))
     xa, xb = _split64(xs, rng)
+    low = (1 << k_bits) - 1
+    xa, xb = [v & low for v in xa], [v & low for v in xb]
     pads = {b.name: rng.integers(0, 1 << b.width, size=len(xs)).astype(np.uint64) for b in circuit.inputs if b.name.startswith("mu_")}
     out = evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads})
     for i, x in enumerate(xs):
@@ -50,12 +52,12 @@ def test_normalisation_circuit_matches_model(mode, max_count):
 @settings(max_examples=40, deadline=None)
 def test_decision_circuit_applies_the_tie_rule(scores, current, tolerance):
     rng = np.random.default_rng(len(scores))
-    circuit = decision_circuit(len(scores), tolerance)
+    circuit = decision_circuit(len(scores), tolerance, 96)
     inputs = {}
     for name, value in [("cur", current)] + [(f"s{i}", s) for i, s in enumerate(scores)]:
         a = int(rng.integers(0, 2**62)) * 2**66 + int(rng.integers(0, 2**62))
-        inputs[f"{name}_a"] = np.array([a], dtype=object)
-        inputs[f"{name}_b"] = np.array([(value - a) % RING], dtype=object)
+        inputs[f"{name}_a"] = np.array([a % 2**96], dtype=object)
+        inputs[f"{name}_b"] = np.array([(value - a) % 2**96], dtype=object)
     out = evaluate(circuit, inputs)
     best = max(scores)
     assert int(out["add"][0]) == int(best - current > tolerance)

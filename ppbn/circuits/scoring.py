@@ -30,7 +30,7 @@ from ppbn.circuits.ir import Circuit
 PARAM_FRAC = 40  # fractional bits of secure CPT entries (2^-40 ~ 9e-13)
 PARAM_BITS = 64  # CPT entries and their shares live in Z_2^64
 SHARE_BITS = 64  # counts arrive as shares mod 2^64
-SCORE_RING_BITS = 128  # scores and ln values live in Z_2^128
+SCORE_RING_BITS = 128  # ln values and scores live in Z_2^128
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def c_index_bits(mode: str) -> int:
 
 @lru_cache(maxsize=32)
 def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
-    """Inputs xa, xb (count shares mod 2^64), garbler pads mu_k, mu_j[, mu_c]; outputs the
+    """Inputs xa, xb (count shares mod 2^K), garbler pads mu_k, mu_j[, mu_c]; outputs the
     ring values u, x2[, inv] (to be shared) and the masked indices k, j[, c] (for the
     evaluator). See ``fixedpoint.normalise`` for the exact values."""
     k_bits, mode = spec.count_bits, spec.mode
@@ -84,13 +84,13 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     if len(spec.reciprocals) != 1 << t_bits or spec.threshold & (spec.threshold - 1):
         raise ValueError("the reciprocal table needs 2^t entries and the threshold must be a power of two")
     b = CircuitBuilder()
-    xa = b.input("xa", SHARE_BITS)
-    xb = b.input("xb", SHARE_BITS)
+    xa = b.input("xa", k_bits)  # the low K bits of the count shares (x < 2^K)
+    xb = b.input("xb", k_bits)
     mu_k = b.input("mu_k", index_bits(k_bits))
     mu_j = b.input("mu_j", t_bits)
     mu_c = b.input("mu_c", c_index_bits(mode)) if c_index_bits(mode) else []
 
-    x = bl.add(b, xa[:k_bits], xb[:k_bits])  # x < 2^K, so the low K bits of the shares suffice
+    x = bl.add(b, xa, xb)
     low = spec.threshold.bit_length() - 1
     g = b.inv(bl.is_zero(b, x[low:]))  # [x >= T]
     mantissa, position, zero = bl.normalize(b, x)
@@ -127,17 +127,16 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
 
 
 @lru_cache(maxsize=128)
-def decision_circuit(n_candidates: int, tolerance: int) -> Circuit:
-    """Inputs cur_a, cur_b and s{i}_a, s{i}_b (score shares mod 2^128); outputs index (the
-    first candidate within ``tolerance`` of the best) and add (best - current > tolerance)."""
+def decision_circuit(n_candidates: int, tolerance: int, width: int) -> Circuit:
+    """Inputs cur_a, cur_b and s{i}_a, s{i}_b: score shares mod 2^width (scores are below
+    2^(width-1) in magnitude, so the low bits of the ring shares suffice); outputs index
+    (the first candidate within ``tolerance`` of the best) and add (best - current >
+    tolerance)."""
     b = CircuitBuilder()
-    current = bl.add(b, b.input("cur_a", SCORE_RING_BITS), b.input("cur_b", SCORE_RING_BITS))
-    scores = [
-        bl.add(b, b.input(f"s{i}_a", SCORE_RING_BITS), b.input(f"s{i}_b", SCORE_RING_BITS))
-        for i in range(n_candidates)
-    ]
+    current = bl.add(b, b.input("cur_a", width), b.input("cur_b", width))
+    scores = [bl.add(b, b.input(f"s{i}_a", width), b.input(f"s{i}_b", width)) for i in range(n_candidates)]
     index, best = bl.argmax_tolerant(b, scores, tolerance, signed=True)
-    bar = bl.add(b, current, bl.constant(tolerance, SCORE_RING_BITS))
+    bar = bl.add(b, current, bl.constant(tolerance, width))
     b.output("index", index)
     b.output("add", [bl.less_than(b, bar, best, signed=True)])
     return b.build()

@@ -203,9 +203,10 @@ class Backend(Protocol):
     def truncate(self, x, bits: int, bound_bits: int):
         """floor(x / 2^bits) (+1 ulp allowed), for |x| < 2^bound_bits."""
         ...
-    def mul(self, x, y, bits: int, bound_bits: int):
+    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: int):
         """floor(x * y / 2^bits) (+1 ulp allowed) for |x y| < 2^bound_bits; with bits = 0
-        the product is exact in the ring and bound_bits is unused."""
+        the product is exact in the ring and bound_bits is unused. |x|, |y| < 2^operand_bits
+        (the secure backend then needs fewer OTs)."""
         ...
 
 
@@ -241,7 +242,7 @@ class Series:
             be.scale(u3, _scaled(c[7], HIGH_FRAC)),
         )
         high = be.add(be.constant(_scaled(c[4], FRAC), u), be.truncate(inner, HIGH_FRAC, check_bound(HIGH_FRAC + FRAC - 5)))
-        return be.add(low, be.mul(high, u4, FRAC, check_bound(FRAC + 24 + 1)))
+        return be.add(low, be.mul(high, u4, FRAC, check_bound(FRAC + 24 + 2), FRAC + 1))
 
 
 LN1P = Series(tuple(Fraction(0) if i == 0 else Fraction((-1) ** (i + 1), i) for i in range(SERIES_DEGREE + 1)))
@@ -249,9 +250,9 @@ INV1P_MINUS_1 = Series(tuple(Fraction(0) if i == 0 else Fraction((-1) ** i) for 
 
 
 def powers_on(be: Backend, u):
-    u2 = be.mul(u, u, FRAC, check_bound(2 * (FRAC - 6) + 1))
-    u3 = be.mul(u2, u, FRAC, check_bound((FRAC - 12) + (FRAC - 6) + 1))
-    u4 = be.mul(u2, u2, FRAC, check_bound(2 * (FRAC - 12) + 1))
+    u2 = be.mul(u, u, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
+    u3 = be.mul(u2, u, FRAC, check_bound((FRAC - 12) + (FRAC - 6) + 1), FRAC - 5)
+    u4 = be.mul(u2, u2, FRAC, check_bound(2 * (FRAC - 12) + 1), FRAC - 11)
     return u2, u3, u4
 
 
@@ -262,15 +263,15 @@ def terms_on(be: Backend, mode: str, u, x2, k_ln2, ln_r, c_entry, inv):
     u2, u3, u4 = powers_on(be, u)
     ln = be.add(be.add(k_ln2, ln_r), LN1P.evaluate(be, u, u2, u3, u4))
     if mode in ("yw", "yw0", "bic"):
-        term = be.mul(x2, ln, 0, 0)
+        term = be.mul(x2, ln, 0, 0, FRAC + 6)
         return be.add(term, c_entry) if mode == "yw0" else term
     if mode != "exact":
         raise ValueError(f"unknown score mode {mode!r}")
-    term = be.mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), 0, 0)
-    inv_x = be.add(inv, be.mul(inv, INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), FRAC, check_bound(2 * (FRAC - 6) + 1)))
-    inv_x2 = be.mul(inv_x, inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1))
+    term = be.mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), 0, 0, FRAC + 6)
+    inv_x = be.add(inv, be.mul(inv, INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5))
+    inv_x2 = be.mul(inv_x, inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
     over_12 = be.truncate(be.scale(inv_x, _scaled(Fraction(1, 12), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
-    cube_360 = be.mul(inv_x, be.truncate(be.scale(inv_x2, _scaled(Fraction(1, 360), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 12 + TAIL_FRAC - 8)), FRAC, check_bound((FRAC - 6) + (FRAC - 20) + 1))
+    cube_360 = be.mul(inv_x, be.truncate(be.scale(inv_x2, _scaled(Fraction(1, 360), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 12 + TAIL_FRAC - 8)), FRAC, check_bound((FRAC - 6) + (FRAC - 20) + 1), FRAC - 5)
     correction = be.sub(over_12, cube_360)
     return be.add(be.add(term, c_entry), be.scale(correction, 2))
 
@@ -294,7 +295,8 @@ class PlainBackend:
         assert all(abs(a) < (1 << bound_bits) for a in x), "bound exceeded"
         return [a >> bits for a in x]
 
-    def mul(self, x, y, bits, bound_bits):
+    def mul(self, x, y, bits, bound_bits, operand_bits):
+        assert all(abs(a) < (1 << operand_bits) for a in x + y), "operand bound exceeded"
         products = [a * b for a, b in zip(x, y, strict=True)]
         return self.truncate(products, bits, bound_bits) if bits else products
 

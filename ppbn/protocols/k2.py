@@ -123,8 +123,23 @@ class SecureBackend:
     def truncate(self, x, bits: int, bound_bits: int):
         return arith.truncate(self.session, x, bits, bound_bits)
 
-    def mul(self, x, y, bits: int, bound_bits: int):
-        return arith.mul(self.session, x, y, truncate=bits, bound_bits=bound_bits)
+    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: int):
+        return arith.mul(self.session, x, y, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits)
+
+
+def score_bits(schema: Schema, n_records: int, max_parents: int) -> int:
+    """Width of the decision circuit: |family score| * 2^SCORE_FRAC < 2^(width - 2).
+
+    Every family score is a sum of terms of at most (x + 1/2) ln x over at most n + Q
+    records-or-cells (Q = the largest table), plus a public term of the same order."""
+    cards = sorted((v.cardinality for v in schema.variables), reverse=True)
+    largest_table = math.prod(cards[: max_parents + 1])
+    total = n_records + largest_table
+    bound = 4 * total * (math.log(total + 1) + 4) + 4 * largest_table * (math.lgamma(cards[0] + 1) + 2)
+    return min(128, SCORE_FRAC + math.ceil(math.log2(bound)) + 3)
+
+
+CANDIDATE_BUCKET = 8  # decision circuits are built for multiples of this many candidates
 
 
 class SecureScorer:
@@ -158,6 +173,7 @@ class SecureScorer:
         self.clock = PhaseClock()
         max_d = max(v.cardinality for v in schema.variables)
         self.count_bits = count_bits_for(n_records + max_d - 1)
+        self.score_bits = score_bits(schema, n_records, config.max_parents)
         self.count_shares: dict[Family, np.ndarray] = {}
         self.score_shares: dict[tuple[str, frozenset[str]], np.ndarray] = {}
         self.evaluations = 0
@@ -195,13 +211,15 @@ class SecureScorer:
             pads = {
                 name: rng.uint64(n) & np.uint64((1 << w) - 1) for name, w in widths.items() if w
             }
+            low = x_shares & np.uint64((1 << self.count_bits) - 1)
             out = self.yao.run(
                 circuit, garbler=True, outputs=outputs,
-                inputs={"xa": x_shares, **{f"mu_{name}": pad for name, pad in pads.items()}},
+                inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
             )
             indices = pads
         else:
-            out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": x_shares})
+            low = x_shares & np.uint64((1 << self.count_bits) - 1)
+            out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
             indices = {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
         self.clock.add("normalise (Yao)", started)
         started = time.perf_counter()
@@ -282,19 +300,30 @@ class SecureOracle:
         answers: list[str | None] = [None] * len(requests)
         groups: dict[int, list[int]] = {}
         for i, r in enumerate(requests):
-            groups.setdefault(len(r.candidates), []).append(i)
+            padded = -(-len(r.candidates) // CANDIDATE_BUCKET) * CANDIDATE_BUCKET
+            groups.setdefault(padded, []).append(i)
+        width = scorer.score_bits
+        modulus = 1 << width
+        # padding candidates score -2^(width-2): never the best while a real one exists
+        sentinel = (-(1 << (width - 2))) % modulus if scorer.role == GARBLER else 0
+        suffix = "a" if scorer.role == GARBLER else "b"
         started = time.perf_counter()
-        for n_candidates, members in sorted(groups.items()):
-            circuit = decision_circuit(n_candidates, scorer.config.tolerance())
-            suffix = "a" if scorer.role == GARBLER else "b"
+        for slots, members in sorted(groups.items()):
+            circuit = decision_circuit(slots, scorer.config.tolerance(), width)
 
-            def column(keys_of_members):
-                return np.array(ring.to_ints(np.stack([scores[k] for k in keys_of_members])), dtype=object)
+            def column(keys: list[tuple[str, tuple[str, ...]] | None]) -> np.ndarray:
+                values = [sentinel if k is None else ring.to_ints(scores[k].reshape(1, 2))[0] % modulus for k in keys]
+                return np.array(values, dtype=object)
 
             inputs = {f"cur_{suffix}": column([(requests[i].child, requests[i].parents) for i in members])}
-            for c in range(n_candidates):
+            for c in range(slots):
                 inputs[f"s{c}_{suffix}"] = column(
-                    [(requests[i].child, (*requests[i].parents, requests[i].candidates[c])) for i in members]
+                    [
+                        (requests[i].child, (*requests[i].parents, requests[i].candidates[c]))
+                        if c < len(requests[i].candidates)
+                        else None
+                        for i in members
+                    ]
                 )
             out = scorer.yao.run(
                 circuit, garbler=scorer.role == GARBLER, inputs=inputs,
@@ -303,8 +332,8 @@ class SecureOracle:
             for slot, i in enumerate(members):
                 r = requests[i]
                 index, add = int(out["index"][slot]), int(out["add"][slot])
-                if add and index >= n_candidates:
-                    raise ProtocolError(f"decision index {index} out of range for {n_candidates} candidates")
+                if add and index >= len(r.candidates):
+                    raise ProtocolError(f"decision index {index} out of range for {len(r.candidates)} candidates")
                 answers[i] = r.candidates[index] if add else None
                 scorer.ledger.record(
                     "k2_decision",
