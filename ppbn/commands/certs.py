@@ -1,4 +1,4 @@
-"""``ppbn certs make``: a CA and one certificate per party and for the operator."""
+"""``ppbn certs make``: a CA and one certificate per daemon (alice, bob, miner) and for the operator."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ def _make(args: argparse.Namespace) -> int:
     names = ", ".join(p.name for p in written)
     print(f"wrote {names} to {args.out}")
     print(
-        "give each host ca.crt and its own ROLE.crt/ROLE.key (alice or bob), operators "
+        "give each host ca.crt and its own ROLE.crt/ROLE.key (alice, bob, or miner for the "
+        "PRAM data miner), operators "
         "ca.crt and operator.crt/.key; keep ca.key offline"
     )
     return 0
@@ -23,8 +24,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     sub = parser.add_subparsers(dest="certs_command", metavar="ACTION", required=True)
     make = sub.add_parser(
         "make",
-        help="make a CA and certificates for alice, bob and operator",
-        description="Write ca.crt/ca.key and alice, bob and operator certificates and keys "
+        help="make a CA and certificates for alice, bob, miner and operator",
+        description="Write ca.crt/ca.key and alice, bob, miner (the PRAM data miner) and "
+        "operator certificates and keys "
         "(ECDSA P-256) signed by that CA. Party certificates name their role, localhost, "
         "127.0.0.1, ::1 and every --hosts entry.",
     )

@@ -15,6 +15,13 @@ Authorisation: every caller must present a certificate signed by the CA (mutual 
 Handshake and Exchange are for the peer daemon only; job control and health are open
 to alice, bob and operator certificates (every job needs both daemons anyway, and a
 job kind only reveals what the security model allows).
+
+The data miner (PRAM path, setup II; Ma and Sivakumar Sec. III-A) is a third daemon role
+without data. It knows the addresses of alice and bob; alice and bob accept it only when
+started with its address (``--miner``), and only for the job kinds of
+``MINER_JOB_KINDS``, which start at the miner and run over one Exchange stream per party
+(the job function receives a ``ChannelGroup``). The miner holds no records, so the
+record checks of the handshake are made between the two parties' Hellos at job start.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
@@ -40,9 +48,21 @@ from ppbn.parties.data import PartyData, load_party_data
 from ppbn.parties.grpc_channel import GrpcChannel
 from ppbn.parties.jobs import JobCancelled, JobContext, JobKind, job_kind
 from ppbn.parties.net import describe_rpc_error, dial, server_options
-from ppbn.parties.tls import PARTY_ROLES, caller_identity, load_tls_files, server_credentials
+from ppbn.parties.tls import (
+    DAEMON_ROLES,
+    MINER,
+    PARTY_ROLES,
+    caller_identity,
+    load_tls_files,
+    server_credentials,
+)
 from ppbn.proto import party_pb2, party_pb2_grpc
-from ppbn.protocols.channel import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_S, ProtocolError
+from ppbn.protocols.channel import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_TIMEOUT_S,
+    ChannelStats,
+    ProtocolError,
+)
 from ppbn.protocols.ledger import Ledger
 
 PROTOCOL_VERSION = 1
@@ -53,12 +73,36 @@ HANDSHAKE_TIMEOUT_S = 10.0
 STATS_MAX_BYTES = 1 << 20
 NOTE_INTERVAL_S = 5.0
 REACH_RETRY_S = 4.0
+# Job kinds run by the miner with both parties; they start at the miner, which runs nothing else.
+MINER_JOB_KINDS = frozenset({"pram-miner"})
 
 
 def other_role(role: str) -> str:
     if role not in PARTY_ROLES:
         raise UserError(f"--role must be alice or bob, got {role!r}")
     return "bob" if role == "alice" else "alice"
+
+
+def peer_addresses(role: str, peer: str, extra: dict[str, str]) -> dict[str, str]:
+    """The daemons this one talks to, role -> address.
+
+    alice and bob: the other party at ``peer``, plus the miner if ``extra`` names it. The
+    miner: alice and bob, both from ``extra``.
+    """
+    if role not in DAEMON_ROLES:
+        raise UserError(f"--role must be one of {', '.join(DAEMON_ROLES)}, got {role!r}")
+    if role == MINER:
+        missing = [r for r in PARTY_ROLES if not extra.get(r)]
+        if missing:
+            raise UserError(f"the miner needs the address of {' and '.join(missing)} (--{missing[0]})")
+        return {r: extra[r] for r in PARTY_ROLES}
+    unknown = sorted(set(extra) - {MINER})
+    if unknown:
+        raise UserError(f"{role} can only be given the miner's address besides its peer, not {unknown[0]!r}")
+    if not peer:
+        raise UserError(f"{role} needs the address of {other_role(role)} (--peer)")
+    miner = {MINER: extra[MINER]} if extra.get(MINER) else {}
+    return {other_role(role): peer, **miner}
 
 
 def ids_digest(ids: tuple[str, ...]) -> str:
@@ -91,6 +135,8 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
             f"schema fingerprint of {me} is {mine.schema_fingerprint[:12]}, of {them} "
             f"{theirs.schema_fingerprint[:12]}: both daemons must load the same schema.json"
         )
+    if MINER in (mine.role, theirs.role):
+        return None  # the miner holds no records: see parties_mismatch
     if theirs.record_count != mine.record_count:
         return (
             f"{me} holds {mine.record_count} records, {them} holds {theirs.record_count}: "
@@ -101,8 +147,59 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
     return None
 
 
+def parties_mismatch(alice: party_pb2.Hello, bob: party_pb2.Hello) -> str | None:
+    """At the miner: why alice's and bob's records do not line up, or None if they do."""
+    if alice.record_count != bob.record_count:
+        return f"alice holds {alice.record_count} records, bob holds {bob.record_count}"
+    if alice.ids_digest != bob.ids_digest:
+        return "alice and bob hold the same number of records but different record ids"
+    return None
+
+
+class ChannelGroup:
+    """The channels of one job with several peers (the miner's), handled by the daemon as one.
+
+    The job function reads ``channels`` (role -> channel); the daemon aborts, closes and
+    counts them together. ``stats`` adds the traffic up; its ``rounds`` is the largest
+    count of one channel, since the channels run side by side.
+    """
+
+    def __init__(self, channels: dict[str, GrpcChannel]) -> None:
+        self.channels = channels
+
+    @property
+    def stats(self) -> ChannelStats:
+        total = ChannelStats()
+        for channel in self.channels.values():
+            s = channel.stats
+            total.bytes_sent += s.bytes_sent
+            total.bytes_received += s.bytes_received
+            total.messages_sent += s.messages_sent
+            total.messages_received += s.messages_received
+            total.rounds = max(total.rounds, s.rounds)
+        return total
+
+    @property
+    def failure(self) -> str | None:
+        for role, channel in self.channels.items():
+            if channel.failure:
+                return f"{role}: {channel.failure}"
+        return None
+
+    def abort(self, reason: str) -> None:
+        for channel in self.channels.values():
+            channel.abort(reason)
+
+    def close(self) -> None:
+        for channel in self.channels.values():
+            channel.close()
+
+
 @dataclass
 class DaemonConfig:
+    """``peer``: the other party (alice, bob); ``peers``: the miner's address for alice and
+    bob, the addresses of alice and bob for the miner (which has no ``data_path``)."""
+
     role: str
     schema_path: str
     data_path: str
@@ -115,6 +212,7 @@ class DaemonConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     missing_as_category: bool = False
     probe_interval_s: float = 2.0
+    peers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -125,7 +223,7 @@ class Job:
     kind: JobKind
     params: dict[str, Any]
     initiator: str
-    channel: GrpcChannel
+    channel: GrpcChannel | ChannelGroup
     context: JobContext
     state: int = JobInfo.RUNNING
     error: str = ""
@@ -155,23 +253,30 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
     def __init__(self, config: DaemonConfig, logger: logging.Logger | None = None) -> None:
         self.config = config
         self.role = config.role
-        self.peer_role = other_role(config.role)
+        self.peer_addresses = peer_addresses(config.role, config.peer, config.peers)
+        self.peer_roles = tuple(self.peer_addresses)
+        # the peer of two-party jobs; the miner has none (its jobs involve both parties)
+        self.peer_role = other_role(config.role) if config.role in PARTY_ROLES else ""
         self.log = logger or logging.getLogger(f"ppbn.party.{config.role}")
         self.log.info("loading schema %s", config.schema_path)
         self.schema = Schema.load(config.schema_path)
-        self.log.info("loading %s's data %s", self.role, config.data_path)
-        self.data: PartyData = load_party_data(
-            self.schema, self.role, config.data_path, config.missing_as_category
-        )
-        self.log.info(
-            "data ok: %d records, %d variables of %s (%s)",
-            self.data.n_records, len(self.data.columns), self.role, ", ".join(self.data.columns),
-        )  # fmt: skip
+        if self.role == MINER:
+            self.data: PartyData = PartyData(self.schema, MINER, (), (), np.zeros((0, 0), dtype=np.int64))
+            self.log.info("miner: no data of its own; serves alice and bob for %s", ", ".join(sorted(MINER_JOB_KINDS)))
+        else:
+            self.log.info("loading %s's data %s", self.role, config.data_path)
+            self.data = load_party_data(
+                self.schema, self.role, config.data_path, config.missing_as_category
+            )
+            self.log.info(
+                "data ok: %d records, %d variables of %s (%s)",
+                self.data.n_records, len(self.data.columns), self.role, ", ".join(self.data.columns),
+            )  # fmt: skip
         if config.insecure:
             self.tls = None
             self.log.warning(
                 "INSECURE: plaintext gRPC, no certificates: anyone on the network can read the "
-                "traffic and pose as %s; use only on a trusted loopback", self.peer_role,
+                "traffic and pose as %s; use only on a trusted loopback", " or ".join(self.peer_roles),
             )  # fmt: skip
         else:
             if not config.tls_dir:
@@ -184,18 +289,27 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             schema_fingerprint=self.schema.fingerprint(),
             record_count=self.data.n_records,
             identity=self.role if self.tls else "",
-            ids_digest=ids_digest(self.data.ids),
+            ids_digest=ids_digest(self.data.ids) if self.role != MINER else "",
         )
         self.jobs: dict[str, Job] = {}
         self.running: Job | None = None
-        self.peer_state = "not contacted yet"
+        self.peer_states = {role: "not contacted yet" for role in self.peer_roles}
         self.port = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server: grpc.Server | None = None
-        self._peer_channel: grpc.Channel | None = None
-        self._peer_stub: party_pb2_grpc.PartyServiceStub | None = None
+        self._peer_channels: dict[str, grpc.Channel] = {}
+        self._peer_stubs: dict[str, party_pb2_grpc.PartyServiceStub] = {}
         self._prober: threading.Thread | None = None
+
+    @property
+    def peer_state(self) -> str:
+        """"ok" when every peer accepted the last handshake; otherwise what went wrong
+        (prefixed with the peer's role when this daemon has several peers)."""
+        if len(self.peer_states) == 1:
+            return next(iter(self.peer_states.values()))
+        bad = [f"{role}: {state}" for role, state in self.peer_states.items() if state != "ok"]
+        return "; ".join(bad) if bad else "ok"
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> int:
@@ -216,14 +330,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             raise UserError(f"cannot listen on {self.config.listen} (address in use or not local?)")
         server.start()
         self._server, self.port = server, port
-        self._peer_channel = dial(
-            self.config.peer, self.tls, self.peer_role, self.config.max_message_bytes
-        )
-        self._peer_stub = party_pb2_grpc.PartyServiceStub(self._peer_channel)
+        for role, address in self.peer_addresses.items():
+            self._peer_channels[role] = dial(address, self.tls, role, self.config.max_message_bytes)
+            self._peer_stubs[role] = party_pb2_grpc.PartyServiceStub(self._peer_channels[role])
         self.log.info(
-            "%s listening on %s (port %d, %s); peer %s expected at %s",
+            "%s listening on %s (port %d, %s); %s",
             self.role, self.config.listen, port, "mutual TLS" if self.tls else "PLAINTEXT",
-            self.peer_role, self.config.peer,
+            ", ".join(f"peer {r} expected at {a}" for r, a in self.peer_addresses.items()),
         )  # fmt: skip
         self._prober = threading.Thread(target=self._probe_loop, name="peer-probe", daemon=True)
         self._prober.start()
@@ -243,8 +356,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             job.done.wait(grace_s)
         if self._server is not None:
             self._server.stop(grace_s).wait()
-        if self._peer_channel is not None:
-            self._peer_channel.close()
+        for channel in self._peer_channels.values():
+            channel.close()
         self.log.info("%s stopped", self.role)
 
     def serve_forever(self) -> None:
@@ -263,57 +376,69 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         self.stop()
 
     # -- peer introductions --------------------------------------------------------
-    def handshake_peer(self) -> tuple[bool, str]:
-        """Introduce ourselves to the peer; (accepted, one-line explanation)."""
-        assert self._peer_stub is not None
-        address = self.config.peer
+    def handshake_peer(self, role: str = "") -> tuple[bool, str]:
+        """Introduce ourselves to a peer (the two-party peer by default); (accepted, one line)."""
+        role = role or self.peer_roles[0]
+        stub = self._peer_stubs[role]
+        address = self.peer_addresses[role]
         try:
-            reply = self._peer_stub.Handshake(self.hello, timeout=HANDSHAKE_TIMEOUT_S)
+            reply = stub.Handshake(self.hello, timeout=HANDSHAKE_TIMEOUT_S)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
                 return False, f"peer at {address} refused our certificate: {exc.details()}"
-            return False, describe_rpc_error(exc, address, self.peer_role)
+            return False, describe_rpc_error(exc, address, role)
         if not reply.accepted:
-            return False, f"peer {self.peer_role} at {address} refused us: {reply.reason}"
-        mismatch = hello_mismatch(self.hello, reply.hello, self.peer_role)
+            return False, f"peer {role} at {address} refused us: {reply.reason}"
+        mismatch = hello_mismatch(self.hello, reply.hello, role)
         if mismatch:
             return False, f"refused peer at {address}: {mismatch}"
-        return True, f"peer {self.peer_role} at {address} agrees on schema, records and protocol"
+        return True, f"peer {role} at {address} agrees on schema, records and protocol"
 
-    def _set_peer_state(self, ok: bool, message: str) -> None:
+    def _set_peer_state(self, role: str, ok: bool, message: str) -> None:
         state = "ok" if ok else message
-        if state != self.peer_state:
+        if state != self.peer_states[role]:
             if ok:
                 self.log.info("handshake: %s", message)
             elif "refused the connection" in message:
                 self.log.warning("handshake: %s (will keep trying)", message)
             else:
                 self.log.error("handshake: %s", message)
-        self.peer_state = state
+        self.peer_states[role] = state
 
     def _probe_loop(self) -> None:
         while not self._stopping.is_set():
-            ok, message = self.handshake_peer()
-            if self._stopping.is_set():
-                return
-            self._set_peer_state(ok, message)
-            self._stopping.wait(self.config.probe_interval_s * (5 if ok else 1))
+            for role in self.peer_roles:
+                ok, message = self.handshake_peer(role)
+                if self._stopping.is_set():
+                    return
+                self._set_peer_state(role, ok, message)
+            all_ok = self.peer_state == "ok"
+            self._stopping.wait(self.config.probe_interval_s * (5 if all_ok else 1))
 
     # -- authorisation -------------------------------------------------------------
     def _caller(self, context: grpc.ServicerContext) -> str:
         return caller_identity(context) if self.tls else "an unauthenticated caller (--insecure)"
 
-    def _require_peer(self, context: grpc.ServicerContext, what: str) -> None:
+    def _require_peer(self, context: grpc.ServicerContext, what: str) -> str:
+        """The calling peer's role from its certificate ("" without TLS); refuse anyone else."""
         if self.tls is None:
-            return
+            return ""
         identity = caller_identity(context)
-        if identity != self.peer_role:
+        if identity not in self.peer_roles:
             message = (
-                f"{self.role} takes {what} only from {self.peer_role}, not from a certificate "
-                f"for {identity!r}"
+                f"{self.role} takes {what} only from {' or '.join(self.peer_roles)}, not from a "
+                f"certificate for {identity!r}"
             )
             self.log.error("refused %s from %s: %s", what, context.peer(), message)
             context.abort(grpc.StatusCode.PERMISSION_DENIED, message)
+        return identity
+
+    def _claimed_peer(self, certified: str, claimed: str) -> str:
+        """The peer role to check a Hello against: the certificate's, else (no TLS) the
+        claimed role if it is one of ours, else our first peer (so the Hello is refused)."""
+        if certified:
+            return certified
+        return claimed if claimed in self.peer_roles else self.peer_roles[0]
 
     # -- RPCs ----------------------------------------------------------------------
     def Health(self, request, context):  # noqa: N802 - gRPC method name
@@ -330,16 +455,17 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         )
 
     def Handshake(self, request, context):  # noqa: N802
-        self._require_peer(context, "handshakes")
-        if self.tls is not None and request.identity != caller_identity(context):
+        certified = self._require_peer(context, "handshakes")
+        role = self._claimed_peer(certified, request.role)
+        if self.tls is not None and request.identity != certified:
             mismatch: str | None = (
                 f"the peer's Hello names certificate {request.identity!r} but it connected with "
-                f"{caller_identity(context)!r}"
+                f"{certified!r}"
             )
         else:
-            mismatch = hello_mismatch(self.hello, request, self.peer_role)
+            mismatch = hello_mismatch(self.hello, request, role)
         if mismatch:
-            self._set_peer_state(False, f"refused peer {context.peer()}: {mismatch}")
+            self._set_peer_state(role, False, f"refused peer {context.peer()}: {mismatch}")
             return party_pb2.HandshakeReply(accepted=False, reason=mismatch, hello=self.hello)
         return party_pb2.HandshakeReply(accepted=True, hello=self.hello)
 
@@ -366,29 +492,45 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         return job.info()
 
     def Exchange(self, request_iterator, context):  # noqa: N802
-        self._require_peer(context, "job streams")
+        certified = self._require_peer(context, "job streams")
         try:
             opening = next(request_iterator)
         except (StopIteration, grpc.RpcError):
             return
         job_id = opening.job_id
+        peer = self._claimed_peer(certified, opening.hello.role)
         try:
-            job = self._accept_job(opening)
+            job = self._accept_job(opening, peer)
         except UserError as exc:
-            self.log.error("refused job %s from %s: %s", job_id, self.peer_role, exc)
+            self.log.error("refused job %s from %s: %s", job_id, peer, exc)
             yield Frame(kind=Frame.ABORT, job_id=job_id, error=str(exc))
             return
         channel = job.channel
-        context.add_callback(
-            lambda: channel.mark_dead(f"connection to peer {self.peer_role} closed")
-        )
+        assert isinstance(channel, GrpcChannel)
+        context.add_callback(lambda: channel.mark_dead(f"connection to peer {peer} closed"))
         channel.queue_control(Frame(kind=Frame.ACCEPT, hello=self.hello))
         threading.Thread(target=channel.pump, args=(request_iterator,), daemon=True).start()
         self._launch(job)
         yield from channel.outgoing_frames()
 
     # -- jobs ----------------------------------------------------------------------
-    def _new_job(self, kind_name: str, params_json: str, job_id: str, initiator: str) -> Job:
+    def _job_peers(self, kind_name: str) -> tuple[str, ...]:
+        """Who a job of this kind started here runs with; refuse kinds that start elsewhere."""
+        if self.role == MINER:
+            if kind_name not in MINER_JOB_KINDS:
+                raise UserError(
+                    f"the miner runs only {', '.join(sorted(MINER_JOB_KINDS))} jobs, not {kind_name!r}"
+                )
+            return PARTY_ROLES
+        if kind_name in MINER_JOB_KINDS:
+            raise UserError(
+                f"job kind {kind_name} runs between the miner and both parties: start it at the miner's daemon"
+            )
+        return (self.peer_role,)
+
+    def _new_job(
+        self, kind_name: str, params_json: str, job_id: str, initiator: str, peers: tuple[str, ...]
+    ) -> Job:
         kind = job_kind(kind_name)
         try:
             raw = json.loads(params_json or "{}")
@@ -403,13 +545,17 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         if self._stopping.is_set():
             raise UserError(f"the daemon of {self.role} is shutting down")
         out_dir = Path(self.config.out_dir) / job_id
-        channel = GrpcChannel(
-            job_id,
-            self.peer_role,
-            address=self.config.peer,
-            timeout_s=self.config.timeout_s,
-            max_message_bytes=self.config.max_message_bytes,
-        )
+        channels = {
+            role: GrpcChannel(
+                job_id,
+                role,
+                address=self.peer_addresses.get(role, ""),
+                timeout_s=self.config.timeout_s,
+                max_message_bytes=self.config.max_message_bytes,
+            )
+            for role in peers
+        }
+        channel = channels[peers[0]] if len(peers) == 1 else ChannelGroup(channels)
         context = JobContext(
             job_id=job_id,
             kind=kind.name,
@@ -436,38 +582,50 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 self.running = None
 
     def start_job(self, kind_name: str, params_json: str, job_id: str, initiator: str) -> Job:
-        """Reserve this daemon, get the peer to accept the job over a new stream, run it."""
-        ok, message = self._handshake_before_job()
-        if not ok:
-            self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
-            raise UserError(f"job not started: {message}")
-        job = self._new_job(kind_name, params_json, job_id, initiator)
-        channel = job.channel
-        self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, self.peer_role)
-        channel.queue_control(
-            Frame(
-                kind=Frame.OPEN,
-                hello=self.hello,
-                job=party_pb2.JobRequest(
-                    kind=job.kind.name, params_json=json.dumps(job.params), job_id=job.job_id
-                ),
-                initiator=initiator,
+        """Reserve this daemon, get every peer of the job to accept it over a new stream, run it."""
+        peers = self._job_peers(kind_name)
+        for role in peers:
+            ok, message = self._handshake_before_job(role)
+            if not ok:
+                self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
+                raise UserError(f"job not started: {message}")
+        job = self._new_job(kind_name, params_json, job_id, initiator, peers)
+        channels = job.channel.channels if isinstance(job.channel, ChannelGroup) else {peers[0]: job.channel}
+        self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers))
+        calls = []
+        for role, channel in channels.items():
+            channel.queue_control(
+                Frame(
+                    kind=Frame.OPEN,
+                    hello=self.hello,
+                    job=party_pb2.JobRequest(
+                        kind=job.kind.name, params_json=json.dumps(job.params), job_id=job.job_id
+                    ),
+                    initiator=initiator,
+                )
             )
-        )
-        assert self._peer_stub is not None
-        call = self._peer_stub.Exchange(channel.outgoing_frames())
-        channel.on_finish(lambda: _later(self.config.timeout_s, call.cancel))
-        threading.Thread(target=channel.pump, args=(call, Frame.ACCEPT), daemon=True).start()
+            call = self._peer_stubs[role].Exchange(channel.outgoing_frames())
+            calls.append(call)
+            channel.on_finish(lambda call=call: _later(self.config.timeout_s, call.cancel))
+            threading.Thread(target=channel.pump, args=(call, Frame.ACCEPT), daemon=True).start()
         try:
-            answer = channel.next_control(min(self.config.timeout_s, 30.0))
-            if answer.kind != Frame.ACCEPT:
-                raise ProtocolError(f"peer answered the job request with {Frame.Kind.Name(answer.kind)}")
-            mismatch = hello_mismatch(self.hello, answer.hello, self.peer_role)
-            if mismatch:
-                raise ProtocolError(f"refused peer: {mismatch}")
+            hellos = {}
+            for role, channel in channels.items():
+                answer = channel.next_control(min(self.config.timeout_s, 30.0))
+                if answer.kind != Frame.ACCEPT:
+                    raise ProtocolError(f"{role} answered the job request with {Frame.Kind.Name(answer.kind)}")
+                mismatch = hello_mismatch(self.hello, answer.hello, role)
+                if mismatch:
+                    raise ProtocolError(f"refused peer: {mismatch}")
+                hellos[role] = answer.hello
+            if self.role == MINER:
+                mismatch = parties_mismatch(hellos["alice"], hellos["bob"])
+                if mismatch:
+                    raise ProtocolError(f"the parties' data do not line up: {mismatch}")
         except ProtocolError as exc:
-            channel.abort(str(exc))
-            call.cancel()
+            job.channel.abort(str(exc))
+            for call in calls:
+                call.cancel()
             job.state, job.error = JobInfo.FAILED, f"job not started: {exc}"
             job.done.set()
             self._release(job)
@@ -476,27 +634,32 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         self._launch(job)
         return job
 
-    def _handshake_before_job(self) -> tuple[bool, str]:
+    def _handshake_before_job(self, role: str) -> tuple[bool, str]:
         """Fresh handshake; a peer that is merely unreachable gets a few seconds to (re)connect."""
         deadline = time.monotonic() + REACH_RETRY_S
         while True:
-            ok, message = self.handshake_peer()
+            ok, message = self.handshake_peer(role)
             unreachable = "refused the connection" in message or message.startswith("cannot reach")
             if ok or not unreachable or time.monotonic() > deadline:
-                self._set_peer_state(ok, message)
+                self._set_peer_state(role, ok, message)
                 return ok, message
             time.sleep(0.2)
 
-    def _accept_job(self, opening: party_pb2.Frame) -> Job:
+    def _accept_job(self, opening: party_pb2.Frame, peer: str) -> Job:
         if opening.kind != Frame.OPEN:
             raise UserError(f"a job stream must start with OPEN, not {Frame.Kind.Name(opening.kind)}")
-        mismatch = hello_mismatch(self.hello, opening.hello, self.peer_role)
+        mismatch = hello_mismatch(self.hello, opening.hello, peer)
         if mismatch:
             raise UserError(mismatch)
-        job = self._new_job(opening.job.kind, opening.job.params_json, opening.job_id, opening.initiator)
-        self.log.info(
-            "job %s (%s) opened by %s for %s", job.job_id, job.kind.name, self.peer_role, opening.initiator
-        )
+        kind = opening.job.kind
+        if (peer == MINER) != (kind in MINER_JOB_KINDS):
+            raise UserError(
+                f"{self.role} runs {kind!r} jobs with the miner only"
+                if kind in MINER_JOB_KINDS
+                else f"{self.role} runs only {', '.join(sorted(MINER_JOB_KINDS))} jobs for the miner, not {kind!r}"
+            )
+        job = self._new_job(kind, opening.job.params_json, opening.job_id, opening.initiator, (peer,))
+        self.log.info("job %s (%s) opened by %s for %s", job.job_id, job.kind.name, peer, opening.initiator)
         return job
 
     def _launch(self, job: Job) -> None:
@@ -524,13 +687,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         start = time.perf_counter()
         try:
             ctx.ledger.record("schema", self.hello.schema_fingerprint, "handshake")
-            ctx.ledger.record("record_count", self.data.n_records, "handshake")
-            result = job.kind.run(self.role, channel, ctx)
+            if self.role != MINER:  # the miner learns n from the parties' headers
+                ctx.ledger.record("record_count", self.data.n_records, "handshake")
+            result = job.kind.run(self.role, channel, ctx)  # type: ignore[arg-type]
             if not isinstance(result, dict):
                 raise TypeError(f"job {job.kind.name} returned {type(result).__name__}, not a dict")
             stats = self._stats(job, time.perf_counter() - start)
-            channel.send("job.done", json.dumps(stats).encode())
-            peer_stats = _parse_stats(channel.recv("job.done", max_bytes=STATS_MAX_BYTES))
+            peer_stats = _exchange_stats(channel, stats)
             channel.close()
             job.result, job.stats, job.peer_stats = result, stats, peer_stats
             job.state = JobInfo.SUCCEEDED
@@ -599,6 +762,25 @@ def _later(delay_s: float, action) -> None:
     timer = threading.Timer(delay_s, action)
     timer.daemon = True
     timer.start()
+
+
+def _exchange_stats(channel: GrpcChannel | ChannelGroup, stats: dict[str, Any]) -> dict[str, Any]:
+    """Swap end-of-job statistics with every peer; several peers' are summed (wall time and
+    rounds: the largest) under the role "alice+bob", each peer's own under ``peers``."""
+    channels = channel.channels if isinstance(channel, ChannelGroup) else {"": channel}
+    payload = json.dumps(stats).encode()
+    for each in channels.values():
+        each.send("job.done", payload)
+    received = {role: _parse_stats(each.recv("job.done", max_bytes=STATS_MAX_BYTES)) for role, each in channels.items()}
+    if len(received) == 1:
+        return next(iter(received.values()))
+    total: dict[str, Any] = {"role": "+".join(received), "kind": stats["kind"], "job_id": stats["job_id"]}
+    for key in ("bytes_sent", "bytes_received", "messages_sent", "messages_received"):
+        total[key] = sum(int(s.get(key, 0)) for s in received.values())
+    for key in ("wall_s", "rounds"):
+        total[key] = max(s.get(key, 0) for s in received.values())
+    total["peers"] = received
+    return total
 
 
 def _parse_stats(payload: bytes) -> dict[str, Any]:

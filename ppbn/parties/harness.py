@@ -1,10 +1,12 @@
-"""Two daemons as local processes on loopback ports, for ``ppbn simulate`` and benchmarks.
+"""Two daemons (or three, with the PRAM data miner) as local processes on loopback ports,
+for ``ppbn simulate``, ``ppbn compare`` and benchmarks.
 
 Each daemon is a separate ``python -m ppbn.cli party serve`` process in its own process
 group, with mutual TLS and its own log file. ``LocalPair`` is a context manager: however
 the body ends (success, error, Ctrl-C, SIGTERM), both process groups are sent SIGTERM,
 then SIGKILL if they have not exited within a few seconds, so no daemon or worker
-process outlives the run.
+process outlives the run. With ``miner=True`` a third daemon, the miner, runs too and
+alice and bob accept its jobs.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ppbn.errors import UserError
-from ppbn.parties.client import DaemonClient
+from ppbn.parties.client import DaemonClient, JobOutcome
 
 STARTUP_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
 ROLES = ("alice", "bob")
+MINER = "miner"
 
 
 def free_port() -> int:
@@ -43,14 +46,15 @@ class PairFiles:
 
 
 class LocalPair:
-    """Start alice's and bob's daemons; ``client(role)`` talks to one as the operator."""
+    """Start alice's and bob's daemons (and the miner's); ``client(role)`` talks to one as the operator."""
 
-    def __init__(self, files: PairFiles, timeout_s: float) -> None:
+    def __init__(self, files: PairFiles, timeout_s: float, miner: bool = False) -> None:
         self.files = files
         self.timeout_s = timeout_s
-        self.ports = {role: free_port() for role in ROLES}
+        self.roles = (*ROLES, MINER) if miner else ROLES
+        self.ports = {role: free_port() for role in self.roles}
         self.processes: dict[str, subprocess.Popen] = {}
-        self.logs = {role: files.work_dir / f"{role}.log" for role in ROLES}
+        self.logs = {role: files.work_dir / f"{role}.log" for role in self.roles}
 
     def out_dir(self, role: str) -> Path:
         return self.files.work_dir / f"out-{role}"
@@ -59,18 +63,24 @@ class LocalPair:
         return f"127.0.0.1:{self.ports[role]}"
 
     def _command(self, role: str) -> list[str]:
-        peer = "bob" if role == "alice" else "alice"
+        if role == MINER:
+            peers = ["--alice", self.address("alice"), "--bob", self.address("bob")]
+        else:
+            peer = "bob" if role == "alice" else "alice"
+            peers = ["--data", str(self.files.data[role]), "--peer", self.address(peer)]
+            if MINER in self.roles:
+                peers += ["--miner", self.address(MINER)]
         return [
             sys.executable, "-m", "ppbn.cli", "party", "serve", "--role", role,
-            "--schema", str(self.files.schema), "--data", str(self.files.data[role]),
-            "--listen", self.address(role), "--peer", self.address(peer),
+            "--schema", str(self.files.schema), *peers,
+            "--listen", self.address(role),
             "--tls-dir", str(self.files.tls_dir), "--out", str(self.out_dir(role)),
             "--timeout", f"{self.timeout_s:g}",
         ]  # fmt: skip
 
     def __enter__(self) -> LocalPair:
         try:
-            for role in ROLES:
+            for role in self.roles:
                 with open(self.logs[role], "wb") as log:
                     self.processes[role] = subprocess.Popen(
                         self._command(role), stdout=log, stderr=subprocess.STDOUT,
@@ -87,7 +97,7 @@ class LocalPair:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        for role in ROLES:
+        for role in self.roles:
             with self.client(role) as client:
                 while True:
                     self._check_alive()
@@ -113,6 +123,28 @@ class LocalPair:
 
     def client(self, role: str) -> DaemonClient:
         return DaemonClient(self.address(role), str(self.files.tls_dir), "operator")
+
+    def run_job(
+        self, start_role: str, kind: str, params: dict, on_progress=None
+    ) -> tuple[str, dict[str, JobOutcome]]:
+        """Start a job at ``start_role``'s daemon, wait for it there, then collect every
+        other daemon's view of the same job; returns (job id, {role: outcome}).
+
+        A daemon that never took part in the job (it answers NOT_FOUND) is left out.
+        """
+        with self.client(start_role) as client:
+            job_id = client.start(kind, params)
+            outcomes = {start_role: client.wait(job_id, None, on_progress)}
+        for role in self.roles:
+            if role == start_role:
+                continue
+            with self.client(role) as client:
+                try:
+                    outcomes[role] = client.wait(job_id, self.timeout_s + STOP_GRACE_S)
+                except UserError as exc:
+                    if "knows no job" not in str(exc):
+                        raise
+        return job_id, outcomes
 
     def stop(self) -> None:
         """SIGTERM both process groups, then SIGKILL what is still alive after the grace time."""

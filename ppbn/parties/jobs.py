@@ -40,6 +40,7 @@ BUILTIN_JOB_MODULES = (
     "ppbn.parties.jobs",
     "ppbn.parties.tables_job",
     "ppbn.parties.learn_job",
+    "ppbn.parties.pram_job",
 )
 
 

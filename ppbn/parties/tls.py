@@ -2,7 +2,8 @@
 
 Trust model: one small CA that both organisations agree on signs one certificate per
 identity. The common name is the identity the daemons authorise on: ``alice`` and
-``bob`` for the daemons, ``operator`` for someone driving jobs with ``ppbn learn``.
+``bob`` for the daemons, ``miner`` for the data miner of the PRAM path (setup II), and
+``operator`` for someone driving jobs with ``ppbn learn``.
 A daemon dialling its peer checks that the peer's certificate is signed by the CA *and*
 names the expected role (gRPC's target-name override), so a certificate for the wrong
 role is refused by TLS itself. Party certificates also name ``ppbn-party``, which is what
@@ -29,6 +30,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from ppbn.errors import UserError
 
 PARTY_ROLES = ("alice", "bob")
+MINER = "miner"  # the data miner of the PRAM path's setup II: a daemon without data
+DAEMON_ROLES = (*PARTY_ROLES, MINER)
 OPERATOR = "operator"
 ANY_PARTY_NAME = "ppbn-party"
 CA_NAME = "ppbn test CA"
@@ -75,9 +78,9 @@ def _write(path: Path, data: bytes, private: bool) -> None:
 
 
 def make_certificates(out_dir: str | Path, hosts: list[str] | None = None) -> list[Path]:
-    """Write ca.crt/ca.key and <identity>.crt/.key for alice, bob and operator into ``out_dir``.
+    """Write ca.crt/ca.key and <identity>.crt/.key for alice, bob, miner and operator.
 
-    Party certificates name their role, ``ppbn-party``, localhost and loopback addresses
+    Daemon certificates (alice, bob, miner) name their role, ``ppbn-party``, localhost and loopback addresses
     and every entry of ``hosts`` (DNS names or IP addresses). Returns the written paths.
     """
     out = Path(out_dir)
@@ -111,7 +114,7 @@ def make_certificates(out_dir: str | Path, hosts: list[str] | None = None) -> li
     _write(written[0], ca_cert.public_bytes(serialization.Encoding.PEM), private=False)
     _write(written[1], _key_pem(ca_key), private=True)
 
-    for identity in (*PARTY_ROLES, OPERATOR):
+    for identity in (*DAEMON_ROLES, OPERATOR):
         key = _new_key()
         if identity == OPERATOR:
             names = [OPERATOR]
