@@ -6,6 +6,11 @@ job through alice's daemon as the operator, prints the result and each party's f
 and stops both daemons however the run ends. ``--reveal-for-testing`` adds both
 parties' shares to check them against the plaintext counts: something no real
 deployment may do, so it says so loudly.
+
+``--path pram`` runs the PRAM path instead (Ma and Sivakumar, Sec. III-A): ``--setup 1``
+as the ``pram`` job between alice and bob, ``--setup 2`` as the ``pram-miner`` job
+started at a third daemon, the miner. It prints every daemon's result and figures and
+the structure's distance to the plaintext reference learned in this process.
 """
 
 from __future__ import annotations
@@ -24,9 +29,16 @@ from typing import Any
 import numpy as np
 
 from ppbn.commands.learn import add_job_arguments, job_params, outcome_json, print_outcome
+from ppbn.commands.reference import add_learning_options, parse_order
 from ppbn.errors import UserError
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 
+# The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
+PATHS = ("job", "pram")
+PRAM_SEED_WARNING = (
+    "WARNING: --randomization-seed fixes the randomization: TESTING ONLY, every daemon of the "
+    "job can undo it."
+)
 REVEAL_WARNING = (
     "WARNING: --reveal-for-testing ADDS BOTH PARTIES' SHARES AND PRINTS WHAT THEY REVEAL. "
     "This breaks the privacy the protocol provides; it exists only to test ppbn."
@@ -126,6 +138,146 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0 if outcome.state == "SUCCEEDED" and (reveal is None or reveal["all_equal"]) else 1
 
 
+def run_path(args: argparse.Namespace) -> int:
+    """`ppbn simulate`: the job given by --job (path "job"), or the PRAM path."""
+    if args.path == "pram":
+        return _simulate_pram(args)
+    return _simulate(args)
+
+
+def pram_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    """The pram / pram-miner job parameters from the command line."""
+    if (args.p is None) == (args.randomization is None):
+        raise UserError("--path pram needs exactly one of --p P and --randomization FILE")
+    params: dict[str, Any] = {}
+    if args.p is not None:
+        params["p"] = args.p
+    else:
+        try:
+            params["randomization"] = json.loads(Path(args.randomization).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"{args.randomization}: randomization file not found") from None
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{args.randomization}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
+    params.update(
+        max_parents=args.max_parents, score=args.score, tau=args.tau,
+        order=list(parse_order(args.order, names)), c_star=args.c_star, eta=args.eta,
+        counts=args.counts, dirichlet=args.dirichlet,
+    )  # fmt: skip
+    if args.randomization_seed is not None:
+        params["seed"] = args.randomization_seed
+    return params
+
+
+def _simulate_pram(args: argparse.Namespace) -> int:
+    from ppbn.bn.learn import learn_reference
+    from ppbn.bn.schema import Schema
+    from ppbn.parties.compare import structure_diff
+    from ppbn.parties.data import load_joined
+    from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.parties.tls import make_certificates
+
+    quiet = args.format == "json"
+    if args.randomization_seed is not None:
+        print(PRAM_SEED_WARNING, file=sys.stderr)
+    keep = bool(args.out)
+    work = Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="ppbn-simulate-"))
+    work.mkdir(parents=True, exist_ok=True)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        schema_path, alice_csv, bob_csv = _data_files(args, work)
+        schema = Schema.load(str(schema_path))
+        params = pram_params(args, schema.names)
+        make_certificates(work / "certs")
+        files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
+        start_role, kind = ("miner", "pram-miner") if args.setup == 2 else ("alice", "pram")
+        started = time.perf_counter()
+        with LocalPair(files, args.timeout, miner=args.setup == 2) as daemons:
+            up = time.perf_counter() - started
+            if not quiet:
+                print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
+                      "(mutual TLS)", file=sys.stderr)  # fmt: skip
+            progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
+            started = time.perf_counter()
+            job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
+            job_s = time.perf_counter() - started
+            if any(o.state != "SUCCEEDED" for o in outcomes.values()):
+                for role in daemons.roles:
+                    print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
+        names, codes = load_joined(schema, alice_csv, bob_csv)
+        states = {v.name: v.states for v in schema.variables}
+        reference = learn_reference(
+            names, states, codes, args.max_parents, args.score, args.tau, params["order"]
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    mine = outcomes[start_role]
+    ok = all(o.state == "SUCCEEDED" for o in outcomes.values())
+    report: dict[str, Any] = {
+        "path": "pram",
+        "setup": args.setup,
+        "kind": kind,
+        "job_id": job_id,
+        "state": "SUCCEEDED" if ok else "FAILED",
+        "params": params,
+        "transport": f"gRPC over mutual TLS, loopback, {len(outcomes)} processes",
+        "timings": {"daemons_start_s": round(up, 3), "job_s": round(job_s, 3)},
+        "parties": {
+            role: {"state": o.state, "error": o.error, "stats": o.stats, "result": o.result}
+            for role, o in sorted(outcomes.items())
+        },
+    }
+    if mine.result:
+        reference_parents = {v: list(reference.search.parents[v]) for v in names}
+        report["reference_edges"] = len(reference.search.edges)
+        report["structure_vs_reference"] = structure_diff(mine.result["parents"], reference_parents)
+        report["privacy"] = mine.result["privacy"]
+        report["edges"] = mine.result["edges"]
+    if quiet:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_pram(report)
+    return 0 if ok else 1
+
+
+def _print_pram(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ppbn.protocols.pram.protocol import iter_privacy_text
+
+    console = Console()
+    style = "green" if report["state"] == "SUCCEEDED" else "red"
+    console.print(f"[bold]ppbn simulate --path pram --setup {report['setup']}[/bold]: job "
+                  f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]")  # fmt: skip
+    parties = report["parties"]
+    table = Table("figure", *parties, title="per daemon (measured by the PRAM job itself)")
+    job_stats = {role: (p["result"] or {}).get("stats", {}) for role, p in parties.items()}
+    for label, key in (("wall time (s)", "wall_s"), ("bytes sent", "bytes_sent"),
+                       ("bytes received", "bytes_received"), ("rounds", "rounds")):  # fmt: skip
+        table.add_row(label, *(f"{s.get(key, 0):,}" if key != "wall_s" else f"{s.get(key, 0):.2f}" for s in job_stats.values()))
+    for phase in sorted({ph for s in job_stats.values() for ph in s.get("phases", {})}):
+        table.add_row(f"phase {phase} (s)", *(f"{s.get('phases', {}).get(phase, 0.0):.3f}" for s in job_stats.values()))
+    console.print(table)
+    for role, party in parties.items():
+        if party["error"]:
+            console.print(f"[red]{role}: {party['error']}[/red]")
+    if "edges" in report:
+        console.print("edges in the order added: " + ", ".join(f"{p}->{c}" for p, c in report["edges"]))
+        diff = report["structure_vs_reference"]
+        console.print(
+            f"against the plaintext reference ({report['reference_edges']} edges): SHD {diff['shd']} "
+            f"({diff['extra']} extra, {diff['missing']} missing, {diff['reversed']} reversed)"
+        )
+        console.print("privacy of what was disclosed (gamma strict, NOTES.md zero convention):")
+        for line in iter_privacy_text(report["privacy"]):
+            console.print(f"  {line}")
+    timings = report["timings"]
+    console.print(f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)")
+
+
 def _raise_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -198,4 +350,27 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="TESTING ONLY: add both parties' shares and check them against the plaintext counts",
     )  # fmt: skip
     add_job_arguments(parser)
-    parser.set_defaults(func=_simulate)
+    add_path_arguments(parser)
+    parser.set_defaults(func=run_path)
+
+
+def add_path_arguments(parser: argparse.ArgumentParser) -> None:
+    """--path and the options of the learning paths (PRAM here; shared learning options)."""
+    from ppbn.protocols.pram.oracle import COUNT_METHODS
+
+    parser.add_argument(
+        "--path", choices=PATHS, default="job",
+        help="job: run the --job kind (default); pram: the PRAM path (--setup, --p)",
+    )  # fmt: skip
+    add_learning_options(parser)
+    pram = parser.add_argument_group("PRAM path (--path pram)")
+    pram.add_argument("--setup", type=int, choices=(1, 2), default=1,
+                      help="1: no data miner (alice and bob); 2: a third daemon, the miner, learns (default 1)")  # fmt: skip
+    pram.add_argument("--p", type=float, help="M-category randomization with this p for every variable")
+    pram.add_argument("--randomization", metavar="FILE",
+                      help="per-variable randomization JSON {variable or a+b: {kind, ...}} instead of --p")  # fmt: skip
+    pram.add_argument("--eta", type=float, default=1.0,
+                      help="eta threshold of the Bayesian score against extra links (default 1: plain K2)")  # fmt: skip
+    pram.add_argument("--counts", choices=COUNT_METHODS, default="moment",
+                      help="count estimator: moment (clipped at 0) or em (default moment)")  # fmt: skip
+    pram.add_argument("--randomization-seed", help="TESTING ONLY: fix the randomization (every daemon can undo it)")
