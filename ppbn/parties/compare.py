@@ -450,6 +450,8 @@ def write_report(comparison: Comparison, out: Path) -> list[Path]:
         "the secure run as jobs over three daemon processes (alice, bob, miner) on loopback with "
         "mutual TLS. Within one p all PRAM runs share one randomization seed (same randomized copy).",
         f"KL(truth || learned): {comparison.kl_method}; learned CPTs mixed with the uniform at weight {KL_SMOOTHING:g}.",
+        "wall (s): the job from start to finish as the operator saw it (the reference: the "
+        "in-process learner); bytes: sent by all daemons of the job, as each counted its channels.",
         f"Reference structure: {comparison.reference_edges} edges; against the generating network "
         f"({comparison.truth_edges} edges) its SHD is {comparison.reference_vs_truth['shd']}.",
         f"Total wall time of this comparison: {comparison.wall_s:.1f} s.",
