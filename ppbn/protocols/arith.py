@@ -68,10 +68,13 @@ class ArithSession:
     """One party's state for share arithmetic: channel, role, OT extension, randomness.
 
     The OT extension (and its 128 base OTs) is set up on first use. Masks and shares come
-    from ``ring.RandomRing`` (AES-CTR under an os.urandom key).
+    from ``ring.RandomRing`` (AES-CTR under an os.urandom key). With ``keep_openings`` the
+    session records every masked value this party reconstructs (bob's x + r in truncation
+    and resharing): with the channel transcript that is its whole view, which the leak
+    tests examine.
     """
 
-    def __init__(self, channel: Channel, role: str) -> None:
+    def __init__(self, channel: Channel, role: str, keep_openings: bool = False) -> None:
         if role not in (ALICE, BOB):
             raise ValueError(f"role must be {ALICE!r} or {BOB!r}, got {role!r}")
         self.channel = channel
@@ -82,6 +85,12 @@ class ArithSession:
         self._sender: OTSender | None = None
         self._receiver: OTReceiver | None = None
         self._lookup_tweak = 0
+        self.openings: list[tuple[str, np.ndarray]] | None = [] if keep_openings else None
+
+    def opened(self, what: str, values: np.ndarray) -> np.ndarray:
+        if self.openings is not None:
+            self.openings.append((what, values.copy()))
+        return values
 
     @property
     def is_alice(self) -> bool:
@@ -213,8 +222,8 @@ def _truncate(
         mask = session.random.signed_below(n, bound_bits + STAT_BITS)
         session.channel.send_array("arith.trunc", ring.add(x, mask))
         return ring.neg(ring.sar(mask, bits))
-    opened = session.channel.recv_array("arith.trunc", np.uint64, (n, 2))
-    return ring.sar(ring.add(x, opened), bits)
+    opened = session.opened("truncate", ring.add(x, session.channel.recv_array("arith.trunc", np.uint64, (n, 2))))
+    return ring.sar(opened, bits)
 
 
 truncate = _truncate  # public name; ``mul`` and ``mul_public`` take a parameter of this name
@@ -229,7 +238,7 @@ def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> np.ndarray:
         mask = session.random.signed_below(n, bits + STAT_BITS)
         session.channel.send_array("arith.reshare", ring.add(x, mask))
         return ring.neg(mask)
-    return ring.add(x, session.channel.recv_array("arith.reshare", np.uint64, (n, 2)))
+    return session.opened("reshare", ring.add(x, session.channel.recv_array("arith.reshare", np.uint64, (n, 2))))
 
 
 def mul(

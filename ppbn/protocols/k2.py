@@ -156,6 +156,7 @@ class SecureScorer:
         ledger: Ledger,
         progress: Progress | None = None,
         paillier: OpCounters | None = None,
+        keep_openings: bool = False,
     ) -> None:
         self.channel = channel
         self.role = role
@@ -168,7 +169,7 @@ class SecureScorer:
         self.paillier = paillier if paillier is not None else OpCounters()
         self.tables = TablesSession(config.tables)
         self.yao = YaoParty(channel)
-        self.arith = arith.ArithSession(channel, role)
+        self.arith = arith.ArithSession(channel, role, keep_openings)
         self.backend = SecureBackend(self.arith, role)
         self.clock = PhaseClock()
         max_d = max(v.cardinality for v in schema.variables)
@@ -412,6 +413,7 @@ class SecureLearnResult:
     parameters: SecureParameters
     network: BayesNet | None  # when every CPT is visible to this party
     stats: dict
+    openings: list[tuple[str, np.ndarray]] | None = None
 
 
 def learn_secure(
@@ -423,9 +425,12 @@ def learn_secure(
     ledger: Ledger,
     progress: Progress | None = None,
     paillier: OpCounters | None = None,
+    keep_openings: bool = False,
 ) -> SecureLearnResult:
     """One party's side of the private K2 + parameters job. ``paillier`` collects the
-    public-key operation counts (the daemon passes its job counters)."""
+    public-key operation counts (the daemon passes its job counters); ``keep_openings``
+    keeps the masked values this party opens (``SecureLearnResult.openings``, for audits
+    and the leak tests)."""
     if config.disclosure not in DISCLOSURES:
         raise ValueError(f"disclosure must be one of {', '.join(DISCLOSURES)}")
     started = time.perf_counter()
@@ -434,7 +439,7 @@ def learn_secure(
         ledger.record("schema", schema.fingerprint(), "public schema")
     if "record_count" not in ledger.kinds():
         ledger.record("record_count", n_records, "public record count")
-    scorer = SecureScorer(channel, role, schema, codes, n_records, config, ledger, progress, paillier)
+    scorer = SecureScorer(channel, role, schema, codes, n_records, config, ledger, progress, paillier, keep_openings)
     try:
         order = tuple(config.order or schema.names)
 
@@ -464,4 +469,4 @@ def learn_secure(
         "ln_evaluations": scorer.evaluations,
         "families_scored": len(scorer.score_shares),
     }
-    return SecureLearnResult(search, params, network, stats)
+    return SecureLearnResult(search, params, network, stats, scorer.arith.openings)
