@@ -7,9 +7,40 @@ import json
 import sys
 from typing import Any
 
+from ppbn.commands.reference import add_learning_options
 from ppbn.errors import UserError
 
-DEFAULT_JOB = "tables"
+DEFAULT_JOB = "learn"
+DISCLOSURES = ("public", "owner", "shared")
+
+
+def learn_params(args: argparse.Namespace) -> dict[str, Any]:
+    """Parameters of the ``learn`` job (the secure path) from the shared learning options."""
+    if getattr(args, "dirichlet", 0.0):
+        raise UserError("--dirichlet: the secure path computes maximum-likelihood parameters (Yang-Wright 7.1)")
+    params: dict[str, Any] = {
+        "max_parents": args.max_parents,
+        "score": args.score,
+        "tau": args.tau,
+        "c_star": args.c_star,
+        "disclosure": args.disclosure,
+    }
+    if args.order:
+        params["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
+    if args.key_bits is not None:
+        params["key_bits"] = args.key_bits
+    return params
+
+
+def add_secure_options(parser: argparse.ArgumentParser) -> None:
+    """Options of the secure path (job ``learn``) besides the shared learning options."""
+    group = parser.add_argument_group("secure path (job learn)")
+    group.add_argument(
+        "--disclosure", choices=DISCLOSURES, default="public",
+        help="who learns the CPTs: public (both), owner (the owner of each variable), "
+        "shared (each party keeps shares; `ppbn shares combine` opens them) (default public)",
+    )  # fmt: skip
+    group.add_argument("--key-bits", type=int, choices=(2048, 3072), help="Paillier key size (default 2048)")
 
 
 def job_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -24,6 +55,8 @@ def job_params(args: argparse.Namespace) -> dict[str, Any]:
             raise UserError("--params must be a JSON object")
     if args.job == "tables" and args.max_family is not None:
         params["max_family"] = args.max_family
+    if args.job == "learn" and getattr(args, "max_parents", None) is not None:
+        params = {**learn_params(args), **params}
     return params
 
 
@@ -121,7 +154,10 @@ def _learn(args: argparse.Namespace) -> int:
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--job", default=DEFAULT_JOB, help=f"job kind (default {DEFAULT_JOB}; also: ping)")
+    parser.add_argument(
+        "--job", default=DEFAULT_JOB,
+        help=f"job kind (default {DEFAULT_JOB}: private K2 and parameters; also tables, ping, pram)",
+    )  # fmt: skip
     parser.add_argument(
         "--max-family", type=int, help="tables job: largest family size (default 3)"
     )
@@ -151,4 +187,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     control.add_argument("--cancel", metavar="JOB_ID", help="cancel a running job (both daemons stop it)")
     parser.add_argument("--wait-timeout", type=float, help="give up waiting after this many seconds")
     add_job_arguments(parser)
+    add_learning_options(parser)
+    add_secure_options(parser)
     parser.set_defaults(func=_learn)

@@ -28,13 +28,19 @@ from typing import Any
 
 import numpy as np
 
-from ppbn.commands.learn import add_job_arguments, job_params, outcome_json, print_outcome
+from ppbn.commands.learn import (
+    add_job_arguments,
+    add_secure_options,
+    job_params,
+    outcome_json,
+    print_outcome,
+)
 from ppbn.commands.reference import add_learning_options, parse_order
 from ppbn.errors import UserError
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 
 # The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
-PATHS = ("job", "pram")
+PATHS = ("secure", "pram", "job")
 PRAM_SEED_WARNING = (
     "WARNING: --randomization-seed fixes the randomization: TESTING ONLY, every daemon of the "
     "job can undo it."
@@ -126,7 +132,13 @@ def _simulate(args: argparse.Namespace) -> int:
             if args.reveal_for_testing and outcome.state == "SUCCEEDED":
                 out_dirs = {role: pair.out_dir(role) / job_id for role in ("alice", "bob")}
                 reveal = reveal_tables(schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs)
+            check = None
+            if args.job == "learn" and outcome.state == "SUCCEEDED":
+                learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
+                check = reference_check(args, schema, {"alice": alice_csv, "bob": bob_csv}, learned)
         report = _report(args, outcome, timings, reveal)
+        if check is not None:
+            report["reference_check"] = check
     finally:
         signal.signal(signal.SIGTERM, previous)
         if not keep:
@@ -139,9 +151,14 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def run_path(args: argparse.Namespace) -> int:
-    """`ppbn simulate`: the job given by --job (path "job"), or the PRAM path."""
+    """`ppbn simulate`: the secure path (job learn, checked against the reference), the
+    PRAM path, or the job given by --job (path "job")."""
+    if args.path is None:  # --job tables (or ping, ...) alone means the job path
+        args.path = "secure" if args.job == "learn" else "job"
     if args.path == "pram":
         return _simulate_pram(args)
+    if args.path == "secure" and args.job != "learn":
+        raise UserError(f"--job {args.job} needs --path job (the secure path is the learn job)")
     return _simulate(args)
 
 
@@ -278,6 +295,33 @@ def _print_pram(report: dict[str, Any]) -> None:
     console.print(f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)")
 
 
+def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str, Path], learned: dict) -> dict[str, Any]:
+    """The secure result against the non-private reference on the same data (simulate
+    holds both parties' files, so it may compute this; a real deployment cannot)."""
+    from ppbn.bn.learn import learn_reference
+    from ppbn.bn.schema import Schema
+    from ppbn.commands.reference import parse_order
+    from ppbn.parties.data import load_joined
+
+    schema = Schema.load(str(schema_path))
+    names, codes = load_joined(schema, csvs["alice"], csvs["bob"])
+    states = {v.name: v.states for v in schema.variables}
+    order = parse_order(args.order, names)
+    ref = learn_reference(names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star)
+    reference_edges = [list(e) for e in ref.search.edges]
+    cpt_diff = None
+    if learned.get("parameters") and not learned.get("parameters_withheld"):
+        cpt_diff = max(
+            float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v])))
+            for v in names
+        )
+    return {
+        "same_structure_and_order": learned["edges"] == reference_edges,
+        "reference_edges": reference_edges,
+        "max_abs_cpt_difference": cpt_diff,
+    }
+
+
 def _raise_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -320,6 +364,14 @@ def _print_report(outcome, report: dict[str, Any], files_kept: bool) -> None:
             f"the paper's per-alpha method on the same families: {report['per_alpha_encryptions']:,} "
             f"({report['fewer_encryptions_than_per_alpha']}x more)"
         )
+    check = report.get("reference_check")
+    if check is not None:
+        verdict = "equal" if check["same_structure_and_order"] else "DIFFERENT"
+        diff = check["max_abs_cpt_difference"]
+        print(
+            f"against the non-private reference (same score, tau, order): structure and edge order "
+            f"{verdict}" + (f", largest CPT difference {diff:.2e}" if diff is not None else "")
+        )
     reveal = report.get("reveal_for_testing")
     if reveal is not None:
         print(REVEAL_WARNING, file=sys.stderr)
@@ -359,10 +411,12 @@ def add_path_arguments(parser: argparse.ArgumentParser) -> None:
     from ppbn.protocols.pram.oracle import COUNT_METHODS
 
     parser.add_argument(
-        "--path", choices=PATHS, default="job",
-        help="job: run the --job kind (default); pram: the PRAM path (--setup, --p)",
+        "--path", choices=PATHS,
+        help="secure: private K2 and parameters (Yang-Wright; the default); pram: the PRAM "
+        "path (--setup, --p); job: the --job kind (the default when --job names another kind)",
     )  # fmt: skip
     add_learning_options(parser)
+    add_secure_options(parser)
     pram = parser.add_argument_group("PRAM path (--path pram)")
     pram.add_argument("--setup", type=int, choices=(1, 2), default=1,
                       help="1: no data miner (alice and bob); 2: a third daemon, the miner, learns (default 1)")  # fmt: skip
