@@ -65,7 +65,7 @@ from ppbn.protocols.fixedpoint import (
 )
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
-from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
+from ppbn.protocols.tables import TablesConfig, TablesSession, per_alpha_cost, run_tables
 from ppbn.protocols.yao import Reveal, YaoParty
 
 DISCLOSURES = ("public", "owner", "shared")
@@ -468,5 +468,10 @@ def learn_secure(
         "ots": scorer.yao.counters.ots + scorer.arith.counters.ots,
         "ln_evaluations": scorer.evaluations,
         "families_scored": len(scorer.score_shares),
+        # the paper's method (one n-long scalar product per alpha, Sec. 6.3) on the same
+        # families, both parties together: computed, not run
+        "per_alpha_encryptions": per_alpha_cost(
+            schema, list(scorer.count_shares), n_records, config.tables.key_bits
+        ).encryptions,
     }
     return SecureLearnResult(search, params, network, stats, scorer.arith.openings)

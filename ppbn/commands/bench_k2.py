@@ -1,0 +1,207 @@
+"""``ppbn bench k2`` and ``ppbn bench ln``: measurements of the secure path.
+
+``bench k2`` runs the whole private K2 + parameters job between two daemon processes over
+loopback mutual TLS (as ``simulate`` does) and reports wall time, phases, traffic, and the
+Paillier encryptions next to what the paper's per-alpha method would need on the same
+families; ``--check-reference`` also learns the non-private reference on the same data
+and says whether structure, edge order and parameters agree.
+
+``bench ln`` measures the batched secure ln / x ln x pipeline alone (normalisation
+circuit, OT table lookups, share series and products), both parties in one process over
+the in-memory channel: evaluations per second per score mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.bn.networks import NETWORKS
+from ppbn.bn.scores import SCORE_MODES
+from ppbn.errors import UserError
+
+
+def _bench_k2(args: argparse.Namespace) -> int:
+    from ppbn.parties.datasets import make_dataset
+    from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.parties.tls import make_certificates
+
+    if args.records < 2:
+        raise UserError("--records must be at least 2")
+    work = Path(tempfile.mkdtemp(prefix="ppbn-bench-k2-"))
+    try:
+        made = make_dataset(args.network, args.records, args.seed, work / "data")
+        make_certificates(work / "certs")
+        files = PairFiles(work / "data" / "schema.json",
+                          {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
+        params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
+        quiet = args.format == "json"
+        with LocalPair(files, args.timeout) as pair, pair.client("alice") as client:
+            started = time.perf_counter()
+            job_id = client.start("learn", params)
+            outcome = client.wait(job_id, None, None if quiet else (lambda note: print(f"  {note}", flush=True)))
+            wall = time.perf_counter() - started
+            if outcome.state != "SUCCEEDED":
+                raise UserError(f"the secure job failed: {outcome.error}")
+            learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
+        parties = {s["role"]: s for s in (outcome.stats, outcome.peer_stats) if s}
+        inner = learned["stats"]
+        report: dict[str, Any] = {
+            "network": args.network,
+            "records": args.records,
+            "max_parents": args.max_parents,
+            "score": args.score,
+            "tau": args.tau,
+            "key_bits": args.key_bits,
+            "transport": "gRPC over mutual TLS, loopback, two daemon processes",
+            "wall_s": round(wall, 2),
+            "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
+            "bytes_sent": {r: s["bytes_sent"] for r, s in parties.items()},
+            "rounds": max(s["rounds"] for s in parties.values()),
+            "paillier_encryptions": sum(s["paillier_encryptions"] for s in parties.values()),
+            "per_alpha_encryptions": inner["per_alpha_encryptions"],
+            "and_gates": inner["and_gates"],
+            "ots": inner["ots"],
+            "ln_evaluations": inner["ln_evaluations"],
+            "families_scored": inner["families_scored"],
+            "edges": len(learned["edges"]),
+        }
+        enc = report["paillier_encryptions"]
+        report["fewer_encryptions_than_per_alpha"] = round(report["per_alpha_encryptions"] / enc, 1) if enc else None
+        if args.check_reference:
+            report["reference"] = _reference_check(made, args, learned)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _print(report, args.format)
+    return 0 if not args.check_reference or report["reference"]["equal"] else 1
+
+
+def _reference_check(made, args: argparse.Namespace, learned: dict) -> dict[str, Any]:
+    from ppbn.bn.learn import learn_reference
+
+    names = made.schema.names
+    states = {v.name: v.states for v in made.schema.variables}
+    ref = learn_reference(names, states, made.codes, args.max_parents, args.score, args.tau)
+    same = learned["edges"] == [list(e) for e in ref.search.edges]
+    diff = max(
+        float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v]))) for v in names
+    )
+    return {"equal": bool(same and diff < 1e-9), "same_structure_and_order": same, "max_abs_cpt_difference": diff}
+
+
+def _bench_ln(args: argparse.Namespace) -> int:
+    from ppbn.bn.schema import Schema, Variable
+    from ppbn.protocols.channel import memory_channel_pair, run_two_party
+    from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer
+    from ppbn.protocols.ledger import Ledger
+
+    if args.count < 1:
+        raise UserError("--count must be at least 1")
+    schema = Schema("id", (Variable("a", "alice", ("0", "1")), Variable("b", "bob", ("0", "1"))))
+    rng = np.random.default_rng(args.seed)
+    counts = rng.integers(0, args.max_count + 1, size=args.count).astype(np.uint64)
+    alice_share = rng.integers(0, 2**63, size=args.count, dtype=np.uint64)
+    shares = {"alice": alice_share, "bob": counts - alice_share}  # wraps mod 2^64
+    rows = []
+    for mode in args.modes.split(","):
+        if mode not in SCORE_MODES:
+            raise UserError(f"--modes: unknown score mode {mode!r}")
+        config = SecureLearnConfig(mode=mode)
+        pair = memory_channel_pair(timeout_s=600)
+        scorers = {
+            role: SecureScorer(end, role, schema, np.zeros((args.max_count, 1), dtype=np.int64),
+                               args.max_count, config, Ledger(role))  # fmt: skip
+            for role, end in zip(("alice", "bob"), pair, strict=True)
+        }
+        started = time.perf_counter()
+        alice, bob = scorers["alice"], scorers["bob"]
+        run_two_party(lambda _, s=alice: s.terms(shares["alice"]), lambda _, s=bob: s.terms(shares["bob"]), pair=pair)
+        seconds = time.perf_counter() - started
+        rows.append({
+            "mode": mode,
+            "evaluations": args.count,
+            "seconds": round(seconds, 2),
+            "evaluations_per_s": round(args.count / seconds),
+            "bytes_per_evaluation": round((pair[0].stats.bytes_sent + pair[1].stats.bytes_sent) / args.count),
+            "and_gates_per_evaluation": round(alice.yao.counters.and_gates / args.count),
+            "ots_per_evaluation": round((bob.yao.counters.ots + bob.arith.counters.ots) / args.count),
+        })  # fmt: skip
+    report = {
+        "what": "batched secure ln x and x ln x terms (normalisation circuit, OT lookups, share series)",
+        "transport": "in-memory channel, both parties in this process (2 threads)",
+        "max_count": args.max_count,
+        "modes": rows,
+    }
+    _print(report, args.format)
+    return 0
+
+
+def _print(report: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps(report, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if "modes" in report:
+        table = Table(title=f"ppbn bench ln ({report['transport']})")
+        for key in report["modes"][0]:
+            table.add_column(key.replace("_", " "), justify="right")
+        for row in report["modes"]:
+            table.add_row(*(f"{v:,}" if isinstance(v, int) else str(v) for v in row.values()))
+        console.print(table)
+        return
+    table = Table(title=f"ppbn bench k2: {report['network']}, {report['records']:,} records, u = {report['max_parents']}, {report['score']}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in report.items():
+        if key in ("network", "records", "max_parents", "score"):
+            continue
+        text = json.dumps(value) if isinstance(value, dict) else (f"{value:,}" if isinstance(value, int) else str(value))
+        table.add_row(key.replace("_", " "), text)
+    console.print(table)
+
+
+def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    k2 = bench.add_parser(
+        "k2",
+        help="the whole private K2 + parameters job between two daemons over loopback TLS",
+        description="Sample data, start both daemons over loopback mutual TLS, run the learn "
+        "job and report wall time, phases, traffic, AND gates, OTs and Paillier encryptions "
+        "(next to the paper's per-alpha method on the same families).",
+    )
+    k2.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
+    k2.add_argument("--records", type=int, required=True)
+    k2.add_argument("--max-parents", type=int, default=2)
+    k2.add_argument("--score", choices=SCORE_MODES, default="exact")
+    k2.add_argument("--tau", type=float, default=DEFAULT_TAU)
+    k2.add_argument("--seed", type=int, default=7)
+    k2.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072),
+                    help="Paillier key size (1024 only for quick checks; default 2048)")  # fmt: skip
+    k2.add_argument("--timeout", type=float, default=600.0, help="daemons' peer timeout in seconds")
+    k2.add_argument("--check-reference", action="store_true",
+                    help="also learn the non-private reference and compare (exit 1 when they differ)")  # fmt: skip
+    k2.add_argument("--format", choices=("table", "json"), default="table")
+    k2.set_defaults(func=_bench_k2)
+
+    ln = bench.add_parser(
+        "ln",
+        help="batched secure ln x / x ln x evaluations per second",
+        description="Shares of random counts through the secure term pipeline of each score "
+        "mode, both parties in this process over the in-memory channel.",
+    )
+    ln.add_argument("--count", type=int, default=20000, help="evaluations per mode (default 20000)")
+    ln.add_argument("--max-count", type=int, default=20000, help="counts are uniform in [0, max] (default 20000)")
+    ln.add_argument("--modes", default="yw,exact", help="comma list of score modes (default yw,exact)")
+    ln.add_argument("--seed", type=int, default=1)
+    ln.add_argument("--format", choices=("table", "json"), default="table")
+    ln.set_defaults(func=_bench_ln)
