@@ -144,14 +144,21 @@ class CountsOracle:
             self.evaluated.append((child, parents, value))
         return self._cache[key]
 
+    def accepts(self, current: float, best: float) -> bool:
+        """An extra acceptance rule on top of the tie rule; subclasses override it (the PRAM
+        oracle's eta threshold). The plain K2 oracle accepts whatever the tie rule picks."""
+        return True
+
     def best_parent(
         self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
     ) -> str | None:
-        """The tie rule applied to plaintext scores."""
+        """The tie rule applied to plaintext scores, then ``accepts``."""
         current = self.score(child, parents)
         scores = [self.score(child, (*parents, z)) for z in candidates]
         index = choose_candidate(current, scores, tau)
-        return None if index is None else candidates[index]
+        if index is None or not self.accepts(current, max(scores)):
+            return None
+        return candidates[index]
 
 
 def count_table(codes: np.ndarray, columns: Sequence[int], cards: Sequence[int]) -> np.ndarray:

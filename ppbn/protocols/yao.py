@@ -168,6 +168,25 @@ class YaoParty:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()
 
     @staticmethod
+    def _partition(
+        circuit: Circuit, mine: set[str], values: Mapping[str, np.ndarray]
+    ) -> tuple[list[int], list[int], list[np.ndarray]]:
+        """Input rows of this party's bundles, of the peer's, and this party's input bits."""
+        own_rows: list[int] = []
+        peer_rows: list[int] = []
+        own_bits: list[np.ndarray] = []
+        pos = 0
+        for b in circuit.inputs:
+            rows = list(range(pos, pos + b.width))
+            if b.name in mine:
+                own_rows += rows
+                own_bits.append(values_to_bits(values[b.name], b.width))
+            else:
+                peer_rows += rows
+            pos += b.width
+        return own_rows, peer_rows, own_bits
+
+    @staticmethod
     def _chunks(circuit: Circuit, k: int, garbler_bits: int) -> list[slice]:
         per_instance = max(1, 32 * circuit.schedule.n_and, 16 * garbler_bits)
         per = max(1, CHUNK_BYTES // per_instance)
@@ -208,16 +227,7 @@ class YaoParty:
         delta = random_delta()
         sched = full.schedule
         zero = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
-        own_rows, peer_rows, own_bits = [], [], []
-        pos = 0
-        for b in full.inputs:
-            rows = list(range(pos, pos + b.width))
-            if b.name in mine:
-                own_rows += rows
-                own_bits.append(values_to_bits(values[b.name], b.width))
-            else:
-                peer_rows += rows
-            pos += b.width
+        own_rows, peer_rows, own_bits = self._partition(full, mine, values)
         if peer_rows:
             if self._ot_sender is None:
                 self._ot_sender = OTSender(self.channel)
@@ -268,16 +278,7 @@ class YaoParty:
             )
         sched = full.schedule
         labels = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
-        own_rows, peer_rows, own_bits = [], [], []
-        pos = 0
-        for b in full.inputs:
-            rows = list(range(pos, pos + b.width))
-            if b.name in mine:
-                own_rows += rows
-                own_bits.append(values_to_bits(values[b.name], b.width))
-            else:
-                peer_rows += rows
-            pos += b.width
+        own_rows, peer_rows, own_bits = self._partition(full, mine, values)
         if own_rows:
             if self._ot_receiver is None:
                 self._ot_receiver = OTReceiver(self.channel)

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ppbn.bn.k2 import DEFAULT_TAU, K2Result, choose_candidate, k2_search
+from ppbn.bn.k2 import DEFAULT_TAU, CountsOracle, K2Result, k2_search
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import estimate_parameters
-from ppbn.bn.scores import SCORE_MODES, family_score
+from ppbn.bn.scores import SCORE_MODES
 from ppbn.protocols.pram.estimators import PramEstimator
 from ppbn.protocols.pram.operators import RandomizationError, RandomizationScheme
 
@@ -41,59 +41,37 @@ def eta_margin(current: float, eta: float) -> float:
     return math.log(1.0 / eta) * abs(current)
 
 
-@dataclass
-class PramOracle:
-    """K2 oracle on PRAM-estimated counts.
+class PramOracle(CountsOracle):
+    """K2 oracle on PRAM-estimated counts: the plaintext oracle of ``bn.k2`` (scores, cache,
+    tie rule) fed by the estimator, plus the eta rule against extra links.
 
     ``evaluated`` records every score computed, in order, as (child, parents, score).
     """
 
-    estimator: PramEstimator
-    mode: str = "exact"
-    c_star: float = 1.0
-    eta: float = 1.0
-    counts: str = "moment"
-    evaluated: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
-    _cache: dict[tuple[str, frozenset[str]], float] = field(default_factory=dict, repr=False)
+    def __init__(
+        self,
+        estimator: PramEstimator,
+        mode: str = "exact",
+        c_star: float = 1.0,
+        eta: float = 1.0,
+        counts: str = "moment",
+    ) -> None:
+        if mode not in SCORE_MODES:
+            raise RandomizationError(f"unknown score mode {mode!r}; choose one of {', '.join(SCORE_MODES)}")
+        if counts not in COUNT_METHODS:
+            raise RandomizationError(f"unknown count estimator {counts!r}; choose moment or em")
+        if not 0.0 < eta <= 1.0:
+            raise RandomizationError(f"eta must be in (0, 1], got {eta}")
+        if not c_star > 0:
+            raise RandomizationError(f"C* must be positive, got {c_star}")
+        super().__init__(lambda variables: estimator.counts(variables, counts), mode, c_star)
+        self.estimator = estimator
+        self.eta = eta
+        self.counts = counts
 
-    def __post_init__(self) -> None:
-        if self.mode not in SCORE_MODES:
-            raise RandomizationError(
-                f"unknown score mode {self.mode!r}; choose one of {', '.join(SCORE_MODES)}"
-            )
-        if self.counts not in COUNT_METHODS:
-            raise RandomizationError(
-                f"unknown count estimator {self.counts!r}; choose moment or em"
-            )
-        if not 0.0 < self.eta <= 1.0:
-            raise RandomizationError(f"eta must be in (0, 1], got {self.eta}")
-        if not self.c_star > 0:
-            raise RandomizationError(f"C* must be positive, got {self.c_star}")
-
-    def family_counts(self, child: str, parents: tuple[str, ...]) -> np.ndarray:
-        """Estimated (q, d) counts of ``child`` given ``parents`` (nonnegative)."""
-        table = self.estimator.counts((*parents, child), self.counts)
-        return table.reshape(-1, table.shape[-1])
-
-    def score(self, child: str, parents: tuple[str, ...]) -> float:
-        key = (child, frozenset(parents))
-        if key not in self._cache:
-            value = family_score(self.family_counts(child, parents), self.mode, self.c_star)
-            self._cache[key] = value
-            self.evaluated.append((child, parents, value))
-        return self._cache[key]
-
-    def best_parent(
-        self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
-    ) -> str | None:
-        current = self.score(child, parents)
-        scores = [self.score(child, (*parents, z)) for z in candidates]
-        index = choose_candidate(current, scores, tau)
-        if index is None:
-            return None
-        if self.eta < 1.0 and not max(scores) - current > eta_margin(current, self.eta):
-            return None
-        return candidates[index]
+    def accepts(self, current: float, best: float) -> bool:
+        """The eta rule: the best score must also rise by ln(1/eta) |current|."""
+        return self.eta >= 1.0 or best - current > eta_margin(current, self.eta)
 
 
 @dataclass
