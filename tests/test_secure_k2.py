@@ -119,6 +119,10 @@ def test_ledger_holds_only_allowed_disclosures(disclosure, tmp_path):
         seen = {e.value["variable"] for e in ledger.entries if e.kind == "parameter"}
         if disclosure == "public":
             assert seen == set(net.names)
+            sources = {e.value["variable"]: e.source for e in ledger.entries if e.kind == "parameter"}
+            # alternate owners: asia, tub (alice) and smoke, lung (bob) form one-party families
+            assert all("case 1" in sources[v] for v in ("asia", "tub", "smoke", "lung"))
+            assert "garbled division" in sources["bronc"]  # bronc (alice) | smoke (bob)
         elif disclosure == "owner":
             assert seen == {v.name for v in schema.owned_by(role)}
             assert set(result.parameters.cpts) == seen

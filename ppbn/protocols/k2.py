@@ -41,6 +41,7 @@ import numpy as np
 
 from ppbn.bn.k2 import DEFAULT_TAU, K2Request, K2Result, k2_search
 from ppbn.bn.model import BayesNet
+from ppbn.bn.params import cpt_from_counts
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import pub
 from ppbn.circuits.scoring import (
@@ -364,23 +365,94 @@ def _reveal_for(disclosure: str, owner: str) -> Reveal:
     return Reveal.GARBLER if owner == GARBLER else Reveal.EVALUATOR
 
 
+def _local_owner(schema: Schema, family: Family) -> str | None:
+    owners = {schema.owner(v) for v in family}
+    return owners.pop() if len(owners) == 1 else None
+
+
+def _record_cpt(scorer: SecureScorer, view: SecureParameters, v: str, cpt: np.ndarray, unobserved, source: str) -> None:
+    view.cpts[v] = cpt
+    view.unobserved[v] = tuple(int(j) for j in unobserved)
+    scorer.ledger.record("parameter", {"variable": v, "cpt": cpt.tolist()}, source)
+
+
+def _local_parameters(scorer: SecureScorer, families: dict[str, Family], disclosure: str, view: SecureParameters) -> None:
+    """Yang-Wright 7.1 case 1: a family held by one party is that party's own data, so it
+    computes the CPT itself and announces it (public), keeps it (owner: it owns v_i), or
+    deals shares of it (shared). Each party sends its part, then reads the peer's."""
+    schema, role, channel = scorer.schema, scorer.role, scorer.channel
+    mine = [v for v, f in families.items() if _local_owner(schema, f) == role]
+    theirs = [v for v, f in families.items() if _local_owner(schema, f) not in (None, role)]
+    cells = {v: scorer.count_shares[families[v]].size for v in families}
+    if disclosure == "owner":
+        for v in mine:
+            d = schema.cardinality(v)
+            cpt, unobserved = cpt_from_counts(scorer.count_shares[families[v]].reshape(-1, d).astype(float))
+            _record_cpt(scorer, view, v, cpt, unobserved, "own data (Yang-Wright 7.1, case 1)")
+        return
+    outgoing = []
+    for v in mine:
+        d = schema.cardinality(v)
+        cpt, unobserved = cpt_from_counts(scorer.count_shares[families[v]].reshape(-1, d).astype(float))
+        flags = np.zeros(cpt.shape, dtype=np.uint64)
+        flags[list(unobserved), :] = 1
+        if disclosure == "public":
+            _record_cpt(scorer, view, v, cpt, unobserved, "own data (Yang-Wright 7.1, case 1)")
+            outgoing += [cpt.ravel().view(np.uint64), flags.ravel()]
+        else:
+            fixed = np.round(cpt.ravel() * (1 << PARAM_FRAC)).astype(np.uint64)
+            rng = ring.RandomRing()
+            peer_theta, peer_flags = rng.uint64(fixed.size), rng.uint64(fixed.size) & np.uint64(1)
+            view.shares[v] = {"theta": [int(x) for x in fixed - peer_theta], "unobserved": [int(x) for x in flags.ravel() ^ peer_flags]}
+            outgoing += [peer_theta, peer_flags]
+    if mine:
+        channel.send_array("params.local", np.concatenate(outgoing))
+    if not theirs:
+        return
+    received = channel.recv_array("params.local", np.uint64, (2 * sum(cells[v] for v in theirs),))
+    offset = 0
+    for v in theirs:
+        d, size = schema.cardinality(v), cells[v]
+        values, flags = received[offset : offset + size], received[offset + size : offset + 2 * size]
+        offset += 2 * size
+        if np.any(flags > 1):
+            raise ProtocolError(f"params.local: flags of {v!r} are not bits")
+        if disclosure == "shared":
+            view.shares[v] = {"theta": [int(x) for x in values], "unobserved": [int(x) for x in flags]}
+            continue
+        cpt = values.view(np.float64).reshape(-1, d)
+        if not np.all(np.isfinite(cpt)) or np.any(cpt < 0) or np.any(np.abs(cpt.sum(axis=1) - 1) > 1e-9):
+            raise ProtocolError(f"params.local: the peer's CPT of {v!r} is not a conditional distribution")
+        unobserved = np.flatnonzero(flags.reshape(-1, d)[:, 0])
+        _record_cpt(scorer, view, v, cpt.copy(), unobserved, "announced by its owner (Yang-Wright 7.1, case 1)")
+
+
 def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]], disclosure: str) -> SecureParameters:
     """alpha_ijk / alpha_ij for the learned structure (Yang-Wright Sec. 7.1, Fig. 4), from
-    the table shares the search already holds (Sec. 8.1). One division run per group of
-    variables with the same number of states and the same owner."""
+    the table shares the search already holds (Sec. 8.1).
+
+    Case 1 (one party holds the whole family) is computed locally by that party. Cases 2
+    (one party holds all parents) and 3 (the general case) both use the garbled division:
+    the paper's shortcut for case 2 would let the parents' owner learn the counts
+    alpha_ijk in the clear (derivable from the public CPT and its own alpha_ij, but not
+    under the owner and shared disclosure modes, and not an output in the ledger's
+    sense); the division costs a few thousand AND gates per cell. One division run per
+    group of variables with the same number of states and the same owner."""
     if disclosure not in DISCLOSURES:
         raise ValueError(f"disclosure must be one of {DISCLOSURES}")
     started = time.perf_counter()
     schema, role = scorer.schema, scorer.role
     families = {v: (*parents[v], v) for v in schema.names}
-    tables = scorer.table_shares(list(families.values()))
+    scorer.table_shares(list(families.values()))
+    view = SecureParameters({}, {}, {})
+    _local_parameters(scorer, families, disclosure, view)
     groups: dict[tuple[int, str], list[str]] = {}
     for v in schema.names:
-        groups.setdefault((schema.cardinality(v), schema.owner(v)), []).append(v)
-    view = SecureParameters({}, {}, {})
+        if _local_owner(schema, families[v]) is None:
+            groups.setdefault((schema.cardinality(v), schema.owner(v)), []).append(v)
     suffix = "a" if role == GARBLER else "b"
     for (d, owner), variables in sorted(groups.items()):
-        cells = [tables[families[v]].reshape(-1, d) for v in variables]
+        cells = [scorer.count_shares[families[v]].reshape(-1, d) for v in variables]
         numerators = np.concatenate([c.ravel() for c in cells]).astype(np.uint64)
         denominators = np.concatenate([np.repeat(c.sum(axis=1, dtype=np.uint64), d) for c in cells])
         reveal = _reveal_for(disclosure, owner)
@@ -400,10 +472,9 @@ def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]],
                 view.shares[v] = {"theta": theta, "unobserved": flags}
                 continue
             cpt = np.array(theta, dtype=float).reshape(-1, d) / (1 << PARAM_FRAC)
-            view.cpts[v] = cpt
-            view.unobserved[v] = tuple(int(j) for j in np.flatnonzero(np.array(flags).reshape(-1, d)[:, 0]))
-            scorer.ledger.record("parameter", {"variable": v, "cpt": cpt.tolist()}, "garbled division (Yang-Wright 7.1)")
-    scorer.clock.add("parameters (Yao)", started)
+            unobserved = np.flatnonzero(np.array(flags).reshape(-1, d)[:, 0])
+            _record_cpt(scorer, view, v, cpt, unobserved, "garbled division (Yang-Wright 7.1, cases 2 and 3)")
+    scorer.clock.add("parameters", started)
     return view
 
 
