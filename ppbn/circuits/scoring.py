@@ -129,16 +129,19 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
 @lru_cache(maxsize=128)
 def decision_circuit(n_candidates: int, tolerance: int, width: int) -> Circuit:
     """Inputs cur_a, cur_b and s{i}_a, s{i}_b: score shares mod 2^width (scores are below
-    2^(width-1) in magnitude, so the low bits of the ring shares suffice); outputs index
-    (the first candidate within ``tolerance`` of the best) and add (best - current >
-    tolerance)."""
+    2^(width-1) in magnitude, so the low bits of the ring shares suffice); outputs add
+    (best - current > tolerance) and index (the first candidate within ``tolerance`` of the
+    best when add is 1, else 0)."""
     b = CircuitBuilder()
     current = bl.add(b, b.input("cur_a", width), b.input("cur_b", width))
     scores = [bl.add(b, b.input(f"s{i}_a", width), b.input(f"s{i}_b", width)) for i in range(n_candidates)]
     index, best = bl.argmax_tolerant(b, scores, tolerance, signed=True)
     bar = bl.add(b, current, bl.constant(tolerance, width))
-    b.output("index", index)
-    b.output("add", [bl.less_than(b, bar, best, signed=True)])
+    add = bl.less_than(b, bar, best, signed=True)
+    # the index is an output only when a parent is added: on "stop" it is 0, so the parties
+    # do not learn which candidate came closest
+    b.output("index", [b.and_(add, bit) for bit in index])
+    b.output("add", [add])
     return b.build()
 
 

@@ -334,8 +334,8 @@ class SecureOracle:
             for slot, i in enumerate(members):
                 r = requests[i]
                 index, add = int(out["index"][slot]), int(out["add"][slot])
-                if add and index >= len(r.candidates):
-                    raise ProtocolError(f"decision index {index} out of range for {len(r.candidates)} candidates")
+                if (add and index >= len(r.candidates)) or (not add and index):
+                    raise ProtocolError(f"decision ({add}, {index}) invalid for {len(r.candidates)} candidates")
                 answers[i] = r.candidates[index] if add else None
                 scorer.ledger.record(
                     "k2_decision",
