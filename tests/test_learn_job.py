@@ -23,6 +23,7 @@ def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):
     assert report["kind"] == "learn" and report["state"] == "SUCCEEDED"
     assert report["reference_check"]["same_structure_and_order"]
     assert report["reference_check"]["max_abs_cpt_difference"] < 1e-9
+    assert "for tests only" in report["result"]["warning"]  # 1024-bit keys never pass quietly
     for role in ("alice", "bob"):
         stats = report["stats"][role]
         for key in ("wall_s", "phases", "bytes_sent", "bytes_received", "rounds", "paillier_encryptions", "and_gates", "ots"):

@@ -23,7 +23,7 @@ from ppbn.errors import UserError
 from ppbn.parties.jobs import JobContext, JobKind, register_job
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.k2 import DISCLOSURES, SecureLearnConfig, SecureLearnResult, learn_secure
-from ppbn.protocols.paillier import KEY_BITS_CHOICES
+from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import TablesConfig
 
 NETWORK_JSON = "network.json"
@@ -155,6 +155,9 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         tables=TablesConfig(key_bits=params["key_bits"], workers=params["workers"]),
     )
 
+    if params["key_bits"] == TEST_ONLY_KEY_BITS:
+        context.progress(WEAK_KEY_WARNING)
+
     def progress(label: str, done: int, total: int) -> None:
         context.progress(f"{label} {done}/{total}")
 
@@ -186,6 +189,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         "parameters_visible": sorted(result.parameters.cpts),
         "files": files,
         "paillier_encryptions": context.counters.encryptions,
+        **({"warning": WEAK_KEY_WARNING} if params["key_bits"] == TEST_ONLY_KEY_BITS else {}),
     }
 
 

@@ -22,7 +22,7 @@ from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
 from ppbn.parties.jobs import JobContext, JobKind, register_job
 from ppbn.protocols.channel import Channel
-from ppbn.protocols.paillier import KEY_BITS_CHOICES
+from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import (
     TablesConfig,
     TablesSession,
@@ -99,6 +99,8 @@ def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str
         chunk_size=params["chunk_size"],
         workers=params["workers"],
     )
+    if config.key_bits == TEST_ONLY_KEY_BITS:
+        context.progress(WEAK_KEY_WARNING)
     context.progress(f"tables: {len(families)} crossing families of at most {params['max_family']} variables")
     clock = _PhaseClock(context, "setup")
     with TablesSession(config) as session:
@@ -119,6 +121,7 @@ def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str
         "paillier_encryptions": context.counters.encryptions,
         "per_alpha_encryptions": paper.encryptions,
         "per_alpha_public_key_operations": paper.public_key_operations,
+        **({"warning": WEAK_KEY_WARNING} if config.key_bits == TEST_ONLY_KEY_BITS else {}),
     }
 
 

@@ -64,6 +64,10 @@ from ppbn.protocols.channel import ProtocolError
 
 DEFAULT_KEY_BITS = 2048
 KEY_BITS_CHOICES = (1024, 2048, 3072)  # 1024 is for tests only: below today's security level
+TEST_ONLY_KEY_BITS = 1024
+WEAK_KEY_WARNING = (
+    "WARNING: 1024-bit Paillier keys (about 80-bit security) are for tests only; use 2048 or 3072"
+)
 SHORT_EXPONENT_BITS = 256
 WINDOW_BITS = 12
 
