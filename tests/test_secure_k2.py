@@ -235,3 +235,26 @@ def test_first_wave_view_is_the_same_for_very_different_data(mode):
         p_values.append((float(stats.chi2.sf(statistic / DESIGN_EFFECT, dof)), key))
     worst = min(p_values)
     assert worst[0] > 1e-3 / len(p_values), f"{worst[1]} differs between data sets (p = {worst[0]:.2e})"
+
+
+def test_decision_width_covers_every_score():
+    """The decision circuit compares scores modulo 2^width: the width must bound every
+    family score of the job, the BIC penalty with a large C* included."""
+    from ppbn.bn.k2 import count_table
+    from ppbn.protocols.k2 import score_bits
+
+    net = load_network("alarm")
+    codes = sample(net, 3000, 1)
+    schema = _schema(net)
+    column = {v: i for i, v in enumerate(net.names)}
+    rng = np.random.default_rng(0)
+    for c_star in (1.0, 1000.0):
+        width = score_bits(schema, codes.shape[0], 3, c_star)
+        for _ in range(200):
+            family = tuple(rng.choice(net.names, size=4, replace=False))
+            table = count_table(codes, [column[v] for v in family], [net.cardinality(v) for v in family])
+            for mode in ("exact", "yw", "bic"):
+                score = family_score(table.reshape(-1, table.shape[-1]), mode, c_star)
+                assert abs(score) * 2**SCORE_FRAC < 2 ** (width - 3), (family, mode, c_star)
+    with pytest.raises(ValueError, match="lower c_star"):
+        score_bits(schema, codes.shape[0], 3, 1e30)

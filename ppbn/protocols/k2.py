@@ -128,16 +128,22 @@ class SecureBackend:
         return arith.mul(self.session, x, y, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits)
 
 
-def score_bits(schema: Schema, n_records: int, max_parents: int) -> int:
-    """Width of the decision circuit: |family score| * 2^SCORE_FRAC < 2^(width - 2).
+def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float = 1.0) -> int:
+    """Width of the decision circuit: |family score| * 2^SCORE_FRAC < 2^(width - 3).
 
     Every family score is a sum of terms of at most (x + 1/2) ln x over at most n + Q
-    records-or-cells (Q = the largest table), plus a public term of the same order."""
+    records-or-cells (Q = the largest table), plus a public term: pub(d, q) or
+    q ln (d-1)!, or the BIC penalty c_star ln(n)/2 q (d-1). A score that could need more
+    than the ring's 128 bits is refused rather than compared modulo 2^128."""
     cards = sorted((v.cardinality for v in schema.variables), reverse=True)
     largest_table = math.prod(cards[: max_parents + 1])
     total = n_records + largest_table
     bound = 4 * total * (math.log(total + 1) + 4) + 4 * largest_table * (math.lgamma(cards[0] + 1) + 2)
-    return min(128, SCORE_FRAC + math.ceil(math.log2(bound)) + 3)
+    bound += c_star * math.log(n_records + 1) * largest_table
+    width = SCORE_FRAC + math.ceil(math.log2(bound)) + 3
+    if width > 128:
+        raise ValueError(f"family scores may need {width} bits; the secure comparison has 128 (lower c_star or u)")
+    return width
 
 
 CANDIDATE_BUCKET = 8  # decision circuits are built for multiples of this many candidates
@@ -175,7 +181,7 @@ class SecureScorer:
         self.clock = PhaseClock()
         max_d = max(v.cardinality for v in schema.variables)
         self.count_bits = count_bits_for(n_records + max_d - 1)
-        self.score_bits = score_bits(schema, n_records, config.max_parents)
+        self.score_bits = score_bits(schema, n_records, config.max_parents, config.c_star)
         self.count_shares: dict[Family, np.ndarray] = {}
         self.score_shares: dict[tuple[str, frozenset[str]], np.ndarray] = {}
         self.evaluations = 0
