@@ -47,7 +47,6 @@ from ppbn.circuits.scoring import NormalisationSpec
 
 RING_BITS = 128
 RING = 1 << RING_BITS
-COUNT_BITS = 64  # counts are shared in Z_2^64 (protocols/tables)
 FRAC = 48  # fractional bits of ln values and of the series
 SCORE_FRAC = FRAC + 1  # scores: (2x + 1) ln x carries one more bit
 STAT_BITS = 40  # statistical masking headroom of truncation and share conversion
@@ -79,9 +78,6 @@ RECIPROCALS: tuple[int, ...] = tuple(
     else int(round(Fraction(1 << RECIP_BITS) / (1 + Fraction(2 * j + 1, 2 << MANTISSA_BITS))))
     for j in range(1 << MANTISSA_BITS)
 )  # r_j * 2^RECIP_BITS
-
-LN2_FIXED_BITS = FRAC + 8
-
 
 def k_table(max_k: int) -> tuple[int, ...]:
     """K_TABLE[k] = round(k ln 2 * 2^FRAC) for k < 2^ceil(log2(max_k + 1))."""
@@ -161,22 +157,6 @@ def normalise(x: int, count_bits: int, mode: str) -> Normalised:
 def count_bits_for(max_count: int) -> int:
     """K: the bit width that holds every count (and row count plus d - 1) of the job."""
     return max(MANTISSA_BITS + 2, int(max_count).bit_length())
-
-
-def ring(value: int) -> int:
-    return value % RING
-
-
-def signed(value: int) -> int:
-    """Two's-complement reading of a ring element."""
-    value %= RING
-    return value - RING if value >= RING // 2 else value
-
-
-def trunc(value: int, bits: int) -> int:
-    """Floor division by 2^bits of a signed value (what masked-opening truncation computes,
-    up to +1 in the last place)."""
-    return value >> bits
 
 
 # -- the share computation, written once over an arithmetic backend ------------------------
