@@ -79,6 +79,7 @@ RECIPROCALS: tuple[int, ...] = tuple(
     for j in range(1 << MANTISSA_BITS)
 )  # r_j * 2^RECIP_BITS
 
+
 def k_table(max_k: int) -> tuple[int, ...]:
     """K_TABLE[k] = round(k ln 2 * 2^FRAC) for k < 2^ceil(log2(max_k + 1))."""
     size = 1 << max(1, (max_k).bit_length())
