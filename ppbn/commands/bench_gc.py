@@ -22,6 +22,22 @@ import numpy as np
 from ppbn.errors import UserError
 
 
+def _report(result: dict, fmt: str, title: str, rows: list[tuple[str, str]]) -> int:
+    """One JSON object for scripts, or a measure/value table for people."""
+    if fmt == "json":
+        print(json.dumps(result))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for measure, value in rows:
+        table.add_row(measure, value)
+    Console().print(table)
+    return 0
+
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     gc = bench.add_parser(
         "gc",
@@ -139,25 +155,21 @@ def _bench_gc(args: argparse.Namespace) -> int:
         "two_party_bytes_per_and": round(protocol_bytes / ands, 2),
         "repeats": args.repeats,
     }
-    if args.format == "json":
-        print(json.dumps(result))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"garbling {args.bristol}: {sched.n_and:,} AND gates x {k:,} instances (one core)")
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    table.add_row("garble, AND gates/s", f"{garble_rate:,.0f}")
-    table.add_row("evaluate, AND gates/s", f"{eval_rate:,.0f}")
-    table.add_row("garble, single instance, AND gates/s", f"{single_garble:,.0f}")
-    table.add_row("evaluate, single instance, AND gates/s", f"{single_eval:,.0f}")
-    table.add_row("garbled table bytes per AND gate", f"{table_bytes / ands:.1f}")
-    table.add_row("two-party run (threads, OT included), s", f"{protocol_s:.2f}")
-    table.add_row("two-party run, AND gates/s", f"{ands / protocol_s:,.0f}")
-    table.add_row("two-party run, bytes per AND gate", f"{protocol_bytes / ands:.1f}")
-    Console().print(table)
-    return 0
+    return _report(
+        result,
+        args.format,
+        f"garbling {args.bristol}: {sched.n_and:,} AND gates x {k:,} instances (one core)",
+        [
+            ("garble, AND gates/s", f"{garble_rate:,.0f}"),
+            ("evaluate, AND gates/s", f"{eval_rate:,.0f}"),
+            ("garble, single instance, AND gates/s", f"{single_garble:,.0f}"),
+            ("evaluate, single instance, AND gates/s", f"{single_eval:,.0f}"),
+            ("garbled table bytes per AND gate", f"{table_bytes / ands:.1f}"),
+            ("two-party run (threads, OT included), s", f"{protocol_s:.2f}"),
+            ("two-party run, AND gates/s", f"{ands / protocol_s:,.0f}"),
+            ("two-party run, bytes per AND gate", f"{protocol_bytes / ands:.1f}"),
+        ],
+    )
 
 
 def _bench_ot(args: argparse.Namespace) -> int:
@@ -204,18 +216,14 @@ def _bench_ot(args: argparse.Namespace) -> int:
         "base_ot_seconds": round(base_s, 3),
         "repeats": args.repeats,
     }
-    if args.format == "json":
-        print(json.dumps(result))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"IKNP OT extension, {m:,} OTs of 128-bit messages, two threads")
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    table.add_row("chosen-message OTs/s", f"{m / chosen_s:,.0f}")
-    table.add_row("correlated OTs/s", f"{m / correlated_s:,.0f}")
-    table.add_row("bytes per chosen-message OT", f"{chosen_bytes / m:.1f}")
-    table.add_row("base OTs (128, once per session), s", f"{base_s:.3f}")
-    Console().print(table)
-    return 0
+    return _report(
+        result,
+        args.format,
+        f"IKNP OT extension, {m:,} OTs of 128-bit messages, two threads",
+        [
+            ("chosen-message OTs/s", f"{m / chosen_s:,.0f}"),
+            ("correlated OTs/s", f"{m / correlated_s:,.0f}"),
+            ("bytes per chosen-message OT", f"{chosen_bytes / m:.1f}"),
+            ("base OTs (128, once per session), s", f"{base_s:.3f}"),
+        ],
+    )
