@@ -3,43 +3,113 @@ message does not decrypt under the receiver's key."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
+import gmpy2
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.ot import (
-    GENERATOR,
-    MODP_2048,
+    DH_GROUPS,
     OTReceiver,
     OTSender,
+    _exponent,
     base_ot_receive,
     base_ot_send,
+    dh_bits_for,
+    dh_group,
     transpose_bits,
 )
 
-
-def test_group_is_the_rfc3526_safe_prime_subgroup() -> None:
-    import gmpy2
-
-    assert MODP_2048.bit_length() == 2048
-    assert gmpy2.is_prime(MODP_2048) and gmpy2.is_prime((MODP_2048 - 1) // 2)
-    assert gmpy2.powmod(GENERATOR, (MODP_2048 - 1) // 2, MODP_2048) == 1
+GROUP_BITS = sorted(DH_GROUPS)
 
 
-def test_base_ot_gives_the_chosen_key_only() -> None:
+@pytest.mark.parametrize("bits", GROUP_BITS)
+def test_groups_are_the_rfc3526_safe_prime_subgroups(bits: int) -> None:
+    group = dh_group(bits)
+    p = group.p
+    assert p.bit_length() == bits and group.element_bytes == bits // 8
+    assert gmpy2.is_prime(p, 50) and gmpy2.is_prime((p - 1) // 2, 50)
+    assert gmpy2.powmod(group.generator, (p - 1) // 2, p) == 1  # 2 generates the QR subgroup
+
+
+def test_group_follows_the_paillier_key_size() -> None:
+    assert dh_bits_for(1024) == 2048 and dh_bits_for(2048) == 2048 and dh_bits_for(3072) == 3072
+    with pytest.raises(ValueError, match="base-OT group"):
+        dh_group(1536)
+    with pytest.raises(ValueError, match="base-OT group"):
+        OTSender(memory_channel_pair()[0], dh_bits=4096)
+
+
+@pytest.mark.parametrize("bits", GROUP_BITS)
+def test_exponents_are_uniform_short_and_unbiased_in_parity(bits: int) -> None:
+    group = dh_group(bits)
+    samples = [int(_exponent(group)) for _ in range(400)]
+    odd = sum(e & 1 for e in samples)
+    assert 140 < odd < 260  # binomial(400, 1/2): 6 standard deviations either side
+    assert all(0 < e < 1 << group.exponent_bits for e in samples)
+    assert max(samples).bit_length() > group.exponent_bits - 8  # full width, not truncated
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 4), st.integers(1, 2**320 - 1))
+def test_exponent_sampler_rejects_zero(zeros: int, value: int) -> None:
+    """The sampler draws again on 0 (and only then); its result is the first non-zero draw."""
+    draws = iter([0] * zeros + [value])
+    with patch("ppbn.protocols.ot.secrets.randbits", lambda k: next(draws)):
+        assert _exponent(dh_group(2048)) == value
+
+
+@pytest.mark.parametrize("bits", GROUP_BITS)
+def test_base_ot_gives_the_chosen_key_only(bits: int) -> None:
+    group = dh_group(bits)
     choices = np.array([0, 1, 1, 0, 1, 0, 0, 1], dtype=np.uint8)
-    (k0, k1), got = run_two_party(lambda ch: base_ot_send(ch, len(choices)), lambda ch: base_ot_receive(ch, choices))
+    (k0, k1), got = run_two_party(
+        lambda ch: base_ot_send(ch, len(choices), group),
+        lambda ch: base_ot_receive(ch, choices, group),
+    )
     for c, a, b, g in zip(choices, k0, k1, got, strict=True):
         assert g == (b if c else a)
         assert g != (a if c else b)
 
 
-def test_base_ot_rejects_elements_outside_the_subgroup() -> None:
-    def bad_sender(ch):
-        ch.send_ints("ot.base.A", [MODP_2048 - 1], 256)  # order 2, not in the subgroup
+def _outside_elements(p: int) -> list[int]:
+    """Values a peer might send that are not non-trivial subgroup elements: out of range,
+    the identity, the order-2 element p - 1, and non-residues (outside the subgroup; -1 is
+    one since p = 3 mod 4, so -4 is one too)."""
+    non_residue = next(x for x in range(3, 100) if gmpy2.jacobi(x, p) == -1)
+    return [0, 1, p - 1, p, (1 << p.bit_length()) - 1, non_residue, p - 4]
 
-    with pytest.raises(ProtocolError, match="subgroup"):
-        run_two_party(bad_sender, lambda ch: base_ot_receive(ch, np.zeros(4, np.uint8)))
+
+@pytest.mark.parametrize("bits", GROUP_BITS)
+def test_base_ot_rejects_elements_outside_the_subgroup(bits: int) -> None:
+    group = dh_group(bits)
+    width = group.element_bytes
+    for bad in _outside_elements(group.p):
+        def bad_sender(ch, bad=bad):
+            ch.send_ints("ot.base.A", [bad], width)
+
+        with pytest.raises(ProtocolError, match=f"subgroup of {group.name}"):
+            run_two_party(bad_sender, lambda ch: base_ot_receive(ch, np.zeros(4, np.uint8), group))
+
+        def bad_receiver(ch, bad=bad):
+            ch.recv_ints("ot.base.A", 1, width)
+            ch.send_ints("ot.base.B", [4, bad], width)  # 4 = 2^2 is a valid element
+
+        with pytest.raises(ProtocolError, match=f"subgroup of {group.name}"):
+            run_two_party(lambda ch: base_ot_send(ch, 2, group), bad_receiver)
+
+
+def test_parties_on_different_groups_fail_cleanly() -> None:
+    with pytest.raises(ProtocolError, match="ot.base.A"):
+        run_two_party(
+            lambda ch: base_ot_send(ch, 2, dh_group(3072)),
+            lambda ch: base_ot_receive(ch, np.zeros(2, np.uint8), dh_group(2048)),
+            timeout_s=10,
+        )
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(128, 8), (128, 1000 * 8), (16, 24)])
@@ -87,19 +157,24 @@ def test_chosen_message_ot_extension(m: int) -> None:
     assert not (opened_other == other).all(axis=1).any()
 
 
-def test_correlated_ot_extension() -> None:
+@pytest.mark.parametrize("bits", GROUP_BITS)
+def test_correlated_ot_extension(bits: int) -> None:
     m = 5000
     rng = np.random.default_rng(9)
     choices = rng.integers(0, 2, size=m).astype(np.uint8)
     delta = rng.integers(0, 2**64 - 1, size=2, dtype=np.uint64, endpoint=True)
 
     def sender(ch):
-        return OTSender(ch).send_correlated(m, delta)
+        return OTSender(ch, dh_bits=bits).send_correlated(m, delta)
 
     def receiver(ch):
-        return OTReceiver(ch).receive_correlated(choices)
+        return OTReceiver(ch, dh_bits=bits).receive_correlated(choices)
 
-    x0, got = run_two_party(sender, receiver)
+    pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
+    x0, got = run_two_party(sender, receiver, pair=pair)
+    # the IKNP sender is the base-OT receiver: it receives A
+    base_a = next(p for tag, p in pair[0].transcript if tag == "ot.base.A")
+    assert len(base_a) == bits // 8  # the base OTs ran in the group asked for
     assert (got == np.where(choices[:, None] == 1, x0 ^ delta, x0)).all()
     assert len(np.unique(x0[:, 0])) == m  # the sender's messages are fresh random blocks
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import gmpy2
 import numpy as np
 import pytest
@@ -97,10 +99,55 @@ def test_validation_rejects_malformed_ciphertexts(keys: KeyPair, crt_encryptor: 
 
 def test_public_key_parsing(keys: KeyPair) -> None:
     assert PublicKey.from_bytes(keys.public.to_bytes(), 1024) == keys.public
-    with pytest.raises(ProtocolError, match="bits"):
+    with pytest.raises(ProtocolError, match="has 1024 bits, expected 2048"):
         PublicKey.from_bytes(keys.public.to_bytes(), 2048)
-    with pytest.raises(ProtocolError, match="odd primes"):
-        PublicKey.from_bytes((keys.public.n + 1).to_bytes(128, "big"), 1024)
+
+
+def _modulus(bits: int, *factors: int) -> int:
+    """A number of exactly ``bits`` bits: the given factors times one large prime."""
+    prefix = math.prod(factors)
+    rest = gmpy2.next_prime((1 << (bits - 1)) // prefix + 1)
+    n = int(prefix * rest)
+    assert n.bit_length() == bits
+    return n
+
+
+def _big_prime(bits: int) -> int:
+    return int(gmpy2.next_prime((1 << (bits - 1)) + 12345))
+
+
+SQUARE_ROOT = int(gmpy2.next_prime(gmpy2.isqrt(1 << 1023)))  # its square has 1024 bits
+BIG = 500  # bits of the large factor of the wrong-length moduli
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        pytest.param(lambda: _modulus(1016, _big_prime(BIG)), "1016 bits, expected 1024", id="short"),
+        pytest.param(lambda: _modulus(1032, _big_prime(BIG)), "1032 bits, expected 1024", id="long"),
+        pytest.param(lambda: _modulus(1024, 2), "is even", id="even"),
+        pytest.param(lambda: _modulus(1024, 3), "prime factor below 2\\^16", id="factor-3"),
+        pytest.param(lambda: _modulus(1024, 65521), "prime factor below 2\\^16", id="factor-65521"),
+        pytest.param(lambda: SQUARE_ROOT**2, "perfect square", id="square"),
+        pytest.param(lambda: _big_prime(1024), "is prime", id="prime"),
+    ],
+)
+def test_bad_peer_modulus_is_refused_with_its_reason(make, message: str) -> None:
+    n = make()
+    data = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    with pytest.raises(ProtocolError, match=message) as err:
+        PublicKey.from_bytes(data, 1024)
+    assert "\n" not in str(err.value)
+
+
+def test_expected_key_size_is_a_local_parameter() -> None:
+    with pytest.raises(ValueError, match="below the minimum"):
+        PublicKey.from_bytes(bytes(64), 512)
+
+
+def test_a_factor_just_above_2_16_is_not_flagged_as_small() -> None:
+    n = _modulus(1024, 65537, _big_prime(400))  # composite, not a square, no factor < 2^16
+    assert PublicKey.from_bytes(n.to_bytes(128, "big"), 1024).n == n
 
 
 def test_multiply_by_label_groups_products(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:

@@ -15,10 +15,17 @@ from hypothesis import strategies as st
 from ppbn.circuits import builders as B
 from ppbn.circuits.bristol import hex_to_value, parse_bristol, value_to_hex
 from ppbn.circuits.evaluate import evaluate
-from ppbn.circuits.garble import evaluate_garbled, garble, permute_bits, random_delta, random_labels
+from ppbn.circuits.garble import (
+    FixedKeyHash,
+    evaluate_garbled,
+    garble,
+    permute_bits,
+    random_delta,
+    random_labels,
+)
 from ppbn.circuits.ir import Bundle, Circuit, Op, values_to_bits
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
-from ppbn.protocols.yao import YaoParty
+from ppbn.protocols.yao import YAO_PROTOCOL, YaoParty
 
 BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
 
@@ -114,9 +121,10 @@ def test_random_circuits_garbled_match_plaintext(case, k: int, rng: random.Rando
     sched = circuit.schedule
     delta = random_delta()
     zero = random_labels((n_in, k))
-    tables, out_zero = garble(sched, zero, delta)
+    tables, out_zero = garble(sched, zero, delta, 0, FixedKeyHash(YAO_PROTOCOL, b""))
     active = zero ^ (np.negative(bits.astype(np.uint64))[..., None] & delta)
-    out = permute_bits(evaluate_garbled(sched, active, tables)) ^ permute_bits(out_zero)
+    out_labels = evaluate_garbled(sched, active, tables, 0, FixedKeyHash(YAO_PROTOCOL, b""))
+    out = permute_bits(out_labels) ^ permute_bits(out_zero)
     assert (out == values_to_bits(expected, circuit.output("o").width)).all()
     # and the two-party protocol, both directions
     ra, rb, _ = two_party(circuit, {"g": g_vals}, {"e": e_vals}, {"o": "garbler"})

@@ -10,7 +10,22 @@ Computation from Fixed-Key Block Ciphers" (IEEE S&P 2020, ePrint 2019/074), twea
 circular correlation robust with pi modelled as a random permutation:
 H(x, i) = pi(pi(x) XOR i) XOR pi(x), pi = AES-128 under a fixed public key. Tweaks are
 unique per (gate, instance, half); a caller-supplied base keeps them unique across
-garblings (tweaks stay below 2^63; ``ppbn.protocols.ot`` uses the range above).
+garblings of one hasher.
+
+Domain separation: the "fixed" key is not one constant for every use but
+SHA-256(b"ppbn fixed-key AES v2" || len || protocol id || len || session)[:16]
+(``fixed_key``; lengths as 8-byte big-endian integers), so each protocol (garbling, IKNP,
+masked lookups, ...) and each job (the channel's public session label) gets its own
+permutation. GKWY20 prove their hashes secure with pi a random permutation that is public
+and fixed for the execution, its key known to the adversary; a key derived from public
+per-session data is exactly that, so the model and the proofs are unchanged. What changes
+is the multi-instance picture: with one global key, permutation queries (or precomputation)
+made against one job or protocol also count against every other one, and the tweak ranges
+of different protocols must be kept apart by hand; with a key per (protocol, session) the
+permutations are independent in the ideal-cipher view and each bound holds per instance
+(cf. Guo, Katz, Wang, Weng and Yu, "Better concrete security for half-gates garbling (in
+the multi-instance setting)", CRYPTO 2020). The derivation takes bytes only: this module
+does no I/O.
 
 Layout: labels are (..., 2) uint64 arrays (the two 64-bit halves of a 128-bit label; bit 0
 of word 0 is the point-and-permute bit). A batch garbles K instances of one circuit at once,
@@ -22,6 +37,7 @@ instances, then the evaluator halves T_E, so each step reads and writes contiguo
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numpy as np
@@ -29,19 +45,34 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppbn.circuits.schedule import ONE_SLOT, Schedule
 
-FIXED_AES_KEY = bytes.fromhex("61f3b2c0d4e5a6978899aabbccddeeff")  # public; any fixed key will do
+FIXED_KEY_LABEL = b"ppbn fixed-key AES v2"
 ONE = np.uint64(1)
 
 
-class FixedKeyHash:
-    """H(x, i) = pi(pi(x) ^ i) ^ pi(x) over many 128-bit blocks per call (GKWY20, TMMO).
+def length_prefixed(*parts: bytes) -> bytes:
+    """Each part preceded by its length as an 8-byte big-endian integer (unambiguous framing)."""
+    return b"".join(len(part).to_bytes(8, "big") + part for part in parts)
 
-    Owns its scratch buffers (reused across calls so large batches do not page-fault on
-    fresh memory); use one instance per thread.
+
+def fixed_key(protocol: bytes, session: bytes) -> bytes:
+    """The public AES-128 key of ``FixedKeyHash`` for one protocol id and one session label."""
+    return hashlib.sha256(FIXED_KEY_LABEL + length_prefixed(protocol, session)).digest()[:16]
+
+
+class FixedKeyHash:
+    """H(x, i) = pi(pi(x) ^ i) ^ pi(x) over many 128-bit blocks per call (GKWY20, TMMO),
+    pi = AES-128 under ``fixed_key(protocol, session)`` (see the module doc).
+
+    ``protocol`` names the protocol that hashes (each uses its own id); ``session`` is the
+    job's public label (``Channel.session``). Both parties of a protocol must pass the
+    same pair. Owns its scratch buffers (reused across calls so large batches do not
+    page-fault on fresh memory); use one instance per thread.
     """
 
-    def __init__(self) -> None:
-        self._aes = Cipher(algorithms.AES(FIXED_AES_KEY), modes.ECB()).encryptor()
+    def __init__(self, protocol: bytes, session: bytes) -> None:
+        if not protocol:
+            raise ValueError("FixedKeyHash needs a protocol id")
+        self._aes = Cipher(algorithms.AES(fixed_key(protocol, session)), modes.ECB()).encryptor()
         self._first = np.empty((0, 2), dtype=np.uint64)
         self._second = np.empty((0, 2), dtype=np.uint64)
 
@@ -141,18 +172,18 @@ def garble(
     schedule: Schedule,
     input_zero: np.ndarray,
     delta: np.ndarray,
-    tweak_base: int = 0,
-    hasher: FixedKeyHash | None = None,
+    tweak_base: int,
+    hasher: FixedKeyHash,
     tables_out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Garble K instances. ``input_zero``: (n_input_bits, K, 2) zero-labels of the inputs.
 
     Returns (tables (2, n_and, K, 2), output zero-labels (n_output_bits, K, 2)). The label
     of value 1 on any wire is its zero-label XOR ``delta``. Uses tweaks
-    ``tweak_base .. tweak_base + 2 * n_and * K - 1``. A caller garbling batch after batch
-    may pass ``tables_out`` to reuse one table buffer.
+    ``tweak_base .. tweak_base + 2 * n_and * K - 1`` of ``hasher``, whose (protocol,
+    session) key the evaluator must share. A caller garbling batch after batch may pass
+    ``tables_out`` to reuse one table buffer.
     """
-    hasher = hasher or FixedKeyHash()
     n_in, k, _ = input_zero.shape
     if n_in != len(schedule.input_slots):
         raise ValueError(f"circuit has {len(schedule.input_slots)} input bits, got {n_in}")
@@ -207,11 +238,14 @@ def evaluate_garbled(
     schedule: Schedule,
     input_labels: np.ndarray,
     tables: np.ndarray,
-    tweak_base: int = 0,
-    hasher: FixedKeyHash | None = None,
+    tweak_base: int,
+    hasher: FixedKeyHash,
 ) -> np.ndarray:
-    """Evaluate K garbled instances; returns the output labels (n_output_bits, K, 2)."""
-    hasher = hasher or FixedKeyHash()
+    """Evaluate K garbled instances; returns the output labels (n_output_bits, K, 2).
+
+    ``tweak_base`` and the key of ``hasher`` must be the garbler's: with another session
+    or protocol id every AND gate decrypts to garbage and the output labels are wrong.
+    """
     n_in, k, _ = input_labels.shape
     if n_in != len(schedule.input_slots):
         raise ValueError(f"circuit has {len(schedule.input_slots)} input bits, got {n_in}")

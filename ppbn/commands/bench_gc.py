@@ -83,13 +83,16 @@ def _garble_rates(circuit, k: int, repeats: int) -> tuple[float, float, int]:
         random_delta,
         random_labels,
     )
+    from ppbn.protocols.yao import YAO_PROTOCOL
 
     sched = circuit.schedule
     delta = random_delta()
     zero = random_labels((len(sched.input_slots), k))
     bits = np.random.default_rng().integers(0, 2, size=(len(sched.input_slots), k), dtype=np.uint64)
     active = zero ^ (np.negative(bits)[..., None] & delta)
-    garbler_hash, evaluator_hash = FixedKeyHash(), FixedKeyHash()
+    # the garbling hash as a Yao run keys it; both sides must use the same (protocol, session)
+    garbler_hash = FixedKeyHash(YAO_PROTOCOL, b"bench")
+    evaluator_hash = FixedKeyHash(YAO_PROTOCOL, b"bench")
     tables, out_zero = garble(sched, zero, delta, 0, garbler_hash)  # warm-up, allocates the table buffer
     out = evaluate_garbled(sched, active, tables, 0, evaluator_hash)
     if not (permute_bits(out) ^ permute_bits(out_zero) == evaluate_bits(circuit, bits)).all():

@@ -25,6 +25,11 @@ Building blocks and where they come from:
 
 Each protocol function states what each party sees; the counters say how much work was
 done (OTs, multiplications, truncations, lookups).
+
+Domain separation: the lookup pads hash with ``FixedKeyHash(LOOKUP_PROTOCOL,
+channel.session)`` and the OT extension is the instance b"arith" of ``ppbn.protocols.ot``,
+so neither shares a fixed-key permutation (nor tweaks) with the garbling of ``yao`` or
+with another job (``ppbn.circuits.garble``, GKWY20).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from ppbn.circuits.garble import FixedKeyHash
 from ppbn.protocols import ring
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.fixedpoint import FRAC, RING_BITS, STAT_BITS
-from ppbn.protocols.ot import CHUNK_OTS, OTReceiver, OTSender
+from ppbn.protocols.ot import CHUNK_OTS, DEFAULT_DH_BITS, OTReceiver, OTSender, dh_group
 
 ALICE = "alice"
 BOB = "bob"
@@ -46,6 +51,8 @@ MAX_BOUND_BITS = RING_BITS - 1 - STAT_BITS  # |x| < 2^87: x + mask never wraps
 LOOKUP_CHUNK_HASHES = 1 << 20  # hashes per lookup message, to bound memory and message size
 MAX_TABLE_BITS = 10
 _BIT_SHIFTS = np.arange(RING_BITS, dtype=np.int64)
+LOOKUP_PROTOCOL = b"ppbn/arith/lookup"
+OT_INSTANCE = b"arith"
 
 
 @dataclass
@@ -71,17 +78,26 @@ class ArithSession:
     from ``ring.RandomRing`` (AES-CTR under an os.urandom key). With ``keep_openings`` the
     session records every masked value this party reconstructs (bob's x + r in truncation
     and resharing): with the channel transcript that is its whole view, which the leak
-    tests examine.
+    tests examine. ``dh_bits`` is the job's base-OT group (``ot.dh_bits_for(key_bits)``,
+    the same at both parties).
     """
 
-    def __init__(self, channel: Channel, role: str, keep_openings: bool = False) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        role: str,
+        keep_openings: bool = False,
+        *,
+        dh_bits: int = DEFAULT_DH_BITS,
+    ) -> None:
         if role not in (ALICE, BOB):
             raise ValueError(f"role must be {ALICE!r} or {BOB!r}, got {role!r}")
         self.channel = channel
         self.role = role
+        self.dh_bits = dh_group(dh_bits).bits  # checked now, used when the OT starts
         self.counters = ArithCounters()
         self.random = ring.RandomRing()
-        self.hash = FixedKeyHash()
+        self.hash = FixedKeyHash(LOOKUP_PROTOCOL, channel.session)
         self._sender: OTSender | None = None
         self._receiver: OTReceiver | None = None
         self._lookup_tweak = 0
@@ -100,14 +116,14 @@ class ArithSession:
         if not self.is_alice:
             raise ValueError("only alice sends OTs")
         if self._sender is None:
-            self._sender = OTSender(self.channel)
+            self._sender = OTSender(self.channel, dh_bits=self.dh_bits, instance=OT_INSTANCE)
         return self._sender
 
     def ot_receiver(self) -> OTReceiver:
         if self.is_alice:
             raise ValueError("only bob receives OTs")
         if self._receiver is None:
-            self._receiver = OTReceiver(self.channel)
+            self._receiver = OTReceiver(self.channel, dh_bits=self.dh_bits, instance=OT_INSTANCE)
         return self._receiver
 
     def next_tweaks(self, count: int) -> int:
@@ -345,7 +361,7 @@ def lookup(
     Alice rotates and masks the public table per instance, T'[e] = table[e ^ mu] - rho
     (rho uniform), and sends it by 1-out-of-N OT: w random OTs give her key pairs
     (k_i^0, k_i^1) and bob k_i^(y_i); entry e is encrypted under pad_e = XOR_i
-    H(k_i^(e_i), tweak(instance, e, i)) (``FixedKeyHash``, tweaks unique in the session).
+    H(k_i^(e_i), tweak(instance, e, i)) (``FixedKeyHash``, tweaks unique per ArithSession).
     Bob decrypts entry y: T'[y] = table[j] - rho is his share, rho is alice's.
 
     Security: bob knows one key per position, so every pad but pad_y has a term H(k, t)

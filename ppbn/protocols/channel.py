@@ -6,6 +6,12 @@ receives *typed* messages: a short tag naming the step, and a byte payload. The 
 class numbers messages, checks tags and sizes on receipt, and keeps the counters that
 ``simulate`` and ``bench`` report (bytes, messages, rounds).
 
+Each channel carries a public ``session`` label: the job id on the daemons' gRPC channel,
+empty on in-memory test channels unless a test sets one. Every hash and garbling tweak of
+the protocols that run over the channel is domain-separated by it (``fixed_key`` in
+``ppbn.circuits.garble``), so no two jobs share a fixed-key permutation. Both ends must
+use the same label; it is not secret and is never sent.
+
 Validation is part of the contract: a peer that sends the wrong tag, an oversized
 payload, or an array of the wrong shape makes the receiver raise ``ProtocolError`` with a
 one-line message instead of crashing later or hanging.
@@ -74,7 +80,8 @@ class Channel(ABC):
     Subclasses implement ``_put`` and ``_get`` for raw frames; this class adds sequence
     numbers, tag checks, size limits, counters and an optional transcript of everything
     received (tests use it to check that what a party sees is independent of the other
-    party's data).
+    party's data). ``session`` is the public label of the job the channel serves (see
+    the module doc).
     """
 
     def __init__(
@@ -82,7 +89,11 @@ class Channel(ABC):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         keep_transcript: bool = False,
+        session: bytes = b"",
     ) -> None:
+        if not isinstance(session, bytes):
+            raise TypeError(f"session must be bytes, got {type(session).__name__}")
+        self.session = session
         self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
         self.stats = ChannelStats()

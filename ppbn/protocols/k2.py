@@ -24,10 +24,14 @@ alpha_ijk / alpha_ij by a garbled division circuit, revealed per the disclosure 
 ``public`` (both learn every CPT), ``owner`` (only the owner of v_i, Sec. 8.2), ``shared``
 (each party keeps additive shares mod 2^64 of theta * 2^PARAM_FRAC).
 
-Alice garbles every circuit and is the OT sender; bob evaluates. What each party sees:
-garbled tables and labels (Yao), OT messages, masked truncation openings (statistically
-hidden, 2^-40), masked table indices (uniform), Paillier ciphertexts and masked slots
-(statistically hidden), and the revealed decisions and parameters.
+Alice garbles every circuit and is the OT sender; bob evaluates. The base OTs run in the
+group that matches the Paillier key size (``SecureLearnConfig.dh_bits``), and every hash
+is keyed by its protocol id and the channel's session label (the job id on the daemons),
+so a job's garbling, OT and lookups share no fixed-key permutation with another job's.
+What each party sees: garbled tables and labels (Yao), OT messages, masked truncation
+openings (statistically hidden, 2^-40), masked table indices (uniform), Paillier
+ciphertexts and masked slots (statistically hidden), and the revealed decisions and
+parameters.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from ppbn.protocols.fixedpoint import (
     terms_on,
 )
 from ppbn.protocols.ledger import Ledger
+from ppbn.protocols.ot import dh_bits_for
 from ppbn.protocols.paillier import OpCounters
 from ppbn.protocols.tables import TablesConfig, TablesSession, per_alpha_cost, run_tables
 from ppbn.protocols.yao import Reveal, YaoParty
@@ -88,6 +93,13 @@ class SecureLearnConfig:
     def tolerance(self) -> int:
         """tau in score units (2^-SCORE_FRAC); the secure comparison is exact on integers."""
         return int(math.floor(self.tau * (1 << SCORE_FRAC)))
+
+    @property
+    def dh_bits(self) -> int:
+        """The base-OT group of the job, from its Paillier key size (``ot.dh_bits_for``):
+        3072-bit keys use the 3072-bit group, so the whole job sits at one security level.
+        Each party derives it from its own checked configuration, never from the peer."""
+        return dh_bits_for(self.tables.key_bits)
 
 
 @dataclass
@@ -175,8 +187,8 @@ class SecureScorer:
         self.progress = progress
         self.paillier = paillier if paillier is not None else OpCounters()
         self.tables = TablesSession(config.tables)
-        self.yao = YaoParty(channel)
-        self.arith = arith.ArithSession(channel, role, keep_openings)
+        self.yao = YaoParty(channel, dh_bits=config.dh_bits)
+        self.arith = arith.ArithSession(channel, role, keep_openings, dh_bits=config.dh_bits)
         self.backend = SecureBackend(self.arith, role)
         self.clock = PhaseClock()
         max_d = max(v.cardinality for v in schema.variables)

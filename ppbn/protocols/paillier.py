@@ -35,8 +35,14 @@ re-randomized with a full randomizer r^N, r uniform in Z*_N (``full_randomizers`
 its randomizer is uniform over all N-th residues and independent of which ciphertexts
 were multiplied. ``tables.py`` does exactly that for its masked results.
 
-Validation: every ciphertext received from a peer must satisfy 0 < c < N^2 and
-gcd(c, N) = 1; otherwise ``ProtocolError``.
+Validation: a peer's public key goes through ``PublicKey.from_bytes``, which takes the
+expected size from the caller's locally checked parameters and refuses (``ProtocolError``)
+a modulus of another bit length, an even one, one with a prime factor below 2^16, a perfect
+square and a prime: cheap checks that catch a malformed or degenerate N (under which the
+re-randomized, masked products returned to the key owner need not hide the aggregating
+party's data) without a proof of correct generation, which the semi-honest model does not
+ask for. Every ciphertext received from a peer must
+satisfy 0 < c < N^2 and gcd(c, N) = 1; otherwise ``ProtocolError``.
 
 Bulk work (encryption, products of many ciphertexts, full randomizers, decryption) runs in
 a pool of worker processes (``WorkerPool``, spawn start method so it is safe next to gRPC
@@ -68,8 +74,11 @@ TEST_ONLY_KEY_BITS = 1024
 WEAK_KEY_WARNING = (
     "WARNING: 1024-bit Paillier keys (about 80-bit security) are for tests only; use 2048 or 3072"
 )
+MIN_KEY_BITS = min(KEY_BITS_CHOICES)  # the smallest modulus this build ever accepts
 SHORT_EXPONENT_BITS = 256
 WINDOW_BITS = 12
+SMALL_PRIME_BITS = 16
+SMALL_PRIMES_PRODUCT = gmpy2.primorial((1 << SMALL_PRIME_BITS) - 1)  # every prime below 2^16
 
 
 @dataclass
@@ -145,14 +154,32 @@ class PublicKey:
 
     @classmethod
     def from_bytes(cls, data: bytes, expected_bits: int) -> PublicKey:
-        """Parse and check a peer's public key: exact bit length, odd, not a perfect power."""
+        """Parse and check a peer's public key (see the module doc).
+
+        ``expected_bits`` must come from this party's own checked job parameters (e.g.
+        ``TablesConfig.key_bits``), never from the peer; below ``MIN_KEY_BITS`` it is a
+        local error (ValueError). Each refusal of the received modulus is a one-line
+        ``ProtocolError``.
+        """
+        if expected_bits < MIN_KEY_BITS:
+            raise ValueError(
+                f"expected Paillier key size {expected_bits} is below the minimum {MIN_KEY_BITS}"
+            )
         n = int.from_bytes(data, "big")
         if n.bit_length() != expected_bits:
             raise ProtocolError(
                 f"peer's Paillier modulus has {n.bit_length()} bits, expected {expected_bits}"
             )
-        if n % 2 == 0 or gmpy2.is_square(n) or gmpy2.is_prime(n):
-            raise ProtocolError("peer's Paillier modulus is not a product of two odd primes")
+        if n % 2 == 0:
+            raise ProtocolError("peer's Paillier modulus is even")
+        if gmpy2.gcd(n, SMALL_PRIMES_PRODUCT) != 1:
+            raise ProtocolError(
+                f"peer's Paillier modulus has a prime factor below 2^{SMALL_PRIME_BITS}"
+            )
+        if gmpy2.is_square(n):
+            raise ProtocolError("peer's Paillier modulus is a perfect square")
+        if gmpy2.is_prime(n):
+            raise ProtocolError("peer's Paillier modulus is prime")
         return cls(n)
 
     def phe_key(self) -> phe_paillier.PaillierPublicKey:

@@ -26,8 +26,10 @@ calls of the same ``TablesSession``; the plan reuses cached ciphertexts and othe
 picks, by a cost model, which party encrypts which family (both compute the same plan
 from public data). A family held entirely by one party is counted by that party: its
 share is the count table itself (its own data) and the other party's share is zero.
-Every received message is validated (sizes, ciphertexts in Z*_{N^2}, agreement on n,
-the family list and the configuration); a mismatch raises ProtocolError.
+Every received message is validated (the peer's Paillier modulus by
+``PublicKey.from_bytes`` against the locally configured key size, sizes, ciphertexts in
+Z*_{N^2}, agreement on n, the family list, the session label and the configuration); a
+mismatch raises ProtocolError.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import numpy as np
 from gmpy2 import mpz
 
 from ppbn.bn.schema import Schema
+from ppbn.circuits.garble import length_prefixed
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.paillier import (
     DEFAULT_KEY_BITS,
@@ -62,6 +65,7 @@ from ppbn.protocols.paillier import (
 )
 
 PROTOCOL_VERSION = 1
+TABLES_PROTOCOL = b"ppbn/tables"
 ROLES = ("alice", "bob")
 SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
@@ -469,12 +473,23 @@ class TablesSession:
         self.close()
 
 
-def _digest(*parts: object) -> int:
-    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "big")
+def _digest(channel_session: bytes, *parts: object) -> int:
+    """64-bit digest of public values (the hello's family list, cache keys), domain-separated
+    by the tables protocol id and the job's session label like every other hash."""
+    domain = length_prefixed(TABLES_PROTOCOL, channel_session)
+    digest = hashlib.blake2b(domain + repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
 
 
-def _group_digest(encrypter: str, group: Group, n_records: int, chunk_size: int, n_key: int) -> int:
-    return _digest("group", encrypter, group, n_records, chunk_size, n_key)
+def _group_digest(
+    channel_session: bytes,
+    encrypter: str,
+    group: Group,
+    n_records: int,
+    chunk_size: int,
+    n_key: int,
+) -> int:
+    return _digest(channel_session, "group", encrypter, group, n_records, chunk_size, n_key)
 
 
 # -- the protocol ----------------------------------------------------------------------------------
@@ -542,13 +557,20 @@ def _hello(
         config.key_bits,
         config.statistical_bits,
         config.chunk_size,
-        _digest(schema.fingerprint(), families),
+        _digest(channel.session, schema.fingerprint(), families),
         len(session.held),
         len(session.sent),
     ]
     channel.send_u64s("tables.hello", mine)
     theirs = channel.recv_u64s("tables.hello", len(mine))
-    names = ["protocol version", "record count", "key bits", "statistical bits", "chunk size", "family list"]
+    names = [
+        "protocol version",
+        "record count",
+        "key bits",
+        "statistical bits",
+        "chunk size",
+        "family list or session",
+    ]
     for name, a, b in zip(names, mine, theirs, strict=False):
         if a != b:
             raise ProtocolError(f"tables: the {name} differs between the parties (peer {b}, here {a})")
@@ -654,7 +676,10 @@ def _encrypt_side(
         done += _send_ready(channel, inflight, 0, counters)
         if progress is not None:
             progress("encrypt", done, total)
-        session.sent[_group_digest(plan.encrypter, group, n_records, config.chunk_size, keys.public.n)] = group
+        digest = _group_digest(
+            channel.session, plan.encrypter, group, n_records, config.chunk_size, keys.public.n
+        )
+        session.sent[digest] = group
     # masked products, in plan order
     sizes = [_configs(schema, sy) for _, sy in plan.pairs]
     total_returns = sum(sizes)
@@ -772,7 +797,9 @@ def _aggregate_side(
         cluster_sizes = [_configs(schema, u) for u in clusters]
         acc: list[list[mpz | None]] = [[None] * size for size in cluster_sizes]
         accumulators.append(acc)
-        digest = _group_digest(plan.encrypter, group, n_records, config.chunk_size, public.n)
+        digest = _group_digest(
+            channel.session, plan.encrypter, group, n_records, config.chunk_size, public.n
+        )
         held = session.held.get(digest) if plan.cached[gi] else None
         if plan.cached[gi] and held is None:
             raise ProtocolError("tables: peer's key does not match the cached ciphertexts")

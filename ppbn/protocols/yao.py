@@ -4,9 +4,10 @@ Protocol (Yao; Lindell-Pinkas, "A Proof of Security of Yao's Protocol for Two-Pa
 Computation", J. Cryptology 2009, Sec. 3, with half-gates garbling from
 ``ppbn.circuits.garble``), for K instances of one circuit:
 
-1. The garbler sends a header: circuit fingerprint, K, its input bundles, the output
+1. The garbler sends a header: a SHA-256 digest, under the Yao protocol id and the
+   channel's session label, of the circuit fingerprint, K, its input bundles, the output
    modes and the tweak base. The evaluator checks it against its own view and fails with
-   ``ProtocolError`` on any mismatch.
+   ``ProtocolError`` on any mismatch (a different session included).
 2. Evaluator input labels by correlated OT extension (``ppbn.protocols.ot``) with
    correlation R: the garbler's zero-label of an evaluator input bit is its OT output.
 3. In instance chunks (at most ``CHUNK_BYTES`` per message, so the evaluator starts
@@ -18,6 +19,12 @@ Computation", J. Cryptology 2009, Sec. 3, with half-gates garbling from
 Output modes (``Reveal``): to the garbler, to the evaluator, to both, or as fresh additive
 shares mod 2^l: the circuit is extended with a garbler input ``mask`` and outputs
 value - mask to the evaluator; the garbler's share is the uniformly random mask.
+
+Domain separation: garbling hashes with ``FixedKeyHash(YAO_PROTOCOL, channel.session)``,
+whose fixed AES key is derived from the protocol id and the job's session label (see
+``ppbn.circuits.garble``), and the OT extension feeding the evaluator's inputs is the
+instance b"yao" of ``ppbn.protocols.ot``. ``dh_bits`` selects the base-OT group
+(``ot.dh_bits_for`` of the job's Paillier key size; both parties derive it locally).
 
 Either party may garble any run; each party's inputs are the bundles it passes, the rest
 belong to the peer. Values: numpy uint64 arrays for bundles of at most 64 bits, numpy
@@ -43,16 +50,19 @@ from ppbn.circuits.garble import (
     FixedKeyHash,
     evaluate_garbled,
     garble,
+    length_prefixed,
     permute_bits,
     random_delta,
     random_labels,
 )
 from ppbn.circuits.ir import Circuit, as_values, bits_to_values, values_to_bits
 from ppbn.protocols.channel import Channel, ProtocolError
-from ppbn.protocols.ot import OTReceiver, OTSender
+from ppbn.protocols.ot import DEFAULT_DH_BITS, OTReceiver, OTSender, dh_group
 
 CHUNK_BYTES = 16 * 1024 * 1024
 MASK_PREFIX = "yao.mask."
+YAO_PROTOCOL = b"ppbn/yao/half-gates"
+OT_INSTANCE = b"yao"
 
 
 class Reveal(StrEnum):
@@ -100,15 +110,20 @@ def _random_values(width: int, count: int) -> np.ndarray:
 
 
 class YaoParty:
-    """One party's end of a series of Yao runs over one channel."""
+    """One party's end of a series of Yao runs over one channel.
 
-    def __init__(self, channel: Channel) -> None:
+    ``dh_bits``: the base-OT group of the job (``ot.dh_bits_for(key_bits)``), the same at
+    both parties. The garbling hash is keyed by ``YAO_PROTOCOL`` and ``channel.session``.
+    """
+
+    def __init__(self, channel: Channel, *, dh_bits: int = DEFAULT_DH_BITS) -> None:
         self.channel = channel
+        self.dh_bits = dh_group(dh_bits).bits  # checked now, used when the OT starts
         self.counters = YaoCounters()
         self._ot_sender: OTSender | None = None
         self._ot_receiver: OTReceiver | None = None
         self._tweak_base = 0
-        self._hash = FixedKeyHash()
+        self._hash = FixedKeyHash(YAO_PROTOCOL, channel.session)
 
     # -- public entry point ------------------------------------------------------------
     def run(
@@ -156,8 +171,14 @@ class YaoParty:
         return result
 
     # -- shared helpers ------------------------------------------------------------------
-    @staticmethod
-    def _header(circuit: Circuit, k: int, garbler_bundles: list[str], modes: Mapping[str, Reveal], tweak: int) -> bytes:
+    def _header(
+        self,
+        circuit: Circuit,
+        k: int,
+        garbler_bundles: list[str],
+        modes: Mapping[str, Reveal],
+        tweak: int,
+    ) -> bytes:
         body = {
             "circuit": circuit.fingerprint.hex(),
             "instances": k,
@@ -165,7 +186,8 @@ class YaoParty:
             "outputs": {n: m.value for n, m in sorted(modes.items())},
             "tweak_base": tweak,
         }
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()
+        domain = b"ppbn yao header v2" + length_prefixed(YAO_PROTOCOL, self.channel.session)
+        return hashlib.sha256(domain + json.dumps(body, sort_keys=True).encode()).digest()
 
     @staticmethod
     def _partition(
@@ -230,7 +252,9 @@ class YaoParty:
         own_rows, peer_rows, own_bits = self._partition(full, mine, values)
         if peer_rows:
             if self._ot_sender is None:
-                self._ot_sender = OTSender(self.channel)
+                self._ot_sender = OTSender(
+                    self.channel, dh_bits=self.dh_bits, instance=OT_INSTANCE
+                )
             ots_before = self._ot_sender.ots
             x0 = self._ot_sender.send_correlated(len(peer_rows) * k, delta)
             zero[peer_rows] = x0.reshape(len(peer_rows), k, 2)
@@ -274,14 +298,16 @@ class YaoParty:
         if got != self._header(full, k, garbler_bundles, modes, self._tweak_base):
             raise ProtocolError(
                 "Yao header mismatch: the parties disagree on the circuit, instance count, "
-                "input ownership, output modes or run sequence"
+                "input ownership, output modes, run sequence or session"
             )
         sched = full.schedule
         labels = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
         own_rows, peer_rows, own_bits = self._partition(full, mine, values)
         if own_rows:
             if self._ot_receiver is None:
-                self._ot_receiver = OTReceiver(self.channel)
+                self._ot_receiver = OTReceiver(
+                    self.channel, dh_bits=self.dh_bits, instance=OT_INSTANCE
+                )
             ots_before = self._ot_receiver.ots
             choices = np.concatenate(own_bits, axis=0).reshape(-1)
             labels[own_rows] = self._ot_receiver.receive_correlated(choices).reshape(len(own_rows), k, 2)
