@@ -1,37 +1,202 @@
-"""``ppbn certs make``: a CA and one certificate per daemon (alice, bob, miner) and for the operator."""
+"""``ppbn certs``: a per-party PKI in which no private key leaves the host that made it.
+
+Each organisation runs ``ca`` once on its CA host; each daemon or operator host runs
+``request`` and sends only the request to its CA, which ``sign``s it; each daemon host
+then ``trust``s the other party's CA certificate, pinned by the fingerprint the other
+party read out to it over another channel. ``inspect`` shows what a certificate says.
+The work is done by ``ppbn.parties.tls``, which ``make_local_pki`` also uses for demos.
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
+from pathlib import Path
+
+from ppbn.parties.tls import (
+    CA_DAYS,
+    DAEMON_ROLES,
+    EXPIRY_WARNING_DAYS,
+    LEAF_DAYS,
+    OPERATOR,
+    CertSummary,
+    load_inspectable,
+    make_ca,
+    make_request,
+    sign_request,
+    summarize,
+    trust_ca,
+)
 
 
-def _make(args: argparse.Namespace) -> int:
-    from ppbn.parties.tls import make_certificates
+def _ca(args: argparse.Namespace) -> int:
+    cert_path, key_path = make_ca(args.out, args.name, args.days, args.party)
+    summary = summarize(load_inspectable(cert_path)[0])
+    until = f"{summary.not_after:%Y-%m-%d}"
+    print(f"wrote {cert_path} and {key_path} (CA {summary.subject}, until {until})")
+    print(f"SHA-256 fingerprint: {summary.fingerprint}")
+    print(f"give {cert_path.name} to the other party and read them this fingerprint over another "
+          f"channel; keep {key_path.name} on this host only")  # fmt: skip
+    return 0
 
-    written = make_certificates(args.out, args.hosts)
-    names = ", ".join(p.name for p in written)
-    print(f"wrote {names} to {args.out}")
-    print(
-        "give each host ca.crt and its own ROLE.crt/ROLE.key (alice, bob, or miner for the "
-        "PRAM data miner), operators "
-        "ca.crt and operator.crt/.key; keep ca.key offline"
-    )
+
+def _request(args: argparse.Namespace) -> int:
+    key_path, csr_path = make_request(args.out, args.role, args.party, args.host or [], args.force)
+    print(f"wrote {key_path} (stays on this host) and {csr_path}")
+    print(f"send {csr_path.name} to your CA: ppbn certs sign --ca CA_DIR --csr {csr_path.name} "
+          f"--out {args.role}.crt; put the {args.role}.crt you get back and the CA's ca.crt "
+          f"next to {key_path.name}")  # fmt: skip
+    return 0
+
+
+def _sign(args: argparse.Namespace) -> int:
+    summary, capped = sign_request(args.ca, args.csr, args.out, args.days, args.force)
+    cut = " (cut to the CA's own expiry)" if capped else ""
+    print(f"signed {args.csr}: role {summary.role}, party {summary.party}, "
+          f"hosts {', '.join(summary.hosts) or '(none: operators only connect)'}")  # fmt: skip
+    print(f"valid until {summary.not_after:%Y-%m-%d %H:%M} UTC{cut}; serial {summary.serial}")
+    print(f"wrote {args.out} (SHA-256 {summary.fingerprint})")
+    return 0
+
+
+def _trust(args: argparse.Namespace) -> int:
+    found, added = trust_ca(args.tls_dir, args.ca, args.fingerprint)
+    print(f"SHA-256 fingerprint: {found}")
+    if args.fingerprint is None:
+        print("not pinned: compare it with the fingerprint the other party read out to you "
+              "(or pass it with --fingerprint)")  # fmt: skip
+    else:
+        print("matches the pinned fingerprint")
+    where = Path(args.tls_dir) / "trusted.crt"
+    print(f"added to {where}" if added else f"already trusted in {where}")
+    return 0
+
+
+def _text(path: str, summary: CertSummary, now: dt.datetime) -> list[str]:
+    def when(value: dt.datetime | None) -> str:
+        return "-" if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
+
+    usage = ", ".join(summary.key_usage) or "-"
+    rows = [
+        ("subject", summary.subject),
+        ("role", summary.role or ("- (a CA)" if summary.is_ca else "- (none)")),
+        ("party", summary.party or "-"),
+        ("hosts", ", ".join(summary.hosts) or "-"),
+    ]
+    if summary.kind == "certificate":
+        rows += [
+            ("issuer", summary.issuer),
+            ("serial", summary.serial),
+            ("sha256", summary.fingerprint),
+            ("key usage", f"{usage}{' (critical)' if summary.key_usage_critical else ''}"),
+            ("ext. key usage", ", ".join(summary.extended_key_usage) or "-"),
+            ("not before", when(summary.not_before)),
+            ("not after", when(summary.not_after)),
+            ("days left", str(summary.days_left(now))),
+        ]
+    lines = [f"{path}: {'CA certificate' if summary.is_ca else summary.kind}"]
+    lines += [f"  {name:<15}{value}" for name, value in rows]
+    if summary.warning(now):
+        lines.append(f"  WARNING: {summary.warning(now)}")
+    return lines
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    now = dt.datetime.now(dt.UTC)
+    found = [(p, summarize(item)) for p in args.files for item in load_inspectable(Path(p))]
+    if args.format == "json":
+        print(json.dumps([{"file": path, **s.to_json(now)} for path, s in found], indent=2))
+    else:
+        print("\n".join(line for path, s in found for line in _text(path, s, now)))
     return 0
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("certs", help="make TLS certificates for the daemons")
+    parser = commands.add_parser(
+        "certs",
+        help="per-party TLS certificates: ca, request, sign, trust, inspect",
+        description="Each party runs its own CA. Keys are made where they are used and never "
+        "copied: `request` on the daemon or operator host, `sign` on the CA host (it reads only "
+        "ca.key), `trust` to accept the other party's CA after comparing its fingerprint.",
+    )
     sub = parser.add_subparsers(dest="certs_command", metavar="ACTION", required=True)
-    make = sub.add_parser(
-        "make",
-        help="make a CA and certificates for alice, bob, miner and operator",
-        description="Write ca.crt/ca.key and alice, bob, miner (the PRAM data miner) and "
-        "operator certificates and keys "
-        "(ECDSA P-256) signed by that CA. Party certificates name their role, localhost, "
-        "127.0.0.1, ::1 and every --hosts entry.",
+
+    ca = sub.add_parser(
+        "ca",
+        help="make this party's CA (ca.crt, ca.key)",
+        description="Write DIR/ca.crt and DIR/ca.key (mode 0600), an ECDSA P-256 CA. Refuses "
+        "to replace an existing CA. Keep ca.key on the CA host; give ca.crt and its printed "
+        "fingerprint to the other party.",
     )
-    make.add_argument("--out", required=True, help="output folder (created if missing)")
-    make.add_argument(
-        "--hosts", nargs="*", default=[], help="extra DNS names or IP addresses of the party hosts"
+    ca.add_argument("--out", required=True, metavar="DIR", help="folder for ca.crt and ca.key")
+    ca.add_argument("--name", help="CA common name; must differ from the other party's "
+                    "(default: ppbn CA, this host's name and a random suffix)")  # fmt: skip
+    ca.add_argument("--days", type=int, default=CA_DAYS,
+                    help=f"lifetime in days (default {CA_DAYS})")  # fmt: skip
+    ca.add_argument(
+        "--party", choices=("alice", "bob", "miner"),
+        help="the party this CA belongs to (written into its certificate): other parties then "
+        "accept from it only that party's daemon certificates; needed for `certs trust`. "
+        "Leave out only for one CA shared by everybody",
+    )  # fmt: skip
+    ca.set_defaults(func=_ca)
+
+    request = sub.add_parser(
+        "request",
+        help="make a key and a certificate request on the host that will use them",
+        description="Write DIR/ROLE.key (mode 0600, never leaves this host) and DIR/ROLE.csr "
+        "(send it to your CA). Daemons (alice, bob, miner) name every host name or IP address "
+        "they are dialled at with --host; an operator names the party whose daemon it drives.",
     )
-    make.set_defaults(func=_make)
+    request.add_argument("--role", required=True, choices=(*DAEMON_ROLES, OPERATOR),
+                         help="the daemon role, or operator (for `ppbn learn`)")  # fmt: skip
+    request.add_argument("--party", choices=DAEMON_ROLES,
+                         help="operator: the party whose daemon it may control")  # fmt: skip
+    request.add_argument("--host", action="append", metavar="HOST",
+                         help="daemons: DNS name or IP address of this host (repeat)")  # fmt: skip
+    request.add_argument("--out", required=True, metavar="DIR",
+                         help="folder for ROLE.key and ROLE.csr")  # fmt: skip
+    request.add_argument("--force", action="store_true", help="replace an existing key and request")
+    request.set_defaults(func=_request)
+
+    sign = sub.add_parser(
+        "sign",
+        help="check a certificate request and sign it with this party's CA",
+        description="Check the request's signature, role, party and hosts, and write a "
+        "certificate signed by CA_DIR/ca.key (the only key it reads): KeyUsage "
+        "digitalSignature, serverAuth+clientAuth for daemons, clientAuth for operators.",
+    )
+    sign.add_argument("--ca", required=True, metavar="CA_DIR", help="folder with ca.crt and ca.key")
+    sign.add_argument("--csr", required=True, metavar="FILE", help="the request (ROLE.csr)")
+    sign.add_argument("--out", required=True, metavar="CRT", help="certificate file to write")
+    sign.add_argument("--days", type=int, default=LEAF_DAYS,
+                      help=f"lifetime in days (default {LEAF_DAYS})")  # fmt: skip
+    sign.add_argument("--force", action="store_true", help="replace an existing certificate file")
+    sign.set_defaults(func=_sign)
+
+    trust = sub.add_parser(
+        "trust",
+        help="accept another party's CA certificate (cross-trust)",
+        description="Check that PEER_CA.crt is a CA certificate (and, with --fingerprint, "
+        "that its SHA-256 matches the one the other party gave you out of band), then add it "
+        "to DIR/trusted.crt. Prints the fingerprint either way.",
+    )
+    trust.add_argument("--tls-dir", required=True, metavar="DIR", help="this party's TLS folder")
+    trust.add_argument("--ca", required=True, metavar="PEER_CA.crt",
+                       help="the other party's ca.crt")  # fmt: skip
+    trust.add_argument("--fingerprint", metavar="SHA256HEX",
+                       help="pinned SHA-256 of the certificate (hex, colons allowed)")  # fmt: skip
+    trust.set_defaults(func=_trust)
+
+    inspect = sub.add_parser(
+        "inspect",
+        help="show what certificates (or requests) say and when they expire",
+        description="Subject, role, party, hosts, issuer, serial, SHA-256 fingerprint, key "
+        "usages, validity and days left, with a warning when expired or within "
+        f"{EXPIRY_WARNING_DAYS} days of expiry. Bundles show every certificate.",
+    )
+    inspect.add_argument("files", nargs="+", metavar="FILE",
+                         help="PEM certificate, bundle or request")  # fmt: skip
+    inspect.add_argument("--format", choices=("text", "json"), default="text")
+    inspect.set_defaults(func=_inspect)

@@ -1,8 +1,9 @@
 """Talking to a running daemon as an operator: start a job, follow it, read its outcome.
 
-Used by ``ppbn learn`` and ``ppbn simulate``. The operator's client presents a
-CA-signed certificate (alice's, bob's or operator's) and checks that the daemon's
-certificate is a party certificate of the same CA (name ``ppbn-party``).
+Used by ``ppbn learn`` and ``ppbn simulate``. The client presents the operator
+certificate of its TLS folder (issued by the CA of the party whose daemon it controls)
+and, before its first call, checks that what answers at the address presents a daemon
+certificate (alice, bob or miner) from a CA it trusts.
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ import grpc
 
 from ppbn.errors import UserError
 from ppbn.parties.net import describe_rpc_error, dial
-from ppbn.parties.tls import ANY_PARTY_NAME, load_tls_files
+from ppbn.parties.tls import (
+    DAEMON_ROLES,
+    OPERATOR,
+    CertIdentity,
+    load_tls_files,
+    verify_server_role,
+)
 from ppbn.proto import party_pb2, party_pb2_grpc
 
 JobInfo = party_pb2.JobInfo
 FINISHED = (JobInfo.SUCCEEDED, JobInfo.FAILED, JobInfo.CANCELLED)
 RPC_TIMEOUT_S = 30.0
+VERIFY_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -56,10 +64,15 @@ class JobOutcome:
 class DaemonClient:
     """A connection to one daemon; every failure is raised as a one-line UserError."""
 
-    def __init__(self, address: str, tls_dir: str | None, identity: str, insecure: bool = False) -> None:
+    def __init__(
+        self, address: str, tls_dir: str | None, identity: str = OPERATOR, insecure: bool = False
+    ) -> None:
         self.address = address
-        tls = None if insecure else load_tls_files(_require(tls_dir), identity)
-        self._channel = dial(address, tls, ANY_PARTY_NAME)
+        self._tls = None if insecure else load_tls_files(_require(tls_dir), identity)
+        # who answered at the address, checked before the first call (the daemon may still
+        # be starting when the client is made)
+        self.server: CertIdentity | None = None
+        self._channel = dial(address, self._tls, "a daemon")
         self._stub = party_pb2_grpc.PartyServiceStub(self._channel)
 
     def close(self) -> None:
@@ -72,13 +85,17 @@ class DaemonClient:
         self.close()
 
     def _call(self, method: Callable, request: Any, timeout: float = RPC_TIMEOUT_S) -> Any:
+        if self._tls is not None and self.server is None:
+            self.server = verify_server_role(
+                self.address, self._tls, DAEMON_ROLES, min(timeout, VERIFY_TIMEOUT_S)
+            )
         try:
             return method(request, timeout=timeout)
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
                               grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT):  # fmt: skip
                 raise UserError(f"daemon at {self.address}: {exc.details()}") from None
-            raise UserError(describe_rpc_error(exc, self.address, ANY_PARTY_NAME)) from None
+            raise UserError(describe_rpc_error(exc, self.address, "a daemon")) from None
 
     def health(self, timeout: float = 5.0) -> party_pb2.HealthReply:
         return self._call(self._stub.Health, party_pb2.HealthRequest(), timeout)

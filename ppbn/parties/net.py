@@ -1,8 +1,8 @@
 """gRPC plumbing shared by the daemon, ``ppbn learn`` and ``ppbn simulate``.
 
 One place for the channel options (message size limits on both ends, keepalive so a
-vanished host is noticed), for dialling a daemon with the right TLS name check, and for
-turning gRPC's transport errors into one line a person can act on.
+vanished host is noticed), for dialling a daemon with TLS, and for turning gRPC's
+transport errors into one line a person can act on.
 """
 
 from __future__ import annotations
@@ -43,7 +43,14 @@ def dial(
     expected_name: str,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> grpc.Channel:
-    """Open a gRPC channel to a daemon; with TLS the server must be CA-signed and named ``expected_name``."""
+    """Open a gRPC channel to a daemon; with TLS its certificate must come from a trusted CA
+    and name the host of ``address``.
+
+    Certificates name hosts, not roles, so gRPC checks the address as any TLS client
+    would; which role answers there is checked by the caller (``verify_server_role``
+    before it trusts the channel, or the server's refusal of our certificate).
+    ``expected_name`` is the role the caller means to reach, for its error messages.
+    """
     options: list[tuple[str, object]] = [
         *message_options(max_message_bytes),
         ("grpc.keepalive_time_ms", KEEPALIVE_MS),
@@ -55,7 +62,6 @@ def dial(
     ]
     if tls is None:
         return grpc.insecure_channel(address, options=options)
-    options.append(("grpc.ssl_target_name_override", expected_name))
     return grpc.secure_channel(address, channel_credentials(tls), options=options)
 
 
@@ -67,18 +73,18 @@ def describe_rpc_error(exc: grpc.RpcError, address: str, expected_name: str) -> 
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, None):
         if "hostname verification" in lowered:
             return (
-                f"TLS with {address} failed: its certificate does not name {expected_name!r} "
-                f"(wrong role at that address?) ({_last_line(details)})"
+                f"TLS with {address} failed: the certificate of what answers there (meant to be "
+                f"{expected_name}) does not name that host ({_last_line(details)})"
             )
         if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered:
             return (
-                f"TLS with {address} failed: its certificate is not signed by our CA or does not "
-                f"name {expected_name!r} ({_last_line(details)})"
+                f"TLS with {address} failed: its certificate is not signed by a CA we trust "
+                f"(meant to reach {expected_name}; `ppbn certs trust`?) ({_last_line(details)})"
             )
         if any(s in lowered for s in ("ssl", "tls", "handshake", "alert", "certificate")):
             return (
-                f"TLS with {address} failed: it rejected our certificate (not signed by its CA?) "
-                f"or it does not speak TLS ({_last_line(details)})"
+                f"TLS with {address} failed: it rejected our certificate (our CA not in its "
+                f"trusted.crt?) or it does not speak TLS ({_last_line(details)})"
             )
         if "connection refused" in lowered:
             return f"{address} refused the connection: is the daemon running and listening there?"
