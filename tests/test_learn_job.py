@@ -4,6 +4,7 @@ parameters, the shared disclosure and `ppbn shares combine` (issue 5)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,11 +13,13 @@ from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.parties.learn_job import check_learn_params
 
+TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
+
 
 def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):
     code = main([
         "simulate", "--network", "asia", "--records", "1200", "--seed", "3", "--max-parents", "2",
-        "--score", "yw0", "--params", '{"key_bits": 1024}', "--format", "json", "--out", str(tmp_path),
+        "--score", "yw0", "--params", '{"key_bits": 1024}', "--policy", TEST_POLICY, "--format", "json", "--out", str(tmp_path),
     ])  # fmt: skip
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report.get("error")
@@ -34,13 +37,13 @@ def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):
         assert {"order", "edges", "parents", "parameters", "score", "tau", "stats"} <= set(network)
         assert (out.parent / "network.bif").is_file()
         ledger = json.loads((out.parent / "ledger.json").read_text())
-        assert {e["kind"] for e in ledger["entries"]} <= {"schema", "record_count", "k2_decision", "edge", "structure", "parameter"}
+        assert {e["kind"] for e in ledger["entries"]} <= {"schema", "record_count", "records_match", "k2_decision", "edge", "structure", "parameter"}
 
 
 def test_shared_disclosure_and_combine(tmp_path, capsys):
     code = main([
         "simulate", "--network", "asia", "--records", "800", "--max-parents", "1", "--disclosure", "shared",
-        "--params", '{"key_bits": 1024}', "--format", "json", "--out", str(tmp_path),
+        "--params", '{"key_bits": 1024}', "--policy", TEST_POLICY, "--format", "json", "--out", str(tmp_path),
     ])  # fmt: skip
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["reference_check"]["max_abs_cpt_difference"] is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ import pytest
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
 from ppbn.parties.harness import LocalPair, PairFiles
-from ppbn.parties.tls import make_certificates
+from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+
+TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,7 @@ def data_dir(tmp_path_factory):
 def test_simulate_tables_with_reveal_reports_both_parties(data_dir, capsys):
     code = ppbn_main([
         "simulate", "--data", str(data_dir), "--job", "tables", "--max-family", "3",
-        "--params", json.dumps({"key_bits": 1024, "workers": 1}), "--format", "json",
+        "--params", json.dumps({"key_bits": 1024}), "--policy", TEST_POLICY, "--format", "json",
         "--reveal-for-testing", "--timeout", "30",
     ])  # fmt: skip
     captured = capsys.readouterr()
@@ -60,7 +63,7 @@ def test_simulate_tables_with_reveal_reports_both_parties(data_dir, capsys):
 
 
 def test_local_pair_stops_both_daemons_when_the_run_fails(data_dir, tmp_path):
-    make_certificates(tmp_path / "certs")
+    make_local_pki(tmp_path / "certs", PARTY_ROLES)
     files = PairFiles(
         data_dir / "schema.json",
         {"alice": data_dir / "alice.csv", "bob": data_dir / "bob.csv"},

@@ -32,14 +32,14 @@ from ppbn.errors import UserError
 def _bench_k2(args: argparse.Namespace) -> int:
     from ppbn.parties.datasets import make_dataset
     from ppbn.parties.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_certificates
+    from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     if args.records < 2:
         raise UserError("--records must be at least 2")
     work = Path(tempfile.mkdtemp(prefix="ppbn-bench-k2-"))
     try:
         made = make_dataset(args.network, args.records, args.seed, work / "data")
-        make_certificates(work / "certs")
+        make_local_pki(work / "certs", PARTY_ROLES)
         files = PairFiles(work / "data" / "schema.json",
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
@@ -52,6 +52,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             if outcome.state != "SUCCEEDED":
                 raise UserError(f"the secure job failed: {outcome.error}")
             learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
+            outcome = pair.with_peer_figures(outcome)
         parties = {s["role"]: s for s in (outcome.stats, outcome.peer_stats) if s}
         inner = learned["stats"]
         report: dict[str, Any] = {

@@ -26,7 +26,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ppbn.parties.data import load_joined
     from ppbn.parties.datasets import make_dataset
     from ppbn.parties.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_certificates
+    from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     console = Console()
     keep = bool(args.out)
@@ -37,7 +37,7 @@ def _demo(args: argparse.Namespace) -> int:
         console.print(f"[bold]data[/bold]: {args.records} records sampled from {args.network} (seed {args.seed})")
         for party in ("alice", "bob"):
             console.print(f"  {party} holds: {', '.join(v.name for v in schema.owned_by(party))}")
-        make_certificates(work / "certs")
+        make_local_pki(work / "certs", PARTY_ROLES)
         files = PairFiles(work / "data" / "schema.json",
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         params = {"max_parents": args.max_parents, "score": args.score, "tau": DEFAULT_TAU}

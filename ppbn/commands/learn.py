@@ -101,16 +101,16 @@ def print_outcome(outcome, title: str, show_files: bool = True) -> None:
     if per_party:
         table = Table("figure", *per_party, title="per party")
         rows = [
-            ("wall time (s)", lambda s: f"{s.get('wall_s', 0):.2f}"),
-            ("bytes sent", lambda s: f"{s.get('bytes_sent', 0):,}"),
-            ("bytes received", lambda s: f"{s.get('bytes_received', 0):,}"),
-            ("messages sent", lambda s: f"{s.get('messages_sent', 0):,}"),
-            ("rounds", lambda s: f"{s.get('rounds', 0):,}"),
-            ("public-key operations", lambda s: f"{s.get('public_key_operations', 0):,}"),
-            ("Paillier encryptions", lambda s: f"{s.get('paillier_encryptions', 0):,}"),
+            ("wall time (s)", "wall_s", "{:.2f}"),
+            ("bytes sent", "bytes_sent", "{:,}"),
+            ("bytes received", "bytes_received", "{:,}"),
+            ("messages sent", "messages_sent", "{:,}"),
+            ("rounds", "rounds", "{:,}"),
+            ("public-key operations", "public_key_operations", "{:,}"),
+            ("Paillier encryptions", "paillier_encryptions", "{:,}"),
         ]
-        for label, fmt in rows:
-            table.add_row(label, *(fmt(s) for s in per_party.values()))
+        for label, key, fmt in rows:  # "-": the peer's own figures never cross the wire
+            table.add_row(label, *(fmt.format(s[key]) if key in s else "-" for s in per_party.values()))
         phases = sorted({p for s in per_party.values() for p in s.get("phases", {})})
         for phase in phases:
             table.add_row(
@@ -126,7 +126,7 @@ def _learn(args: argparse.Namespace) -> int:
     from ppbn.parties.client import DaemonClient, JobOutcome
 
     params = job_params(args)
-    with DaemonClient(args.peer, args.tls_dir, args.as_identity, args.insecure) as client:
+    with DaemonClient(args.peer, args.tls_dir, insecure=args.insecure) as client:
         health = client.health()
         if args.status or args.cancel:
             info = client.cancel(args.cancel) if args.cancel else client.status(args.status)
@@ -169,16 +169,18 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser = commands.add_parser(
         "learn",
         help="start a job on a running daemon (which runs it with its peer) and wait for it",
-        description="Connect to one of the two daemons with a CA-signed certificate, start a "
-        "job (the daemon coordinates with its peer), wait for it and print the result and the "
-        "per-party figures. Exit code 0 when the job succeeded, 1 when it failed.",
+        description="Connect to your party's daemon with your operator certificate, start a "
+        "job (the daemon checks it against its local policy and coordinates with its peer, which "
+        "checks its own), wait for it and print the result and this party's figures (the peer's "
+        "own figures never cross the wire; its traffic is shown as this daemon saw it). Exit "
+        "code 0 when the job succeeded, 1 when it failed.",
     )
     parser.add_argument("--peer", required=True, help="HOST:PORT of the daemon to ask")
-    parser.add_argument("--tls-dir", help="folder with ca.crt and the certificate of --as")
     parser.add_argument(
-        "--as", dest="as_identity", default="operator", choices=("alice", "bob", "operator"),
-        help="which certificate to present (default operator)",
-    )  # fmt: skip
+        "--tls-dir",
+        help="folder with operator.crt/.key (an operator certificate for the daemon's party, issued "
+        "by that party's CA) and ca.crt; a daemon takes job requests from its own operator only",
+    )
     parser.add_argument("--insecure", action="store_true", help="plaintext (test daemons only)")
     parser.add_argument("--job-id", help="job id (default: generated)")
     parser.add_argument("--no-wait", action="store_true", help="print the job id and return")

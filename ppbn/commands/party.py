@@ -20,10 +20,17 @@ def configure_logging(role: str, verbose: bool = False) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from ppbn.errors import UserError
     from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+    from ppbn.parties.policy import LocalPolicy
 
     configure_logging(args.role, args.verbose)
+    policy = LocalPolicy.load(args.policy)
+    if args.workers is not None:
+        policy = replace(policy, workers=args.workers)
+        policy.validate()
     if args.role == "miner":
         if args.data or args.peer or args.miner:
             raise UserError("the miner has no --data, --peer or --miner: give --alice and --bob")
@@ -50,9 +57,10 @@ def _serve(args: argparse.Namespace) -> int:
         tls_dir=args.tls_dir,
         insecure=args.insecure,
         out_dir=args.out,
-        timeout_s=args.timeout,
-        max_message_bytes=args.max_message_mb * 1024 * 1024,
+        timeout_s=args.peer_timeout,
         missing_as_category=args.missing_as_category,
+        policy=policy,
+        fixed_seed_for_testing=args.insecure_fixed_seed_for_testing,
     )
     PartyDaemon(config).serve_forever()
     return 0
@@ -65,8 +73,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "serve",
         help="serve one party's data to its peer daemon over mutual TLS (or run the PRAM miner)",
         description="Load and check this party's data, listen for the peer daemon and for "
-        "operators (mutual TLS with the certificates of `ppbn certs make`), and run the jobs "
-        "they start. Stops gracefully on SIGTERM.",
+        "this party's operators (mutual TLS with the certificates of `ppbn certs request/sign`), "
+        "and run the jobs they start. Every job's parameters are checked against this daemon's "
+        "local policy (--policy; `ppbn policy show` prints the effective one) before anything "
+        "derived from the data is sent: nothing from the network can weaken it. Stops gracefully "
+        "on SIGTERM.",
     )
     serve.add_argument(
         "--role", required=True, choices=("alice", "bob", "miner"),
@@ -81,20 +92,35 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     serve.add_argument("--alice", help="miner: HOST:PORT of alice's daemon")
     serve.add_argument("--bob", help="miner: HOST:PORT of bob's daemon")
-    serve.add_argument("--tls-dir", help="folder with ca.crt, ROLE.crt and ROLE.key")
+    serve.add_argument(
+        "--tls-dir", help="this party's folder: ca.crt (own CA), trusted.crt (peer CAs), ROLE.crt, ROLE.key"
+    )
+    policy = serve.add_argument_group("local policy (never weakened by a job message)")
+    policy.add_argument(
+        "--policy", metavar="FILE",
+        help="policy file (TOML or JSON): allowed paths, minimum Paillier key size, allowed "
+        "disclosure modes, PRAM minimum change probability and variables that must be randomized, "
+        "maximum parents / family size, minimum records, workers, message and queue sizes "
+        "(default: the safe built-in policy; see `ppbn policy show`)",
+    )  # fmt: skip
+    policy.add_argument(
+        "--workers", type=int, help="worker processes of this party (default: the policy's, else one per core)"
+    )
+    policy.add_argument(
+        "--insecure-fixed-seed-for-testing", metavar="SEED",
+        help="TESTING ONLY: fix this daemon's PRAM randomization so runs repeat; anyone who "
+        "knows the seed can undo it. Never taken from a job message.",
+    )  # fmt: skip
     serve.add_argument(
         "--insecure", action="store_true", help="plaintext, no certificates (loopback tests only)"
     )
     serve.add_argument("--out", default="ppbn-out", help="folder for job outputs (default ppbn-out)")
     serve.add_argument(
-        "--timeout",
+        "--peer-timeout", "--timeout", dest="peer_timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
-        help=f"seconds to wait for the peer before failing a job (default {DEFAULT_TIMEOUT_S:g})",
-    )
-    serve.add_argument(
-        "--max-message-mb", type=int, default=512, help="largest protocol message in MiB (default 512)"
-    )
+        help=f"longest wait for the peer before a job fails (default {DEFAULT_TIMEOUT_S:g} s)",
+    )  # fmt: skip
     serve.add_argument(
         "--missing-as-category",
         action="store_true",
@@ -102,3 +128,25 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     serve.set_defaults(func=_serve)
+
+    policy_parser = commands.add_parser("policy", help="show a daemon's effective local policy")
+    policy_sub = policy_parser.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
+    show = policy_sub.add_parser(
+        "show",
+        help="print the effective policy (the built-in default, or FILE on top of it) as TOML",
+        description="Print the local policy a daemon started with --policy FILE would enforce, "
+        "as a TOML file that can be edited and passed back with --policy.",
+    )
+    show.add_argument("--policy", metavar="FILE", help="policy file to read (default: built-in)")
+    show.add_argument("--format", choices=("toml", "json"), default="toml")
+    show.set_defaults(func=_show_policy)
+
+
+def _show_policy(args: argparse.Namespace) -> int:
+    import json
+
+    from ppbn.parties.policy import LocalPolicy
+
+    policy = LocalPolicy.load(args.policy)
+    print(json.dumps(policy.to_dict(), indent=2) if args.format == "json" else policy.to_toml(), end="")
+    return 0

@@ -42,7 +42,7 @@ from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 # The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
 PATHS = ("secure", "pram", "job")
 PRAM_SEED_WARNING = (
-    "WARNING: --randomization-seed fixes the randomization: TESTING ONLY, every daemon of the "
+    "WARNING: --randomization-seed fixes the daemons' randomization: TESTING ONLY, every daemon of the "
     "job can undo it."
 )
 REVEAL_WARNING = (
@@ -89,9 +89,16 @@ def reveal_tables(schema_path: Path, csvs: dict[str, Path], out_dirs: dict[str, 
     return {"tables_checked": len(counts), "tables_wrong": wrong, "all_equal": not wrong}
 
 
+def _policy(args: argparse.Namespace):
+    """The local policy both simulated daemons enforce: --policy FILE, else the built-in."""
+    from ppbn.parties.policy import LocalPolicy
+
+    return LocalPolicy.load(args.policy) if args.policy else None
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from ppbn.parties.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_certificates
+    from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     params = job_params(args)
     if args.reveal_for_testing:
@@ -110,11 +117,11 @@ def _simulate(args: argparse.Namespace) -> int:
         timings["data_s"] = time.perf_counter() - start
         start = time.perf_counter()
         tls_dir = work / "certs"
-        make_certificates(tls_dir)
+        make_local_pki(tls_dir, PARTY_ROLES)
         timings["certs_s"] = time.perf_counter() - start
         files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
         start = time.perf_counter()
-        with LocalPair(files, args.timeout) as pair:
+        with LocalPair(files, args.timeout, policy=_policy(args)) as pair:
             timings["daemons_start_s"] = time.perf_counter() - start
             if not quiet:
                 print(f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
@@ -125,6 +132,7 @@ def _simulate(args: argparse.Namespace) -> int:
                 progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
                 outcome = client.wait(job_id, None, progress)
             timings["job_s"] = time.perf_counter() - start
+            outcome = pair.with_peer_figures(outcome)
             if outcome.state != "SUCCEEDED":
                 for role in ("alice", "bob"):
                     print(f"{role}'s log: {pair.log_tail(role, 3)}", file=sys.stderr)
@@ -181,8 +189,6 @@ def pram_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, A
         order=list(parse_order(args.order, names)), c_star=args.c_star, eta=args.eta,
         counts=args.counts, dirichlet=args.dirichlet,
     )  # fmt: skip
-    if args.randomization_seed is not None:
-        params["seed"] = args.randomization_seed
     return params
 
 
@@ -192,7 +198,7 @@ def _simulate_pram(args: argparse.Namespace) -> int:
     from ppbn.parties.compare import structure_diff
     from ppbn.parties.data import load_joined
     from ppbn.parties.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_certificates
+    from ppbn.parties.tls import make_local_pki
 
     quiet = args.format == "json"
     if args.randomization_seed is not None:
@@ -205,11 +211,14 @@ def _simulate_pram(args: argparse.Namespace) -> int:
         schema_path, alice_csv, bob_csv = _data_files(args, work)
         schema = Schema.load(str(schema_path))
         params = pram_params(args, schema.names)
-        make_certificates(work / "certs")
+        make_local_pki(work / "certs")
         files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
         start_role, kind = ("miner", "pram-miner") if args.setup == 2 else ("alice", "pram")
         started = time.perf_counter()
-        with LocalPair(files, args.timeout, miner=args.setup == 2) as daemons:
+        with LocalPair(
+            files, args.timeout, miner=args.setup == 2, policy=_policy(args),
+            fixed_seed_for_testing=args.randomization_seed,
+        ) as daemons:  # fmt: skip
             up = time.perf_counter() - started
             if not quiet:
                 print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
@@ -398,6 +407,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help=f"daemons' peer timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
     )  # fmt: skip
     parser.add_argument(
+        "--policy", metavar="FILE",
+        help="local policy file both daemons enforce (default: the built-in policy, which refuses "
+        "e.g. 1024-bit keys, fewer than 100 records and PRAM p below 0.1; see `ppbn policy show`)",
+    )  # fmt: skip
+    parser.add_argument(
         "--reveal-for-testing", action="store_true",
         help="TESTING ONLY: add both parties' shares and check them against the plaintext counts",
     )  # fmt: skip
@@ -427,4 +441,8 @@ def add_path_arguments(parser: argparse.ArgumentParser) -> None:
                       help="eta threshold of the Bayesian score against extra links (default 1: plain K2)")  # fmt: skip
     pram.add_argument("--counts", choices=COUNT_METHODS, default="moment",
                       help="count estimator: moment (clipped at 0) or em (default moment)")  # fmt: skip
-    pram.add_argument("--randomization-seed", help="TESTING ONLY: fix the randomization (every daemon can undo it)")
+    pram.add_argument(
+        "--randomization-seed",
+        help="TESTING ONLY: start the daemons with --insecure-fixed-seed-for-testing so the "
+        "randomization repeats (anyone who knows the seed can undo it)",
+    )

@@ -8,9 +8,10 @@ and bob. On it run:
 - the PRAM path over the daemons (alice, bob and the miner as separate processes on
   loopback, mutual TLS), setup I and setup II, for each p, plain and with the extra-link
   fix of Ma and Sivakumar (Sec. V): the threshold eta for Bayesian scores, the penalty
-  multiplier C* for BIC. For one p every PRAM run uses the same randomization seed, so
+  multiplier C* for BIC. The daemons run with the local test flag
+  ``--insecure-fixed-seed-for-testing`` (a seed is never a job parameter), so for one p
   both setups and both variants see the same randomized copy and differ only by what
-  they are measuring;
+  they are measuring; the daemons' policy permits the smallest p asked for;
 - the secure path: job kind ``learn`` through the same daemons.
 
 Measures per run: structural Hamming distance to the reference structure (a reversed
@@ -33,7 +34,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from ppbn.bn.model import BayesNet
 from ppbn.bn.networks import sample
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
+from ppbn.parties.policy import ALL_VARIABLES, LocalPolicy, PramPolicy
 
 ENUMERATION_LIMIT = 1 << 18
 KL_SAMPLES = 200_000
@@ -208,6 +210,14 @@ def _bytes_exchanged(outcomes: Mapping[str, Any]) -> int:
     return sum(int((o.stats or {}).get("bytes_sent", 0)) for o in outcomes.values())
 
 
+def comparison_policy(settings: CompareSettings) -> LocalPolicy:
+    """The policy of the comparison's daemons: the built-in one, with the PRAM minimum lowered
+    to the smallest p asked for (the person running the comparison is both parties)."""
+    least = min(settings.ps)
+    pram = PramPolicy(min_p=least, always_randomize=(ALL_VARIABLES,) if least > 0 else ())
+    return replace(LocalPolicy(), pram=pram, source=f"ppbn compare (PRAM p >= {least:g})")
+
+
 @dataclass
 class CompareSettings:
     network: str
@@ -250,7 +260,7 @@ def run_comparison(
     from ppbn.parties.data import load_joined
     from ppbn.parties.datasets import make_dataset
     from ppbn.parties.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_certificates
+    from ppbn.parties.tls import make_local_pki
 
     started = time.perf_counter()
     data_dir = work / "data"
@@ -269,12 +279,18 @@ def run_comparison(
     runs = [ref_run]
     say(f"reference: {len(reference.search.edges)} edges in {ref_run.wall_s:.2f} s")
 
-    make_certificates(work / "certs")
+    make_local_pki(work / "certs")
     files = PairFiles(
         data_dir / "schema.json", {"alice": data_dir / "alice.csv", "bob": data_dir / "bob.csv"},
         work / "certs", work,
     )  # fmt: skip
-    with LocalPair(files, settings.timeout_s, miner=True) as trio:
+    policy = comparison_policy(settings)
+    if policy.pram.min_p < LocalPolicy().pram.min_p:
+        say(f"policy: {policy.source} (weaker than the built-in minimum p {LocalPolicy().pram.min_p:g})")
+    with LocalPair(
+        files, settings.timeout_s, miner=True, policy=policy,
+        fixed_seed_for_testing=f"compare/{settings.seed}",
+    ) as trio:  # fmt: skip
         say("daemons up: alice, bob and miner (loopback, mutual TLS)")
         for p in settings.ps:
             fix_label, fix_params = settings.fix_for(p)
@@ -283,8 +299,7 @@ def run_comparison(
                 for fix in ("",) if neutral else ("", fix_label):
                     params: dict[str, Any] = {
                         "p": p, "max_parents": settings.max_parents, "score": settings.score,
-                        "tau": settings.tau, "seed": f"compare/{settings.seed}/p={p}",
-                        **(fix_params if fix else {}),
+                        "tau": settings.tau, **(fix_params if fix else {}),
                     }  # fmt: skip
                     run = Run("pram", setup=setup, p=p, fix=fix)
                     _run_daemon_job(trio, run, "miner" if setup == 2 else "alice",
@@ -448,7 +463,8 @@ def write_report(comparison: Comparison, out: Path) -> list[Path]:
         "",
         "How it ran: the reference in this process on the joined plaintext; every PRAM run and "
         "the secure run as jobs over three daemon processes (alice, bob, miner) on loopback with "
-        "mutual TLS. Within one p all PRAM runs share one randomization seed (same randomized copy).",
+        "mutual TLS. The daemons run with a fixed test seed (local flag), so within one p all PRAM runs "
+        "share one randomized copy.",
         f"KL(truth || learned): {comparison.kl_method}; learned CPTs mixed with the uniform at weight {KL_SMOOTHING:g}.",
         "wall (s): the job from start to finish as the operator saw it (the reference: the "
         "in-process learner); bytes: sent by all daemons of the job, as each counted its channels.",

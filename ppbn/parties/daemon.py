@@ -11,10 +11,22 @@ with a reason. Both daemons then run the job function in a worker thread over a
 timeout, and the daemon goes on serving. SIGTERM stops it gracefully (the running job is
 aborted with a reason the peer sees).
 
-Authorisation: every caller must present a certificate signed by the CA (mutual TLS).
-Handshake and Exchange are for the peer daemon only; job control and health are open
-to alice, bob and operator certificates (every job needs both daemons anyway, and a
-job kind only reveals what the security model allows).
+Local policy (``ppbn.parties.policy``): each daemon enforces its own; nothing that
+arrives from the network can weaken it. A job's parameters are checked against it at
+both daemons, by the initiator before it contacts the peer and by the peer before it
+answers ACCEPT, so a refused job has sent nothing derived from the data: the refusing
+side sends one ABORT frame with a code and the name of the parameter at fault. Seeds,
+masks and keys come from the local CSPRNG; resources (workers, message and queue sizes)
+come from the policy, never from a job message.
+
+Authorisation: every caller must present a certificate signed by a trusted CA (mutual
+TLS) whose role URI the daemon checks. Handshake and Exchange are for the expected peer
+daemons only; job control (StartJob, JobStatus, CancelJob) only for this daemon's own
+operator (role operator, naming this party, issued by this party's CA); anyone else gets
+PERMISSION_DENIED. Health is open to the operator and the peers.
+
+After a job only data-independent figures cross the wire (``EXCHANGED_STATS``): the
+peer's traffic is mirrored from what this daemon itself sent and received.
 
 The data miner (PRAM path, setup II; Ma and Sivakumar Sec. III-A) is a third daemon role
 without data. It knows the addresses of alice and bob; alice and bob accept it only when
@@ -26,9 +38,9 @@ record checks of the handshake are made between the two parties' Hellos at job s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import os
 import re
 import signal
 import threading
@@ -45,34 +57,57 @@ import numpy as np
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
 from ppbn.parties.data import PartyData, load_party_data
-from ppbn.parties.grpc_channel import GrpcChannel
-from ppbn.parties.jobs import JobCancelled, JobContext, JobKind, job_kind
+from ppbn.parties.grpc_channel import GrpcChannel, frame_kind_name
+from ppbn.parties.jobs import (
+    JobCancelled,
+    JobContext,
+    JobKind,
+    ParameterError,
+    PolicyScope,
+    job_kind,
+)
 from ppbn.parties.net import describe_rpc_error, dial, server_options
+from ppbn.parties.policy import LocalPolicy, PolicyRefusal
 from ppbn.parties.tls import (
     DAEMON_ROLES,
     MINER,
+    OPERATOR,
     PARTY_ROLES,
-    caller_identity,
     load_tls_files,
+    peer_identity,
     server_credentials,
+    verify_server_role,
 )
 from ppbn.proto import party_pb2, party_pb2_grpc
 from ppbn.protocols.channel import (
-    DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_TIMEOUT_S,
     ChannelStats,
+    PeerGone,
     ProtocolError,
 )
 from ppbn.protocols.ledger import Ledger
+from ppbn.protocols.records import (
+    NONCE_BYTES,
+    RecordsMismatch,
+    check_same_records,
+    job_key,
+    miner_check_records,
+    party_check_records_for_miner,
+)
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 JobInfo = party_pb2.JobInfo
 Frame = party_pb2.Frame
+AbortCode = party_pb2.AbortCode
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a folder name: no "..", no "/"
 HANDSHAKE_TIMEOUT_S = 10.0
-STATS_MAX_BYTES = 1 << 20
+STATS_MAX_BYTES = 4096
 NOTE_INTERVAL_S = 5.0
 REACH_RETRY_S = 4.0
+MAX_PARAMS_BYTES = 64 * 1024  # a job request's JSON parameters; a refusal costs no more than this
+MAX_CONCURRENT_RPCS = 64  # beyond this gRPC answers RESOURCE_EXHAUSTED at once
+# What crosses the wire after a job: nothing that depends on the data (SECURITY.md).
+EXCHANGED_STATS = ("protocol_version", "role", "kind")
 # Job kinds run by the miner with both parties; they start at the miner, which runs nothing else.
 MINER_JOB_KINDS = frozenset({"pram-miner"})
 
@@ -105,17 +140,20 @@ def peer_addresses(role: str, peer: str, extra: dict[str, str]) -> dict[str, str
     return {other_role(role): peer, **miner}
 
 
-def ids_digest(ids: tuple[str, ...]) -> str:
-    """SHA-256 of the sorted record ids: equal iff both parties hold the same records.
+class JobRefused(UserError):
+    """A job this daemon will not run: the one-line local reason, and the abort code (and
+    parameter name) the peer is told instead of the reason."""
 
-    Both parties already know their common ids (that is how rows align), so comparing
-    the digests reveals nothing when they agree and only "they differ" otherwise.
-    """
-    h = hashlib.sha256()
-    for record_id in ids:
-        h.update(record_id.encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()
+    def __init__(self, message: str, code: int, parameter: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.parameter = parameter
+
+
+def printable(text: str, limit: int = 80) -> str:
+    """Text that came from the network, safe for one log line: no control characters, bounded."""
+    cleaned = "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
+    return cleaned + ("..." if len(text) > limit else "")
 
 
 def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role: str) -> str | None:
@@ -142,17 +180,13 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
             f"{me} holds {mine.record_count} records, {them} holds {theirs.record_count}: "
             "both data files must hold the same records"
         )
-    if theirs.ids_digest != mine.ids_digest:
-        return f"{me} and {them} hold the same number of records but different record ids"
-    return None
+    return None  # the ids themselves are compared per job (ppbn.protocols.records)
 
 
 def parties_mismatch(alice: party_pb2.Hello, bob: party_pb2.Hello) -> str | None:
     """At the miner: why alice's and bob's records do not line up, or None if they do."""
     if alice.record_count != bob.record_count:
         return f"alice holds {alice.record_count} records, bob holds {bob.record_count}"
-    if alice.ids_digest != bob.ids_digest:
-        return "alice and bob hold the same number of records but different record ids"
     return None
 
 
@@ -186,9 +220,9 @@ class ChannelGroup:
                 return f"{role}: {channel.failure}"
         return None
 
-    def abort(self, reason: str) -> None:
+    def abort(self, code: int, parameter: str = "") -> None:
         for channel in self.channels.values():
-            channel.abort(reason)
+            channel.abort(code, parameter)
 
     def close(self) -> None:
         for channel in self.channels.values():
@@ -209,10 +243,16 @@ class DaemonConfig:
     insecure: bool = False
     out_dir: str = "ppbn-out"
     timeout_s: float = DEFAULT_TIMEOUT_S
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     missing_as_category: bool = False
     probe_interval_s: float = 2.0
     peers: dict[str, str] = field(default_factory=dict)
+    policy: LocalPolicy = field(default_factory=LocalPolicy)
+    fixed_seed_for_testing: str | None = None  # `--insecure-fixed-seed-for-testing`: PRAM tests only
+
+    @property
+    def frame_bytes(self) -> int:
+        """Largest gRPC message this daemon sends or accepts (the policy's max_message_mb)."""
+        return self.policy.max_message_mb * 1024 * 1024
 
 
 @dataclass
@@ -227,6 +267,8 @@ class Job:
     context: JobContext
     state: int = JobInfo.RUNNING
     error: str = ""
+    nonces: dict[str, bytes] = field(default_factory=dict)  # role -> nonce of every daemon of the job
+    opened_by: str = ""  # role of the daemon that opened the job's streams
     result: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
     peer_stats: dict[str, Any] | None = None
@@ -283,13 +325,34 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 raise UserError("--tls-dir is required (or --insecure for plaintext testing)")
             self.tls = load_tls_files(config.tls_dir, self.role)
             self.log.info("TLS: certificate %s.crt signed by %s/ca.crt", self.role, config.tls_dir)
+            for warning in self.tls.warnings:
+                self.log.warning("TLS: %s", warning)
+        policy = config.policy
+        self.log.info(
+            "policy (%s): paths %s; Paillier keys >= %d bits; disclosure %s; max parents %d, "
+            "family %d; records >= %d; PRAM p >= %g (randomize %s)",
+            policy.source, ",".join(policy.paths), policy.min_key_bits, ",".join(policy.disclosures),
+            policy.max_parents, policy.max_family, policy.min_records, policy.pram.min_p,
+            ",".join(policy.pram.always_randomize) or "none",
+        )  # fmt: skip
+        if policy.weak_key_allowed:
+            self.log.warning("policy allows 1024-bit Paillier keys: below today's security level, TESTING ONLY")
+        if self.role != MINER and self.data.n_records < policy.min_records:
+            self.log.warning(
+                "%d records, fewer than the policy minimum %d: every data job will be refused",
+                self.data.n_records, policy.min_records,
+            )  # fmt: skip
+        if config.fixed_seed_for_testing is not None:
+            self.log.warning(
+                "INSECURE: --insecure-fixed-seed-for-testing: the PRAM randomization is reproducible "
+                "by anyone who knows the seed; for tests only"
+            )
         self.hello = party_pb2.Hello(
             role=self.role,
             protocol_version=PROTOCOL_VERSION,
             schema_fingerprint=self.schema.fingerprint(),
             record_count=self.data.n_records,
             identity=self.role if self.tls else "",
-            ids_digest=ids_digest(self.data.ids) if self.role != MINER else "",
         )
         self.jobs: dict[str, Job] = {}
         self.running: Job | None = None
@@ -316,7 +379,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         """Listen and start probing the peer; returns the bound port."""
         server = grpc.server(
             ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"grpc-{self.role}"),
-            options=server_options(self.config.max_message_bytes),
+            options=server_options(self.config.frame_bytes),
+            maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         )
         party_pb2_grpc.add_PartyServiceServicer_to_server(self, server)
         try:
@@ -331,7 +395,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         server.start()
         self._server, self.port = server, port
         for role, address in self.peer_addresses.items():
-            self._peer_channels[role] = dial(address, self.tls, role, self.config.max_message_bytes)
+            self._peer_channels[role] = dial(address, self.tls, role, self.config.frame_bytes)
             self._peer_stubs[role] = party_pb2_grpc.PartyServiceStub(self._peer_channels[role])
         self.log.info(
             "%s listening on %s (port %d, %s); %s",
@@ -352,7 +416,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             self.log.info("aborting job %s: daemon is shutting down", job.job_id)
             reason = f"the daemon of {self.role} is shutting down"
             job.context.cancel(reason)
-            job.channel.abort(reason)
+            job.channel.abort(AbortCode.SHUTTING_DOWN)
             job.done.wait(grace_s)
         if self._server is not None:
             self._server.stop(grace_s).wait()
@@ -381,6 +445,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         role = role or self.peer_roles[0]
         stub = self._peer_stubs[role]
         address = self.peer_addresses[role]
+        if self.tls is not None:
+            try:  # the daemon at that address must hold a certificate for the peer's role
+                verify_server_role(address, self.tls, (role,), HANDSHAKE_TIMEOUT_S)
+            except UserError as exc:
+                return False, str(exc)
         try:
             reply = stub.Handshake(self.hello, timeout=HANDSHAKE_TIMEOUT_S)
         except grpc.RpcError as exc:
@@ -416,22 +485,66 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             self._stopping.wait(self.config.probe_interval_s * (5 if all_ok else 1))
 
     # -- authorisation -------------------------------------------------------------
-    def _caller(self, context: grpc.ServicerContext) -> str:
-        return caller_identity(context) if self.tls else "an unauthenticated caller (--insecure)"
+    def _deny(self, context: grpc.ServicerContext, what: str, allowed: str, who: str) -> None:
+        message = f"{self.role} takes {what} only from {allowed}, not from {who}"
+        self.log.error("refused %s from %s: %s", what, printable(context.peer()), message)
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, message)
+
+    @staticmethod
+    def _describe(identity) -> str:
+        if identity is None:
+            return "a caller without a certificate"
+        issuer = "" if identity.vouched_for else f" issued by a CA of party {identity.issuer_party or '(none)'!r}"
+        return f"a certificate for role {identity.role!r} of party {identity.party!r}{issuer}"
+
+    def _is_own_operator(self, identity) -> bool:
+        return (
+            identity is not None
+            and identity.role == OPERATOR
+            and identity.party == self.role
+            and identity.issued_by_own_ca
+        )
+
+    def _require_operator(self, context: grpc.ServicerContext, what: str) -> str:
+        """Job control is for this daemon's own operator only; returns who it is, for logs."""
+        if self.tls is None:
+            return "an unauthenticated caller (--insecure)"
+        identity = peer_identity(context, self.tls)
+        if not self._is_own_operator(identity):
+            self._deny(
+                context, what, f"its own operator (an operator certificate for {self.role} issued by "
+                f"{self.role}'s CA)", self._describe(identity),
+            )  # fmt: skip
+        return f"operator of {self.role} ({identity.fingerprint[:16]})"
 
     def _require_peer(self, context: grpc.ServicerContext, what: str) -> str:
         """The calling peer's role from its certificate ("" without TLS); refuse anyone else."""
         if self.tls is None:
             return ""
-        identity = caller_identity(context)
-        if identity not in self.peer_roles:
-            message = (
-                f"{self.role} takes {what} only from {' or '.join(self.peer_roles)}, not from a "
-                f"certificate for {identity!r}"
+        identity = peer_identity(context, self.tls)
+        if not self._is_peer(identity):
+            self._deny(context, what, " or ".join(self.peer_roles), self._describe(identity))
+        return identity.role
+
+    def _is_peer(self, identity) -> bool:
+        """A peer daemon's certificate, issued by that party's own CA (or ours)."""
+        return (
+            identity is not None
+            and identity.role in self.peer_roles
+            and identity.party == identity.role
+            and identity.vouched_for
+        )
+
+    def _require_operator_or_peer(self, context: grpc.ServicerContext, what: str) -> None:
+        if self.tls is None:
+            return
+        identity = peer_identity(context, self.tls)
+        if self._is_own_operator(identity):
+            return
+        if not self._is_peer(identity):
+            self._deny(
+                context, what, f"its own operator or {' or '.join(self.peer_roles)}", self._describe(identity)
             )
-            self.log.error("refused %s from %s: %s", what, context.peer(), message)
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, message)
-        return identity
 
     def _claimed_peer(self, certified: str, claimed: str) -> str:
         """The peer role to check a Hello against: the certificate's, else (no TLS) the
@@ -442,6 +555,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     # -- RPCs ----------------------------------------------------------------------
     def Health(self, request, context):  # noqa: N802 - gRPC method name
+        self._require_operator_or_peer(context, "health queries")
         running = self.running
         return party_pb2.HealthReply(
             status=party_pb2.HealthReply.SHUTTING_DOWN
@@ -459,18 +573,18 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         role = self._claimed_peer(certified, request.role)
         if self.tls is not None and request.identity != certified:
             mismatch: str | None = (
-                f"the peer's Hello names certificate {request.identity!r} but it connected with "
-                f"{certified!r}"
+                f"the peer's Hello names certificate {printable(request.identity, 40)!r} but it "
+                f"connected with {certified!r}"
             )
         else:
             mismatch = hello_mismatch(self.hello, request, role)
         if mismatch:
-            self._set_peer_state(role, False, f"refused peer {context.peer()}: {mismatch}")
+            self._set_peer_state(role, False, f"refused peer {printable(context.peer())}: {mismatch}")
             return party_pb2.HandshakeReply(accepted=False, reason=mismatch, hello=self.hello)
         return party_pb2.HandshakeReply(accepted=True, hello=self.hello)
 
     def StartJob(self, request, context):  # noqa: N802
-        initiator = self._caller(context)
+        initiator = self._require_operator(context, "job requests")
         try:
             job = self.start_job(request.kind, request.params_json, request.job_id, initiator)
         except UserError as exc:
@@ -478,18 +592,21 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         return job.info()
 
     def JobStatus(self, request, context):  # noqa: N802
-        job = self.jobs.get(request.job_id)
-        if job is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"{self.role} knows no job {request.job_id!r}")
-        return job.info()
+        self._require_operator(context, "job status queries")
+        return self._known_job(request.job_id, context).info()
 
     def CancelJob(self, request, context):  # noqa: N802
-        job = self.jobs.get(request.job_id)
-        if job is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"{self.role} knows no job {request.job_id!r}")
-        self.cancel_job(job, f"cancelled by {self._caller(context)}")
+        caller = self._require_operator(context, "job cancellations")
+        job = self._known_job(request.job_id, context)
+        self.cancel_job(job, f"cancelled by {caller}")
         job.done.wait(5.0)
         return job.info()
+
+    def _known_job(self, job_id: str, context: grpc.ServicerContext) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{self.role} knows no job {printable(job_id, 64)!r}")
+        return job
 
     def Exchange(self, request_iterator, context):  # noqa: N802
         certified = self._require_peer(context, "job streams")
@@ -502,13 +619,15 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         try:
             job = self._accept_job(opening, peer)
         except UserError as exc:
-            self.log.error("refused job %s from %s: %s", job_id, peer, exc)
-            yield Frame(kind=Frame.ABORT, job_id=job_id, error=str(exc))
+            code = exc.code if isinstance(exc, JobRefused) else AbortCode.BAD_REQUEST
+            parameter = exc.parameter if isinstance(exc, JobRefused) else ""
+            self.log.error("refused job %r from %s: %s", printable(job_id, 64), peer, exc)
+            yield Frame(kind=Frame.ABORT, job_id=job_id[:64], code=code, parameter=parameter)
             return
         channel = job.channel
         assert isinstance(channel, GrpcChannel)
         context.add_callback(lambda: channel.mark_dead(f"connection to peer {peer} closed"))
-        channel.queue_control(Frame(kind=Frame.ACCEPT, hello=self.hello))
+        channel.queue_control(Frame(kind=Frame.ACCEPT, hello=self.hello, nonce=job.nonces[self.role]))
         threading.Thread(target=channel.pump, args=(request_iterator,), daemon=True).start()
         self._launch(job)
         yield from channel.outgoing_frames()
@@ -528,53 +647,113 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             )
         return (self.peer_role,)
 
-    def _new_job(
-        self, kind_name: str, params_json: str, job_id: str, initiator: str, peers: tuple[str, ...]
-    ) -> Job:
-        kind = job_kind(kind_name)
+    def _checked_params(self, kind: JobKind, params_json: str) -> dict[str, Any]:
+        """Parse, normalise and check a job's parameters against the local policy.
+
+        Runs before anything is allocated for the job: a refusal costs at most the
+        request's (bounded) size.
+        """
+        if len(params_json.encode("utf-8", "replace")) > MAX_PARAMS_BYTES:
+            raise JobRefused(f"job parameters are over {MAX_PARAMS_BYTES // 1024} KiB", AbortCode.BAD_REQUEST)
         try:
             raw = json.loads(params_json or "{}")
         except json.JSONDecodeError as exc:
-            raise UserError(f"job parameters are not valid JSON: {exc.msg}") from None
+            raise JobRefused(f"job parameters are not valid JSON: {exc.msg}", AbortCode.BAD_REQUEST) from None
+        except RecursionError:
+            raise JobRefused("job parameters are nested too deeply", AbortCode.BAD_REQUEST) from None
         if not isinstance(raw, dict):
-            raise UserError("job parameters must be a JSON object")
-        params = kind.check_params(raw, self.schema)
-        job_id = job_id or uuid.uuid4().hex[:12]
-        if not _JOB_ID.match(job_id):
-            raise UserError(f"job id {job_id!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-        if self._stopping.is_set():
-            raise UserError(f"the daemon of {self.role} is shutting down")
-        out_dir = Path(self.config.out_dir) / job_id
-        channels = {
-            role: GrpcChannel(
-                job_id,
-                role,
-                address=self.peer_addresses.get(role, ""),
-                timeout_s=self.config.timeout_s,
-                max_message_bytes=self.config.max_message_bytes,
+            raise JobRefused("job parameters must be a JSON object", AbortCode.BAD_REQUEST)
+        try:
+            params = kind.check_params(raw, self.schema)
+            scope = PolicyScope(self.role, self.schema, self.data.n_records)
+            kind.check_policy(params, self.config.policy, scope)
+        except PolicyRefusal as exc:
+            raise JobRefused(
+                f"refused by {self.role}'s policy (parameter {exc.parameter!r}): {exc}", AbortCode.POLICY, exc.parameter
+            ) from None
+        except ParameterError as exc:
+            raise JobRefused(f"{exc} (parameter {exc.parameter!r})", AbortCode.BAD_REQUEST, exc.parameter) from None
+        except JobRefused:
+            raise
+        except UserError as exc:
+            raise JobRefused(str(exc), AbortCode.BAD_REQUEST) from None
+        except RecursionError:
+            raise JobRefused("job parameters are nested too deeply", AbortCode.BAD_REQUEST) from None
+        return params
+
+    def _new_job_id(self, requested: str) -> str:
+        """The requested id if it is free in memory and on disk, else a fresh one; a reused id
+        would overwrite an earlier job's result, ledger and network files."""
+        if not requested:
+            while True:
+                candidate = uuid.uuid4().hex[:12]
+                if candidate not in self.jobs and not (Path(self.config.out_dir) / candidate).exists():
+                    return candidate
+        if not _JOB_ID.match(requested):
+            raise JobRefused(
+                f"job id {printable(requested, 64)!r} must be 1-64 letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit",
+                AbortCode.BAD_REQUEST,
             )
-            for role in peers
-        }
-        channel = channels[peers[0]] if len(peers) == 1 else ChannelGroup(channels)
-        context = JobContext(
-            job_id=job_id,
-            kind=kind.name,
-            role=self.role,
-            schema=self.schema,
-            data=self.data,
-            params=params,
-            out_dir=out_dir,
-            ledger=Ledger(self.role),
-        )
-        job = Job(job_id, kind, params, initiator, channel, context)
+        if requested in self.jobs or (Path(self.config.out_dir) / requested).exists():
+            raise JobRefused(
+                f"{self.role} already has a job {requested!r} (its files are in "
+                f"{Path(self.config.out_dir) / requested}); choose another id",
+                AbortCode.DUPLICATE_JOB,
+            )
+        return requested
+
+    def _new_job(
+        self, kind_name: str, params_json: str, job_id: str, initiator: str, peers: tuple[str, ...]
+    ) -> Job:
+        try:
+            kind = job_kind(kind_name)
+        except UserError as exc:
+            raise JobRefused(str(exc), AbortCode.BAD_REQUEST) from None
+        params = self._checked_params(kind, params_json)
+        if self._stopping.is_set():
+            raise JobRefused(f"the daemon of {self.role} is shutting down", AbortCode.SHUTTING_DOWN)
         with self._lock:
-            if job_id in self.jobs:
-                raise UserError(f"{self.role} already has a job {job_id!r}")
             if self.running is not None:
-                raise UserError(f"{self.role} is busy with job {self.running.job_id}; try again later")
+                raise JobRefused(f"{self.role} is busy with job {self.running.job_id}; try again later", AbortCode.BUSY)
+            job_id = self._new_job_id(job_id)
+            channels = {
+                role: GrpcChannel(
+                    job_id,
+                    role,
+                    address=self.peer_addresses.get(role, ""),
+                    timeout_s=self.config.timeout_s,
+                    frame_bytes=self.config.frame_bytes // 2,
+                    queue_bytes=self.config.policy.max_queue_mb * 1024 * 1024,
+                    session=job_id.encode(),
+                )
+                for role in peers
+            }
+            channel = channels[peers[0]] if len(peers) == 1 else ChannelGroup(channels)
+            context = JobContext(
+                job_id=job_id,
+                kind=kind.name,
+                role=self.role,
+                schema=self.schema,
+                data=self.data,
+                params=params,
+                out_dir=Path(self.config.out_dir) / job_id,
+                ledger=Ledger(self.role),
+                policy=self.config.policy,
+                fixed_seed_for_testing=self.config.fixed_seed_for_testing,
+            )
+            job = Job(job_id, kind, params, initiator, channel, context)
+            job.nonces[self.role] = os.urandom(NONCE_BYTES)
             self.running = job
             self.jobs[job_id] = job
+            self._forget_old_jobs()
         return job
+
+    def _forget_old_jobs(self) -> None:
+        """Keep at most the policy's number of finished jobs in memory (their files stay)."""
+        finished = [jid for jid, j in self.jobs.items() if j.done.is_set()]
+        for jid in finished[: max(len(self.jobs) - self.config.policy.max_jobs_kept, 0)]:
+            del self.jobs[jid]
 
     def _release(self, job: Job) -> None:
         with self._lock:
@@ -582,14 +761,20 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 self.running = None
 
     def start_job(self, kind_name: str, params_json: str, job_id: str, initiator: str) -> Job:
-        """Reserve this daemon, get every peer of the job to accept it over a new stream, run it."""
+        """Reserve this daemon, get every peer of the job to accept it over a new stream, run it.
+
+        The parameters are checked against this daemon's policy before any peer is
+        contacted; the peer checks them against its own before it accepts.
+        """
         peers = self._job_peers(kind_name)
+        self._checked_params(job_kind(kind_name), params_json)  # refuse before contacting anyone
         for role in peers:
             ok, message = self._handshake_before_job(role)
             if not ok:
                 self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
                 raise UserError(f"job not started: {message}")
         job = self._new_job(kind_name, params_json, job_id, initiator, peers)
+        job.opened_by = self.role
         channels = job.channel.channels if isinstance(job.channel, ChannelGroup) else {peers[0]: job.channel}
         self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers))
         calls = []
@@ -602,6 +787,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                         kind=job.kind.name, params_json=json.dumps(job.params), job_id=job.job_id
                     ),
                     initiator=initiator,
+                    nonce=job.nonces[self.role],
                 )
             )
             call = self._peer_stubs[role].Exchange(channel.outgoing_frames())
@@ -613,17 +799,20 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             for role, channel in channels.items():
                 answer = channel.next_control(min(self.config.timeout_s, 30.0))
                 if answer.kind != Frame.ACCEPT:
-                    raise ProtocolError(f"{role} answered the job request with {Frame.Kind.Name(answer.kind)}")
+                    raise ProtocolError(f"{role} answered the job request with {frame_kind_name(answer.kind)}")
                 mismatch = hello_mismatch(self.hello, answer.hello, role)
                 if mismatch:
                     raise ProtocolError(f"refused peer: {mismatch}")
+                if len(answer.nonce) != NONCE_BYTES:
+                    raise ProtocolError(f"{role} accepted the job without a {NONCE_BYTES}-byte nonce")
                 hellos[role] = answer.hello
+                job.nonces[role] = bytes(answer.nonce)
             if self.role == MINER:
                 mismatch = parties_mismatch(hellos["alice"], hellos["bob"])
                 if mismatch:
                     raise ProtocolError(f"the parties' data do not line up: {mismatch}")
         except ProtocolError as exc:
-            job.channel.abort(str(exc))
+            job.channel.abort(AbortCode.MISMATCH if "refused peer" in str(exc) or "line up" in str(exc) else AbortCode.PROTOCOL)
             for call in calls:
                 call.cancel()
             job.state, job.error = JobInfo.FAILED, f"job not started: {exc}"
@@ -647,19 +836,28 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     def _accept_job(self, opening: party_pb2.Frame, peer: str) -> Job:
         if opening.kind != Frame.OPEN:
-            raise UserError(f"a job stream must start with OPEN, not {Frame.Kind.Name(opening.kind)}")
+            raise JobRefused(
+                f"a job stream must start with OPEN, not {frame_kind_name(opening.kind)}", AbortCode.PROTOCOL
+            )
         mismatch = hello_mismatch(self.hello, opening.hello, peer)
         if mismatch:
-            raise UserError(mismatch)
+            raise JobRefused(mismatch, AbortCode.MISMATCH)
+        if len(opening.nonce) != NONCE_BYTES:
+            raise JobRefused(f"the job request carries no {NONCE_BYTES}-byte nonce", AbortCode.PROTOCOL)
         kind = opening.job.kind
         if (peer == MINER) != (kind in MINER_JOB_KINDS):
-            raise UserError(
-                f"{self.role} runs {kind!r} jobs with the miner only"
+            raise JobRefused(
+                f"{self.role} runs {printable(kind, 32)!r} jobs with the miner only"
                 if kind in MINER_JOB_KINDS
-                else f"{self.role} runs only {', '.join(sorted(MINER_JOB_KINDS))} jobs for the miner, not {kind!r}"
+                else f"{self.role} runs only {', '.join(sorted(MINER_JOB_KINDS))} jobs for the miner, "
+                f"not {printable(kind, 32)!r}",
+                AbortCode.BAD_REQUEST,
             )
-        job = self._new_job(kind, opening.job.params_json, opening.job_id, opening.initiator, (peer,))
-        self.log.info("job %s (%s) opened by %s for %s", job.job_id, job.kind.name, peer, opening.initiator)
+        initiator = f"{printable(opening.initiator, 96)} (via {peer})"
+        job = self._new_job(kind, opening.job.params_json, opening.job_id, initiator, (peer,))
+        job.nonces[peer] = bytes(opening.nonce)
+        job.opened_by = peer
+        self.log.info("job %s (%s) opened by %s", job.job_id, job.kind.name, initiator)
         return job
 
     def _launch(self, job: Job) -> None:
@@ -680,7 +878,23 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             return
         self.log.info("job %s: %s", job.job_id, reason)
         job.context.cancel(reason)
-        job.channel.abort(reason)
+        job.channel.abort(AbortCode.CANCELLED)
+
+    def _check_records(self, job: Job) -> None:
+        """First step of every job: the parties hold the same record ids (keyed per job)."""
+        if job.kind.name == "ping":
+            return  # sends only fresh random bytes
+        channel = job.channel
+        order = [job.opened_by, *sorted(r for r in job.nonces if r != job.opened_by)]
+        nonces = [job.nonces[r] for r in order]
+        if isinstance(channel, ChannelGroup):
+            miner_check_records(channel.channels, job.job_id, nonces)
+        elif MINER in job.nonces:
+            party_check_records_for_miner(channel, job.job_id, job.nonces[self.role], self.data.ids, 2)
+        else:
+            key = job_key(job.job_id, nonces)
+            check_same_records(channel, key, self.data.ids, self.role, channel.peer)
+        job.context.ledger.record("records_match", True, "keyed record-id digest (HMAC-SHA256, per-job key)")
 
     def _run_job(self, job: Job) -> None:
         ctx, channel = job.context, job.channel
@@ -689,11 +903,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             ctx.ledger.record("schema", self.hello.schema_fingerprint, "handshake")
             if self.role != MINER:  # the miner learns n from the parties' headers
                 ctx.ledger.record("record_count", self.data.n_records, "handshake")
+            self._check_records(job)
             result = job.kind.run(self.role, channel, ctx)  # type: ignore[arg-type]
             if not isinstance(result, dict):
                 raise TypeError(f"job {job.kind.name} returned {type(result).__name__}, not a dict")
             stats = self._stats(job, time.perf_counter() - start)
-            peer_stats = _exchange_stats(channel, stats)
+            peer_stats = _mirrored_peer_stats(channel, job.kind.name)  # the job's traffic, as ours
+            _exchange_stats(channel, stats)
             channel.close()
             job.result, job.stats, job.peer_stats = result, stats, peer_stats
             job.state = JobInfo.SUCCEEDED
@@ -701,20 +917,23 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         except (JobCancelled, ProtocolError) as exc:
             if ctx.cancelled.is_set():
                 job.state, job.error = JobInfo.CANCELLED, ctx.cancel_reason or "cancelled"
+                channel.abort(AbortCode.SHUTTING_DOWN if self._stopping.is_set() else AbortCode.CANCELLED)
             else:
                 job.state, job.error = JobInfo.FAILED, str(exc)
-            channel.abort(job.error)
+                channel.abort(_abort_code_for(exc))
         except UserError as exc:
             job.state, job.error = JobInfo.FAILED, str(exc)
-            channel.abort(job.error)
+            channel.abort(AbortCode.FAILED)
         except Exception as exc:  # noqa: BLE001 - a job's bug must not take the daemon down
             self.log.exception("job %s crashed", job.job_id)
             job.state = JobInfo.FAILED
             job.error = f"internal error in job {job.kind.name} at {self.role}: {type(exc).__name__}: {exc}"
-            channel.abort(job.error)
+            channel.abort(AbortCode.INTERNAL)
         finally:
             if job.stats is None:
                 job.stats = self._stats(job, time.perf_counter() - start)
+            if job.peer_stats is None:
+                job.peer_stats = _mirrored_peer_stats(channel, job.kind.name)
             if job.state != JobInfo.SUCCEEDED:
                 self.log.error("job %s %s: %s", job.job_id, JobInfo.State.Name(job.state).lower(), job.error)
             try:
@@ -725,6 +944,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             job.done.set()
 
     def _stats(self, job: Job, wall_s: float) -> dict[str, Any]:
+        """This daemon's own figures; they stay here (only EXCHANGED_STATS cross the wire)."""
         ctx = job.context
         return {
             "role": self.role,
@@ -757,6 +977,14 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         (out / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
 
 
+def _abort_code_for(exc: ProtocolError) -> int:
+    if isinstance(exc, RecordsMismatch):
+        return AbortCode.MISMATCH
+    if isinstance(exc, PeerGone) and "sent nothing for" in str(exc):
+        return AbortCode.TIMEOUT
+    return AbortCode.PROTOCOL
+
+
 def _later(delay_s: float, action) -> None:
     """Run ``action`` after ``delay_s`` without keeping the process alive for it."""
     timer = threading.Timer(delay_s, action)
@@ -764,30 +992,43 @@ def _later(delay_s: float, action) -> None:
     timer.start()
 
 
-def _exchange_stats(channel: GrpcChannel | ChannelGroup, stats: dict[str, Any]) -> dict[str, Any]:
-    """Swap end-of-job statistics with every peer; several peers' are summed (wall time and
-    rounds: the largest) under the role "alice+bob", each peer's own under ``peers``."""
+def _exchange_stats(channel: GrpcChannel | ChannelGroup, stats: dict[str, Any]) -> None:
+    """End-of-job handshake with every peer: both sides finished. Only the fields of
+    ``EXCHANGED_STATS`` travel (none depends on the data); anything else received is a
+    protocol error, so a peer cannot slip data-dependent figures into it either."""
     channels = channel.channels if isinstance(channel, ChannelGroup) else {"": channel}
-    payload = json.dumps(stats).encode()
+    mine = {"protocol_version": PROTOCOL_VERSION, "role": stats["role"], "kind": stats["kind"]}
+    payload = json.dumps(mine, sort_keys=True).encode()
     for each in channels.values():
         each.send("job.done", payload)
-    received = {role: _parse_stats(each.recv("job.done", max_bytes=STATS_MAX_BYTES)) for role, each in channels.items()}
-    if len(received) == 1:
-        return next(iter(received.values()))
-    total: dict[str, Any] = {"role": "+".join(received), "kind": stats["kind"], "job_id": stats["job_id"]}
-    for key in ("bytes_sent", "bytes_received", "messages_sent", "messages_received"):
-        total[key] = sum(int(s.get(key, 0)) for s in received.values())
-    for key in ("wall_s", "rounds"):
-        total[key] = max(s.get(key, 0) for s in received.values())
-    total["peers"] = received
-    return total
+    for each in channels.values():
+        _parse_stats(each.recv("job.done", max_bytes=STATS_MAX_BYTES), stats["kind"])
 
 
-def _parse_stats(payload: bytes) -> dict[str, Any]:
+def _parse_stats(payload: bytes, kind: str) -> dict[str, Any]:
     try:
         value = json.loads(payload)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ProtocolError("peer sent job statistics that are not JSON") from None
-    if not isinstance(value, dict):
-        raise ProtocolError("peer sent job statistics that are not a JSON object")
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise ProtocolError("peer sent end-of-job statistics that are not JSON") from None
+    if not isinstance(value, dict) or tuple(sorted(value)) != tuple(sorted(EXCHANGED_STATS)):
+        raise ProtocolError(
+            f"peer sent end-of-job statistics with fields other than {', '.join(EXCHANGED_STATS)}"
+        )
+    if value["protocol_version"] != PROTOCOL_VERSION or value["kind"] != kind:
+        raise ProtocolError("peer's end-of-job statistics name another protocol version or job kind")
     return value
+
+
+def _mirrored_peer_stats(channel: GrpcChannel | ChannelGroup, kind: str) -> dict[str, Any]:
+    """The peer's traffic as this daemon saw it: what we received it sent, and the reverse.
+    The peer's own figures (time, operations) never cross the wire."""
+    channels = channel.channels if isinstance(channel, ChannelGroup) else {channel.peer: channel}
+    total = ChannelStats()
+    for each in channels.values():
+        s = each.stats
+        total.bytes_sent += s.bytes_received
+        total.bytes_received += s.bytes_sent
+        total.messages_sent += s.messages_received
+        total.messages_received += s.messages_sent
+        total.rounds = max(total.rounds, s.rounds)
+    return {"role": "+".join(channels), "kind": kind, "mirrored": True, **total.as_dict()}

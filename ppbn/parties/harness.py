@@ -2,16 +2,21 @@
 for ``ppbn simulate``, ``ppbn compare`` and benchmarks.
 
 Each daemon is a separate ``python -m ppbn.cli party serve`` process in its own process
-group, with mutual TLS and its own log file. ``LocalPair`` is a context manager: however
+group, with mutual TLS (its own TLS folder ``tls_dir/ROLE`` as ``make_local_pki`` lays
+it out) and its own log file. ``LocalPair`` is a context manager: however
 the body ends (success, error, Ctrl-C, SIGTERM), both process groups are sent SIGTERM,
 then SIGKILL if they have not exited within a few seconds, so no daemon or worker
 process outlives the run. With ``miner=True`` a third daemon, the miner, runs too and
-alice and bob accept its jobs.
+alice and bob accept its jobs. Every daemon gets the same local policy file (the
+built-in default unless the caller passes one: whoever runs the harness is both parties,
+so it is their policy to choose) and, for repeatable PRAM runs only, the local
+``--insecure-fixed-seed-for-testing`` flag.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -23,6 +28,8 @@ from pathlib import Path
 
 from ppbn.errors import UserError
 from ppbn.parties.client import DaemonClient, JobOutcome
+from ppbn.parties.policy import LocalPolicy
+from ppbn.parties.tls import OPERATOR
 
 STARTUP_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
@@ -41,16 +48,26 @@ def free_port() -> int:
 class PairFiles:
     schema: Path
     data: dict[str, Path]  # role -> CSV
-    tls_dir: Path
+    tls_dir: Path  # the root written by make_local_pki: one TLS folder per role under it
     work_dir: Path
 
 
 class LocalPair:
-    """Start alice's and bob's daemons (and the miner's); ``client(role)`` talks to one as the operator."""
+    """Start alice's and bob's daemons (and the miner's); ``client(role)`` talks to one as
+    that party's operator."""
 
-    def __init__(self, files: PairFiles, timeout_s: float, miner: bool = False) -> None:
+    def __init__(
+        self,
+        files: PairFiles,
+        timeout_s: float,
+        miner: bool = False,
+        policy: LocalPolicy | None = None,
+        fixed_seed_for_testing: str | None = None,
+    ) -> None:
         self.files = files
         self.timeout_s = timeout_s
+        self.policy = policy
+        self.fixed_seed_for_testing = fixed_seed_for_testing
         self.roles = (*ROLES, MINER) if miner else ROLES
         self.ports = {role: free_port() for role in self.roles}
         self.processes: dict[str, subprocess.Popen] = {}
@@ -74,11 +91,20 @@ class LocalPair:
             sys.executable, "-m", "ppbn.cli", "party", "serve", "--role", role,
             "--schema", str(self.files.schema), *peers,
             "--listen", self.address(role),
-            "--tls-dir", str(self.files.tls_dir), "--out", str(self.out_dir(role)),
-            "--timeout", f"{self.timeout_s:g}",
+            "--tls-dir", str(self.files.tls_dir / role), "--out", str(self.out_dir(role)),
+            "--peer-timeout", f"{self.timeout_s:g}",
+            *(["--policy", str(self._policy_file)] if self.policy is not None else []),
+            *(["--insecure-fixed-seed-for-testing", self.fixed_seed_for_testing]
+              if self.fixed_seed_for_testing is not None else []),
         ]  # fmt: skip
 
+    @property
+    def _policy_file(self) -> Path:
+        return self.files.work_dir / "policy.toml"
+
     def __enter__(self) -> LocalPair:
+        if self.policy is not None:
+            self._policy_file.write_text(self.policy.to_toml(), encoding="utf-8")
         try:
             for role in self.roles:
                 with open(self.logs[role], "wb") as log:
@@ -122,7 +148,7 @@ class LocalPair:
         return " | ".join(text[-lines:]) if text else "(empty log)"
 
     def client(self, role: str) -> DaemonClient:
-        return DaemonClient(self.address(role), str(self.files.tls_dir), "operator")
+        return DaemonClient(self.address(role), str(self.files.tls_dir / role), OPERATOR)
 
     def run_job(
         self, start_role: str, kind: str, params: dict, on_progress=None
@@ -145,6 +171,17 @@ class LocalPair:
                     if "knows no job" not in str(exc):
                         raise
         return job_id, outcomes
+
+    def with_peer_figures(self, outcome: JobOutcome, start_role: str = "alice") -> JobOutcome:
+        """The outcome with the other party's own figures in place of the mirrored ones.
+
+        Daemons never send each other their figures (SECURITY.md); whoever runs the harness
+        is the operator of both, so it asks the other daemon directly.
+        """
+        other = "bob" if start_role == "alice" else "alice"
+        with self.client(other) as client:
+            theirs = client.wait(outcome.job_id, self.timeout_s + STOP_GRACE_S)
+        return dataclasses.replace(outcome, peer_stats=theirs.stats)
 
     def stop(self) -> None:
         """SIGTERM both process groups, then SIGKILL what is still alive after the grace time."""

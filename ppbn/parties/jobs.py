@@ -1,7 +1,9 @@
 """The job framework: what a daemon can run with its peer, and what a job gets to run with.
 
 A job kind is registered once as a ``JobKind``: a parameter check that runs before the
-peer is contacted (bad parameters are the operator's error, not the peer's) and a
+peer is contacted (bad parameters are the operator's error, not the peer's), a check of
+the normalised parameters against the daemon's local policy (``ppbn.parties.policy``),
+which both daemons run before they send anything derived from their data, and a
 function ``run(role, channel, context) -> dict`` that both daemons call, each with its
 own role, its end of the job's channel and a ``JobContext``. The result must be a
 JSON-serialisable dict of what this party may show its operator; large outputs (shares,
@@ -32,6 +34,7 @@ import numpy as np
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
 from ppbn.parties.data import PartyData
+from ppbn.parties.policy import LocalPolicy, PolicyRefusal
 from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
@@ -44,6 +47,26 @@ BUILTIN_JOB_MODULES = (
 )
 
 
+class ParameterError(UserError):
+    """A job parameter that is malformed, out of range or unknown; ``parameter`` names it
+    (a key of the request, shown to the peer only when it is a plain identifier)."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+def check_known(kind: str, params: dict[str, Any], known: set[str] | frozenset[str]) -> None:
+    """Refuse the first unknown parameter by name; resources are never job parameters."""
+    if "workers" in params and "workers" not in known:
+        raise PolicyRefusal(
+            "workers", f"{kind}: workers are this party's local setting (policy file or --workers), never a job parameter"
+        )
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ParameterError(unknown[0], f"{kind}: unknown parameter {unknown[0]!r} (know: {', '.join(sorted(known))})")
+
+
 class JobCancelled(Exception):
     """Raised inside a job (by ``progress`` or ``check_cancelled``) once it was cancelled."""
 
@@ -53,13 +76,32 @@ class JobFunction(Protocol):
 
 
 @dataclass(frozen=True)
+class PolicyScope:
+    """What a policy check knows besides the parameters: who is checking, on what data."""
+
+    role: str
+    schema: Schema
+    n_records: int  # 0 at the miner, which holds no records
+
+    @property
+    def own_variables(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.schema.variables if v.owner == self.role)
+
+
+def no_policy_check(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
+    """For diagnostic jobs that send only fresh random bytes (ping): nothing to protect."""
+
+
+@dataclass(frozen=True)
 class JobKind:
-    """A registered job: ``check_params`` normalises the JSON parameters or raises UserError."""
+    """A registered job: ``check_params`` normalises the JSON parameters or raises UserError;
+    ``check_policy`` raises ``PolicyRefusal`` when they are weaker than the local policy."""
 
     name: str
     run: JobFunction
     check_params: Callable[[dict[str, Any], Schema], dict[str, Any]]
     summary: str
+    check_policy: Callable[[dict[str, Any], LocalPolicy, PolicyScope], None] = no_policy_check
 
 
 _REGISTRY: dict[str, JobKind] = {}
@@ -116,6 +158,8 @@ class JobContext:
     params: dict[str, Any]
     out_dir: Path
     ledger: Ledger
+    policy: LocalPolicy = field(default_factory=LocalPolicy)
+    fixed_seed_for_testing: str | None = None  # local flag of `party serve`, never from a job message
     counters: OpCounters = field(default_factory=OpCounters)
     tallies: Counter = field(default_factory=Counter)
     phases: dict[str, float] = field(default_factory=dict)

@@ -20,7 +20,15 @@ from ppbn.bn.schema import Schema
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
 from ppbn.errors import UserError
-from ppbn.parties.jobs import JobContext, JobKind, register_job
+from ppbn.parties.jobs import (
+    JobContext,
+    JobKind,
+    ParameterError,
+    PolicyScope,
+    check_known,
+    register_job,
+)
+from ppbn.parties.policy import LocalPolicy
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.k2 import DISCLOSURES, SecureLearnConfig, SecureLearnResult, learn_secure
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
@@ -37,33 +45,39 @@ DEFAULTS = {
     "c_star": 1.0,
     "disclosure": "public",
     "key_bits": TablesConfig.key_bits,
-    "workers": None,
 }
 
 
 def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
     """Normalise and check the job parameters (both daemons run this before starting)."""
-    unknown = set(params) - set(DEFAULTS)
-    if unknown:
-        raise UserError(f"learn: unknown parameter {sorted(unknown)[0]!r} (know: {', '.join(sorted(DEFAULTS))})")
+    check_known("learn", params, set(DEFAULTS))
     out = {**DEFAULTS, **params}
-    if not isinstance(out["max_parents"], int) or not 0 <= out["max_parents"] < len(schema.variables):
-        raise UserError(f"learn: max_parents must be an integer in 0..{len(schema.variables) - 1}")
+    if isinstance(out["max_parents"], bool) or not isinstance(out["max_parents"], int) or not 0 <= out["max_parents"] < len(schema.variables):
+        raise ParameterError("max_parents", f"learn: max_parents must be an integer in 0..{len(schema.variables) - 1}")
     if out["score"] not in SCORE_MODES:
-        raise UserError(f"learn: score must be one of {', '.join(SCORE_MODES)}")
-    if not isinstance(out["tau"], int | float) or not 1e-6 <= out["tau"] <= 1e3:
-        raise UserError("learn: tau must be a number in [1e-6, 1e3] (nats); the secure fixed-point error is ~1e-9")
-    if not isinstance(out["c_star"], int | float) or not math.isfinite(out["c_star"]) or out["c_star"] < 0:
-        raise UserError("learn: c_star must be a finite number >= 0")
+        raise ParameterError("score", f"learn: score must be one of {', '.join(SCORE_MODES)}")
+    if isinstance(out["tau"], bool) or not isinstance(out["tau"], int | float) or not 1e-6 <= out["tau"] <= 1e3:
+        raise ParameterError("tau", "learn: tau must be a number in [1e-6, 1e3] (nats); the secure fixed-point error is ~1e-9")
+    if isinstance(out["c_star"], bool) or not isinstance(out["c_star"], int | float) or not math.isfinite(out["c_star"]) or out["c_star"] < 0:
+        raise ParameterError("c_star", "learn: c_star must be a finite number >= 0")
     if out["disclosure"] not in DISCLOSURES:
-        raise UserError(f"learn: disclosure must be one of {', '.join(DISCLOSURES)}")
-    if out["key_bits"] not in KEY_BITS_CHOICES:
-        raise UserError(f"learn: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
+        raise ParameterError("disclosure", f"learn: disclosure must be one of {', '.join(DISCLOSURES)}")
+    if out["key_bits"] not in KEY_BITS_CHOICES or isinstance(out["key_bits"], bool):
+        raise ParameterError("key_bits", f"learn: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
     if out["order"] is not None:
         order = out["order"]
-        if not isinstance(order, list) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
-            raise UserError("learn: order must list every variable of the schema exactly once")
+        if not isinstance(order, list) or not all(isinstance(v, str) for v in order) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
+            raise ParameterError("order", "learn: order must list every variable of the schema exactly once")
     return out
+
+
+def check_learn_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
+    """The secure path under this party's policy: key size, search size, disclosure, records."""
+    policy.require_path("secure", "learn")
+    policy.require_records(scope.n_records)
+    policy.require_key_bits(params["key_bits"])
+    policy.require_at_most("max_parents", params["max_parents"], policy.max_parents)
+    policy.require_disclosure(params["disclosure"])
 
 
 def result_json(result: SecureLearnResult, schema: Schema, config: SecureLearnConfig) -> dict[str, Any]:
@@ -152,7 +166,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         order=tuple(params["order"]) if params["order"] else None,
         c_star=float(params["c_star"]),
         disclosure=params["disclosure"],
-        tables=TablesConfig(key_bits=params["key_bits"], workers=params["workers"]),
+        tables=TablesConfig(key_bits=params["key_bits"], workers=context.policy.workers),
     )
 
     if params["key_bits"] == TEST_ONLY_KEY_BITS:
@@ -199,5 +213,6 @@ register_job(
         run_learn_job,
         check_learn_params,
         "private K2 structure learning and exact parameters (Yang-Wright secure path)",
+        check_learn_policy,
     )
 )

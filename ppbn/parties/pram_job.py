@@ -7,8 +7,13 @@ Parameters (the same at every daemon of the job; the randomization scheme is pub
 ``RandomizationScheme.from_spec``); the learning options ``max_parents``, ``score``,
 ``tau``, ``order``, ``c_star`` (the BIC penalty multiplier C*), ``eta`` (the threshold
 of the Bayesian score, see ``ppbn.protocols.pram.oracle``), ``counts`` (moment or em),
-``dirichlet``; and ``seed``, for tests and ``ppbn compare`` only: it fixes the
-randomization so runs can be repeated, which also lets every party of the job undo it.
+``dirichlet``. The randomization seed is never a job parameter: each party draws its
+randomization from its own CSPRNG, unless its daemon was started with the local flag
+``--insecure-fixed-seed-for-testing`` (tests and ``ppbn compare`` only).
+
+Before anything is randomized or sent, each party checks the scheme against its local
+policy (``check_pram_policy``): every variable of its own that the policy protects must be
+changed with at least the policy's minimum probability.
 
 Every daemon of the job writes ``network.bif`` and ``network.json``: the JSON shape of
 ``ppbn reference`` plus ``stats`` (wall_s, phases, bytes_sent, bytes_received, rounds,
@@ -30,7 +35,15 @@ from ppbn.bn.schema import Schema
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.errors import UserError
 from ppbn.parties.daemon import ChannelGroup
-from ppbn.parties.jobs import JobContext, JobKind, register_job
+from ppbn.parties.jobs import (
+    JobContext,
+    JobKind,
+    ParameterError,
+    PolicyScope,
+    check_known,
+    register_job,
+)
+from ppbn.parties.policy import LocalPolicy, PolicyRefusal
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.pram.operators import RandomizationError, RandomizationScheme, RandomSource
 from ppbn.protocols.pram.oracle import COUNT_METHODS
@@ -47,73 +60,86 @@ SETUP_ONE_KIND = "pram"
 SETUP_TWO_KIND = "pram-miner"
 DEFAULT_MAX_PARENTS = 2
 SEED_WARNING = (
-    "randomization seed fixed by the job parameters: TESTING ONLY, every party of the job "
-    "can recompute the randomization and undo it"
+    "randomization seed fixed by this daemon's --insecure-fixed-seed-for-testing: TESTING ONLY, "
+    "anyone who knows the seed can undo the randomization"
 )
 _KNOWN = {
     "p", "randomization", "sensitive", "max_parents", "score", "tau", "order", "c_star",
-    "eta", "counts", "dirichlet", "seed",
+    "eta", "counts", "dirichlet",
 }  # fmt: skip
 
 
 def _number(params: dict[str, Any], key: str, default: float) -> float:
     value = params.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise UserError(f"pram: {key!r} must be a number")
+        raise ParameterError(key, f"pram: {key!r} must be a number")
     return float(value)
 
 
 def check_pram_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
     """Normalise the job parameters or raise a one-line UserError (before any peer is asked)."""
-    unknown = set(params) - _KNOWN
-    if unknown:
-        raise UserError(f"pram: unknown parameter {sorted(unknown)[0]!r} (know: {', '.join(sorted(_KNOWN))})")
+    if "seed" in params:
+        raise PolicyRefusal(
+            "seed",
+            "pram: a randomization seed is never taken from a job message (each party randomizes "
+            "with its own CSPRNG; tests start the daemons with --insecure-fixed-seed-for-testing)",
+        )
+    check_known("pram", params, _KNOWN)
     if ("p" in params) == ("randomization" in params):
-        raise UserError("pram: give exactly one of 'p' (every variable) and 'randomization' (per variable)")
+        raise ParameterError("p", "pram: give exactly one of 'p' (every variable) and 'randomization' (per variable)")
     out: dict[str, Any] = {}
     if "p" in params:
         out["p"] = _number(params, "p", 0.0)
         if not 0.0 <= out["p"] < 1.0:
-            raise UserError("pram: 'p' must be in [0, 1)")
+            raise ParameterError("p", "pram: 'p' must be in [0, 1)")
         sensitive = params.get("sensitive")
         if sensitive is not None:
             if not isinstance(sensitive, list) or any(v not in schema.names for v in sensitive):
-                raise UserError("pram: 'sensitive' must list variables of the schema")
+                raise ParameterError("sensitive", "pram: 'sensitive' must list variables of the schema")
             out["sensitive"] = list(sensitive)
     else:
         if not isinstance(params["randomization"], dict):
-            raise UserError("pram: 'randomization' must be an object {variable: {kind, ...}}")
+            raise ParameterError("randomization", "pram: 'randomization' must be an object {variable: {kind, ...}}")
         out["randomization"] = params["randomization"]
     max_parents = params.get("max_parents", DEFAULT_MAX_PARENTS)
     if isinstance(max_parents, bool) or not isinstance(max_parents, int) or not 0 <= max_parents < len(schema.names):
-        raise UserError(f"pram: 'max_parents' must be an integer in 0..{len(schema.names) - 1}")
+        raise ParameterError("max_parents", f"pram: 'max_parents' must be an integer in 0..{len(schema.names) - 1}")
     out["max_parents"] = max_parents
     out["score"] = params.get("score", "exact")
     if out["score"] not in SCORE_MODES:
-        raise UserError(f"pram: 'score' must be one of {', '.join(SCORE_MODES)}")
+        raise ParameterError("score", f"pram: 'score' must be one of {', '.join(SCORE_MODES)}")
     out["tau"] = _number(params, "tau", DEFAULT_TAU)
     if out["tau"] < 0:
-        raise UserError("pram: 'tau' must be >= 0")
+        raise ParameterError("tau", "pram: 'tau' must be >= 0")
     order = params.get("order") or list(schema.names)
     if not isinstance(order, list) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
-        raise UserError("pram: 'order' must list every variable of the schema exactly once")
+        raise ParameterError("order", "pram: 'order' must list every variable of the schema exactly once")
     out["order"] = [str(v) for v in order]
     out["c_star"] = _number(params, "c_star", 1.0)
     out["eta"] = _number(params, "eta", 1.0)
     if not out["c_star"] > 0 or not 0.0 < out["eta"] <= 1.0:
-        raise UserError("pram: 'c_star' must be > 0 and 'eta' in (0, 1]")
+        raise ParameterError("c_star", "pram: 'c_star' must be > 0 and 'eta' in (0, 1]")
     out["counts"] = params.get("counts", "moment")
     if out["counts"] not in COUNT_METHODS:
-        raise UserError(f"pram: 'counts' must be one of {', '.join(COUNT_METHODS)}")
+        raise ParameterError("counts", f"pram: 'counts' must be one of {', '.join(COUNT_METHODS)}")
     out["dirichlet"] = _number(params, "dirichlet", 0.0)
     if out["dirichlet"] < 0:
-        raise UserError("pram: 'dirichlet' must be >= 0")
-    seed = params.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, str))):
-        raise UserError("pram: 'seed' must be an integer or a string")
-    out["seed"] = seed
+        raise ParameterError("dirichlet", "pram: 'dirichlet' must be >= 0")
     check_scheme_fits(build_scheme(out, schema), schema)
     return out
+
+
+def check_pram_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
+    """The randomization of this party's own columns under its policy (the miner has none)."""
+    policy.require_path("pram", "pram")
+    policy.require_at_most("max_parents", params["max_parents"], policy.max_parents)
+    if scope.role == "miner":
+        return
+    policy.require_records(scope.n_records)
+    parameter = "p" if "p" in params else "randomization"
+    if "p" in params and params.get("sensitive") is not None:
+        parameter = "sensitive"
+    policy.require_randomization(build_scheme(params, scope.schema), scope.own_variables, parameter)
 
 
 def build_scheme(params: dict[str, Any], schema: Schema) -> RandomizationScheme:
@@ -180,7 +206,7 @@ def _write_outputs(
         "network_json": str(out / "network.json"),
         "network_bif": str(out / "network.bif"),
     }
-    if params["seed"] is not None:
+    if context.fixed_seed_for_testing is not None:
         result["warning"] = SEED_WARNING
     return result
 
@@ -196,8 +222,9 @@ def _job_stats(context: JobContext, channel: Channel | ChannelGroup, started: fl
     }
 
 
-def _source(params: dict[str, Any]) -> RandomSource:
-    return RandomSource() if params["seed"] is None else RandomSource.from_seed(params["seed"])
+def _source(context: JobContext) -> RandomSource:
+    seed = context.fixed_seed_for_testing
+    return RandomSource() if seed is None else RandomSource.from_seed(seed)
 
 
 def _progress(context: JobContext):
@@ -210,7 +237,7 @@ def run_setup_one_job(role: str, channel: Channel, context: JobContext) -> dict[
     params, schema = context.params, context.schema
     scheme = build_scheme(params, schema)
     outcome = run_setup_one(
-        role, channel, schema, context.data.codes, scheme, pram_config(params), _source(params),
+        role, channel, schema, context.data.codes, scheme, pram_config(params), _source(context),
         context.ledger, context.phase, _progress(context),
     )  # fmt: skip
     return _write_outputs(context, outcome, 1, scheme, _job_stats(context, channel, started))
@@ -228,7 +255,7 @@ def run_setup_two_job(role: str, channel: Channel | ChannelGroup, context: JobCo
         )
     elif isinstance(channel, Channel) and role in ("alice", "bob"):
         outcome = run_setup_two_party(
-            role, channel, schema, context.data.codes, scheme, config, _source(params),
+            role, channel, schema, context.data.codes, scheme, config, _source(context),
             context.ledger, context.phase,
         )  # fmt: skip
     else:
@@ -242,6 +269,7 @@ register_job(
         run_setup_one_job,
         check_pram_params,
         "PRAM setup I: randomized cross parents to the child's owner; both learn the network",
+        check_pram_policy,
     )
 )
 register_job(
@@ -250,5 +278,6 @@ register_job(
         run_setup_two_job,  # type: ignore[arg-type]
         check_pram_params,
         "PRAM setup II: start at the miner; alice and bob send randomized data, the miner learns",
+        check_pram_policy,
     )
 )

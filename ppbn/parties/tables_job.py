@@ -20,7 +20,15 @@ import numpy as np
 
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
-from ppbn.parties.jobs import JobContext, JobKind, register_job
+from ppbn.parties.jobs import (
+    JobContext,
+    JobKind,
+    ParameterError,
+    PolicyScope,
+    check_known,
+    register_job,
+)
+from ppbn.parties.policy import LocalPolicy
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import (
@@ -37,28 +45,34 @@ DEFAULT_MAX_FAMILY = 3
 
 
 def check_tables_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
-    known = {"max_family", "key_bits", "statistical_bits", "chunk_size", "workers"}
-    unknown = set(params) - known
-    if unknown:
-        raise UserError(f"tables: unknown parameter {sorted(unknown)[0]!r} (know: {', '.join(sorted(known))})")
+    check_known("tables", params, {"max_family", "key_bits", "statistical_bits", "chunk_size"})
     out = {
         "max_family": params.get("max_family", DEFAULT_MAX_FAMILY),
         "key_bits": params.get("key_bits", TablesConfig.key_bits),
         "statistical_bits": params.get("statistical_bits", TablesConfig.statistical_bits),
         "chunk_size": params.get("chunk_size", TablesConfig.chunk_size),
-        "workers": params.get("workers"),
     }
-    if not isinstance(out["max_family"], int) or not 2 <= out["max_family"] <= len(schema.variables):
-        raise UserError(f"tables: max_family must be an integer in 2..{len(schema.variables)}")
+    for name in out:
+        if isinstance(out[name], bool) or not isinstance(out[name], int):
+            raise ParameterError(name, f"tables: {name} must be an integer")
+    if not 2 <= out["max_family"] <= len(schema.variables):
+        raise ParameterError("max_family", f"tables: max_family must be an integer in 2..{len(schema.variables)}")
     if out["key_bits"] not in KEY_BITS_CHOICES:
-        raise UserError(f"tables: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
-    if not isinstance(out["statistical_bits"], int) or not 40 <= out["statistical_bits"] <= 128:
-        raise UserError("tables: statistical_bits must be an integer in 40..128")
-    if not isinstance(out["chunk_size"], int) or not 1 <= out["chunk_size"] <= 1 << 20:
-        raise UserError("tables: chunk_size must be an integer in 1..1048576")
-    if out["workers"] is not None and (not isinstance(out["workers"], int) or not 1 <= out["workers"] <= 256):
-        raise UserError("tables: workers must be an integer in 1..256 (or absent: one per core)")
+        raise ParameterError("key_bits", f"tables: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
+    if not 40 <= out["statistical_bits"] <= 128:
+        raise ParameterError("statistical_bits", "tables: statistical_bits must be an integer in 40..128")
+    if not 1 <= out["chunk_size"] <= 1 << 20:
+        raise ParameterError("chunk_size", "tables: chunk_size must be an integer in 1..1048576")
     return out
+
+
+def check_tables_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
+    """Table shares under this party's policy: key size, masking, family size, records."""
+    policy.require_path("secure", "tables")
+    policy.require_records(scope.n_records)
+    policy.require_key_bits(params["key_bits"])
+    policy.require_statistical_bits(params["statistical_bits"])
+    policy.require_at_most("max_family", params["max_family"], policy.max_family)
 
 
 class _PhaseClock:
@@ -97,7 +111,7 @@ def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str
         key_bits=params["key_bits"],
         statistical_bits=params["statistical_bits"],
         chunk_size=params["chunk_size"],
-        workers=params["workers"],
+        workers=context.policy.workers,
     )
     if config.key_bits == TEST_ONLY_KEY_BITS:
         context.progress(WEAK_KEY_WARNING)
@@ -151,5 +165,6 @@ register_job(
         run_tables_job,
         check_tables_params,
         "shares of the count tables of every crossing family of at most max_family variables",
+        check_tables_policy,
     )
 )

@@ -16,6 +16,7 @@ ALLOWED_KINDS = frozenset(
     {
         "schema",  # the public schema fingerprint and variables
         "record_count",  # n
+        "records_match",  # one bit: both parties hold the same record ids (keyed per job)
         "k2_decision",  # one K2 step's outcome: the chosen parent, or "stop"
         "edge",  # an edge added, in order
         "structure",  # the final parent sets

@@ -1,0 +1,83 @@
+"""Do both parties hold the same records? A keyed digest of the record ids, per job.
+
+The secure path aligns rows by record id, so a job must stop at once if the two id sets
+differ. An unsalted hash of the ids would be a dictionary oracle (anyone holding it can
+test guessed id lists offline, across jobs); here the digest is an HMAC-SHA256 under a
+key that exists for one job only, derived from the job id and a fresh 16-byte nonce of
+every daemon of the job (``job_key``). Each party sends its digest and compares the
+peer's in constant time; equal digests say the sets are equal, unequal ones say only
+"they differ", never which ids.
+
+With the data miner (PRAM setup II) the miner holds no ids: it sends each party every
+nonce of the job, each party checks that its own nonce is among them and returns its
+digest, and the miner compares the two digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+
+from ppbn.protocols.channel import Channel, ProtocolError
+
+NONCE_BYTES = 16
+DIGEST_BYTES = 32
+_DOMAIN = b"ppbn record ids v2"
+
+
+class RecordsMismatch(ProtocolError):
+    """The parties' record ids differ (their digests under the job key are unequal)."""
+
+
+def job_key(job_id: str, nonces: Sequence[bytes]) -> bytes:
+    """The per-job HMAC key: SHA-256 over the domain, the job id and every nonce, length-prefixed."""
+    h = hashlib.sha256(_DOMAIN)
+    for part in (job_id.encode("utf-8"), *nonces):
+        h.update(len(part).to_bytes(4, "big"))
+        h.update(part)
+    return h.digest()
+
+
+def records_digest(key: bytes, ids: Sequence[str]) -> bytes:
+    """HMAC-SHA256 of the sorted ids, each length-prefixed (no two id lists collide)."""
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for record_id in sorted(ids):
+        encoded = record_id.encode("utf-8")
+        mac.update(len(encoded).to_bytes(4, "big"))
+        mac.update(encoded)
+    return mac.digest()
+
+
+def check_same_records(channel: Channel, key: bytes, ids: Sequence[str], me: str, peer: str) -> None:
+    """Two parties: swap digests; ProtocolError unless the peer holds the same ids."""
+    channel.send("job.records", records_digest(key, ids))
+    theirs = channel.recv("job.records", max_bytes=DIGEST_BYTES)
+    if not hmac.compare_digest(theirs, records_digest(key, ids)):
+        raise RecordsMismatch(f"{me} and {peer} hold the same number of records but different record ids")
+
+
+def miner_check_records(channels: Mapping[str, Channel], job_id: str, nonces: Sequence[bytes]) -> None:
+    """At the miner: send every party the job's nonces, compare the digests they return."""
+    payload = b"".join(nonces)
+    for channel in channels.values():
+        channel.send("job.nonces", payload)
+    digests = {role: ch.recv("job.records", max_bytes=DIGEST_BYTES) for role, ch in channels.items()}
+    if any(len(d) != DIGEST_BYTES for d in digests.values()):
+        raise ProtocolError("a party sent a record digest of the wrong size")
+    first, *rest = digests.values()
+    if not all(hmac.compare_digest(first, other) for other in rest):
+        raise RecordsMismatch(f"{' and '.join(digests)} hold the same number of records but different record ids")
+
+
+def party_check_records_for_miner(
+    channel: Channel, job_id: str, own_nonce: bytes, ids: Sequence[str], parties: int
+) -> None:
+    """At a party of a miner job: check our nonce is in the key, then send our digest."""
+    payload = channel.recv("job.nonces", max_bytes=NONCE_BYTES * (parties + 1))
+    if len(payload) != NONCE_BYTES * (parties + 1):
+        raise ProtocolError("the miner sent a malformed nonce list")
+    nonces = [payload[i : i + NONCE_BYTES] for i in range(0, len(payload), NONCE_BYTES)]
+    if own_nonce not in nonces[1:]:
+        raise ProtocolError("the miner left this party's nonce out of the record-digest key")
+    channel.send("job.records", records_digest(job_key(job_id, nonces), ids))

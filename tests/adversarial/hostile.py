@@ -1,0 +1,125 @@
+"""A hostile peer against an honest daemon, both real daemons over loopback mutual TLS.
+
+The hostile side is alice's real daemon code with one thing altered: it skips its own
+parameter and policy checks, so whatever job request a test writes goes out in the OPEN
+frame exactly as written. Bob is an honest daemon with the default policy (or a stricter
+one), and must refuse every weakening before it sends anything derived from its data.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ppbn.errors import UserError
+from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+from ppbn.parties.policy import LocalPolicy, PramPolicy
+from ppbn.parties.tls import make_local_pki
+
+N_RECORDS = 150
+STATES = ["s0", "s1", "s2"]
+OWNERS = {"a1": "alice", "b1": "bob", "a2": "alice", "b2": "bob"}
+# what a hostile alice allows itself: nothing is checked on its side anyway
+PERMISSIVE = LocalPolicy(
+    min_key_bits=1024, max_parents=64, max_family=64, min_records=1,
+    pram=PramPolicy(min_p=0.0, always_randomize=()), source="test: permissive",
+)  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout_s: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def write_dataset(base: Path, n: int, seed: int) -> dict[str, Path]:
+    """schema.json, alice.csv and bob.csv with ``n`` records of random states."""
+    base.mkdir(parents=True, exist_ok=True)
+    schema = {
+        "id_column": "id",
+        "variables": [{"name": v, "owner": o, "states": STATES} for v, o in OWNERS.items()],
+    }
+    (base / "schema.json").write_text(json.dumps(schema))
+    rng = np.random.default_rng(seed)
+    codes = {v: rng.integers(0, 3, n) for v in OWNERS}
+    ids = [f"r{i:04d}" for i in range(n)]
+    files = {"schema": base / "schema.json"}
+    for role in ("alice", "bob"):
+        names = [v for v, o in OWNERS.items() if o == role]
+        lines = [",".join(["id", *names])]
+        lines += [",".join([ids[i], *(STATES[int(codes[v][i])] for v in names)]) for i in range(n)]
+        (base / f"{role}.csv").write_text("\n".join(lines) + "\n")
+        files[role] = base / f"{role}.csv"
+    return files
+
+
+class HostileDaemon(PartyDaemon):
+    """Alice's real daemon, altered to send a job request its own checks would refuse as
+    it stands (honest requests are normalised as usual, so honest jobs still run)."""
+
+    def _checked_params(self, kind, params_json: str) -> dict[str, Any]:
+        try:
+            return super()._checked_params(kind, params_json)
+        except UserError:
+            return json.loads(params_json or "{}")
+
+
+class Pair:
+    """A hostile alice and an honest bob on loopback ports, with their TLS folders."""
+
+    def __init__(self, base: Path, files: dict[str, Path], tls: dict[str, Path], bob_policy: LocalPolicy) -> None:
+        ports = {"alice": free_port(), "bob": free_port()}
+        self.tls = tls
+        self.addresses = {role: f"127.0.0.1:{port}" for role, port in ports.items()}
+
+        def config(role: str, policy: LocalPolicy) -> DaemonConfig:
+            peer = "bob" if role == "alice" else "alice"
+            return DaemonConfig(
+                role=role, schema_path=str(files["schema"]), data_path=str(files[role]),
+                listen=self.addresses[role], peer=self.addresses[peer], tls_dir=str(tls[role]),
+                out_dir=str(base / f"out-{role}"), timeout_s=10.0, policy=policy,
+            )  # fmt: skip
+
+        self.alice = HostileDaemon(config("alice", PERMISSIVE))
+        self.bob = PartyDaemon(config("bob", bob_policy))
+
+    def __enter__(self) -> Pair:
+        self.alice.start()
+        self.bob.start()
+        wait_for(lambda: self.alice.peer_state == "ok" and self.bob.peer_state == "ok", 20, "handshake")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.alice.stop(0.5)
+        self.bob.stop(0.5)
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory) -> dict[str, Path]:
+    return make_local_pki(tmp_path_factory.mktemp("pki"), roles=("alice", "bob", "miner"))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory, pki):
+    base = tmp_path_factory.mktemp("hostile")
+    files = write_dataset(base / "data", N_RECORDS, seed=1)
+    bob_policy = replace(LocalPolicy(), disclosures=("owner", "shared"), source="test: bob keeps its CPTs")
+    with Pair(base, files, pki, bob_policy) as running:
+        yield running
