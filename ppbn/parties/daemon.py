@@ -703,14 +703,17 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             )
         return requested
 
-    def _new_job(
-        self, kind_name: str, params_json: str, job_id: str, initiator: str, peers: tuple[str, ...]
-    ) -> Job:
+    def _checked_job(self, kind_name: str, params_json: str) -> tuple[JobKind, dict[str, Any]]:
+        """The job kind and its parameters, checked against the local policy."""
         try:
             kind = job_kind(kind_name)
         except UserError as exc:
             raise JobRefused(str(exc), AbortCode.BAD_REQUEST) from None
-        params = self._checked_params(kind, params_json)
+        return kind, self._checked_params(kind, params_json)
+
+    def _new_job(
+        self, kind: JobKind, params: dict[str, Any], job_id: str, initiator: str, peers: tuple[str, ...]
+    ) -> Job:
         if self._stopping.is_set():
             raise JobRefused(f"the daemon of {self.role} is shutting down", AbortCode.SHUTTING_DOWN)
         with self._lock:
@@ -767,13 +770,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         contacted; the peer checks them against its own before it accepts.
         """
         peers = self._job_peers(kind_name)
-        self._checked_params(job_kind(kind_name), params_json)  # refuse before contacting anyone
+        kind, params = self._checked_job(kind_name, params_json)  # refuse before contacting anyone
         for role in peers:
             ok, message = self._handshake_before_job(role)
             if not ok:
                 self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
                 raise UserError(f"job not started: {message}")
-        job = self._new_job(kind_name, params_json, job_id, initiator, peers)
+        job = self._new_job(kind, params, job_id, initiator, peers)
         job.opened_by = self.role
         channels = job.channel.channels if isinstance(job.channel, ChannelGroup) else {peers[0]: job.channel}
         self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers))
@@ -854,7 +857,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 AbortCode.BAD_REQUEST,
             )
         initiator = f"{printable(opening.initiator, 96)} (via {peer})"
-        job = self._new_job(kind, opening.job.params_json, opening.job_id, initiator, (peer,))
+        checked_kind, params = self._checked_job(kind, opening.job.params_json)
+        job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,))
         job.nonces[peer] = bytes(opening.nonce)
         job.opened_by = peer
         self.log.info("job %s (%s) opened by %s", job.job_id, job.kind.name, initiator)
