@@ -137,4 +137,4 @@ def test_daemon_killed_mid_search_then_resumed_equals_the_uninterrupted_run(tmp_
             for v, entry in ref_net["parameters"].items():
                 np.testing.assert_allclose(net["parameters"][v]["table"], entry["table"], atol=1e-9)
             assert CheckpointStore(pair.out[role], job_id, role).steps() == []  # removed once done
-        assert "resuming after K2 step" in pair.log("bob")
+        assert "phase resume after K2 step" in pair.log("bob")

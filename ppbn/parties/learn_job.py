@@ -224,7 +224,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
     meta = checkpoint_meta(context)
     start = agree_resume_step(channel, store, meta) if context.resume else None
     if context.resume:
-        context.progress(f"resuming after K2 step {start.step if start else 0}")
+        context.progress(f"phase resume after K2 step {start.step if start else 0}")
 
     def save(state: K2Checkpoint) -> None:
         store.save(meta, state)
