@@ -103,6 +103,7 @@ Frame = party_pb2.Frame
 AbortCode = party_pb2.AbortCode
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a folder name: no "..", no "/"
 HANDSHAKE_TIMEOUT_S = 10.0
+STOP_WAIT_S = 20.0  # SIGTERM: how long the running job gets to abort and write its files
 STATS_MAX_BYTES = 4096
 NOTE_INTERVAL_S = 5.0
 REACH_RETRY_S = 4.0
@@ -419,7 +420,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             reason = f"the daemon of {self.role} is shutting down"
             job.context.cancel(reason)
             job.channel.abort(AbortCode.SHUTTING_DOWN)
-            job.done.wait(grace_s)
+            if not job.done.wait(max(grace_s, STOP_WAIT_S)):
+                self.log.error("job %s did not stop within %g s; its files may be missing", job.job_id, STOP_WAIT_S)
         if self._server is not None:
             self._server.stop(grace_s).wait()
         for channel in self._peer_channels.values():
@@ -449,11 +451,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         address = self.peer_addresses[role]
         if self.tls is not None:
             try:  # the daemon at that address must hold a certificate for the peer's role
-                verify_server_role(address, self.tls, (role,), HANDSHAKE_TIMEOUT_S)
+                verify_server_role(address, self.tls, (role,), self._handshake_timeout_s)
             except UserError as exc:
                 return False, str(exc)
         try:
-            reply = stub.Handshake(self.hello, timeout=HANDSHAKE_TIMEOUT_S)
+            reply = stub.Handshake(self.hello, timeout=self._handshake_timeout_s)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
                 return False, f"peer at {address} refused our certificate: {exc.details()}"
@@ -464,6 +466,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         if mismatch:
             return False, f"refused peer at {address}: {mismatch}"
         return True, f"peer {role} at {address} agrees on schema, records and protocol"
+
+    @property
+    def _handshake_timeout_s(self) -> float:
+        """A stopped peer must not hold a job request longer than the peer timeout."""
+        return min(HANDSHAKE_TIMEOUT_S, self.config.timeout_s)
 
     def _set_peer_state(self, role: str, ok: bool, message: str) -> None:
         state = "ok" if ok else message
@@ -979,6 +986,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         except (JobCancelled, ProtocolError) as exc:
             if ctx.cancelled.is_set():
                 job.state, job.error = JobInfo.CANCELLED, ctx.cancel_reason or "cancelled"
+                if self._stopping.is_set():
+                    job.error = self._failure_text(job, JobCancelled(job.error))
                 channel.abort(AbortCode.SHUTTING_DOWN if self._stopping.is_set() else AbortCode.CANCELLED)
             else:
                 job.state, job.error = JobInfo.FAILED, self._failure_text(job, exc)
@@ -1005,18 +1014,19 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             self._release(job)
             job.done.set()
 
-    def _failure_text(self, job: Job, exc: ProtocolError) -> str:
+    def _failure_text(self, job: Job, exc: Exception) -> str:
         """One line for a failed job: what happened (naming the peer), in which phase, and
         what to do next (resume where this daemon holds a checkpoint of the job)."""
         ctx = job.context
         text = str(exc)
         if ctx.current_phase:
             text += f" (phase: {ctx.current_phase})"
+        abort = job.channel.peer_abort_code if isinstance(job.channel, GrpcChannel) else 0
+        if not isinstance(exc, PeerGone | JobCancelled) or abort not in (0, AbortCode.SHUTTING_DOWN, AbortCode.TIMEOUT):
+            return text  # the peer refused or broke the protocol: retrying the same will not help
         if job.kind.name == "learn" and CheckpointStore(Path(self.config.out_dir), job.job_id, self.role).steps():
-            text += f"; when the peer is back, resume with `ppbn learn --resume {job.job_id}`"
-        elif isinstance(exc, PeerGone):
-            text += "; when the peer is back, start the job again"
-        return text
+            return text + f"; when both daemons are up, resume with `ppbn learn --resume {job.job_id}`"
+        return text + "; when both daemons are up, start the job again"
 
     def _stats(self, job: Job, wall_s: float) -> dict[str, Any]:
         """This daemon's own figures; they stay here (only EXCHANGED_STATS cross the wire)."""

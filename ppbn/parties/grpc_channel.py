@@ -280,6 +280,8 @@ class GrpcChannel(Channel):
                 waited += _POLL_S
                 if self._stream_dead.is_set() and self._incoming.empty():
                     raise PeerGone(self._dead_reason) from None
+                if self._finished.is_set():  # we aborted (cancel, SIGTERM): stop waiting at once
+                    raise PeerGone("channel is closed") from None
                 if waited >= timeout_s:
                     raise PeerGone(
                         f"peer {self.peer} sent nothing for {timeout_s:g} s (waiting for {what})"
@@ -298,12 +300,20 @@ class GrpcChannel(Channel):
         peer's job fails too; the peer shows the code's fixed text, never ours."""
         self._finish(Frame(kind=Frame.ABORT, job_id=self.job_id, code=code, parameter=parameter))
 
+    def _drop_incoming(self) -> None:
+        """Nothing reads after CLOSE or ABORT: free what the peer had queued (up to the
+        queue budget) instead of keeping it as long as the job is remembered."""
+        with contextlib.suppress(queue.Empty):
+            for _ in range(QUEUE_DEPTH + 1):
+                self._incoming.get_nowait()
+
     def _finish(self, frame: Frame) -> None:
         with self._lock:
             if self._finished.is_set():
                 return
             self._finished.set()
         self._incoming_budget.close()
+        self._drop_incoming()
         if not self._stream_dead.is_set():
             for item in (frame, _StopSending()):
                 try:
