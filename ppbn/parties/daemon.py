@@ -795,7 +795,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             ok, message = self._handshake_before_job(role)
             if not ok:
                 self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
-                raise UserError(f"job not started: {message}")
+                raise UserError(f"job not started: peer {role}: {message}")
         job = self._new_job(kind, params, job_id, initiator, peers, resume)
         job.opened_by = self.role
         channels = job.channel.channels if isinstance(job.channel, ChannelGroup) else {peers[0]: job.channel}

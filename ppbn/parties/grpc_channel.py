@@ -370,6 +370,6 @@ def _stream_failure(peer: str, exc: grpc.RpcError) -> str:
     if code == grpc.StatusCode.CANCELLED:
         return f"connection to peer {peer} was cancelled (its daemon stopped or was killed)"
     if code == grpc.StatusCode.UNAVAILABLE:
-        return f"connection to peer {peer} lost (its daemon stopped or was killed): {details}"
+        return f"connection to peer {peer} lost (its daemon stopped or was killed, or the link dropped): {details}"
     name = code.name if code is not None else "ERROR"
     return f"stream with peer {peer} failed: {name}: {details}"
