@@ -37,6 +37,26 @@ def pair(tmp_path_factory):
         yield running
 
 
+@pytest.fixture(scope="module")
+def reference(pair) -> dict:
+    """network.json of an uninterrupted run on the same daemons: what a resume must equal."""
+    outcome = pair.run_learn(PARAMS)
+    assert outcome["state"] == "SUCCEEDED", outcome
+    return json.loads((pair.out["alice"] / outcome["job_id"] / "network.json").read_text())
+
+
+def _resume_equals(pair: DaemonPair, job_id: str, expected: dict) -> None:
+    """`ppbn learn --resume` at alice succeeds and both parties' networks equal ``expected``."""
+    code, out, err = pair.cli_learn("alice", ["--resume", job_id, "--format", "json"])
+    assert code == 0, err
+    assert json.loads(out)["state"] == "SUCCEEDED"
+    for role in ("alice", "bob"):
+        got = json.loads((pair.out[role] / job_id / "network.json").read_text())
+        assert got["edges"] == expected["edges"]
+        for v, entry in expected["parameters"].items():
+            np.testing.assert_allclose(got["parameters"][v]["table"], entry["table"], atol=1e-9)
+
+
 def _inject(pair: DaemonPair, fault: str) -> None:
     if fault == "kill":
         pair.kill("bob")
@@ -70,7 +90,7 @@ def _matrix_cases():
 
 
 @pytest.mark.parametrize(("phase", "fault"), list(_matrix_cases()))
-def test_survivor_reports_in_time_then_serves_an_honest_job(pair, phase, fault):
+def test_survivor_reports_in_time_then_serves_an_honest_job(pair, reference, phase, fault):
     if phase == "handshake":
         _inject(pair, fault)
         injected = time.monotonic()
@@ -102,14 +122,14 @@ def test_survivor_reports_in_time_then_serves_an_honest_job(pair, phase, fault):
     _recover(pair, fault)
     honest = pair.run_job("ping", {"rounds": 3})
     assert honest["state"] == "SUCCEEDED", honest
+    if "--resume" in outcome["error"]:
+        _resume_equals(pair, job_id, reference)
 
 
-def test_sigterm_aborts_cleanly_tells_the_peer_and_the_job_resumes(pair):
+def test_sigterm_aborts_cleanly_tells_the_peer_and_the_job_resumes(pair, reference):
     """SIGTERM to bob mid-search: bob exits 0 with result.json CANCELLED and no network
     files; alice is told (SHUTTING_DOWN) and names `--resume`; after bob's restart the
     resumed job equals an uninterrupted run."""
-    reference = pair.run_learn(PARAMS)
-    assert reference["state"] == "SUCCEEDED", reference
     job_id = pair.start_learn(PARAMS)
     bob_store = CheckpointStore(pair.out["bob"], job_id, "bob")
     wait_until(lambda: bob_store.steps(), 120, "bob's first checkpoint")
@@ -125,18 +145,31 @@ def test_sigterm_aborts_cleanly_tells_the_peer_and_the_job_resumes(pair):
     assert f"ppbn learn --resume {job_id}" in failed["error"], failed["error"]
     assert "received SIGTERM: shutting down" in pair.log("bob") and "bob stopped" in pair.log("bob")
     pair.restart("bob")
-    code, out, err = pair.cli_learn("alice", ["--resume", job_id, "--format", "json"])
-    assert code == 0, err
-    assert json.loads(out)["state"] == "SUCCEEDED"
-    expected = json.loads((pair.out["alice"] / reference["job_id"] / "network.json").read_text())
-    for role in ("alice", "bob"):
-        got = json.loads((pair.out[role] / job_id / "network.json").read_text())
-        assert got["edges"] == expected["edges"]
-        for v, entry in expected["parameters"].items():
-            np.testing.assert_allclose(got["parameters"][v]["table"], entry["table"], atol=1e-9)
+    _resume_equals(pair, job_id, reference)
 
 
-def test_resume_is_refused_without_a_checkpoint_and_with_other_parameters(pair):
+def test_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run(pair, reference):
+    """SIGKILL bob once both parties checkpointed a K2 step, restart him with the same
+    --out, `ppbn learn --resume`: the same edges in the same order and CPTs within 1e-9."""
+    job_id = pair.start_learn(PARAMS)
+    stores = [CheckpointStore(pair.out[r], job_id, r) for r in ("alice", "bob")]
+    wait_until(lambda: all(s.steps() for s in stores), 120, "a checkpointed K2 step at both")
+    pair.kill("bob")
+    killed = time.monotonic()
+    failed = pair.wait("alice", job_id, 3 * BOUND_S)
+    assert time.monotonic() - killed <= BOUND_S
+    assert failed["state"] == "FAILED" and "peer bob" in failed["error"], failed
+    assert f"ppbn learn --resume {job_id}" in failed["error"], failed["error"]
+    assert not (pair.out["alice"] / job_id / "network.json").exists()
+    with pair.client("alice") as client, pytest.raises(UserError, match="parameters differ from the checkpoint's"):
+        client.start("learn", {**PARAMS, "max_parents": 1}, job_id, resume=True)
+    pair.restart("bob")
+    _resume_equals(pair, job_id, reference)
+    assert "phase resume after K2 step" in pair.log("bob")
+    assert all(s.steps() == [] for s in stores)  # a finished job keeps no checkpoint
+
+
+def test_resume_is_refused_without_a_checkpoint(pair):
     code, _, err = pair.cli_learn("alice", ["--resume", "no-such-job"])
     assert code == 2
     assert err.strip().endswith("alice has no checkpoint of job no-such-job in " + str(pair.out["alice"] / "no-such-job") + ": nothing to resume"), err

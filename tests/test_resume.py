@@ -1,16 +1,15 @@
-"""Resumable learn jobs (issue 16, part 1): checkpoints and a resumed run equal to an
-uninterrupted one, in-process over the memory channel and between two daemon processes."""
+"""Resumable learn jobs (issue 16, part 1): checkpoints, and a resumed protocol run equal
+to an uninterrupted one (both parties in threads over the memory channel). Resumes
+between two daemon processes, after SIGKILL, SIGTERM or a dropped link, are in
+test_faults.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-import time
 
 import numpy as np
 import pytest
-from faults_util import DaemonPair, wait_until
 
 from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import Schema, Variable
@@ -49,7 +48,7 @@ def _learn(schema, codes, names, config, resume=None, saved=None):
 
 def test_resumed_protocol_run_equals_the_uninterrupted_one():
     net = load_network("asia")
-    codes = sample(net, 1000, 3)
+    codes = sample(net, 500, 3)
     schema = _schema(net)
     config = SecureLearnConfig(max_parents=2, mode="exact", tables=TEST_TABLES)
     saved = {"alice": [], "bob": []}
@@ -101,40 +100,3 @@ def test_checkpoint_store_is_encrypted_atomic_and_keeps_two_steps(tmp_path):
         store.load(5)
     store.remove_all()
     assert store.steps() == []
-
-
-# -- two daemon processes ---------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_daemon_killed_mid_search_then_resumed_equals_the_uninterrupted_run(tmp_path):
-    """SIGKILL bob after two checkpointed K2 steps, restart him with the same --out,
-    `ppbn learn --resume`: same edges in the same order and CPTs within 1e-9 of a run that
-    was never interrupted (on the same daemons)."""
-    params = {"max_parents": 3, "score": "exact", "key_bits": 1024}
-    with DaemonPair(tmp_path, network="sachs", records=600, peer_timeout=8) as pair:
-        reference = pair.run_learn(params)
-        assert reference["state"] == "SUCCEEDED", reference
-        job_id = pair.start_learn(params)
-        bob_store = CheckpointStore(pair.out["bob"], job_id, "bob")
-        wait_until(lambda: len(bob_store.steps()) and bob_store.steps()[-1] >= 2, 120, "two checkpointed K2 steps at bob")
-        pair.kill("bob")
-        killed = time.monotonic()
-        failed = pair.wait("alice", job_id, 60)
-        assert time.monotonic() - killed <= 8 + 10
-        assert failed["state"] == "FAILED"
-        assert "peer bob" in failed["error"] and f"ppbn learn --resume {job_id}" in failed["error"], failed["error"]
-        assert not (pair.out["alice"] / job_id / "network.json").exists()
-        pair.restart("bob")
-        code, out, err = pair.cli_learn("alice", ["--resume", job_id, "--format", "json"])
-        assert code == 0, err
-        resumed = json.loads(out)
-        assert resumed["state"] == "SUCCEEDED", resumed
-        ref_net = json.loads((pair.out["alice"] / reference["job_id"] / "network.json").read_text())
-        for role in ("alice", "bob"):
-            net = json.loads((pair.out[role] / job_id / "network.json").read_text())
-            assert net["edges"] == ref_net["edges"]
-            for v, entry in ref_net["parameters"].items():
-                np.testing.assert_allclose(net["parameters"][v]["table"], entry["table"], atol=1e-9)
-            assert CheckpointStore(pair.out[role], job_id, role).steps() == []  # removed once done
-        assert "phase resume after K2 step" in pair.log("bob")
