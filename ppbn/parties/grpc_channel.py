@@ -249,6 +249,8 @@ class GrpcChannel(Channel):
             waited += _POLL_S
             if self._stream_dead.is_set():
                 raise PeerGone(self._dead_reason)
+            if self._finished.is_set():  # we aborted meanwhile (cancel, SIGTERM)
+                raise PeerGone("channel is closed")
             if waited >= self.timeout_s:
                 raise PeerGone(f"peer {self.peer} took no messages for {self.timeout_s:g} s")
         while True:
@@ -259,6 +261,8 @@ class GrpcChannel(Channel):
                 waited += _POLL_S
                 if self._stream_dead.is_set():
                     raise PeerGone(self._dead_reason) from None
+                if self._finished.is_set():
+                    raise PeerGone("channel is closed") from None
                 if waited >= self.timeout_s:
                     raise PeerGone(
                         f"peer {self.peer} took no messages for {self.timeout_s:g} s"
