@@ -174,3 +174,20 @@ def test_resume_is_refused_without_a_checkpoint(pair):
     assert code == 2
     assert err.strip().endswith("alice has no checkpoint of job no-such-job in " + str(pair.out["alice"] / "no-such-job") + ": nothing to resume"), err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.faults_full
+def test_keepalive_sees_a_stopped_peer_long_before_a_60_s_peer_timeout(tmp_path):
+    """With the default 60 s peer timeout a SIGSTOPped peer is still seen in seconds: the
+    HTTP/2 keepalive ping goes unanswered (gRPC's own ping timeout used to make it ~60 s)."""
+    with DaemonPair(tmp_path, "asia", 400, 60.0) as slow:
+        job_id = slow.start_learn(PARAMS)
+        wait_until(lambda: _phase_seen(slow, job_id, "argmax"), 120, "bob to enter phase argmax")
+        slow.pause("bob")
+        stopped = time.monotonic()
+        outcome = slow.wait("alice", job_id, 90)
+        elapsed = time.monotonic() - stopped
+        slow.resume_process("bob")
+        print(f"keepalive: {outcome['state']} after {elapsed:.1f} s: {outcome['error']}")
+        assert outcome["state"] == "FAILED" and "ping timeout" in outcome["error"], outcome
+        assert elapsed <= 20, f"a stopped peer took {elapsed:.1f} s to be seen"
