@@ -5,6 +5,7 @@ test_faults.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -100,3 +101,59 @@ def test_checkpoint_store_is_encrypted_atomic_and_keeps_two_steps(tmp_path):
         store.load(5)
     store.remove_all()
     assert store.steps() == []
+
+
+# -- a resume request is a new job request: the peer's OPEN cannot weaken anything --------
+
+
+@pytest.fixture
+def bob(tmp_path):
+    """bob's daemon object (built, not serving) with the built-in policy, on asia data."""
+    from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+    from ppbn.parties.datasets import make_dataset
+
+    make_dataset("asia", 200, 5, tmp_path / "data")
+    config = DaemonConfig(
+        role="bob", schema_path=str(tmp_path / "data" / "schema.json"), data_path=str(tmp_path / "data" / "bob.csv"),
+        listen="127.0.0.1:0", peer="127.0.0.1:1", insecure=True, out_dir=str(tmp_path / "out"),
+    )  # fmt: skip
+    return PartyDaemon(config)
+
+
+def _checkpoint(bob, job_id: str, params: dict) -> None:
+    from ppbn.parties.checkpoint import data_digest
+    from ppbn.parties.learn_job import check_learn_params
+
+    meta = {
+        "job_id": job_id, "kind": "learn", "role": "bob", "params": check_learn_params(params, bob.schema),
+        "schema": bob.schema.fingerprint(), "data": data_digest(bob.data.ids, bob.data.codes),
+    }  # fmt: skip
+    CheckpointStore(bob.config.out_dir, job_id, "bob").save(meta, K2Checkpoint(1, [[]], {}, {}))
+
+
+def _resume_open(bob, job_id: str, params: dict):
+    from ppbn.proto import party_pb2
+
+    hello = party_pb2.Hello()
+    hello.CopyFrom(bob.hello)
+    hello.role = "alice"
+    job = party_pb2.JobRequest(kind="learn", params_json=json.dumps(params), job_id=job_id, resume=True)
+    return party_pb2.Frame(kind=party_pb2.Frame.OPEN, job_id=job_id, hello=hello, job=job, nonce=os.urandom(16))
+
+
+def test_a_peers_resume_must_match_our_checkpoint_and_pass_our_policy(bob):
+    from ppbn.parties.daemon import JobRefused
+
+    _checkpoint(bob, "run1", {"max_parents": 2})
+    with pytest.raises(JobRefused, match="asks for other parameters than bob's checkpoint") as other:
+        bob._accept_job(_resume_open(bob, "run1", {"max_parents": 3}), "alice")
+    assert other.value.parameter == "resume"
+    with pytest.raises(JobRefused, match="bob has no checkpoint of job run2"):
+        bob._accept_job(_resume_open(bob, "run2", {"max_parents": 2}), "alice")
+    # a checkpoint made under a weaker policy does not pass today's policy either
+    _checkpoint(bob, "weak", {"max_parents": 2, "key_bits": 1024})
+    with pytest.raises(JobRefused, match="policy") as weak:
+        bob._accept_job(_resume_open(bob, "weak", {"max_parents": 2, "key_bits": 1024}), "alice")
+    assert weak.value.parameter == "key_bits"
+    job = bob._accept_job(_resume_open(bob, "run1", {"max_parents": 2}), "alice")
+    assert job.context.resume and job.job_id == "run1" and job.params["max_parents"] == 2
