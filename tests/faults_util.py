@@ -175,6 +175,16 @@ class DaemonPair:
             self.kill(role)
             return None
 
+    def ensure_running(self) -> None:
+        """Undo a fault a failed test may have left: SIGCONT, respawn the dead, wait."""
+        for role, process in self.processes.items():
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGCONT)
+            else:
+                self.spawn(role)
+        self.wait_ready()
+
     def restart(self, role: str) -> None:
         if self.processes[role].poll() is None:
             self.kill(role)

@@ -32,17 +32,24 @@ DEFAULT_SUBSET = {("handshake", "stop"), ("tables", "kill"), ("argmax", "stop"),
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+def daemons(tmp_path_factory):
     with DaemonPair(tmp_path_factory.mktemp("faults"), "asia", 400, PEER_TIMEOUT_S) as running:
         yield running
 
 
+@pytest.fixture
+def pair(daemons):
+    """The module's daemons, each test starting with both up (whatever a failed test left)."""
+    daemons.ensure_running()
+    return daemons
+
+
 @pytest.fixture(scope="module")
-def reference(pair) -> dict:
+def reference(daemons) -> dict:
     """network.json of an uninterrupted run on the same daemons: what a resume must equal."""
-    outcome = pair.run_learn(PARAMS)
+    outcome = daemons.run_learn(PARAMS)
     assert outcome["state"] == "SUCCEEDED", outcome
-    return json.loads((pair.out["alice"] / outcome["job_id"] / "network.json").read_text())
+    return json.loads((daemons.out["alice"] / outcome["job_id"] / "network.json").read_text())
 
 
 def _resume_equals(pair: DaemonPair, job_id: str, expected: dict) -> None:

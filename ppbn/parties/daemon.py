@@ -281,7 +281,9 @@ class Job:
         return JobInfo(
             job_id=self.job_id,
             kind=self.kind.name,
-            state=self.state,
+            # finished only once its files are written: an operator who sees FAILED or
+            # SUCCEEDED can read result.json at once
+            state=self.state if self.done.is_set() else JobInfo.RUNNING,
             error=self.error,
             result_json=json.dumps(self.result) if self.result is not None else "",
             stats_json=json.dumps(self.stats) if self.stats is not None else "",
