@@ -96,7 +96,14 @@ class CheckpointStore:
         return sorted(int(m.group(1)) for m in found if m)
 
     def save(self, meta: dict[str, Any], state: K2Checkpoint) -> None:
-        """Encrypt and atomically write the checkpoint of ``state.step``; drop older ones."""
+        """Encrypt and atomically write the checkpoint of ``state.step``; drop older ones.
+        A file system error fails the job with one line naming the file (UserError)."""
+        try:
+            self._save(meta, state)
+        except OSError as exc:
+            raise UserError(f"{self.path(state.step)}: cannot write the checkpoint: {exc.strerror or exc}") from None
+
+    def _save(self, meta: dict[str, Any], state: K2Checkpoint) -> None:
         buffer = io.BytesIO()
         arrays = {f"c{i}": a for i, a in enumerate(state.count_shares.values())}
         arrays.update({f"s{i}": a for i, a in enumerate(state.score_shares.values())})
