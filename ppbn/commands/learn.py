@@ -139,7 +139,10 @@ def _learn(args: argparse.Namespace) -> int:
                     print(f"last progress: {info.progress}")
             return 0
         progress = None if args.format == "json" else (lambda note: print(f"  {note}", file=sys.stderr))
-        job_id = client.start(args.job, params, args.job_id or "")
+        if args.resume:  # the daemons take the parameters from their own checkpoints
+            job_id = client.start(args.job, {}, args.resume, resume=True)
+        else:
+            job_id = client.start(args.job, params, args.job_id or "")
         if args.format != "json":
             print(f"job {job_id} ({args.job}) started at {health.role} ({args.peer})", file=sys.stderr)
         if args.no_wait:
@@ -187,6 +190,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     control = parser.add_mutually_exclusive_group()
     control.add_argument("--status", metavar="JOB_ID", help="show a job's state instead of starting one")
     control.add_argument("--cancel", metavar="JOB_ID", help="cancel a running job (both daemons stop it)")
+    control.add_argument(
+        "--resume", metavar="JOB_ID",
+        help="continue an interrupted learn job from the last K2 step both daemons checkpointed "
+        "(same parameters, taken from the checkpoints; each daemon checks them against its policy again)",
+    )  # fmt: skip
     parser.add_argument("--wait-timeout", type=float, help="give up waiting after this many seconds")
     add_job_arguments(parser)
     add_learning_options(parser)

@@ -7,7 +7,9 @@ import argparse
 import logging
 import sys
 
-from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
+# Longest silence a job accepts from the peer. A killed, stopped or cut-off peer is seen
+# sooner: gRPC keepalive (ppbn.parties.net) drops a dead connection within ~15 s.
+PEER_TIMEOUT_S = 60.0
 
 
 def configure_logging(role: str, verbose: bool = False) -> None:
@@ -118,8 +120,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     serve.add_argument(
         "--peer-timeout", "--timeout", dest="peer_timeout",
         type=float,
-        default=DEFAULT_TIMEOUT_S,
-        help=f"longest wait for the peer before a job fails (default {DEFAULT_TIMEOUT_S:g} s)",
+        default=PEER_TIMEOUT_S,
+        help=f"longest wait for the peer before a job fails (default {PEER_TIMEOUT_S:g} s)",
     )  # fmt: skip
     serve.add_argument(
         "--missing-as-category",

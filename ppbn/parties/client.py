@@ -116,8 +116,9 @@ class DaemonClient:
                 raise UserError(f"daemon at {self.address} not ready after {timeout_s:g} s: {last}")
             time.sleep(0.2)
 
-    def start(self, kind: str, params: dict[str, Any], job_id: str = "") -> str:
-        request = party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id)
+    def start(self, kind: str, params: dict[str, Any], job_id: str = "", resume: bool = False) -> str:
+        """Start a job (or, with ``resume``, continue ``job_id`` from both daemons' checkpoints)."""
+        request = party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id, resume=resume)
         return self._call(self._stub.StartJob, request).job_id
 
     def status(self, job_id: str) -> party_pb2.JobInfo:

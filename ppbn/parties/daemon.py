@@ -38,6 +38,7 @@ record checks of the handshake are made between the two parties' Hellos at job s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -56,6 +57,7 @@ import numpy as np
 
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
+from ppbn.parties.checkpoint import CheckpointStore, data_digest
 from ppbn.parties.data import PartyData, load_party_data
 from ppbn.parties.grpc_channel import GrpcChannel, frame_kind_name
 from ppbn.parties.jobs import (
@@ -101,6 +103,7 @@ Frame = party_pb2.Frame
 AbortCode = party_pb2.AbortCode
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a folder name: no "..", no "/"
 HANDSHAKE_TIMEOUT_S = 10.0
+STOP_WAIT_S = 20.0  # SIGTERM: how long the running job gets to abort and write its files
 STATS_MAX_BYTES = 4096
 NOTE_INTERVAL_S = 5.0
 REACH_RETRY_S = 4.0
@@ -278,7 +281,9 @@ class Job:
         return JobInfo(
             job_id=self.job_id,
             kind=self.kind.name,
-            state=self.state,
+            # finished only once its files are written: an operator who sees FAILED or
+            # SUCCEEDED can read result.json at once
+            state=self.state if self.done.is_set() else JobInfo.RUNNING,
             error=self.error,
             result_json=json.dumps(self.result) if self.result is not None else "",
             stats_json=json.dumps(self.stats) if self.stats is not None else "",
@@ -417,7 +422,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             reason = f"the daemon of {self.role} is shutting down"
             job.context.cancel(reason)
             job.channel.abort(AbortCode.SHUTTING_DOWN)
-            job.done.wait(grace_s)
+            if not job.done.wait(max(grace_s, STOP_WAIT_S)):
+                self.log.error("job %s did not stop within %g s; its files may be missing", job.job_id, STOP_WAIT_S)
         if self._server is not None:
             self._server.stop(grace_s).wait()
         for channel in self._peer_channels.values():
@@ -447,11 +453,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         address = self.peer_addresses[role]
         if self.tls is not None:
             try:  # the daemon at that address must hold a certificate for the peer's role
-                verify_server_role(address, self.tls, (role,), HANDSHAKE_TIMEOUT_S)
+                verify_server_role(address, self.tls, (role,), self._handshake_timeout_s)
             except UserError as exc:
                 return False, str(exc)
         try:
-            reply = stub.Handshake(self.hello, timeout=HANDSHAKE_TIMEOUT_S)
+            reply = stub.Handshake(self.hello, timeout=self._handshake_timeout_s)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.PERMISSION_DENIED:
                 return False, f"peer at {address} refused our certificate: {exc.details()}"
@@ -462,6 +468,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         if mismatch:
             return False, f"refused peer at {address}: {mismatch}"
         return True, f"peer {role} at {address} agrees on schema, records and protocol"
+
+    @property
+    def _handshake_timeout_s(self) -> float:
+        """A stopped peer must not hold a job request longer than the peer timeout."""
+        return min(HANDSHAKE_TIMEOUT_S, self.config.timeout_s)
 
     def _set_peer_state(self, role: str, ok: bool, message: str) -> None:
         state = "ok" if ok else message
@@ -586,7 +597,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
     def StartJob(self, request, context):  # noqa: N802
         initiator = self._require_operator(context, "job requests")
         try:
-            job = self.start_job(request.kind, request.params_json, request.job_id, initiator)
+            job = self.start_job(request.kind, request.params_json, request.job_id, initiator, request.resume)
         except UserError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return job.info()
@@ -681,9 +692,15 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             raise JobRefused("job parameters are nested too deeply", AbortCode.BAD_REQUEST) from None
         return params
 
-    def _new_job_id(self, requested: str) -> str:
+    def _new_job_id(self, requested: str, resume: bool = False) -> str:
         """The requested id if it is free in memory and on disk, else a fresh one; a reused id
-        would overwrite an earlier job's result, ledger and network files."""
+        would overwrite an earlier job's result, ledger and network files. A resume continues
+        its own unfinished job (checked by ``_resume_request``) in the same folder."""
+        if resume:
+            earlier = self.jobs.get(requested)
+            if earlier is not None and not earlier.done.is_set():
+                raise JobRefused(f"job {requested} is still running at {self.role}", AbortCode.BUSY)
+            return requested
         if not requested:
             while True:
                 candidate = uuid.uuid4().hex[:12]
@@ -712,14 +729,15 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         return kind, self._checked_params(kind, params_json)
 
     def _new_job(
-        self, kind: JobKind, params: dict[str, Any], job_id: str, initiator: str, peers: tuple[str, ...]
+        self, kind: JobKind, params: dict[str, Any], job_id: str, initiator: str, peers: tuple[str, ...],
+        resume: bool = False,
     ) -> Job:
         if self._stopping.is_set():
             raise JobRefused(f"the daemon of {self.role} is shutting down", AbortCode.SHUTTING_DOWN)
         with self._lock:
             if self.running is not None:
                 raise JobRefused(f"{self.role} is busy with job {self.running.job_id}; try again later", AbortCode.BUSY)
-            job_id = self._new_job_id(job_id)
+            job_id = self._new_job_id(job_id, resume)
             channels = {
                 role: GrpcChannel(
                     job_id,
@@ -744,6 +762,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 ledger=Ledger(self.role),
                 policy=self.config.policy,
                 fixed_seed_for_testing=self.config.fixed_seed_for_testing,
+                resume=resume,
             )
             job = Job(job_id, kind, params, initiator, channel, context)
             job.nonces[self.role] = os.urandom(NONCE_BYTES)
@@ -763,20 +782,23 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             if self.running is job:
                 self.running = None
 
-    def start_job(self, kind_name: str, params_json: str, job_id: str, initiator: str) -> Job:
+    def start_job(self, kind_name: str, params_json: str, job_id: str, initiator: str, resume: bool = False) -> Job:
         """Reserve this daemon, get every peer of the job to accept it over a new stream, run it.
 
         The parameters are checked against this daemon's policy before any peer is
-        contacted; the peer checks them against its own before it accepts.
+        contacted; the peer checks them against its own before it accepts. A resume takes
+        the parameters of this daemon's own checkpoint and checks them again.
         """
+        if resume:
+            kind_name, params_json = self._resume_request(job_id, params_json)
         peers = self._job_peers(kind_name)
         kind, params = self._checked_job(kind_name, params_json)  # refuse before contacting anyone
         for role in peers:
             ok, message = self._handshake_before_job(role)
             if not ok:
                 self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
-                raise UserError(f"job not started: {message}")
-        job = self._new_job(kind, params, job_id, initiator, peers)
+                raise UserError(f"job not started: peer {role}: {message}")
+        job = self._new_job(kind, params, job_id, initiator, peers, resume)
         job.opened_by = self.role
         channels = job.channel.channels if isinstance(job.channel, ChannelGroup) else {peers[0]: job.channel}
         self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers))
@@ -787,7 +809,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                     kind=Frame.OPEN,
                     hello=self.hello,
                     job=party_pb2.JobRequest(
-                        kind=job.kind.name, params_json=json.dumps(job.params), job_id=job.job_id
+                        kind=job.kind.name, params_json=json.dumps(job.params), job_id=job.job_id, resume=resume
                     ),
                     initiator=initiator,
                     nonce=job.nonces[self.role],
@@ -857,12 +879,55 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 AbortCode.BAD_REQUEST,
             )
         initiator = f"{printable(opening.initiator, 96)} (via {peer})"
+        resume = opening.job.resume
+        if resume:  # our own checkpoint's parameters must be the ones asked for
+            own_kind, own_params = self._resume_request(opening.job_id, "")
+            if kind != own_kind:
+                raise JobRefused(f"resume of job {opening.job_id}: it was a {own_kind} job", AbortCode.BAD_REQUEST, "resume")
         checked_kind, params = self._checked_job(kind, opening.job.params_json)
-        job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,))
+        if resume and params != self._checked_job(own_kind, own_params)[1]:
+            raise JobRefused(
+                f"resume of job {opening.job_id}: the peer asks for other parameters than {self.role}'s checkpoint",
+                AbortCode.BAD_REQUEST, "resume",
+            )  # fmt: skip
+        job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,), resume)
         job.nonces[peer] = bytes(opening.nonce)
         job.opened_by = peer
-        self.log.info("job %s (%s) opened by %s", job.job_id, job.kind.name, initiator)
+        self.log.info("job %s (%s) %s by %s", job.job_id, job.kind.name, "resumed" if resume else "opened", initiator)
         return job
+
+    def _resume_request(self, job_id: str, params_json: str) -> tuple[str, str]:
+        """Kind and parameters of the job to resume, from this daemon's own newest checkpoint.
+
+        The checkpoint must exist, decrypt under this daemon's key and have been made on the
+        same data; parameters given with the request must equal the checkpoint's."""
+        if not _JOB_ID.match(job_id or ""):
+            raise JobRefused(f"resume needs the id of an earlier job, not {printable(job_id, 64)!r}", AbortCode.BAD_REQUEST, "resume")
+        store = CheckpointStore(Path(self.config.out_dir), job_id, self.role)
+        try:
+            header = store.latest_header()
+        except UserError as exc:
+            raise JobRefused(f"cannot resume job {job_id}: {exc}", AbortCode.BAD_REQUEST, "resume") from None
+        if header is None:
+            raise JobRefused(
+                f"{self.role} has no checkpoint of job {job_id} in {store.folder}: nothing to resume",
+                AbortCode.BAD_REQUEST, "resume",
+            )  # fmt: skip
+        if header.get("role") != self.role or header.get("data") != data_digest(self.data.ids, self.data.codes):
+            raise JobRefused(
+                f"cannot resume job {job_id}: {self.role}'s data changed since its checkpoint", AbortCode.BAD_REQUEST, "resume"
+            )
+        if params_json and params_json.strip() not in ("", "{}"):
+            try:
+                asked = json.loads(params_json)
+            except (json.JSONDecodeError, RecursionError):
+                asked = None
+            if asked != header["params"]:
+                raise JobRefused(
+                    f"resume of job {job_id}: parameters differ from the checkpoint's (give none)",
+                    AbortCode.BAD_REQUEST, "resume",
+                )  # fmt: skip
+        return str(header["kind"]), json.dumps(header["params"])
 
     def _launch(self, job: Job) -> None:
         last_note = [0.0]
@@ -908,6 +973,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             if self.role != MINER:  # the miner learns n from the parties' headers
                 ctx.ledger.record("record_count", self.data.n_records, "handshake")
             self._check_records(job)
+            if ctx.resume and isinstance(channel, GrpcChannel):
+                channel.session = resume_session(job.job_id, job.opened_by, job.nonces)
             result = job.kind.run(self.role, channel, ctx)  # type: ignore[arg-type]
             if not isinstance(result, dict):
                 raise TypeError(f"job {job.kind.name} returned {type(result).__name__}, not a dict")
@@ -921,9 +988,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         except (JobCancelled, ProtocolError) as exc:
             if ctx.cancelled.is_set():
                 job.state, job.error = JobInfo.CANCELLED, ctx.cancel_reason or "cancelled"
+                if self._stopping.is_set():
+                    job.error = self._failure_text(job, JobCancelled(job.error))
                 channel.abort(AbortCode.SHUTTING_DOWN if self._stopping.is_set() else AbortCode.CANCELLED)
             else:
-                job.state, job.error = JobInfo.FAILED, str(exc)
+                job.state, job.error = JobInfo.FAILED, self._failure_text(job, exc)
                 channel.abort(_abort_code_for(exc))
         except UserError as exc:
             job.state, job.error = JobInfo.FAILED, str(exc)
@@ -946,6 +1015,20 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 self.log.error("job %s: cannot write its files: %s", job.job_id, exc)
             self._release(job)
             job.done.set()
+
+    def _failure_text(self, job: Job, exc: Exception) -> str:
+        """One line for a failed job: what happened (naming the peer), in which phase, and
+        what to do next (resume where this daemon holds a checkpoint of the job)."""
+        ctx = job.context
+        text = str(exc)
+        if ctx.current_phase:
+            text += f" (phase: {ctx.current_phase})"
+        abort = job.channel.peer_abort_code if isinstance(job.channel, GrpcChannel) else 0
+        if not isinstance(exc, PeerGone | JobCancelled) or abort not in (0, AbortCode.SHUTTING_DOWN, AbortCode.TIMEOUT):
+            return text  # the peer refused or broke the protocol: retrying the same will not help
+        if job.kind.name == "learn" and CheckpointStore(Path(self.config.out_dir), job.job_id, self.role).steps():
+            return text + f"; when both daemons are up, resume with `ppbn learn --resume {job.job_id}`"
+        return text + "; when both daemons are up, start the job again"
 
     def _stats(self, job: Job, wall_s: float) -> dict[str, Any]:
         """This daemon's own figures; they stay here (only EXCHANGED_STATS cross the wire)."""
@@ -979,6 +1062,14 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         stats = {"self": job.stats, "peer": job.peer_stats}
         (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         (out / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
+
+
+def resume_session(job_id: str, opened_by: str, nonces: dict[str, bytes]) -> bytes:
+    """Session label of a resumed run: the job id plus a digest of this run's fresh nonces,
+    so no garbling or OT hash input of the interrupted run is used again."""
+    order = [opened_by, *sorted(r for r in nonces if r != opened_by)]
+    digest = hashlib.sha256(b"ppbn/resume" + b"".join(nonces[r] for r in order)).hexdigest()[:32]
+    return f"{job_id}/resume/{digest}".encode()
 
 
 def _abort_code_for(exc: ProtocolError) -> int:

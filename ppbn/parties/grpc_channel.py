@@ -249,6 +249,8 @@ class GrpcChannel(Channel):
             waited += _POLL_S
             if self._stream_dead.is_set():
                 raise PeerGone(self._dead_reason)
+            if self._finished.is_set():  # we aborted meanwhile (cancel, SIGTERM)
+                raise PeerGone("channel is closed")
             if waited >= self.timeout_s:
                 raise PeerGone(f"peer {self.peer} took no messages for {self.timeout_s:g} s")
         while True:
@@ -259,6 +261,8 @@ class GrpcChannel(Channel):
                 waited += _POLL_S
                 if self._stream_dead.is_set():
                     raise PeerGone(self._dead_reason) from None
+                if self._finished.is_set():
+                    raise PeerGone("channel is closed") from None
                 if waited >= self.timeout_s:
                     raise PeerGone(
                         f"peer {self.peer} took no messages for {self.timeout_s:g} s"
@@ -280,6 +284,8 @@ class GrpcChannel(Channel):
                 waited += _POLL_S
                 if self._stream_dead.is_set() and self._incoming.empty():
                     raise PeerGone(self._dead_reason) from None
+                if self._finished.is_set():  # we aborted (cancel, SIGTERM): stop waiting at once
+                    raise PeerGone("channel is closed") from None
                 if waited >= timeout_s:
                     raise PeerGone(
                         f"peer {self.peer} sent nothing for {timeout_s:g} s (waiting for {what})"
@@ -298,12 +304,20 @@ class GrpcChannel(Channel):
         peer's job fails too; the peer shows the code's fixed text, never ours."""
         self._finish(Frame(kind=Frame.ABORT, job_id=self.job_id, code=code, parameter=parameter))
 
+    def _drop_incoming(self) -> None:
+        """Nothing reads after CLOSE or ABORT: free what the peer had queued (up to the
+        queue budget) instead of keeping it as long as the job is remembered."""
+        with contextlib.suppress(queue.Empty):
+            for _ in range(QUEUE_DEPTH + 1):
+                self._incoming.get_nowait()
+
     def _finish(self, frame: Frame) -> None:
         with self._lock:
             if self._finished.is_set():
                 return
             self._finished.set()
         self._incoming_budget.close()
+        self._drop_incoming()
         if not self._stream_dead.is_set():
             for item in (frame, _StopSending()):
                 try:
@@ -360,6 +374,6 @@ def _stream_failure(peer: str, exc: grpc.RpcError) -> str:
     if code == grpc.StatusCode.CANCELLED:
         return f"connection to peer {peer} was cancelled (its daemon stopped or was killed)"
     if code == grpc.StatusCode.UNAVAILABLE:
-        return f"connection to peer {peer} lost (its daemon stopped or was killed): {details}"
+        return f"connection to peer {peer} lost (its daemon stopped or was killed, or the link dropped): {details}"
     name = code.name if code is not None else "ERROR"
     return f"stream with peer {peer} failed: {name}: {details}"

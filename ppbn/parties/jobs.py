@@ -168,6 +168,8 @@ class JobContext:
     last_progress: str = ""
     cancel_reason: str = ""
     link_failure: Callable[[], str | None] = field(default=lambda: None)
+    resume: bool = False  # continue from the checkpoint both parties hold (``ppbn learn --resume``)
+    current_phase: str = ""  # the last "phase ..." note: named when the job fails
     _tally_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count(self, name: str, amount: int = 1) -> None:
@@ -190,6 +192,8 @@ class JobContext:
     def progress(self, note: str) -> None:
         self.check_cancelled()
         self.last_progress = note
+        if note.startswith("phase "):
+            self.current_phase = note[len("phase "):]
         self.notes(note)
 
     def check_cancelled(self) -> None:

@@ -20,6 +20,7 @@ from ppbn.bn.schema import Schema
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
 from ppbn.errors import UserError
+from ppbn.parties.checkpoint import CheckpointStore, data_digest
 from ppbn.parties.jobs import (
     JobContext,
     JobKind,
@@ -29,8 +30,14 @@ from ppbn.parties.jobs import (
     register_job,
 )
 from ppbn.parties.policy import LocalPolicy
-from ppbn.protocols.channel import Channel
-from ppbn.protocols.k2 import DISCLOSURES, SecureLearnConfig, SecureLearnResult, learn_secure
+from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.k2 import (
+    DISCLOSURES,
+    K2Checkpoint,
+    SecureLearnConfig,
+    SecureLearnResult,
+    learn_secure,
+)
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import TablesConfig
 
@@ -156,6 +163,44 @@ def combine_parameter_shares(alice: dict[str, Any], bob: dict[str, Any]) -> dict
     return out
 
 
+def checkpoint_meta(context: JobContext) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: job, party, parameters, schema, own data."""
+    return {
+        "job_id": context.job_id,
+        "kind": "learn",
+        "role": context.role,
+        "params": context.params,
+        "schema": context.schema.fingerprint(),
+        "data": data_digest(context.data.ids, context.data.codes),
+    }
+
+
+def checkpoint_store(context: JobContext) -> CheckpointStore:
+    return CheckpointStore(context.out_dir.parent, context.job_id, context.role)
+
+
+def agree_resume_step(channel: Channel, store: CheckpointStore, meta: dict[str, Any]) -> K2Checkpoint | None:
+    """Both parties reveal only their last completed K2 step (a public number) and continue
+    from the smaller one; this party loads its own checkpoint of that step."""
+    steps = store.steps()
+    mine = steps[-1] if steps else 0
+    channel.send_u64s("resume.step", [mine])
+    theirs = channel.recv_u64s("resume.step", 1)[0]
+    step = min(mine, theirs)
+    if step == 0:
+        return None
+    if step not in steps:
+        raise ProtocolError(
+            f"cannot resume: the peer's last completed K2 step is {theirs}, and {meta['role']} no longer "
+            f"holds a checkpoint of step {step} (it has {steps or 'none'})"
+        )
+    header, state = store.load(step)
+    for key in ("job_id", "kind", "role", "params", "schema", "data"):
+        if header.get(key) != meta[key]:
+            raise ProtocolError(f"cannot resume: the checkpoint of step {step} was made with another {key}")
+    return state
+
+
 def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str, Any]:
     params = context.params
     schema = context.schema
@@ -173,11 +218,22 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         context.progress(WEAK_KEY_WARNING)
 
     def progress(label: str, done: int, total: int) -> None:
-        context.progress(f"{label} {done}/{total}")
+        context.progress(label if label.startswith("phase ") else f"{label} {done}/{total}")
+
+    store = checkpoint_store(context)
+    meta = checkpoint_meta(context)
+    start = agree_resume_step(channel, store, meta) if context.resume else None
+    if context.resume:
+        context.progress(f"phase resume after K2 step {start.step if start else 0}")
+
+    def save(state: K2Checkpoint) -> None:
+        store.save(meta, state)
+        context.progress(f"checkpoint after K2 step {state.step}")
 
     result = learn_secure(
-        channel, role, schema, context.data.codes, config, context.ledger, progress, context.counters
-    )
+        channel, role, schema, context.data.codes, config, context.ledger, progress, context.counters,
+        resume=start, checkpoint=save,
+    )  # fmt: skip
     for phase, seconds in result.stats["phases"].items():
         context.phases[phase] = context.phases.get(phase, 0.0) + seconds
     context.count("and_gates", result.stats["and_gates"])
@@ -194,6 +250,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
     if config.disclosure == "shared":
         write_parameter_shares(context.out_dir / SHARES_JSON, role, result, schema)
         files.append(str(context.out_dir / SHARES_JSON))
+    store.remove_all()
     return {
         "edges": out["edges"],
         "parents": out["parents"],

@@ -30,6 +30,7 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[t
         *message_options(max_message_bytes),
         ("grpc.keepalive_time_ms", KEEPALIVE_MS),
         ("grpc.keepalive_timeout_ms", KEEPALIVE_MS // 2),
+        ("grpc.http2.ping_timeout_ms", KEEPALIVE_MS // 2),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
         ("grpc.http2.max_pings_without_data", 0),
@@ -55,6 +56,9 @@ def dial(
         *message_options(max_message_bytes),
         ("grpc.keepalive_time_ms", KEEPALIVE_MS),
         ("grpc.keepalive_timeout_ms", KEEPALIVE_MS // 2),
+        # newer gRPC cores time an unanswered ping out by this (default 60 s), not only by
+        # keepalive_timeout: without it a stopped peer is seen after a minute
+        ("grpc.http2.ping_timeout_ms", KEEPALIVE_MS // 2),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.initial_reconnect_backoff_ms", 200),

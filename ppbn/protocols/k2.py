@@ -80,6 +80,21 @@ Family = tuple[str, ...]
 Progress = Callable[[str, int, int], None]
 
 
+@dataclass
+class K2Checkpoint:
+    """One party's state after ``step`` completed K2 waves: enough to continue from there.
+
+    ``decisions[w]`` lists wave w's public outcome as [child, chosen parent or None];
+    ``count_shares`` and ``score_shares`` are this party's own shares (never the peer's).
+    The daemon stores it (``parties/checkpoint.py``); this module only produces and
+    consumes it, through the ``checkpoint`` callback of ``learn_secure``."""
+
+    step: int
+    decisions: list[list[list[str | None]]]
+    count_shares: dict[Family, np.ndarray]
+    score_shares: dict[tuple[str, frozenset[str]], np.ndarray]
+
+
 @dataclass(frozen=True)
 class SecureLearnConfig:
     max_parents: int = 2
@@ -198,10 +213,16 @@ class SecureScorer:
         self.score_shares: dict[tuple[str, frozenset[str]], np.ndarray] = {}
         self.evaluations = 0
 
+    def phase(self, name: str) -> None:
+        """Announce a protocol phase (the daemon names it when a peer fails)."""
+        if self.progress is not None:
+            self.progress(f"phase {name}", 0, 0)
+
     # -- tables -------------------------------------------------------------------------
     def table_shares(self, families: Sequence[Family]) -> dict[Family, np.ndarray]:
         missing = list(dict.fromkeys(f for f in families if f not in self.count_shares))
         if missing:
+            self.phase("tables")
             started = time.perf_counter()
             self.count_shares.update(
                 run_tables(
@@ -224,6 +245,7 @@ class SecureScorer:
             shared["inv"] = Reveal.SHARES
         masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
         outputs = {**shared, **{m: Reveal.EVALUATOR for m in masked}}
+        self.phase("ln terms")
         started = time.perf_counter()
         if self.role == GARBLER:
             rng = ring.RandomRing()
@@ -327,6 +349,7 @@ class SecureOracle:
         # padding candidates score -2^(width-2): never the best while a real one exists
         sentinel = (-(1 << (width - 2))) % modulus if scorer.role == GARBLER else 0
         suffix = "a" if scorer.role == GARBLER else "b"
+        scorer.phase("argmax")
         started = time.perf_counter()
         for slots, members in sorted(groups.items()):
             circuit = decision_circuit(slots, scorer.config.tolerance(), width)
@@ -361,6 +384,52 @@ class SecureOracle:
                     "garbled argmax with the tie rule (Yang-Wright 6.6)",
                 )
         scorer.clock.add("decisions (Yao)", started)
+        return answers
+
+
+class ResumableOracle:
+    """The secure oracle with checkpoints: replays the public decisions of the waves a
+    checkpoint holds (no protocol run: both parties replay the same ones), then asks the
+    secure oracle and hands ``checkpoint`` this party's state after every live wave."""
+
+    def __init__(
+        self,
+        oracle: SecureOracle,
+        start: K2Checkpoint | None,
+        checkpoint: Callable[[K2Checkpoint], None] | None,
+    ) -> None:
+        self.oracle = oracle
+        self.decisions: list[list[list[str | None]]] = [list(map(list, w)) for w in start.decisions] if start else []
+        self.replay = len(self.decisions)
+        self.checkpoint = checkpoint
+        self.wave = 0
+
+    def best_parent(self, child, parents, candidates, tau) -> str | None:
+        return self.best_parents([K2Request(child, parents, candidates)], tau)[0]
+
+    def best_parents(self, requests: Sequence[K2Request], tau: float) -> list[str | None]:
+        wave, self.wave = self.wave, self.wave + 1
+        if wave < self.replay:
+            recorded = self.decisions[wave]
+            if [r.child for r in requests] != [child for child, _ in recorded]:
+                raise ValueError(f"checkpoint does not match K2 step {wave + 1} of this job")
+            answers = [chosen for _, chosen in recorded]
+            for r, chosen in zip(requests, answers, strict=True):
+                if chosen is not None and chosen not in r.candidates:
+                    raise ValueError(f"checkpoint names {chosen!r}, not a candidate parent of {r.child!r}")
+                self.oracle.scorer.ledger.record(
+                    "k2_decision",
+                    {"child": r.child, "parents": list(r.parents), "chosen": chosen},
+                    "garbled argmax with the tie rule (Yang-Wright 6.6)",
+                )
+            return answers
+        answers = self.oracle.best_parents(requests, tau)
+        self.decisions.append([[r.child, a] for r, a in zip(requests, answers, strict=True)])
+        if self.checkpoint is not None:
+            scorer = self.oracle.scorer
+            self.checkpoint(
+                K2Checkpoint(len(self.decisions), self.decisions, dict(scorer.count_shares), dict(scorer.score_shares))
+            )
         return answers
 
 
@@ -468,6 +537,7 @@ def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]],
     for v in schema.names:
         if _local_owner(schema, families[v]) is None:
             groups.setdefault((schema.cardinality(v), schema.owner(v)), []).append(v)
+    scorer.phase("parameters")
     suffix = "a" if role == GARBLER else "b"
     for (d, owner), variables in sorted(groups.items()):
         cells = [scorer.count_shares[families[v]].reshape(-1, d) for v in variables]
@@ -515,11 +585,15 @@ def learn_secure(
     progress: Progress | None = None,
     paillier: OpCounters | None = None,
     keep_openings: bool = False,
+    resume: K2Checkpoint | None = None,
+    checkpoint: Callable[[K2Checkpoint], None] | None = None,
 ) -> SecureLearnResult:
     """One party's side of the private K2 + parameters job. ``paillier`` collects the
     public-key operation counts (the daemon passes its job counters); ``keep_openings``
     keeps the masked values this party opens (``SecureLearnResult.openings``, for audits
-    and the leak tests)."""
+    and the leak tests). ``resume``: continue after the checkpoint's step (both parties
+    must pass the checkpoint of the same step); ``checkpoint`` receives this party's
+    state after every K2 wave (the caller stores it)."""
     if config.disclosure not in DISCLOSURES:
         raise ValueError(f"disclosure must be one of {', '.join(DISCLOSURES)}")
     started = time.perf_counter()
@@ -529,6 +603,9 @@ def learn_secure(
     if "record_count" not in ledger.kinds():
         ledger.record("record_count", n_records, "public record count")
     scorer = SecureScorer(channel, role, schema, codes, n_records, config, ledger, progress, paillier, keep_openings)
+    if resume is not None:
+        scorer.count_shares.update(resume.count_shares)
+        scorer.score_shares.update(resume.score_shares)
     try:
         order = tuple(config.order or schema.names)
 
@@ -536,7 +613,8 @@ def learn_secure(
             if progress:
                 progress(label, step, total)
 
-        search = k2_search(order, config.max_parents, SecureOracle(scorer), config.tau, k2_progress)
+        oracle = ResumableOracle(SecureOracle(scorer), resume, checkpoint)
+        search = k2_search(order, config.max_parents, oracle, config.tau, k2_progress)
         for edge in search.edges:
             ledger.record("edge", list(edge), "K2 decisions")
         ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, "K2 decisions")

@@ -1,0 +1,168 @@
+"""Resumable learn jobs (issue 16, part 1): checkpoints, and a resumed protocol run equal
+to an uninterrupted one (both parties in threads over the memory channel). Resumes
+between two daemon processes, after SIGKILL, SIGTERM or a dropped link, are in
+test_faults.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from ppbn.bn.networks import load_network, sample
+from ppbn.bn.schema import Schema, Variable
+from ppbn.errors import UserError
+from ppbn.parties.checkpoint import KEY_FILE, CheckpointStore
+from ppbn.protocols.channel import memory_channel_pair, run_two_party
+from ppbn.protocols.k2 import K2Checkpoint, SecureLearnConfig, learn_secure
+from ppbn.protocols.ledger import Ledger
+from ppbn.protocols.tables import TablesConfig
+
+TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
+
+
+def _schema(net) -> Schema:
+    return Schema(
+        "id",
+        tuple(Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v]) for i, v in enumerate(net.names)),
+    )
+
+
+def _learn(schema, codes, names, config, resume=None, saved=None):
+    column = {v: i for i, v in enumerate(names)}
+    ledgers = {r: Ledger(r) for r in ("alice", "bob")}
+
+    def side(role):
+        mine = [column[v.name] for v in schema.owned_by(role)]
+        keep = None if saved is None else saved[role].append
+        start = None if resume is None else resume[role]
+        return lambda ch: learn_secure(
+            ch, role, schema, codes[:, mine], config, ledgers[role], resume=start, checkpoint=keep
+        )
+
+    alice, bob = run_two_party(side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=300))
+    return alice, bob, ledgers
+
+
+def test_resumed_protocol_run_equals_the_uninterrupted_one():
+    net = load_network("asia")
+    codes = sample(net, 500, 3)
+    schema = _schema(net)
+    config = SecureLearnConfig(max_parents=2, mode="exact", tables=TEST_TABLES)
+    saved = {"alice": [], "bob": []}
+    alice, bob, ledgers = _learn(schema, codes, net.names, config, saved=saved)
+    steps = [s.step for s in saved["alice"]]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2
+    k = 1  # resume after the first wave: the later waves and the parameters run again
+    resume = {r: saved[r][k - 1] for r in saved}
+    again_alice, again_bob, again_ledgers = _learn(schema, codes, net.names, config, resume=resume)
+    assert again_alice.search.edges == alice.search.edges == again_bob.search.edges
+    for v in net.names:
+        np.testing.assert_allclose(again_alice.network.cpts[v], alice.network.cpts[v], atol=1e-9)
+    for role in ("alice", "bob"):  # the replayed decisions are recorded as the live ones were
+        assert again_ledgers[role].entries == ledgers[role].entries
+
+
+def test_a_checkpoint_that_does_not_match_the_job_is_refused():
+    net = load_network("asia")
+    codes = sample(net, 300, 4)
+    schema = _schema(net)
+    config = SecureLearnConfig(max_parents=1, mode="exact", tables=TEST_TABLES)
+    wrong = K2Checkpoint(1, [[["no-such-child", None]]], {}, {})
+    with pytest.raises(ValueError, match="checkpoint does not match K2 step 1"):
+        _learn(schema, codes, net.names, config, resume={"alice": wrong, "bob": wrong})
+
+
+def test_checkpoint_store_is_encrypted_atomic_and_keeps_two_steps(tmp_path):
+    store = CheckpointStore(tmp_path, "job1", "alice")
+    shares = {("a", "b"): np.arange(4, dtype=np.uint64)}
+    scores = {("b", frozenset({"a"})): np.array([[1, 2]], dtype=np.uint64)}
+    for step in (1, 2, 3):
+        store.save({"params": {"max_parents": 2}}, K2Checkpoint(step, [[["b", "a"]]] * step, shares, scores))
+    assert store.steps() == [2, 3]
+    assert stat.S_IMODE(os.stat(tmp_path / KEY_FILE).st_mode) == 0o600
+    raw = store.path(3).read_bytes()
+    assert b"max_parents" not in raw and b"decisions" not in raw  # encrypted at rest
+    assert not list(store.folder.glob("*.tmp"))
+    header, state = store.load(3)
+    assert header["params"] == {"max_parents": 2} and state.step == 3
+    np.testing.assert_array_equal(state.count_shares[("a", "b")], shares[("a", "b")])
+    np.testing.assert_array_equal(state.score_shares[("b", frozenset({"a"}))], scores[("b", frozenset({"a"}))])
+    # another step's name, another party or an altered byte: refused with the file named
+    store.path(3).rename(store.path(7))
+    with pytest.raises(UserError, match="checkpoint-7.bin: checkpoint does not decrypt"):
+        store.load(7)
+    with pytest.raises(UserError, match="checkpoint-2.bin: checkpoint does not decrypt"):
+        CheckpointStore(tmp_path, "job1", "bob").load(2)
+    with pytest.raises(UserError, match="no checkpoint of step 5"):
+        store.load(5)
+    store.remove_all()
+    assert store.steps() == []
+
+
+def test_an_unwritable_checkpoint_folder_is_one_line_naming_the_file(tmp_path):
+    blocker = tmp_path / "out"
+    blocker.write_text("a file where the daemon's --out folder should be")
+    store = CheckpointStore(blocker, "job1", "bob")
+    with pytest.raises(UserError, match=r"out/job1/checkpoint-1.bin: cannot write the checkpoint: ") as error:
+        store.save({}, K2Checkpoint(1, [], {}, {}))
+    assert "\n" not in str(error.value)
+
+
+# -- a resume request is a new job request: the peer's OPEN cannot weaken anything --------
+
+
+@pytest.fixture
+def bob(tmp_path):
+    """bob's daemon object (built, not serving) with the built-in policy, on asia data."""
+    from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+    from ppbn.parties.datasets import make_dataset
+
+    make_dataset("asia", 200, 5, tmp_path / "data")
+    config = DaemonConfig(
+        role="bob", schema_path=str(tmp_path / "data" / "schema.json"), data_path=str(tmp_path / "data" / "bob.csv"),
+        listen="127.0.0.1:0", peer="127.0.0.1:1", insecure=True, out_dir=str(tmp_path / "out"),
+    )  # fmt: skip
+    return PartyDaemon(config)
+
+
+def _checkpoint(bob, job_id: str, params: dict) -> None:
+    from ppbn.parties.checkpoint import data_digest
+    from ppbn.parties.learn_job import check_learn_params
+
+    meta = {
+        "job_id": job_id, "kind": "learn", "role": "bob", "params": check_learn_params(params, bob.schema),
+        "schema": bob.schema.fingerprint(), "data": data_digest(bob.data.ids, bob.data.codes),
+    }  # fmt: skip
+    CheckpointStore(bob.config.out_dir, job_id, "bob").save(meta, K2Checkpoint(1, [[]], {}, {}))
+
+
+def _resume_open(bob, job_id: str, params: dict):
+    from ppbn.proto import party_pb2
+
+    hello = party_pb2.Hello()
+    hello.CopyFrom(bob.hello)
+    hello.role = "alice"
+    job = party_pb2.JobRequest(kind="learn", params_json=json.dumps(params), job_id=job_id, resume=True)
+    return party_pb2.Frame(kind=party_pb2.Frame.OPEN, job_id=job_id, hello=hello, job=job, nonce=os.urandom(16))
+
+
+def test_a_peers_resume_must_match_our_checkpoint_and_pass_our_policy(bob):
+    from ppbn.parties.daemon import JobRefused
+
+    _checkpoint(bob, "run1", {"max_parents": 2})
+    with pytest.raises(JobRefused, match="asks for other parameters than bob's checkpoint") as other:
+        bob._accept_job(_resume_open(bob, "run1", {"max_parents": 3}), "alice")
+    assert other.value.parameter == "resume"
+    with pytest.raises(JobRefused, match="bob has no checkpoint of job run2"):
+        bob._accept_job(_resume_open(bob, "run2", {"max_parents": 2}), "alice")
+    # a checkpoint made under a weaker policy does not pass today's policy either
+    _checkpoint(bob, "weak", {"max_parents": 2, "key_bits": 1024})
+    with pytest.raises(JobRefused, match="policy") as weak:
+        bob._accept_job(_resume_open(bob, "weak", {"max_parents": 2, "key_bits": 1024}), "alice")
+    assert weak.value.parameter == "key_bits"
+    job = bob._accept_job(_resume_open(bob, "run1", {"max_parents": 2}), "alice")
+    assert job.context.resume and job.job_id == "run1" and job.params["max_parents"] == 2
