@@ -42,6 +42,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -67,6 +68,7 @@ from ppbn.parties.jobs import (
     job_kind,
 )
 from ppbn.parties.net import describe_rpc_error, dial, server_options
+from ppbn.parties.outputs import commit_dir, relocate
 from ppbn.parties.policy import LocalPolicy, PolicyRefusal
 from ppbn.parties.tls import (
     DAEMON_ROLES,
@@ -110,6 +112,25 @@ MAX_CONCURRENT_RPCS = 64  # beyond this gRPC answers RESOURCE_EXHAUSTED at once
 EXCHANGED_STATS = ("protocol_version", "role", "kind")
 # Job kinds run by the miner with both parties; they start at the miner, which runs nothing else.
 MINER_JOB_KINDS = frozenset({"pram-miner"})
+
+
+def partial_dir(out: Path, job_id: str) -> Path:
+    """Where job ``job_id`` writes while it runs (job ids never start with '.')."""
+    return out / f".{job_id}.partial"
+
+
+def check_out_dir(out_dir: str) -> None:
+    """Refuse to start, with one line naming --out, when job files could not be written."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except FileExistsError:
+        raise UserError(f"--out {out}: exists and is not a folder") from None
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot write job files there ({exc.strerror})") from None
 
 
 def other_role(role: str) -> str:
@@ -269,6 +290,7 @@ class Job:
     error: str = ""
     nonces: dict[str, bytes] = field(default_factory=dict)  # role -> nonce of every daemon of the job
     opened_by: str = ""  # role of the daemon that opened the job's streams
+    pending: bool = False  # started here, the peer has not accepted yet (see _yields_to)
     result: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
     peer_stats: dict[str, Any] | None = None
@@ -347,6 +369,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 "INSECURE: --insecure-fixed-seed-for-testing: the PRAM randomization is reproducible "
                 "by anyone who knows the seed; for tests only"
             )
+        check_out_dir(config.out_dir)
         self.hello = party_pb2.Hello(
             role=self.role,
             protocol_version=PROTOCOL_VERSION,
@@ -388,8 +411,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 port = server.add_insecure_port(self.config.listen)
             else:
                 port = server.add_secure_port(self.config.listen, server_credentials(self.tls))
-        except RuntimeError as exc:
-            raise UserError(f"cannot listen on {self.config.listen}: {exc}") from None
+        except RuntimeError:
+            raise UserError(
+                f"cannot listen on {self.config.listen}: the port is in use or the address is not one of this host"
+            ) from None
         if port == 0:
             raise UserError(f"cannot listen on {self.config.listen} (address in use or not local?)")
         server.start()
@@ -687,7 +712,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         if not requested:
             while True:
                 candidate = uuid.uuid4().hex[:12]
-                if candidate not in self.jobs and not (Path(self.config.out_dir) / candidate).exists():
+                if candidate not in self.jobs and not self._on_disk(candidate):
                     return candidate
         if not _JOB_ID.match(requested):
             raise JobRefused(
@@ -695,13 +720,19 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 "starting with a letter or digit",
                 AbortCode.BAD_REQUEST,
             )
-        if requested in self.jobs or (Path(self.config.out_dir) / requested).exists():
+        if requested in self.jobs or self._on_disk(requested):
             raise JobRefused(
                 f"{self.role} already has a job {requested!r} (its files are in "
                 f"{Path(self.config.out_dir) / requested}); choose another id",
                 AbortCode.DUPLICATE_JOB,
             )
         return requested
+
+    def _on_disk(self, job_id: str) -> bool:
+        """Whether a job of this id left files here: its folder, or its temporary folder
+        (a job interrupted by a crash)."""
+        out = Path(self.config.out_dir)
+        return (out / job_id).exists() or partial_dir(out, job_id).exists()
 
     def _checked_job(self, kind_name: str, params_json: str) -> tuple[JobKind, dict[str, Any]]:
         """The job kind and its parameters, checked against the local policy."""
@@ -712,13 +743,26 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         return kind, self._checked_params(kind, params_json)
 
     def _new_job(
-        self, kind: JobKind, params: dict[str, Any], job_id: str, initiator: str, peers: tuple[str, ...]
+        self,
+        kind: JobKind,
+        params: dict[str, Any],
+        job_id: str,
+        initiator: str,
+        peers: tuple[str, ...],
+        peer_nonce: bytes | None = None,
     ) -> Job:
+        """Reserve this daemon for a job started here (``peer_nonce`` None) or opened by a peer."""
         if self._stopping.is_set():
             raise JobRefused(f"the daemon of {self.role} is shutting down", AbortCode.SHUTTING_DOWN)
         with self._lock:
             if self.running is not None:
-                raise JobRefused(f"{self.role} is busy with job {self.running.job_id}; try again later", AbortCode.BUSY)
+                if not self._yields_to(self.running, peers, peer_nonce):
+                    raise JobRefused(f"{self.role} is busy with job {self.running.job_id}; try again later", AbortCode.BUSY)
+                self.log.info(
+                    "job %s started here and a job of %s crossed: the peer's job runs (smaller nonce), "
+                    "this one is withdrawn", self.running.job_id, peers[0],
+                )  # fmt: skip
+                self.running = None
             job_id = self._new_job_id(job_id)
             channels = {
                 role: GrpcChannel(
@@ -740,17 +784,40 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 schema=self.schema,
                 data=self.data,
                 params=params,
-                out_dir=Path(self.config.out_dir) / job_id,
+                out_dir=self._make_partial_dir(job_id),
                 ledger=Ledger(self.role),
                 policy=self.config.policy,
                 fixed_seed_for_testing=self.config.fixed_seed_for_testing,
             )
-            job = Job(job_id, kind, params, initiator, channel, context)
+            job = Job(job_id, kind, params, initiator, channel, context, pending=peer_nonce is None)
             job.nonces[self.role] = os.urandom(NONCE_BYTES)
             self.running = job
             self.jobs[job_id] = job
             self._forget_old_jobs()
         return job
+
+    def _make_partial_dir(self, job_id: str) -> Path:
+        """The folder a job writes into while it runs; renamed to OUT/JOB_ID when it ends."""
+        folder = partial_dir(Path(self.config.out_dir), job_id)
+        try:
+            folder.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise JobRefused(f"{self.role} already has a job {job_id!r} on disk", AbortCode.DUPLICATE_JOB) from None
+        except OSError as exc:
+            self.log.error("job %s: cannot make its folder %s: %s", job_id, folder, exc.strerror)
+            raise JobRefused(f"{self.role} cannot write its job folder (see its log)", AbortCode.FAILED) from None
+        return folder
+
+    def _yields_to(self, running: Job, peers: tuple[str, ...], peer_nonce: bytes | None) -> bool:
+        """Whether the job a peer opens takes the place of ``running``: only when both daemons
+        started a job with each other at the same moment (``running`` started here and is
+        still waiting for the peer's answer). Both daemons compare the same two nonces, so
+        exactly one job runs: the one with the smaller nonce; the other start is told busy."""
+        if peer_nonce is None or not running.pending or running.opened_by != self.role:
+            return False
+        if MINER in peers or not isinstance(running.channel, GrpcChannel) or running.channel.peer != peers[0]:
+            return False
+        return peer_nonce < running.nonces[self.role]
 
     def _forget_old_jobs(self) -> None:
         """Keep at most the policy's number of finished jobs in memory (their files stay)."""
@@ -814,11 +881,16 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 mismatch = parties_mismatch(hellos["alice"], hellos["bob"])
                 if mismatch:
                     raise ProtocolError(f"the parties' data do not line up: {mismatch}")
+            with self._lock:
+                if self.running is not job:  # withdrawn for the peer's crossing job meanwhile
+                    raise ProtocolError(f"{self.role} is busy with job {self.running.job_id if self.running else '?'}")
+                job.pending = False
         except ProtocolError as exc:
             job.channel.abort(AbortCode.MISMATCH if "refused peer" in str(exc) or "line up" in str(exc) else AbortCode.PROTOCOL)
             for call in calls:
                 call.cancel()
             job.state, job.error = JobInfo.FAILED, f"job not started: {exc}"
+            shutil.rmtree(job.context.out_dir, ignore_errors=True)  # it never ran: no files
             job.done.set()
             self._release(job)
             self.log.error("job %s: %s", job.job_id, job.error)
@@ -858,7 +930,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             )
         initiator = f"{printable(opening.initiator, 96)} (via {peer})"
         checked_kind, params = self._checked_job(kind, opening.job.params_json)
-        job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,))
+        job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,), bytes(opening.nonce))
         job.nonces[peer] = bytes(opening.nonce)
         job.opened_by = peer
         self.log.info("job %s (%s) opened by %s", job.job_id, job.kind.name, initiator)
@@ -943,7 +1015,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             try:
                 self._write_job_files(job)
             except OSError as exc:
-                self.log.error("job %s: cannot write its files: %s", job.job_id, exc)
+                job.state, job.error = JobInfo.FAILED, f"cannot write the job's files: {exc}"
+                self.log.error("job %s: %s", job.job_id, job.error)
             self._release(job)
             job.done.set()
 
@@ -964,8 +1037,21 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         }
 
     def _write_job_files(self, job: Job) -> None:
-        out = job.context.out_dir
-        out.mkdir(parents=True, exist_ok=True)
+        """Write result, stats and ledger beside the job's own files in its temporary folder
+        and rename the folder to OUT/JOB_ID: a reader sees a whole job folder or none. A job
+        that did not succeed keeps only these three files: never a network beside a FAILED
+        result."""
+        temp = job.context.out_dir
+        final = Path(self.config.out_dir) / job.job_id
+        temp.mkdir(parents=True, exist_ok=True)
+        if job.state != JobInfo.SUCCEEDED:
+            for leftover in temp.iterdir():
+                if leftover.is_dir() and not leftover.is_symlink():
+                    shutil.rmtree(leftover)
+                else:
+                    leftover.unlink()
+        job.result = relocate(job.result, temp, final)
+        out = temp
         status = {
             "job_id": job.job_id,
             "kind": job.kind.name,
@@ -979,6 +1065,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         stats = {"self": job.stats, "peer": job.peer_stats}
         (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         (out / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
+        commit_dir(temp, final)
+        job.context.out_dir = final
 
 
 def _abort_code_for(exc: ProtocolError) -> int:
