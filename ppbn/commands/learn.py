@@ -12,6 +12,7 @@ from ppbn.errors import UserError
 
 DEFAULT_JOB = "learn"
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT
+CANCEL_WAIT_S = 60.0  # how long Ctrl-C waits for the daemon to stop the job
 DISCLOSURES = ("public", "owner", "shared")
 
 
@@ -171,22 +172,19 @@ def cancel_command(args: argparse.Namespace, job_id: str) -> str:
 
 def cancel_after_interrupt(client, args: argparse.Namespace, job_id: str, role: str) -> str:
     """Ctrl-C while waiting: cancel the job at the daemon (which tells its peer to stop
-    too); one line saying what happened, or how to cancel it when that failed."""
+    too) and wait, bounded, until it has stopped; one line saying what happened, or how to
+    cancel it when that failed."""
+    print(f"interrupted: cancelling job {job_id} at {role} (Ctrl-C again to stop waiting)", file=sys.stderr)
     try:
-        info = client.cancel(job_id)
+        client.cancel(job_id)
+        outcome = client.wait(job_id, CANCEL_WAIT_S)
     except (UserError, KeyboardInterrupt) as exc:
         why = "interrupted again" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        return (f"ppbn: interrupted; job {job_id} may still be running at both daemons (cancelling failed: "
-                f"{why}); cancel it with: {cancel_command(args, job_id)}")  # fmt: skip
-    from ppbn.parties.client import JobOutcome
-
-    state = JobOutcome.from_info(info).state
-    if state == "CANCELLED":
+        return (f"ppbn: interrupted; job {job_id} may still be running at both daemons ({why}); "
+                f"cancel it with: {cancel_command(args, job_id)}")  # fmt: skip
+    if outcome.state == "CANCELLED":
         return f"ppbn: interrupted; job {job_id} cancelled at {role}, which told its peer to stop it too"
-    if state in ("SUCCEEDED", "FAILED"):
-        return f"ppbn: interrupted; job {job_id} had already ended ({state}) at {role}"
-    return (f"ppbn: interrupted; job {job_id} is still {state} at {role} after the cancel request; "
-            f"check with --status {job_id} or retry: {cancel_command(args, job_id)}")  # fmt: skip
+    return f"ppbn: interrupted; job {job_id} had already ended at {role} ({outcome.state})"
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
