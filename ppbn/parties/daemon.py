@@ -370,6 +370,12 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 "by anyone who knows the seed; for tests only"
             )
         check_out_dir(config.out_dir)
+        interrupted = sorted(p.name for p in Path(config.out_dir).glob(".*.partial"))
+        if interrupted:
+            self.log.warning(
+                "%s holds %d folder(s) of jobs interrupted by a crash (%s): their ids stay taken",
+                config.out_dir, len(interrupted), ", ".join(interrupted[:5]),
+            )  # fmt: skip
         self.hello = party_pb2.Hello(
             role=self.role,
             protocol_version=PROTOCOL_VERSION,
