@@ -300,7 +300,9 @@ class Job:
         return JobInfo(
             job_id=self.job_id,
             kind=self.kind.name,
-            state=self.state,
+            # finished only once its files are in place (result, stats and ledger written, the
+            # job folder renamed): an operator may read them as soon as it sees the end state
+            state=self.state if self.done.is_set() else JobInfo.RUNNING,
             error=self.error,
             result_json=json.dumps(self.result) if self.result is not None else "",
             stats_json=json.dumps(self.stats) if self.stats is not None else "",
