@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
 from ppbn import __version__
 from ppbn.errors import UserError
+
+
+def quiet_grpc_core() -> None:
+    """Keep gRPC's C-core log lines (``E1123 ... add_port.cc``) off stderr, so a failure is
+    ppbn's one line; set before grpc is first imported, and never over the user's choice."""
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    os.environ.setdefault("GRPC_TRACE", "")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +57,7 @@ def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_grpc_core()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -197,12 +197,16 @@ def _children_peak_rss_mib() -> float:
     return max(peaks)
 
 
-def _party_process(role: str, spec: dict, codes, connection: Connection, report: Connection) -> None:
-    """One party process: run the protocol on its own columns, report counters and memory."""
+def _party_process(
+    role: str, spec: dict, codes, connection: Connection, report: Connection, parent_pid: int
+) -> None:
+    """One party process: run the protocol on its own columns, report counters and memory.
+    It ends with the bench command, however that ends (no orphans after a SIGKILL)."""
     from ppbn.bn.schema import Schema
-    from ppbn.protocols.paillier import OpCounters
+    from ppbn.protocols.paillier import OpCounters, exit_with_parent
     from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
 
+    exit_with_parent(parent_pid)
     try:
         schema = Schema.from_dict(spec["schema"])
         config = TablesConfig(
@@ -277,7 +281,8 @@ def _bench_tables(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     processes = [
         context.Process(
-            target=_party_process, args=(role, spec, codes[role], end, report_out), name=f"ppbn-{role}"
+            target=_party_process, args=(role, spec, codes[role], end, report_out, os.getpid()),
+            name=f"ppbn-{role}",
         )
         for role, end in (("alice", alice_end), ("bob", bob_end))
     ]

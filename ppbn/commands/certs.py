@@ -14,6 +14,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from ppbn.errors import UserError
 from ppbn.parties.tls import (
     CA_DAYS,
     DAEMON_ROLES,
@@ -30,7 +31,14 @@ from ppbn.parties.tls import (
 )
 
 
+def _check_out_folder(out: str) -> None:
+    """--out of ``ca`` and ``request`` names a folder (other files in it stay untouched)."""
+    if Path(out).exists() and not Path(out).is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+
+
 def _ca(args: argparse.Namespace) -> int:
+    _check_out_folder(args.out)
     cert_path, key_path = make_ca(args.out, args.name, args.days, args.party)
     summary = summarize(load_inspectable(cert_path)[0])
     until = f"{summary.not_after:%Y-%m-%d}"
@@ -42,6 +50,7 @@ def _ca(args: argparse.Namespace) -> int:
 
 
 def _request(args: argparse.Namespace) -> int:
+    _check_out_folder(args.out)
     key_path, csr_path = make_request(args.out, args.role, args.party, args.host or [], args.force)
     print(f"wrote {key_path} (stays on this host) and {csr_path}")
     print(f"send {csr_path.name} to your CA: ppbn certs sign --ca CA_DIR --csr {csr_path.name} "

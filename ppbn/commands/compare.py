@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.errors import UserError
+from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 
 
@@ -50,12 +50,12 @@ def _compare(args: argparse.Namespace) -> int:
         raise UserError("--eta must be in (0, 1]")
     if args.c_star is not None and not args.c_star > 0:
         raise UserError("--c-star must be positive")
-    out = Path(args.out or f"compare-{args.network}-{args.records}")
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_dir(args.out or f"compare-{args.network}-{args.records}", force=args.force)
     quiet = args.format == "json"
     say = (lambda _m: None) if quiet else (lambda message: print(f"  {message}", file=sys.stderr))
-    comparison = run_comparison(settings, out / "work", say)
-    written = write_report(comparison, out)
+    with atomic_output_dir(out, force=args.force) as folder:
+        comparison = run_comparison(settings, folder / "work", say)
+        written = [out / path.relative_to(folder) for path in write_report(comparison, folder)]
     if quiet:
         print((out / "results.json").read_text(encoding="utf-8"))
         return 0
@@ -81,7 +81,10 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--network", required=True, help="bnlearn network to sample from (e.g. asia, alarm)")
     parser.add_argument("--records", type=int, required=True, help="number of records")
     parser.add_argument("--p", required=True, help="randomization levels, e.g. 0.1,0.2,0.3")
-    parser.add_argument("--out", help="report folder (default compare-NETWORK-RECORDS)")
+    parser.add_argument(
+        "--out", help="report folder (default compare-NETWORK-RECORDS; new or empty, written whole)"
+    )
+    parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument("--seed", type=int, default=7, help="data seed (default 7)")
     parser.add_argument("--max-parents", type=int, default=2, help="K2 parent limit (default 2)")
     parser.add_argument("--score", choices=SCORE_MODES, default="exact", help="score mode (default exact)")

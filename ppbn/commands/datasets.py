@@ -10,7 +10,7 @@ from ppbn.bn.networks import NETWORKS
 def _make(args: argparse.Namespace) -> int:
     from ppbn.parties.datasets import make_dataset
 
-    made = make_dataset(args.network, args.records, args.seed, args.out, args.split)
+    made = make_dataset(args.network, args.records, args.seed, args.out, args.split, force=args.force)
     alice = len(made.schema.owned_by("alice"))
     bob = len(made.schema.owned_by("bob"))
     print(
@@ -33,7 +33,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     make.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
     make.add_argument("--records", type=int, required=True, help="number of records to sample")
     make.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
-    make.add_argument("--out", required=True, help="output folder (created if missing)")
+    make.add_argument(
+        "--out", required=True,
+        help="output folder (created; an existing non-empty folder only with --force)",
+    )  # fmt: skip
+    make.add_argument("--force", action="store_true", help="replace an existing --out folder")
     make.add_argument(
         "--split",
         default="alternate",

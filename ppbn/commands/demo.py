@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
-from pathlib import Path
 
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.errors import UserError
+from ppbn.parties.outputs import check_output_dir, work_folder
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -29,9 +27,9 @@ def _demo(args: argparse.Namespace) -> int:
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     console = Console()
-    keep = bool(args.out)
-    work = Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="ppbn-demo-"))
-    try:
+    if args.out:  # before any work: a bad --out must not cost the run
+        check_output_dir(args.out)
+    with work_folder(args.out, "ppbn-demo-") as work:
         made = make_dataset(args.network, args.records, args.seed, work / "data")
         schema = made.schema
         console.print(f"[bold]data[/bold]: {args.records} records sampled from {args.network} (seed {args.seed})")
@@ -55,9 +53,6 @@ def _demo(args: argparse.Namespace) -> int:
         reference = learn_reference(names, states, codes, args.max_parents, args.score)
         _print(console, learned, ledgers, reference, made.truth, outcome)
         return 0 if learned["alice"]["edges"] == [list(e) for e in reference.search.edges] else 1
-    finally:
-        if not keep:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 def _print(console, learned, ledgers, reference, truth, outcome) -> None:

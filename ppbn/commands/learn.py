@@ -11,6 +11,8 @@ from ppbn.commands.reference import add_learning_options
 from ppbn.errors import UserError
 
 DEFAULT_JOB = "learn"
+INTERRUPTED = 130  # the shell's code for a command ended by SIGINT
+CANCEL_WAIT_S = 60.0  # how long Ctrl-C waits for the daemon to stop the job
 DISCLOSURES = ("public", "owner", "shared")
 
 
@@ -139,21 +141,53 @@ def _learn(args: argparse.Namespace) -> int:
                     print(f"last progress: {info.progress}")
             return 0
         progress = None if args.format == "json" else (lambda note: print(f"  {note}", file=sys.stderr))
-        if args.resume:  # the daemons take the parameters from their own checkpoints
-            job_id = client.start(args.job, {}, args.resume, resume=True)
-        else:
-            job_id = client.start(args.job, params, args.job_id or "")
+        try:
+            if args.resume:  # the daemons take the parameters from their own checkpoints
+                job_id = client.start(args.job, {}, args.resume, resume=True)
+            else:
+                job_id = client.start(args.job, params, args.job_id or "")
+        except KeyboardInterrupt:
+            print(f"ppbn: interrupted while starting the job; if it started, {health.role}'s log names "
+                  f"it: stop it with {cancel_command(args, 'JOB_ID')}", file=sys.stderr)  # fmt: skip
+            return INTERRUPTED
         if args.format != "json":
             print(f"job {job_id} ({args.job}) started at {health.role} ({args.peer})", file=sys.stderr)
         if args.no_wait:
             print(json.dumps({"job_id": job_id}) if args.format == "json" else job_id)
             return 0
-        outcome = client.wait(job_id, args.wait_timeout, progress)
+        try:
+            outcome = client.wait(job_id, args.wait_timeout, progress)
+        except KeyboardInterrupt:
+            print(cancel_after_interrupt(client, args, job_id, health.role), file=sys.stderr)
+            return INTERRUPTED
     if args.format == "json":
         print(json.dumps(outcome_json(outcome), indent=2))
     else:
         print_outcome(outcome, f"ppbn learn via {health.role}")
     return 0 if outcome.state == "SUCCEEDED" else 1
+
+
+def cancel_command(args: argparse.Namespace, job_id: str) -> str:
+    """The command line that cancels ``job_id`` at the daemon this command talked to."""
+    how = f"--tls-dir {args.tls_dir}" if args.tls_dir else "--insecure"
+    return f"ppbn learn --peer {args.peer} {how} --cancel {job_id}"
+
+
+def cancel_after_interrupt(client, args: argparse.Namespace, job_id: str, role: str) -> str:
+    """Ctrl-C while waiting: cancel the job at the daemon (which tells its peer to stop
+    too) and wait, bounded, until it has stopped; one line saying what happened, or how to
+    cancel it when that failed."""
+    print(f"interrupted: cancelling job {job_id} at {role} (Ctrl-C again to stop waiting)", file=sys.stderr)
+    try:
+        client.cancel(job_id)
+        outcome = client.wait(job_id, CANCEL_WAIT_S)
+    except (UserError, KeyboardInterrupt) as exc:
+        why = "interrupted again" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        return (f"ppbn: interrupted; job {job_id} may still be running at both daemons ({why}); "
+                f"cancel it with: {cancel_command(args, job_id)}")  # fmt: skip
+    if outcome.state == "CANCELLED":
+        return f"ppbn: interrupted; job {job_id} cancelled at {role}, which told its peer to stop it too"
+    return f"ppbn: interrupted; job {job_id} had already ended at {role} ({outcome.state})"
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:

@@ -69,7 +69,10 @@ def _reference(args: argparse.Namespace) -> int:
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
     from ppbn.parties.data import load_joined
+    from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 
+    if args.out:  # before any work: a bad --out must not cost the computed result
+        check_output_dir(args.out, force=args.force)
     data = Path(args.data)
     schema = Schema.load(str(data / "schema.json"))
     names, codes = load_joined(schema, data / "alice.csv", data / "bob.csv", args.missing_as_category)
@@ -84,10 +87,9 @@ def _reference(args: argparse.Namespace) -> int:
     result = network_json(learned.network, order, learned.search.edges, args.score, args.tau)
     result["stats"] = {"wall_s": time.perf_counter() - start, "records": int(codes.shape[0])}
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_bif(learned.network, out / "network.bif")
-        (out / "network.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        with atomic_output_dir(args.out, force=args.force) as out:
+            write_bif(learned.network, out / "network.bif")
+            (out / "network.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2) if args.format == "json" else format_text(result))
     return 0
 
@@ -103,6 +105,10 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     add_learning_options(parser)
     parser.add_argument("--missing-as-category", action="store_true",
                         help="read empty cells as the schema's declared missing_state")
-    parser.add_argument("--out", help="also write network.bif and network.json to this folder")
+    parser.add_argument(
+        "--out", help="also write network.bif and network.json to this folder (new or empty; "
+        "written whole or not at all)",
+    )  # fmt: skip
+    parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=_reference)

@@ -24,7 +24,10 @@ def _read(path: str) -> dict:
 
 def _combine(args: argparse.Namespace) -> int:
     from ppbn.parties.learn_job import combine_parameter_shares
+    from ppbn.parties.outputs import atomic_write_text, check_output_file
 
+    if args.out:  # before any work
+        check_output_file(args.out)
     alice, bob = _read(args.alice), _read(args.bob)
     for path, data in ((args.alice, alice), (args.bob, bob)):
         if not isinstance(data, dict) or "variables" not in data or "theta_frac_bits" not in data:
@@ -32,7 +35,7 @@ def _combine(args: argparse.Namespace) -> int:
     opened = combine_parameter_shares(alice, bob)
     text = json.dumps({"parameters": opened}, indent=2)
     if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        atomic_write_text(args.out, text + "\n")
         print(f"wrote the opened CPTs of {len(opened)} variables to {args.out}")
     else:
         print(text)

@@ -16,12 +16,11 @@ the structure's distance to the plaintext reference learned in this process.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from ppbn.commands.learn import (
 )
 from ppbn.commands.reference import add_learning_options, parse_order
 from ppbn.errors import UserError
+from ppbn.parties.outputs import check_output_dir, relocate, work_folder
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 
 # The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
@@ -106,56 +106,64 @@ def _simulate(args: argparse.Namespace) -> int:
         if args.job != "tables":
             raise UserError("--reveal-for-testing applies to the tables job only")
     keep = bool(args.out)
-    work = Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="ppbn-simulate-"))
-    work.mkdir(parents=True, exist_ok=True)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    quiet = args.format == "json"
-    timings: dict[str, float] = {}
-    try:
-        start = time.perf_counter()
-        schema, alice_csv, bob_csv = _data_files(args, work)
-        timings["data_s"] = time.perf_counter() - start
-        start = time.perf_counter()
-        tls_dir = work / "certs"
-        make_local_pki(tls_dir, PARTY_ROLES)
-        timings["certs_s"] = time.perf_counter() - start
-        files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
-        start = time.perf_counter()
-        with LocalPair(files, args.timeout, policy=_policy(args)) as pair:
-            timings["daemons_start_s"] = time.perf_counter() - start
-            if not quiet:
-                print(f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
-                      f"(mutual TLS; logs in {work if keep else 'a temporary folder'})", file=sys.stderr)  # fmt: skip
+    if keep:  # before any work: a bad --out must not cost the run
+        check_output_dir(args.out, force=args.force)
+    with work_folder(args.out, "ppbn-simulate-", args.force) as work:
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        quiet = args.format == "json"
+        timings: dict[str, float] = {}
+        try:
             start = time.perf_counter()
-            with pair.client("alice") as client:
-                job_id = client.start(args.job, params)
-                progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
-                outcome = client.wait(job_id, None, progress)
-            timings["job_s"] = time.perf_counter() - start
-            outcome = pair.with_peer_figures(outcome)
-            if outcome.state != "SUCCEEDED":
-                for role in ("alice", "bob"):
-                    print(f"{role}'s log: {pair.log_tail(role, 3)}", file=sys.stderr)
-            reveal = None
-            if args.reveal_for_testing and outcome.state == "SUCCEEDED":
-                out_dirs = {role: pair.out_dir(role) / job_id for role in ("alice", "bob")}
-                reveal = reveal_tables(schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs)
-            check = None
-            if args.job == "learn" and outcome.state == "SUCCEEDED":
-                learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
-                check = reference_check(args, schema, {"alice": alice_csv, "bob": bob_csv}, learned)
-        report = _report(args, outcome, timings, reveal)
-        if check is not None:
-            report["reference_check"] = check
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        if not keep:
-            shutil.rmtree(work, ignore_errors=True)
+            schema, alice_csv, bob_csv = _data_files(args, work)
+            timings["data_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            tls_dir = work / "certs"
+            make_local_pki(tls_dir, PARTY_ROLES)
+            timings["certs_s"] = time.perf_counter() - start
+            files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
+            start = time.perf_counter()
+            with LocalPair(files, args.timeout, policy=_policy(args)) as pair:
+                timings["daemons_start_s"] = time.perf_counter() - start
+                if not quiet:
+                    print(f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
+                          f"(mutual TLS; logs will be in {args.out if keep else 'a temporary folder'})", file=sys.stderr)  # fmt: skip
+                start = time.perf_counter()
+                with pair.client("alice") as client:
+                    job_id = client.start(args.job, params)
+                    progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
+                    outcome = client.wait(job_id, None, progress)
+                timings["job_s"] = time.perf_counter() - start
+                outcome = pair.with_peer_figures(outcome)
+                if outcome.state != "SUCCEEDED":
+                    for role in ("alice", "bob"):
+                        print(f"{role}'s log: {pair.log_tail(role, 3)}", file=sys.stderr)
+                reveal = None
+                if args.reveal_for_testing and outcome.state == "SUCCEEDED":
+                    out_dirs = {role: pair.out_dir(role) / job_id for role in ("alice", "bob")}
+                    reveal = reveal_tables(schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs)
+                check = None
+                if args.job == "learn" and outcome.state == "SUCCEEDED":
+                    learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
+                    check = reference_check(args, schema, {"alice": alice_csv, "bob": bob_csv}, learned)
+            report = _report(args, outcome, timings, reveal)
+            if check is not None:
+                report["reference_check"] = check
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    if keep:  # the run's files were written aside and are now in --out
+        report = relocate(report, work, Path(args.out))
+        outcome = _moved(outcome, work, Path(args.out))
     if quiet:
         print(json.dumps(report, indent=2))
     else:
         _print_report(outcome, report, keep)
     return 0 if outcome.state == "SUCCEEDED" and (reveal is None or reveal["all_equal"]) else 1
+
+
+def _moved(outcome, work: Path, out: Path):
+    """A job outcome whose file names point into ``out``, where the run's folder now is."""
+    moved = relocate({"out_dir": outcome.out_dir, "result": outcome.result}, work, out)
+    return dataclasses.replace(outcome, **moved)
 
 
 def run_path(args: argparse.Namespace) -> int:
@@ -204,41 +212,42 @@ def _simulate_pram(args: argparse.Namespace) -> int:
     if args.randomization_seed is not None:
         print(PRAM_SEED_WARNING, file=sys.stderr)
     keep = bool(args.out)
-    work = Path(args.out) if keep else Path(tempfile.mkdtemp(prefix="ppbn-simulate-"))
-    work.mkdir(parents=True, exist_ok=True)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        schema_path, alice_csv, bob_csv = _data_files(args, work)
-        schema = Schema.load(str(schema_path))
-        params = pram_params(args, schema.names)
-        make_local_pki(work / "certs")
-        files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
-        start_role, kind = ("miner", "pram-miner") if args.setup == 2 else ("alice", "pram")
-        started = time.perf_counter()
-        with LocalPair(
-            files, args.timeout, miner=args.setup == 2, policy=_policy(args),
-            fixed_seed_for_testing=args.randomization_seed,
-        ) as daemons:  # fmt: skip
-            up = time.perf_counter() - started
-            if not quiet:
-                print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
-                      "(mutual TLS)", file=sys.stderr)  # fmt: skip
-            progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
+    if keep:  # before any work: a bad --out must not cost the run
+        check_output_dir(args.out, force=args.force)
+    with work_folder(args.out, "ppbn-simulate-", args.force) as work:
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            schema_path, alice_csv, bob_csv = _data_files(args, work)
+            schema = Schema.load(str(schema_path))
+            params = pram_params(args, schema.names)
+            make_local_pki(work / "certs")
+            files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
+            start_role, kind = ("miner", "pram-miner") if args.setup == 2 else ("alice", "pram")
             started = time.perf_counter()
-            job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
-            job_s = time.perf_counter() - started
-            if any(o.state != "SUCCEEDED" for o in outcomes.values()):
-                for role in daemons.roles:
-                    print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
-        names, codes = load_joined(schema, alice_csv, bob_csv)
-        states = {v.name: v.states for v in schema.variables}
-        reference = learn_reference(
-            names, states, codes, args.max_parents, args.score, args.tau, params["order"]
-        )
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        if not keep:
-            shutil.rmtree(work, ignore_errors=True)
+            with LocalPair(
+                files, args.timeout, miner=args.setup == 2, policy=_policy(args),
+                fixed_seed_for_testing=args.randomization_seed,
+            ) as daemons:  # fmt: skip
+                up = time.perf_counter() - started
+                if not quiet:
+                    print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
+                          "(mutual TLS)", file=sys.stderr)  # fmt: skip
+                progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
+                started = time.perf_counter()
+                job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
+                job_s = time.perf_counter() - started
+                if any(o.state != "SUCCEEDED" for o in outcomes.values()):
+                    for role in daemons.roles:
+                        print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
+            names, codes = load_joined(schema, alice_csv, bob_csv)
+            states = {v.name: v.states for v in schema.variables}
+            reference = learn_reference(
+                names, states, codes, args.max_parents, args.score, args.tau, params["order"]
+            )
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    if keep:  # the run's files were written aside and are now in --out
+        outcomes = {role: _moved(o, work, Path(args.out)) for role, o in outcomes.items()}
     mine = outcomes[start_role]
     ok = all(o.state == "SUCCEEDED" for o in outcomes.values())
     report: dict[str, Any] = {
@@ -401,7 +410,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--records", type=int, help="number of records to sample")
     parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
     parser.add_argument("--data", help="folder with schema.json, alice.csv, bob.csv instead of sampling")
-    parser.add_argument("--out", help="keep data, certificates, logs and outputs in this folder")
+    parser.add_argument(
+        "--out", help="keep data, certificates, logs and outputs in this folder (new or empty; "
+        "written aside and renamed into place at the end)",
+    )  # fmt: skip
+    parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
         help=f"daemons' peer timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",

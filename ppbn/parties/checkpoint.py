@@ -8,7 +8,7 @@ the peer's is stored but the shares the protocol gave this party (its own shares
 construction the only thing it holds; Paillier keys and ciphertext caches are not kept:
 a resumed run makes fresh keys, see README "Resumable jobs").
 
-Files: ``<out>/<job>/checkpoint-<step>.bin`` (the last ``KEEP`` steps, since the peer may
+Files: ``<out>/.checkpoints/<job>/checkpoint-<step>.bin`` (the last ``KEEP`` steps, since the peer may
 be one step behind), each AES-256-GCM under ``<out>/.checkpoint.key`` (32 random bytes,
 created 0600 on first use, never leaves the host), with the job id, role and step as
 associated data so a file cannot be replayed under another name. Written to a temporary
@@ -17,6 +17,7 @@ file, fsynced, then renamed: a crash leaves the previous checkpoint intact.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -33,6 +34,7 @@ from ppbn.errors import UserError
 from ppbn.protocols.k2 import K2Checkpoint
 
 KEY_FILE = ".checkpoint.key"
+CHECKPOINT_DIR = ".checkpoints"  # beside the job folders: a failed job's folder keeps only its record
 KEY_BYTES = 32
 NONCE_BYTES = 12
 KEEP = 2  # the peer can be at most one step behind: keep this step and the one before
@@ -72,7 +74,7 @@ class CheckpointStore:
 
     def __init__(self, out_root: Path, job_id: str, role: str) -> None:
         self.out_root = Path(out_root)
-        self.folder = self.out_root / job_id
+        self.folder = self.out_root / CHECKPOINT_DIR / job_id
         self.job_id = job_id
         self.role = role
         self._key: bytes | None = None
@@ -162,3 +164,5 @@ class CheckpointStore:
         """A finished job needs no checkpoint: its shares should not outlive it on disk."""
         for step in self.steps():
             self.path(step).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # absent, or files of a newer run: keep them
+            self.folder.rmdir()

@@ -144,7 +144,10 @@ class DaemonClient:
             if info.state in FINISHED:
                 return JobOutcome.from_info(info)
             if deadline is not None and time.monotonic() > deadline:
-                raise UserError(f"job {job_id} still running after {timeout_s:g} s")
+                raise UserError(
+                    f"job {job_id} still running after {timeout_s:g} s (follow it with --status {job_id}, "
+                    f"stop it with --cancel {job_id})"
+                )
             time.sleep(0.1)
 
 

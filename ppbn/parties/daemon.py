@@ -43,6 +43,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -69,6 +70,7 @@ from ppbn.parties.jobs import (
     job_kind,
 )
 from ppbn.parties.net import describe_rpc_error, dial, server_options
+from ppbn.parties.outputs import commit_dir, relocate
 from ppbn.parties.policy import LocalPolicy, PolicyRefusal
 from ppbn.parties.tls import (
     DAEMON_ROLES,
@@ -113,6 +115,25 @@ MAX_CONCURRENT_RPCS = 64  # beyond this gRPC answers RESOURCE_EXHAUSTED at once
 EXCHANGED_STATS = ("protocol_version", "role", "kind")
 # Job kinds run by the miner with both parties; they start at the miner, which runs nothing else.
 MINER_JOB_KINDS = frozenset({"pram-miner"})
+
+
+def partial_dir(out: Path, job_id: str) -> Path:
+    """Where job ``job_id`` writes while it runs (job ids never start with '.')."""
+    return out / f".{job_id}.partial"
+
+
+def check_out_dir(out_dir: str) -> None:
+    """Refuse to start, with one line naming --out, when job files could not be written."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except FileExistsError:
+        raise UserError(f"--out {out}: exists and is not a folder") from None
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot write job files there ({exc.strerror})") from None
 
 
 def other_role(role: str) -> str:
@@ -272,6 +293,7 @@ class Job:
     error: str = ""
     nonces: dict[str, bytes] = field(default_factory=dict)  # role -> nonce of every daemon of the job
     opened_by: str = ""  # role of the daemon that opened the job's streams
+    pending: bool = False  # started here, the peer has not accepted yet (see _yields_to)
     result: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
     peer_stats: dict[str, Any] | None = None
@@ -281,8 +303,8 @@ class Job:
         return JobInfo(
             job_id=self.job_id,
             kind=self.kind.name,
-            # finished only once its files are written: an operator who sees FAILED or
-            # SUCCEEDED can read result.json at once
+            # finished only once its files are in place (result, stats and ledger written, the
+            # job folder renamed): an operator may read them as soon as it sees the end state
             state=self.state if self.done.is_set() else JobInfo.RUNNING,
             error=self.error,
             result_json=json.dumps(self.result) if self.result is not None else "",
@@ -352,6 +374,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 "INSECURE: --insecure-fixed-seed-for-testing: the PRAM randomization is reproducible "
                 "by anyone who knows the seed; for tests only"
             )
+        check_out_dir(config.out_dir)
+        interrupted = sorted(p.name for p in Path(config.out_dir).glob(".*.partial"))
+        if interrupted:
+            self.log.warning(
+                "%s holds %d folder(s) of jobs interrupted by a crash (%s): their ids stay taken",
+                config.out_dir, len(interrupted), ", ".join(interrupted[:5]),
+            )  # fmt: skip
         self.hello = party_pb2.Hello(
             role=self.role,
             protocol_version=PROTOCOL_VERSION,
@@ -393,8 +422,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 port = server.add_insecure_port(self.config.listen)
             else:
                 port = server.add_secure_port(self.config.listen, server_credentials(self.tls))
-        except RuntimeError as exc:
-            raise UserError(f"cannot listen on {self.config.listen}: {exc}") from None
+        except RuntimeError:
+            raise UserError(
+                f"cannot listen on {self.config.listen}: the port is in use or the address is not one of this host"
+            ) from None
         if port == 0:
             raise UserError(f"cannot listen on {self.config.listen} (address in use or not local?)")
         server.start()
@@ -704,7 +735,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         if not requested:
             while True:
                 candidate = uuid.uuid4().hex[:12]
-                if candidate not in self.jobs and not (Path(self.config.out_dir) / candidate).exists():
+                if candidate not in self.jobs and not self._on_disk(candidate):
                     return candidate
         if not _JOB_ID.match(requested):
             raise JobRefused(
@@ -712,13 +743,19 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 "starting with a letter or digit",
                 AbortCode.BAD_REQUEST,
             )
-        if requested in self.jobs or (Path(self.config.out_dir) / requested).exists():
+        if requested in self.jobs or self._on_disk(requested):
             raise JobRefused(
                 f"{self.role} already has a job {requested!r} (its files are in "
                 f"{Path(self.config.out_dir) / requested}); choose another id",
                 AbortCode.DUPLICATE_JOB,
             )
         return requested
+
+    def _on_disk(self, job_id: str) -> bool:
+        """Whether a job of this id left files here: its folder, or its temporary folder
+        (a job interrupted by a crash)."""
+        out = Path(self.config.out_dir)
+        return (out / job_id).exists() or partial_dir(out, job_id).exists()
 
     def _checked_job(self, kind_name: str, params_json: str) -> tuple[JobKind, dict[str, Any]]:
         """The job kind and its parameters, checked against the local policy."""
@@ -729,14 +766,27 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         return kind, self._checked_params(kind, params_json)
 
     def _new_job(
-        self, kind: JobKind, params: dict[str, Any], job_id: str, initiator: str, peers: tuple[str, ...],
+        self,
+        kind: JobKind,
+        params: dict[str, Any],
+        job_id: str,
+        initiator: str,
+        peers: tuple[str, ...],
+        peer_nonce: bytes | None = None,
         resume: bool = False,
     ) -> Job:
+        """Reserve this daemon for a job started here (``peer_nonce`` None) or opened by a peer."""
         if self._stopping.is_set():
             raise JobRefused(f"the daemon of {self.role} is shutting down", AbortCode.SHUTTING_DOWN)
         with self._lock:
             if self.running is not None:
-                raise JobRefused(f"{self.role} is busy with job {self.running.job_id}; try again later", AbortCode.BUSY)
+                if not self._yields_to(self.running, peers, peer_nonce):
+                    raise JobRefused(f"{self.role} is busy with job {self.running.job_id}; try again later", AbortCode.BUSY)
+                self.log.info(
+                    "job %s started here and a job of %s crossed: the peer's job runs (smaller nonce), "
+                    "this one is withdrawn", self.running.job_id, peers[0],
+                )  # fmt: skip
+                self.running = None
             job_id = self._new_job_id(job_id, resume)
             channels = {
                 role: GrpcChannel(
@@ -758,18 +808,44 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 schema=self.schema,
                 data=self.data,
                 params=params,
-                out_dir=Path(self.config.out_dir) / job_id,
+                out_dir=self._make_partial_dir(job_id, resume),
                 ledger=Ledger(self.role),
                 policy=self.config.policy,
                 fixed_seed_for_testing=self.config.fixed_seed_for_testing,
                 resume=resume,
             )
-            job = Job(job_id, kind, params, initiator, channel, context)
+            job = Job(job_id, kind, params, initiator, channel, context, pending=peer_nonce is None)
             job.nonces[self.role] = os.urandom(NONCE_BYTES)
             self.running = job
             self.jobs[job_id] = job
             self._forget_old_jobs()
         return job
+
+    def _make_partial_dir(self, job_id: str, resume: bool = False) -> Path:
+        """The folder a job writes into while it runs; renamed to OUT/JOB_ID when it ends. A
+        resume starts afresh from the temporary folder a crash of the earlier run left."""
+        folder = partial_dir(Path(self.config.out_dir), job_id)
+        if resume and folder.is_dir():
+            shutil.rmtree(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise JobRefused(f"{self.role} already has a job {job_id!r} on disk", AbortCode.DUPLICATE_JOB) from None
+        except OSError as exc:
+            self.log.error("job %s: cannot make its folder %s: %s", job_id, folder, exc.strerror)
+            raise JobRefused(f"{self.role} cannot write its job folder (see its log)", AbortCode.FAILED) from None
+        return folder
+
+    def _yields_to(self, running: Job, peers: tuple[str, ...], peer_nonce: bytes | None) -> bool:
+        """Whether the job a peer opens takes the place of ``running``: only when both daemons
+        started a job with each other at the same moment (``running`` started here and is
+        still waiting for the peer's answer). Both daemons compare the same two nonces, so
+        exactly one job runs: the one with the smaller nonce; the other start is told busy."""
+        if peer_nonce is None or not running.pending or running.opened_by != self.role:
+            return False
+        if MINER in peers or not isinstance(running.channel, GrpcChannel) or running.channel.peer != peers[0]:
+            return False
+        return peer_nonce < running.nonces[self.role]
 
     def _forget_old_jobs(self) -> None:
         """Keep at most the policy's number of finished jobs in memory (their files stay)."""
@@ -798,7 +874,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             if not ok:
                 self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
                 raise UserError(f"job not started: peer {role}: {message}")
-        job = self._new_job(kind, params, job_id, initiator, peers, resume)
+        job = self._new_job(kind, params, job_id, initiator, peers, resume=resume)
         job.opened_by = self.role
         channels = job.channel.channels if isinstance(job.channel, ChannelGroup) else {peers[0]: job.channel}
         self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers))
@@ -836,11 +912,16 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 mismatch = parties_mismatch(hellos["alice"], hellos["bob"])
                 if mismatch:
                     raise ProtocolError(f"the parties' data do not line up: {mismatch}")
+            with self._lock:
+                if self.running is not job:  # withdrawn for the peer's crossing job meanwhile
+                    raise ProtocolError(f"{self.role} is busy with job {self.running.job_id if self.running else '?'}")
+                job.pending = False
         except ProtocolError as exc:
             job.channel.abort(AbortCode.MISMATCH if "refused peer" in str(exc) or "line up" in str(exc) else AbortCode.PROTOCOL)
             for call in calls:
                 call.cancel()
             job.state, job.error = JobInfo.FAILED, f"job not started: {exc}"
+            shutil.rmtree(job.context.out_dir, ignore_errors=True)  # it never ran: no files
             job.done.set()
             self._release(job)
             self.log.error("job %s: %s", job.job_id, job.error)
@@ -890,7 +971,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 f"resume of job {opening.job_id}: the peer asks for other parameters than {self.role}'s checkpoint",
                 AbortCode.BAD_REQUEST, "resume",
             )  # fmt: skip
-        job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,), resume)
+        job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,), bytes(opening.nonce), resume)
         job.nonces[peer] = bytes(opening.nonce)
         job.opened_by = peer
         self.log.info("job %s (%s) %s by %s", job.job_id, job.kind.name, "resumed" if resume else "opened", initiator)
@@ -1012,7 +1093,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             try:
                 self._write_job_files(job)
             except OSError as exc:
-                self.log.error("job %s: cannot write its files: %s", job.job_id, exc)
+                job.state, job.error = JobInfo.FAILED, f"cannot write the job's files: {exc}"
+                self.log.error("job %s: %s", job.job_id, job.error)
             self._release(job)
             job.done.set()
 
@@ -1047,8 +1129,23 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         }
 
     def _write_job_files(self, job: Job) -> None:
-        out = job.context.out_dir
-        out.mkdir(parents=True, exist_ok=True)
+        """Write result, stats and ledger beside the job's own files in its temporary folder
+        and rename the folder to OUT/JOB_ID: a reader sees a whole job folder or none. A job
+        that did not succeed keeps only these three files: never a network beside a FAILED
+        result."""
+        temp = job.context.out_dir
+        final = Path(self.config.out_dir) / job.job_id
+        temp.mkdir(parents=True, exist_ok=True)
+        if job.state != JobInfo.SUCCEEDED:
+            for leftover in temp.iterdir():
+                if leftover.is_dir() and not leftover.is_symlink():
+                    shutil.rmtree(leftover)
+                else:
+                    leftover.unlink()
+        if job.context.resume and final.is_dir():  # the interrupted run's files, ledger included
+            os.replace(final, temp / "interrupted-run")
+        job.result = relocate(job.result, temp, final)
+        out = temp
         status = {
             "job_id": job.job_id,
             "kind": job.kind.name,
@@ -1062,6 +1159,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         stats = {"self": job.stats, "peer": job.peer_stats}
         (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         (out / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
+        commit_dir(temp, final)
+        job.context.out_dir = final
 
 
 def resume_session(job_id: str, opened_by: str, nonces: dict[str, bytes]) -> bytes:

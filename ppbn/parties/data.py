@@ -38,11 +38,16 @@ class PartyData:
         return self.codes[:, self.columns.index(name)]
 
 
+# A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+CSV_ENCODING = "utf-8-sig"
+
+
 def _read_csv(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"{path}: data file not found")
+    _check_row_lengths(path)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: file is empty (no header line)") from None
     except pd.errors.ParserError as exc:
@@ -56,8 +61,28 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 def _raw_header(path: Path) -> list[str]:
     """The header as written (pandas renames a repeated column, hiding the repetition)."""
-    with open(path, encoding="utf-8", newline="") as fh:
+    with open(path, encoding=CSV_ENCODING, newline="") as fh:
         return next(csv.reader(fh), [])
+
+
+def _check_row_lengths(path: Path) -> None:
+    """Every non-blank line has as many fields as the header: a short row would otherwise
+    read as missing values, a long one as a parser error without the line."""
+    try:
+        with open(path, encoding=CSV_ENCODING, newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                return  # reported as an empty file by the reader
+            for row in reader:
+                if row and len(row) != len(header):
+                    raise DataError(
+                        f"{path}: line {reader.line_num} has {len(row)} fields, the header has {len(header)}"
+                    )
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: not a valid CSV: {exc}") from None
 
 
 def _check_header(path: Path, schema: Schema, role: str) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import PARTIES, Schema, Variable
 from ppbn.errors import UserError
 from ppbn.parties.data import write_party_csv
+from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 
 SPLITS = ("alternate", "halves")
 
@@ -57,7 +58,12 @@ class MadeDataset:
     ids: list[str]
 
 
-def make_dataset(network: str, records: int, seed: int, out: str | Path, split: str = "alternate") -> MadeDataset:
+def make_dataset(
+    network: str, records: int, seed: int, out: str | Path, split: str = "alternate", force: bool = False
+) -> MadeDataset:
+    """Sample and write the data set into ``out`` as a whole (built aside, then renamed);
+    an existing non-empty ``out`` is refused before any sampling unless ``force``."""
+    check_output_dir(out, force=force)
     truth = load_network(network)
     owners = split_owners(truth.names, split)
     if len(set(owners.values())) < 2:
@@ -70,19 +76,18 @@ def make_dataset(network: str, records: int, seed: int, out: str | Path, split: 
     codes = sample(truth, records, seed)[rng.permutation(records)]
     width = len(str(records))
     ids = [f"r{i:0{width}d}" for i in range(records)]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "schema.json").write_text(schema.to_json() + "\n", encoding="utf-8")
-    column = {n: i for i, n in enumerate(truth.names)}
-    for party in PARTIES:
-        names = tuple(v.name for v in schema.owned_by(party))
-        rows = np.arange(records) if party == "alice" else rng.permutation(records)
-        write_party_csv(
-            out / f"{party}.csv",
-            schema,
-            [ids[r] for r in rows],
-            names,
-            codes[np.ix_(rows, [column[n] for n in names])],
-        )
-    write_bif(truth, out / "truth.bif", network)
+    with atomic_output_dir(out, force=force) as folder:
+        (folder / "schema.json").write_text(schema.to_json() + "\n", encoding="utf-8")
+        column = {n: i for i, n in enumerate(truth.names)}
+        for party in PARTIES:
+            names = tuple(v.name for v in schema.owned_by(party))
+            rows = np.arange(records) if party == "alice" else rng.permutation(records)
+            write_party_csv(
+                folder / f"{party}.csv",
+                schema,
+                [ids[r] for r in rows],
+                names,
+                codes[np.ix_(rows, [column[n] for n in names])],
+            )
+        write_bif(truth, folder / "truth.bif", network)
     return MadeDataset(schema, truth, codes, ids)

@@ -188,30 +188,57 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _write_file(path: Path, data: bytes, *, private: bool, replace: bool) -> None:
-    """Write through a temporary file and a rename, so a crash never leaves half a key or
-    certificate behind. Without ``replace`` the final step is a hard link, which fails
-    rather than overwrite a file that appeared meanwhile (a CA key is never replaced)."""
+    """One file through ``_write_files``."""
+    _write_files([(path, data, private)], replace=replace)
+
+
+def _write_files(files: Sequence[tuple[Path, bytes, bool]], *, replace: bool) -> None:
+    """Write (path, data, private) files that belong together (a key and its certificate
+    or request) through temporary files and renames, so a crash never leaves half a key
+    and a failure never leaves a key beside a request or certificate it does not match.
+
+    Every target is checked and every temporary file written before the first one is put
+    in place. Without ``replace`` the final step is a hard link, which fails rather than
+    overwrite a file that appeared meanwhile (a CA key is never replaced); files placed
+    before a failure are then removed again.
+    """
+    for path, _, _ in files:
+        if path.exists() and not path.is_file():
+            raise UserError(f"cannot write {path}: it exists and is not a file")
+    temps: list[str] = []
+    placed: list[Path] = []
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        os.fchmod(fd, 0o600 if private else 0o644)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
+        for path, data, private in files:
             try:
-                os.link(tmp, path)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                temps.append(tmp)
+                os.fchmod(fd, 0o600 if private else 0o644)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                    out.flush()
+                    os.fsync(out.fileno())
+            except OSError as exc:
+                raise UserError(f"cannot write {path}: {exc.strerror}") from None
+        for (path, _, _), tmp in zip(files, temps, strict=True):
+            try:
+                if replace:
+                    os.replace(tmp, path)
+                else:
+                    os.link(tmp, path)
+                    placed.append(path)
             except FileExistsError:
                 raise UserError(f"{path} already exists; not replacing it") from None
+            except OSError as exc:
+                raise UserError(f"cannot write {path}: {exc.strerror}") from None
+        placed.clear()
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        for path in placed:  # a failure after some new files were placed: take them back
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        for tmp in temps:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 def _refuse_existing(paths: Iterable[Path], force: bool) -> None:
@@ -440,8 +467,7 @@ def make_ca(
             critical=False,
         )
     cert = builder.sign(key, hashes.SHA256())
-    _write_file(key_path, _key_pem(key), private=True, replace=False)
-    _write_file(cert_path, _pem(cert), private=False, replace=False)
+    _write_files([(key_path, _key_pem(key), True), (cert_path, _pem(cert), False)], replace=False)
     return cert_path, key_path
 
 
@@ -474,9 +500,9 @@ def make_request(
         .add_extension(x509.SubjectAlternativeName([*entries, *uris]), critical=False)
         .sign(key, hashes.SHA256())
     )
-    _write_file(key_path, _key_pem(key), private=True, replace=force)
-    _write_file(
-        csr_path, csr.public_bytes(serialization.Encoding.PEM), private=False, replace=force
+    _write_files(
+        [(key_path, _key_pem(key), True), (csr_path, csr.public_bytes(serialization.Encoding.PEM), False)],
+        replace=force,
     )
     return key_path, csr_path
 

@@ -55,6 +55,7 @@ import math
 import os
 import secrets
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -466,6 +467,29 @@ def decrypt_bytes(private_spec: tuple[int, int, int], payload: bytes) -> list[in
 # -- worker pool -------------------------------------------------------------------------------
 
 
+PARENT_CHECK_S = 0.25
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """Pool initializer: end this worker as soon as its parent is gone.
+
+    A daemon killed with SIGKILL (the OOM killer) cannot shut its pool down; without this
+    its workers, and the multiprocessing resource tracker they keep alive, would run on as
+    orphans. A thread polls the parent pid (an orphan is re-parented, so it changes).
+    Linux's PR_SET_PDEATHSIG is not used: it fires when the parent *thread* that started
+    the worker ends, and pools are started from short-lived job threads.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 class WorkerPool:
     """Process pool for bulk modular arithmetic; ``workers <= 1`` runs everything inline.
 
@@ -490,7 +514,12 @@ class WorkerPool:
                 future.set_exception(exc)
             return future
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=get_context("spawn"))
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=get_context("spawn"),
+                initializer=exit_with_parent,
+                initargs=(os.getpid(),),
+            )
         return self._executor.submit(fn, *args)
 
     def close(self) -> None:
