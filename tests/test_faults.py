@@ -179,7 +179,7 @@ def test_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run
 def test_resume_is_refused_without_a_checkpoint(pair):
     code, _, err = pair.cli_learn("alice", ["--resume", "no-such-job"])
     assert code == 2
-    assert err.strip().endswith("alice has no checkpoint of job no-such-job in " + str(pair.out["alice"] / "no-such-job") + ": nothing to resume"), err
+    assert err.strip().endswith("alice has no checkpoint of job no-such-job in " + str(pair.out["alice"] / ".checkpoints" / "no-such-job") + ": nothing to resume"), err
     assert len(err.strip().splitlines()) == 1
 
 

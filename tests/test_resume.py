@@ -107,7 +107,7 @@ def test_an_unwritable_checkpoint_folder_is_one_line_naming_the_file(tmp_path):
     blocker = tmp_path / "out"
     blocker.write_text("a file where the daemon's --out folder should be")
     store = CheckpointStore(blocker, "job1", "bob")
-    with pytest.raises(UserError, match=r"out/job1/checkpoint-1.bin: cannot write the checkpoint: ") as error:
+    with pytest.raises(UserError, match=r"out/.checkpoints/job1/checkpoint-1.bin: cannot write the checkpoint: ") as error:
         store.save({}, K2Checkpoint(1, [], {}, {}))
     assert "\n" not in str(error.value)
 
