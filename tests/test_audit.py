@@ -29,7 +29,9 @@ TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
 N_RECORDS = 120
 
 
-def start_pair(base: Path, pki: dict[str, Path], files: dict[str, Path], **alice_extra) -> dict[str, PartyDaemon]:
+def start_pair(
+    base: Path, pki: dict[str, Path], files: dict[str, Path], timeout_s: float = 20.0, **alice_extra
+) -> dict[str, PartyDaemon]:
     """Honest alice and bob; bob's policy keeps its CPTs (no public disclosure)."""
     policy = LocalPolicy.load(str(TEST_POLICY))
     policies = {"alice": policy, "bob": replace(policy, disclosures=("owner", "shared"))}
@@ -40,7 +42,7 @@ def start_pair(base: Path, pki: dict[str, Path], files: dict[str, Path], **alice
         config = DaemonConfig(
             role=role, schema_path=str(files["schema"]), data_path=str(files[role]),
             listen=f"127.0.0.1:{ports[role]}", peer=f"127.0.0.1:{ports[peer]}", tls_dir=str(pki[role]),
-            out_dir=str(base / f"out-{role}"), timeout_s=20.0, probe_interval_s=0.2, policy=policies[role],
+            out_dir=str(base / f"out-{role}"), timeout_s=timeout_s, probe_interval_s=0.2, policy=policies[role],
             **(alice_extra if role == "alice" else {}),
         )  # fmt: skip
         daemons[role] = PartyDaemon(config)

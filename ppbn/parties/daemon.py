@@ -823,7 +823,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         self._audit_requested(job)
         job.opened_by = self.role
         channels = job.channel.channels if isinstance(job.channel, ChannelGroup) else {peers[0]: job.channel}
-        self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers))
+        self.log.info(
+            "job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers),
+            extra={"job": job.job_id},
+        )  # fmt: skip
         calls = []
         for role, channel in channels.items():
             channel.queue_control(
@@ -908,7 +911,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         self._audit_requested(job)
         job.nonces[peer] = bytes(opening.nonce)
         job.opened_by = peer
-        self.log.info("job %s (%s) opened by %s", job.job_id, job.kind.name, initiator)
+        self.log.info("job %s (%s) opened by %s", job.job_id, job.kind.name, initiator, extra={"job": job.job_id})
         return job
 
     def _launch(self, job: Job) -> None:
