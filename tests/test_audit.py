@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from adversarial.hostile import free_port, wait_for, write_dataset
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ppbn.cli import main
 from ppbn.errors import UserError
@@ -281,3 +283,27 @@ def test_a_daemon_refuses_to_start_on_a_broken_log(run, pki, tmp_path):
     with pytest.raises(UserError, match=r"audit log .* is broken at line 3: has sequence number 4"):
         daemon.start()
     daemon.stop(0.1)
+
+
+# -- any single change before the last line is caught (property) ----------------------------
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    count=st.integers(3, 12),
+    data=st.data(),
+)
+def test_any_changed_byte_before_the_last_line_is_caught(tmp_path, count, data):
+    path = tmp_path / f"prop-{count}.log"
+    path.unlink(missing_ok=True)
+    log = AuditLog(path, "alice")
+    for i in range(count):
+        log.event("revealed", f"job{i}", **{"class": "edge", "count": i})
+    log.close()
+    raw = bytearray(path.read_bytes())
+    last_line_start = raw.rstrip(b"\n").rfind(b"\n") + 1
+    position = data.draw(st.integers(0, last_line_start - 1), label="position")
+    replacement = data.draw(st.integers(0, 255).filter(lambda b: b != raw[position]), label="byte")
+    changed_line = raw[:position].count(b"\n") + 1
+    raw[position] = replacement
+    with pytest.raises(AuditLogBroken) as broken:
+        verify_log(bytes(raw), "alice")
+    assert broken.value.line <= changed_line + 1

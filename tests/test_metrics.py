@@ -21,7 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_audit import operator, start_pair
 
 from ppbn.commands.party import configure_logging
+from ppbn.errors import UserError
 from ppbn.parties.logs import JsonFormatter
+from ppbn.parties.metrics import DaemonMetrics
 from ppbn.parties.net import dial
 from ppbn.parties.tls import load_tls_files, make_local_pki
 
@@ -159,3 +161,15 @@ def test_log_format_json_sets_the_formatter(monkeypatch):
     monkeypatch.setattr(root, "handlers", [])
     configure_logging("alice", log_format="json")
     assert root.handlers and all(isinstance(h.formatter, JsonFormatter) for h in root.handlers)
+
+
+def test_a_bad_or_busy_metrics_port_is_one_line():
+    first = DaemonMetrics("alice")
+    with pytest.raises(UserError, match=r"--metrics-port must be in 0\.\.65535"):
+        first.serve("127.0.0.1", 70000)
+    port = first.serve("127.0.0.1", 0)
+    try:
+        with pytest.raises(UserError, match=f"--metrics-port: cannot listen on 127.0.0.1:{port}"):
+            DaemonMetrics("bob").serve("127.0.0.1", port)
+    finally:
+        first.close()

@@ -395,6 +395,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         except BaseException:
             self.metrics.close()
             self.audit.close()
+            self.audit = None
             raise
 
     def _start_serving(self) -> int:
