@@ -285,6 +285,25 @@ def test_a_daemon_refuses_to_start_on_a_broken_log(run, pki, tmp_path):
     daemon.stop(0.1)
 
 
+
+def test_a_job_whose_request_cannot_be_logged_is_refused(pki, tmp_path):
+    files = write_dataset(tmp_path / "data", N_RECORDS, seed=5)
+    daemons = start_pair(tmp_path, pki, files)
+    try:
+        daemons["bob"].audit.close()  # as if its disk had failed
+        with operator(daemons["alice"], pki) as client:
+            with pytest.raises(UserError, match="peer bob aborted the job: .*internal"):
+                client.start("ping", {"rounds": 1}, "unlogged")
+            daemons["alice"].audit.close()
+            with pytest.raises(UserError, match="alice's audit log cannot be written"):
+                client.start("ping", {"rounds": 1}, "unlogged2")
+        assert daemons["bob"].running is None and daemons["alice"].running is None
+        assert not (tmp_path / "out-bob" / "unlogged").exists()
+    finally:
+        for daemon in daemons.values():
+            daemon.stop(0.5)
+
+
 # -- any single change before the last line is caught (property) ----------------------------
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(

@@ -148,7 +148,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "default off; 0 picks a free port and logs it)",
     )  # fmt: skip
     ops.add_argument(
-        "--metrics-host", default="127.0.0.1",
+        "--metrics-host", default="127.0.0.1", metavar="HOST",
         help="address of the metrics endpoint (default 127.0.0.1: keep it local)",
     )  # fmt: skip
     ops.add_argument(

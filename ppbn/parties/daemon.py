@@ -1045,7 +1045,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         state = JobInfo.State.Name(job.state)
         self.metrics.job_finished(job, state.lower())
         self._audit(lambda audit: audit.revealed(job.job_id, job.context.ledger))
-        peer_code = getattr(job.channel, "peer_abort_code", 0)
+        channels = job.channel.channels.values() if isinstance(job.channel, ChannelGroup) else [job.channel]
+        peer_code = next((c.peer_abort_code for c in channels if c.peer_abort_code), 0)
         if job.state == JobInfo.SUCCEEDED:
             event, code = "finished", ""
         elif job.state == JobInfo.CANCELLED:
