@@ -286,7 +286,8 @@ class Job:
         return JobInfo(
             job_id=self.job_id,
             kind=self.kind.name,
-            state=self.state,
+            # finished only once its files and audit lines are written and the daemon is free
+            state=self.state if self.done.is_set() else JobInfo.RUNNING,
             error=self.error,
             result_json=json.dumps(self.result) if self.result is not None else "",
             stats_json=json.dumps(self.stats) if self.stats is not None else "",
