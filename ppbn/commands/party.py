@@ -12,13 +12,19 @@ import sys
 PEER_TIMEOUT_S = 60.0
 
 
-def configure_logging(role: str, verbose: bool = False) -> None:
+def configure_logging(role: str, verbose: bool = False, log_format: str = "text") -> None:
+    """Text lines for people, or (``json``) one JSON object per line for log shippers."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format=f"%(asctime)s {role} %(levelname)s %(message)s",
         datefmt="%Y-%m-%dT%H:%M:%S",
         stream=sys.stderr,
     )
+    if log_format == "json":
+        from ppbn.parties.logs import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter(role))
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -28,7 +34,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ppbn.parties.daemon import DaemonConfig, PartyDaemon
     from ppbn.parties.policy import LocalPolicy
 
-    configure_logging(args.role, args.verbose)
+    configure_logging(args.role, args.verbose, args.log_format)
     policy = LocalPolicy.load(args.policy)
     if args.workers is not None:
         policy = replace(policy, workers=args.workers)
@@ -63,6 +69,9 @@ def _serve(args: argparse.Namespace) -> int:
         missing_as_category=args.missing_as_category,
         policy=policy,
         fixed_seed_for_testing=args.insecure_fixed_seed_for_testing,
+        audit_log=args.audit_log,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
     PartyDaemon(config).serve_forever()
     return 0
@@ -129,6 +138,25 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="read empty cells as the schema's missing_state",
     )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
+    ops = serve.add_argument_group("operations: audit log, metrics, log format")
+    ops.add_argument(
+        "--audit-log", metavar="PATH",
+        help="append-only, hash-chained audit log of job events (default OUT/audit.log; "
+        "`ppbn audit verify|show|sign`)",
+    )  # fmt: skip
+    ops.add_argument(
+        "--metrics-port", type=int, metavar="N",
+        help="serve Prometheus metrics at http://HOST:N/metrics (plain HTTP, no authentication; "
+        "default off; 0 picks a free port and logs it)",
+    )  # fmt: skip
+    ops.add_argument(
+        "--metrics-host", default="127.0.0.1", metavar="HOST",
+        help="address of the metrics endpoint (default 127.0.0.1: keep it local)",
+    )  # fmt: skip
+    ops.add_argument(
+        "--log-format", choices=("text", "json"), default="text",
+        help="text lines, or one JSON object per line (time, level, logger, message, job)",
+    )  # fmt: skip
     serve.set_defaults(func=_serve)
 
     policy_parser = commands.add_parser("policy", help="show a daemon's effective local policy")

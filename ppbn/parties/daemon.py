@@ -58,9 +58,11 @@ import numpy as np
 
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
+from ppbn.parties.audit import AuditLog
 from ppbn.parties.checkpoint import CheckpointStore, data_digest
 from ppbn.parties.data import PartyData, load_party_data
 from ppbn.parties.grpc_channel import GrpcChannel, frame_kind_name
+from ppbn.parties.health import DaemonHealth
 from ppbn.parties.jobs import (
     JobCancelled,
     JobContext,
@@ -69,6 +71,7 @@ from ppbn.parties.jobs import (
     PolicyScope,
     job_kind,
 )
+from ppbn.parties.metrics import DaemonMetrics
 from ppbn.parties.net import describe_rpc_error, dial, server_options
 from ppbn.parties.outputs import commit_dir, relocate
 from ppbn.parties.policy import LocalPolicy, PolicyRefusal
@@ -168,10 +171,11 @@ class JobRefused(UserError):
     """A job this daemon will not run: the one-line local reason, and the abort code (and
     parameter name) the peer is told instead of the reason."""
 
-    def __init__(self, message: str, code: int, parameter: str = "") -> None:
+    def __init__(self, message: str, code: int, parameter: str = "", refused_by: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.parameter = parameter
+        self.refused_by = refused_by  # the peer's role when the peer refused; "" for this daemon
 
 
 def printable(text: str, limit: int = 80) -> str:
@@ -272,6 +276,9 @@ class DaemonConfig:
     peers: dict[str, str] = field(default_factory=dict)
     policy: LocalPolicy = field(default_factory=LocalPolicy)
     fixed_seed_for_testing: str | None = None  # `--insecure-fixed-seed-for-testing`: PRAM tests only
+    audit_log: str | None = None  # `--audit-log`; default out_dir/audit.log
+    metrics_port: int | None = None  # `--metrics-port`: None = no metrics endpoint, 0 = a free port
+    metrics_host: str = "127.0.0.1"
 
     @property
     def frame_bytes(self) -> int:
@@ -297,6 +304,7 @@ class Job:
     result: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
     peer_stats: dict[str, Any] | None = None
+    abort_code: int = 0  # the code this daemon sent when it gave up the job
     done: threading.Event = field(default_factory=threading.Event)
 
     def info(self) -> party_pb2.JobInfo:
@@ -304,7 +312,7 @@ class Job:
             job_id=self.job_id,
             kind=self.kind.name,
             # finished only once its files are in place (result, stats and ledger written, the
-            # job folder renamed): an operator may read them as soon as it sees the end state
+            # job folder renamed) and its audit lines written: an operator may read them at once
             state=self.state if self.done.is_set() else JobInfo.RUNNING,
             error=self.error,
             result_json=json.dumps(self.result) if self.result is not None else "",
@@ -398,6 +406,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         self._peer_channels: dict[str, grpc.Channel] = {}
         self._peer_stubs: dict[str, party_pb2_grpc.PartyServiceStub] = {}
         self._prober: threading.Thread | None = None
+        self.audit: AuditLog | None = None  # opened (and its chain verified) by start()
+        self.metrics = DaemonMetrics(self.role)
+        self.metrics_port = 0  # bound port of the metrics endpoint, once serving
+        self._health = DaemonHealth(lambda context: self._require_operator_or_peer(context, "health checks"))
 
     @property
     def peer_state(self) -> str:
@@ -411,12 +423,30 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> int:
         """Listen and start probing the peer; returns the bound port."""
+        self.audit = AuditLog(self.config.audit_log or Path(self.config.out_dir) / "audit.log", self.role)
+        try:
+            return self._start_serving()
+        except BaseException:
+            self.metrics.close()
+            self.audit.close()
+            self.audit = None
+            raise
+
+    def _start_serving(self) -> int:
+        if self.config.metrics_port is not None:
+            self.metrics_port = self.metrics.serve(self.config.metrics_host, self.config.metrics_port)
+            self.log.info(
+                "metrics at http://%s:%d/metrics (plain HTTP, no authentication%s)", self.config.metrics_host,
+                self.metrics_port, "" if self.config.metrics_host in ("127.0.0.1", "::1", "localhost")
+                else ": NOT bound to localhost, anyone who reaches it can read the daemon's figures",
+            )  # fmt: skip
         server = grpc.server(
             ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"grpc-{self.role}"),
             options=server_options(self.config.frame_bytes),
             maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         )
         party_pb2_grpc.add_PartyServiceServicer_to_server(self, server)
+        self._health.add_to(server)
         try:
             if self.tls is None:
                 port = server.add_insecure_port(self.config.listen)
@@ -433,6 +463,12 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         for role, address in self.peer_addresses.items():
             self._peer_channels[role] = dial(address, self.tls, role, self.config.frame_bytes)
             self._peer_stubs[role] = party_pb2_grpc.PartyServiceStub(self._peer_channels[role])
+            self._peer_channels[role].subscribe(
+                lambda state, role=role: self.metrics.peer_connection(role, state == grpc.ChannelConnectivity.READY)
+            )
+        self._health.serving()
+        self.metrics.set_serving(True)
+        self._audit(lambda audit: audit.event("daemon_started", listen=self.config.listen, policy=self.config.policy.source))
         self.log.info(
             "%s listening on %s (port %d, %s); %s",
             self.role, self.config.listen, port, "mutual TLS" if self.tls else "PLAINTEXT",
@@ -447,6 +483,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         if self._stopping.is_set():
             return
         self._stopping.set()
+        self._health.shutting_down()
+        self.metrics.set_serving(False)
         job = self.running
         if job is not None:
             self.log.info("aborting job %s: daemon is shutting down", job.job_id)
@@ -459,6 +497,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             self._server.stop(grace_s).wait()
         for channel in self._peer_channels.values():
             channel.close()
+        self._audit(lambda audit: audit.event("daemon_stopped"))
+        if self.audit is not None:
+            self.audit.close()
+        self.metrics.close()
         self.log.info("%s stopped", self.role)
 
     def serve_forever(self) -> None:
@@ -630,6 +672,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         try:
             job = self.start_job(request.kind, request.params_json, request.job_id, initiator, request.resume)
         except UserError as exc:
+            self._audit_refusal(request.job_id, request.kind, initiator, exc)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return job.info()
 
@@ -664,6 +707,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             code = exc.code if isinstance(exc, JobRefused) else AbortCode.BAD_REQUEST
             parameter = exc.parameter if isinstance(exc, JobRefused) else ""
             self.log.error("refused job %r from %s: %s", printable(job_id, 64), peer, exc)
+            self._audit_refusal(job_id, opening.job.kind, f"{printable(opening.initiator, 96)} (via {peer})", exc)
             yield Frame(kind=Frame.ABORT, job_id=job_id[:64], code=code, parameter=parameter)
             return
         channel = job.channel
@@ -813,6 +857,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 policy=self.config.policy,
                 fixed_seed_for_testing=self.config.fixed_seed_for_testing,
                 resume=resume,
+                checkpoint_written=self.metrics.checkpoint_written,
             )
             job = Job(job_id, kind, params, initiator, channel, context, pending=peer_nonce is None)
             job.nonces[self.role] = os.urandom(NONCE_BYTES)
@@ -875,9 +920,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 self.log.error("job of kind %s requested by %s not started: %s", kind_name, initiator, message)
                 raise UserError(f"job not started: peer {role}: {message}")
         job = self._new_job(kind, params, job_id, initiator, peers, resume=resume)
+        self._audit_requested(job)
         job.opened_by = self.role
         channels = job.channel.channels if isinstance(job.channel, ChannelGroup) else {peers[0]: job.channel}
-        self.log.info("job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers))
+        self.log.info(
+            "job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers),
+            extra={"job": job.job_id},
+        )  # fmt: skip
         calls = []
         for role, channel in channels.items():
             channel.queue_control(
@@ -917,7 +966,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                     raise ProtocolError(f"{self.role} is busy with job {self.running.job_id if self.running else '?'}")
                 job.pending = False
         except ProtocolError as exc:
-            job.channel.abort(AbortCode.MISMATCH if "refused peer" in str(exc) or "line up" in str(exc) else AbortCode.PROTOCOL)
+            job.abort_code = AbortCode.MISMATCH if "refused peer" in str(exc) or "line up" in str(exc) else AbortCode.PROTOCOL
+            job.channel.abort(job.abort_code)
             for call in calls:
                 call.cancel()
             job.state, job.error = JobInfo.FAILED, f"job not started: {exc}"
@@ -925,7 +975,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             job.done.set()
             self._release(job)
             self.log.error("job %s: %s", job.job_id, job.error)
-            raise UserError(job.error) from None
+            peer_code = getattr(job.channel, "peer_abort_code", 0)
+            raise JobRefused(job.error, peer_code or job.abort_code, refused_by=peers[0] if peer_code else "") from None
         self._launch(job)
         return job
 
@@ -972,9 +1023,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 AbortCode.BAD_REQUEST, "resume",
             )  # fmt: skip
         job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,), bytes(opening.nonce), resume)
+        self._audit_requested(job)
         job.nonces[peer] = bytes(opening.nonce)
         job.opened_by = peer
-        self.log.info("job %s (%s) %s by %s", job.job_id, job.kind.name, "resumed" if resume else "opened", initiator)
+        self.log.info(
+            "job %s (%s) %s by %s", job.job_id, job.kind.name, "resumed" if resume else "opened", initiator,
+            extra={"job": job.job_id},
+        )  # fmt: skip
         return job
 
     def _resume_request(self, job_id: str, params_json: str) -> tuple[str, str]:
@@ -1015,6 +1070,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
         def note(text: str) -> None:
             now = time.monotonic()
+            if text.startswith("phase "):
+                self.metrics.phase_entered(job, text[len("phase ") :])
             if text.startswith("phase ") or now - last_note[0] >= NOTE_INTERVAL_S:
                 last_note[0] = now
                 self.log.info("job %s: %s", job.job_id, text)
@@ -1049,6 +1106,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
     def _run_job(self, job: Job) -> None:
         ctx, channel = job.context, job.channel
         start = time.perf_counter()
+        self.metrics.job_started(job)
+        self._audit(lambda audit: audit.started(job.job_id, job.kind.name, sorted(set(job.nonces) - {self.role})))
         try:
             ctx.ledger.record("schema", self.hello.schema_fingerprint, "handshake")
             if self.role != MINER:  # the miner learns n from the parties' headers
@@ -1071,18 +1130,18 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 job.state, job.error = JobInfo.CANCELLED, ctx.cancel_reason or "cancelled"
                 if self._stopping.is_set():
                     job.error = self._failure_text(job, JobCancelled(job.error))
-                channel.abort(AbortCode.SHUTTING_DOWN if self._stopping.is_set() else AbortCode.CANCELLED)
+                self._abort(job, AbortCode.SHUTTING_DOWN if self._stopping.is_set() else AbortCode.CANCELLED)
             else:
                 job.state, job.error = JobInfo.FAILED, self._failure_text(job, exc)
-                channel.abort(_abort_code_for(exc))
+                self._abort(job, _abort_code_for(exc))
         except UserError as exc:
             job.state, job.error = JobInfo.FAILED, str(exc)
-            channel.abort(AbortCode.FAILED)
+            self._abort(job, AbortCode.FAILED)
         except Exception as exc:  # noqa: BLE001 - a job's bug must not take the daemon down
             self.log.exception("job %s crashed", job.job_id)
             job.state = JobInfo.FAILED
             job.error = f"internal error in job {job.kind.name} at {self.role}: {type(exc).__name__}: {exc}"
-            channel.abort(AbortCode.INTERNAL)
+            self._abort(job, AbortCode.INTERNAL)
         finally:
             if job.stats is None:
                 job.stats = self._stats(job, time.perf_counter() - start)
@@ -1090,6 +1149,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 job.peer_stats = _mirrored_peer_stats(channel, job.kind.name)
             if job.state != JobInfo.SUCCEEDED:
                 self.log.error("job %s %s: %s", job.job_id, JobInfo.State.Name(job.state).lower(), job.error)
+            self._audit_end(job)
             try:
                 self._write_job_files(job)
             except OSError as exc:
@@ -1111,6 +1171,70 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         if job.kind.name == "learn" and CheckpointStore(Path(self.config.out_dir), job.job_id, self.role).steps():
             return text + f"; when both daemons are up, resume with `ppbn learn --resume {job.job_id}`"
         return text + "; when both daemons are up, start the job again"
+
+    def _abort(self, job: Job, code: int) -> None:
+        job.abort_code = code
+        job.channel.abort(code)
+
+    # -- audit log and metrics (ppbn.parties.audit, ppbn.parties.metrics) ----------------
+    def _audit(self, append) -> bool:
+        """Append an audit event; a failure is logged loudly and reported as False."""
+        if self.audit is None:
+            return False
+        try:
+            append(self.audit)
+        except (OSError, ValueError) as exc:
+            self.log.error("audit log %s: cannot append an event: %s", self.audit.path, exc)
+            return False
+        return True
+
+    def _audit_requested(self, job: Job) -> None:
+        """Log a job this daemon accepted to run; refuse it if that cannot be logged."""
+        if self._audit(lambda audit: audit.requested(job.job_id, job.kind.name, job.initiator, job.params)):
+            if job.context.resume:
+                steps = CheckpointStore(Path(self.config.out_dir), job.job_id, self.role).steps()
+                self._audit(
+                    lambda audit: audit.resumed(job.job_id, job.kind.name, job.initiator, f"step {steps[-1]}" if steps else "none")
+                )  # fmt: skip
+            return
+        job.state, job.error = JobInfo.FAILED, f"job not started: {self.role}'s audit log cannot be written"
+        job.done.set()
+        self._release(job)
+        shutil.rmtree(job.context.out_dir, ignore_errors=True)  # it never ran: no files
+        raise JobRefused(job.error, AbortCode.INTERNAL)
+
+    def _audit_refusal(self, job_id: str, kind: str, requester: str, exc: UserError) -> None:
+        refused = isinstance(exc, JobRefused)
+        code = AbortCode.Name(exc.code) if refused and exc.code in AbortCode.values() else "NOT_STARTED"
+        self.metrics.job_refused(code)
+        self._audit(
+            lambda audit: audit.refused(
+                job_id, kind, requester, code=code, reason=str(exc),
+                parameter=exc.parameter if refused else "",
+                refused_by=(exc.refused_by if refused else "") or self.role,
+            )
+        )  # fmt: skip
+
+    def _audit_end(self, job: Job) -> None:
+        """What the job revealed (its ledger, by class) and how it ended, with the code."""
+        state = JobInfo.State.Name(job.state)
+        self.metrics.job_finished(job, state.lower())
+        self._audit(lambda audit: audit.revealed(job.job_id, job.context.ledger))
+        channels = job.channel.channels.values() if isinstance(job.channel, ChannelGroup) else [job.channel]
+        peer_code = next((c.peer_abort_code for c in channels if c.peer_abort_code), 0)
+        if job.state == JobInfo.SUCCEEDED:
+            event, code = "finished", ""
+        elif job.state == JobInfo.CANCELLED:
+            event, code = "cancelled", AbortCode.Name(job.abort_code or AbortCode.CANCELLED)
+        elif peer_code:
+            event, code = "aborted", AbortCode.Name(peer_code) if peer_code in AbortCode.values() else str(peer_code)
+        else:
+            event, code = "failed", AbortCode.Name(job.abort_code) if job.abort_code else "ABORT_UNSPECIFIED"
+        # an internal error's text may quote anything; the daemon's own log keeps it
+        error = "internal error (see the daemon log)" if job.abort_code == AbortCode.INTERNAL else job.error
+        stats = job.stats or {}
+        figures = {k: stats[k] for k in ("wall_s", "bytes_sent", "bytes_received", "rounds", "phases") if k in stats}
+        self._audit(lambda audit: audit.ended(job.job_id, event, code, error, figures))
 
     def _stats(self, job: Job, wall_s: float) -> dict[str, Any]:
         """This daemon's own figures; they stay here (only EXCHANGED_STATS cross the wire)."""

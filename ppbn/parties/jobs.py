@@ -170,6 +170,7 @@ class JobContext:
     link_failure: Callable[[], str | None] = field(default=lambda: None)
     resume: bool = False  # continue from the checkpoint both parties hold (``ppbn learn --resume``)
     current_phase: str = ""  # the last "phase ..." note: named when the job fails
+    checkpoint_written: Callable[[], None] = field(default=lambda: None)  # for the daemon's metrics
     _tally_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count(self, name: str, amount: int = 1) -> None:

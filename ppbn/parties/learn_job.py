@@ -228,6 +228,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
 
     def save(state: K2Checkpoint) -> None:
         store.save(meta, state)
+        context.checkpoint_written()
         context.progress(f"checkpoint after K2 step {state.step}")
 
     result = learn_secure(

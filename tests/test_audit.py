@@ -1,0 +1,328 @@
+"""Issue 16, part 3: the hash-chained audit log of a real daemon run, and tampering with it.
+
+Two real daemons (in-process, loopback, mutual TLS) run a learn job, a job refused by the
+initiator's own policy and one refused by the peer's; the tests then verify alice's log,
+and edit, delete, swap, insert and cut lines of copies of it: ``ppbn audit verify`` must
+fail naming the line every time, and the log must hold no data value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from adversarial.hostile import free_port, wait_for, write_dataset
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ppbn.cli import main
+from ppbn.errors import UserError
+from ppbn.parties.audit import AuditLog, AuditLogBroken, genesis_hash, line_hash, verify_log
+from ppbn.parties.client import DaemonClient
+from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+from ppbn.parties.policy import LocalPolicy
+from ppbn.parties.tls import make_local_pki
+
+TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
+N_RECORDS = 120
+
+
+def start_pair(
+    base: Path, pki: dict[str, Path], files: dict[str, Path], timeout_s: float = 20.0, **alice_extra
+) -> dict[str, PartyDaemon]:
+    """Honest alice and bob; bob's policy keeps its CPTs (no public disclosure)."""
+    policy = LocalPolicy.load(str(TEST_POLICY))
+    policies = {"alice": policy, "bob": replace(policy, disclosures=("owner", "shared"))}
+    ports = {"alice": free_port(), "bob": free_port()}
+    daemons = {}
+    for role in ("alice", "bob"):
+        peer = "bob" if role == "alice" else "alice"
+        config = DaemonConfig(
+            role=role, schema_path=str(files["schema"]), data_path=str(files[role]),
+            listen=f"127.0.0.1:{ports[role]}", peer=f"127.0.0.1:{ports[peer]}", tls_dir=str(pki[role]),
+            out_dir=str(base / f"out-{role}"), timeout_s=timeout_s, probe_interval_s=0.2, policy=policies[role],
+            **(alice_extra if role == "alice" else {}),
+        )  # fmt: skip
+        daemons[role] = PartyDaemon(config)
+        daemons[role].start()
+    wait_for(lambda: all(d.peer_state == "ok" for d in daemons.values()), 20, "handshake")
+    return daemons
+
+
+def operator(daemon: PartyDaemon, pki: dict[str, Path]) -> DaemonClient:
+    return DaemonClient(f"127.0.0.1:{daemon.port}", str(pki[daemon.role]), "operator")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> dict[str, Path]:
+    return make_local_pki(tmp_path_factory.mktemp("pki"), roles=("alice", "bob"))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, pki) -> dict[str, object]:
+    """One learn job, two refused by alice, one refused by bob; then both daemons stop."""
+    base = tmp_path_factory.mktemp("audit")
+    files = write_dataset(base / "data", N_RECORDS, seed=3)
+    daemons = start_pair(base, pki, files)
+    try:
+        with operator(daemons["alice"], pki) as client:
+            job = client.start("learn", {"key_bits": 1024, "max_parents": 1, "disclosure": "owner"}, "learn1")
+            outcome = client.wait(job, timeout_s=120)
+            assert outcome.state == "SUCCEEDED", outcome.error
+            with pytest.raises(UserError, match="max_parents"):
+                client.start("learn", {"key_bits": 1024, "max_parents": 50}, "toomany")
+            with pytest.raises(UserError, match="workers"):
+                client.start("learn", {"key_bits": 1024, "workers": 64}, "workers1")
+            with pytest.raises(UserError, match="disclosure"):
+                client.start("learn", {"key_bits": 1024, "max_parents": 1, "disclosure": "public"}, "public1")
+        wait_for(lambda: daemons["bob"].running is None, 20, "bob's end of the job")
+    finally:
+        for daemon in daemons.values():
+            daemon.stop(0.5)
+    return {"base": base, "files": files, "log": base / "out-alice" / "audit.log", "bob_log": base / "out-bob" / "audit.log"}
+
+
+def events(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_bytes().splitlines()]
+
+
+def verify(log: Path, capsys, *extra: str) -> tuple[int, str]:
+    code = main(["audit", "verify", str(log), *extra])
+    captured = capsys.readouterr()
+    return code, (captured.out + captured.err).strip()
+
+
+def tampered(run, tmp_path: Path) -> tuple[Path, list[bytes]]:
+    copy = tmp_path / "audit.log"
+    shutil.copyfile(run["log"], copy)
+    return copy, copy.read_bytes().splitlines(keepends=True)
+
+
+# -- a real run ---------------------------------------------------------------------------
+def test_the_log_of_a_real_run_verifies_and_holds_every_event(run, capsys):
+    code, message = verify(run["log"], capsys)
+    assert code == 0, message
+    assert "chain intact" in message
+    for log in (run["log"], run["bob_log"]):
+        assert verify(log, capsys)[0] == 0
+    alice = events(run["log"])
+    assert [e["seq"] for e in alice] == list(range(1, len(alice) + 1))
+    assert alice[0]["prev"] == genesis_hash("alice")
+    kinds = [(e["event"], e["job"]) for e in alice]
+    assert kinds[0] == ("daemon_started", "") and kinds[-1] == ("daemon_stopped", "")
+    for expected in [("requested", "learn1"), ("started", "learn1"), ("revealed", "learn1"), ("finished", "learn1")]:
+        assert expected in kinds
+    revealed = {e["class"]: e for e in alice if e["event"] == "revealed"}
+    assert {"schema", "record_count", "records_match", "k2_decision", "structure"} <= set(revealed)
+    assert all(isinstance(e["count"], int) and e["count"] >= 1 for e in revealed.values())
+    finished = next(e for e in alice if e["event"] == "finished")
+    assert finished["bytes_sent"] > 0 and finished["bytes_received"] > 0 and finished["phases"]
+    requested = next(e for e in alice if e["event"] == "requested")
+    assert requested["params"]["max_parents"] == 1 and "operator of alice" in requested["by"]
+
+
+def test_refusals_carry_the_code_and_the_parameter(run):
+    refused = {e["job"]: e for e in events(run["log"]) if e["event"] == "refused"}
+    assert refused["toomany"]["code"] == "BAD_REQUEST" and refused["toomany"]["parameter"] == "max_parents"
+    assert refused["workers1"]["code"] == "POLICY" and refused["workers1"]["parameter"] == "workers"
+    assert refused["toomany"]["refused_by"] == refused["workers1"]["refused_by"] == "alice"
+    assert refused["public1"]["refused_by"] == "bob" and refused["public1"]["code"] == "POLICY"
+    assert "disclosure" in refused["public1"]["reason"]
+    bob_refused = [e for e in events(run["bob_log"]) if e["event"] == "refused"]
+    assert len(bob_refused) == 1 and bob_refused[0]["parameter"] == "disclosure"
+    assert bob_refused[0]["job"] == "public1" and "via alice" in bob_refused[0]["by"]
+
+
+def test_no_data_value_reaches_the_log(run):
+    text = run["log"].read_text() + run["bob_log"].read_text()
+    for role in ("alice", "bob"):
+        rows = run["files"][role].read_text().splitlines()[1:]
+        for row in rows:
+            assert row.split(",")[0] not in text  # record ids
+    # the values the job revealed (CPT cells) stay in the job's own ledger
+    ledger = json.loads((run["base"] / "out-alice" / "learn1" / "ledger.json").read_text())
+    cells = [
+        repr(float(x))
+        for entry in ledger["entries"]
+        if entry["kind"] == "parameter"
+        for row in entry["value"]["cpt"]
+        for x in row
+    ]
+    assert cells, "the job revealed no CPT: the test would check nothing"
+    assert not [c for c in cells if len(c) > 6 and c in text]
+    assert "-----BEGIN" not in text
+
+
+def test_show_prints_one_line_per_event(run, capsys):
+    assert main(["audit", "show", str(run["log"])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(events(run["log"]))
+    assert any(re.match(r"^\S+Z\s+\d+\s+finished\s+learn1\s+wall_s=\S+ bytes_sent=\d+", line) for line in lines)
+    assert any(re.search(r"\s+refused\s+toomany\s+.*parameter=max_parents", line) for line in lines)
+
+
+# -- tampering ------------------------------------------------------------------------------
+def test_an_edited_line_is_named(run, tmp_path, capsys):
+    log, lines = tampered(run, tmp_path)
+    k = next(i for i, line in enumerate(lines) if b'"event":"finished"' in line)  # 0-based
+    lines[k] = lines[k].replace(b'"event":"finished"', b'"event":"failed"')
+    log.write_bytes(b"".join(lines))
+    code, message = verify(log, capsys)
+    assert code == 1 and message.count("\n") == 0
+    assert f"line {k + 2}:" in message and f"line {k + 1} was changed" in message
+
+
+def test_a_deleted_line_is_named(run, tmp_path, capsys):
+    log, lines = tampered(run, tmp_path)
+    del lines[4]
+    log.write_bytes(b"".join(lines))
+    code, message = verify(log, capsys)
+    assert code == 1 and "line 5: has sequence number 6, expected 5" in message
+
+
+def test_swapped_lines_are_named(run, tmp_path, capsys):
+    log, lines = tampered(run, tmp_path)
+    lines[2], lines[3] = lines[3], lines[2]
+    log.write_bytes(b"".join(lines))
+    code, message = verify(log, capsys)
+    assert code == 1 and "line 3: has sequence number 4, expected 3" in message
+
+
+def test_an_inserted_line_is_named(run, tmp_path, capsys):
+    log, lines = tampered(run, tmp_path)
+    lines.insert(3, lines[2])
+    log.write_bytes(b"".join(lines))
+    code, message = verify(log, capsys)
+    assert code == 1 and "line 4: has sequence number 3, expected 4" in message
+
+
+def test_a_rewritten_line_with_fixed_seq_breaks_the_next_link(run, tmp_path, capsys):
+    """An attacker who renumbers after deleting a line still breaks the hash chain."""
+    log, lines = tampered(run, tmp_path)
+    del lines[1]
+    fixed = []
+    for number, line in enumerate(lines, start=1):
+        entry = json.loads(line)
+        entry["seq"] = number
+        fixed.append(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+    log.write_bytes(b"".join(fixed))
+    code, message = verify(log, capsys)
+    assert code == 1 and "line 2: its prev does not match the hash of line 1" in message
+
+
+def test_a_cut_last_line_is_named(run, tmp_path, capsys):
+    log, lines = tampered(run, tmp_path)
+    lines[-1] = lines[-1][:20]
+    log.write_bytes(b"".join(lines))
+    code, message = verify(log, capsys)
+    assert code == 1 and f"line {len(lines)}: is incomplete" in message
+
+
+def test_the_signed_head_catches_changes_at_the_end(run, pki, tmp_path, capsys):
+    log, lines = tampered(run, tmp_path)
+    assert main(["audit", "sign", str(log), "--key", str(pki["alice"] / "alice.key")]) == 0
+    capsys.readouterr()
+    code, message = verify(log, capsys, "--cert", str(pki["alice"] / "alice.crt"))
+    assert code == 0 and "signature valid" in message
+    # a certificate of another party does not vouch for alice's head
+    code, message = verify(log, capsys, "--cert", str(pki["bob"] / "bob.crt"))
+    assert code == 1 and "another key" in message
+    # the last line edited: only the signed head can tell
+    last = json.loads(lines[-1])
+    last["time"] = "2000-01-01T00:00:00.000000Z"
+    edited = tmp_path / "edited.log"
+    edited.write_bytes(b"".join(lines[:-1]) + json.dumps(last, separators=(",", ":")).encode() + b"\n")
+    shutil.copyfile(str(log) + ".head.sig", str(edited) + ".head.sig")
+    code, message = verify(edited, capsys, "--cert", str(pki["alice"] / "alice.crt"))
+    assert code == 1 and f"line {len(lines)}: differs from the signed head" in message
+    # the last line removed
+    shortened = tmp_path / "short.log"
+    shortened.write_bytes(b"".join(lines[:-1]))
+    shutil.copyfile(str(log) + ".head.sig", str(shortened) + ".head.sig")
+    code, message = verify(shortened, capsys)
+    assert code == 1 and "lines were removed at the end" in message
+
+
+def test_unreadable_input_is_a_user_error(tmp_path, capsys):
+    code, message = verify(tmp_path / "missing.log", capsys)
+    assert code == 2 and "cannot read audit log" in message and message.count("\n") == 0
+
+
+# -- the log as the daemon keeps it ---------------------------------------------------------
+def test_reopening_continues_the_chain_and_a_second_writer_is_refused(tmp_path):
+    path = tmp_path / "a" / "audit.log"
+    first = AuditLog(path, "bob")
+    first.event("daemon_started")
+    with pytest.raises(UserError, match="in use by another process"):
+        AuditLog(path, "bob")
+    first.close()
+    second = AuditLog(path, "bob")
+    second.resumed("j1", "learn", "operator of bob", checkpoint="step 7")
+    second.close()
+    state = verify_log(path.read_bytes(), "bob")
+    assert state.lines == 2 and state.head == line_hash(path.read_bytes().splitlines()[1])
+    assert json.loads(path.read_bytes().splitlines()[1])["event"] == "resumed"
+    with pytest.raises(AuditLogBroken, match="line 1: belongs to party 'bob'"):
+        verify_log(path.read_bytes(), "alice")
+
+
+def test_a_daemon_refuses_to_start_on_a_broken_log(run, pki, tmp_path):
+    log, lines = tampered(run, tmp_path)
+    del lines[2]
+    log.write_bytes(b"".join(lines))
+    config = DaemonConfig(
+        role="alice", schema_path=str(run["files"]["schema"]), data_path=str(run["files"]["alice"]),
+        listen=f"127.0.0.1:{free_port()}", peer=f"127.0.0.1:{free_port()}", tls_dir=str(pki["alice"]),
+        out_dir=str(tmp_path / "out"), audit_log=str(log), policy=LocalPolicy.load(str(TEST_POLICY)),
+    )  # fmt: skip
+    daemon = PartyDaemon(config)
+    with pytest.raises(UserError, match=r"audit log .* is broken at line 3: has sequence number 4"):
+        daemon.start()
+    daemon.stop(0.1)
+
+
+
+def test_a_job_whose_request_cannot_be_logged_is_refused(pki, tmp_path):
+    files = write_dataset(tmp_path / "data", N_RECORDS, seed=5)
+    daemons = start_pair(tmp_path, pki, files)
+    try:
+        daemons["bob"].audit.close()  # as if its disk had failed
+        with operator(daemons["alice"], pki) as client:
+            with pytest.raises(UserError, match="peer bob aborted the job: .*internal"):
+                client.start("ping", {"rounds": 1}, "unlogged")
+            daemons["alice"].audit.close()
+            with pytest.raises(UserError, match="alice's audit log cannot be written"):
+                client.start("ping", {"rounds": 1}, "unlogged2")
+        assert daemons["bob"].running is None and daemons["alice"].running is None
+        assert not (tmp_path / "out-bob" / "unlogged").exists()
+    finally:
+        for daemon in daemons.values():
+            daemon.stop(0.5)
+
+
+# -- any single change before the last line is caught (property) ----------------------------
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    count=st.integers(3, 12),
+    data=st.data(),
+)
+def test_any_changed_byte_before_the_last_line_is_caught(tmp_path, count, data):
+    path = tmp_path / f"prop-{count}.log"
+    path.unlink(missing_ok=True)
+    log = AuditLog(path, "alice")
+    for i in range(count):
+        log.event("revealed", f"job{i}", **{"class": "edge", "count": i})
+    log.close()
+    raw = bytearray(path.read_bytes())
+    last_line_start = raw.rstrip(b"\n").rfind(b"\n") + 1
+    position = data.draw(st.integers(0, last_line_start - 1), label="position")
+    replacement = data.draw(st.integers(0, 255).filter(lambda b: b != raw[position]), label="byte")
+    changed_line = raw[:position].count(b"\n") + 1
+    raw[position] = replacement
+    with pytest.raises(AuditLogBroken) as broken:
+        verify_log(bytes(raw), "alice")
+    assert broken.value.line <= changed_line + 1
