@@ -47,9 +47,12 @@ def run(argv: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+DAEMON_OWN_FILES = {"audit.log"}  # the daemon's audit log lives beside the job folders
+
+
 def entries(folder: Path) -> list[str]:
-    """Everything in a folder, hidden temporaries included."""
-    return sorted(p.name for p in folder.iterdir())
+    """Everything in a folder, hidden temporaries included (not the daemon's audit log)."""
+    return sorted(p.name for p in folder.iterdir() if p.name not in DAEMON_OWN_FILES)
 
 
 def unwritable_folder(tmp_path: Path) -> Path:
@@ -355,7 +358,7 @@ def test_a_successful_job_folder_appears_whole(in_process):
 
     def writes(role, channel, context):
         (context.out_dir / "network.json").write_text("{}")
-        seen_during_run.append(sorted(p.name for p in Path(in_process.out[role]).iterdir()))
+        seen_during_run.append(entries(Path(in_process.out[role])))
         channel.send("x", b"1")
         channel.recv("x")
         return {"file": str(context.out_dir / "network.json")}

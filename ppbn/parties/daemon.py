@@ -860,6 +860,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 checkpoint_written=self.metrics.checkpoint_written,
             )
             job = Job(job_id, kind, params, initiator, channel, context, pending=peer_nonce is None)
+            # set under the lock: a crossing OPEN may arrive before start_job goes on
+            job.opened_by = self.role if peer_nonce is None else peers[0]
             job.nonces[self.role] = os.urandom(NONCE_BYTES)
             self.running = job
             self.jobs[job_id] = job
@@ -1178,9 +1180,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     # -- audit log and metrics (ppbn.parties.audit, ppbn.parties.metrics) ----------------
     def _audit(self, append) -> bool:
-        """Append an audit event; a failure is logged loudly and reported as False."""
+        """Append an audit event; a failure is logged loudly and reported as False. A daemon
+        object that is not serving (start() opens the log) has nothing to append to."""
         if self.audit is None:
-            return False
+            return True
         try:
             append(self.audit)
         except (OSError, ValueError) as exc:
