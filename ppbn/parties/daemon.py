@@ -53,11 +53,12 @@ from typing import Any
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
 from ppbn.parties.data import PartyData, load_party_data
-from ppbn.parties.grpc_channel import GrpcChannel, frame_kind_name
+from ppbn.parties.grpc_channel import MALFORMED, GrpcChannel, frame_kind_name
 from ppbn.parties.jobs import (
     JobCancelled,
     JobContext,
@@ -382,7 +383,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             options=server_options(self.config.frame_bytes),
             maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         )
-        party_pb2_grpc.add_PartyServiceServicer_to_server(self, server)
+        add_party_service(self, server)
         try:
             if self.tls is None:
                 port = server.add_insecure_port(self.config.listen)
@@ -556,6 +557,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
     # -- RPCs ----------------------------------------------------------------------
     def Health(self, request, context):  # noqa: N802 - gRPC method name
         self._require_operator_or_peer(context, "health queries")
+        _require_parsed(request, context, "HealthRequest")
         running = self.running
         return party_pb2.HealthReply(
             status=party_pb2.HealthReply.SHUTTING_DOWN
@@ -570,6 +572,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     def Handshake(self, request, context):  # noqa: N802
         certified = self._require_peer(context, "handshakes")
+        _require_parsed(request, context, "Hello")
         role = self._claimed_peer(certified, request.role)
         if self.tls is not None and request.identity != certified:
             mismatch: str | None = (
@@ -585,6 +588,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     def StartJob(self, request, context):  # noqa: N802
         initiator = self._require_operator(context, "job requests")
+        _require_parsed(request, context, "JobRequest")
         try:
             job = self.start_job(request.kind, request.params_json, request.job_id, initiator)
         except UserError as exc:
@@ -593,10 +597,12 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     def JobStatus(self, request, context):  # noqa: N802
         self._require_operator(context, "job status queries")
+        _require_parsed(request, context, "JobQuery")
         return self._known_job(request.job_id, context).info()
 
     def CancelJob(self, request, context):  # noqa: N802
         caller = self._require_operator(context, "job cancellations")
+        _require_parsed(request, context, "JobQuery")
         job = self._known_job(request.job_id, context)
         self.cancel_job(job, f"cancelled by {caller}")
         job.done.wait(5.0)
@@ -613,6 +619,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         try:
             opening = next(request_iterator)
         except (StopIteration, grpc.RpcError):
+            return
+        if opening is MALFORMED:
+            self.log.error("refused a job stream from %s: its first frame is not a valid Frame message", certified or "?")
+            yield Frame(kind=Frame.ABORT, code=AbortCode.PROTOCOL)
             return
         job_id = opening.job_id
         peer = self._claimed_peer(certified, opening.hello.role)
@@ -979,6 +989,40 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         stats = {"self": job.stats, "peer": job.peer_stats}
         (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         (out / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
+
+
+def _parse_or_malformed(message_type: type) -> Any:
+    """A request deserializer that answers MALFORMED for bytes that are not a valid message:
+    gRPC's own failure would be an INTERNAL status and a traceback in the log."""
+
+    def parse(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except DecodeError:
+            return MALFORMED
+
+    return parse
+
+
+def add_party_service(servicer: PartyDaemon, server: grpc.Server) -> None:
+    """Register every RPC of party.proto's PartyService, with ``_parse_or_malformed`` requests
+    (each handler refuses a MALFORMED request: ``_require_parsed``, or a PROTOCOL abort)."""
+    service = party_pb2.DESCRIPTOR.services_by_name["PartyService"]
+    handlers = {}
+    for method in service.methods:
+        request = _parse_or_malformed(getattr(party_pb2, method.input_type.name))
+        reply = getattr(party_pb2, method.output_type.name).SerializeToString
+        make = grpc.stream_stream_rpc_method_handler if method.client_streaming else grpc.unary_unary_rpc_method_handler
+        handlers[method.name] = make(
+            getattr(servicer, method.name), request_deserializer=request, response_serializer=reply
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
+def _require_parsed(request: Any, context: grpc.ServicerContext, message: str) -> None:
+    if request is MALFORMED:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {message} message")
 
 
 def _abort_code_for(exc: ProtocolError) -> int:

@@ -53,6 +53,13 @@ ABORT_TEXTS = {
 }
 
 
+class Malformed:
+    """A request the daemon's parser could not decode (gRPC refuses None from a parser)."""
+
+
+MALFORMED = Malformed()
+
+
 def abort_text(code: int, parameter: str = "") -> str:
     """The fixed one-line text of an abort code; the parameter name only if it looks like one."""
     text = ABORT_TEXTS.get(code, f"abort code {int(code)}")
@@ -141,6 +148,9 @@ class GrpcChannel(Channel):
         size = 0
         try:
             for frame in frames:
+                if frame is MALFORMED:
+                    reason = f"peer {self.peer} sent a frame that is not a valid Frame message"
+                    break
                 self._got_frame = True
                 self.wire_bytes_received += frame.ByteSize()
                 if frame.job_id != self.job_id:
