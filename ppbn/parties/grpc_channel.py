@@ -148,6 +148,8 @@ class GrpcChannel(Channel):
         size = 0
         try:
             for frame in frames:
+                if self._finished.is_set():  # the job is over here: hold nothing more of the peer's
+                    break
                 if frame is MALFORMED:
                     reason = f"peer {self.peer} sent a frame that is not a valid Frame message"
                     break

@@ -21,11 +21,11 @@ def fuzz_env(tmp_path_factory):
         alice.start()
         wait_for(bob.healthy, 60, "bob's daemon to serve")
         wait_for(lambda: alice.peer_state == "ok", 30, "alice's handshake with bob")
-        TALLY.rss_before_mib = TALLY.rss_peak_mib = bob.rss_mib()
+        TALLY.rss_before_mib = bob.rss_mib()
         yield alice, bob
     finally:
         if bob.process.poll() is None:
-            TALLY.rss_after_mib = bob.rss_mib()
+            TALLY.rss_after_mib, TALLY.rss_peak_mib = bob.rss_mib(), bob.peak_rss_mib()
         alice.stop(0.5)
         bob.stop()
 

@@ -29,7 +29,7 @@ import grpc
 import numpy as np
 
 from ppbn.errors import UserError
-from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+from ppbn.parties.daemon import DaemonConfig, JobRefused, PartyDaemon
 from ppbn.parties.net import dial
 from ppbn.parties.policy import LocalPolicy
 from ppbn.parties.tls import load_tls_files
@@ -111,11 +111,12 @@ def write_dataset(base: Path, n: int = N_RECORDS, seed: int = 16) -> dict[str, P
     return files
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field_name: str = "VmRSS") -> float:
+    """Resident memory of a process (VmRSS), or its high-water mark since it started (VmHWM)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field_name}:"):
             return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for process {pid}")
+    raise AssertionError(f"no {field_name} for process {pid}")
 
 
 def phase_of(frame: Frame) -> str:
@@ -135,8 +136,23 @@ class Mutation:
     value: object = None
 
     def __str__(self) -> str:
-        shown = repr(self.value)
-        return self.name if self.value is None else f"{self.name}={shown[:60]}"
+        return self.name if self.value is None else f"{self.name}={describe(self.value)}"
+
+
+def describe(value: object) -> str:
+    """A short text for a fuzz value (a frame's repr can be megabytes)."""
+    if isinstance(value, bytes | bytearray):
+        return f"{len(value)} bytes {bytes(value[:16])!r}"
+    if isinstance(value, Frame):
+        return (
+            f"Frame(kind={value.kind}, job_id={value.job_id[:20]!r}, seq={value.seq}, tag={value.tag[:20]!r}, "
+            f"payload {len(value.payload)} bytes, more={value.more}, code={value.code})"
+        )
+    if isinstance(value, tuple | list):
+        shown = ", ".join(describe(v) for v in value[:3])
+        return f"[{shown}{', ...' if len(value) > 3 else ''}] ({len(value)} items)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
 
 
 END = object()  # in a mutation's output: end the stream here (premature half-close)
@@ -259,6 +275,12 @@ class FuzzAlice(PartyDaemon):
     """Alice's real daemon code; the next job stream she sends passes through ``plan``."""
 
     plan: Plan | None = None
+    refuse_jobs = False  # answer BUSY to bob's job requests (a fuzzed StartJob then costs no job)
+
+    def _accept_job(self, opening, peer):  # type: ignore[no-untyped-def]
+        if self.refuse_jobs:
+            raise JobRefused("the fuzzing alice runs no job now", AbortCode.BUSY)
+        return super()._accept_job(opening, peer)
 
     def start(self) -> int:
         port = super().start()
@@ -328,6 +350,9 @@ class BobProcess:
     def rss_mib(self) -> float:
         return rss_mib(self.process.pid)
 
+    def peak_rss_mib(self) -> float:
+        return rss_mib(self.process.pid, "VmHWM")
+
     def new_log(self) -> str:
         """What bob logged since the last call."""
         with open(self.log_path, "rb") as log:
@@ -371,7 +396,7 @@ class Tally:
     slowest_end_s: float = 0.0  # longest time from a hostile frame to bob's job end
     rss_before_mib: float = 0.0
     rss_after_mib: float = 0.0
-    rss_peak_mib: float = 0.0
+    rss_peak_mib: float = 0.0  # bob's VmHWM: the kernel's high-water mark, between samples too
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -448,7 +473,7 @@ class Fuzzer:
             time.sleep(1.0)  # one retry: the health call itself may have hit the RPC bound
             if not self.bob.healthy():
                 self.fail(f"bob stopped answering Health after {what}", crash=True)
-        TALLY.rss_peak_mib = max(TALLY.rss_peak_mib, self.bob.rss_mib())
+        TALLY.rss_peak_mib = self.bob.peak_rss_mib()
         lines = [line for line in self.bob.new_log().splitlines() if LOG_FINDINGS.search(line)]
         if lines:
             self.fail(f"bob's log after {what}: {lines[0][:300]}")
@@ -461,9 +486,10 @@ class Fuzzer:
             self.fail(f"{rpc} answered {code.name} ({details[:200]}) after {what}")
 
     # -- unary RPCs ---------------------------------------------------------------------
-    def unary(self, rpc: str, request: object, as_peer: bool) -> None:
-        """One unary call (a message, or raw bytes) with the operator's or the peer's certificate."""
-        what = f"{rpc} {'as peer' if as_peer else 'as operator'} with {str(request)[:200]!r}"
+    def unary(self, rpc: str, request: object, as_peer: bool, peer_runs_jobs: bool = False) -> None:
+        """One unary call (a message, or raw bytes) with the operator's or the peer's
+        certificate; a StartJob that bob accepts runs a real job only if ``peer_runs_jobs``."""
+        what = f"{rpc} {'as peer' if as_peer else 'as operator'} with {describe(request) if isinstance(request, bytes) else repr(str(request)[:200])}"
         if isinstance(request, bytes):
             call = self.bob.raw_unary(rpc, as_peer)
             phase = "raw bytes"
@@ -472,11 +498,14 @@ class Fuzzer:
             call = getattr(stub, rpc)
             phase = "message"
         TALLY.sent(rpc, f"{phase} as {'peer' if as_peer else 'operator'}")
+        self.alice.refuse_jobs = not peer_runs_jobs
         try:
             reply = call(request, timeout=RPC_TIMEOUT_S)
             code, details = grpc.StatusCode.OK, ""
         except grpc.RpcError as exc:
             reply, code, details = None, exc.code(), exc.details() or ""
+        finally:
+            self.alice.refuse_jobs = False
         self.check_status(rpc, code, details, what)
         if rpc == "StartJob" and reply is not None:
             job_id = reply.job_id if not isinstance(reply, bytes) else JobInfo.FromString(reply).job_id
@@ -504,7 +533,7 @@ class Fuzzer:
     # -- job streams ----------------------------------------------------------------------
     def first_frames(self, items: list[object], phase: str) -> None:
         """Open a job stream at bob whose first message(s) are ``items``; read every answer."""
-        what = f"a job stream opened with {str(items)[:300]!r}"
+        what = f"a job stream opened with {describe(items)}"
         TALLY.sent("Exchange", phase, 1)
         call = self.bob.raw_exchange()
         try:

@@ -26,9 +26,9 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="
 
 # examples per test: (short, long)
 EXAMPLES = {
-    "unary": (120, 6_000),
-    "first": (50, 2_000),
-    "stream": (40, 2_000),
+    "unary": (150, 5_000),
+    "first": (60, 2_500),
+    "stream": (40, 2_500),
     "learn": (6, 300),
 }
 RSS_GROWTH_BOUND_MIB = 200
@@ -51,8 +51,15 @@ def fuzzer(fuzz_env) -> Fuzzer:
 
 
 @st.composite
-def unary_calls(draw) -> tuple[str, object, bool]:
-    """(rpc, request or raw bytes, as the peer?) for every unary RPC."""
+def unary_calls(draw) -> tuple[str, object, bool, bool]:
+    """(rpc, request or raw bytes, as the peer?, does alice run a job bob starts?) for every
+    unary RPC. Alice runs one for a tenth of the StartJob calls; else she answers BUSY."""
+    call = draw(unary_requests())
+    return (*call, call[0] == "StartJob" and draw(st.integers(0, 9)) == 0)
+
+
+@st.composite
+def unary_requests(draw) -> tuple[str, object, bool]:
     rpc = draw(st.sampled_from(["Health", "Handshake", "StartJob", "JobStatus", "CancelJob"]))
     as_peer = draw(st.booleans()) if rpc in ("Health", "Handshake") else draw(st.integers(0, 9)) == 0
     if draw(st.integers(0, 4)) == 0:
@@ -140,13 +147,24 @@ def test_a_hostile_frame_in_any_phase_of_a_learn_job(fuzzer):
     _hostile_jobs(fuzzer, ("learn",), "learn")
 
 
-@pytest.mark.parametrize("phase", ["open", "records", "tables", "done"])
-def test_an_oversized_frame_in_a_phase(fuzzer, phase):
-    """One frame over the gRPC message limit (the policy's max_message_mb, 32 MiB)."""
+OVERSIZED = [("tables", "open"), ("tables", "records"), ("tables", "tables"), ("learn", "yao"), ("learn", "arith"), ("learn", "params"), ("learn", "done")]
+
+
+@pytest.mark.parametrize(("kind", "phase"), OVERSIZED)
+def test_an_oversized_frame_in_a_phase(fuzzer, kind, phase):
+    """One frame over the gRPC message limit (the policy's max_message_mb, 32 MiB, plus 64 KiB)."""
+    phases = fuzzer.record_honest_phases(kind, HONEST_PARAMS[kind], "alice")
+    huge = Mutation("replace_payload", b"\x01" * (33 * MIB))
+    assert fuzzer.hostile_job(kind, HONEST_PARAMS[kind], "alice", phases.index(phase), huge)
+
+
+def test_a_message_split_into_endless_chunks(fuzzer):
+    """DATA frames flagged ``more`` that never end: 40 chunks of 16 MiB, past the Channel's
+    message limit (512 MiB); bob must fail the job, and give the memory back."""
     phases = fuzzer.record_honest_phases("tables", HONEST_PARAMS["tables"], "alice")
-    k = phases.index(phase)
-    huge = Mutation("replace_payload", b"\x01" * (32 * MIB + 1))
-    assert fuzzer.hostile_job("tables", HONEST_PARAMS["tables"], "alice", k, huge)
+    chunk = Frame(kind=Frame.DATA, tag="tables.ciphertexts", payload=b"\x02" * (16 * MIB), more=True)
+    flood = Mutation("random_frames", (chunk,) * 40)
+    assert fuzzer.hostile_job("tables", HONEST_PARAMS["tables"], "alice", phases.index("tables"), flood)
 
 
 def test_rss_stays_bounded(fuzzer):
