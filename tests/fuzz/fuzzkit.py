@@ -353,6 +353,11 @@ class BobProcess:
     def peak_rss_mib(self) -> float:
         return rss_mib(self.process.pid, "VmHWM")
 
+    def reset_peak_rss(self) -> None:
+        """Start a new high-water mark (Linux: write 5 to clear_refs); the run's peak is kept in the tally."""
+        TALLY.rss_peak_mib = max(TALLY.rss_peak_mib, self.peak_rss_mib())
+        Path(f"/proc/{self.process.pid}/clear_refs").write_text("5")
+
     def new_log(self) -> str:
         """What bob logged since the last call."""
         with open(self.log_path, "rb") as log:
@@ -453,6 +458,7 @@ class Fuzzer:
         self.alice = alice
         self.bob = bob
         self._ids = 0
+        self.last_error = ""  # bob's error for the last hostile job
         self.honest_phases: dict[tuple[str, str], list[str]] = {}
 
     def fresh_job_id(self) -> str:
@@ -473,7 +479,7 @@ class Fuzzer:
             time.sleep(1.0)  # one retry: the health call itself may have hit the RPC bound
             if not self.bob.healthy():
                 self.fail(f"bob stopped answering Health after {what}", crash=True)
-        TALLY.rss_peak_mib = self.bob.peak_rss_mib()
+        TALLY.rss_peak_mib = max(TALLY.rss_peak_mib, self.bob.peak_rss_mib())
         lines = [line for line in self.bob.new_log().splitlines() if LOG_FINDINGS.search(line)]
         if lines:
             self.fail(f"bob's log after {what}: {lines[0][:300]}")
@@ -599,6 +605,7 @@ class Fuzzer:
             state, error = JobInfo.State.Name(info.state), info.error
         except grpc.RpcError as exc:
             state, error = exc.code().name, ""
+        self.last_error = error
         abort = alice_job.channel.peer_abort_code if alice_job is not None else 0
         TALLY.saw("Exchange", f"{state}" + (f" + ABORT {AbortCode.Name(abort)}" if abort else ""))
         if "internal error" in error or abort == AbortCode.INTERNAL:

@@ -159,12 +159,19 @@ def test_an_oversized_frame_in_a_phase(fuzzer, kind, phase):
 
 
 def test_a_message_split_into_endless_chunks(fuzzer):
-    """DATA frames flagged ``more`` that never end: 40 chunks of 16 MiB, past the Channel's
-    message limit (512 MiB); bob must fail the job, and give the memory back."""
+    """DATA frames flagged ``more`` that never end: 40 chunks of 16 MiB (640 MiB, past the
+    Channel's 512 MiB message limit). Bob must refuse the message once it is longer than
+    both its queue budget (64 MiB) and what its protocol expects next, so its memory
+    never grows by the flood's size."""
     phases = fuzzer.record_honest_phases("tables", HONEST_PARAMS["tables"], "alice")
     chunk = Frame(kind=Frame.DATA, tag="tables.ciphertexts", payload=b"\x02" * (16 * MIB), more=True)
     flood = Mutation("random_frames", (chunk,) * 40)
+    fuzzer.bob.reset_peak_rss()
+    before = fuzzer.bob.rss_mib()
     assert fuzzer.hostile_job("tables", HONEST_PARAMS["tables"], "alice", phases.index("tables"), flood)
+    assert "expects a shorter one" in fuzzer.last_error, fuzzer.last_error
+    peak = fuzzer.bob.peak_rss_mib()
+    assert peak - before < RSS_GROWTH_BOUND_MIB, f"bob's RSS went from {before:.0f} to {peak:.0f} MiB"
 
 
 def test_rss_stays_bounded(fuzzer):
