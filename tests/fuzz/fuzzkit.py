@@ -480,9 +480,11 @@ class Fuzzer:
             if not self.bob.healthy():
                 self.fail(f"bob stopped answering Health after {what}", crash=True)
         TALLY.rss_peak_mib = max(TALLY.rss_peak_mib, self.bob.peak_rss_mib())
-        lines = [line for line in self.bob.new_log().splitlines() if LOG_FINDINGS.search(line)]
-        if lines:
-            self.fail(f"bob's log after {what}: {lines[0][:300]}")
+        log = self.bob.new_log().splitlines()
+        hits = [i for i, line in enumerate(log) if LOG_FINDINGS.search(line)]
+        if hits:
+            excerpt = " | ".join(line[:200] for line in log[hits[0] : hits[0] + 20])
+            self.fail(f"bob's log after {what}: {excerpt}")
 
     def check_status(self, rpc: str, code: grpc.StatusCode, details: str, what: str) -> None:
         TALLY.saw(rpc, code.name)
@@ -609,7 +611,9 @@ class Fuzzer:
         abort = alice_job.channel.peer_abort_code if alice_job is not None else 0
         TALLY.saw("Exchange", f"{state}" + (f" + ABORT {AbortCode.Name(abort)}" if abort else ""))
         if "internal error" in error or abort == AbortCode.INTERNAL:
-            self.fail(f"bob's job failed with an internal error after {what}: {error[:300]}")
+            time.sleep(0.5)  # bob logs the traceback as the job ends
+            trace = " | ".join(line[:200] for line in self.bob.new_log().splitlines() if line.startswith(("  ", "Traceback")))
+            self.fail(f"bob's job failed with an internal error after {what}: {error[:300]} | {trace[-1500:]}")
         self.settle_alice(job_id)
         self.check_bob(what)
         return True
