@@ -3,6 +3,8 @@ fuzz tests of one session; the tally is printed at the end of the run."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from fuzzkit import TALLY, BobProcess, free_port, make_alice, wait_for, write_dataset
 
@@ -22,6 +24,7 @@ def fuzz_env(tmp_path_factory):
         wait_for(bob.healthy, 60, "bob's daemon to serve")
         wait_for(lambda: alice.peer_state == "ok", 30, "alice's handshake with bob")
         TALLY.rss_before_mib = bob.rss_mib()
+        TALLY.started = time.monotonic()  # the fuzz tests' own time, not the whole session's
         yield alice, bob
     finally:
         if bob.process.poll() is None:
