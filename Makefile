@@ -8,7 +8,7 @@ STAMP := $(VENV)/.ppbn-installed
 PROTOS := $(wildcard ppbn/proto/*.proto)
 STUBS := $(PROTOS:.proto=_pb2.py)
 
-.PHONY: all install stubs demo test lint clean
+.PHONY: all install stubs demo test lint clean fuzz
 
 all: test
 
@@ -33,6 +33,10 @@ lint: install
 
 test: install lint
 	$(PY) -m pytest
+
+# The long fuzz run (issue 16): over 10,000 mutated messages at a live daemon; prints the tally.
+fuzz: install
+	PPBN_FUZZ=long $(PY) -m pytest tests/fuzz -q -p no:randomly -p no:cacheprovider --timeout=7200
 
 clean:
 	rm -rf $(VENV) build *.egg-info ppbn/proto/*_pb2*.py ppbn/proto/*_pb2*.pyi

@@ -55,13 +55,14 @@ from typing import Any
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
 from ppbn.parties.audit import AuditLog
 from ppbn.parties.checkpoint import CheckpointStore, data_digest
 from ppbn.parties.data import PartyData, load_party_data
-from ppbn.parties.grpc_channel import GrpcChannel, frame_kind_name
+from ppbn.parties.grpc_channel import MALFORMED, GrpcChannel, frame_kind_name
 from ppbn.parties.health import DaemonHealth
 from ppbn.parties.jobs import (
     JobCancelled,
@@ -445,7 +446,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             options=server_options(self.config.frame_bytes),
             maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         )
-        party_pb2_grpc.add_PartyServiceServicer_to_server(self, server)
+        add_party_service(self, server)
         self._health.add_to(server)
         try:
             if self.tls is None:
@@ -640,6 +641,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
     # -- RPCs ----------------------------------------------------------------------
     def Health(self, request, context):  # noqa: N802 - gRPC method name
         self._require_operator_or_peer(context, "health queries")
+        _require_parsed(request, context, "HealthRequest")
         running = self.running
         return party_pb2.HealthReply(
             status=party_pb2.HealthReply.SHUTTING_DOWN
@@ -654,6 +656,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     def Handshake(self, request, context):  # noqa: N802
         certified = self._require_peer(context, "handshakes")
+        _require_parsed(request, context, "Hello")
         role = self._claimed_peer(certified, request.role)
         if self.tls is not None and request.identity != certified:
             mismatch: str | None = (
@@ -669,6 +672,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     def StartJob(self, request, context):  # noqa: N802
         initiator = self._require_operator(context, "job requests")
+        _require_parsed(request, context, "JobRequest")
         try:
             job = self.start_job(request.kind, request.params_json, request.job_id, initiator, request.resume)
         except UserError as exc:
@@ -678,10 +682,12 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
 
     def JobStatus(self, request, context):  # noqa: N802
         self._require_operator(context, "job status queries")
+        _require_parsed(request, context, "JobQuery")
         return self._known_job(request.job_id, context).info()
 
     def CancelJob(self, request, context):  # noqa: N802
         caller = self._require_operator(context, "job cancellations")
+        _require_parsed(request, context, "JobQuery")
         job = self._known_job(request.job_id, context)
         self.cancel_job(job, f"cancelled by {caller}")
         job.done.wait(5.0)
@@ -698,6 +704,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         try:
             opening = next(request_iterator)
         except (StopIteration, grpc.RpcError):
+            return
+        if opening is MALFORMED:
+            self.log.error("refused a job stream from %s: its first frame is not a valid Frame message", certified or "?")
+            yield Frame(kind=Frame.ABORT, code=AbortCode.PROTOCOL)
             return
         job_id = opening.job_id
         peer = self._claimed_peer(certified, opening.hello.role)
@@ -1296,6 +1306,40 @@ def resume_session(job_id: str, opened_by: str, nonces: dict[str, bytes]) -> byt
     order = [opened_by, *sorted(r for r in nonces if r != opened_by)]
     digest = hashlib.sha256(b"ppbn/resume" + b"".join(nonces[r] for r in order)).hexdigest()[:32]
     return f"{job_id}/resume/{digest}".encode()
+
+
+def _parse_or_malformed(message_type: type) -> Any:
+    """A request deserializer that answers MALFORMED for bytes that are not a valid message:
+    gRPC's own failure would be an INTERNAL status and a traceback in the log."""
+
+    def parse(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except DecodeError:
+            return MALFORMED
+
+    return parse
+
+
+def add_party_service(servicer: PartyDaemon, server: grpc.Server) -> None:
+    """Register every RPC of party.proto's PartyService, with ``_parse_or_malformed`` requests
+    (each handler refuses a MALFORMED request: ``_require_parsed``, or a PROTOCOL abort)."""
+    service = party_pb2.DESCRIPTOR.services_by_name["PartyService"]
+    handlers = {}
+    for method in service.methods:
+        request = _parse_or_malformed(getattr(party_pb2, method.input_type.name))
+        reply = getattr(party_pb2, method.output_type.name).SerializeToString
+        make = grpc.stream_stream_rpc_method_handler if method.client_streaming else grpc.unary_unary_rpc_method_handler
+        handlers[method.name] = make(
+            getattr(servicer, method.name), request_deserializer=request, response_serializer=reply
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
+def _require_parsed(request: Any, context: grpc.ServicerContext, message: str) -> None:
+    if request is MALFORMED:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {message} message")
 
 
 def _abort_code_for(exc: ProtocolError) -> int:

@@ -53,6 +53,13 @@ ABORT_TEXTS = {
 }
 
 
+class Malformed:
+    """A request the daemon's parser could not decode (gRPC refuses None from a parser)."""
+
+
+MALFORMED = Malformed()
+
+
 def abort_text(code: int, parameter: str = "") -> str:
     """The fixed one-line text of an abort code; the parameter name only if it looks like one."""
     text = ABORT_TEXTS.get(code, f"abort code {int(code)}")
@@ -105,6 +112,10 @@ class GrpcChannel(Channel):
         self._finished = threading.Event()  # we queued CLOSE or ABORT
         self._stream_dead = threading.Event()  # the transport is gone; stop waiting on it
         self._dead_reason = ""
+        # (index, size limit) of the message a receive waits for; messages delivered and taken
+        self._awaited: tuple[int, int] | None = None
+        self._delivered = 0
+        self._taken = 0
         self.peer_abort_code = 0  # the code of the peer's ABORT, once one arrived
         self.wire_bytes_received = 0  # every frame from the peer, control frames included
         self._lock = threading.Lock()
@@ -141,6 +152,11 @@ class GrpcChannel(Channel):
         size = 0
         try:
             for frame in frames:
+                if self._finished.is_set():  # the job is over here: hold nothing more of the peer's
+                    break
+                if frame is MALFORMED:
+                    reason = f"peer {self.peer} sent a frame that is not a valid Frame message"
+                    break
                 self._got_frame = True
                 self.wire_bytes_received += frame.ByteSize()
                 if frame.job_id != self.job_id:
@@ -154,6 +170,12 @@ class GrpcChannel(Channel):
                             f"(message {int(frame.seq)})"
                         )
                         break
+                    if (frame.more or parts) and self._too_long(size):  # one frame: recv checks it
+                        reason = (
+                            f"peer {self.peer} sent a message of over {size} bytes where the protocol "
+                            f"expects a shorter one (message {int(frame.seq)})"
+                        )
+                        break
                     parts.append(bytes(frame.payload))
                     if frame.more:
                         continue
@@ -161,6 +183,7 @@ class GrpcChannel(Channel):
                     parts, size = [], 0
                     if not self._deliver((int(frame.seq), frame.tag, payload), len(payload)):
                         return
+                    self._delivered += 1
                 elif parts:
                     reason = f"peer {self.peer} interrupted a split message with a control frame"
                     break
@@ -186,6 +209,23 @@ class GrpcChannel(Channel):
         except Exception as exc:  # noqa: BLE001 - any transport failure ends the job the same way
             reason = f"connection to peer {self.peer} failed: {exc}"
         self.mark_dead(reason)
+
+    def _too_long(self, size: int) -> bool:
+        """Is the message being reassembled, now ``size`` bytes, longer than this side may hold?
+
+        Longer than the receive waiting for it allows: yes, at once. Past the incoming
+        queue's budget before a receive waits for it: wait for one (back-pressure on the
+        stream); yes once the job is over here. So a peer makes this side hold no more than
+        the queue budget or what its own protocol expects next, whichever is larger.
+        """
+        while True:
+            awaited = self._awaited
+            if awaited is not None and awaited[0] == self._delivered:
+                return size > awaited[1]
+            if size <= self._incoming_budget.limit:
+                return False
+            if self._finished.wait(_POLL_S):
+                return True
 
     @property
     def failure(self) -> str | None:
@@ -268,11 +308,18 @@ class GrpcChannel(Channel):
                         f"peer {self.peer} took no messages for {self.timeout_s:g} s"
                     ) from None
 
+    def _expect(self, max_bytes: int) -> None:
+        self._awaited = (self._taken, max_bytes)
+
     def _get(self, timeout_s: float) -> tuple[int, str, bytes]:
-        item = self._next_item(timeout_s, what="a message")
+        try:
+            item = self._next_item(timeout_s, what="a message")
+        finally:
+            self._awaited = None
         if isinstance(item, Frame):
             raise ProtocolError(f"peer {self.peer} sent a second {frame_kind_name(item.kind)} frame")
         self._incoming_budget.release(len(item[2]))  # type: ignore[index]
+        self._taken += 1
         return item  # type: ignore[return-value]
 
     def _next_item(self, timeout_s: float, what: str) -> object:

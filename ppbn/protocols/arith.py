@@ -41,7 +41,7 @@ import numpy as np
 
 from ppbn.circuits.garble import FixedKeyHash
 from ppbn.protocols import ring
-from ppbn.protocols.channel import Channel
+from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.fixedpoint import FRAC, RING_BITS, STAT_BITS
 from ppbn.protocols.ot import CHUNK_OTS, DEFAULT_DH_BITS, OTReceiver, OTSender, dh_group
 
@@ -254,7 +254,11 @@ def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> np.ndarray:
         mask = session.random.signed_below(n, bits + STAT_BITS)
         session.channel.send_array("arith.reshare", ring.add(x, mask))
         return ring.neg(mask)
-    return session.opened("reshare", ring.add(x, session.channel.recv_array("arith.reshare", np.uint64, (n, 2))))
+    shares = ring.add(x, session.channel.recv_array("arith.reshare", np.uint64, (n, 2)))
+    top = ring.sar(shares, bits + STAT_BITS)  # 0 or -1 for every value in [-2^m, 2^m)
+    if not np.all((top == 0).all(axis=1) | (top == np.uint64(2**64 - 1)).all(axis=1)):
+        raise ProtocolError(f"message 'arith.reshare': a value does not fit in {bits + STAT_BITS + 1} signed bits")
+    return session.opened("reshare", shares)
 
 
 def mul(

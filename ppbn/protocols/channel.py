@@ -113,6 +113,10 @@ class Channel(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release transport resources; the default has none."""
 
+    def _expect(self, max_bytes: int) -> None:  # noqa: B027 - optional hook
+        """The next ``_get`` is for a message of at most ``max_bytes``: a transport that
+        reassembles messages can refuse a longer one before holding all of it."""
+
     # -- typed messages -----------------------------------------------------------
     def send(self, tag: str, payload: bytes) -> None:
         if len(payload) > self.max_message_bytes:
@@ -124,6 +128,7 @@ class Channel(ABC):
         self.stats.note("send", len(payload) + len(tag))
 
     def recv(self, tag: str, max_bytes: int | None = None) -> bytes:
+        self._expect(self.max_message_bytes if max_bytes is None else max_bytes)
         seq, got_tag, payload = self._get(self.timeout_s)
         if seq != self._recv_seq:
             raise ProtocolError(f"message {got_tag!r}: sequence number {seq}, expected {self._recv_seq}")
