@@ -288,8 +288,8 @@ class FuzzAlice(PartyDaemon):
         self._peer_stubs["bob"] = RawStub(channel, self._peer_stubs["bob"])  # type: ignore[assignment]
         return port
 
-    def _new_job(self, kind, params, job_id, initiator, peers):  # type: ignore[no-untyped-def]
-        job = super()._new_job(kind, params, job_id, initiator, peers)
+    def _new_job(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        job = super()._new_job(*args, **kwargs)
         plan, self.plan = self.plan, None
         if plan is not None:
             honest = job.channel.outgoing_frames
