@@ -16,9 +16,16 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 import pytest
-from faults_util import DaemonPair, wait_until
+from faults_util import (
+    FAULTS,
+    PHASES,
+    DaemonPair,
+    phase_seen,
+    resume_equals,
+    run_matrix_case,
+    wait_until,
+)
 
 from ppbn.errors import UserError
 from ppbn.parties.checkpoint import CheckpointStore
@@ -26,8 +33,6 @@ from ppbn.parties.checkpoint import CheckpointStore
 PEER_TIMEOUT_S = 5.0
 BOUND_S = PEER_TIMEOUT_S + 10
 PARAMS = {"max_parents": 2, "score": "exact", "key_bits": 1024}
-PHASES = ("handshake", "tables", "ln terms", "argmax", "parameters")
-FAULTS = ("kill", "stop", "drop")
 DEFAULT_SUBSET = {("handshake", "stop"), ("tables", "kill"), ("argmax", "stop"), ("parameters", "drop")}
 
 
@@ -52,43 +57,6 @@ def reference(daemons) -> dict:
     return json.loads((daemons.out["alice"] / outcome["job_id"] / "network.json").read_text())
 
 
-def _resume_equals(pair: DaemonPair, job_id: str, expected: dict) -> None:
-    """`ppbn learn --resume` at alice succeeds and both parties' networks equal ``expected``."""
-    code, out, err = pair.cli_learn("alice", ["--resume", job_id, "--format", "json"])
-    assert code == 0, err
-    assert json.loads(out)["state"] == "SUCCEEDED"
-    for role in ("alice", "bob"):
-        got = json.loads((pair.out[role] / job_id / "network.json").read_text())
-        assert got["edges"] == expected["edges"]
-        for v, entry in expected["parameters"].items():
-            np.testing.assert_allclose(got["parameters"][v]["table"], entry["table"], atol=1e-9)
-
-
-def _inject(pair: DaemonPair, fault: str) -> None:
-    if fault == "kill":
-        pair.kill("bob")
-    elif fault == "stop":
-        pair.pause("bob")
-    else:
-        assert pair.relay.drop() > 0, "the relay carried no connection to drop"
-
-
-def _recover(pair: DaemonPair, fault: str) -> None:
-    """Bring bob back (restart, or SIGCONT) and wait until neither daemon runs a job."""
-    if fault == "kill":
-        pair.restart("bob")
-    elif fault == "stop":
-        pair.resume_process("bob")
-    for role in ("alice", "bob"):
-        with pair.client(role) as client:
-            wait_until(lambda c=client: c.health().running_job == "", 3 * BOUND_S, f"{role} to free its job slot")
-    pair.wait_ready()
-
-
-def _phase_seen(pair: DaemonPair, job_id: str, phase: str) -> bool:
-    return f"job {job_id}: phase {phase}" in pair.log("bob")
-
-
 def _matrix_cases():
     for phase in PHASES:
         for fault in FAULTS:
@@ -98,39 +66,7 @@ def _matrix_cases():
 
 @pytest.mark.parametrize(("phase", "fault"), list(_matrix_cases()))
 def test_survivor_reports_in_time_then_serves_an_honest_job(pair, reference, phase, fault):
-    if phase == "handshake":
-        _inject(pair, fault)
-        injected = time.monotonic()
-        try:
-            job_id = pair.start_learn(PARAMS)
-        except UserError as exc:  # refused before the job started: one line naming the peer
-            outcome = {"state": "NOT STARTED", "error": str(exc)}
-        else:
-            outcome = pair.wait("alice", job_id, 3 * BOUND_S)
-    else:
-        job_id = pair.start_learn(PARAMS)
-        wait_until(lambda: _phase_seen(pair, job_id, phase), 120, f"bob to enter phase {phase}")
-        _inject(pair, fault)
-        injected = time.monotonic()
-        outcome = pair.wait("alice", job_id, 3 * BOUND_S)
-    elapsed = time.monotonic() - injected
-    print(f"{phase} / {fault}: {outcome['state']} after {elapsed:.1f} s: {outcome['error']}")
-    if not (phase == "handshake" and fault == "drop"):  # a dropped idle link is simply redialled
-        assert outcome["state"] in ("FAILED", "NOT STARTED"), outcome
-        assert elapsed <= BOUND_S, f"reported after {elapsed:.1f} s: {outcome['error']}"
-        assert "peer bob" in outcome["error"], outcome["error"]
-        assert "\n" not in outcome["error"]
-    if outcome["state"] == "FAILED":
-        assert "both daemons are up" in outcome["error"], outcome["error"]
-        if phase != "handshake":
-            assert "(phase: " in outcome["error"], outcome["error"]
-        assert not (pair.out["alice"] / job_id / "network.json").exists()
-        assert pair.result_file("alice", job_id)["state"] == "FAILED"
-    _recover(pair, fault)
-    honest = pair.run_job("ping", {"rounds": 3})
-    assert honest["state"] == "SUCCEEDED", honest
-    if "--resume" in outcome["error"]:
-        _resume_equals(pair, job_id, reference)
+    run_matrix_case(pair, reference, PARAMS, phase, fault, bound_s=BOUND_S)
 
 
 def test_sigterm_aborts_cleanly_tells_the_peer_and_the_job_resumes(pair, reference):
@@ -152,7 +88,7 @@ def test_sigterm_aborts_cleanly_tells_the_peer_and_the_job_resumes(pair, referen
     assert f"ppbn learn --resume {job_id}" in failed["error"], failed["error"]
     assert "received SIGTERM: shutting down" in pair.log("bob") and "bob stopped" in pair.log("bob")
     pair.restart("bob")
-    _resume_equals(pair, job_id, reference)
+    resume_equals(pair, job_id, reference)
 
 
 def test_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run(pair, reference):
@@ -171,7 +107,7 @@ def test_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run
     with pair.client("alice") as client, pytest.raises(UserError, match="parameters differ from the checkpoint's"):
         client.start("learn", {**PARAMS, "max_parents": 1}, job_id, resume=True)
     pair.restart("bob")
-    _resume_equals(pair, job_id, reference)
+    resume_equals(pair, job_id, reference)
     assert "phase resume after K2 step" in pair.log("bob")
     assert all(s.steps() == [] for s in stores)  # a finished job keeps no checkpoint
 
@@ -189,7 +125,7 @@ def test_keepalive_sees_a_stopped_peer_long_before_a_60_s_peer_timeout(tmp_path)
     HTTP/2 keepalive ping goes unanswered (gRPC's own ping timeout used to make it ~60 s)."""
     with DaemonPair(tmp_path, "asia", 400, 60.0) as slow:
         job_id = slow.start_learn(PARAMS)
-        wait_until(lambda: _phase_seen(slow, job_id, "argmax"), 120, "bob to enter phase argmax")
+        wait_until(lambda: phase_seen(slow, job_id, "argmax"), 120, "bob to enter phase argmax")
         slow.pause("bob")
         stopped = time.monotonic()
         outcome = slow.wait("alice", job_id, 90)
