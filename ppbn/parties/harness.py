@@ -107,11 +107,7 @@ class LocalPair:
             self._policy_file.write_text(self.policy.to_toml(), encoding="utf-8")
         try:
             for role in self.roles:
-                with open(self.logs[role], "wb") as log:
-                    self.processes[role] = subprocess.Popen(
-                        self._command(role), stdout=log, stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL, start_new_session=True,
-                    )  # fmt: skip
+                self._spawn(role, "wb")
             self._wait_ready()
         except BaseException:
             self.stop()
@@ -120,6 +116,24 @@ class LocalPair:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _spawn(self, role: str, log_mode: str) -> None:
+        with open(self.logs[role], log_mode) as log:
+            self.processes[role] = subprocess.Popen(
+                self._command(role), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+
+    def kill(self, role: str) -> None:
+        """SIGKILL ``role``'s daemon and its workers, as a crash or the OOM killer would."""
+        process = self.processes[role]
+        _signal_group(process, signal.SIGKILL)
+        process.wait(STOP_GRACE_S)
+
+    def restart(self, role: str) -> None:
+        """Start ``role``'s daemon again (same command, log appended) and wait until it is up."""
+        self._spawn(role, "ab")
+        self._wait_ready()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
