@@ -214,7 +214,7 @@ class _RowHash:
     """H(j, row) = XOR_b TMMO(row_b, 4 j + b), truncated to ``width`` bytes."""
 
     def __init__(self, key: bytes, session: bytes, width: int) -> None:
-        self._hash = FixedKeyHash(PROTOCOL + b"/oprf/" + hashlib.sha256(key).digest()[:8], session)
+        self._hash = FixedKeyHash(PROTOCOL + b"/oprf/" + _subkey(key, b"oprf"), session)
         self.width = width
 
     def __call__(self, rows: np.ndarray, bins: np.ndarray) -> np.ndarray:
