@@ -51,9 +51,13 @@ matched positions. A malicious peer can make the result wrong but, by the checks
 every message (sizes, claimed set size, ranges, repeats), cannot crash or hang a party:
 it gets a one-line ``ProtocolError``.
 
-Cuckoo failure: an insertion that cannot place every id (estimated below 2^-40 for the
-chosen table sizes) raises ``RuntimeError`` locally; it depends only on R's ids and the
-per-job key, and a new job (new key) draws new hash functions.
+Cuckoo failure: an insertion that cannot place every id raises ``RuntimeError`` locally
+(the peer then sees the channel close). Three functions and 1.27 n bins without a stash is
+the parameter set that Pinkas-Schneider-Tkachenko-Yanai (EUROCRYPT 2019) take from the
+experiments of Chen-Laine-Rindal (CCS 2017) for a failure probability of about 2^-40 on
+large sets; ppbn does not re-derive it, and gives sets below 2^16 ids more room (1.5 n,
+and 2 n below 2^10) because small tables fail more often. The failure depends only on
+R's ids and the per-job key; a new job (new key) draws new hash functions.
 """
 
 from __future__ import annotations
@@ -143,9 +147,9 @@ def hash_ids(ids: Sequence[str], key: bytes) -> np.ndarray:
 
 
 def bin_count(n: int) -> int:
-    """Cuckoo table size m for n receiver ids: 1.27 n (three hash functions, no stash, as in
-    PSZ18 / CLR17), raised for small n where the small-structure failures dominate, and
-    rounded up to a multiple of 8 (the bit transposes work on bytes)."""
+    """Cuckoo table size m for n receiver ids: 1.27 n (three hash functions, no stash; see
+    the module doc), 1.5 n below 2^16 and 2 n below 2^10 ids, at least n + 16, rounded up
+    to a multiple of 8 (the bit transposes work on bytes)."""
     if n <= 0:
         return 0
     factor = 1.27 if n >= 1 << 16 else 1.5 if n >= 1 << 10 else 2.0
