@@ -237,7 +237,10 @@ def _bench_psi(args: argparse.Namespace) -> int:
     )
     if om:
         title += f"; ppbn {result['speedup_over_openmined']}x faster than openmined-psi"
-    _print_table(title, rows, ("", "ppbn (KKRT16 OT-extension PSI)", "openmined-psi (ECDH)" if om else ""))
+    header = ("", "ppbn (KKRT16 OT-extension PSI)", "openmined-psi (ECDH)")
+    if om is None:
+        rows, header = [row[:2] for row in rows], header[:2]
+    _print_table(title, rows, header)
     if om is None and not args.no_openmined:
         print(OPENMINED_HINT)
     return 0 if correct else 1
