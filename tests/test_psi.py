@@ -152,64 +152,80 @@ def test_views_do_not_depend_on_the_peers_ids_outside_the_intersection() -> None
                 assert bytes(h) not in blob and bytes(h[:8]) not in blob
             for x in outside:
                 assert x.encode() not in blob
-    matches = [p for t, p in bob_view_1 if t == "psi.matches"]
-    assert len(matches) == 1 and len(matches[0]) == 8 * len(shared)
+    matches = b"".join(p for t, p in bob_view_1 if t == "psi.matches")
+    assert len(matches) == 8 * len(shared)
 
 
 # -- hostile peer ---------------------------------------------------------------------------
-def _tamper(channel: Channel, tag: str, change) -> None:
-    """Make ``channel`` rewrite the payload of its next message(s) tagged ``tag``."""
+def _tamper(channel: Channel, changes: dict) -> None:
+    """Make ``channel`` rewrite the payloads of its messages whose tags are in ``changes``."""
     original = channel.send
 
     def send(t: str, payload: bytes) -> None:
-        original(t, change(payload) if t == tag else payload)
+        original(t, changes[t](payload) if t in changes else payload)
 
     channel.send = send  # type: ignore[method-assign]
 
 
-def _hostile(sender: str, tag: str, change, a_ids=None, b_ids=None, **kw) -> ProtocolError:
-    a_ids = a_ids if a_ids is not None else [f"x{i}" for i in range(60)]
-    b_ids = b_ids if b_ids is not None else [f"x{i}" for i in range(30, 100)]
+def _hostile(sender: str, changes: dict, expect: str, **kw) -> ProtocolError:
+    """Run the PSI with ``sender``'s messages rewritten; the other side must refuse them
+    with a one-line ProtocolError naming the message ``expect`` (and nobody hangs)."""
+    a_ids = [f"x{i}" for i in range(60)]
+    b_ids = [f"x{i}" for i in range(30, 100)]  # 30 shared; bob holds 70
     pair = memory_channel_pair(timeout_s=20)
-    _tamper(pair[0] if sender == "alice" else pair[1], tag, change)
+    _tamper(pair[0] if sender == "alice" else pair[1], changes)
     with pytest.raises(ProtocolError) as info:
         _align(a_ids, b_ids, pair=pair, **kw)
     message = str(info.value)
-    assert "\n" not in message and tag in message
+    assert "\n" not in message and repr(expect) in message
     return info.value
+
+
+def _positions(*ranges: tuple[int, int]) -> bytes:
+    return np.concatenate([np.arange(a, b) for a, b in ranges]).astype(np.uint64).tobytes()
+
+
+def _count(n: int):
+    return lambda p: struct.pack(">Q", n)
 
 
 @pytest.mark.parametrize("sender", ["alice", "bob"])
 def test_absurd_set_size_is_refused(sender: str) -> None:
-    err = _hostile(sender, "psi.size", lambda p: struct.pack(">Q", 2**62))
+    err = _hostile(sender, {"psi.size": _count(2**62)}, "psi.size")
     assert "over the limit" in str(err)
 
 
 def test_set_size_over_the_callers_limit_is_refused() -> None:
-    _hostile("alice", "psi.size", lambda p: p, max_peer_records=50)
+    _hostile("alice", {}, "psi.size", max_peer_records=50)
 
 
 @pytest.mark.parametrize(
-    "sender,tag,change",
+    "sender,changes,expect",
     [
-        ("alice", "psi.u", lambda p: p[:-1]),
-        ("alice", "psi.u", lambda p: p + b"\x00"),
-        ("alice", "psi.u", lambda p: b""),
-        ("bob", "psi.values", lambda p: p[:-3]),
-        ("bob", "psi.values", lambda p: p + p),
-        ("alice", "psi.matches", lambda p: p + b"\x01"),
-        ("alice", "psi.matches", lambda p: struct.pack("<Q", 2**63)),
-        ("alice", "psi.matches", lambda p: p[8:16] + p[:8]),  # not increasing
-        ("alice", "psi.matches", lambda p: p[:8] + p[:8]),  # repeated
-        ("alice", "psi.matches", lambda p: np.arange(1000, dtype=np.uint64).tobytes()),  # too long
-        ("alice", "psi.matches", lambda p: np.r_[0:35, 70:105].astype(np.uint64).tobytes()),
+        ("alice", {"psi.u": lambda p: p[:-1]}, "psi.u"),
+        ("alice", {"psi.u": lambda p: p + b"\x00"}, "psi.u"),
+        ("alice", {"psi.u": lambda p: b""}, "psi.u"),
+        ("bob", {"psi.values": lambda p: p[:-3]}, "psi.values"),
+        ("bob", {"psi.values": lambda p: p + p}, "psi.values"),
+        ("alice", {"psi.match_count": _count(61)}, "psi.match_count"),  # more than the smaller set
+        ("alice", {"psi.match_count": _count(2**64 - 1)}, "psi.match_count"),
+        ("alice", {"psi.match_count": lambda p: p + p}, "psi.match_count"),
+        ("alice", {"psi.match_count": _count(29)}, "psi.matches"),  # fewer than sent
+        ("alice", {"psi.matches": lambda p: p + b"\x01"}, "psi.matches"),
+        ("alice", {"psi.matches": lambda p: p[:-8] + struct.pack("<Q", 2**63)}, "psi.matches"),
+        ("alice", {"psi.matches": lambda p: p[8:16] + p[:8] + p[16:]}, "psi.matches"),  # not increasing
+        ("alice", {"psi.matches": lambda p: p[:8] + p[:-8]}, "psi.matches"),  # repeated
+        # 60 valid positions, 30 in each of the first two lists: some record twice
+        ("alice", {"psi.match_count": _count(60), "psi.matches": lambda p: _positions((0, 30), (70, 100))},
+         "psi.matches"),
     ],
     ids=["u-truncated", "u-oversized", "u-empty", "values-truncated", "values-oversized",
+         "count-over-smaller-set", "count-absurd", "count-malformed", "count-under-sent",
          "matches-ragged", "matches-out-of-range", "matches-decreasing", "matches-repeated",
-         "matches-too-long", "matches-same-record-twice"],
+         "matches-same-record-twice"],
 )
-def test_malformed_messages_are_refused(sender: str, tag: str, change) -> None:
-    _hostile(sender, tag, change)
+def test_malformed_messages_are_refused(sender: str, changes: dict, expect: str) -> None:
+    _hostile(sender, changes, expect)
 
 
 def test_local_input_errors() -> None:

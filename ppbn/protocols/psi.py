@@ -427,7 +427,10 @@ class _Receiver(_Party):
         flat = np.concatenate(matched_flat).astype(np.uint64)
         # one position per own record (a repeat would need an OPRF collision)
         items, first = np.unique(items, return_index=True)
-        ch.send_array("psi.matches", np.sort(flat[first]))
+        positions = np.sort(flat[first])
+        ch.send_u64s("psi.match_count", [positions.size])
+        for start in range(0, positions.size, CHUNK_VALUES):
+            ch.send_array("psi.matches", positions[start : start + CHUNK_VALUES])
         return items, n2
 
 
@@ -485,11 +488,15 @@ class _Sender(_Party):
                 ch.send_array("psi.values", shuffled[start : start + CHUNK_VALUES])
         del q_rows
 
-        limit = min(n1, n2)
-        payload = ch.recv("psi.matches", max_bytes=8 * limit)
-        if len(payload) % 8:
-            raise ProtocolError(f"message 'psi.matches': {len(payload)} bytes, not a whole number of positions")
-        flat = np.frombuffer(payload, dtype=np.uint64)
+        (count,) = ch.recv_u64s("psi.match_count", 1)
+        if count > min(n1, n2):
+            raise ProtocolError(
+                f"message 'psi.match_count': {count:,} matches, more than the smaller set ({min(n1, n2):,})"
+            )
+        flat = np.empty(count, dtype=np.uint64)
+        for start in range(0, count, CHUNK_VALUES):
+            size = min(CHUNK_VALUES, count - start)
+            flat[start : start + size] = ch.recv_array("psi.matches", np.uint64, (size,))
         if flat.size and (flat[-1] >= np.uint64(HASHES * n2) or np.any(flat[1:] <= flat[:-1])):
             raise ProtocolError("message 'psi.matches': positions out of range or not strictly increasing")
         which, pos = np.divmod(flat.astype(np.int64), n2)
