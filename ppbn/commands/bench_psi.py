@@ -66,17 +66,19 @@ def _party(role: str, spec: dict, connection: Connection, report: Connection, ba
         channel = PipeChannel(connection, timeout_s=600, session=b"bench-psi")
         phases: list[tuple[float, str]] = []
         barrier.wait(timeout=600)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = align_records(
             channel, role, ids, spec["key"],
             progress=lambda msg: phases.append((round(time.perf_counter() - start, 3), msg)),
         )
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu
         matched = [ids[i] for i in result.positions]
         report.send(
             {
                 "role": role,
                 "wall_s": round(wall, 3),
+                "cpu_s": round(cpu, 3),
                 "size": result.size,
                 "peer_set_size": result.peer_set_size,
                 "digest": _digest(matched),
@@ -187,6 +189,7 @@ def _bench_psi(args: argparse.Namespace) -> int:
     )
     ours = {
         "wall_s": wall,
+        "cpu_s": {"alice": a["cpu_s"], "bob": b["cpu_s"]},
         "bytes_alice_to_bob": a["channel"]["bytes_sent"],
         "bytes_bob_to_alice": b["channel"]["bytes_sent"],
         "messages": a["channel"]["messages_sent"] + b["channel"]["messages_sent"],
@@ -223,6 +226,7 @@ def _bench_psi(args: argparse.Namespace) -> int:
         ("bytes alice -> bob", mb(ours["bytes_alice_to_bob"]), mb(om["bytes_alice_to_bob"]) if om else ""),
         ("bytes bob -> alice", mb(ours["bytes_bob_to_alice"]), mb(om["bytes_bob_to_alice"]) if om else ""),
         ("messages / rounds", f"{ours['messages']} / {ours['rounds']}", "3 messages / 2 rounds" if om else ""),
+        ("CPU time alice / bob (independent of other load)", f"{a['cpu_s']:.2f} / {b['cpu_s']:.2f} s", ""),
         ("ids per second per side", f"{ours['ids_per_s_per_side']:,}",
          f"{round(args.size / om['critical_path_s']):,}" if om else ""),
         ("intersection (expected)", f"{a['size']:,} ({shared:,})",
