@@ -25,6 +25,11 @@ ALLOWED_KINDS = frozenset(
         # randomized columns learns them and the public matrices that randomized them.
         "randomized_data",  # randomized columns received (variables, record count)
         "randomization_matrix",  # the matrix of a randomization block received with them
+        # Private record alignment (protocols/psi.py): the peer's id-set size, the size of
+        # the intersection, and which of the party's own records are in it (a count here).
+        "psi_peer_set_size",
+        "psi_intersection_size",
+        "psi_membership",
     }
 )
 
