@@ -26,7 +26,8 @@ class LearnedNetwork:
 def joined_count_fn(
     names: Sequence[str], states: Mapping[str, tuple[str, ...]], codes: np.ndarray
 ) -> Callable[[tuple[str, ...]], np.ndarray]:
-    """count_fn over joined plaintext data (columns of ``codes`` in ``names`` order)."""
+    """count_fn over joined plaintext data (columns of ``codes`` in ``names`` order); a
+    negative code is a missing cell, left out under the available-case rule (``count_table``)."""
     column = {n: i for i, n in enumerate(names)}
 
     def count(variables: tuple[str, ...]) -> np.ndarray:
@@ -48,7 +49,7 @@ def learn_reference(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> LearnedNetwork:
     count = joined_count_fn(names, states, codes)
-    oracle = CountsOracle(count, mode, c_star)
+    oracle = CountsOracle(count, mode, c_star, n_records=int(codes.shape[0]))
     search = k2_search(tuple(order or names), max_parents, oracle, tau, progress)
     net = estimate_parameters(tuple(names), states, search.parents, count, pseudo_count)
     return LearnedNetwork(search, net, oracle)

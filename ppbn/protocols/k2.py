@@ -104,6 +104,11 @@ class SecureLearnConfig:
     c_star: float = 1.0
     disclosure: str = "public"
     tables: TablesConfig = field(default_factory=TablesConfig)
+    # Available-case analysis (``--missing available-case``): open, to both parties, the
+    # number of records each family of the learned network was counted on (an explicit
+    # output in both ledgers; see ``family_record_counts``). Both parties set it from the
+    # missing rule their daemons agreed on in the handshake.
+    family_records: bool = False
 
     def tolerance(self) -> int:
         """tau in score units (2^-SCORE_FRAC); the secure comparison is exact on integers."""
@@ -566,6 +571,33 @@ def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]],
     return view
 
 
+def family_record_counts(scorer: SecureScorer, parents: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """Open N_i = sum_jk alpha_ijk of each family of the learned network to both parties.
+
+    Under available-case analysis a family counts only its complete records, so N_i may be
+    below n; no earlier step reveals it (the CPTs are ratios, the decisions single bits).
+    Each party sums its own shares of the family's table mod 2^64 and sends the sum: the
+    two sums add up to N_i and, since each table share is the count plus (or minus) a mask
+    that only its sum with the other share cancels, the pair reveals N_i and nothing else.
+    Both parties record the values in their ledgers (kind ``family_records``)."""
+    schema = scorer.schema
+    families = {v: (*parents[v], v) for v in schema.names}
+    tables = scorer.table_shares(list(families.values()))
+    mine = [int(tables[families[v]].sum(dtype=np.uint64)) for v in schema.names]
+    scorer.channel.send_u64s("family_records", mine)
+    theirs = scorer.channel.recv_u64s("family_records", len(mine))
+    counts = {}
+    for v, a, b in zip(schema.names, mine, theirs, strict=True):
+        total = (a + b) % (1 << 64)
+        if total > scorer.n_records:
+            raise ProtocolError(f"family_records: the count of {v!r}'s family exceeds the {scorer.n_records} records")
+        counts[v] = total
+    scorer.ledger.record(
+        "family_records", counts, "sum of the family's table shares, opened (available-case analysis)"
+    )
+    return counts
+
+
 @dataclass
 class SecureLearnResult:
     search: K2Result
@@ -573,6 +605,7 @@ class SecureLearnResult:
     network: BayesNet | None  # when every CPT is visible to this party
     stats: dict
     openings: list[tuple[str, np.ndarray]] | None = None
+    family_records: dict[str, int] | None = None  # with ``SecureLearnConfig.family_records``
 
 
 def learn_secure(
@@ -619,6 +652,7 @@ def learn_secure(
             ledger.record("edge", list(edge), "K2 decisions")
         ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, "K2 decisions")
         params = secure_parameters(scorer, search.parents, config.disclosure)
+        family_records = family_record_counts(scorer, search.parents) if config.family_records else None
     finally:
         scorer.tables.close()
     network = None
@@ -641,4 +675,4 @@ def learn_secure(
             schema, list(scorer.count_shares), n_records, config.tables.key_bits
         ).encryptions,
     }
-    return SecureLearnResult(search, params, network, stats, scorer.arith.openings)
+    return SecureLearnResult(search, params, network, stats, scorer.arith.openings, family_records)

@@ -1,0 +1,196 @@
+"""``--missing available-case`` (issue 11, part 3): a record with a missing cell is left out
+of exactly the families that contain that variable, on the secure path (all-zero
+indicator rows in the tables protocol) and in the plaintext reference alike."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ppbn.bn.k2 import CountsOracle, count_table
+from ppbn.bn.learn import joined_count_fn, learn_reference
+from ppbn.bn.networks import load_network, sample
+from ppbn.bn.schema import Schema, Variable
+from ppbn.bn.scores import family_score
+from ppbn.errors import DataError
+from ppbn.parties.data import MISSING_CODE, load_joined, load_party_data
+from ppbn.protocols.channel import memory_channel_pair, run_two_party
+from ppbn.protocols.k2 import SecureLearnConfig, learn_secure
+from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
+from ppbn.protocols.tables import TablesConfig, crossing_families, reconstruct, run_tables
+
+TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
+
+
+def blank(codes: np.ndarray, rate: float, seed: int) -> np.ndarray:
+    """A copy with ``rate`` of the cells set missing, uniformly at random."""
+    rng = np.random.default_rng(seed)
+    out = codes.astype(np.int64).copy()
+    out[rng.random(out.shape) < rate] = MISSING_CODE
+    return out
+
+
+# -- the plaintext rule ---------------------------------------------------------------------------
+
+
+def test_count_table_skips_records_missing_in_the_family():
+    # columns a, b, c (binary); -1 = missing
+    codes = np.array(
+        [
+            [0, 0, 1],
+            [0, 1, -1],  # missing c: counts for (a, b), not for anything with c
+            [-1, 1, 0],  # missing a
+            [1, 1, 1],
+            [1, -1, -1],
+            [0, 0, 0],
+        ]
+    )
+    ab = count_table(codes, [0, 1], [2, 2])
+    assert ab.tolist() == [[2, 1], [0, 1]]  # rows 0, 1, 3, 5
+    bc = count_table(codes, [1, 2], [2, 2])
+    assert bc.tolist() == [[1, 1], [1, 1]]  # rows 0, 2, 3, 5
+    abc = count_table(codes, [0, 1, 2], [2, 2, 2])
+    assert abc.sum() == 3  # rows 0, 3, 5
+    assert count_table(codes, [0], [2]).tolist() == [3, 2]
+    assert count_table(codes, [2], [2]).tolist() == [2, 2]
+
+
+def test_bic_penalty_keeps_the_public_record_count():
+    table = np.array([[30.0, 10.0], [5.0, 15.0]])  # 60 complete records of n = 100
+    plain = family_score(table, "bic")  # N = the table's own total
+    public = family_score(table, "bic", n_records=100)
+    assert public == pytest.approx(plain - np.log(100 / 60) / 2 * 2)
+    oracle = CountsOracle(lambda fam: table.reshape(2, 2), "bic", n_records=100)
+    assert oracle.score("b", ("a",)) == pytest.approx(public)
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+SCHEMA = Schema(
+    "id",
+    (
+        Variable("a", "alice", ("x", "y")),
+        Variable("b", "alice", ("x", "y", "z")),
+        Variable("c", "bob", ("x", "y")),
+    ),
+    missing_state="y",
+)
+
+
+def _write(tmp_path, alice: str, bob: str):
+    (tmp_path / "alice.csv").write_text(alice)
+    (tmp_path / "bob.csv").write_text(bob)
+    return tmp_path / "alice.csv", tmp_path / "bob.csv"
+
+
+def test_loader_codes_missing_cells_per_rule(tmp_path):
+    alice_csv, bob_csv = _write(tmp_path, "id,a,b\n1,x,\n2,,z\n3,y,x\n", "id,c\n3,x\n1,\n2,y\n")
+    data = load_party_data(SCHEMA, "alice", alice_csv, missing_rule="available-case")
+    assert data.codes.tolist() == [[0, -1], [-1, 2], [1, 0]] and data.missing_rule == "available-case"
+    with pytest.raises(DataError, match=r"line 3, column 'a': missing value \(pass --missing available-case"):
+        load_party_data(SCHEMA, "alice", alice_csv)
+    # the alias and the new spelling agree
+    assert load_party_data(SCHEMA, "bob", bob_csv, missing_as_category=True).codes.tolist() == [[1], [1], [0]]
+    assert load_party_data(SCHEMA, "bob", bob_csv, missing_rule="category").codes.tolist() == [[1], [1], [0]]
+    with pytest.raises(DataError, match="contradicts --missing available-case"):
+        load_party_data(SCHEMA, "bob", bob_csv, missing_as_category=True, missing_rule="available-case")
+    names, codes = load_joined(SCHEMA, alice_csv, bob_csv, missing_rule="available-case")
+    assert names == ("a", "b", "c") and codes.tolist() == [[0, -1, -1], [-1, 2, 1], [1, 0, 0]]
+
+
+# -- the secure tables protocol -------------------------------------------------------------------
+
+
+def test_secure_tables_leave_out_records_missing_in_the_family():
+    cards = [2, 3, 2, 2, 3, 2]
+    owners = ["alice", "bob", "alice", "bob", "bob", "alice"]
+    schema = Schema(
+        "id", tuple(Variable(f"v{i}", o, tuple(map(str, range(c)))) for i, (c, o) in enumerate(zip(cards, owners, strict=True)))
+    )
+    rng = np.random.default_rng(3)
+    n = 300
+    full = blank(np.stack([rng.integers(0, c, n) for c in cards], axis=1), 0.15, 4)
+    full[:, 3] = np.where(full[:, 3] < 0, 0, full[:, 3])  # a column without missing cells
+    families = crossing_families(schema, 3)
+    families += [("v0", "v2"), ("v1", "v4"), ("v5",)]  # held by one party
+    index = {v: i for i, v in enumerate(schema.names)}
+    parts = {r: full[:, [index[v.name] for v in schema.owned_by(r)]] for r in ("alice", "bob")}
+    config = TablesConfig(key_bits=1024, chunk_size=64, workers=1)
+
+    def party(role):
+        return lambda ch: run_tables(ch, role, schema, parts[role], families, config)
+
+    alice, bob = run_two_party(party("alice"), party("bob"), timeout_s=120)
+    counts = reconstruct(alice, bob)
+    for family in families:
+        expected = count_table(full, [index[v] for v in family], schema.cardinalities(family))
+        np.testing.assert_array_equal(counts[family].astype(np.int64), expected, err_msg=str(family))
+
+
+# -- the secure path equals the reference ---------------------------------------------------------
+
+
+def _schema(net) -> Schema:
+    return Schema(
+        "id",
+        tuple(Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v]) for i, v in enumerate(net.names)),
+    )
+
+
+def _learn_both(net, codes, config):
+    schema = _schema(net)
+    column = {v: i for i, v in enumerate(net.names)}
+    ledgers = {r: Ledger(r) for r in ("alice", "bob")}
+
+    def side(role):
+        mine = [column[v.name] for v in schema.owned_by(role)]
+        return lambda ch: learn_secure(ch, role, schema, codes[:, mine], config, ledgers[role])
+
+    alice, bob = run_two_party(side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=300))
+    return alice, bob, ledgers
+
+
+@pytest.mark.parametrize("mode", ["exact", "bic"])
+def test_secure_equals_reference_with_blanked_cells(mode):
+    net = load_network("asia")
+    codes = blank(sample(net, 1000, 5), 0.05, 6)
+    config = SecureLearnConfig(max_parents=2, mode=mode, tables=TEST_TABLES, family_records=True)
+    alice, bob, ledgers = _learn_both(net, codes, config)
+    reference = learn_reference(net.names, net.states, codes, 2, mode)
+    assert alice.search.edges == reference.search.edges == bob.search.edges
+    count = joined_count_fn(net.names, net.states, codes)
+    expected = {v: int(count((*reference.search.parents[v], v)).sum()) for v in net.names}
+    assert alice.family_records == bob.family_records == expected
+    assert min(expected.values()) < 1000  # the blanking did remove records from families
+    for v in net.names:
+        np.testing.assert_allclose(alice.network.cpts[v], reference.network.cpts[v], atol=1e-9)
+        assert alice.network.unobserved.get(v, ()) == reference.network.unobserved.get(v, ())
+    for role in ("alice", "bob"):
+        assert ledgers[role].kinds() <= ALLOWED_KINDS
+        revealed = [e.value for e in ledgers[role].entries if e.kind == "family_records"]
+        assert revealed == [expected]
+
+
+def test_available_case_without_missing_cells_is_the_plain_run():
+    net = load_network("asia")
+    codes = sample(net, 600, 8)
+    plain = SecureLearnConfig(max_parents=2, tables=TEST_TABLES)
+    avail = SecureLearnConfig(max_parents=2, tables=TEST_TABLES, family_records=True)
+    a_plain, _, _ = _learn_both(net, codes, plain)
+    a_avail, _, ledgers = _learn_both(net, codes, avail)
+    assert a_plain.search.edges == a_avail.search.edges
+    for v in net.names:
+        np.testing.assert_array_equal(a_plain.network.cpts[v], a_avail.network.cpts[v])
+    assert a_plain.family_records is None
+    assert a_avail.family_records == dict.fromkeys(net.names, 600)
+
+
+def test_result_json_lists_family_records():
+    from ppbn.parties.learn_job import family_records_json
+
+    assert family_records_json({"a": 90, "b": 100}, 100, "available-case", ("a", "b")) == {
+        "rule": "available-case",
+        "records": 100,
+        "families": {"a": 90, "b": 100},
+    }
+    assert family_records_json(None, 100, "error", ("a", "b"))["families"] == {"a": 100, "b": 100}
