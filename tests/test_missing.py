@@ -4,6 +4,9 @@ indicator rows in the tables protocol) and in the plaintext reference alike."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -20,6 +23,7 @@ from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig, crossing_families, reconstruct, run_tables
 
 TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
+TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
 
 
 def blank(codes: np.ndarray, rate: float, seed: int) -> np.ndarray:
@@ -194,3 +198,125 @@ def test_result_json_lists_family_records():
         "families": {"a": 90, "b": 100},
     }
     assert family_records_json(None, 100, "error", ("a", "b"))["families"] == {"a": 100, "b": 100}
+
+
+# -- both daemons run the same rule; the PRAM path refuses available-case -------------------------
+
+
+def test_hello_mismatch_names_the_rule_on_both_sides():
+    from ppbn.parties.daemon import hello_mismatch, parties_mismatch
+    from ppbn.proto import party_pb2
+
+    def hello(role, rule):
+        return party_pb2.Hello(role=role, protocol_version=2, schema_fingerprint="f", record_count=5, missing_rule=rule)
+
+    expected = "alice runs --missing available-case, bob runs --missing error: both daemons must use the same --missing"
+    assert hello_mismatch(hello("bob", "error"), hello("alice", "available-case"), "alice") == expected
+    assert hello_mismatch(hello("alice", "available-case"), hello("bob", ""), "bob") == expected  # "" = older daemon
+    assert parties_mismatch(hello("alice", "available-case"), hello("bob", "error")) == expected
+    assert hello_mismatch(hello("alice", "category"), hello("bob", "category"), "bob") is None
+
+
+@pytest.fixture
+def daemon_world(tmp_path):
+    schema = {
+        "id_column": "id",
+        "variables": [{"name": n, "owner": o, "states": ["s0", "s1"]} for n, o in (("a", "alice"), ("b", "bob"))],
+    }
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    ids = [f"r{i:02d}" for i in range(30)]
+    (tmp_path / "alice.csv").write_text("id,a\n" + "".join(f"{r},{'' if i % 7 == 0 else 's1'}\n" for i, r in enumerate(ids)))
+    (tmp_path / "bob.csv").write_text("id,b\n" + "".join(f"{r},{'s0' if i % 2 else ''}\n" for i, r in enumerate(ids)))
+    return tmp_path
+
+
+def _daemons(world, rules: dict[str, str]):
+    from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+    from ppbn.parties.harness import free_port
+
+    ports = {"alice": free_port(), "bob": free_port()}
+    started = []
+    for role, rule in rules.items():
+        peer = "bob" if role == "alice" else "alice"
+        config = DaemonConfig(
+            role=role, schema_path=str(world / "schema.json"), data_path=str(world / f"{role}.csv"),
+            listen=f"127.0.0.1:{ports[role]}", peer=f"127.0.0.1:{ports[peer]}", insecure=True,
+            out_dir=str(world / f"out-{role}"), timeout_s=10, probe_interval_s=0.2, missing_rule=rule,
+        )  # fmt: skip
+        daemon = PartyDaemon(config)
+        daemon.start()
+        started.append(daemon)
+    return started, ports
+
+
+def _settled(daemon) -> str:
+    state = daemon.peer_state
+    return "" if state == "not contacted yet" or "refused the connection" in state else state
+
+
+def _wait(predicate, what: str, timeout_s: float = 15.0):
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_handshake_and_pram_refusal_between_live_daemons(daemon_world):
+    from ppbn.errors import UserError
+    from ppbn.parties.client import DaemonClient
+
+    # bob's file has no empty cells in this variant, so both rules load it
+    (daemon_world / "bob.csv").write_text("id,b\n" + "".join(f"r{i:02d},s{i % 2}\n" for i in range(30)))
+    daemons, ports = _daemons(daemon_world, {"alice": "available-case", "bob": "error"})
+    try:
+        alice, bob = daemons
+        _wait(lambda: _settled(alice) and _settled(bob), "handshake outcome")
+        for daemon in daemons:
+            assert "alice runs --missing available-case, bob runs --missing error" in daemon.peer_state
+    finally:
+        for d in daemons:
+            d.stop(grace_s=0.5)
+    daemons, ports = _daemons(daemon_world, {"alice": "available-case", "bob": "available-case"})
+    try:
+        alice, bob = daemons
+        _wait(lambda: alice.peer_state == "ok" and bob.peer_state == "ok", "handshake")
+        with (
+            DaemonClient(f"127.0.0.1:{ports['alice']}", None, "operator", True) as client,
+            pytest.raises(UserError, match="--missing available-case runs on the secure path only"),
+        ):
+            client.start("pram", {"p": 0.3, "max_parents": 1})
+    finally:
+        for d in daemons:
+            d.stop(grace_s=0.5)
+
+
+def test_simulate_refuses_available_case_on_the_pram_path(capsys):
+    from ppbn.cli import main as ppbn_main
+
+    code = ppbn_main(["simulate", "--network", "asia", "--records", "200", "--path", "pram", "--p", "0.3",
+                      "--missing", "available-case"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "secure path only" in err[0]
+
+
+def test_simulate_available_case_equals_the_reference(capsys):
+    """Both daemons as processes over mutual TLS, 5% of asia's cells emptied at random."""
+    from ppbn.cli import main as ppbn_main
+    code = ppbn_main([
+        "simulate", "--network", "asia", "--records", "1000", "--missing-rate", "0.05",
+        "--missing", "available-case", "--params", json.dumps({"key_bits": 1024}),
+        "--policy", TEST_POLICY, "--format", "json", "--timeout", "60",
+    ])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(captured.out)
+    check = report["reference_check"]
+    assert check["same_structure_and_order"] and check["max_abs_cpt_difference"] < 1e-9
+    assert check["same_family_records"]
+    families = report["result"]["family_records"]["families"]
+    assert families == check["reference_family_records"] and min(families.values()) < 1000
