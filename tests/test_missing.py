@@ -158,7 +158,7 @@ def _learn_both(net, codes, config):
 def test_secure_equals_reference_with_blanked_cells(mode):
     net = load_network("asia")
     codes = blank(sample(net, 1000, 5), 0.05, 6)
-    config = SecureLearnConfig(max_parents=2, mode=mode, tables=TEST_TABLES, family_records=True)
+    config = SecureLearnConfig(max_parents=2, mode=mode, tables=TEST_TABLES, available_case=True)
     alice, bob, ledgers = _learn_both(net, codes, config)
     reference = learn_reference(net.names, net.states, codes, 2, mode)
     assert alice.search.edges == reference.search.edges == bob.search.edges
@@ -179,7 +179,7 @@ def test_available_case_without_missing_cells_is_the_plain_run():
     net = load_network("asia")
     codes = sample(net, 600, 8)
     plain = SecureLearnConfig(max_parents=2, tables=TEST_TABLES)
-    avail = SecureLearnConfig(max_parents=2, tables=TEST_TABLES, family_records=True)
+    avail = SecureLearnConfig(max_parents=2, tables=TEST_TABLES, available_case=True)
     a_plain, _, _ = _learn_both(net, codes, plain)
     a_avail, _, ledgers = _learn_both(net, codes, avail)
     assert a_plain.search.edges == a_avail.search.edges

@@ -137,8 +137,13 @@ class CountsOracle:
     # as on the secure path, also when available-case families hold fewer records; None:
     # the table's own total (the PRAM path's estimated counts)
     n_records: int | None = None
+    # Available-case analysis: each candidate z is compared with the current parents on the
+    # same records, those complete in z too (the candidate's table summed over z), so a
+    # candidate is never favoured because its missing cells drop records from its family.
+    paired: bool = False
     evaluated: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
     _cache: dict[tuple[str, frozenset[str]], float] = field(default_factory=dict, repr=False)
+    _paired_cache: dict[tuple[str, frozenset[str], str], float] = field(default_factory=dict, repr=False)
 
     def score(self, child: str, parents: tuple[str, ...]) -> float:
         key = (child, frozenset(parents))
@@ -155,10 +160,25 @@ class CountsOracle:
         oracle's eta threshold). The plain K2 oracle accepts whatever the tie rule picks."""
         return True
 
+    def paired_score(self, child: str, parents: tuple[str, ...], given: str) -> float:
+        """Score of (child, parents) on the records also complete in ``given``."""
+        key = (child, frozenset(parents), given)
+        if key not in self._paired_cache:
+            table = self.count_fn((*parents, given, child)).sum(axis=len(parents))
+            d = table.shape[-1]
+            self._paired_cache[key] = family_score(table.reshape(-1, d), self.mode, self.c_star, self.n_records)
+        return self._paired_cache[key]
+
     def best_parent(
         self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
     ) -> str | None:
-        """The tie rule applied to plaintext scores, then ``accepts``."""
+        """The tie rule applied to plaintext scores, then ``accepts``. Paired mode applies it
+        to each candidate's gain over the current parents on the same records (current = 0);
+        without missing cells the gains are exactly score - current, the same decision."""
+        if self.paired:
+            gains = [self.score(child, (*parents, z)) - self.paired_score(child, parents, z) for z in candidates]
+            index = choose_candidate(0.0, gains, tau)
+            return None if index is None else candidates[index]
         current = self.score(child, parents)
         scores = [self.score(child, (*parents, z)) for z in candidates]
         index = choose_candidate(current, scores, tau)

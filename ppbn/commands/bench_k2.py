@@ -100,7 +100,9 @@ def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule:
 
     names, codes = load_joined(made.schema, files.data["alice"], files.data["bob"], missing_rule=rule)
     states = {v.name: v.states for v in made.schema.variables}
-    ref = learn_reference(names, states, codes, args.max_parents, args.score, args.tau)
+    ref = learn_reference(
+        names, states, codes, args.max_parents, args.score, args.tau, available_case=rule == "available-case"
+    )
     same = learned["edges"] == [list(e) for e in ref.search.edges]
     diff = max(
         float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v]))) for v in names

@@ -55,7 +55,9 @@ def _demo(args: argparse.Namespace) -> int:
         names, codes = load_joined(Schema.load(str(work / "data" / "schema.json")),
                                    work / "data" / "alice.csv", work / "data" / "bob.csv", missing_rule=rule)  # fmt: skip
         states = {v.name: v.states for v in schema.variables}
-        reference = learn_reference(names, states, codes, args.max_parents, args.score)
+        reference = learn_reference(
+            names, states, codes, args.max_parents, args.score, available_case=rule == "available-case"
+        )
         _print(console, learned, ledgers, reference, made.truth, outcome)
         return 0 if learned["alice"]["edges"] == [list(e) for e in reference.search.edges] else 1
 

@@ -120,7 +120,8 @@ def _reference(args: argparse.Namespace) -> int:
         raise UserError("--max-parents must be >= 0")
     start = time.perf_counter()
     learned = learn_reference(
-        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet
+        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet,
+        available_case=rule == "available-case",
     )
     result = network_json(learned.network, order, learned.search.edges, args.score, args.tau)
     result["stats"] = {"wall_s": time.perf_counter() - start, "records": int(codes.shape[0])}

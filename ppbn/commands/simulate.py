@@ -344,7 +344,10 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
     names, codes = load_joined(schema, csvs["alice"], csvs["bob"], missing_rule=missing_rule(args))
     states = {v.name: v.states for v in schema.variables}
     order = parse_order(args.order, names)
-    ref = learn_reference(names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star)
+    ref = learn_reference(
+        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star,
+        available_case=missing_rule(args) == "available-case",
+    )  # fmt: skip
     reference_edges = [list(e) for e in ref.search.edges]
     cpt_diff = None
     if learned.get("parameters") and not learned.get("parameters_withheld"):

@@ -223,7 +223,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         disclosure=params["disclosure"],
         tables=TablesConfig(key_bits=params["key_bits"], workers=context.policy.workers),
         # the rule both daemons agreed on in the handshake (Hello.missing_rule)
-        family_records=context.data.missing_rule == "available-case",
+        available_case=context.data.missing_rule == "available-case",
     )
 
     if params["key_bits"] == TEST_ONLY_KEY_BITS:
