@@ -68,6 +68,26 @@ def test_bic_penalty_keeps_the_public_record_count():
     assert oracle.score("b", ("a",)) == pytest.approx(public)
 
 
+def test_paired_mode_does_not_favour_a_candidate_for_its_missing_cells():
+    """y independent of both x and z; z is missing in 30% of records. Unpaired K2 compares
+    y's score on all records with (z, y)'s on 70% of them and adds z; paired K2 compares
+    both on the same 70% and adds nothing."""
+    rng = np.random.default_rng(1)
+    n = 2000
+    codes = rng.integers(0, 2, size=(n, 3))
+    codes[rng.random(n) < 0.3, 1] = MISSING_CODE
+    names, states = ("x", "z", "y"), dict.fromkeys(("x", "z", "y"), ("0", "1"))
+    count = joined_count_fn(names, states, codes)
+    unpaired = CountsOracle(count, "exact", n_records=n)
+    paired = CountsOracle(count, "exact", n_records=n, paired=True)
+    assert unpaired.best_parent("y", (), ("x", "z"), 1e-3) == "z"
+    assert paired.best_parent("y", (), ("x", "z"), 1e-3) is None
+    # the paired gain is the score difference on the records complete in z
+    table = count(("z", "y"))
+    gain = family_score(table, "exact") - family_score(table.sum(axis=0).reshape(1, 2), "exact")
+    assert paired.score("y", ("z",)) - paired.paired_score("y", (), "z") == pytest.approx(gain)
+
+
 # -- loading --------------------------------------------------------------------------------------
 
 SCHEMA = Schema(
