@@ -20,6 +20,13 @@ pass (DESIGN.md, "Where the cost is"):
    <= 2^-sigma). Shares: X holds v mod 2^64, Y holds -r mod 2^64; their sum mod 2^64 is
    alpha. The shares are statistically hiding, not uniform in Z_2^64.
 
+Missing cells (``--missing available-case``, code -1): each party applies the rule to its
+own columns. X's indicator row for a subset with a missing variable is all zeros (an
+encryption of 0, like any other); Y labels the record with an extra "missing" state of
+that variable when aggregating a cluster and leaves those labels out when marginalising
+to a subset that contains the variable. A record thus adds to a family's cell only if
+neither party's part of the family is missing, as in ``bn.k2.count_table``.
+
 Each party encrypts under its own key (X is always the key owner). Ciphertexts are
 streamed in chunks of records (memory stays flat in n) and Y may keep them for later
 calls of the same ``TablesSession``; the plan reuses cached ciphertexts and otherwise
