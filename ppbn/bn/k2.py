@@ -124,22 +124,33 @@ class CountsOracle:
     """Plaintext oracle: scores families from count tables (the non-private reference).
 
     ``count_fn(variables)`` returns the count table of ``variables`` (parents..., child),
-    one axis per variable in that order. ``evaluated`` records every score computed, in
+    one axis per variable in that order. Under available-case analysis the tables of a
+    child with and without a candidate parent may hold different numbers of records; the
+    scores are compared as they are (README, "Missing values"). ``evaluated`` records every score computed, in
     order, as (child, parents, score): tests compare the modes on it.
     """
 
     count_fn: Callable[[tuple[str, ...]], np.ndarray]
     mode: str
     c_star: float = 1.0
+    # n of the BIC penalty (c_star ln(n)/2 per free parameter): the public record count,
+    # as on the secure path, also when available-case families hold fewer records; None:
+    # the table's own total (the PRAM path's estimated counts)
+    n_records: int | None = None
+    # Available-case analysis: each candidate z is compared with the current parents on the
+    # same records, those complete in z too (the candidate's table summed over z), so a
+    # candidate is never favoured because its missing cells drop records from its family.
+    paired: bool = False
     evaluated: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
     _cache: dict[tuple[str, frozenset[str]], float] = field(default_factory=dict, repr=False)
+    _paired_cache: dict[tuple[str, frozenset[str], str], float] = field(default_factory=dict, repr=False)
 
     def score(self, child: str, parents: tuple[str, ...]) -> float:
         key = (child, frozenset(parents))
         if key not in self._cache:
             table = self.count_fn((*parents, child))
             d = table.shape[-1]
-            value = family_score(table.reshape(-1, d), self.mode, self.c_star)
+            value = family_score(table.reshape(-1, d), self.mode, self.c_star, self.n_records)
             self._cache[key] = value
             self.evaluated.append((child, parents, value))
         return self._cache[key]
@@ -149,10 +160,25 @@ class CountsOracle:
         oracle's eta threshold). The plain K2 oracle accepts whatever the tie rule picks."""
         return True
 
+    def paired_score(self, child: str, parents: tuple[str, ...], given: str) -> float:
+        """Score of (child, parents) on the records also complete in ``given``."""
+        key = (child, frozenset(parents), given)
+        if key not in self._paired_cache:
+            table = self.count_fn((*parents, given, child)).sum(axis=len(parents))
+            d = table.shape[-1]
+            self._paired_cache[key] = family_score(table.reshape(-1, d), self.mode, self.c_star, self.n_records)
+        return self._paired_cache[key]
+
     def best_parent(
         self, child: str, parents: tuple[str, ...], candidates: tuple[str, ...], tau: float
     ) -> str | None:
-        """The tie rule applied to plaintext scores, then ``accepts``."""
+        """The tie rule applied to plaintext scores, then ``accepts``. Paired mode applies it
+        to each candidate's gain over the current parents on the same records (current = 0);
+        without missing cells the gains are exactly score - current, the same decision."""
+        if self.paired:
+            gains = [self.score(child, (*parents, z)) - self.paired_score(child, parents, z) for z in candidates]
+            index = choose_candidate(0.0, gains, tau)
+            return None if index is None else candidates[index]
         current = self.score(child, parents)
         scores = [self.score(child, (*parents, z)) for z in candidates]
         index = choose_candidate(current, scores, tau)
@@ -162,10 +188,20 @@ class CountsOracle:
 
 
 def count_table(codes: np.ndarray, columns: Sequence[int], cards: Sequence[int]) -> np.ndarray:
-    """Counts of every joint state of the chosen columns, shape ``cards`` (C order)."""
+    """Counts of every joint state of the chosen columns, shape ``cards`` (C order).
+
+    Available-case rule (``--missing available-case``): a record with a negative code
+    (missing) in any of the chosen columns adds to no cell, so each family is counted on
+    its own complete records; the secure tables protocol gives such a record an all-zero
+    indicator row (``protocols.tables``), which is the same count.
+    """
     cards = tuple(int(c) for c in cards)
     size = int(np.prod(cards, dtype=np.int64))
     if not columns:
         return np.array(codes.shape[0], dtype=np.int64).reshape(())
-    flat = np.ravel_multi_index(tuple(codes[:, c] for c in columns), cards)
+    selected = codes[:, list(columns)]
+    complete = np.all(selected >= 0, axis=1)
+    if not complete.all():
+        selected = selected[complete]
+    flat = np.ravel_multi_index(tuple(selected.T), cards)
     return np.bincount(flat, minlength=size).reshape(cards)

@@ -26,7 +26,8 @@ class LearnedNetwork:
 def joined_count_fn(
     names: Sequence[str], states: Mapping[str, tuple[str, ...]], codes: np.ndarray
 ) -> Callable[[tuple[str, ...]], np.ndarray]:
-    """count_fn over joined plaintext data (columns of ``codes`` in ``names`` order)."""
+    """count_fn over joined plaintext data (columns of ``codes`` in ``names`` order); a
+    negative code is a missing cell, left out under the available-case rule (``count_table``)."""
     column = {n: i for i, n in enumerate(names)}
 
     def count(variables: tuple[str, ...]) -> np.ndarray:
@@ -46,9 +47,15 @@ def learn_reference(
     c_star: float = 1.0,
     pseudo_count: float = 0.0,
     progress: Callable[[int, int, str], None] | None = None,
+    available_case: bool | None = None,
 ) -> LearnedNetwork:
+    """K2 then ML (or Dirichlet) parameters on the joined data. ``available_case`` (default:
+    whenever ``codes`` holds missing cells, coded negative) compares candidates in paired
+    mode (``CountsOracle.paired``), as the secure path does under --missing available-case."""
     count = joined_count_fn(names, states, codes)
-    oracle = CountsOracle(count, mode, c_star)
+    if available_case is None:
+        available_case = bool(np.any(codes < 0))
+    oracle = CountsOracle(count, mode, c_star, n_records=int(codes.shape[0]), paired=available_case)
     search = k2_search(tuple(order or names), max_parents, oracle, tau, progress)
     net = estimate_parameters(tuple(names), states, search.parents, count, pseudo_count)
     return LearnedNetwork(search, net, oracle)

@@ -10,7 +10,8 @@ Modes (DESIGN.md "Score fidelity", NOTES.md):
   zero cell, so g exceeds ln f by about one per zero cell (the measured divergence).
 - ``yw0``: g minus the number of zero cells, which removes that bias.
 - ``bic``: log-likelihood minus c_star * (ln N / 2) * q(d-1) (standard BIC; NOTES.md says
-  the PRAM paper prints N/2, which we read as a typo).
+  the PRAM paper prints N/2, which we read as a typo). N is the public record count n,
+  also for available-case families with fewer complete records (README, "Missing values").
 
 Counts may be non-integer (PRAM estimates); negative estimates must be clipped by the
 caller.
@@ -54,17 +55,22 @@ def yw_score(counts: np.ndarray) -> float:
     return float(cells - rows + pub(d, q))
 
 
-def bic_score(counts: np.ndarray, c_star: float = 1.0) -> float:
-    """Log-likelihood of the ML parameters minus c_star * (ln N / 2) * free parameters."""
+def bic_score(counts: np.ndarray, c_star: float = 1.0, n_records: int | None = None) -> float:
+    """Log-likelihood of the ML parameters minus c_star * (ln N / 2) * free parameters.
+
+    N is ``n_records`` when given (the public record count: the secure path cannot see a
+    family's own total, which under available-case analysis may be smaller), else the
+    table's total."""
     counts = np.asarray(counts, dtype=float)
     q, d = counts.shape
-    n = counts.sum()
+    n = counts.sum() if n_records is None else n_records
     loglik = float(np.sum(_xlogx(counts)) - np.sum(_xlogx(counts.sum(axis=1))))
     return loglik - c_star * (math.log(n) / 2 if n > 1 else 0.0) * q * (d - 1)
 
 
-def family_score(counts: np.ndarray, mode: str, c_star: float = 1.0) -> float:
-    """Score of one family (child with a parent set) from its (q, d) count table."""
+def family_score(counts: np.ndarray, mode: str, c_star: float = 1.0, n_records: int | None = None) -> float:
+    """Score of one family (child with a parent set) from its (q, d) count table;
+    ``n_records`` is the N of the BIC penalty (see ``bic_score``)."""
     if mode == "exact":
         return exact_score(counts)
     if mode == "yw":
@@ -72,5 +78,5 @@ def family_score(counts: np.ndarray, mode: str, c_star: float = 1.0) -> float:
     if mode == "yw0":
         return yw_score(counts) - int(np.count_nonzero(np.asarray(counts) == 0))
     if mode == "bic":
-        return bic_score(counts, c_star)
+        return bic_score(counts, c_star, n_records)
     raise ValueError(f"unknown score mode {mode!r}; choose one of {', '.join(SCORE_MODES)}")

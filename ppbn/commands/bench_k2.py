@@ -30,21 +30,24 @@ from ppbn.errors import UserError
 
 
 def _bench_k2(args: argparse.Namespace) -> int:
-    from ppbn.parties.datasets import make_dataset
+    from ppbn.commands.reference import missing_rule
+    from ppbn.parties.datasets import blank_cells, make_dataset
     from ppbn.parties.harness import LocalPair, PairFiles
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
+    rule = missing_rule(args)
     if args.records < 2:
         raise UserError("--records must be at least 2")
     work = Path(tempfile.mkdtemp(prefix="ppbn-bench-k2-"))
     try:
         made = make_dataset(args.network, args.records, args.seed, work / "data")
+        blanked = blank_cells(work / "data", args.missing_rate, args.seed) if args.missing_rate else 0
         make_local_pki(work / "certs", PARTY_ROLES)
         files = PairFiles(work / "data" / "schema.json",
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
         quiet = args.format == "json"
-        with LocalPair(files, args.timeout) as pair, pair.client("alice") as client:
+        with LocalPair(files, args.timeout, missing_rule=rule) as pair, pair.client("alice") as client:
             started = time.perf_counter()
             job_id = client.start("learn", params)
             outcome = client.wait(job_id, None, None if quiet else (lambda note: print(f"  {note}", flush=True)))
@@ -62,6 +65,9 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "score": args.score,
             "tau": args.tau,
             "key_bits": args.key_bits,
+            "missing": rule,
+            "missing_rate": args.missing_rate,
+            "cells_emptied": blanked,
             "transport": "gRPC over mutual TLS, loopback, two daemon processes",
             "wall_s": round(wall, 2),
             "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
@@ -78,24 +84,36 @@ def _bench_k2(args: argparse.Namespace) -> int:
         enc = report["paillier_encryptions"]
         report["fewer_encryptions_than_per_alpha"] = round(report["per_alpha_encryptions"] / enc, 1) if enc else None
         if args.check_reference:
-            report["reference"] = _reference_check(made, args, learned)
+            report["reference"] = _reference_check(made, args, learned, files, rule)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _print(report, args.format)
     return 0 if not args.check_reference or report["reference"]["equal"] else 1
 
 
-def _reference_check(made, args: argparse.Namespace, learned: dict) -> dict[str, Any]:
+def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule: str) -> dict[str, Any]:
+    """The non-private reference on the data the daemons loaded (read back from the CSVs,
+    so emptied cells and the --missing rule are the daemons')."""
     from ppbn.bn.learn import learn_reference
+    from ppbn.commands.reference import family_records
+    from ppbn.parties.data import load_joined
 
-    names = made.schema.names
+    names, codes = load_joined(made.schema, files.data["alice"], files.data["bob"], missing_rule=rule)
     states = {v.name: v.states for v in made.schema.variables}
-    ref = learn_reference(names, states, made.codes, args.max_parents, args.score, args.tau)
+    ref = learn_reference(
+        names, states, codes, args.max_parents, args.score, args.tau, available_case=rule == "available-case"
+    )
     same = learned["edges"] == [list(e) for e in ref.search.edges]
     diff = max(
         float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v]))) for v in names
     )
-    return {"equal": bool(same and diff < 1e-9), "same_structure_and_order": same, "max_abs_cpt_difference": diff}
+    records = learned["family_records"]["families"] == family_records(ref)
+    return {
+        "equal": bool(same and diff < 1e-9 and records),
+        "same_structure_and_order": same,
+        "max_abs_cpt_difference": diff,
+        "same_family_records": records,
+    }
 
 
 def _bench_ln(args: argparse.Namespace) -> int:
@@ -192,6 +210,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     k2.add_argument("--check-reference", action="store_true",
                     help="also learn the non-private reference and compare (exit 1 when they differ)")  # fmt: skip
     k2.add_argument("--format", choices=("table", "json"), default="table")
+    from ppbn.commands.reference import add_missing_options
+
+    add_missing_options(k2, rate=True)
     k2.set_defaults(func=_bench_k2)
 
     ln = bench.add_parser(

@@ -21,18 +21,23 @@ def _demo(args: argparse.Namespace) -> int:
 
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
+    from ppbn.commands.reference import missing_rule
     from ppbn.parties.data import load_joined
-    from ppbn.parties.datasets import make_dataset
+    from ppbn.parties.datasets import blank_cells, make_dataset
     from ppbn.parties.harness import LocalPair, PairFiles
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     console = Console()
+    rule = missing_rule(args)
     if args.out:  # before any work: a bad --out must not cost the run
         check_output_dir(args.out)
     with work_folder(args.out, "ppbn-demo-") as work:
         made = make_dataset(args.network, args.records, args.seed, work / "data")
         schema = made.schema
         console.print(f"[bold]data[/bold]: {args.records} records sampled from {args.network} (seed {args.seed})")
+        if args.missing_rate:
+            blanked = blank_cells(work / "data", args.missing_rate, args.seed)
+            console.print(f"  {blanked:,} cells emptied at random ({args.missing_rate:g}); --missing {rule}")
         for party in ("alice", "bob"):
             console.print(f"  {party} holds: {', '.join(v.name for v in schema.owned_by(party))}")
         make_local_pki(work / "certs", PARTY_ROLES)
@@ -40,7 +45,7 @@ def _demo(args: argparse.Namespace) -> int:
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         params = {"max_parents": args.max_parents, "score": args.score, "tau": DEFAULT_TAU}
         console.print(f"[bold]secure path[/bold]: two daemons over loopback mutual TLS, job learn {json.dumps(params)}")
-        with LocalPair(files, 300.0) as pair, pair.client("alice") as client:
+        with LocalPair(files, 300.0, missing_rule=rule) as pair, pair.client("alice") as client:
             job_id = client.start("learn", params)
             outcome = client.wait(job_id, None, lambda note: console.print(f"  [dim]{note}[/dim]"))
             if outcome.state != "SUCCEEDED":
@@ -48,9 +53,11 @@ def _demo(args: argparse.Namespace) -> int:
             learned = {r: json.loads((pair.out_dir(r) / job_id / "network.json").read_text()) for r in ("alice", "bob")}
             ledgers = {r: json.loads((pair.out_dir(r) / job_id / "ledger.json").read_text()) for r in ("alice", "bob")}
         names, codes = load_joined(Schema.load(str(work / "data" / "schema.json")),
-                                   work / "data" / "alice.csv", work / "data" / "bob.csv")  # fmt: skip
+                                   work / "data" / "alice.csv", work / "data" / "bob.csv", missing_rule=rule)  # fmt: skip
         states = {v.name: v.states for v in schema.variables}
-        reference = learn_reference(names, states, codes, args.max_parents, args.score)
+        reference = learn_reference(
+            names, states, codes, args.max_parents, args.score, available_case=rule == "available-case"
+        )
         _print(console, learned, ledgers, reference, made.truth, outcome)
         return 0 if learned["alice"]["edges"] == [list(e) for e in reference.search.edges] else 1
 
@@ -117,4 +124,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--max-parents", type=int, default=2)
     parser.add_argument("--score", default="exact", choices=("exact", "yw", "yw0", "bic"))
     parser.add_argument("--out", help="keep data, certificates, logs and outputs in this folder")
+    from ppbn.commands.reference import add_missing_options
+
+    add_missing_options(parser, rate=True)
     parser.set_defaults(func=_demo)

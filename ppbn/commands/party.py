@@ -67,6 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
         out_dir=args.out,
         timeout_s=args.peer_timeout,
         missing_as_category=args.missing_as_category,
+        missing_rule=args.missing,
         policy=policy,
         fixed_seed_for_testing=args.insecure_fixed_seed_for_testing,
         audit_log=args.audit_log,
@@ -78,6 +79,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    from ppbn.commands.reference import add_missing_options
+
     parser = commands.add_parser("party", help="run a party's daemon")
     sub = parser.add_subparsers(dest="party_command", metavar="ACTION", required=True)
     serve = sub.add_parser(
@@ -132,11 +135,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         default=PEER_TIMEOUT_S,
         help=f"longest wait for the peer before a job fails (default {PEER_TIMEOUT_S:g} s)",
     )  # fmt: skip
-    serve.add_argument(
-        "--missing-as-category",
-        action="store_true",
-        help="read empty cells as the schema's missing_state",
-    )
+    add_missing_options(serve)
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     ops = serve.add_argument_group("operations: audit log, metrics, log format")
     ops.add_argument(

@@ -49,6 +49,39 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_missing_options(parser: argparse.ArgumentParser, rate: bool = False) -> None:
+    """``--missing`` (and ``--missing-as-category``, its older alias for ``category``) on
+    every command that loads data; with ``rate`` also ``--missing-rate`` for generated data."""
+    from ppbn.parties.data import MISSING_HELP, MISSING_RULES
+
+    parser.add_argument("--missing", choices=MISSING_RULES, help=MISSING_HELP)
+    parser.add_argument(
+        "--missing-as-category", action="store_true",
+        help="the same as --missing category: read empty cells as the schema's declared missing_state",
+    )  # fmt: skip
+    if rate:
+        parser.add_argument(
+            "--missing-rate", type=float, default=0.0, metavar="R",
+            help="empty this fraction of the generated data's cells at random (each cell "
+            "independently) before the run, to try --missing available-case (default 0)",
+        )  # fmt: skip
+
+
+def missing_rule(args: argparse.Namespace) -> str:
+    """The rule of ``--missing`` / ``--missing-as-category`` (``error`` when neither is given)."""
+    from ppbn.parties.data import missing_rule_from
+
+    return missing_rule_from(getattr(args, "missing", None), getattr(args, "missing_as_category", False))
+
+
+def family_records(learned) -> dict[str, int]:
+    """Records each family of a learned network was counted on (what the secure learn job
+    reports under ``family_records``): under available-case analysis, its complete records."""
+    count = learned.oracle.count_fn
+    parents = learned.search.parents
+    return {v: int(count((*parents[v], v)).sum()) for v in parents}
+
+
 def format_text(result: dict) -> str:
     lines = [f"score {result['score']}, tau {result['tau']:g}", "order: " + ", ".join(result["order"])]
     lines.append("edges in the order added:")
@@ -61,6 +94,10 @@ def format_text(result: dict) -> str:
         if len(spec["table"]) <= 4:
             for row in spec["table"]:
                 lines.append("      " + "  ".join(f"{p:.4f}" for p in row))
+    records = result.get("family_records")
+    if records and records["rule"] == "available-case":
+        lines.append(f"records per family (available-case, of {records['records']}):")
+        lines += [f"  {v}: {k}" for v, k in records["families"].items()]
     return "\n".join(lines)
 
 
@@ -75,17 +112,22 @@ def _reference(args: argparse.Namespace) -> int:
         check_output_dir(args.out, force=args.force)
     data = Path(args.data)
     schema = Schema.load(str(data / "schema.json"))
-    names, codes = load_joined(schema, data / "alice.csv", data / "bob.csv", args.missing_as_category)
+    rule = missing_rule(args)
+    names, codes = load_joined(schema, data / "alice.csv", data / "bob.csv", missing_rule=rule)
     order = parse_order(args.order, names)
     states = {v.name: v.states for v in schema.variables}
     if args.max_parents < 0:
         raise UserError("--max-parents must be >= 0")
     start = time.perf_counter()
     learned = learn_reference(
-        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet
+        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet,
+        available_case=rule == "available-case",
     )
     result = network_json(learned.network, order, learned.search.edges, args.score, args.tau)
     result["stats"] = {"wall_s": time.perf_counter() - start, "records": int(codes.shape[0])}
+    result["family_records"] = {
+        "rule": rule, "records": int(codes.shape[0]), "families": family_records(learned)
+    }
     if args.out:
         with atomic_output_dir(args.out, force=args.force) as out:
             write_bif(learned.network, out / "network.bif")
@@ -103,8 +145,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     parser.add_argument("--data", required=True, help="folder with schema.json, alice.csv, bob.csv")
     add_learning_options(parser)
-    parser.add_argument("--missing-as-category", action="store_true",
-                        help="read empty cells as the schema's declared missing_state")
+    add_missing_options(parser)
     parser.add_argument(
         "--out", help="also write network.bif and network.json to this folder (new or empty; "
         "written whole or not at all)",

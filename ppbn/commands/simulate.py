@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import signal
 import sys
 import time
@@ -34,7 +33,12 @@ from ppbn.commands.learn import (
     outcome_json,
     print_outcome,
 )
-from ppbn.commands.reference import add_learning_options, parse_order
+from ppbn.commands.reference import (
+    add_learning_options,
+    add_missing_options,
+    missing_rule,
+    parse_order,
+)
 from ppbn.errors import UserError
 from ppbn.parties.outputs import check_output_dir, relocate, work_folder
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
@@ -45,6 +49,10 @@ PRAM_SEED_WARNING = (
     "WARNING: --randomization-seed fixes the daemons' randomization: TESTING ONLY, every daemon of the "
     "job can undo it."
 )
+PRAM_AVAILABLE_CASE = (
+    "--missing available-case runs on the secure path only: the PRAM path sends randomized "
+    "columns, which would show the receiver which cells are missing (use --missing category)"
+)
 REVEAL_WARNING = (
     "WARNING: --reveal-for-testing ADDS BOTH PARTIES' SHARES AND PRINTS WHAT THEY REVEAL. "
     "This breaks the privacy the protocol provides; it exists only to test ppbn."
@@ -52,6 +60,9 @@ REVEAL_WARNING = (
 
 
 def _data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]:
+    rate = getattr(args, "missing_rate", 0.0)
+    if args.data and rate:
+        raise UserError("--missing-rate blanks generated data: give --network and --records, not --data")
     if args.data:
         base = Path(args.data)
         files = (base / "schema.json", base / "alice.csv", base / "bob.csv")
@@ -65,25 +76,31 @@ def _data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]
 
     out = work / "data"
     make_dataset(args.network, args.records, args.seed, out)
+    if rate:
+        from ppbn.parties.datasets import blank_cells
+
+        blank_cells(out, rate, args.seed)
     return out / "schema.json", out / "alice.csv", out / "bob.csv"
 
 
-def reveal_tables(schema_path: Path, csvs: dict[str, Path], out_dirs: dict[str, Path]) -> dict[str, Any]:
-    """Add both parties' table shares and compare with counts from the joined plaintext."""
+def reveal_tables(
+    schema_path: Path, csvs: dict[str, Path], out_dirs: dict[str, Path], rule: str = "error"
+) -> dict[str, Any]:
+    """Add both parties' table shares and compare with counts from the joined plaintext
+    (under ``rule``: available-case counts leave out records missing in the family)."""
+    from ppbn.bn.k2 import count_table
     from ppbn.bn.schema import Schema
     from ppbn.parties.data import load_joined
     from ppbn.parties.tables_job import load_shares
     from ppbn.protocols.tables import reconstruct
 
     schema = Schema.load(str(schema_path))
-    names, codes = load_joined(schema, csvs["alice"], csvs["bob"])
+    names, codes = load_joined(schema, csvs["alice"], csvs["bob"], missing_rule=rule)
     column = {name: j for j, name in enumerate(names)}
     counts = reconstruct(load_shares(out_dirs["alice"]), load_shares(out_dirs["bob"]))
     wrong = []
     for family, table in counts.items():
-        shape = schema.cardinalities(family)
-        index = np.ravel_multi_index(tuple(codes[:, column[v]] for v in family), shape)
-        truth = np.bincount(index, minlength=math.prod(shape)).reshape(shape)
+        truth = count_table(codes, [column[v] for v in family], schema.cardinalities(family))
         if not np.array_equal(table.astype(np.int64), truth):
             wrong.append("|".join(family))
     return {"tables_checked": len(counts), "tables_wrong": wrong, "all_equal": not wrong}
@@ -122,7 +139,7 @@ def _simulate(args: argparse.Namespace) -> int:
             timings["certs_s"] = time.perf_counter() - start
             files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
             start = time.perf_counter()
-            with LocalPair(files, args.timeout, policy=_policy(args)) as pair:
+            with LocalPair(files, args.timeout, policy=_policy(args), missing_rule=missing_rule(args)) as pair:
                 timings["daemons_start_s"] = time.perf_counter() - start
                 if not quiet:
                     print(f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
@@ -140,7 +157,7 @@ def _simulate(args: argparse.Namespace) -> int:
                 reveal = None
                 if args.reveal_for_testing and outcome.state == "SUCCEEDED":
                     out_dirs = {role: pair.out_dir(role) / job_id for role in ("alice", "bob")}
-                    reveal = reveal_tables(schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs)
+                    reveal = reveal_tables(schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs, missing_rule(args))
                 check = None
                 if args.job == "learn" and outcome.state == "SUCCEEDED":
                     learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
@@ -209,6 +226,8 @@ def _simulate_pram(args: argparse.Namespace) -> int:
     from ppbn.parties.tls import make_local_pki
 
     quiet = args.format == "json"
+    if missing_rule(args) == "available-case":
+        raise UserError(PRAM_AVAILABLE_CASE)
     if args.randomization_seed is not None:
         print(PRAM_SEED_WARNING, file=sys.stderr)
     keep = bool(args.out)
@@ -226,7 +245,7 @@ def _simulate_pram(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             with LocalPair(
                 files, args.timeout, miner=args.setup == 2, policy=_policy(args),
-                fixed_seed_for_testing=args.randomization_seed,
+                fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args),
             ) as daemons:  # fmt: skip
                 up = time.perf_counter() - started
                 if not quiet:
@@ -239,7 +258,7 @@ def _simulate_pram(args: argparse.Namespace) -> int:
                 if any(o.state != "SUCCEEDED" for o in outcomes.values()):
                     for role in daemons.roles:
                         print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
-            names, codes = load_joined(schema, alice_csv, bob_csv)
+            names, codes = load_joined(schema, alice_csv, bob_csv, missing_rule=missing_rule(args))
             states = {v.name: v.states for v in schema.variables}
             reference = learn_reference(
                 names, states, codes, args.max_parents, args.score, args.tau, params["order"]
@@ -318,14 +337,17 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
     holds both parties' files, so it may compute this; a real deployment cannot)."""
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.commands.reference import parse_order
+    from ppbn.commands.reference import family_records, parse_order
     from ppbn.parties.data import load_joined
 
     schema = Schema.load(str(schema_path))
-    names, codes = load_joined(schema, csvs["alice"], csvs["bob"])
+    names, codes = load_joined(schema, csvs["alice"], csvs["bob"], missing_rule=missing_rule(args))
     states = {v.name: v.states for v in schema.variables}
     order = parse_order(args.order, names)
-    ref = learn_reference(names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star)
+    ref = learn_reference(
+        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star,
+        available_case=missing_rule(args) == "available-case",
+    )  # fmt: skip
     reference_edges = [list(e) for e in ref.search.edges]
     cpt_diff = None
     if learned.get("parameters") and not learned.get("parameters_withheld"):
@@ -333,10 +355,13 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
             float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v])))
             for v in names
         )
+    reference_records = family_records(ref)
     return {
         "same_structure_and_order": learned["edges"] == reference_edges,
         "reference_edges": reference_edges,
         "max_abs_cpt_difference": cpt_diff,
+        "same_family_records": (learned.get("family_records") or {}).get("families") == reference_records,
+        "reference_family_records": reference_records,
     }
 
 
@@ -386,9 +411,11 @@ def _print_report(outcome, report: dict[str, Any], files_kept: bool) -> None:
     if check is not None:
         verdict = "equal" if check["same_structure_and_order"] else "DIFFERENT"
         diff = check["max_abs_cpt_difference"]
+        records = "equal" if check["same_family_records"] else "DIFFERENT"
         print(
-            f"against the non-private reference (same score, tau, order): structure and edge order "
-            f"{verdict}" + (f", largest CPT difference {diff:.2e}" if diff is not None else "")
+            f"against the non-private reference (same score, tau, order, --missing rule): structure "
+            f"and edge order {verdict}" + (f", largest CPT difference {diff:.2e}" if diff is not None else "")
+            + f", records per family {records}"
         )
     reveal = report.get("reveal_for_testing")
     if reveal is not None:
@@ -428,6 +455,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--reveal-for-testing", action="store_true",
         help="TESTING ONLY: add both parties' shares and check them against the plaintext counts",
     )  # fmt: skip
+    add_missing_options(parser, rate=True)
     add_job_arguments(parser)
     add_path_arguments(parser)
     parser.set_defaults(func=run_path)

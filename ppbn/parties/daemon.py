@@ -204,6 +204,9 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
         )
     if MINER in (mine.role, theirs.role):
         return None  # the miner holds no records: see parties_mismatch
+    missing = missing_rule_mismatch({me: mine, them: theirs})
+    if missing:
+        return missing
     if theirs.record_count != mine.record_count:
         return (
             f"{me} holds {mine.record_count} records, {them} holds {theirs.record_count}: "
@@ -212,8 +215,22 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
     return None  # the ids themselves are compared per job (ppbn.protocols.records)
 
 
+def missing_rule_mismatch(hellos: dict[str, party_pb2.Hello]) -> str | None:
+    """Both parties must read empty cells the same way (``--missing``): a family's counts
+    are right only if both sides leave out, or keep, the same records. An empty field is a
+    daemon that predates the option, which refuses empty cells ("error")."""
+    rules = {role: hello.missing_rule or "error" for role, hello in hellos.items()}
+    if len(set(rules.values())) < 2:
+        return None
+    stated = ", ".join(f"{role} runs --missing {rule}" for role, rule in sorted(rules.items()))
+    return f"{stated}: both daemons must use the same --missing"
+
+
 def parties_mismatch(alice: party_pb2.Hello, bob: party_pb2.Hello) -> str | None:
     """At the miner: why alice's and bob's records do not line up, or None if they do."""
+    missing = missing_rule_mismatch({"alice": alice, "bob": bob})
+    if missing:
+        return missing
     if alice.record_count != bob.record_count:
         return f"alice holds {alice.record_count} records, bob holds {bob.record_count}"
     return None
@@ -272,7 +289,8 @@ class DaemonConfig:
     insecure: bool = False
     out_dir: str = "ppbn-out"
     timeout_s: float = DEFAULT_TIMEOUT_S
-    missing_as_category: bool = False
+    missing_as_category: bool = False  # the older spelling of missing_rule="category"
+    missing_rule: str | None = None  # `--missing`: error (default), category or available-case
     probe_interval_s: float = 2.0
     peers: dict[str, str] = field(default_factory=dict)
     policy: LocalPolicy = field(default_factory=LocalPolicy)
@@ -344,11 +362,12 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         else:
             self.log.info("loading %s's data %s", self.role, config.data_path)
             self.data = load_party_data(
-                self.schema, self.role, config.data_path, config.missing_as_category
+                self.schema, self.role, config.data_path, config.missing_as_category, config.missing_rule
             )
             self.log.info(
-                "data ok: %d records, %d variables of %s (%s)",
+                "data ok: %d records, %d variables of %s (%s); empty cells: --missing %s",
                 self.data.n_records, len(self.data.columns), self.role, ", ".join(self.data.columns),
+                self.data.missing_rule,
             )  # fmt: skip
         if config.insecure:
             self.tls = None
@@ -396,6 +415,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             schema_fingerprint=self.schema.fingerprint(),
             record_count=self.data.n_records,
             identity=self.role if self.tls else "",
+            missing_rule=self.data.missing_rule if self.role != MINER else "",
         )
         self.jobs: dict[str, Job] = {}
         self.running: Job | None = None
@@ -761,7 +781,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             raise JobRefused("job parameters must be a JSON object", AbortCode.BAD_REQUEST)
         try:
             params = kind.check_params(raw, self.schema)
-            scope = PolicyScope(self.role, self.schema, self.data.n_records)
+            scope = PolicyScope(self.role, self.schema, self.data.n_records, self.hello.missing_rule)
             kind.check_policy(params, self.config.policy, scope)
         except PolicyRefusal as exc:
             raise JobRefused(

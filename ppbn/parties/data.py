@@ -19,6 +19,17 @@ import pandas as pd
 from ppbn.bn.schema import PARTIES, Schema
 from ppbn.errors import DataError
 
+# How an empty cell is read (``--missing``): "error" refuses it; "category" reads it as the
+# schema's ``missing_state``, an ordinary declared state; "available-case" codes it
+# ``MISSING_CODE`` and every count table involving that variable leaves the record out.
+MISSING_RULES = ("error", "category", "available-case")
+MISSING_CODE = -1
+MISSING_HELP = (
+    "how an empty cell is read: error (refuse it; the default), category (the schema's "
+    "missing_state becomes an ordinary state), available-case (the record is left out of "
+    "exactly the families, child + parents, that contain the variable; secure path only)"
+)
+
 
 @dataclass(frozen=True)
 class PartyData:
@@ -28,7 +39,8 @@ class PartyData:
     role: str
     columns: tuple[str, ...]
     ids: tuple[str, ...]
-    codes: np.ndarray  # int64, shape (n, len(columns)), rows sorted by id
+    codes: np.ndarray  # int64, shape (n, len(columns)), rows sorted by id; MISSING_CODE = empty
+    missing_rule: str = "error"  # one of MISSING_RULES: how empty cells were read
 
     @property
     def n_records(self) -> int:
@@ -124,66 +136,93 @@ def _check_ids(path: Path, ids: pd.Series, id_column: str) -> None:
         )
 
 
-def _code_column(
-    path: Path, values: pd.Series, name: str, states: tuple[str, ...], missing_state: str | None
-) -> np.ndarray:
+def _code_column(path: Path, values: pd.Series, name: str, states: tuple[str, ...]) -> np.ndarray:
+    """State indices of one column; empty cells become MISSING_CODE (the rule decides later)."""
     lookup = {s: i for i, s in enumerate(states)}
     raw = values.to_numpy(dtype=object)
-    if missing_state is not None:
-        raw = np.where(raw == "", missing_state, raw)
     codes = pd.Series(raw).map(lookup)
-    bad = np.flatnonzero(codes.isna().to_numpy())
+    bad = np.flatnonzero(codes.isna().to_numpy() & (raw != ""))
     if bad.size:
         row = int(bad[0])
-        value = raw[row]
-        if value == "":
-            raise DataError(
-                f"{path}: line {row + 2}, column {name!r}: missing value (declare 'missing_state' "
-                "in the schema and pass --missing-as-category to treat it as a category)"
-            )
         raise DataError(
-            f"{path}: line {row + 2}, column {name!r}: value {value!r} is not in the declared "
+            f"{path}: line {row + 2}, column {name!r}: value {raw[row]!r} is not in the declared "
             f"domain {list(states)}"
         )
-    return codes.to_numpy(dtype=np.int64)
+    return codes.fillna(MISSING_CODE).to_numpy(dtype=np.int64)
+
+
+def check_missing_rule(rule: str) -> str:
+    if rule not in MISSING_RULES:
+        raise DataError(f"--missing must be one of {', '.join(MISSING_RULES)}, not {rule!r}")
+    return rule
+
+
+def apply_missing_rule(path: Path, schema: Schema, columns: tuple[str, ...], codes: np.ndarray, rule: str) -> None:
+    """The one place that decides what an empty cell (``MISSING_CODE`` from ``_code_column``)
+    becomes, in place: an error, the schema's ``missing_state``, or left as MISSING_CODE for
+    available-case analysis (``bn.k2.count_table`` and ``protocols.tables`` skip such a
+    record in every family containing that column)."""
+    check_missing_rule(rule)
+    if rule == "category" and schema.missing_state is None:
+        raise DataError("--missing category needs 'missing_state' declared in the schema")
+    for j, name in enumerate(columns):
+        empty = np.flatnonzero(codes[:, j] == MISSING_CODE)
+        if not empty.size or rule == "available-case":
+            continue
+        line = int(empty[0]) + 2
+        if rule == "error":
+            raise DataError(
+                f"{path}: line {line}, column {name!r}: missing value (pass --missing available-case "
+                "to leave the record out of the families of this variable, or declare 'missing_state' "
+                "in the schema and pass --missing category to treat it as a category)"
+            )
+        states = schema.variable(name).states
+        if schema.missing_state not in states:
+            raise DataError(
+                f"{path}: line {line}, column {name!r}: missing value, and the missing "
+                f"state {schema.missing_state!r} is not in this variable's domain"
+            )
+        codes[empty, j] = states.index(schema.missing_state)
+
+
+def missing_rule_from(missing: str | None, missing_as_category: bool = False) -> str:
+    """The rule of ``--missing`` with the older ``--missing-as-category`` as an alias."""
+    if missing_as_category:
+        if missing not in (None, "category"):
+            raise DataError(f"--missing-as-category contradicts --missing {missing}")
+        return "category"
+    return check_missing_rule(missing or "error")
 
 
 def load_party_data(
-    schema: Schema, role: str, csv_path: str | Path, missing_as_category: bool = False
+    schema: Schema,
+    role: str,
+    csv_path: str | Path,
+    missing_as_category: bool = False,
+    missing_rule: str | None = None,
 ) -> PartyData:
     """Load ``role``'s CSV, check it against ``schema``, code it, sort rows by record id.
 
-    With ``missing_as_category`` an empty cell is read as the schema's ``missing_state``,
-    which must then be one of that variable's declared states (an ordinary category).
+    Empty cells follow ``missing_rule`` (``apply_missing_rule``); ``missing_as_category``
+    is the older spelling of ``missing_rule="category"``.
     """
     if role not in PARTIES:
         raise DataError(f"role must be 'alice' or 'bob', got {role!r}")
+    rule = missing_rule_from(missing_rule, missing_as_category)
     path = Path(csv_path)
-    missing_state = None
-    if missing_as_category:
-        if schema.missing_state is None:
-            raise DataError("--missing-as-category needs 'missing_state' declared in the schema")
-        missing_state = schema.missing_state
+    if rule == "category" and schema.missing_state is None:
+        raise DataError("--missing category needs 'missing_state' declared in the schema")
     frame = _read_csv(path)
     columns = _check_header(path, schema, role)
     ids = frame[schema.id_column]
     _check_ids(path, ids, schema.id_column)
     codes = np.empty((len(frame), len(columns)), dtype=np.int64)
     for j, name in enumerate(columns):
-        states = schema.variable(name).states
-        if missing_state is not None and missing_state not in states:
-            if (frame[name] == "").any():
-                row = int(np.flatnonzero((frame[name] == "").to_numpy())[0])
-                raise DataError(
-                    f"{path}: line {row + 2}, column {name!r}: missing value, and the missing "
-                    f"state {missing_state!r} is not in this variable's domain"
-                )
-            codes[:, j] = _code_column(path, frame[name], name, states, None)
-        else:
-            codes[:, j] = _code_column(path, frame[name], name, states, missing_state)
+        codes[:, j] = _code_column(path, frame[name], name, schema.variable(name).states)
+    apply_missing_rule(path, schema, columns, codes, rule)
     order = np.argsort(ids.to_numpy(dtype=str), kind="stable")
     sorted_ids = tuple(ids.to_numpy(dtype=str)[order].tolist())
-    return PartyData(schema, role, columns, sorted_ids, codes[order])
+    return PartyData(schema, role, columns, sorted_ids, codes[order], rule)
 
 
 def load_joined(
@@ -191,10 +230,12 @@ def load_joined(
     alice_csv: str | Path,
     bob_csv: str | Path,
     missing_as_category: bool = False,
+    missing_rule: str | None = None,
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """Join both parties' data (reference runs only): (names in schema order, codes (n, m))."""
-    alice = load_party_data(schema, "alice", alice_csv, missing_as_category)
-    bob = load_party_data(schema, "bob", bob_csv, missing_as_category)
+    """Join both parties' data (reference runs only): (names in schema order, codes (n, m));
+    with ``missing_rule="available-case"`` empty cells stay MISSING_CODE."""
+    alice = load_party_data(schema, "alice", alice_csv, missing_as_category, missing_rule)
+    bob = load_party_data(schema, "bob", bob_csv, missing_as_category, missing_rule)
     if alice.ids != bob.ids:
         only_a = sorted(set(alice.ids) - set(bob.ids))
         only_b = sorted(set(bob.ids) - set(alice.ids))

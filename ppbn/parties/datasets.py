@@ -91,3 +91,27 @@ def make_dataset(
             )
         write_bif(truth, folder / "truth.bif", network)
     return MadeDataset(schema, truth, codes, ids)
+
+
+def blank_cells(folder: str | Path, rate: float, seed: int) -> int:
+    """Empty ``rate`` of the variable cells of both parties' CSVs in ``folder``, each cell
+    independently (missing completely at random; the id column is kept). For trying
+    ``--missing available-case``; returns how many cells were emptied."""
+    import pandas as pd
+
+    from ppbn.parties.data import CSV_ENCODING
+
+    if not 0.0 <= rate < 1.0:
+        raise UserError(f"--missing-rate must be in [0, 1), not {rate}")
+    schema = Schema.load(str(Path(folder) / "schema.json"))
+    rng = np.random.default_rng([seed, 11])
+    blanked = 0
+    for party in PARTIES:
+        path = Path(folder) / f"{party}.csv"
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING)
+        for v in schema.owned_by(party):
+            mask = rng.random(len(frame)) < rate
+            frame.loc[mask, v.name] = ""
+            blanked += int(mask.sum())
+        frame.to_csv(path, index=False)
+    return blanked

@@ -63,8 +63,10 @@ class LocalPair:
         miner: bool = False,
         policy: LocalPolicy | None = None,
         fixed_seed_for_testing: str | None = None,
+        missing_rule: str = "error",
     ) -> None:
         self.files = files
+        self.missing_rule = missing_rule  # `--missing` of both parties' daemons
         self.timeout_s = timeout_s
         self.policy = policy
         self.fixed_seed_for_testing = fixed_seed_for_testing
@@ -84,7 +86,7 @@ class LocalPair:
             peers = ["--alice", self.address("alice"), "--bob", self.address("bob")]
         else:
             peer = "bob" if role == "alice" else "alice"
-            peers = ["--data", str(self.files.data[role]), "--peer", self.address(peer)]
+            peers = ["--data", str(self.files.data[role]), "--peer", self.address(peer), "--missing", self.missing_rule]
             if MINER in self.roles:
                 peers += ["--miner", self.address(MINER)]
         return [

@@ -82,6 +82,7 @@ class PolicyScope:
     role: str
     schema: Schema
     n_records: int  # 0 at the miner, which holds no records
+    missing_rule: str = "error"  # this daemon's --missing ("" at the miner)
 
     @property
     def own_variables(self) -> tuple[str, ...]:

@@ -163,6 +163,16 @@ def combine_parameter_shares(alice: dict[str, Any], bob: dict[str, Any]) -> dict
     return out
 
 
+def family_records_json(
+    counts: dict[str, int] | None, n_records: int, rule: str, names: tuple[str, ...]
+) -> dict[str, Any]:
+    """Records each family of the learned network was counted on. Under available-case
+    analysis these are the counts opened by ``protocols.k2.family_record_counts`` (in both
+    ledgers); under the other rules every family uses all n records (public)."""
+    families = counts if counts is not None else dict.fromkeys(names, n_records)
+    return {"rule": rule, "records": n_records, "families": {v: int(families[v]) for v in names}}
+
+
 def checkpoint_meta(context: JobContext) -> dict[str, Any]:
     """What a checkpoint must match to be resumed: job, party, parameters, schema, own data."""
     return {
@@ -212,6 +222,8 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         c_star=float(params["c_star"]),
         disclosure=params["disclosure"],
         tables=TablesConfig(key_bits=params["key_bits"], workers=context.policy.workers),
+        # the rule both daemons agreed on in the handshake (Hello.missing_rule)
+        available_case=context.data.missing_rule == "available-case",
     )
 
     if params["key_bits"] == TEST_ONLY_KEY_BITS:
@@ -241,6 +253,9 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
     context.count("ots", result.stats["ots"])
     context.count("ln_evaluations", result.stats["ln_evaluations"])
     out = result_json(result, schema, config)
+    out["family_records"] = family_records_json(
+        result.family_records, context.data.n_records, context.data.missing_rule, schema.names
+    )
     out["stats"] = result.stats
     context.out_dir.mkdir(parents=True, exist_ok=True)
     (context.out_dir / NETWORK_JSON).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
@@ -259,6 +274,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         "tau": config.tau,
         "disclosure": config.disclosure,
         "parameters_visible": sorted(result.parameters.cpts),
+        "family_records": out["family_records"],
         "files": files,
         "paillier_encryptions": context.counters.encryptions,
         **({"warning": WEAK_KEY_WARNING} if params["key_bits"] == TEST_ONLY_KEY_BITS else {}),

@@ -129,8 +129,20 @@ def check_pram_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
     return out
 
 
+AVAILABLE_CASE_REFUSAL = (
+    "pram: --missing available-case runs on the secure path only: randomized columns would "
+    "show their receiver which cells are missing (start both daemons with --missing category, "
+    "or run the learn job)"
+)
+
+
 def check_pram_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
-    """The randomization of this party's own columns under its policy (the miner has none)."""
+    """The randomization of this party's own columns under its policy (the miner has none).
+
+    Available-case analysis is refused: PRAM sends every randomized cell, and a missing cell
+    cannot be randomized into a state without showing (or faking) that it was missing."""
+    if scope.missing_rule == "available-case":
+        raise UserError(AVAILABLE_CASE_REFUSAL)
     policy.require_path("pram", "pram")
     policy.require_at_most("max_parents", params["max_parents"], policy.max_parents)
     if scope.role == "miner":

@@ -104,6 +104,12 @@ class SecureLearnConfig:
     c_star: float = 1.0
     disclosure: str = "public"
     tables: TablesConfig = field(default_factory=TablesConfig)
+    # Available-case analysis (``--missing available-case``; both parties set it from the
+    # rule their daemons agreed on in the handshake): K2 compares each candidate with the
+    # current parents on the records complete in the candidate too (``bn.k2.CountsOracle``,
+    # paired mode), and the number of records each family of the learned network was
+    # counted on is opened to both (``family_record_counts``, in both ledgers).
+    available_case: bool = False
 
     def tolerance(self) -> int:
         """tau in score units (2^-SCORE_FRAC); the secure comparison is exact on integers."""
@@ -211,6 +217,9 @@ class SecureScorer:
         self.score_bits = score_bits(schema, n_records, config.max_parents, config.c_star)
         self.count_shares: dict[Family, np.ndarray] = {}
         self.score_shares: dict[tuple[str, frozenset[str]], np.ndarray] = {}
+        # paired mode (available-case): (child, parents, given) -> score share on the records
+        # complete in given too; recomputed after a resume, never checkpointed
+        self.paired_shares: dict[tuple[str, tuple[str, ...], str], np.ndarray] = {}
         self.evaluations = 0
 
     def phase(self, name: str) -> None:
@@ -298,27 +307,51 @@ class SecureScorer:
         if wanted:
             families = [(*ps, c) for c, ps in wanted]
             tables = self.table_shares(families)
-            pieces, layout = [], []
-            for fam in families:
-                d = self.schema.cardinality(fam[-1])
-                cells = tables[fam].reshape(-1, d)
-                rows = cells.sum(axis=1, dtype=np.uint64)
-                if self.config.mode != "bic" and self.role == GARBLER:
-                    rows = rows + np.uint64(d - 1)
-                pieces += [cells.ravel(), rows]
-                layout.append((cells.size, rows.size, cells.shape[0], d))
-            terms = self.terms(np.concatenate(pieces).astype(np.uint64))
-            offset = 0
-            for (child, parents), (n_cells, n_rows, q, d) in zip(wanted, layout, strict=True):
-                cell_sum = ring.sum(terms[offset : offset + n_cells])
-                row_sum = ring.sum(terms[offset + n_cells : offset + n_cells + n_rows])
-                offset += n_cells + n_rows
-                share = ring.sub(cell_sum, row_sum)
-                if self.role == GARBLER:
-                    public = int(round(self.public_term(q, d) * (1 << SCORE_FRAC)))
-                    share = ring.add(share, ring.constant(public))
+            cells = [tables[fam].reshape(-1, self.schema.cardinality(fam[-1])) for fam in families]
+            for (child, parents), share in zip(wanted, self._score_cells(cells), strict=True):
                 self.score_shares[(child, frozenset(parents))] = share
         return [self.score_shares[(c, frozenset(ps))] for c, ps in keys]
+
+    def paired_scores(self, keys: Sequence[tuple[str, tuple[str, ...], str]]) -> list[np.ndarray]:
+        """Shares of the score of (child, parents) on the records complete in ``given`` too:
+        the table of (parents..., given, child), summed over ``given`` on the shares (a
+        local, linear step). Available-case K2 compares a candidate with its child's
+        current parents on these same records (``bn.k2.CountsOracle``, paired mode)."""
+        wanted = [k for k in dict.fromkeys(keys) if k not in self.paired_shares]
+        if wanted:
+            families = [(*ps, z, c) for c, ps, z in wanted]
+            tables = self.table_shares(families)
+            cells = [
+                tables[fam].sum(axis=len(fam) - 2, dtype=np.uint64).reshape(-1, self.schema.cardinality(fam[-1]))
+                for fam in families
+            ]
+            for key, share in zip(wanted, self._score_cells(cells), strict=True):
+                self.paired_shares[key] = share
+        return [self.paired_shares[k] for k in keys]
+
+    def _score_cells(self, tables: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Score shares of (q, d) count-table shares: cell terms - row terms + public term."""
+        pieces, layout = [], []
+        for cells in tables:
+            q, d = cells.shape
+            rows = cells.sum(axis=1, dtype=np.uint64)
+            if self.config.mode != "bic" and self.role == GARBLER:
+                rows = rows + np.uint64(d - 1)
+            pieces += [cells.ravel(), rows]
+            layout.append((cells.size, rows.size, q, d))
+        terms = self.terms(np.concatenate(pieces).astype(np.uint64))
+        offset = 0
+        out = []
+        for n_cells, n_rows, q, d in layout:
+            cell_sum = ring.sum(terms[offset : offset + n_cells])
+            row_sum = ring.sum(terms[offset + n_cells : offset + n_cells + n_rows])
+            offset += n_cells + n_rows
+            share = ring.sub(cell_sum, row_sum)
+            if self.role == GARBLER:
+                public = int(round(self.public_term(q, d) * (1 << SCORE_FRAC)))
+                share = ring.add(share, ring.constant(public))
+            out.append(share)
+        return out
 
 
 class SecureOracle:
@@ -334,17 +367,29 @@ class SecureOracle:
         scorer = self.scorer
         if tau != scorer.config.tau:
             raise ValueError("the secure oracle's tolerance is fixed by its configuration")
+        paired = scorer.config.available_case
         keys = []
         for r in requests:
             keys.append((r.child, r.parents))
             keys += [(r.child, (*r.parents, z)) for z in r.candidates]
         scores = dict(zip(keys, scorer.scores(keys), strict=True))
+        if paired:
+            # available-case: each candidate's gain over the current parents on the same
+            # records, s(parents + z) - s(parents | complete in z); "current" is then 0
+            given = [(r.child, r.parents, z) for r in requests for z in r.candidates]
+            for (c, ps, z), share in zip(given, scorer.paired_scores(given), strict=True):
+                scores[(c, (*ps, z))] = ring.sub(scores[(c, (*ps, z))], share)
+            zero = np.zeros(2, dtype=np.uint64)
+            for r in requests:
+                scores[(r.child, r.parents)] = zero
         answers: list[str | None] = [None] * len(requests)
         groups: dict[int, list[int]] = {}
         for i, r in enumerate(requests):
             padded = -(-len(r.candidates) // CANDIDATE_BUCKET) * CANDIDATE_BUCKET
             groups.setdefault(padded, []).append(i)
-        width = scorer.score_bits
+        width = scorer.score_bits + (1 if paired else 0)  # a gain is a difference of two scores
+        if width > 128:
+            raise ValueError(f"score gains may need {width} bits; the secure comparison has 128")
         modulus = 1 << width
         # padding candidates score -2^(width-2): never the best while a real one exists
         sentinel = (-(1 << (width - 2))) % modulus if scorer.role == GARBLER else 0
@@ -566,6 +611,33 @@ def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]],
     return view
 
 
+def family_record_counts(scorer: SecureScorer, parents: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """Open N_i = sum_jk alpha_ijk of each family of the learned network to both parties.
+
+    Under available-case analysis a family counts only its complete records, so N_i may be
+    below n; no earlier step reveals it (the CPTs are ratios, the decisions single bits).
+    Each party sums its own shares of the family's table mod 2^64 and sends the sum: the
+    two sums add up to N_i and, since each table share is the count plus (or minus) a mask
+    that only its sum with the other share cancels, the pair reveals N_i and nothing else.
+    Both parties record the values in their ledgers (kind ``family_records``)."""
+    schema = scorer.schema
+    families = {v: (*parents[v], v) for v in schema.names}
+    tables = scorer.table_shares(list(families.values()))
+    mine = [int(tables[families[v]].sum(dtype=np.uint64)) for v in schema.names]
+    scorer.channel.send_u64s("family_records", mine)
+    theirs = scorer.channel.recv_u64s("family_records", len(mine))
+    counts = {}
+    for v, a, b in zip(schema.names, mine, theirs, strict=True):
+        total = (a + b) % (1 << 64)
+        if total > scorer.n_records:
+            raise ProtocolError(f"family_records: the count of {v!r}'s family exceeds the {scorer.n_records} records")
+        counts[v] = total
+    scorer.ledger.record(
+        "family_records", counts, "sum of the family's table shares, opened (available-case analysis)"
+    )
+    return counts
+
+
 @dataclass
 class SecureLearnResult:
     search: K2Result
@@ -573,6 +645,7 @@ class SecureLearnResult:
     network: BayesNet | None  # when every CPT is visible to this party
     stats: dict
     openings: list[tuple[str, np.ndarray]] | None = None
+    family_records: dict[str, int] | None = None  # with ``SecureLearnConfig.available_case``
 
 
 def learn_secure(
@@ -619,6 +692,7 @@ def learn_secure(
             ledger.record("edge", list(edge), "K2 decisions")
         ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, "K2 decisions")
         params = secure_parameters(scorer, search.parents, config.disclosure)
+        family_records = family_record_counts(scorer, search.parents) if config.available_case else None
     finally:
         scorer.tables.close()
     network = None
@@ -641,4 +715,4 @@ def learn_secure(
             schema, list(scorer.count_shares), n_records, config.tables.key_bits
         ).encryptions,
     }
-    return SecureLearnResult(search, params, network, stats, scorer.arith.openings)
+    return SecureLearnResult(search, params, network, stats, scorer.arith.openings, family_records)

@@ -21,6 +21,9 @@ ALLOWED_KINDS = frozenset(
         "edge",  # an edge added, in order
         "structure",  # the final parent sets
         "parameter",  # a CPT the disclosure mode lets this party see
+        # Available-case analysis only (``--missing available-case``): the number of
+        # complete records each family of the learned network was counted on.
+        "family_records",
         # The PRAM path's disclosures (Ma and Sivakumar, Sec. III-A): the receiver of
         # randomized columns learns them and the public matrices that randomized them.
         "randomized_data",  # randomized columns received (variables, record count)

@@ -20,6 +20,13 @@ pass (DESIGN.md, "Where the cost is"):
    <= 2^-sigma). Shares: X holds v mod 2^64, Y holds -r mod 2^64; their sum mod 2^64 is
    alpha. The shares are statistically hiding, not uniform in Z_2^64.
 
+Missing cells (``--missing available-case``, code -1): each party applies the rule to its
+own columns. X's indicator row for a subset with a missing variable is all zeros (an
+encryption of 0, like any other); Y labels the record with an extra "missing" state of
+that variable when aggregating a cluster and leaves those labels out when marginalising
+to a subset that contains the variable. A record thus adds to a family's cell only if
+neither party's part of the family is missing, as in ``bn.k2.count_table``.
+
 Each party encrypts under its own key (X is always the key owner). Ciphertexts are
 streamed in chunks of records (memory stays flat in n) and Y may keep them for later
 calls of the same ``TablesSession``; the plan reuses cached ciphertexts and otherwise
@@ -70,6 +77,10 @@ ROLES = ("alice", "bob")
 SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
 RETURN_PIECE = 4096  # masked ciphertexts per message
+# A missing cell (``--missing available-case``, ``parties.data.MISSING_CODE``): the record
+# has no configuration of any subset containing that variable, so its indicator row for
+# the subset is all zeros and it adds to no cell of any family containing the variable.
+MISSING = -1
 
 Subset = tuple[str, ...]
 Family = tuple[str, ...]
@@ -533,8 +544,8 @@ def _check_inputs(schema: Schema, role: str, codes: np.ndarray, families: Sequen
         raise ValueError(f"codes must have shape (n, {len(owned)}) for {role}'s variables, got {codes.shape}")
     for j, var in enumerate(owned):
         column = codes[:, j]
-        if column.size and (column.min() < 0 or column.max() >= var.cardinality):
-            raise ValueError(f"codes of {var.name!r} must lie in [0, {var.cardinality})")
+        if column.size and (column.min() < MISSING or column.max() >= var.cardinality):
+            raise ValueError(f"codes of {var.name!r} must lie in [0, {var.cardinality}) or be {MISSING} (missing)")
     out = []
     for family in families:
         family = tuple(family)
@@ -606,7 +617,8 @@ def _run(
     for family in plan.local:
         shape = schema.cardinalities(family)
         if schema.owner(family[0]) == role:
-            index = np.ravel_multi_index(tuple(codes[:, columns[v]] for v in family), shape)
+            index = _config_index(schema, codes, columns, family)
+            index = index[index != MISSING]
             table = np.bincount(index, minlength=math.prod(shape)).astype(np.uint64).reshape(shape)
         else:
             table = np.zeros(shape, dtype=np.uint64)
@@ -624,9 +636,41 @@ def _run(
 
 
 def _config_index(schema: Schema, codes: np.ndarray, columns: dict[str, int], subset: Subset) -> np.ndarray:
+    """Each record's configuration of ``subset``, or MISSING when any of its variables is
+    missing: the available-case rule, applied by each party to its own columns (a record
+    counts in a cell only if neither party's part of the family is missing)."""
     if not subset:
         return np.zeros(codes.shape[0], dtype=np.int64)
-    return np.ravel_multi_index(tuple(codes[:, columns[v]] for v in subset), schema.cardinalities(subset))
+    parts = tuple(codes[:, columns[v]] for v in subset)
+    missing = np.zeros(codes.shape[0], dtype=bool)
+    for part in parts:
+        missing |= part < 0
+    if not missing.any():
+        return np.ravel_multi_index(parts, schema.cardinalities(subset))
+    index = np.ravel_multi_index(tuple(np.where(missing, 0, p) for p in parts), schema.cardinalities(subset))
+    index[missing] = MISSING
+    return index
+
+
+def _label_cards(schema: Schema, codes: np.ndarray, columns: dict[str, int], union: Subset) -> tuple[int, ...]:
+    """Cardinalities of the aggregator's cluster labels: a variable with missing cells in
+    this party's own data gets one extra state (its last) for "missing"."""
+    return tuple(
+        schema.cardinality(v) + int(bool(np.any(codes[:, columns[v]] < 0))) for v in union
+    )
+
+
+def _cluster_label(codes: np.ndarray, columns: dict[str, int], union: Subset, cards: tuple[int, ...]) -> np.ndarray:
+    """Each record's joint state of ``union`` over ``cards`` (missing = the extra last state),
+    so that every record has a label: the marginalisation to a subset then drops exactly the
+    records missing in that subset's variables, and every ciphertext stays a factor of one
+    product (``multiply_by_label``'s invertibility check covers it)."""
+    if not union:
+        return np.zeros(codes.shape[0], dtype=np.int64)
+    parts = tuple(
+        np.where(codes[:, columns[v]] < 0, card - 1, codes[:, columns[v]]) for v, card in zip(union, cards, strict=True)
+    )
+    return np.ravel_multi_index(parts, cards)
 
 
 def _chunks(n_records: int, chunk_size: int) -> list[tuple[int, int]]:
@@ -792,9 +836,10 @@ def _aggregate_side(
     accumulators: list[list[list[mpz | None]]] = []
     fresh_total = n_records * sum(not c for c in plan.cached)
     done = 0
+    label_cards = {u: _label_cards(schema, codes, columns, u) for unions in plan.clusters for u in unions}
     for gi, group in enumerate(plan.groups):
         clusters = plan.clusters[gi]
-        cluster_sizes = [_configs(schema, u) for u in clusters]
+        cluster_sizes = [math.prod(label_cards[u]) for u in clusters]
         acc: list[list[mpz | None]] = [[None] * size for size in cluster_sizes]
         accumulators.append(acc)
         digest = _group_digest(
@@ -815,7 +860,7 @@ def _aggregate_side(
                 if keep:
                     kept.append(payload)
             block = codes[start:stop]
-            labels = np.stack([_config_index(schema, block, columns, u) for u in clusters])
+            labels = np.stack([_cluster_label(block, columns, u, label_cards[u]) for u in clusters])
             inflight.append(
                 session.pool.submit(multiply_by_label, public.n, payload, labels, cluster_sizes, inline=inline)
             )
@@ -842,16 +887,24 @@ def _aggregate_side(
     for (gi, sy), size in zip(plan.pairs, sizes, strict=True):
         ci = plan.cluster_of[gi][sy]
         union = plan.clusters[gi][ci]
-        union_cards = schema.cardinalities(union)
+        union_cards = label_cards[union]
         unravelled = np.unravel_index(np.arange(math.prod(union_cards)), union_cards)
+        states = tuple(unravelled[union.index(v)] for v in sy)
+        # labels with the extra "missing" state of a variable of sy add to no configuration
+        dropped = np.zeros(math.prod(union_cards), dtype=bool)
+        for v, part in zip(sy, states, strict=True):
+            dropped |= part >= schema.cardinality(v)
         projection = np.ravel_multi_index(
-            tuple(unravelled[union.index(v)] for v in sy), schema.cardinalities(sy)
-        ).tolist()
+            tuple(np.where(dropped, 0, part) for part in states), schema.cardinalities(sy)
+        )
+        projection = np.where(dropped, MISSING, projection).tolist()
         products: list[mpz | None] = [None] * size
         for u, value in enumerate(accumulators[gi][ci]):
             if value is None:
                 continue
             y = projection[u]
+            if y == MISSING:
+                continue
             if products[y] is None:
                 products[y] = value
             else:
