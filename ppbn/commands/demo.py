@@ -12,6 +12,7 @@ import argparse
 import json
 
 from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.commands.reference import add_alignment_options, sample_overlap
 from ppbn.errors import UserError
 from ppbn.parties.outputs import check_output_dir, work_folder
 
@@ -30,7 +31,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.out:  # before any work: a bad --out must not cost the run
         check_output_dir(args.out)
     with work_folder(args.out, "ppbn-demo-") as work:
-        made = make_dataset(args.network, args.records, args.seed, work / "data")
+        made = make_dataset(args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args))
         schema = made.schema
         console.print(f"[bold]data[/bold]: {args.records} records sampled from {args.network} (seed {args.seed})")
         for party in ("alice", "bob"):
@@ -40,7 +41,7 @@ def _demo(args: argparse.Namespace) -> int:
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         params = {"max_parents": args.max_parents, "score": args.score, "tau": DEFAULT_TAU}
         console.print(f"[bold]secure path[/bold]: two daemons over loopback mutual TLS, job learn {json.dumps(params)}")
-        with LocalPair(files, 300.0) as pair, pair.client("alice") as client:
+        with LocalPair(files, 300.0, align=args.align) as pair, pair.client("alice") as client:
             job_id = client.start("learn", params)
             outcome = client.wait(job_id, None, lambda note: console.print(f"  [dim]{note}[/dim]"))
             if outcome.state != "SUCCEEDED":
@@ -48,7 +49,8 @@ def _demo(args: argparse.Namespace) -> int:
             learned = {r: json.loads((pair.out_dir(r) / job_id / "network.json").read_text()) for r in ("alice", "bob")}
             ledgers = {r: json.loads((pair.out_dir(r) / job_id / "ledger.json").read_text()) for r in ("alice", "bob")}
         names, codes = load_joined(Schema.load(str(work / "data" / "schema.json")),
-                                   work / "data" / "alice.csv", work / "data" / "bob.csv")  # fmt: skip
+                                   work / "data" / "alice.csv", work / "data" / "bob.csv",
+                                   intersect=args.align == "psi")  # fmt: skip
         states = {v.name: v.states for v in schema.variables}
         reference = learn_reference(names, states, codes, args.max_parents, args.score)
         _print(console, learned, ledgers, reference, made.truth, outcome)
@@ -117,4 +119,5 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--max-parents", type=int, default=2)
     parser.add_argument("--score", default="exact", choices=("exact", "yw", "yw0", "bic"))
     parser.add_argument("--out", help="keep data, certificates, logs and outputs in this folder")
+    add_alignment_options(parser)
     parser.set_defaults(func=_demo)

@@ -67,6 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
         out_dir=args.out,
         timeout_s=args.peer_timeout,
         missing_as_category=args.missing_as_category,
+        align=args.align,
         policy=policy,
         fixed_seed_for_testing=args.insecure_fixed_seed_for_testing,
         audit_log=args.audit_log,
@@ -137,6 +138,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         action="store_true",
         help="read empty cells as the schema's missing_state",
     )
+    serve.add_argument(
+        "--align", choices=("strict", "psi"), default="strict",
+        help="strict (default): both parties must hold exactly the same record ids; psi: the ids "
+        "overlap in part, and every job first runs a private set intersection and works on the "
+        "shared records only (both daemons must use the same --align)",
+    )  # fmt: skip
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     ops = serve.add_argument_group("operations: audit log, metrics, log format")
     ops.add_argument(

@@ -34,7 +34,7 @@ from ppbn.commands.learn import (
     outcome_json,
     print_outcome,
 )
-from ppbn.commands.reference import add_learning_options, parse_order
+from ppbn.commands.reference import add_alignment_options, add_learning_options, parse_order
 from ppbn.errors import UserError
 from ppbn.parties.outputs import check_output_dir, relocate, work_folder
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
@@ -61,14 +61,17 @@ def _data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]
         return files
     if not args.network or not args.records:
         raise UserError("give --network and --records (or --data DIR)")
+    from ppbn.commands.reference import sample_overlap
     from ppbn.parties.datasets import make_dataset
 
     out = work / "data"
-    make_dataset(args.network, args.records, args.seed, out)
+    make_dataset(args.network, args.records, args.seed, out, overlap=sample_overlap(args))
     return out / "schema.json", out / "alice.csv", out / "bob.csv"
 
 
-def reveal_tables(schema_path: Path, csvs: dict[str, Path], out_dirs: dict[str, Path]) -> dict[str, Any]:
+def reveal_tables(
+    schema_path: Path, csvs: dict[str, Path], out_dirs: dict[str, Path], intersect: bool = False
+) -> dict[str, Any]:
     """Add both parties' table shares and compare with counts from the joined plaintext."""
     from ppbn.bn.schema import Schema
     from ppbn.parties.data import load_joined
@@ -76,7 +79,7 @@ def reveal_tables(schema_path: Path, csvs: dict[str, Path], out_dirs: dict[str, 
     from ppbn.protocols.tables import reconstruct
 
     schema = Schema.load(str(schema_path))
-    names, codes = load_joined(schema, csvs["alice"], csvs["bob"])
+    names, codes = load_joined(schema, csvs["alice"], csvs["bob"], intersect=intersect)
     column = {name: j for j, name in enumerate(names)}
     counts = reconstruct(load_shares(out_dirs["alice"]), load_shares(out_dirs["bob"]))
     wrong = []
@@ -122,7 +125,7 @@ def _simulate(args: argparse.Namespace) -> int:
             timings["certs_s"] = time.perf_counter() - start
             files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
             start = time.perf_counter()
-            with LocalPair(files, args.timeout, policy=_policy(args)) as pair:
+            with LocalPair(files, args.timeout, policy=_policy(args), align=args.align) as pair:
                 timings["daemons_start_s"] = time.perf_counter() - start
                 if not quiet:
                     print(f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
@@ -140,7 +143,7 @@ def _simulate(args: argparse.Namespace) -> int:
                 reveal = None
                 if args.reveal_for_testing and outcome.state == "SUCCEEDED":
                     out_dirs = {role: pair.out_dir(role) / job_id for role in ("alice", "bob")}
-                    reveal = reveal_tables(schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs)
+                    reveal = reveal_tables(schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs, args.align == "psi")
                 check = None
                 if args.job == "learn" and outcome.state == "SUCCEEDED":
                     learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
@@ -226,7 +229,7 @@ def _simulate_pram(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             with LocalPair(
                 files, args.timeout, miner=args.setup == 2, policy=_policy(args),
-                fixed_seed_for_testing=args.randomization_seed,
+                fixed_seed_for_testing=args.randomization_seed, align=args.align,
             ) as daemons:  # fmt: skip
                 up = time.perf_counter() - started
                 if not quiet:
@@ -239,7 +242,7 @@ def _simulate_pram(args: argparse.Namespace) -> int:
                 if any(o.state != "SUCCEEDED" for o in outcomes.values()):
                     for role in daemons.roles:
                         print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
-            names, codes = load_joined(schema, alice_csv, bob_csv)
+            names, codes = load_joined(schema, alice_csv, bob_csv, intersect=args.align == "psi")
             states = {v.name: v.states for v in schema.variables}
             reference = learn_reference(
                 names, states, codes, args.max_parents, args.score, args.tau, params["order"]
@@ -322,7 +325,7 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
     from ppbn.parties.data import load_joined
 
     schema = Schema.load(str(schema_path))
-    names, codes = load_joined(schema, csvs["alice"], csvs["bob"])
+    names, codes = load_joined(schema, csvs["alice"], csvs["bob"], intersect=args.align == "psi")
     states = {v.name: v.states for v in schema.variables}
     order = parse_order(args.order, names)
     ref = learn_reference(names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star)
@@ -428,6 +431,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--reveal-for-testing", action="store_true",
         help="TESTING ONLY: add both parties' shares and check them against the plaintext counts",
     )  # fmt: skip
+    add_alignment_options(parser)
     add_job_arguments(parser)
     add_path_arguments(parser)
     parser.set_defaults(func=run_path)

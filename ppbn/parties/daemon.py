@@ -59,6 +59,7 @@ from google.protobuf.message import DecodeError
 
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
+from ppbn.parties.alignment import align_by_psi
 from ppbn.parties.audit import AuditLog
 from ppbn.parties.checkpoint import CheckpointStore, data_digest
 from ppbn.parties.data import PartyData, load_party_data
@@ -202,8 +203,15 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
             f"schema fingerprint of {me} is {mine.schema_fingerprint[:12]}, of {them} "
             f"{theirs.schema_fingerprint[:12]}: both daemons must load the same schema.json"
         )
+    if MINER not in (mine.role, theirs.role) and theirs.record_alignment != mine.record_alignment:
+        return (
+            f"{me} runs --align {mine.record_alignment or 'strict'}, {them} runs --align "
+            f"{theirs.record_alignment or 'strict'}: both daemons must use the same --align"
+        )
     if MINER in (mine.role, theirs.role):
         return None  # the miner holds no records: see parties_mismatch
+    if mine.record_alignment == "psi":
+        return None  # the id sets differ by design; each job intersects them (ppbn.parties.alignment)
     if theirs.record_count != mine.record_count:
         return (
             f"{me} holds {mine.record_count} records, {them} holds {theirs.record_count}: "
@@ -214,6 +222,12 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
 
 def parties_mismatch(alice: party_pb2.Hello, bob: party_pb2.Hello) -> str | None:
     """At the miner: why alice's and bob's records do not line up, or None if they do."""
+    for hello in (alice, bob):
+        if hello.record_alignment == "psi":
+            return (
+                f"{hello.role} runs --align psi: the miner's jobs (PRAM setup II) need both parties to hold "
+                "the same records (--align strict)"
+            )
     if alice.record_count != bob.record_count:
         return f"alice holds {alice.record_count} records, bob holds {bob.record_count}"
     return None
@@ -273,6 +287,7 @@ class DaemonConfig:
     out_dir: str = "ppbn-out"
     timeout_s: float = DEFAULT_TIMEOUT_S
     missing_as_category: bool = False
+    align: str = "strict"  # `--align`: "strict" (same ids) or "psi" (private set intersection per job)
     probe_interval_s: float = 2.0
     peers: dict[str, str] = field(default_factory=dict)
     policy: LocalPolicy = field(default_factory=LocalPolicy)
@@ -396,6 +411,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             schema_fingerprint=self.schema.fingerprint(),
             record_count=self.data.n_records,
             identity=self.role if self.tls else "",
+            record_alignment=config.align,
         )
         self.jobs: dict[str, Job] = {}
         self.running: Job | None = None
@@ -1061,7 +1077,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 f"{self.role} has no checkpoint of job {job_id} in {store.folder}: nothing to resume",
                 AbortCode.BAD_REQUEST, "resume",
             )  # fmt: skip
-        if header.get("role") != self.role or header.get("data") != data_digest(self.data.ids, self.data.codes):
+        # under --align psi the job's data is the intersection, known only after the PSI: the
+        # resumed job compares its digest with the checkpoint's (learn_job.agree_resume_step)
+        same_data = self.config.align == "psi" or header.get("data") == data_digest(self.data.ids, self.data.codes)
+        if header.get("role") != self.role or not same_data:
             raise JobRefused(
                 f"cannot resume job {job_id}: {self.role}'s data changed since its checkpoint", AbortCode.BAD_REQUEST, "resume"
             )
@@ -1110,6 +1129,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             miner_check_records(channel.channels, job.job_id, nonces)
         elif MINER in job.nonces:
             party_check_records_for_miner(channel, job.job_id, job.nonces[self.role], self.data.ids, 2)
+        elif self.config.align == "psi":
+            ctx = job.context
+            with ctx.phase("record alignment"):
+                ctx.data = align_by_psi(
+                    channel, self.role, self.data, job_key(job.job_id, nonces), ctx.policy, ctx.ledger, ctx.progress
+                )
+            return
         else:
             key = job_key(job.job_id, nonces)
             check_same_records(channel, key, self.data.ids, self.role, channel.peer)

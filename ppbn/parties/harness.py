@@ -63,8 +63,10 @@ class LocalPair:
         miner: bool = False,
         policy: LocalPolicy | None = None,
         fixed_seed_for_testing: str | None = None,
+        align: str = "strict",
     ) -> None:
         self.files = files
+        self.align = align
         self.timeout_s = timeout_s
         self.policy = policy
         self.fixed_seed_for_testing = fixed_seed_for_testing
@@ -85,6 +87,7 @@ class LocalPair:
         else:
             peer = "bob" if role == "alice" else "alice"
             peers = ["--data", str(self.files.data[role]), "--peer", self.address(peer)]
+            peers += ["--align", self.align]
             if MINER in self.roles:
                 peers += ["--miner", self.address(MINER)]
         return [

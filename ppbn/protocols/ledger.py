@@ -25,6 +25,12 @@ ALLOWED_KINDS = frozenset(
         # randomized columns learns them and the public matrices that randomized them.
         "randomized_data",  # randomized columns received (variables, record count)
         "randomization_matrix",  # the matrix of a randomization block received with them
+        # Record alignment by private set intersection (--align psi, ppbn.protocols.psi):
+        # which of this party's records the peer holds too, and the size of the peer's id set.
+        "psi_peer_set_size",  # the number of record ids the peer put into the intersection
+        "psi_intersection_size",  # the number of shared record ids
+        "psi_intersection",  # membership: which of this party's own records are shared
+        "aligned_record_count",  # n of the job: the records it runs on after the intersection
     }
 )
 
