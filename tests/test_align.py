@@ -126,16 +126,17 @@ def _disjoint(data: Path, out: Path, keep_shared: int) -> Path:
              "records the CPTs would reveal individual records"),
     ],
 )  # fmt: skip
-def test_small_or_empty_intersections_are_refused(overlapping, tmp_path, shared, message):
+def test_small_or_empty_intersections_are_refused(overlapping, tmp_path, capsys, shared, message):
     data = _disjoint(overlapping, tmp_path / "data", shared)
     policy = dataclasses.replace(LocalPolicy.load(TEST_POLICY), min_records=100)
-    with _pair(data, tmp_path, policy=policy) as pair, pair.client("alice") as client:
-        job_id = client.start("learn", PARAMS)
-        outcome = client.wait(job_id, 120)
-        assert outcome.state == "FAILED"
-        assert message in outcome.error
-        assert message in pair.log_tail("bob", 40) or message in (pair.logs["bob"].read_text())
-        assert not (pair.out_dir("alice") / job_id / "network.json").exists()
+    with _pair(data, tmp_path, policy=policy) as pair:
+        code = ppbn_main(["learn", "--peer", pair.address("alice"), "--tls-dir", str(tmp_path / "certs" / "alice"),
+                          "--params", json.dumps(PARAMS), "--format", "json"])  # fmt: skip
+        assert code == 2  # refused for its input, like any other bad input
+        outcome = json.loads(capsys.readouterr().out)
+        assert outcome["state"] == "FAILED" and message in outcome["error"]
+        assert message in pair.logs["bob"].read_text()  # bob's own check says the same
+        assert not list(pair.out_dir("alice").rglob("network.json"))
 
 
 def test_align_on_one_daemon_only_is_refused_on_both_sides(overlapping, tmp_path):

@@ -23,9 +23,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ppbn.errors import DataError
 from ppbn.parties.data import PartyData
 from ppbn.parties.policy import LocalPolicy, PolicyRefusal
-from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.channel import Channel
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.psi import align_records
 
@@ -33,7 +34,7 @@ ALIGNMENTS = ("strict", "psi")
 _PSI_KEY_LABEL = b"ppbn record alignment psi v1"
 
 
-class EmptyIntersection(ProtocolError):
+class EmptyIntersection(DataError):
     """The parties share no record id: there is nothing to learn from."""
 
 

@@ -314,6 +314,7 @@ class Job:
     context: JobContext
     state: int = JobInfo.RUNNING
     error: str = ""
+    refused: bool = False  # FAILED for its input or a policy (JobInfo.refused)
     nonces: dict[str, bytes] = field(default_factory=dict)  # role -> nonce of every daemon of the job
     opened_by: str = ""  # role of the daemon that opened the job's streams
     pending: bool = False  # started here, the peer has not accepted yet (see _yields_to)
@@ -337,6 +338,7 @@ class Job:
             progress=self.context.last_progress,
             initiator=self.initiator,
             out_dir=str(self.context.out_dir),
+            refused=self.refused,
         )
 
 
@@ -1171,10 +1173,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 self._abort(job, AbortCode.SHUTTING_DOWN if self._stopping.is_set() else AbortCode.CANCELLED)
             else:
                 job.state, job.error = JobInfo.FAILED, self._failure_text(job, exc)
+                job.refused = isinstance(exc, RecordsMismatch) or _peer_refused(channel)
                 self._abort(job, _abort_code_for(exc))
-        except UserError as exc:
-            job.state, job.error = JobInfo.FAILED, str(exc)
-            self._abort(job, AbortCode.FAILED)
+        except UserError as exc:  # the data or a policy refuses the job: bad input, not a fault
+            job.state, job.error, job.refused = JobInfo.FAILED, str(exc), True
+            self._abort(job, AbortCode.POLICY if isinstance(exc, PolicyRefusal) else AbortCode.FAILED)
         except Exception as exc:  # noqa: BLE001 - a job's bug must not take the daemon down
             self.log.exception("job %s crashed", job.job_id)
             job.state = JobInfo.FAILED
@@ -1366,6 +1369,12 @@ def add_party_service(servicer: PartyDaemon, server: grpc.Server) -> None:
 def _require_parsed(request: Any, context: grpc.ServicerContext, message: str) -> None:
     if request is MALFORMED:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {message} message")
+
+
+def _peer_refused(channel: GrpcChannel | ChannelGroup) -> bool:
+    """The peer ended the job for its input or policy (its ABORT code says so)."""
+    channels = channel.channels.values() if isinstance(channel, ChannelGroup) else (channel,)
+    return any(c.peer_abort_code in (AbortCode.POLICY, AbortCode.MISMATCH) for c in channels)
 
 
 def _abort_code_for(exc: ProtocolError) -> int:
