@@ -26,6 +26,7 @@ import numpy as np
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
 from ppbn.bn.scores import SCORE_MODES
+from ppbn.commands.reference import add_alignment_options, sample_overlap
 from ppbn.errors import UserError
 
 
@@ -40,14 +41,14 @@ def _bench_k2(args: argparse.Namespace) -> int:
         raise UserError("--records must be at least 2")
     work = Path(tempfile.mkdtemp(prefix="ppbn-bench-k2-"))
     try:
-        made = make_dataset(args.network, args.records, args.seed, work / "data")
+        made = make_dataset(args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args))
         blanked = blank_cells(work / "data", args.missing_rate, args.seed) if args.missing_rate else 0
         make_local_pki(work / "certs", PARTY_ROLES)
         files = PairFiles(work / "data" / "schema.json",
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
         quiet = args.format == "json"
-        with LocalPair(files, args.timeout, missing_rule=rule) as pair, pair.client("alice") as client:
+        with LocalPair(files, args.timeout, missing_rule=rule, align=args.align) as pair, pair.client("alice") as client:
             started = time.perf_counter()
             job_id = client.start("learn", params)
             outcome = client.wait(job_id, None, None if quiet else (lambda note: print(f"  {note}", flush=True)))
@@ -213,6 +214,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     from ppbn.commands.reference import add_missing_options
 
     add_missing_options(k2, rate=True)
+    add_alignment_options(k2)
     k2.set_defaults(func=_bench_k2)
 
     ln = bench.add_parser(

@@ -10,12 +10,15 @@ from ppbn.bn.networks import NETWORKS
 def _make(args: argparse.Namespace) -> int:
     from ppbn.parties.datasets import make_dataset
 
-    made = make_dataset(args.network, args.records, args.seed, args.out, args.split, force=args.force)
+    made = make_dataset(
+        args.network, args.records, args.seed, args.out, args.split, force=args.force, overlap=args.overlap
+    )
     alice = len(made.schema.owned_by("alice"))
     bob = len(made.schema.owned_by("bob"))
+    shared = "" if args.overlap == 1 else f" each, {len(made.ids)} of them at both parties"
     print(
         f"wrote {args.out}/schema.json, alice.csv ({alice} variables), bob.csv ({bob} variables), "
-        f"truth.bif: {args.records} records from {args.network}, seed {args.seed}"
+        f"truth.bif: {args.records} records{shared} from {args.network}, seed {args.seed}"
     )
     return 0
 
@@ -44,4 +47,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="alternate (default: variables in topological order alternate alice, bob), halves "
         "(first half alice), or a JSON file mapping each variable to alice or bob",
     )
+    make.add_argument(
+        "--overlap", type=float, default=1.0,
+        help="share of each party's records the other party holds too (default 1: the same "
+        "records at both); below 1 each party also holds records of its own, for --align psi",
+    )  # fmt: skip
     make.set_defaults(func=_make)

@@ -12,6 +12,7 @@ import argparse
 import json
 
 from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.commands.reference import add_alignment_options, sample_overlap
 from ppbn.errors import UserError
 from ppbn.parties.outputs import check_output_dir, work_folder
 
@@ -32,7 +33,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.out:  # before any work: a bad --out must not cost the run
         check_output_dir(args.out)
     with work_folder(args.out, "ppbn-demo-") as work:
-        made = make_dataset(args.network, args.records, args.seed, work / "data")
+        made = make_dataset(args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args))
         schema = made.schema
         console.print(f"[bold]data[/bold]: {args.records} records sampled from {args.network} (seed {args.seed})")
         if args.missing_rate:
@@ -45,7 +46,7 @@ def _demo(args: argparse.Namespace) -> int:
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         params = {"max_parents": args.max_parents, "score": args.score, "tau": DEFAULT_TAU}
         console.print(f"[bold]secure path[/bold]: two daemons over loopback mutual TLS, job learn {json.dumps(params)}")
-        with LocalPair(files, 300.0, missing_rule=rule) as pair, pair.client("alice") as client:
+        with LocalPair(files, 300.0, missing_rule=rule, align=args.align) as pair, pair.client("alice") as client:
             job_id = client.start("learn", params)
             outcome = client.wait(job_id, None, lambda note: console.print(f"  [dim]{note}[/dim]"))
             if outcome.state != "SUCCEEDED":
@@ -53,7 +54,8 @@ def _demo(args: argparse.Namespace) -> int:
             learned = {r: json.loads((pair.out_dir(r) / job_id / "network.json").read_text()) for r in ("alice", "bob")}
             ledgers = {r: json.loads((pair.out_dir(r) / job_id / "ledger.json").read_text()) for r in ("alice", "bob")}
         names, codes = load_joined(Schema.load(str(work / "data" / "schema.json")),
-                                   work / "data" / "alice.csv", work / "data" / "bob.csv", missing_rule=rule)  # fmt: skip
+                                   work / "data" / "alice.csv", work / "data" / "bob.csv", missing_rule=rule,
+                                   intersect=args.align == "psi")  # fmt: skip
         states = {v.name: v.states for v in schema.variables}
         reference = learn_reference(
             names, states, codes, args.max_parents, args.score, available_case=rule == "available-case"
@@ -127,4 +129,5 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     from ppbn.commands.reference import add_missing_options
 
     add_missing_options(parser, rate=True)
+    add_alignment_options(parser)
     parser.set_defaults(func=_demo)

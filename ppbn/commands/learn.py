@@ -164,7 +164,9 @@ def _learn(args: argparse.Namespace) -> int:
         print(json.dumps(outcome_json(outcome), indent=2))
     else:
         print_outcome(outcome, f"ppbn learn via {health.role}")
-    return 0 if outcome.state == "SUCCEEDED" else 1
+    if outcome.state == "SUCCEEDED":
+        return 0
+    return 2 if outcome.refused else 1  # 2: the input or a policy refused the job, as for other bad input
 
 
 def cancel_command(args: argparse.Namespace, job_id: str) -> str:

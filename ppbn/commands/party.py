@@ -68,6 +68,7 @@ def _serve(args: argparse.Namespace) -> int:
         timeout_s=args.peer_timeout,
         missing_as_category=args.missing_as_category,
         missing_rule=args.missing,
+        align=args.align,
         policy=policy,
         fixed_seed_for_testing=args.insecure_fixed_seed_for_testing,
         audit_log=args.audit_log,
@@ -136,6 +137,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help=f"longest wait for the peer before a job fails (default {PEER_TIMEOUT_S:g} s)",
     )  # fmt: skip
     add_missing_options(serve)
+    serve.add_argument(
+        "--align", choices=("strict", "psi"), default="strict",
+        help="strict (default): both parties must hold exactly the same record ids; psi: the ids "
+        "overlap in part, and every job first runs a private set intersection and works on the "
+        "shared records only (both daemons must use the same --align)",
+    )  # fmt: skip
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     ops = serve.add_argument_group("operations: audit log, metrics, log format")
     ops.add_argument(

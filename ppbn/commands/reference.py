@@ -113,7 +113,9 @@ def _reference(args: argparse.Namespace) -> int:
     data = Path(args.data)
     schema = Schema.load(str(data / "schema.json"))
     rule = missing_rule(args)
-    names, codes = load_joined(schema, data / "alice.csv", data / "bob.csv", missing_rule=rule)
+    names, codes = load_joined(
+        schema, data / "alice.csv", data / "bob.csv", missing_rule=rule, intersect=args.align == "psi"
+    )
     order = parse_order(args.order, names)
     states = {v.name: v.states for v in schema.variables}
     if args.max_parents < 0:
@@ -136,6 +138,32 @@ def _reference(args: argparse.Namespace) -> int:
     return 0
 
 
+PSI_DEFAULT_OVERLAP = 0.6
+
+
+def add_alignment_options(parser: argparse.ArgumentParser, sampling: bool = True) -> None:
+    """--align for commands that start both daemons (and --overlap where they sample data)."""
+    parser.add_argument(
+        "--align", choices=("strict", "psi"), default="strict",
+        help="strict (default): both parties hold the same record ids; psi: the daemons run a "
+        "private set intersection of their ids and learn on the shared records only",
+    )  # fmt: skip
+    if sampling:
+        parser.add_argument(
+            "--overlap", type=float,
+            help="share of each party's sampled records the other holds too (default 1, or "
+            f"{PSI_DEFAULT_OVERLAP:g} with --align psi)",
+        )  # fmt: skip
+
+
+def sample_overlap(args: argparse.Namespace) -> float:
+    """The overlap to sample with: given, or the default of the alignment; strict needs 1."""
+    overlap = args.overlap if args.overlap is not None else (PSI_DEFAULT_OVERLAP if args.align == "psi" else 1.0)
+    if overlap < 1.0 and args.align != "psi":
+        raise UserError(f"--overlap {overlap:g}: parties with different records need --align psi")
+    return overlap
+
+
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "reference",
@@ -146,6 +174,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--data", required=True, help="folder with schema.json, alice.csv, bob.csv")
     add_learning_options(parser)
     add_missing_options(parser)
+    parser.add_argument(
+        "--align", choices=("strict", "psi"), default="strict",
+        help="strict (default): both files must hold the same record ids; psi: learn on the records "
+        "whose id is in both files (what daemons run with --align psi learn on)",
+    )  # fmt: skip
     parser.add_argument(
         "--out", help="also write network.bif and network.json to this folder (new or empty; "
         "written whole or not at all)",

@@ -34,6 +34,7 @@ from ppbn.commands.learn import (
     print_outcome,
 )
 from ppbn.commands.reference import (
+    add_alignment_options,
     add_learning_options,
     add_missing_options,
     missing_rule,
@@ -72,10 +73,11 @@ def _data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]
         return files
     if not args.network or not args.records:
         raise UserError("give --network and --records (or --data DIR)")
+    from ppbn.commands.reference import sample_overlap
     from ppbn.parties.datasets import make_dataset
 
     out = work / "data"
-    make_dataset(args.network, args.records, args.seed, out)
+    make_dataset(args.network, args.records, args.seed, out, overlap=sample_overlap(args))
     if rate:
         from ppbn.parties.datasets import blank_cells
 
@@ -84,10 +86,15 @@ def _data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]
 
 
 def reveal_tables(
-    schema_path: Path, csvs: dict[str, Path], out_dirs: dict[str, Path], rule: str = "error"
+    schema_path: Path,
+    csvs: dict[str, Path],
+    out_dirs: dict[str, Path],
+    rule: str = "error",
+    intersect: bool = False,
 ) -> dict[str, Any]:
     """Add both parties' table shares and compare with counts from the joined plaintext
-    (under ``rule``: available-case counts leave out records missing in the family)."""
+    (under ``rule``: available-case counts leave out records missing in the family; with
+    ``intersect``: on the records both hold, as ``--align psi``)."""
     from ppbn.bn.k2 import count_table
     from ppbn.bn.schema import Schema
     from ppbn.parties.data import load_joined
@@ -95,7 +102,7 @@ def reveal_tables(
     from ppbn.protocols.tables import reconstruct
 
     schema = Schema.load(str(schema_path))
-    names, codes = load_joined(schema, csvs["alice"], csvs["bob"], missing_rule=rule)
+    names, codes = load_joined(schema, csvs["alice"], csvs["bob"], missing_rule=rule, intersect=intersect)
     column = {name: j for j, name in enumerate(names)}
     counts = reconstruct(load_shares(out_dirs["alice"]), load_shares(out_dirs["bob"]))
     wrong = []
@@ -139,7 +146,9 @@ def _simulate(args: argparse.Namespace) -> int:
             timings["certs_s"] = time.perf_counter() - start
             files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
             start = time.perf_counter()
-            with LocalPair(files, args.timeout, policy=_policy(args), missing_rule=missing_rule(args)) as pair:
+            with LocalPair(
+                files, args.timeout, policy=_policy(args), missing_rule=missing_rule(args), align=args.align
+            ) as pair:
                 timings["daemons_start_s"] = time.perf_counter() - start
                 if not quiet:
                     print(f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
@@ -157,7 +166,9 @@ def _simulate(args: argparse.Namespace) -> int:
                 reveal = None
                 if args.reveal_for_testing and outcome.state == "SUCCEEDED":
                     out_dirs = {role: pair.out_dir(role) / job_id for role in ("alice", "bob")}
-                    reveal = reveal_tables(schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs, missing_rule(args))
+                    reveal = reveal_tables(
+                        schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs, missing_rule(args), args.align == "psi"
+                    )
                 check = None
                 if args.job == "learn" and outcome.state == "SUCCEEDED":
                     learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
@@ -245,7 +256,7 @@ def _simulate_pram(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             with LocalPair(
                 files, args.timeout, miner=args.setup == 2, policy=_policy(args),
-                fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args),
+                fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args), align=args.align,
             ) as daemons:  # fmt: skip
                 up = time.perf_counter() - started
                 if not quiet:
@@ -258,7 +269,9 @@ def _simulate_pram(args: argparse.Namespace) -> int:
                 if any(o.state != "SUCCEEDED" for o in outcomes.values()):
                     for role in daemons.roles:
                         print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
-            names, codes = load_joined(schema, alice_csv, bob_csv, missing_rule=missing_rule(args))
+            names, codes = load_joined(
+                schema, alice_csv, bob_csv, missing_rule=missing_rule(args), intersect=args.align == "psi"
+            )
             states = {v.name: v.states for v in schema.variables}
             reference = learn_reference(
                 names, states, codes, args.max_parents, args.score, args.tau, params["order"]
@@ -341,7 +354,9 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
     from ppbn.parties.data import load_joined
 
     schema = Schema.load(str(schema_path))
-    names, codes = load_joined(schema, csvs["alice"], csvs["bob"], missing_rule=missing_rule(args))
+    names, codes = load_joined(
+        schema, csvs["alice"], csvs["bob"], missing_rule=missing_rule(args), intersect=args.align == "psi"
+    )
     states = {v.name: v.states for v in schema.variables}
     order = parse_order(args.order, names)
     ref = learn_reference(
@@ -456,6 +471,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="TESTING ONLY: add both parties' shares and check them against the plaintext counts",
     )  # fmt: skip
     add_missing_options(parser, rate=True)
+    add_alignment_options(parser)
     add_job_arguments(parser)
     add_path_arguments(parser)
     parser.set_defaults(func=run_path)

@@ -43,6 +43,7 @@ class JobOutcome:
     stats: dict[str, Any] | None
     peer_stats: dict[str, Any] | None
     out_dir: str
+    refused: bool = False  # failed for its input or a policy, not for a fault
 
     @classmethod
     def from_info(cls, info: party_pb2.JobInfo) -> JobOutcome:
@@ -58,6 +59,7 @@ class JobOutcome:
             stats=load(info.stats_json),
             peer_stats=load(info.peer_stats_json),
             out_dir=info.out_dir,
+            refused=info.refused,
         )
 
 

@@ -59,6 +59,7 @@ from google.protobuf.message import DecodeError
 
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
+from ppbn.parties.alignment import align_by_psi
 from ppbn.parties.audit import AuditLog
 from ppbn.parties.checkpoint import CheckpointStore, data_digest
 from ppbn.parties.data import PartyData, load_party_data
@@ -202,11 +203,18 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
             f"schema fingerprint of {me} is {mine.schema_fingerprint[:12]}, of {them} "
             f"{theirs.schema_fingerprint[:12]}: both daemons must load the same schema.json"
         )
+    if MINER not in (mine.role, theirs.role) and theirs.record_alignment != mine.record_alignment:
+        return (
+            f"{me} runs --align {mine.record_alignment or 'strict'}, {them} runs --align "
+            f"{theirs.record_alignment or 'strict'}: both daemons must use the same --align"
+        )
     if MINER in (mine.role, theirs.role):
         return None  # the miner holds no records: see parties_mismatch
     missing = missing_rule_mismatch({me: mine, them: theirs})
     if missing:
         return missing
+    if mine.record_alignment == "psi":
+        return None  # the id sets differ by design; each job intersects them (ppbn.parties.alignment)
     if theirs.record_count != mine.record_count:
         return (
             f"{me} holds {mine.record_count} records, {them} holds {theirs.record_count}: "
@@ -231,6 +239,12 @@ def parties_mismatch(alice: party_pb2.Hello, bob: party_pb2.Hello) -> str | None
     missing = missing_rule_mismatch({"alice": alice, "bob": bob})
     if missing:
         return missing
+    for hello in (alice, bob):
+        if hello.record_alignment == "psi":
+            return (
+                f"{hello.role} runs --align psi: the miner's jobs (PRAM setup II) need both parties to hold "
+                "the same records (--align strict)"
+            )
     if alice.record_count != bob.record_count:
         return f"alice holds {alice.record_count} records, bob holds {bob.record_count}"
     return None
@@ -291,6 +305,7 @@ class DaemonConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     missing_as_category: bool = False  # the older spelling of missing_rule="category"
     missing_rule: str | None = None  # `--missing`: error (default), category or available-case
+    align: str = "strict"  # `--align`: "strict" (same ids) or "psi" (private set intersection per job)
     probe_interval_s: float = 2.0
     peers: dict[str, str] = field(default_factory=dict)
     policy: LocalPolicy = field(default_factory=LocalPolicy)
@@ -317,6 +332,7 @@ class Job:
     context: JobContext
     state: int = JobInfo.RUNNING
     error: str = ""
+    refused: bool = False  # FAILED for its input or a policy (JobInfo.refused)
     nonces: dict[str, bytes] = field(default_factory=dict)  # role -> nonce of every daemon of the job
     opened_by: str = ""  # role of the daemon that opened the job's streams
     pending: bool = False  # started here, the peer has not accepted yet (see _yields_to)
@@ -340,6 +356,7 @@ class Job:
             progress=self.context.last_progress,
             initiator=self.initiator,
             out_dir=str(self.context.out_dir),
+            refused=self.refused,
         )
 
 
@@ -416,6 +433,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             record_count=self.data.n_records,
             identity=self.role if self.tls else "",
             missing_rule=self.data.missing_rule if self.role != MINER else "",
+            record_alignment=config.align,
         )
         self.jobs: dict[str, Job] = {}
         self.running: Job | None = None
@@ -1081,7 +1099,10 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 f"{self.role} has no checkpoint of job {job_id} in {store.folder}: nothing to resume",
                 AbortCode.BAD_REQUEST, "resume",
             )  # fmt: skip
-        if header.get("role") != self.role or header.get("data") != data_digest(self.data.ids, self.data.codes):
+        # under --align psi the job's data is the intersection, known only after the PSI: the
+        # resumed job compares its digest with the checkpoint's (learn_job.agree_resume_step)
+        same_data = self.config.align == "psi" or header.get("data") == data_digest(self.data.ids, self.data.codes)
+        if header.get("role") != self.role or not same_data:
             raise JobRefused(
                 f"cannot resume job {job_id}: {self.role}'s data changed since its checkpoint", AbortCode.BAD_REQUEST, "resume"
             )
@@ -1130,6 +1151,14 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             miner_check_records(channel.channels, job.job_id, nonces)
         elif MINER in job.nonces:
             party_check_records_for_miner(channel, job.job_id, job.nonces[self.role], self.data.ids, 2)
+        elif self.config.align == "psi":
+            ctx = job.context
+            with ctx.phase("record alignment"):
+                ctx.data = align_by_psi(
+                    channel, self.role, self.data, job_key(job.job_id, nonces), ctx.policy, ctx.ledger, ctx.progress,
+                    ctx.params.get("key_bits"),
+                )  # fmt: skip
+            return
         else:
             key = job_key(job.job_id, nonces)
             check_same_records(channel, key, self.data.ids, self.role, channel.peer)
@@ -1165,10 +1194,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 self._abort(job, AbortCode.SHUTTING_DOWN if self._stopping.is_set() else AbortCode.CANCELLED)
             else:
                 job.state, job.error = JobInfo.FAILED, self._failure_text(job, exc)
+                job.refused = isinstance(exc, RecordsMismatch) or _peer_refused(channel)
                 self._abort(job, _abort_code_for(exc))
-        except UserError as exc:
-            job.state, job.error = JobInfo.FAILED, str(exc)
-            self._abort(job, AbortCode.FAILED)
+        except UserError as exc:  # the data or a policy refuses the job: bad input, not a fault
+            job.state, job.error, job.refused = JobInfo.FAILED, str(exc), True
+            self._abort(job, AbortCode.POLICY if isinstance(exc, PolicyRefusal) else AbortCode.FAILED)
         except Exception as exc:  # noqa: BLE001 - a job's bug must not take the daemon down
             self.log.exception("job %s crashed", job.job_id)
             job.state = JobInfo.FAILED
@@ -1360,6 +1390,12 @@ def add_party_service(servicer: PartyDaemon, server: grpc.Server) -> None:
 def _require_parsed(request: Any, context: grpc.ServicerContext, message: str) -> None:
     if request is MALFORMED:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {message} message")
+
+
+def _peer_refused(channel: GrpcChannel | ChannelGroup) -> bool:
+    """The peer ended the job for its input or policy (its ABORT code says so)."""
+    channels = channel.channels.values() if isinstance(channel, ChannelGroup) else (channel,)
+    return any(c.peer_abort_code in (AbortCode.POLICY, AbortCode.MISMATCH) for c in channels)
 
 
 def _abort_code_for(exc: ProtocolError) -> int:

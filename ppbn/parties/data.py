@@ -10,6 +10,7 @@ both parties' row i is the same record without either side sending its ids.
 from __future__ import annotations
 
 import csv
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -231,11 +232,20 @@ def load_joined(
     bob_csv: str | Path,
     missing_as_category: bool = False,
     missing_rule: str | None = None,
+    intersect: bool = False,
 ) -> tuple[tuple[str, ...], np.ndarray]:
     """Join both parties' data (reference runs only): (names in schema order, codes (n, m));
-    with ``missing_rule="available-case"`` empty cells stay MISSING_CODE."""
+    with ``missing_rule="available-case"`` empty cells stay MISSING_CODE.
+
+    With ``intersect`` only the records whose id is in both files, in id order (what the
+    daemons learn on with ``--align psi``); otherwise both must hold the same ids."""
     alice = load_party_data(schema, "alice", alice_csv, missing_as_category, missing_rule)
     bob = load_party_data(schema, "bob", bob_csv, missing_as_category, missing_rule)
+    if intersect:
+        shared = sorted(set(alice.ids) & set(bob.ids))
+        if not shared:
+            raise DataError(f"{alice_csv} and {bob_csv} share no record id")
+        alice, bob = _restrict(alice, shared), _restrict(bob, shared)
     if alice.ids != bob.ids:
         only_a = sorted(set(alice.ids) - set(bob.ids))
         only_b = sorted(set(bob.ids) - set(alice.ids))
@@ -246,6 +256,13 @@ def load_joined(
     by_name.update({name: bob.column(name) for name in bob.columns})
     codes = np.column_stack([by_name[name] for name in schema.names]).astype(np.int64)
     return schema.names, codes
+
+
+def _restrict(data: PartyData, ids: list[str]) -> PartyData:
+    """``data`` with only the records of ``ids`` (all of them present), in the order given."""
+    row = {record_id: i for i, record_id in enumerate(data.ids)}
+    rows = np.array([row[record_id] for record_id in ids], dtype=np.int64)
+    return dataclasses.replace(data, ids=tuple(ids), codes=data.codes[rows])
 
 
 def write_party_csv(path: str | Path, schema: Schema, ids: list[str], names: tuple[str, ...], codes: np.ndarray) -> None:

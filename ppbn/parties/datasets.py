@@ -3,7 +3,8 @@
 Records are sampled, shuffled with the seed, given ids, and the variables are split
 between Alice and Bob. Declared domains come from the network, so states that never
 occur in the sample are still in the schema. Bob's rows are written in a different order
-from Alice's: the loader joins on the record id, never on the row position.
+from Alice's: the loader joins on the record id, never on the row position. With
+``overlap`` below 1 each party also holds records the other does not (``--align psi``).
 """
 
 from __future__ import annotations
@@ -54,15 +55,29 @@ def split_owners(names: tuple[str, ...], split: str) -> dict[str, str]:
 class MadeDataset:
     schema: Schema
     truth: BayesNet
-    codes: np.ndarray  # (n, m), schema order, row i = record ids[i]
+    codes: np.ndarray  # (n, m), schema order, row i = record ids[i]: the records both parties hold
     ids: list[str]
 
 
 def make_dataset(
-    network: str, records: int, seed: int, out: str | Path, split: str = "alternate", force: bool = False
+    network: str,
+    records: int,
+    seed: int,
+    out: str | Path,
+    split: str = "alternate",
+    force: bool = False,
+    overlap: float = 1.0,
 ) -> MadeDataset:
     """Sample and write the data set into ``out`` as a whole (built aside, then renamed);
-    an existing non-empty ``out`` is refused before any sampling unless ``force``."""
+    an existing non-empty ``out`` is refused before any sampling unless ``force``.
+
+    Each party gets ``records`` rows; a share ``overlap`` of them are records the other
+    party holds too, the rest are records of its own (sampled from the same network)."""
+    if not 0.0 < overlap <= 1.0:
+        raise UserError(f"--overlap must be in (0, 1], got {overlap:g}")
+    shared = round(overlap * records)
+    if shared < 1:
+        raise UserError(f"--overlap {overlap:g} of {records} records leaves no shared record")
     check_output_dir(out, force=force)
     truth = load_network(network)
     owners = split_owners(truth.names, split)
@@ -73,15 +88,21 @@ def make_dataset(
         tuple(Variable(n, owners[n], truth.states[n]) for n in truth.names),
     )
     rng = np.random.default_rng(seed)
-    codes = sample(truth, records, seed)[rng.permutation(records)]
-    width = len(str(records))
-    ids = [f"r{i:0{width}d}" for i in range(records)]
+    own = records - shared  # records only one party holds
+    total = records + own
+    codes = sample(truth, total, seed)[rng.permutation(total)]
+    width = len(str(total))
+    ids = [f"r{i:0{width}d}" for i in range(total)]
+    held = {  # rows 0..shared-1 are at both parties, then alice's own, then bob's own
+        "alice": np.arange(records),
+        "bob": np.concatenate([np.arange(shared), np.arange(records, total)]).astype(np.int64),
+    }
     with atomic_output_dir(out, force=force) as folder:
         (folder / "schema.json").write_text(schema.to_json() + "\n", encoding="utf-8")
         column = {n: i for i, n in enumerate(truth.names)}
         for party in PARTIES:
             names = tuple(v.name for v in schema.owned_by(party))
-            rows = np.arange(records) if party == "alice" else rng.permutation(records)
+            rows = held[party] if party == "alice" and own == 0 else held[party][rng.permutation(records)]
             write_party_csv(
                 folder / f"{party}.csv",
                 schema,
@@ -90,7 +111,7 @@ def make_dataset(
                 codes[np.ix_(rows, [column[n] for n in names])],
             )
         write_bif(truth, folder / "truth.bif", network)
-    return MadeDataset(schema, truth, codes, ids)
+    return MadeDataset(schema, truth, codes[:shared], ids[:shared])
 
 
 def blank_cells(folder: str | Path, rate: float, seed: int) -> int:

@@ -64,9 +64,11 @@ class LocalPair:
         policy: LocalPolicy | None = None,
         fixed_seed_for_testing: str | None = None,
         missing_rule: str = "error",
+        align: str = "strict",
     ) -> None:
         self.files = files
         self.missing_rule = missing_rule  # `--missing` of both parties' daemons
+        self.align = align  # `--align` of both parties' daemons
         self.timeout_s = timeout_s
         self.policy = policy
         self.fixed_seed_for_testing = fixed_seed_for_testing
@@ -87,6 +89,7 @@ class LocalPair:
         else:
             peer = "bob" if role == "alice" else "alice"
             peers = ["--data", str(self.files.data[role]), "--peer", self.address(peer), "--missing", self.missing_rule]
+            peers += ["--align", self.align]
             if MINER in self.roles:
                 peers += ["--miner", self.address(MINER)]
         return [

@@ -28,11 +28,13 @@ ALLOWED_KINDS = frozenset(
         # randomized columns learns them and the public matrices that randomized them.
         "randomized_data",  # randomized columns received (variables, record count)
         "randomization_matrix",  # the matrix of a randomization block received with them
-        # Private record alignment (protocols/psi.py): the peer's id-set size, the size of
-        # the intersection, and which of the party's own records are in it (a count here).
+        # Private record alignment (--align psi, protocols/psi.py): the peer's id-set size, the
+        # size of the intersection, which of the party's own records are in it (a count here),
+        # and the number of records the job then runs on.
         "psi_peer_set_size",
         "psi_intersection_size",
         "psi_membership",
+        "aligned_record_count",
     }
 )
 
