@@ -10,12 +10,17 @@ from ppbn.bn.networks import NETWORKS
 def _make(args: argparse.Namespace) -> int:
     from ppbn.parties.datasets import make_dataset
 
-    made = make_dataset(args.network, args.records, args.seed, args.out, args.split, force=args.force)
+    made = make_dataset(
+        args.network, args.records, args.seed, args.out, args.split, force=args.force,
+        continuous=args.continuous, bins_method=args.bins_method,
+    )  # fmt: skip
     alice = len(made.schema.owned_by("alice"))
     bob = len(made.schema.owned_by("bob"))
+    numeric = [v.name for v in made.schema.continuous()]
     print(
         f"wrote {args.out}/schema.json, alice.csv ({alice} variables), bob.csv ({bob} variables), "
         f"truth.bif: {args.records} records from {args.network}, seed {args.seed}"
+        + (f"; continuous ({args.bins_method} bins): {', '.join(numeric)}" if numeric else "")
     )
     return 0
 
@@ -44,4 +49,15 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="alternate (default: variables in topological order alternate alice, bob), halves "
         "(first half alice), or a JSON file mapping each variable to alice or bob",
     )
+    make.add_argument(
+        "--continuous", metavar="N|NAMES",
+        help="write numeric values for N variables (taken alternately from alice's and bob's) or "
+        "for a comma list of variables: state k becomes a value uniform in its own interval, and "
+        "the schema declares the variable continuous with as many bins as it had states",
+    )  # fmt: skip
+    make.add_argument(
+        "--bins-method", choices=("quantile", "equal-width", "edges"), default="quantile",
+        help="bins declared for --continuous variables (default quantile; edges: the true cut "
+        "points, as the owner's private edges, recover the states exactly)",
+    )  # fmt: skip
     make.set_defaults(func=_make)
