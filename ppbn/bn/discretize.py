@@ -125,6 +125,7 @@ def mgas_cuts(values: np.ndarray, min_records: int, min_granularity: float) -> n
     x = _finite_sorted(values)
     distinct, counts = np.unique(x, return_counts=True)
     d = distinct.size
+    at = distinct.tolist()  # plain floats: the loop below is scalar work
     lo = list(range(d))  # cluster c (identified by its first distinct index) spans lo[c]..hi[c]
     hi = list(range(d))
     size = counts.astype(np.int64).tolist()
@@ -136,7 +137,7 @@ def mgas_cuts(values: np.ndarray, min_records: int, min_granularity: float) -> n
     version = [0] * d
 
     def meets(c: int) -> bool:
-        return size[c] >= min_records and float(distinct[hi[c]] - distinct[lo[c]]) >= min_granularity
+        return size[c] >= min_records and at[hi[c]] - at[lo[c]] >= min_granularity
 
     def mean(c: int) -> float:
         return total[c] / size[c]
@@ -186,7 +187,7 @@ def mgas_cuts(values: np.ndarray, min_records: int, min_granularity: float) -> n
     cuts = []
     c = 0 if alive[0] else nxt[0]
     while c >= 0 and nxt[c] >= 0:
-        cuts.append(_between(float(distinct[hi[c]]), float(distinct[lo[nxt[c]]])))
+        cuts.append(_between(at[hi[c]], at[lo[nxt[c]]]))
         c = nxt[c]
     return np.array(cuts, dtype=np.float64)
 
