@@ -34,6 +34,17 @@ class BayesNet:
     def cardinality(self, name: str) -> int:
         return len(self.states[name])
 
+    def with_state_names(self, names: Mapping[str, tuple[str, ...]]) -> BayesNet:
+        """The same network with states renamed (same number, same order): how a party
+        writes its continuous variables' bins as intervals in its own output files."""
+        states = dict(self.states)
+        for v, new in names.items():
+            if v in states:
+                if len(new) != len(states[v]):
+                    raise ValueError(f"{v!r}: {len(new)} state names for {len(states[v])} states")
+                states[v] = tuple(new)
+        return BayesNet(self.names, states, self.parents, self.cpts, self.unobserved)
+
     def edges(self) -> list[tuple[str, str]]:
         return [(p, v) for v in self.names for p in self.parents[v]]
 

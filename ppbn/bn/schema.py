@@ -5,20 +5,75 @@ databases D are public"). Values are coded as the index of the state in its decl
 domain, so a state that never occurs in the data is still part of every count table.
 The fingerprint is a hash of the canonical JSON form; the daemons compare it in the
 session handshake.
+
+A variable may be declared ``"type": "continuous"`` with a ``bins`` spec instead of
+``states`` (see ``BinSpec``). Its public states are ``bin1..binK``: the number of bins is
+public, the cut points stay with the owner unless ``publish_edges`` is true. Only the
+public part of the schema enters the fingerprint, so the owner's copy may carry private
+fields (its ``edges``, mgas parameters) that the peer's copy lacks. Categorical variables
+have exactly the form and fingerprint they always had.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ppbn.bn.discretize import (
+    METHODS,
+    DiscretizationError,
+    bin_labels,
+    check_edges,
+    interval_labels,
+)
 from ppbn.errors import DataError
 
 PARTIES = ("alice", "bob")
 SCHEMA_VERSION = 1
+
+
+CATEGORICAL = "categorical"
+CONTINUOUS = "continuous"
+_BIN_KEYS = {"method", "count", "edges", "publish_edges", "min_records", "min_granularity"}
+
+
+@dataclass(frozen=True)
+class BinSpec:
+    """How the owner cuts a continuous variable into ``count`` bins (``ppbn.bn.discretize``).
+
+    Public: method, count, publish_edges, and edges when published. Owner-only: edges
+    otherwise, and mgas's min_records / min_granularity (Ma 2006, Ch. 2, Sec. 2.3). For
+    mgas, ``count`` is the number of groups the owner's data must yield (the load fails
+    otherwise), so that the peer knows the domain size before any data is seen.
+    """
+
+    method: str
+    count: int
+    edges: tuple[float, ...] | None = None
+    publish_edges: bool = False
+    min_records: int | None = None
+    min_granularity: float | None = None
+
+    def public_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method, "count": self.count, "publish_edges": self.publish_edges}
+        if self.publish_edges and self.edges is not None:
+            out["edges"] = list(self.edges)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The full form, private fields included (the owner's own schema file)."""
+        out = self.public_dict()
+        if self.edges is not None:
+            out["edges"] = list(self.edges)
+        if self.min_records is not None:
+            out["min_records"] = self.min_records
+        if self.min_granularity is not None:
+            out["min_granularity"] = self.min_granularity
+        return out
 
 
 @dataclass(frozen=True)
@@ -26,10 +81,34 @@ class Variable:
     name: str
     owner: str
     states: tuple[str, ...]
+    bins: BinSpec | None = None  # None: categorical
 
     @property
     def cardinality(self) -> int:
         return len(self.states)
+
+    @property
+    def kind(self) -> str:
+        return CATEGORICAL if self.bins is None else CONTINUOUS
+
+    @property
+    def is_continuous(self) -> bool:
+        return self.bins is not None
+
+    @classmethod
+    def continuous(cls, name: str, owner: str, bins: BinSpec) -> Variable:
+        return cls(name, owner, bin_labels(bins.count), bins)
+
+    def public_dict(self) -> dict[str, Any]:
+        """What crosses between the parties (and is fingerprinted)."""
+        if self.bins is None:
+            return {"name": self.name, "owner": self.owner, "states": list(self.states)}
+        return {"name": self.name, "owner": self.owner, "type": CONTINUOUS, "bins": self.bins.public_dict()}
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.bins is None:
+            return self.public_dict()
+        return {"name": self.name, "owner": self.owner, "type": CONTINUOUS, "bins": self.bins.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -62,25 +141,46 @@ class Schema:
     def owned_by(self, party: str) -> tuple[Variable, ...]:
         return tuple(v for v in self.variables if v.owner == party)
 
+    def continuous(self) -> tuple[Variable, ...]:
+        return tuple(v for v in self.variables if v.is_continuous)
+
+    def state_names(self, cuts: Mapping[str, Sequence[float]]) -> dict[str, tuple[str, ...]]:
+        """The state names a holder of ``cuts`` (its own continuous variables' cut points)
+        writes in its outputs: intervals where it knows the cut points (its own, or
+        published ones), the public bin1..binK elsewhere. Codes are unchanged."""
+        names: dict[str, tuple[str, ...]] = {}
+        for v in self.variables:
+            if v.bins is not None and v.name in cuts:
+                names[v.name] = interval_labels(cuts[v.name])
+            elif v.bins is not None and v.bins.publish_edges and v.bins.edges is not None:
+                names[v.name] = interval_labels(v.bins.edges)
+            else:
+                names[v.name] = v.states
+        return names
+
     # -- canonical form -------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "version": SCHEMA_VERSION,
-            "id_column": self.id_column,
-            "variables": [
-                {"name": v.name, "owner": v.owner, "states": list(v.states)} for v in self.variables
-            ],
-        }
+    def _dict(self, variables: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"version": SCHEMA_VERSION, "id_column": self.id_column, "variables": variables}
         if self.missing_state is not None:
             out["missing_state"] = self.missing_state
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The full form (an owner's private bin fields included): what its file holds."""
+        return self._dict([v.to_dict() for v in self.variables])
+
+    def public_dict(self) -> dict[str, Any]:
+        """Only what the parties share: names, owners, domains, bin counts and methods,
+        published edges. Equal to ``to_dict`` for an all-categorical schema."""
+        return self._dict([v.public_dict() for v in self.variables])
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
     def fingerprint(self) -> str:
-        """SHA-256 of the canonical JSON (sorted keys, no whitespace): equal iff schemas agree."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """SHA-256 of the canonical public JSON (sorted keys, no whitespace): equal iff the
+        parties' schemas agree on everything public. Private bin fields do not enter it."""
+        canonical = json.dumps(self.public_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     @classmethod
@@ -104,6 +204,7 @@ class Schema:
             if not isinstance(raw, dict):
                 raise DataError(f"{where} must be an object")
             name, owner, states = raw.get("name"), raw.get("owner"), raw.get("states")
+            kind = raw.get("type", CATEGORICAL)
             if not isinstance(name, str) or not name:
                 raise DataError(f"{where}: 'name' must be a non-empty string")
             where = f"{source}: variable {name!r}"
@@ -114,6 +215,15 @@ class Schema:
             seen.add(name)
             if owner not in PARTIES:
                 raise DataError(f"{where}: owner must be 'alice' or 'bob', got {owner!r}")
+            if kind == CONTINUOUS:
+                if states is not None:
+                    raise DataError(f"{where}: a continuous variable has 'bins', not 'states' (its states are bin1..binK)")
+                variables.append(Variable.continuous(name, owner, parse_bins(raw.get("bins"), where)))
+                continue
+            if kind != CATEGORICAL:
+                raise DataError(f"{where}: 'type' must be 'categorical' or 'continuous', got {kind!r}")
+            if "bins" in raw:
+                raise DataError(f"{where}: 'bins' needs \"type\": \"continuous\"")
             if (
                 not isinstance(states, list)
                 or len(states) < 2
@@ -127,6 +237,7 @@ class Schema:
 
     @classmethod
     def load(cls, path: str) -> Schema:
+        """Read and check a schema file (errors name the file)."""
         try:
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
@@ -135,3 +246,50 @@ class Schema:
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
         return cls.from_dict(data, source=str(path))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_bins(raw: Any, where: str) -> BinSpec:
+    """Check a continuous variable's ``bins`` object; ``where`` names file and variable."""
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: a continuous variable needs a 'bins' object")
+    unknown = sorted(set(raw) - _BIN_KEYS)
+    if unknown:
+        raise DataError(f"{where}: bins: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(_BIN_KEYS))})")
+    method, count = raw.get("method"), raw.get("count")
+    if method not in METHODS:
+        raise DataError(f"{where}: bins: unknown method {method!r} (one of {', '.join(METHODS)})")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 2:
+        raise DataError(f"{where}: bins: 'count' must be an integer >= 2, got {count!r}")
+    publish = raw.get("publish_edges", False)
+    if not isinstance(publish, bool):
+        raise DataError(f"{where}: bins: 'publish_edges' must be true or false")
+    edges = raw.get("edges")
+    if edges is not None:
+        if not isinstance(edges, list) or not all(_is_number(e) for e in edges):
+            raise DataError(f"{where}: bins: 'edges' must be a list of finite numbers")
+        try:
+            edges = check_edges(edges, count)
+        except DiscretizationError as exc:
+            raise DataError(f"{where}: bins: {exc}") from None
+    elif publish:
+        raise DataError(f"{where}: bins: 'publish_edges' needs the 'edges' to publish")
+    if edges is not None and method != "edges" and not publish:
+        raise DataError(
+            f"{where}: bins: 'edges' are used only with method 'edges' (or published, to check "
+            f"the {method} cut points against them)"
+        )
+    min_records, min_granularity = raw.get("min_records"), raw.get("min_granularity")
+    if method != "mgas" and (min_records is not None or min_granularity is not None):
+        raise DataError(f"{where}: bins: 'min_records' and 'min_granularity' apply to method 'mgas' only")
+    if min_records is not None and (isinstance(min_records, bool) or not isinstance(min_records, int) or min_records < 1):
+        raise DataError(f"{where}: bins: 'min_records' must be an integer >= 1")
+    if min_granularity is not None and (not _is_number(min_granularity) or min_granularity < 0):
+        raise DataError(f"{where}: bins: 'min_granularity' must be a number >= 0")
+    return BinSpec(
+        method, count, edges, publish,
+        min_records, None if min_granularity is None else float(min_granularity),
+    )  # fmt: skip

@@ -11,14 +11,17 @@ def _make(args: argparse.Namespace) -> int:
     from ppbn.parties.datasets import make_dataset
 
     made = make_dataset(
-        args.network, args.records, args.seed, args.out, args.split, force=args.force, overlap=args.overlap
-    )
+        args.network, args.records, args.seed, args.out, args.split, force=args.force,
+        continuous=args.continuous, bins_method=args.bins_method, overlap=args.overlap,
+    )  # fmt: skip
     alice = len(made.schema.owned_by("alice"))
     bob = len(made.schema.owned_by("bob"))
     shared = "" if args.overlap == 1 else f" each, {len(made.ids)} of them at both parties"
+    numeric = [v.name for v in made.schema.continuous()]
     print(
         f"wrote {args.out}/schema.json, alice.csv ({alice} variables), bob.csv ({bob} variables), "
         f"truth.bif: {args.records} records{shared} from {args.network}, seed {args.seed}"
+        + (f"; continuous ({args.bins_method} bins): {', '.join(numeric)}" if numeric else "")
     )
     return 0
 
@@ -51,5 +54,16 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--overlap", type=float, default=1.0,
         help="share of each party's records the other party holds too (default 1: the same "
         "records at both); below 1 each party also holds records of its own, for --align psi",
+    )  # fmt: skip
+    make.add_argument(
+        "--continuous", metavar="N|NAMES",
+        help="write numeric values for N variables (taken alternately from alice's and bob's) or "
+        "for a comma list of variables: state k becomes a value uniform in its own interval, and "
+        "the schema declares the variable continuous with as many bins as it had states",
+    )  # fmt: skip
+    make.add_argument(
+        "--bins-method", choices=("quantile", "equal-width", "edges"), default="quantile",
+        help="bins declared for --continuous variables (default quantile; edges: the true cut "
+        "points, as the owner's private edges, recover the states exactly)",
     )  # fmt: skip
     make.set_defaults(func=_make)

@@ -105,7 +105,7 @@ def _reference(args: argparse.Namespace) -> int:
     from ppbn.bn.io import network_json, write_bif
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.parties.data import load_joined
+    from ppbn.parties.data import load_joined_with_bins
     from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 
     if args.out:  # before any work: a bad --out must not cost the computed result
@@ -113,7 +113,8 @@ def _reference(args: argparse.Namespace) -> int:
     data = Path(args.data)
     schema = Schema.load(str(data / "schema.json"))
     rule = missing_rule(args)
-    names, codes = load_joined(
+    # each party's file is discretized exactly as its daemon does (its whole own file)
+    names, codes, cuts = load_joined_with_bins(
         schema, data / "alice.csv", data / "bob.csv", missing_rule=rule, intersect=args.align == "psi"
     )
     order = parse_order(args.order, names)
@@ -125,14 +126,15 @@ def _reference(args: argparse.Namespace) -> int:
         names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet,
         available_case=rule == "available-case",
     )
-    result = network_json(learned.network, order, learned.search.edges, args.score, args.tau)
+    network = learned.network.with_state_names(schema.state_names(cuts))  # both owners' intervals
+    result = network_json(network, order, learned.search.edges, args.score, args.tau)
     result["stats"] = {"wall_s": time.perf_counter() - start, "records": int(codes.shape[0])}
     result["family_records"] = {
         "rule": rule, "records": int(codes.shape[0]), "families": family_records(learned)
     }
     if args.out:
         with atomic_output_dir(args.out, force=args.force) as out:
-            write_bif(learned.network, out / "network.bif")
+            write_bif(network, out / "network.bif")
             (out / "network.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2) if args.format == "json" else format_text(result))
     return 0

@@ -5,19 +5,32 @@ Each party holds a CSV with the record-id column and exactly its own variables
 everything a later protocol step would otherwise trip over, and fails with one line that
 names the file, the line and the column at fault. Rows are sorted by record id so that
 both parties' row i is the same record without either side sending its ids.
+
+A continuous variable (``"type": "continuous"`` in the schema) is discretized here, by
+its owner only, from the owner's whole file (``ppbn.bn.discretize``; Ma 2006, Ch. 2,
+Sec. 2.3 for mgas): its codes are bin indices 0..K-1 and its cut points stay in
+``PartyData.bins``, which never leaves this party.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ppbn.bn.schema import PARTIES, Schema
+from ppbn.bn.discretize import (
+    DiscretizationError,
+    assign,
+    check_enough_distinct,
+    cuts_for,
+    format_number,
+)
+from ppbn.bn.schema import PARTIES, BinSpec, Schema
 from ppbn.errors import DataError
 
 # How an empty cell is read (``--missing``): "error" refuses it; "category" reads it as the
@@ -42,6 +55,8 @@ class PartyData:
     ids: tuple[str, ...]
     codes: np.ndarray  # int64, shape (n, len(columns)), rows sorted by id; MISSING_CODE = empty
     missing_rule: str = "error"  # one of MISSING_RULES: how empty cells were read
+    # the owner's cut points of its continuous variables: private unless the schema publishes them
+    bins: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def n_records(self) -> int:
@@ -195,6 +210,82 @@ def missing_rule_from(missing: str | None, missing_as_category: bool = False) ->
     return check_missing_rule(missing or "error")
 
 
+def _continuous_missing(path: Path, name: str, raw: np.ndarray, rule: str) -> np.ndarray:
+    """MISSING CELLS OF A CONTINUOUS COLUMN: the mask of present cells.
+
+    Under ``--missing available-case`` an empty cell is left MISSING_CODE (the caller
+    discretizes only the present cells, from the owner's file); otherwise it is refused
+    with one line: no bin can stand for "missing", so ``--missing category`` cannot either.
+    """
+    present = raw != ""
+    if rule != "available-case" and not present.all():
+        row = int(np.flatnonzero(~present)[0])
+        raise DataError(
+            f"{path}: line {row + 2}, column {name!r}: missing value (a continuous column has no "
+            "missing state: pass --missing available-case, fill the cell or drop the record)"
+        )
+    return present
+
+
+def _parse_numbers(path: Path, name: str, raw: np.ndarray) -> np.ndarray:
+    """The cells as finite floats; the first that is not one is reported with its line."""
+    numbers = pd.to_numeric(pd.Series(raw, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(numbers))
+    if bad.size:
+        row = int(bad[0])
+        raise DataError(
+            f"{path}: line {row + 2}, column {name!r}: value {raw[row]!r} is not a finite number "
+            f"({name!r} is declared continuous)"
+        )
+    return numbers
+
+
+def _cut_points(path: Path, name: str, spec: BinSpec, values: np.ndarray, lines: str) -> tuple[float, ...]:
+    """The owner's cut points for ``values`` under ``spec``, with the load's one-line errors."""
+    where = f"{path}: {lines}, column {name!r}"
+    try:
+        check_enough_distinct(values, spec.count)
+    except DiscretizationError as exc:
+        raise DataError(
+            f"{where}: {exc}: lower the bins count in the schema, or declare {name!r} categorical"
+        ) from None
+    if spec.method == "edges" and spec.edges is None:
+        raise DataError(f"{where}: method 'edges' needs the 'edges' list in the owner's schema")
+    if spec.method == "mgas" and spec.min_records is None:
+        raise DataError(f"{where}: method 'mgas' needs 'min_records' (and optionally 'min_granularity') in the owner's schema")
+    try:
+        cuts = cuts_for(spec.method, values, spec.count, spec.edges, spec.min_records, spec.min_granularity or 0.0)
+    except DiscretizationError as exc:
+        raise DataError(f"{where}: {exc}") from None
+    if len(cuts) + 1 != spec.count:  # only mgas chooses its own number of groups
+        fewer = "raise min_records or min_granularity" if len(cuts) + 1 > spec.count else "lower min_records or min_granularity"
+        raise DataError(
+            f"{where}: mgas made {len(cuts) + 1} groups but the schema's bins count is {spec.count}: "
+            f"set count to {len(cuts) + 1} (in both parties' schemas), or {fewer}"
+        )
+    out = tuple(float(c) for c in cuts)
+    if spec.publish_edges and spec.edges is not None and out != spec.edges:
+        raise DataError(
+            f"{where}: the {spec.method} cut points of this file [{', '.join(map(format_number, out))}] "
+            "differ from the published 'edges': publish these, or use method 'edges'"
+        )
+    return out
+
+
+def _code_continuous_column(
+    path: Path, values: pd.Series, name: str, spec: BinSpec, rule: str
+) -> tuple[np.ndarray, tuple[float, ...]]:
+    """Bin indices of a continuous column and the cut points, from this file alone."""
+    raw = values.to_numpy(dtype=object)
+    present = _continuous_missing(path, name, raw, rule)
+    codes = np.full(raw.shape[0], MISSING_CODE, dtype=np.int64)
+    numbers = _parse_numbers(path, name, raw[present])
+    lines = f"lines 2-{raw.shape[0] + 1}"
+    cuts = _cut_points(path, name, spec, numbers, lines)
+    codes[present] = assign(numbers, np.array(cuts, dtype=np.float64))
+    return codes, cuts
+
+
 def load_party_data(
     schema: Schema,
     role: str,
@@ -218,12 +309,17 @@ def load_party_data(
     ids = frame[schema.id_column]
     _check_ids(path, ids, schema.id_column)
     codes = np.empty((len(frame), len(columns)), dtype=np.int64)
+    bins: dict[str, tuple[float, ...]] = {}
     for j, name in enumerate(columns):
-        codes[:, j] = _code_column(path, frame[name], name, schema.variable(name).states)
+        variable = schema.variable(name)
+        if variable.bins is not None:
+            codes[:, j], bins[name] = _code_continuous_column(path, frame[name], name, variable.bins, rule)
+        else:
+            codes[:, j] = _code_column(path, frame[name], name, variable.states)
     apply_missing_rule(path, schema, columns, codes, rule)
     order = np.argsort(ids.to_numpy(dtype=str), kind="stable")
     sorted_ids = tuple(ids.to_numpy(dtype=str)[order].tolist())
-    return PartyData(schema, role, columns, sorted_ids, codes[order], rule)
+    return PartyData(schema, role, columns, sorted_ids, codes[order], rule, bins)
 
 
 def load_joined(
@@ -239,6 +335,21 @@ def load_joined(
 
     With ``intersect`` only the records whose id is in both files, in id order (what the
     daemons learn on with ``--align psi``); otherwise both must hold the same ids."""
+    names, codes, _ = load_joined_with_bins(schema, alice_csv, bob_csv, missing_as_category, missing_rule, intersect)
+    return names, codes
+
+
+def load_joined_with_bins(
+    schema: Schema,
+    alice_csv: str | Path,
+    bob_csv: str | Path,
+    missing_as_category: bool = False,
+    missing_rule: str | None = None,
+    intersect: bool = False,
+) -> tuple[tuple[str, ...], np.ndarray, dict[str, tuple[float, ...]]]:
+    """``load_joined`` plus both owners' cut points (the reference names bins by interval).
+    Each party's file is loaded exactly as its daemon loads it: continuous columns are cut
+    from the owner's whole file, before any intersection."""
     alice = load_party_data(schema, "alice", alice_csv, missing_as_category, missing_rule)
     bob = load_party_data(schema, "bob", bob_csv, missing_as_category, missing_rule)
     if intersect:
@@ -255,7 +366,7 @@ def load_joined(
     by_name = {name: alice.column(name) for name in alice.columns}
     by_name.update({name: bob.column(name) for name in bob.columns})
     codes = np.column_stack([by_name[name] for name in schema.names]).astype(np.int64)
-    return schema.names, codes
+    return schema.names, codes, {**alice.bins, **bob.bins}
 
 
 def _restrict(data: PartyData, ids: list[str]) -> PartyData:
@@ -265,10 +376,21 @@ def _restrict(data: PartyData, ids: list[str]) -> PartyData:
     return dataclasses.replace(data, ids=tuple(ids), codes=data.codes[rows])
 
 
-def write_party_csv(path: str | Path, schema: Schema, ids: list[str], names: tuple[str, ...], codes: np.ndarray) -> None:
-    """Write records (coded) as a party CSV with state names (used by ``datasets make``)."""
+def write_party_csv(
+    path: str | Path,
+    schema: Schema,
+    ids: list[str],
+    names: tuple[str, ...],
+    codes: np.ndarray,
+    numbers: Mapping[str, np.ndarray] | None = None,
+) -> None:
+    """Write records (coded) as a party CSV with state names (used by ``datasets make``);
+    a column in ``numbers`` (row-aligned values) is written as those numbers instead."""
     frame = pd.DataFrame({schema.id_column: ids})
     for j, name in enumerate(names):
+        if numbers is not None and name in numbers:
+            frame[name] = [format_number(x) for x in numbers[name]]
+            continue
         states = np.array(schema.variable(name).states, dtype=object)
         frame[name] = states[codes[:, j]]
     frame.to_csv(path, index=False)

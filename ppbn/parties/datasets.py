@@ -5,6 +5,14 @@ between Alice and Bob. Declared domains come from the network, so states that ne
 occur in the sample are still in the schema. Bob's rows are written in a different order
 from Alice's: the loader joins on the record id, never on the row position. With
 ``overlap`` below 1 each party also holds records the other does not (``--align psi``).
+
+``continuous`` turns chosen variables into numeric columns (test data for continuous
+variables without any extra dependency): state k of a variable with d states becomes a
+value drawn uniformly in [base + k w, base + (k + 1) w), rounded down to 3 decimals, and
+the schema declares the variable continuous with d bins. With ``bins_method`` 'edges'
+the schema holds the true cut points (base + k w) as the owner's private edges and the
+bins recover the states exactly; with 'quantile' or 'equal-width' they recover them
+only approximately (quantile bins are balanced, the states usually are not).
 """
 
 from __future__ import annotations
@@ -18,12 +26,44 @@ import numpy as np
 from ppbn.bn.io import write_bif
 from ppbn.bn.model import BayesNet
 from ppbn.bn.networks import load_network, sample
-from ppbn.bn.schema import PARTIES, Schema, Variable
+from ppbn.bn.schema import PARTIES, BinSpec, Schema, Variable
 from ppbn.errors import UserError
 from ppbn.parties.data import write_party_csv
 from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 
 SPLITS = ("alternate", "halves")
+CONTINUOUS_METHODS = ("quantile", "equal-width", "edges")
+VALUE_WIDTH = 10.0  # width of each state's value interval in a made continuous column
+
+
+def continuous_names(spec: str | None, names: tuple[str, ...], owners: dict[str, str]) -> tuple[str, ...]:
+    """The variables ``--continuous`` makes numeric: N (the first N, taken alternately from
+    alice's and bob's variables in schema order, so both sides get some) or a comma list."""
+    if not spec:
+        return ()
+    if spec.strip().isdigit():
+        count = int(spec)
+        if not 0 < count <= len(names):
+            raise UserError(f"--continuous {spec}: give 1..{len(names)} or a comma list of variables")
+        queues = {p: [n for n in names if owners[n] == p] for p in PARTIES}
+        chosen: list[str] = []
+        while len(chosen) < count:
+            for party in PARTIES:
+                if queues[party] and len(chosen) < count:
+                    chosen.append(queues[party].pop(0))
+        return tuple(n for n in names if n in chosen)
+    listed = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in listed if n not in names]
+    if unknown:
+        raise UserError(f"--continuous: {unknown[0]!r} is not a variable of the network")
+    return tuple(n for n in names if n in listed)
+
+
+def continuous_values(codes: np.ndarray, card: int, base: float, rng: np.random.Generator) -> np.ndarray:
+    """A value for each coded state: uniform in [base + k w, base + (k + 1) w), 3 decimals."""
+    raw = base + (codes + rng.random(codes.shape[0])) * VALUE_WIDTH
+    values = np.floor(raw * 1000.0) / 1000.0
+    return np.clip(values, base + codes * VALUE_WIDTH, None)
 
 
 def split_owners(names: tuple[str, ...], split: str) -> dict[str, str]:
@@ -67,6 +107,8 @@ def make_dataset(
     split: str = "alternate",
     force: bool = False,
     overlap: float = 1.0,
+    continuous: str | None = None,
+    bins_method: str = "quantile",
 ) -> MadeDataset:
     """Sample and write the data set into ``out`` as a whole (built aside, then renamed);
     an existing non-empty ``out`` is refused before any sampling unless ``force``.
@@ -79,18 +121,33 @@ def make_dataset(
     if shared < 1:
         raise UserError(f"--overlap {overlap:g} of {records} records leaves no shared record")
     check_output_dir(out, force=force)
+    if bins_method not in CONTINUOUS_METHODS:
+        raise UserError(f"--bins-method must be one of {', '.join(CONTINUOUS_METHODS)}")
     truth = load_network(network)
     owners = split_owners(truth.names, split)
     if len(set(owners.values())) < 2:
         raise UserError("the split must give each party at least one variable")
-    schema = Schema(
-        "record_id",
-        tuple(Variable(n, owners[n], truth.states[n]) for n in truth.names),
-    )
+    numeric = continuous_names(continuous, truth.names, owners)
+    base = {n: 100.0 * (i + 1) for i, n in enumerate(truth.names)}  # per-variable offset
+
+    def declare(n: str) -> Variable:
+        if n not in numeric:
+            return Variable(n, owners[n], truth.states[n])
+        d = len(truth.states[n])
+        edges = tuple(base[n] + k * VALUE_WIDTH for k in range(1, d)) if bins_method == "edges" else None
+        return Variable.continuous(n, owners[n], BinSpec(bins_method, d, edges))
+
+    schema = Schema("record_id", tuple(declare(n) for n in truth.names))
     rng = np.random.default_rng(seed)
     own = records - shared  # records only one party holds
     total = records + own
     codes = sample(truth, total, seed)[rng.permutation(total)]
+    value_rng = np.random.default_rng([seed, 1])  # apart from the rows' stream: same records with or without
+    values = {
+        n: continuous_values(codes[:, j], len(truth.states[n]), base[n], value_rng)
+        for j, n in enumerate(truth.names)
+        if n in numeric
+    }
     width = len(str(total))
     ids = [f"r{i:0{width}d}" for i in range(total)]
     held = {  # rows 0..shared-1 are at both parties, then alice's own, then bob's own
@@ -109,6 +166,7 @@ def make_dataset(
                 [ids[r] for r in rows],
                 names,
                 codes[np.ix_(rows, [column[n] for n in names])],
+                {n: values[n][rows] for n in names if n in values},
             )
         write_bif(truth, folder / "truth.bif", network)
     return MadeDataset(schema, truth, codes[:shared], ids[:shared])

@@ -87,11 +87,21 @@ def check_learn_policy(params: dict[str, Any], policy: LocalPolicy, scope: Polic
     policy.require_disclosure(params["disclosure"])
 
 
-def result_json(result: SecureLearnResult, schema: Schema, config: SecureLearnConfig) -> dict[str, Any]:
-    """The reference JSON shape, for whatever part of the parameters this party sees."""
+def result_json(
+    result: SecureLearnResult,
+    schema: Schema,
+    config: SecureLearnConfig,
+    state_names: dict[str, tuple[str, ...]] | None = None,
+) -> dict[str, Any]:
+    """The reference JSON shape, for whatever part of the parameters this party sees.
+
+    ``state_names`` are this party's local names (its continuous variables' bins as
+    intervals, ``Schema.state_names``); default the public ones."""
     search = result.search
+    names = state_names or {v.name: v.states for v in schema.variables}
     if result.network is not None:
-        out = network_json(result.network, search.order, search.edges, config.mode, config.tau)
+        net = result.network.with_state_names(names)
+        out = network_json(net, search.order, search.edges, config.mode, config.tau)
     else:
         out = {
             "order": list(search.order),
@@ -100,7 +110,7 @@ def result_json(result: SecureLearnResult, schema: Schema, config: SecureLearnCo
             "parameters": {
                 v: {
                     "parents": list(search.parents[v]),
-                    "states": list(schema.variable(v).states),
+                    "states": list(names[v]),
                     "table": cpt.tolist(),
                     "unobserved": list(result.parameters.unobserved.get(v, ())),
                 }
@@ -252,7 +262,8 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
     context.count("and_gates", result.stats["and_gates"])
     context.count("ots", result.stats["ots"])
     context.count("ln_evaluations", result.stats["ln_evaluations"])
-    out = result_json(result, schema, config)
+    state_names = schema.state_names(context.data.bins)  # local: intervals only for what this party knows
+    out = result_json(result, schema, config, state_names)
     out["family_records"] = family_records_json(
         result.family_records, context.data.n_records, context.data.missing_rule, schema.names
     )
@@ -261,7 +272,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
     (context.out_dir / NETWORK_JSON).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     files = [str(context.out_dir / NETWORK_JSON)]
     if result.network is not None:
-        write_bif(result.network, context.out_dir / NETWORK_BIF)
+        write_bif(result.network.with_state_names(state_names), context.out_dir / NETWORK_BIF)
         files.append(str(context.out_dir / NETWORK_BIF))
     if config.disclosure == "shared":
         write_parameter_shares(context.out_dir / SHARES_JSON, role, result, schema)

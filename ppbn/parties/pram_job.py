@@ -186,7 +186,9 @@ def _write_outputs(
     context: JobContext, outcome: PramOutcome, setup: int, scheme: RandomizationScheme, stats: dict
 ) -> dict[str, Any]:
     params = context.params
-    document = network_json(outcome.network, outcome.order, outcome.edges, params["score"], params["tau"])
+    # this party's own continuous variables are named by their intervals (local only)
+    network = outcome.network.with_state_names(context.schema.state_names(context.data.bins))
+    document = network_json(network, outcome.order, outcome.edges, params["score"], params["tau"])
     privacy = [
         {k: _json_number(v) if k.startswith("gamma") and isinstance(v, float) else v for k, v in row.items()}
         for row in outcome.privacy
@@ -205,7 +207,7 @@ def _write_outputs(
     }
     out = context.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    write_bif(outcome.network, out / "network.bif")
+    write_bif(network, out / "network.bif")
     (out / "network.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     result: dict[str, Any] = {
         "setup": setup,

@@ -1,0 +1,94 @@
+"""``ppbn schema infer`` / ``ppbn schema merge``: write the public schema from two parties'
+own CSVs without either seeing the other's file (see ppbn.parties.schema_tools)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ppbn.parties.schema_tools import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
+
+
+def _emit(text: str, out: str | None) -> None:
+    from ppbn.parties.outputs import atomic_write_text
+
+    if out:
+        atomic_write_text(out, text + "\n")
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        print(text)
+
+
+def _infer(args: argparse.Namespace) -> int:
+    from ppbn.parties.outputs import check_output_file
+    from ppbn.parties.schema_tools import infer_schema
+
+    if args.out:
+        check_output_file(args.out)
+    inferred = infer_schema(args.data, args.owner, args.id, args.order, args.bins, args.numeric_levels)
+    for line in inferred.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    _emit(inferred.schema.to_json(), args.out)
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from ppbn.bn.schema import Schema
+    from ppbn.parties.outputs import check_output_file
+    from ppbn.parties.schema_tools import merge_schemas
+
+    if args.out:
+        check_output_file(args.out)
+    first, second = Schema.load(args.first), Schema.load(args.second)
+    merged = merge_schemas(first, second, (args.first, args.second), args.party)
+    _emit(json.dumps(merged, indent=2), args.out)
+    fingerprint = Schema.from_dict(merged).fingerprint()
+    print(f"public fingerprint {fingerprint} (both parties' merged schemas must show the same)", file=sys.stderr)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "schema",
+        help="infer a partial schema from one party's CSV; merge two partial schemas",
+        description="Write the public schema from the two parties' own files: each runs "
+        "`schema infer` on its CSV, they exchange the partial schemas, and `schema merge` "
+        "joins them. Only names, owners, domains and bin counts cross.",
+    )
+    sub = parser.add_subparsers(dest="schema_command", metavar="ACTION", required=True)
+    infer = sub.add_parser(
+        "infer",
+        help="a partial schema of one party's variables from its own CSV",
+        description="Categorical columns get their domain (first-seen or sorted order); "
+        "numeric columns with many distinct values are proposed as continuous with quantile "
+        "bins. Warnings (stderr) name columns with empty cells or too many categories.",
+    )
+    infer.add_argument("--data", required=True, help="this party's CSV")
+    infer.add_argument("--owner", required=True, choices=("alice", "bob"), help="the party that holds the file")
+    infer.add_argument("--id", required=True, help="the record-id column")
+    infer.add_argument("--order", choices=ORDERS, default="first-seen", help="order of categorical domains (default first-seen)")
+    infer.add_argument("--bins", type=int, default=DEFAULT_BINS, help=f"bins of proposed continuous variables (default {DEFAULT_BINS})")
+    infer.add_argument(
+        "--numeric-levels", type=int, default=DEFAULT_NUMERIC_LEVELS,
+        help="a numeric column with more distinct values than this is proposed as continuous, "
+        f"otherwise categorical (default {DEFAULT_NUMERIC_LEVELS})",
+    )  # fmt: skip
+    infer.add_argument("--out", help="write the partial schema here (default: stdout)")
+    infer.set_defaults(func=_infer)
+    merge = sub.add_parser(
+        "merge",
+        help="join alice's and bob's partial schemas into the public schema",
+        description="Refuses different id columns, two files of the same party, and a variable "
+        "declared by both. The result holds only public fields, except the private bin fields "
+        "of --party (that party's own copy).",
+    )
+    merge.add_argument("first", help="one party's partial schema")
+    merge.add_argument("second", help="the other party's partial schema")
+    merge.add_argument(
+        "--party", choices=("alice", "bob"),
+        help="keep this party's private bin fields (its unpublished edges, mgas parameters): "
+        "for its own copy only (default: public fields only)",
+    )  # fmt: skip
+    merge.add_argument("--out", help="write the merged schema here (default: stdout)")
+    merge.set_defaults(func=_merge)
