@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 
 from ppbn.bn.networks import NETWORKS
+from ppbn.errors import UserError
 
 
 def _make(args: argparse.Namespace) -> int:
-    from ppbn.parties.datasets import make_dataset
+    from ppbn.parties.datasets import blank_cells, make_dataset
 
+    if not 0.0 <= args.missing_rate < 1.0:  # before sampling: a bad rate must not cost the data set
+        raise UserError(f"--missing-rate must be in [0, 1), not {args.missing_rate:g}")
     made = make_dataset(
         args.network, args.records, args.seed, args.out, args.split, force=args.force,
         continuous=args.continuous, bins_method=args.bins_method, overlap=args.overlap,
     )  # fmt: skip
+    blanked = blank_cells(args.out, args.missing_rate, args.seed) if args.missing_rate else 0
     alice = len(made.schema.owned_by("alice"))
     bob = len(made.schema.owned_by("bob"))
     shared = "" if args.overlap == 1 else f" each, {len(made.ids)} of them at both parties"
@@ -22,6 +26,7 @@ def _make(args: argparse.Namespace) -> int:
         f"wrote {args.out}/schema.json, alice.csv ({alice} variables), bob.csv ({bob} variables), "
         f"truth.bif: {args.records} records{shared} from {args.network}, seed {args.seed}"
         + (f"; continuous ({args.bins_method} bins): {', '.join(numeric)}" if numeric else "")
+        + (f"; {blanked:,} cells emptied at random" if blanked else "")
     )
     return 0
 
@@ -65,5 +70,10 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--bins-method", choices=("quantile", "equal-width", "edges"), default="quantile",
         help="bins declared for --continuous variables (default quantile; edges: the true cut "
         "points, as the owner's private edges, recover the states exactly)",
+    )  # fmt: skip
+    make.add_argument(
+        "--missing-rate", type=float, default=0.0, metavar="R",
+        help="empty each variable cell with probability R (missing completely at random), to try "
+        "--missing available-case (default 0)",
     )  # fmt: skip
     make.set_defaults(func=_make)

@@ -93,8 +93,8 @@ def infer_schema(
         present = cells[cells != ""]
         if present.size < cells.size:
             warnings.append(
-                f"{path}: column {name!r} has {cells.size - present.size} empty cells (declare "
-                "'missing_state' and load with --missing-as-category, or fill them)"
+                f"{path}: column {name!r} has {cells.size - present.size} empty cells (run both daemons "
+                "with --missing available-case, or declare 'missing_state' and use --missing category)"
             )
         numbers = _numbers(present)
         distinct = int(np.unique(numbers).size) if numbers is not None else len(set(present.tolist()))
