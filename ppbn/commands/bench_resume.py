@@ -134,6 +134,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--key-bits", type=int, default=2048, choices=(2048, 3072), help="Paillier key size (default 2048)")
     parser.add_argument("--kill-at", type=float, default=0.75,
                         help="share of the uninterrupted wall time at which bob is killed (default 0.75)")  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=30.0, help="daemons' peer timeout in seconds (default 30)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="daemons' peer timeout in seconds (default 300)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_bench_resume)
