@@ -35,7 +35,8 @@ def _demo(args: argparse.Namespace) -> int:
     with work_folder(args.out, "ppbn-demo-") as work:
         made = make_dataset(args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args))
         schema = made.schema
-        console.print(f"[bold]data[/bold]: {args.records} records sampled from {args.network} (seed {args.seed})")
+        shared = "" if len(made.ids) == args.records else f" per party, {len(made.ids)} of them at both (--align psi)"
+        console.print(f"[bold]data[/bold]: {args.records} records{shared} sampled from {args.network} (seed {args.seed})")
         if args.missing_rate:
             blanked = blank_cells(work / "data", args.missing_rate, args.seed)
             console.print(f"  {blanked:,} cells emptied at random ({args.missing_rate:g}); --missing {rule}")
