@@ -1155,7 +1155,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             ctx = job.context
             with ctx.phase("record alignment"):
                 ctx.data = align_by_psi(
-                    channel, self.role, self.data, job_key(job.job_id, nonces), ctx.policy, ctx.ledger, ctx.progress,
+                    channel, self.role, self.data, job_key(job.job_id, nonces), ctx.policy, ctx.ledger, ctx.report,
                     ctx.params.get("key_bits"),
                 )  # fmt: skip
             return

@@ -191,6 +191,14 @@ class JobContext:
         finally:
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
+    def report(self, note: str) -> None:
+        """Say where the job is without stopping there: for steps whose result this party
+        must still judge itself (the PSI's intersection against its own policy), so that a
+        peer's abort arriving meanwhile cannot replace this party's own reason. A cancelled
+        job still stops at its next message (the daemon aborts the channel)."""
+        self.last_progress = note
+        self.notes(note)
+
     def progress(self, note: str) -> None:
         self.check_cancelled()
         self.last_progress = note
