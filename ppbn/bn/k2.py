@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ppbn.bn.scores import family_score
+from ppbn.bn.scores import DEFAULT_ESS, family_score
 
 DEFAULT_TAU = 1e-3
 
@@ -141,6 +141,8 @@ class CountsOracle:
     # same records, those complete in z too (the candidate's table summed over z), so a
     # candidate is never favoured because its missing cells drop records from its family.
     paired: bool = False
+    # equivalent sample size of the ``bdeu`` mode (ignored by the other modes)
+    ess: float = DEFAULT_ESS
     evaluated: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
     _cache: dict[tuple[str, frozenset[str]], float] = field(default_factory=dict, repr=False)
     _paired_cache: dict[tuple[str, frozenset[str], str], float] = field(default_factory=dict, repr=False)
@@ -150,7 +152,7 @@ class CountsOracle:
         if key not in self._cache:
             table = self.count_fn((*parents, child))
             d = table.shape[-1]
-            value = family_score(table.reshape(-1, d), self.mode, self.c_star, self.n_records)
+            value = family_score(table.reshape(-1, d), self.mode, self.c_star, self.n_records, self.ess)
             self._cache[key] = value
             self.evaluated.append((child, parents, value))
         return self._cache[key]
@@ -166,7 +168,9 @@ class CountsOracle:
         if key not in self._paired_cache:
             table = self.count_fn((*parents, given, child)).sum(axis=len(parents))
             d = table.shape[-1]
-            self._paired_cache[key] = family_score(table.reshape(-1, d), self.mode, self.c_star, self.n_records)
+            self._paired_cache[key] = family_score(
+                table.reshape(-1, d), self.mode, self.c_star, self.n_records, self.ess
+            )
         return self._paired_cache[key]
 
     def best_parent(

@@ -1,4 +1,5 @@
-"""The non-private reference learner: K2 with the plaintext oracle, then parameters.
+"""The non-private reference learner: K2 (or hill climbing, issue 13) with the plaintext
+oracle, then parameters.
 
 Every secure and randomized result is compared with this one (same score mode, tau and
 node order).
@@ -11,14 +12,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ppbn.bn.hc import DEFAULT_TABU, Edge, HCResult, hill_climb
 from ppbn.bn.k2 import DEFAULT_TAU, CountsOracle, K2Result, count_table, k2_search
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import estimate_parameters
+from ppbn.bn.scores import DEFAULT_ESS
+
+
+@dataclass
+class HCOptions:
+    """Hill-climbing settings (``bn.hc.hill_climb``); edges are (parent, child)."""
+
+    tabu_length: int = DEFAULT_TABU
+    start: list[Edge] | None = None
+    black_list: list[Edge] | None = None
+    white_list: list[Edge] | None = None
+    fixed_edges: list[Edge] | None = None
 
 
 @dataclass
 class LearnedNetwork:
-    search: K2Result
+    search: K2Result | HCResult
     network: BayesNet
     oracle: CountsOracle
 
@@ -48,14 +62,29 @@ def learn_reference(
     pseudo_count: float = 0.0,
     progress: Callable[[int, int, str], None] | None = None,
     available_case: bool | None = None,
+    search: str = "k2",
+    ess: float = DEFAULT_ESS,
+    hc: HCOptions | None = None,
 ) -> LearnedNetwork:
-    """K2 then ML (or Dirichlet) parameters on the joined data. ``available_case`` (default:
-    whenever ``codes`` holds missing cells, coded negative) compares candidates in paired
-    mode (``CountsOracle.paired``), as the secure path does under --missing available-case."""
+    """K2 (``search="k2"``, under ``order``) or hill climbing (``"hc"``, settings ``hc``;
+    ``order`` is ignored) then ML (or Dirichlet) parameters on the joined data.
+    ``available_case`` (default: whenever ``codes`` holds missing cells, coded negative)
+    compares K2 candidates in paired mode (``CountsOracle.paired``), as the secure path does
+    under --missing available-case; hill climbing scores each family on its own complete
+    records."""
     count = joined_count_fn(names, states, codes)
     if available_case is None:
         available_case = bool(np.any(codes < 0))
-    oracle = CountsOracle(count, mode, c_star, n_records=int(codes.shape[0]), paired=available_case)
-    search = k2_search(tuple(order or names), max_parents, oracle, tau, progress)
-    net = estimate_parameters(tuple(names), states, search.parents, count, pseudo_count)
-    return LearnedNetwork(search, net, oracle)
+    oracle = CountsOracle(count, mode, c_star, n_records=int(codes.shape[0]), paired=available_case, ess=ess)
+    if search == "k2":
+        found: K2Result | HCResult = k2_search(tuple(order or names), max_parents, oracle, tau, progress)
+    elif search == "hc":
+        opts = hc or HCOptions()
+        found = hill_climb(
+            tuple(names), oracle, max_parents, tau, opts.tabu_length, opts.start, opts.black_list,
+            opts.white_list, opts.fixed_edges, progress=progress,
+        )  # fmt: skip
+    else:
+        raise ValueError(f"unknown search {search!r}; choose k2 or hc")
+    net = estimate_parameters(tuple(names), states, found.parents, count, pseudo_count)
+    return LearnedNetwork(found, net, oracle)

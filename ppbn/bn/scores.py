@@ -1,4 +1,4 @@
-"""Family scores over a count table, in the four modes ppbn offers.
+"""Family scores over a count table, in the five modes ppbn offers.
 
 ``counts`` has shape (q, d): parent configurations x child states (see ``bn.model``).
 Modes (DESIGN.md "Score fidelity", NOTES.md):
@@ -12,6 +12,10 @@ Modes (DESIGN.md "Score fidelity", NOTES.md):
 - ``bic``: log-likelihood minus c_star * (ln N / 2) * q(d-1) (standard BIC; NOTES.md says
   the PRAM paper prints N/2, which we read as a typo). N is the public record count n,
   also for available-case families with fewer complete records (README, "Missing values").
+- ``bdeu``: the Bayesian Dirichlet equivalent uniform score (Heckerman, Geiger and
+  Chickering 1995) with equivalent sample size ``ess`` (pgmpy's convention: alpha_ij =
+  ess/q, alpha_ijk = ess/(q d); default 10). Reference learner only for now: the secure
+  path refuses it (``SECURE_SCORE_MODES``; issue 13).
 
 Counts may be non-integer (PRAM estimates); negative estimates must be clipped by the
 caller.
@@ -24,7 +28,14 @@ import math
 import numpy as np
 from scipy.special import gammaln
 
+# The modes every learner offers (reference, secure Yang-Wright, PRAM): the daemons and
+# the PRAM oracle validate their ``score`` parameter against this tuple.
 SCORE_MODES = ("exact", "yw", "yw0", "bic")
+SECURE_SCORE_MODES = SCORE_MODES
+# The plaintext reference learner also offers BDeu (issue 13; the secure lnGamma with a
+# non-integer shift is not built yet).
+REFERENCE_SCORE_MODES = (*SCORE_MODES, "bdeu")
+DEFAULT_ESS = 10.0
 
 
 def pub(d: int, q: int) -> float:
@@ -68,9 +79,32 @@ def bic_score(counts: np.ndarray, c_star: float = 1.0, n_records: int | None = N
     return loglik - c_star * (math.log(n) / 2 if n > 1 else 0.0) * q * (d - 1)
 
 
-def family_score(counts: np.ndarray, mode: str, c_star: float = 1.0, n_records: int | None = None) -> float:
+def bdeu_score(counts: np.ndarray, ess: float = DEFAULT_ESS) -> float:
+    """BDeu (Heckerman, Geiger, Chickering 1995, eq. 28 with the uniform prior):
+    sum_j [lnG(a_j) - lnG(a_j + N_j)] + sum_jk [lnG(a_jk + N_jk) - lnG(a_jk)], with
+    a_j = ess/q and a_jk = ess/(q d). Unobserved parent configurations add exactly 0."""
+    if not ess > 0:
+        raise ValueError("the BDeu equivalent sample size must be > 0")
+    counts = np.asarray(counts, dtype=float)
+    q, d = counts.shape
+    a_j = ess / q
+    a_jk = ess / (q * d)
+    rows = counts.sum(axis=1)
+    return float(
+        np.sum(gammaln(a_j) - gammaln(a_j + rows)) + np.sum(gammaln(counts + a_jk) - gammaln(a_jk))
+    )
+
+
+def family_score(
+    counts: np.ndarray,
+    mode: str,
+    c_star: float = 1.0,
+    n_records: int | None = None,
+    ess: float = DEFAULT_ESS,
+) -> float:
     """Score of one family (child with a parent set) from its (q, d) count table;
-    ``n_records`` is the N of the BIC penalty (see ``bic_score``)."""
+    ``n_records`` is the N of the BIC penalty (see ``bic_score``), ``ess`` the BDeu
+    equivalent sample size."""
     if mode == "exact":
         return exact_score(counts)
     if mode == "yw":
@@ -79,4 +113,6 @@ def family_score(counts: np.ndarray, mode: str, c_star: float = 1.0, n_records: 
         return yw_score(counts) - int(np.count_nonzero(np.asarray(counts) == 0))
     if mode == "bic":
         return bic_score(counts, c_star, n_records)
-    raise ValueError(f"unknown score mode {mode!r}; choose one of {', '.join(SCORE_MODES)}")
+    if mode == "bdeu":
+        return bdeu_score(counts, ess)
+    raise ValueError(f"unknown score mode {mode!r}; choose one of {', '.join(REFERENCE_SCORE_MODES)}")

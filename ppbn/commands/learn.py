@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ppbn.commands.reference import add_learning_options
+from ppbn.commands.reference import add_learning_options, refuse_on_private_paths
 from ppbn.errors import UserError
 
 DEFAULT_JOB = "learn"
@@ -127,6 +127,7 @@ def print_outcome(outcome, title: str, show_files: bool = True) -> None:
 def _learn(args: argparse.Namespace) -> int:
     from ppbn.parties.client import DaemonClient, JobOutcome
 
+    refuse_on_private_paths(args)
     params = job_params(args)
     with DaemonClient(args.peer, args.tls_dir, insecure=args.insecure) as client:
         health = client.health()

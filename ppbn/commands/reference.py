@@ -8,9 +8,12 @@ import json
 import time
 from pathlib import Path
 
+from ppbn.bn.hc import DEFAULT_TABU
 from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.scores import SCORE_MODES
+from ppbn.bn.scores import DEFAULT_ESS, REFERENCE_SCORE_MODES, SECURE_SCORE_MODES
 from ppbn.errors import UserError
+
+SEARCHES = ("k2", "hc")
 
 
 def parse_order(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -31,10 +34,20 @@ def parse_order(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:
 
 def add_learning_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every learner (reference, secure, PRAM): same meaning everywhere."""
-    parser.add_argument("--max-parents", type=int, default=2, help="K2 parent limit u (default 2)")
+    parser.add_argument("--max-parents", type=int, default=2, help="parent limit u (default 2)")
     parser.add_argument(
-        "--score", choices=SCORE_MODES, default="exact",
-        help="exact (ln f), yw (Yang-Wright eq. 6), yw0 (eq. 6 minus zero cells), bic (default exact)",
+        "--score", choices=REFERENCE_SCORE_MODES, default="exact",
+        help="exact (ln f), yw (Yang-Wright eq. 6), yw0 (eq. 6 minus zero cells), bic, bdeu "
+        "(reference learner only for now) (default exact)",
+    )
+    parser.add_argument(
+        "--search", choices=SEARCHES, default="k2",
+        help="k2 (needs a node order; the default) or hc: hill climbing over DAGs, no order "
+        "(reference learner only for now)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ess", type=float, default=DEFAULT_ESS,
+        help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g}, as pgmpy)",
     )
     parser.add_argument(
         "--tau", type=float, default=DEFAULT_TAU,
@@ -47,6 +60,53 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
         "--dirichlet", type=float, default=0.0, metavar="A",
         help="Dirichlet pseudo-count for parameters (default 0: maximum likelihood)",
     )
+
+
+def refuse_on_private_paths(args: argparse.Namespace, path: str = "secure") -> None:
+    """The one place where the private paths (``learn``, ``simulate``) refuse what only the
+    reference learner offers so far (issue 13): hill climbing and BDeu."""
+    if getattr(args, "search", "k2") != "k2":
+        raise UserError(f"the {path} path runs K2 only (issue 13: hill climbing on the {path} path is not built yet)")
+    score = getattr(args, "score", None)
+    if score is not None and score not in SECURE_SCORE_MODES:
+        raise UserError(
+            f"--score {score}: the {path} path offers {', '.join(SECURE_SCORE_MODES)} only "
+            f"(issue 13: BDeu on the {path} path is not built yet)"
+        )
+
+
+def add_hc_options(parser: argparse.ArgumentParser) -> None:
+    """Hill-climbing options of the reference learner (pgmpy's HillClimbSearch semantics)."""
+    group = parser.add_argument_group("hill climbing (--search hc)")
+    group.add_argument(
+        "--tabu", type=int, default=DEFAULT_TABU, metavar="N",
+        help=f"tabu list length: the last N moves may not be undone (default {DEFAULT_TABU}, as pgmpy)",
+    )  # fmt: skip
+    group.add_argument("--start", metavar="FILE", help="start DAG: a JSON list of [parent, child] edges, or a network.json")
+    group.add_argument("--black-list", metavar="FILE", help="JSON list of edges never to add")
+    group.add_argument("--white-list", metavar="FILE", help="JSON list of the only edges that may be added")
+    group.add_argument("--fixed-edges", metavar="FILE", help="JSON list of edges always present (never deleted or reversed)")
+
+
+def hc_options(args: argparse.Namespace):
+    """``HCOptions`` from the command line; file and edge errors are user errors."""
+    from ppbn.bn.hc import read_edge_file
+    from ppbn.bn.learn import HCOptions
+
+    def edges(option: str):
+        path = getattr(args, option.replace("-", "_"), None)
+        if path is None:
+            return None
+        try:
+            return read_edge_file(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"--{option}: {path}: file not found") from None
+        except ValueError as exc:  # JSONDecodeError included
+            raise UserError(f"--{option}: {path}: {exc}") from None
+
+    if args.tabu < 0:
+        raise UserError("--tabu must be >= 0")
+    return HCOptions(args.tabu, edges("start"), edges("black-list"), edges("white-list"), edges("fixed-edges"))
 
 
 def add_missing_options(parser: argparse.ArgumentParser, rate: bool = False) -> None:
@@ -83,9 +143,18 @@ def family_records(learned) -> dict[str, int]:
 
 
 def format_text(result: dict) -> str:
-    lines = [f"score {result['score']}, tau {result['tau']:g}", "order: " + ", ".join(result["order"])]
-    lines.append("edges in the order added:")
-    lines += [f"  {i + 1:3d}. {p} -> {c}" for i, (p, c) in enumerate(result["edges"])] or ["  (none)"]
+    lines = [f"score {result['score']}, tau {result['tau']:g}, search {result.get('search', 'k2')}"]
+    if result.get("search", "k2") == "k2":
+        lines.append("order: " + ", ".join(result["order"]))
+        lines.append("edges in the order added:")
+        lines += [f"  {i + 1:3d}. {p} -> {c}" for i, (p, c) in enumerate(result["edges"])] or ["  (none)"]
+    else:
+        lines.append(f"moves in the order applied (total score {result['total_score']:.4f}):")
+        lines += [
+            f"  {i + 1:3d}. {m['kind']:7s} {m['edge'][0]} -> {m['edge'][1]}  {m['delta']:+.4f}"
+            for i, m in enumerate(result["moves"])
+        ] or ["  (none)"]
+        lines.append(f"edges: {len(result['edges'])}")
     lines.append("parameters:")
     for v, spec in result["parameters"].items():
         given = f" | {', '.join(spec['parents'])}" if spec["parents"] else ""
@@ -121,13 +190,29 @@ def _reference(args: argparse.Namespace) -> int:
     states = {v.name: v.states for v in schema.variables}
     if args.max_parents < 0:
         raise UserError("--max-parents must be >= 0")
+    hc = hc_options(args) if args.search == "hc" else None
     start = time.perf_counter()
-    learned = learn_reference(
-        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet,
-        available_case=rule == "available-case",
-    )
+    try:
+        learned = learn_reference(
+            names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet,
+            available_case=rule == "available-case", search=args.search, ess=args.ess, hc=hc,
+        )  # fmt: skip
+    except ValueError as exc:  # bad start DAG, lists or --ess
+        raise UserError(str(exc)) from None
     network = learned.network.with_state_names(schema.state_names(cuts))  # both owners' intervals
     result = network_json(network, order, learned.search.edges, args.score, args.tau)
+    result["search"] = args.search
+    if args.score == "bdeu":
+        result["ess"] = args.ess
+    if args.search == "hc":
+        found = learned.search
+        result["moves"] = [
+            {"kind": m.move.kind, "edge": list(m.move.edge), "delta": m.delta} for m in found.moves
+        ]
+        result["total_score"] = found.score
+        result["tabu"] = args.tabu
+        result["start"] = [[p, c] for c in names for p in found.start[c]]
+        result["families_scored"] = found.families_scored
     result["stats"] = {"wall_s": time.perf_counter() - start, "records": int(codes.shape[0])}
     result["family_records"] = {
         "rule": rule, "records": int(codes.shape[0]), "families": family_records(learned)
@@ -170,11 +255,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser = commands.add_parser(
         "reference",
         help="learn the network from the joined data, non-privately (the yardstick)",
-        description="K2 structure learning and parameters on the joined plaintext data of both "
-        "parties. Every private result is compared with this one.",
+        description="K2 (or hill-climbing) structure learning and parameters on the joined "
+        "plaintext data of both parties. Every private result is compared with this one.",
     )
     parser.add_argument("--data", required=True, help="folder with schema.json, alice.csv, bob.csv")
     add_learning_options(parser)
+    add_hc_options(parser)
     add_missing_options(parser)
     parser.add_argument(
         "--align", choices=("strict", "psi"), default="strict",

@@ -39,6 +39,7 @@ from ppbn.commands.reference import (
     add_missing_options,
     missing_rule,
     parse_order,
+    refuse_on_private_paths,
 )
 from ppbn.errors import UserError
 from ppbn.parties.outputs import check_output_dir, relocate, work_folder
@@ -199,6 +200,7 @@ def run_path(args: argparse.Namespace) -> int:
     PRAM path, or the job given by --job (path "job")."""
     if args.path is None:  # --job tables (or ping, ...) alone means the job path
         args.path = "secure" if args.job == "learn" else "job"
+    refuse_on_private_paths(args, "PRAM" if args.path == "pram" else "secure")
     if args.path == "pram":
         return _simulate_pram(args)
     if args.path == "secure" and args.job != "learn":
