@@ -94,7 +94,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
         if pair.link is not None:
             report["link"] = pair.link.stats()
         report["bytes_by_phase_and_kind"] = breakdown_rows(parties["alice"].get("bytes_by_phase_and_kind", {}))
-        ln_bytes = sum(r["total"] for r in report["bytes_by_phase_and_kind"] if r["phase"] == "ln terms")
+        ln_bytes = sum(r["total"] for r in report["bytes_by_phase_and_kind"] if r["phase"].startswith("ln terms"))
         total = sum(report["bytes_sent"].values())
         if report["ln_evaluations"]:
             report["bytes_per_ln_term"] = {"ln_terms_phase": round(ln_bytes / report["ln_evaluations"]),
@@ -178,7 +178,7 @@ def _bench_ln(args: argparse.Namespace) -> int:
             pair, _ = shaped_memory_pair(link, timeout_s=600)
         scorers = {
             role: SecureScorer(end, role, schema, np.zeros((args.max_count, 1), dtype=np.int64),
-                               args.max_count, config, Ledger(role))  # fmt: skip
+                               args.max_count, config, Ledger(role), _phase_labeller(end, mode))  # fmt: skip
             for role, end in zip(("alice", "bob"), pair, strict=True)
         }
         started = time.perf_counter()
@@ -197,7 +197,7 @@ def _bench_ln(args: argparse.Namespace) -> int:
             "bytes_bob_to_alice": pair[0].stats.bytes_received,
             "rounds": pair[0].stats.rounds,
         })  # fmt: skip
-        kinds = breakdown_rows(pair[0].stats.breakdown(), phase=mode)
+        kinds = breakdown_rows(pair[0].stats.breakdown())
         for row in kinds:
             row["bytes_per_evaluation"] = round(row["total"] / args.count, 1)
         by_kind.extend(kinds)
@@ -212,6 +212,16 @@ def _bench_ln(args: argparse.Namespace) -> int:
     }
     _print(report, args.format)
     return 0
+
+
+def _phase_labeller(channel, mode: str):
+    """Count the channel's bytes under "MODE: PHASE" as the scorer announces its phases."""
+
+    def progress(label: str, done: int, total: int) -> None:
+        if label.startswith("phase "):
+            channel.stats.section = f"{mode}: {label[len('phase '):]}"
+
+    return progress
 
 
 def _print(report: dict[str, Any], fmt: str) -> None:
