@@ -123,3 +123,29 @@ def test_abort_reaches_the_peer_as_its_fixed_text_only(pair):
     assert bob.peer_abort_code == party_pb2.AbortCode.POLICY
     with pytest.raises(PeerGone):
         alice.send("after", b"")
+
+
+def test_bytes_are_counted_per_section_and_message_kind():
+    from ppbn.protocols.channel import ChannelStats, memory_channel_pair, run_two_party
+
+    alice, bob = memory_channel_pair(timeout_s=5)
+
+    def a(ch):
+        ch.send("x.one", b"12345")
+        ch.stats.section = "later"
+        ch.send("x.two", b"1")
+        ch.recv("y")
+
+    def b(ch):
+        ch.recv("x.one")
+        ch.recv("x.two")
+        ch.send("y", b"123")
+
+    run_two_party(a, b, pair=(alice, bob))
+    sent = alice.stats.breakdown()
+    assert sent["setup"]["x.one"]["bytes_sent"] == 5 + len("x.one")
+    assert sent["later"]["x.two"]["messages_sent"] == 1 and sent["later"]["y"]["bytes_received"] == 4
+    total = ChannelStats()
+    total.add(bob.stats, mirrored=True)  # bob's view, turned into alice's
+    assert total.as_dict() == alice.stats.as_dict() | {"rounds": total.rounds}
+    assert total.by_kind[("setup", "x.one")][0] == alice.stats.by_kind[("setup", "x.one")][0]

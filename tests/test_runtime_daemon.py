@@ -148,6 +148,8 @@ def test_handshake_then_ping_job_writes_files_at_both(pair):
     assert outcome.state == "SUCCEEDED", outcome.error
     assert outcome.stats["role"] == "bob" and outcome.peer_stats["role"] == "alice"
     assert outcome.peer_stats["bytes_sent"] == outcome.stats["bytes_received"] == 5 * (300 + 4)
+    by_kind = outcome.stats["bytes_by_phase_and_kind"]  # bob's own, local figures
+    assert by_kind["ping"]["ping"]["bytes_received"] == by_kind["ping"]["pong"]["bytes_sent"] == 5 * (300 + 4)
     wait_for(lambda: alice.jobs[job_id].done.is_set(), what="alice's job files")
     for out in (pair.tmp / "out-alice" / job_id, pair.tmp / "out-bob" / job_id):
         assert json.loads((out / "result.json").read_text())["state"] == "SUCCEEDED"

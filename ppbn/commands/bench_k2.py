@@ -9,6 +9,11 @@ and says whether structure, edge order and parameters agree.
 ``bench ln`` measures the batched secure ln / x ln x pipeline alone (normalisation
 circuit, OT table lookups, share series and products), both parties in one process over
 the in-memory channel: evaluations per second per score mode.
+
+``--link RATE[/RTT]`` (both) models a network between the parties (``ppbn.parties.shaper``):
+``bench k2`` routes the daemons through ppbn's shaping TCP relay, ``bench ln`` delays each
+in-memory message as the same link model would. Both report where the bytes went, per
+phase and message kind.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ def _bench_k2(args: argparse.Namespace) -> int:
     from ppbn.commands.reference import missing_rule
     from ppbn.parties.datasets import blank_cells, make_dataset
     from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.parties.shaper import parse_link
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     rule = missing_rule(args)
+    link = parse_link(args.link) if args.link else None
     if args.records < 2:
         raise UserError("--records must be at least 2")
     work = Path(tempfile.mkdtemp(prefix="ppbn-bench-k2-"))
@@ -48,7 +55,8 @@ def _bench_k2(args: argparse.Namespace) -> int:
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
         quiet = args.format == "json"
-        with LocalPair(files, args.timeout, missing_rule=rule, align=args.align) as pair, pair.client("alice") as client:
+        pair = LocalPair(files, args.timeout, missing_rule=rule, align=args.align, link=link)
+        with pair, pair.client("alice") as client:
             started = time.perf_counter()
             job_id = client.start("learn", params)
             outcome = client.wait(job_id, None, None if quiet else (lambda note: print(f"  {note}", flush=True)))
@@ -69,7 +77,8 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "missing": rule,
             "missing_rate": args.missing_rate,
             "cells_emptied": blanked,
-            "transport": "gRPC over mutual TLS, loopback, two daemon processes",
+            "transport": "gRPC over mutual TLS, loopback, two daemon processes"
+            + (f", through ppbn's link model {link.text}" if link else ""),
             "wall_s": round(wall, 2),
             "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
             "bytes_sent": {r: s["bytes_sent"] for r, s in parties.items()},
@@ -82,6 +91,14 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "families_scored": inner["families_scored"],
             "edges": len(learned["edges"]),
         }
+        if pair.link is not None:
+            report["link"] = pair.link.stats()
+        report["bytes_by_phase_and_kind"] = breakdown_rows(parties["alice"].get("bytes_by_phase_and_kind", {}))
+        ln_bytes = sum(r["total"] for r in report["bytes_by_phase_and_kind"] if r["phase"].startswith("ln terms"))
+        total = sum(report["bytes_sent"].values())
+        if report["ln_evaluations"]:
+            report["bytes_per_ln_term"] = {"ln_terms_phase": round(ln_bytes / report["ln_evaluations"]),
+                                           "whole_job": round(total / report["ln_evaluations"])}  # fmt: skip
         enc = report["paillier_encryptions"]
         report["fewer_encryptions_than_per_alpha"] = round(report["per_alpha_encryptions"] / enc, 1) if enc else None
         if args.check_reference:
@@ -90,6 +107,22 @@ def _bench_k2(args: argparse.Namespace) -> int:
         shutil.rmtree(work, ignore_errors=True)
     _print(report, args.format)
     return 0 if not args.check_reference or report["reference"]["equal"] else 1
+
+
+def breakdown_rows(by_phase: dict[str, dict[str, dict[str, int]]], phase: str | None = None) -> list[dict[str, Any]]:
+    """Alice's per-(phase, tag) counters as rows, largest first: what she sent is
+    alice -> bob, what she received bob -> alice (the channel is between the two only)."""
+    rows = [
+        {"phase": section if phase is None else phase, "kind": tag,
+         "alice_to_bob": c["bytes_sent"], "bob_to_alice": c["bytes_received"],
+         "total": c["bytes_sent"] + c["bytes_received"],
+         "messages": c["messages_sent"] + c["messages_received"]}
+        for section, kinds in by_phase.items() for tag, c in kinds.items()
+    ]  # fmt: skip
+    grand = sum(r["total"] for r in rows) or 1
+    for row in rows:
+        row["share_pct"] = round(100 * row["total"] / grand, 2)
+    return sorted(rows, key=lambda r: -r["total"])
 
 
 def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule: str) -> dict[str, Any]:
@@ -125,20 +158,27 @@ def _bench_ln(args: argparse.Namespace) -> int:
 
     if args.count < 1:
         raise UserError("--count must be at least 1")
+    from ppbn.parties.shaper import parse_link, shaped_memory_pair
+
+    link = parse_link(args.link) if args.link else None
     schema = Schema("id", (Variable("a", "alice", ("0", "1")), Variable("b", "bob", ("0", "1"))))
     rng = np.random.default_rng(args.seed)
     counts = rng.integers(0, args.max_count + 1, size=args.count).astype(np.uint64)
     alice_share = rng.integers(0, 2**63, size=args.count, dtype=np.uint64)
     shares = {"alice": alice_share, "bob": counts - alice_share}  # wraps mod 2^64
-    rows = []
+    rows: list[dict[str, Any]] = []
+    by_kind: list[dict[str, Any]] = []
     for mode in args.modes.split(","):
         if mode not in SCORE_MODES:
             raise UserError(f"--modes: unknown score mode {mode!r}")
         config = SecureLearnConfig(mode=mode)
-        pair = memory_channel_pair(timeout_s=600)
+        if link is None:
+            pair = memory_channel_pair(timeout_s=600)
+        else:
+            pair, _ = shaped_memory_pair(link, timeout_s=600)
         scorers = {
             role: SecureScorer(end, role, schema, np.zeros((args.max_count, 1), dtype=np.int64),
-                               args.max_count, config, Ledger(role))  # fmt: skip
+                               args.max_count, config, Ledger(role), _phase_labeller(end, mode))  # fmt: skip
             for role, end in zip(("alice", "bob"), pair, strict=True)
         }
         started = time.perf_counter()
@@ -153,15 +193,35 @@ def _bench_ln(args: argparse.Namespace) -> int:
             "bytes_per_evaluation": round((pair[0].stats.bytes_sent + pair[1].stats.bytes_sent) / args.count),
             "and_gates_per_evaluation": round(alice.yao.counters.and_gates / args.count),
             "ots_per_evaluation": round((bob.yao.counters.ots + bob.arith.counters.ots) / args.count),
+            "bytes_alice_to_bob": pair[0].stats.bytes_sent,
+            "bytes_bob_to_alice": pair[0].stats.bytes_received,
+            "rounds": pair[0].stats.rounds,
         })  # fmt: skip
+        kinds = breakdown_rows(pair[0].stats.breakdown())
+        for row in kinds:
+            row["bytes_per_evaluation"] = round(row["total"] / args.count, 1)
+        by_kind.extend(kinds)
     report = {
         "what": "batched secure ln x and x ln x terms (normalisation circuit, OT lookups, share series)",
-        "transport": "in-memory channel, both parties in this process (2 threads)",
+        "transport": "in-memory channel, both parties in this process (2 threads)"
+        + (f", each message delayed by the link model {link.text}" if link else ""),
+        **({"link": link.as_dict()} if link else {}),
         "max_count": args.max_count,
         "modes": rows,
+        "bytes_by_mode_and_kind": by_kind,
     }
     _print(report, args.format)
     return 0
+
+
+def _phase_labeller(channel, mode: str):
+    """Count the channel's bytes under "MODE: PHASE" as the scorer announces its phases."""
+
+    def progress(label: str, done: int, total: int) -> None:
+        if label.startswith("phase "):
+            channel.stats.section = f"{mode}: {label[len('phase '):]}"
+
+    return progress
 
 
 def _print(report: dict[str, Any], fmt: str) -> None:
@@ -179,15 +239,30 @@ def _print(report: dict[str, Any], fmt: str) -> None:
         for row in report["modes"]:
             table.add_row(*(f"{v:,}" if isinstance(v, int) else str(v) for v in row.values()))
         console.print(table)
+        _print_breakdown(console, report["bytes_by_mode_and_kind"], "bytes by score mode and message kind")
         return
     table = Table(title=f"ppbn bench k2: {report['network']}, {report['records']:,} records, u = {report['max_parents']}, {report['score']}")
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in report.items():
-        if key in ("network", "records", "max_parents", "score"):
+        if key in ("network", "records", "max_parents", "score", "bytes_by_phase_and_kind"):
             continue
         text = json.dumps(value) if isinstance(value, dict) else (f"{value:,}" if isinstance(value, int) else str(value))
         table.add_row(key.replace("_", " "), text)
+    console.print(table)
+    _print_breakdown(console, report["bytes_by_phase_and_kind"], "bytes by phase and message kind (top 15)", 15)
+
+
+def _print_breakdown(console, rows: list[dict[str, Any]], title: str, top: int | None = None) -> None:
+    from rich.table import Table
+
+    if not rows:
+        return
+    table = Table(title=title)
+    for key in rows[0]:
+        table.add_column(key.replace("_", " "), justify="left" if key in ("phase", "kind") else "right")
+    for row in rows[:top]:
+        table.add_row(*(f"{v:,}" if isinstance(v, int) else str(v) for v in row.values()))
     console.print(table)
 
 
@@ -211,6 +286,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     k2.add_argument("--check-reference", action="store_true",
                     help="also learn the non-private reference and compare (exit 1 when they differ)")  # fmt: skip
     k2.add_argument("--format", choices=("table", "json"), default="table")
+    k2.add_argument("--link", metavar="RATE[/RTT]",
+                    help="route the daemons through ppbn's shaping relay: e.g. 100mbit/20ms, 1gbit (kbit, mbit, gbit; ms, s)")  # fmt: skip
     from ppbn.commands.reference import add_missing_options
 
     add_missing_options(k2, rate=True)
@@ -228,4 +305,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     ln.add_argument("--modes", default="yw,exact", help="comma list of score modes (default yw,exact)")
     ln.add_argument("--seed", type=int, default=1)
     ln.add_argument("--format", choices=("table", "json"), default="table")
+    ln.add_argument("--link", metavar="RATE[/RTT]",
+                    help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip
     ln.set_defaults(func=_bench_ln)

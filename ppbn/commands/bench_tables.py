@@ -18,9 +18,13 @@ import secrets
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ppbn.errors import UserError
 from ppbn.protocols.channel import Channel, PeerGone
+
+if TYPE_CHECKING:
+    from ppbn.parties.shaper import Direction
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -59,6 +63,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="precompute one randomizer per record before the job (reported as setup time)",
     )
     tables.add_argument("--format", choices=("table", "json"), default="table")
+    tables.add_argument("--link", metavar="RATE[/RTT]",
+                        help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip
     tables.set_defaults(func=_bench_tables)
 
 
@@ -151,13 +157,16 @@ def _print_table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...
 class PipeChannel(Channel):
     """A Channel over a multiprocessing pipe: the two parties in two processes."""
 
-    def __init__(self, connection: Connection, **kwargs) -> None:
+    def __init__(self, connection: Connection, link: Direction | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self._connection = connection
+        self._link = link  # --link: this process's sending direction of the link model
 
     def _put(self, seq: int, tag: str, payload: bytes) -> None:
+        # the monotonic clock is system-wide on Linux, so the receiver can wait for the stamp
+        arrives = self._link.schedule(len(payload) + len(tag), time.monotonic()) if self._link else 0.0
         try:
-            self._connection.send((seq, tag, payload))
+            self._connection.send((seq, tag, payload, arrives))
         except (BrokenPipeError, OSError) as exc:
             raise PeerGone(f"peer closed the pipe: {exc}") from None
 
@@ -165,9 +174,13 @@ class PipeChannel(Channel):
         try:
             if not self._connection.poll(timeout_s):
                 raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
-            return self._connection.recv()
+            seq, tag, payload, arrives = self._connection.recv()
         except (EOFError, OSError) as exc:
             raise PeerGone(f"peer closed the pipe: {exc}") from None
+        wait = arrives - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        return seq, tag, payload
 
     def close(self) -> None:
         self._connection.close()
@@ -203,6 +216,7 @@ def _party_process(
     """One party process: run the protocol on its own columns, report counters and memory.
     It ends with the bench command, however that ends (no orphans after a SIGKILL)."""
     from ppbn.bn.schema import Schema
+    from ppbn.parties.shaper import Direction, parse_link
     from ppbn.protocols.paillier import OpCounters, exit_with_parent
     from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
 
@@ -212,7 +226,11 @@ def _party_process(
         config = TablesConfig(
             key_bits=spec["key_bits"], chunk_size=spec["chunk_size"], workers=spec["workers"]
         )
-        channel = PipeChannel(connection, timeout_s=600)
+        link = None
+        if spec["link"]:
+            other = "bob" if role == "alice" else "alice"
+            link = Direction(f"{role}->{other}", parse_link(spec["link"]))
+        channel = PipeChannel(connection, link, timeout_s=600)
         counters = OpCounters()
         with TablesSession(config) as session:
             start = time.perf_counter()
@@ -252,6 +270,10 @@ def _bench_tables(args: argparse.Namespace) -> int:
 
     if args.records < 1:
         raise UserError("--records must be at least 1")
+    if args.link:
+        from ppbn.parties.shaper import parse_link
+
+        parse_link(args.link)  # refuse a bad --link before sampling
     if args.max_family < 2:
         raise UserError("--max-family must be at least 2 (a crossing family has two variables)")
     net = load_network(args.network)
@@ -274,6 +296,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
         "chunk_size": args.chunk_size,
         "workers": args.workers,
         "precompute": args.records if args.precompute else 0,
+        "link": args.link or "",
     }
     context = multiprocessing.get_context("spawn")
     alice_end, bob_end = context.Pipe(duplex=True)
@@ -320,6 +343,10 @@ def _bench_tables(args: argparse.Namespace) -> int:
         "max_family": args.max_family,
         "key_bits": args.key_bits,
         "crossing_families": len(families),
+        "link": args.link or None,
+        "bytes_alice_to_bob": reports["alice"]["channel"]["bytes_sent"],
+        "bytes_bob_to_alice": reports["bob"]["channel"]["bytes_sent"],
+        "rounds": max(r["channel"]["rounds"] for r in reports.values()),
         "setup_s": round(max(r["setup_s"] for r in reports.values()), 2),
         "protocol_wall_s": round(wall, 2),
         "elapsed_s": round(elapsed, 2),
@@ -343,8 +370,10 @@ def _bench_tables(args: argparse.Namespace) -> int:
         ("public-key operations", f"{ours['public_key_operations']:,}", f"{paper['public_key_operations']:,}"),
         ("ciphertexts sent", f"{ours['ciphertexts']:,}", f"{paper['ciphertexts']:,}"),
         ("bytes sent", f"{ours['bytes']:,}", f"{paper['bytes']:,}"),
+        ("bytes alice -> bob / bob -> alice, rounds",
+         f"{result['bytes_alice_to_bob']:,} / {result['bytes_bob_to_alice']:,}, {result['rounds']}", ""),
         ("set-up (keys, tables, workers, precomputed randomizers)", f"{result['setup_s']:.2f} s", ""),
-        ("protocol wall time", f"{wall:.2f} s", "(not run)"),
+        ("protocol wall time" + (f" (link model {args.link})" if args.link else ""), f"{wall:.2f} s", "(not run)"),
         ("elapsed, including sampling and processes", f"{elapsed:.2f} s", ""),
         ("records per second", f"{result['records_per_s']:,}", ""),
     ]

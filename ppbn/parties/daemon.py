@@ -48,6 +48,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,13 +266,13 @@ class ChannelGroup:
     def stats(self) -> ChannelStats:
         total = ChannelStats()
         for channel in self.channels.values():
-            s = channel.stats
-            total.bytes_sent += s.bytes_sent
-            total.bytes_received += s.bytes_received
-            total.messages_sent += s.messages_sent
-            total.messages_received += s.messages_received
-            total.rounds = max(total.rounds, s.rounds)
+            total.add(channel.stats)
         return total
+
+    def label_traffic(self, section: str) -> None:
+        """Count what follows under ``section`` (the job's phase) on every channel."""
+        for channel in self.channels.values():
+            channel.stats.section = section
 
     @property
     def failure(self) -> str | None:
@@ -906,6 +907,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 fixed_seed_for_testing=self.config.fixed_seed_for_testing,
                 resume=resume,
                 checkpoint_written=self.metrics.checkpoint_written,
+                on_phase=_traffic_labeller(channel),
             )
             job = Job(job_id, kind, params, initiator, channel, context, pending=peer_nonce is None)
             # set under the lock: a crossing OPEN may arrive before start_job goes on
@@ -1309,6 +1311,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             "wall_s": round(wall_s, 4),
             "phases": {name: round(seconds, 4) for name, seconds in ctx.phases.items()},
             **job.channel.stats.as_dict(),
+            # local only, like every figure here: where this side's bytes went
+            "bytes_by_phase_and_kind": job.channel.stats.breakdown(),
             "paillier_encryptions": ctx.counters.encryptions,
             "public_key_operations": ctx.counters.public_key_operations,
             **dict(ctx.tallies),
@@ -1413,6 +1417,17 @@ def _later(delay_s: float, action) -> None:
     timer.start()
 
 
+def _traffic_labeller(channel: GrpcChannel | ChannelGroup) -> Callable[[str], None]:
+    """Count the channel's traffic under the job's current phase from now on."""
+    if isinstance(channel, ChannelGroup):
+        return channel.label_traffic
+
+    def label(section: str) -> None:
+        channel.stats.section = section
+
+    return label
+
+
 def _exchange_stats(channel: GrpcChannel | ChannelGroup, stats: dict[str, Any]) -> None:
     """End-of-job handshake with every peer: both sides finished. Only the fields of
     ``EXCHANGED_STATS`` travel (none depends on the data); anything else received is a
@@ -1446,10 +1461,5 @@ def _mirrored_peer_stats(channel: GrpcChannel | ChannelGroup, kind: str) -> dict
     channels = channel.channels if isinstance(channel, ChannelGroup) else {channel.peer: channel}
     total = ChannelStats()
     for each in channels.values():
-        s = each.stats
-        total.bytes_sent += s.bytes_received
-        total.bytes_received += s.bytes_sent
-        total.messages_sent += s.messages_received
-        total.messages_received += s.messages_sent
-        total.rounds = max(total.rounds, s.rounds)
+        total.add(each.stats, mirrored=True)
     return {"role": "+".join(channels), "kind": kind, "mirrored": True, **total.as_dict()}

@@ -11,6 +11,11 @@ alice and bob accept its jobs. Every daemon gets the same local policy file (the
 built-in default unless the caller passes one: whoever runs the harness is both parties,
 so it is their policy to choose) and, for repeatable PRAM runs only, the local
 ``--insecure-fixed-seed-for-testing`` flag.
+
+With ``link`` (a ``shaper.LinkSpec``, from ``--link`` of the benchmarks) each party's
+``--peer`` is a shaping relay of ``ppbn.parties.shaper`` in this process instead of the
+other daemon's port, so every connection either daemon opens to the other crosses the
+modelled link; the daemons themselves are unchanged.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pathlib import Path
 from ppbn.errors import UserError
 from ppbn.parties.client import DaemonClient, JobOutcome
 from ppbn.parties.policy import LocalPolicy
+from ppbn.parties.shaper import Link, LinkSpec
 from ppbn.parties.tls import OPERATOR
 
 STARTUP_TIMEOUT_S = 60.0
@@ -65,8 +71,14 @@ class LocalPair:
         fixed_seed_for_testing: str | None = None,
         missing_rule: str = "error",
         align: str = "strict",
+        link: LinkSpec | None = None,
     ) -> None:
+        if link is not None and miner:
+            raise UserError("--link models the link between alice and bob; it does not run with the miner")
         self.files = files
+        self.link_spec = link
+        self.link: Link | None = None  # the relays, while the pair runs
+        self._via: dict[str, str] = {}  # role -> the relay address it dials its peer at
         self.missing_rule = missing_rule  # `--missing` of both parties' daemons
         self.align = align  # `--align` of both parties' daemons
         self.timeout_s = timeout_s
@@ -83,12 +95,17 @@ class LocalPair:
     def address(self, role: str) -> str:
         return f"127.0.0.1:{self.ports[role]}"
 
+    def peer_address(self, role: str, peer: str) -> str:
+        """Where ``role`` dials ``peer``: the peer's port, or the link's relay."""
+        via = self._via.get(role) if peer != MINER else None
+        return via or self.address(peer)
+
     def _command(self, role: str) -> list[str]:
         if role == MINER:
             peers = ["--alice", self.address("alice"), "--bob", self.address("bob")]
         else:
             peer = "bob" if role == "alice" else "alice"
-            peers = ["--data", str(self.files.data[role]), "--peer", self.address(peer), "--missing", self.missing_rule]
+            peers = ["--data", str(self.files.data[role]), "--peer", self.peer_address(role, peer), "--missing", self.missing_rule]
             peers += ["--align", self.align]
             if MINER in self.roles:
                 peers += ["--miner", self.address(MINER)]
@@ -111,6 +128,11 @@ class LocalPair:
         if self.policy is not None:
             self._policy_file.write_text(self.policy.to_toml(), encoding="utf-8")
         try:
+            if self.link_spec is not None:
+                self.link = Link(self.link_spec, ROLES)
+                for role, peer in zip(ROLES, reversed(ROLES), strict=True):
+                    host, port = self.link.relay(role, "127.0.0.1", self.ports[peer])
+                    self._via[role] = f"{host}:{port}"
             for role in self.roles:
                 self._spawn(role, "wb")
             self._wait_ready()
@@ -213,6 +235,8 @@ class LocalPair:
             _signal_group(process, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(STOP_GRACE_S)
+        if self.link is not None:
+            self.link.close()
 
 
 def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:

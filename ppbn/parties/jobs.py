@@ -172,6 +172,8 @@ class JobContext:
     resume: bool = False  # continue from the checkpoint both parties hold (``ppbn learn --resume``)
     current_phase: str = ""  # the last "phase ..." note: named when the job fails
     checkpoint_written: Callable[[], None] = field(default=lambda: None)  # for the daemon's metrics
+    # told each new phase name: the daemon counts the channel's bytes per phase with it
+    on_phase: Callable[[str], None] = field(default=lambda name: None)
     _tally_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count(self, name: str, amount: int = 1) -> None:
@@ -204,6 +206,7 @@ class JobContext:
         self.last_progress = note
         if note.startswith("phase "):
             self.current_phase = note[len("phase "):]
+            self.on_phase(self.current_phase)
         self.notes(note)
 
     def check_cancelled(self) -> None:

@@ -41,24 +41,44 @@ class PeerGone(ProtocolError):
     """The peer closed the channel or stopped answering within the timeout."""
 
 
+NO_SECTION = "setup"  # traffic before the first labelled phase (hello, record checks)
+
+
 @dataclass
 class ChannelStats:
-    """Traffic counters of one side of a channel; a round is a change of direction."""
+    """Traffic counters of one side of a channel; a round is a change of direction.
+
+    Bytes and messages are also kept per (section, tag): ``section`` is a label the owner
+    of the channel sets (the daemon sets the job's current phase), the tag is the message
+    kind the protocol named ("yao.tables", "ot.ext.u", ...), so a run can say where its
+    bytes went. Tags are fixed strings of the protocols and only tags the receiver
+    expected are counted, so the breakdown stays small whatever a peer sends.
+    """
 
     bytes_sent: int = 0
     bytes_received: int = 0
     messages_sent: int = 0
     messages_received: int = 0
     rounds: int = 0
+    section: str = NO_SECTION
+    # (section, tag) -> [bytes sent, bytes received, messages sent, messages received]
+    by_kind: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False)
     _last_direction: str = field(default="", repr=False)
 
-    def note(self, direction: str, size: int) -> None:
+    def note(self, direction: str, size: int, tag: str = "") -> None:
+        cell = self.by_kind.get((self.section, tag))
+        if cell is None:
+            cell = self.by_kind[(self.section, tag)] = [0, 0, 0, 0]
         if direction == "send":
             self.bytes_sent += size
             self.messages_sent += 1
+            cell[0] += size
+            cell[2] += 1
         else:
             self.bytes_received += size
             self.messages_received += 1
+            cell[1] += size
+            cell[3] += 1
         if direction != self._last_direction:
             if direction == "send":
                 self.rounds += 1
@@ -72,6 +92,30 @@ class ChannelStats:
             "messages_received": self.messages_received,
             "rounds": self.rounds,
         }
+
+    def add(self, other: ChannelStats, mirrored: bool = False) -> None:
+        """Add ``other``'s counters (``mirrored``: seen from its peer, sent and received
+        swapped); rounds take the larger, as channels that run side by side."""
+        s = (1, 0, 3, 2) if mirrored else (0, 1, 2, 3)
+        self.bytes_sent += (other.bytes_received if mirrored else other.bytes_sent)
+        self.bytes_received += (other.bytes_sent if mirrored else other.bytes_received)
+        self.messages_sent += (other.messages_received if mirrored else other.messages_sent)
+        self.messages_received += (other.messages_sent if mirrored else other.messages_received)
+        self.rounds = max(self.rounds, other.rounds)
+        for key, cell in other.by_kind.items():
+            mine = self.by_kind.setdefault(key, [0, 0, 0, 0])
+            for i in range(4):
+                mine[i] += cell[s[i]]
+
+    def breakdown(self) -> dict[str, dict[str, dict[str, int]]]:
+        """{section: {tag: {bytes_sent, bytes_received, messages_sent, messages_received}}}."""
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for (section, tag), (sent, received, n_sent, n_received) in self.by_kind.items():
+            out.setdefault(section, {})[tag] = {
+                "bytes_sent": sent, "bytes_received": received,
+                "messages_sent": n_sent, "messages_received": n_received,
+            }  # fmt: skip
+        return out
 
 
 class Channel(ABC):
@@ -125,7 +169,7 @@ class Channel(ABC):
             )
         self._put(self._send_seq, tag, bytes(payload))
         self._send_seq += 1
-        self.stats.note("send", len(payload) + len(tag))
+        self.stats.note("send", len(payload) + len(tag), tag)
 
     def recv(self, tag: str, max_bytes: int | None = None) -> bytes:
         self._expect(self.max_message_bytes if max_bytes is None else max_bytes)
@@ -138,7 +182,7 @@ class Channel(ABC):
         limit = self.max_message_bytes if max_bytes is None else max_bytes
         if len(payload) > limit:
             raise ProtocolError(f"message {tag!r} is {len(payload)} bytes, over the limit {limit}")
-        self.stats.note("recv", len(payload) + len(tag))
+        self.stats.note("recv", len(payload) + len(tag), tag)
         if self.transcript is not None:
             self.transcript.append((tag, payload))
         return payload

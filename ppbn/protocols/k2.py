@@ -254,7 +254,7 @@ class SecureScorer:
             shared["inv"] = Reveal.SHARES
         masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
         outputs = {**shared, **{m: Reveal.EVALUATOR for m in masked}}
-        self.phase("ln terms")
+        self.phase("ln terms (Yao)")  # two names, so the daemon can count bytes per step
         started = time.perf_counter()
         if self.role == GARBLER:
             rng = ring.RandomRing()
@@ -274,6 +274,7 @@ class SecureScorer:
             indices = {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
         self.clock.add("normalise (Yao)", started)
         started = time.perf_counter()
+        self.phase("ln terms (shares)")
         k_ln2 = arith.lookup(self.arith, k_table(self.count_bits - 1), indices["k"])
         ln_r = arith.lookup(self.arith, J_TABLE, indices["j"])
         c_entry = None
