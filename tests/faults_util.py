@@ -22,32 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from waiting import wait_until
 
 from ppbn.errors import UserError
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.datasets import make_dataset
+from ppbn.parties.harness import free_port
 from ppbn.parties.tls import LOCAL_HOSTS, make_local_pki
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_POLICY = REPO / "tests" / "data" / "test-policy.toml"
 ROLES = ("alice", "bob")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate, timeout_s: float, what: str):
-    """Poll ``predicate`` every 50 ms; AssertionError naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
 Connect = Callable[[tuple[str, int], float], socket.socket]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from faults_util import free_port, wait_until
+from waiting import wait_until
 
 from ppbn.bn.learn import learn_reference
 from ppbn.bn.schema import Schema
@@ -24,7 +24,7 @@ from ppbn.cli import main as ppbn_main
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.data import load_joined, load_party_data
 from ppbn.parties.datasets import make_dataset
-from ppbn.parties.harness import LocalPair, PairFiles
+from ppbn.parties.harness import LocalPair, PairFiles, free_port
 from ppbn.parties.policy import LocalPolicy
 from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until as wait_for
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
@@ -31,7 +32,7 @@ from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.data import load_party_data
 from ppbn.parties.datasets import make_dataset
-from ppbn.parties.harness import LocalPair, PairFiles
+from ppbn.parties.harness import LocalPair, PairFiles, free_port
 from ppbn.parties.jobs import JobKind, register_job, unregister_job
 from ppbn.parties.outputs import atomic_output_dir
 from ppbn.parties.policy import LocalPolicy
@@ -271,22 +272,6 @@ def test_daemon_with_an_unwritable_out_does_not_start(small_data, tmp_path, caps
     ], capsys)  # fmt: skip
     assert code == 2
     assert err.splitlines()[-1] == f"ppbn: error: --out {tmp_path / 'file' / 'out'}: cannot write job files there (Not a directory)"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class InProcessPair:

@@ -10,7 +10,6 @@ import ipaddress
 import json
 import logging
 import shutil
-import socket
 import stat
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
+from ppbn.parties.harness import free_port
 from ppbn.parties.net import dial
 from ppbn.parties.tls import (
     DAEMON_ROLES,
@@ -390,12 +390,6 @@ def alice_server(pki):
     server = EchoServer(load_tls_files(pki["alice"], "alice"))
     yield server
     server.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_verify_server_role_names_what_it_found(pki, alice_server):

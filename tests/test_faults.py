@@ -24,8 +24,8 @@ from faults_util import (
     phase_seen,
     resume_equals,
     run_matrix_case,
-    wait_until,
 )
+from waiting import wait_until
 
 from ppbn.errors import UserError
 from ppbn.parties.checkpoint import CheckpointStore

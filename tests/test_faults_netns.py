@@ -20,8 +20,9 @@ import json
 import time
 
 import pytest
-from faults_util import FAULTS, PHASES, DaemonPair, resume_equals, run_matrix_case, wait_until
+from faults_util import FAULTS, PHASES, DaemonPair, resume_equals, run_matrix_case
 from netns_util import VethNamespaces
+from waiting import wait_until
 
 from ppbn.parties.checkpoint import CheckpointStore
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main as ppbn_main
@@ -20,6 +19,7 @@ from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.data import load_joined
 from ppbn.parties.datasets import make_dataset
+from ppbn.parties.harness import free_port
 from ppbn.parties.tls import make_local_pki
 from ppbn.protocols.ledger import ALLOWED_KINDS
 from ppbn.protocols.pram import RandomizationScheme, RandomSource, learn_pram, learn_pram_setup_one
@@ -29,19 +29,8 @@ SEED = "test-setups"
 P = 0.2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition") -> None:
+    wait_until(predicate, timeout_s, what)
 
 
 @pytest.fixture(scope="module")

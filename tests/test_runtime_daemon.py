@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,33 +17,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import wait_until as wait_for
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+from ppbn.parties.harness import free_port
 from ppbn.parties.jobs import JobKind, register_job, unregister_job
 from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 from ppbn.proto import party_pb2, party_pb2_grpc
 
 N_RECORDS = 60
 TIMEOUT_S = 3.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def write_party_csv(path: Path, ids: list[str], columns: dict[str, np.ndarray]) -> None:

@@ -19,6 +19,7 @@ import random
 import time
 from multiprocessing.connection import Connection
 
+from ppbn.commands.bench_tables import collect_reports
 from ppbn.errors import UserError
 
 OPENMINED_HINT = "openmined-psi is not installed: pip install 'ppbn[bench]' to compare with its ECDH PSI"
@@ -108,23 +109,7 @@ def _run_ppbn(size: int, shared: int, seed: int) -> dict:
     ]
     for p in processes:
         p.start()
-    reports: dict[str, dict] = {}
-    try:
-        while len(reports) < 2:
-            if not report_in.poll(1.0):
-                if any(p.exitcode not in (None, 0) for p in processes):
-                    raise UserError("a party process died; see its traceback above")
-                continue
-            item = report_in.recv()
-            reports[item["role"]] = item
-            if "error" in item:
-                raise UserError(f"{item['role']}: {item['error']}")
-    finally:
-        for p in processes:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-    return reports
+    return collect_reports(processes, report_in)
 
 
 def _run_openmined(size: int, shared: int, seed: int) -> dict | None:

@@ -210,6 +210,28 @@ def _children_peak_rss_mib() -> float:
     return max(peaks)
 
 
+def collect_reports(processes: list[multiprocessing.Process], report_in: Connection) -> dict[str, dict]:
+    """Each started party process's report, by role; a dead process or a reported error
+    ends the bench with one line, and no party process outlives it."""
+    reports: dict[str, dict] = {}
+    try:
+        while len(reports) < 2:
+            if not report_in.poll(1.0):
+                if any(p.exitcode not in (None, 0) for p in processes):
+                    raise UserError("a party process died; see its traceback above")
+                continue
+            item = report_in.recv()
+            reports[item["role"]] = item
+            if "error" in item:
+                raise UserError(f"{item['role']}: {item['error']}")
+    finally:
+        for p in processes:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+    return reports
+
+
 def _party_process(
     role: str, spec: dict, codes, connection: Connection, report: Connection, parent_pid: int
 ) -> None:
@@ -312,22 +334,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
     for p in processes:
         p.start()
     del codes
-    reports: dict[str, dict] = {}
-    try:
-        while len(reports) < 2:
-            if not report_in.poll(1.0):
-                if any(p.exitcode not in (None, 0) for p in processes):
-                    raise UserError("a party process died; see its traceback above")
-                continue
-            item = report_in.recv()
-            reports[item["role"]] = item
-            if "error" in item:
-                raise UserError(f"{item['role']}: {item['error']}")
-    finally:
-        for p in processes:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
+    reports = collect_reports(processes, report_in)
     elapsed = time.perf_counter() - start
     ours = {
         key: reports["alice"]["counters"][key] + reports["bob"]["counters"][key]

@@ -9,17 +9,17 @@ one), and must refuse every weakening before it sends anything derived from its 
 from __future__ import annotations
 
 import json
-import socket
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from waiting import wait_until as wait_for
 
 from ppbn.errors import UserError
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+from ppbn.parties.harness import free_port
 from ppbn.parties.policy import LocalPolicy, PramPolicy
 from ppbn.parties.tls import make_local_pki
 
@@ -31,22 +31,6 @@ PERMISSIVE = LocalPolicy(
     min_key_bits=1024, max_parents=64, max_family=64, min_records=1,
     pram=PramPolicy(min_p=0.0, always_randomize=()), source="test: permissive",
 )  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def write_dataset(base: Path, n: int, seed: int) -> dict[str, Path]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from fuzzkit import TALLY, BobProcess, free_port, make_alice, wait_for, write_dataset
+from fuzzkit import TALLY, BobProcess, make_alice, write_dataset
+from waiting import wait_until as wait_for
 
+from ppbn.parties.harness import free_port
 from ppbn.parties.tls import make_local_pki
 
 

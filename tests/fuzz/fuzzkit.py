@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -27,9 +26,11 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+from waiting import wait_until as wait_for
 
 from ppbn.errors import UserError
 from ppbn.parties.daemon import DaemonConfig, JobRefused, PartyDaemon
+from ppbn.parties.harness import free_port
 from ppbn.parties.net import dial
 from ppbn.parties.policy import LocalPolicy
 from ppbn.parties.tls import load_tls_files
@@ -71,22 +72,6 @@ HONEST_PARAMS = {
     "learn": {"max_parents": 1, "key_bits": 1024},
     "pram": {"p": 0.3, "max_parents": 1},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
 def write_dataset(base: Path, n: int = N_RECORDS, seed: int = 16) -> dict[str, Path]:
