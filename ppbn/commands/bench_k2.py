@@ -266,6 +266,16 @@ def _print_breakdown(console, rows: list[dict[str, Any]], title: str, top: int |
     console.print(table)
 
 
+def add_learn_run_options(parser: argparse.ArgumentParser) -> None:
+    """The data and learning options of a benchmark that runs the learn job on sampled data."""
+    parser.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
+    parser.add_argument("--records", type=int, required=True)
+    parser.add_argument("--max-parents", type=int, default=2)
+    parser.add_argument("--score", choices=SCORE_MODES, default="exact")
+    parser.add_argument("--tau", type=float, default=DEFAULT_TAU)
+    parser.add_argument("--seed", type=int, default=7)
+
+
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     k2 = bench.add_parser(
         "k2",
@@ -274,12 +284,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "job and report wall time, phases, traffic, AND gates, OTs and Paillier encryptions "
         "(next to the paper's per-alpha method on the same families).",
     )
-    k2.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
-    k2.add_argument("--records", type=int, required=True)
-    k2.add_argument("--max-parents", type=int, default=2)
-    k2.add_argument("--score", choices=SCORE_MODES, default="exact")
-    k2.add_argument("--tau", type=float, default=DEFAULT_TAU)
-    k2.add_argument("--seed", type=int, default=7)
+    add_learn_run_options(k2)
     k2.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072),
                     help="Paillier key size (1024 only for quick checks; default 2048)")  # fmt: skip
     k2.add_argument("--timeout", type=float, default=600.0, help="daemons' peer timeout in seconds")

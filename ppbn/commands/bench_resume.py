@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.networks import NETWORKS
-from ppbn.bn.scores import SCORE_MODES
+from ppbn.commands.bench_k2 import add_learn_run_options
 from ppbn.errors import UserError
 
 POLL_S = 0.2
@@ -125,12 +123,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "SIGKILL bob's daemon at --kill-at of the first run's wall time, restart it and resume; "
         "report the time saved against a rerun and check the resumed result.",
     )
-    parser.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
-    parser.add_argument("--records", type=int, required=True)
-    parser.add_argument("--max-parents", type=int, default=2)
-    parser.add_argument("--score", choices=SCORE_MODES, default="exact")
-    parser.add_argument("--tau", type=float, default=DEFAULT_TAU)
-    parser.add_argument("--seed", type=int, default=7)
+    add_learn_run_options(parser)
     parser.add_argument("--key-bits", type=int, default=2048, choices=(2048, 3072), help="Paillier key size (default 2048)")
     parser.add_argument("--kill-at", type=float, default=0.75,
                         help="share of the uninterrupted wall time at which bob is killed (default 0.75)")  # fmt: skip
