@@ -277,6 +277,12 @@ class DaemonPair:
         with self.client(role) as client:
             return client.status(job_id)
 
+    def uninterrupted_network(self, params: dict[str, Any]) -> dict[str, Any]:
+        """network.json of a learn job run to the end on these daemons: what a resume must equal."""
+        outcome = self.run_learn(params)
+        assert outcome["state"] == "SUCCEEDED", outcome
+        return json.loads((self.out["alice"] / outcome["job_id"] / "network.json").read_text())
+
     def run_learn(self, params: dict[str, Any], timeout_s: float = 300) -> dict[str, Any]:
         return self.wait("alice", self.start_learn(params), timeout_s)
 

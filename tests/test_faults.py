@@ -13,7 +13,6 @@ subset; the whole matrix runs with `pytest -m faults_full tests/test_faults.py`.
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -52,9 +51,7 @@ def pair(daemons):
 @pytest.fixture(scope="module")
 def reference(daemons) -> dict:
     """network.json of an uninterrupted run on the same daemons: what a resume must equal."""
-    outcome = daemons.run_learn(PARAMS)
-    assert outcome["state"] == "SUCCEEDED", outcome
-    return json.loads((daemons.out["alice"] / outcome["job_id"] / "network.json").read_text())
+    return daemons.uninterrupted_network(PARAMS)
 
 
 def _matrix_cases():

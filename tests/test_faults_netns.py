@@ -16,7 +16,6 @@ Needs CAP_NET_ADMIN and iproute2 (`ip netns add`); skipped with the reason other
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -55,9 +54,7 @@ def pair(daemons):
 @pytest.fixture(scope="module")
 def reference(daemons) -> dict:
     """network.json of an uninterrupted run over the veth link: what a resume must equal."""
-    outcome = daemons.run_learn(PARAMS)
-    assert outcome["state"] == "SUCCEEDED", outcome
-    return json.loads((daemons.out["alice"] / outcome["job_id"] / "network.json").read_text())
+    return daemons.uninterrupted_network(PARAMS)
 
 
 def test_the_daemons_talk_over_the_veth_link(pair, net):
