@@ -234,7 +234,7 @@ def transpose_bits(matrix: np.ndarray) -> np.ndarray:
 
 
 # -- IKNP extension --------------------------------------------------------------------
-class _Prg:
+class Prg:
     """AES-CTR keystream under a base-OT key; continues where the last batch stopped."""
 
     def __init__(self, key: bytes) -> None:
@@ -294,7 +294,7 @@ class OTSender:
         self.group = dh_group(dh_bits)
         self.instance = instance
         self.ots = 0
-        self._prgs: list[_Prg] | None = None
+        self._prgs: list[Prg] | None = None
         self._hash = _iknp_hash(channel, instance)
 
     def _setup(self) -> None:
@@ -302,7 +302,7 @@ class OTSender:
         self._s_bits = np.unpackbits(secret, bitorder="little")
         self._s_block = secret.view(np.uint64).copy()
         keys = base_ot_receive(self.channel, self._s_bits, self.group, self.instance)
-        self._prgs = [_Prg(k) for k in keys]
+        self._prgs = [Prg(k) for k in keys]
 
     def _extend(self, m: int) -> np.ndarray:
         """Rows q_j = t_j ^ r_j s of the next m OTs, as (m, 2) uint64 (one message per chunk)."""
@@ -363,12 +363,12 @@ class OTReceiver:
         self.group = dh_group(dh_bits)
         self.instance = instance
         self.ots = 0
-        self._prgs: list[tuple[_Prg, _Prg]] | None = None
+        self._prgs: list[tuple[Prg, Prg]] | None = None
         self._hash = _iknp_hash(channel, instance)
 
     def _setup(self) -> None:
         keys0, keys1 = base_ot_send(self.channel, KAPPA, self.group, self.instance)
-        self._prgs = [(_Prg(k0), _Prg(k1)) for k0, k1 in zip(keys0, keys1, strict=True)]
+        self._prgs = [(Prg(k0), Prg(k1)) for k0, k1 in zip(keys0, keys1, strict=True)]
 
     def _extend(self, choices: np.ndarray) -> np.ndarray:
         """Send u for each chunk; return the rows t_j (m, 2) uint64."""

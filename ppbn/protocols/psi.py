@@ -75,7 +75,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from ppbn.circuits.garble import FixedKeyHash, length_prefixed
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.ledger import Ledger
-from ppbn.protocols.ot import DEFAULT_DH_BITS, OTReceiver, OTSender, _Prg, transpose_bits
+from ppbn.protocols.ot import DEFAULT_DH_BITS, OTReceiver, OTSender, Prg, transpose_bits
 
 PROTOCOL = b"ppbn/psi/kkrt16"
 RECEIVER, SENDER = "alice", "bob"
@@ -376,8 +376,8 @@ class _Receiver(_Party):
         # base OTs: k random seed pairs to the sender (who chooses s)
         seeds = np.frombuffer(os.urandom(CODE_BITS * 32), dtype=np.uint64).reshape(2, CODE_BITS, 2)
         OTSender(ch, dh_bits=self.dh_bits, instance=PROTOCOL).send(seeds[0], seeds[1])
-        prg0 = [_Prg(seeds[0, i].tobytes()) for i in range(CODE_BITS)]
-        prg1 = [_Prg(seeds[1, i].tobytes()) for i in range(CODE_BITS)]
+        prg0 = [Prg(seeds[0, i].tobytes()) for i in range(CODE_BITS)]
+        prg1 = [Prg(seeds[1, i].tobytes()) for i in range(CODE_BITS)]
 
         # bin inputs: the id placed there with its hash index, or a random dummy
         filled = table >= 0
@@ -450,7 +450,7 @@ class _Sender(_Party):
         s_bytes = np.frombuffer(os.urandom(CODE_BYTES), dtype=np.uint8)
         s_bits = np.unpackbits(s_bytes, bitorder="little")
         seeds = OTReceiver(ch, dh_bits=self.dh_bits, instance=PROTOCOL).receive(s_bits)
-        prgs = [_Prg(seeds[i].tobytes()) for i in range(CODE_BITS)]
+        prgs = [Prg(seeds[i].tobytes()) for i in range(CODE_BITS)]
         flip = s_bits.astype(bool)
 
         _note(self.progress, f"psi: OPRF extension over {m:,} bins")
