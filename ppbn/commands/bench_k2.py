@@ -31,12 +31,17 @@ import numpy as np
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
 from ppbn.bn.scores import SCORE_MODES
-from ppbn.commands.reference import add_alignment_options, sample_overlap
+from ppbn.commands.reference import (
+    add_alignment_options,
+    add_missing_options,
+    family_records,
+    missing_rule,
+    sample_overlap,
+)
 from ppbn.errors import UserError
 
 
 def _bench_k2(args: argparse.Namespace) -> int:
-    from ppbn.commands.reference import missing_rule
     from ppbn.parties.datasets import blank_cells, make_dataset
     from ppbn.parties.harness import LocalPair, PairFiles
     from ppbn.parties.shaper import parse_link
@@ -129,7 +134,6 @@ def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule:
     """The non-private reference on the data the daemons loaded (read back from the CSVs,
     so emptied cells and the --missing rule are the daemons')."""
     from ppbn.bn.learn import learn_reference
-    from ppbn.commands.reference import family_records
     from ppbn.parties.data import load_joined
 
     names, codes = load_joined(made.schema, files.data["alice"], files.data["bob"], missing_rule=rule)
@@ -293,8 +297,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     k2.add_argument("--format", choices=("table", "json"), default="table")
     k2.add_argument("--link", metavar="RATE[/RTT]",
                     help="route the daemons through ppbn's shaping relay: e.g. 100mbit/20ms, 1gbit (kbit, mbit, gbit; ms, s)")  # fmt: skip
-    from ppbn.commands.reference import add_missing_options
-
     add_missing_options(k2, rate=True)
     add_alignment_options(k2)
     k2.set_defaults(func=_bench_k2)

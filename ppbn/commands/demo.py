@@ -12,7 +12,12 @@ import argparse
 import json
 
 from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.commands.reference import add_alignment_options, sample_overlap
+from ppbn.commands.reference import (
+    add_alignment_options,
+    add_missing_options,
+    missing_rule,
+    sample_overlap,
+)
 from ppbn.errors import UserError
 from ppbn.parties.outputs import check_output_dir, work_folder
 
@@ -22,7 +27,6 @@ def _demo(args: argparse.Namespace) -> int:
 
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.commands.reference import missing_rule
     from ppbn.parties.data import load_joined
     from ppbn.parties.datasets import blank_cells, make_dataset
     from ppbn.parties.harness import LocalPair, PairFiles
@@ -127,8 +131,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--max-parents", type=int, default=2)
     parser.add_argument("--score", default="exact", choices=("exact", "yw", "yw0", "bic"))
     parser.add_argument("--out", help="keep data, certificates, logs and outputs in this folder")
-    from ppbn.commands.reference import add_missing_options
-
     add_missing_options(parser, rate=True)
     add_alignment_options(parser)
     parser.set_defaults(func=_demo)

@@ -37,9 +37,11 @@ from ppbn.commands.reference import (
     add_alignment_options,
     add_learning_options,
     add_missing_options,
+    family_records,
     missing_rule,
     parse_order,
     refuse_on_private_paths,
+    sample_overlap,
 )
 from ppbn.errors import UserError
 from ppbn.parties.outputs import check_output_dir, relocate, work_folder
@@ -74,7 +76,6 @@ def _data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]
         return files
     if not args.network or not args.records:
         raise UserError("give --network and --records (or --data DIR)")
-    from ppbn.commands.reference import sample_overlap
     from ppbn.parties.datasets import make_dataset
 
     out = work / "data"
@@ -352,7 +353,6 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
     holds both parties' files, so it may compute this; a real deployment cannot)."""
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.commands.reference import family_records, parse_order
     from ppbn.parties.data import load_joined
 
     schema = Schema.load(str(schema_path))
