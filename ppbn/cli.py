@@ -4,7 +4,8 @@ Each module in ``ppbn.commands`` owns one command group and exposes
 ``register(commands, bench)``: ``commands`` is the top-level subparsers object and
 ``bench`` the subparsers of ``ppbn bench``. A registered parser sets ``func`` to a
 callable taking the parsed namespace and returning an exit code. Modules are found by
-name, so adding a command never edits this file.
+name, so adding a command never edits this file; a module whose name starts with ``_`` is
+a helper of another command module and is skipped.
 
 Errors a user can fix (bad input files, refused peers, wrong flags) are raised as
 ``UserError`` and printed as one line on stderr with exit code 2.
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     import ppbn.commands as command_pkg
 
     for info in sorted(pkgutil.iter_modules(command_pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
         module = importlib.import_module(f"ppbn.commands.{info.name}")
         module.register(commands, bench)
     return parser
