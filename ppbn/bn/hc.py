@@ -21,8 +21,9 @@ The driver never sees data, only an oracle with ``score(child, parents) -> float
 delete) or two (reverse), so the driver caches every family score it has seen and asks
 the oracle only for new families, in one batch per step when the oracle defines
 ``scores(families)``. An oracle may also define ``choose_move(queries, tau)`` to apply
-the tie rule itself (the secure oracle will, on shared scores); ``MoveQuery.terms`` then
-says which family scores make up each delta.
+the tie rule itself (the secure oracle does, on shared scores: ``protocols/hc.py``);
+``MoveQuery.terms`` then says which family scores make up each delta, and the driver
+never asks for a score: the deltas and the total score stay unknown (None).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Move:
 @dataclass(frozen=True)
 class AppliedMove:
     move: Move
-    delta: float
+    delta: float | None  # None when the oracle chose the move on hidden scores
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,9 @@ class MoveQuery:
 
 class ScoreOracle(Protocol):
     """Scores one family. Optional extras the driver uses when present:
-    ``scores(families) -> list[float]`` (batch) and ``choose_move(queries, tau) -> int | None``."""
+    ``scores(families) -> list[float]`` (batch), ``choose_move(queries, tau) -> int | None``
+    (the oracle applies the tie rule itself; it then never has to define ``score``) and
+    ``families_scored`` (how many distinct families it scored)."""
 
     def score(self, child: str, parents: tuple[str, ...]) -> float:
         """The family score of ``child`` with ``parents``."""
@@ -80,8 +83,13 @@ class HCResult:
     start: dict[str, tuple[str, ...]]
     parents: dict[str, tuple[str, ...]]
     moves: list[AppliedMove]
-    score: float  # total score of the final DAG
+    score: float | None  # total score of the final DAG (None: chosen on hidden scores)
     families_scored: int
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The variable order the moves were enumerated in (the K2 result's field name)."""
+        return self.names
 
     @property
     def edges(self) -> list[Edge]:
@@ -331,9 +339,9 @@ def hill_climb(
         if not legal:
             break
         queries = [MoveQuery(m, move_terms(m, parents)) for m in legal]
+        deltas: list[float] | None = None
         if choose is not None:
             index = choose(queries, tau)
-            deltas = None
         else:
             cache.fill((c, ps) for q in queries for _, c, ps in q.terms)
             deltas = [sum(sign * cache(c, ps) for sign, c, ps in q.terms) for q in queries]
@@ -341,16 +349,17 @@ def hill_climb(
         if index is None:
             break
         move = legal[index]
-        if deltas is None:
-            cache.fill((c, ps) for _, c, ps in queries[index].terms)
-            delta = sum(sign * cache(c, ps) for sign, c, ps in queries[index].terms)
-        else:
-            delta = deltas[index]
+        delta = None if deltas is None else deltas[index]
         apply_move(move, parents)
         tabu.append(undo_of(move))
         moves.append(AppliedMove(move, delta))
         if progress:
-            progress(step + 1, 0, f"hc step {step + 1}: {move.kind} {move.edge[0]} -> {move.edge[1]} ({delta:+.4f})")
+            shown = "" if delta is None else f" ({delta:+.4f})"
+            progress(step + 1, 0, f"hc step {step + 1}: {move.kind} {move.edge[0]} -> {move.edge[1]}{shown}")
+    if choose is not None:
+        return HCResult(
+            names, start_parents, dict(parents), moves, None, getattr(oracle, "families_scored", 0)
+        )
     cache.fill((v, parents[v]) for v in names)
     total = sum(cache(v, parents[v]) for v in names)
     return HCResult(names, start_parents, dict(parents), moves, total, len(cache.values))

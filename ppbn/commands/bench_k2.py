@@ -32,11 +32,17 @@ from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.commands.reference import (
+    SEARCHES,
     add_alignment_options,
+    add_hc_options,
     add_missing_options,
     family_records,
+    hc_job_params,
     missing_rule,
+    refuse_on_private_paths,
+    same_hc_moves,
     sample_overlap,
+    search_options,
 )
 from ppbn.errors import UserError
 
@@ -58,7 +64,9 @@ def _bench_k2(args: argparse.Namespace) -> int:
         make_local_pki(work / "certs", PARTY_ROLES)
         files = PairFiles(work / "data" / "schema.json",
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
+        refuse_on_private_paths(args)
         params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
+        params.update(hc_job_params(args))
         quiet = args.format == "json"
         pair = LocalPair(files, args.timeout, missing_rule=rule, align=args.align, link=link)
         with pair, pair.client("alice") as client:
@@ -94,7 +102,9 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "ots": inner["ots"],
             "ln_evaluations": inner["ln_evaluations"],
             "families_scored": inner["families_scored"],
+            "search": args.search,
             "edges": len(learned["edges"]),
+            **({"moves": len(learned["moves"])} if "moves" in learned else {}),
         }
         if pair.link is not None:
             report["link"] = pair.link.stats()
@@ -139,9 +149,11 @@ def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule:
     names, codes = load_joined(made.schema, files.data["alice"], files.data["bob"], missing_rule=rule)
     states = {v.name: v.states for v in made.schema.variables}
     ref = learn_reference(
-        names, states, codes, args.max_parents, args.score, args.tau, available_case=rule == "available-case"
-    )
-    same = learned["edges"] == [list(e) for e in ref.search.edges]
+        names, states, codes, args.max_parents, args.score, args.tau, available_case=rule == "available-case",
+        **search_options(args),
+    )  # fmt: skip
+    same_moves = same_hc_moves(learned, ref.search)
+    same = learned["edges"] == [list(e) for e in ref.search.edges] and same_moves is not False
     diff = max(
         float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v]))) for v in names
     )
@@ -289,6 +301,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "(next to the paper's per-alpha method on the same families).",
     )
     add_learn_run_options(k2)
+    k2.add_argument("--search", choices=SEARCHES, default="k2",
+                    help="k2 (schema order; the default) or hc: private hill climbing, no order")  # fmt: skip
+    add_hc_options(k2)
     k2.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072),
                     help="Paillier key size (1024 only for quick checks; default 2048)")  # fmt: skip
     k2.add_argument("--timeout", type=float, default=600.0, help="daemons' peer timeout in seconds")

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ppbn.commands.reference import add_learning_options, refuse_on_private_paths
+from ppbn.commands.reference import add_learning_options, hc_job_params, refuse_on_private_paths
 from ppbn.errors import UserError
 
 DEFAULT_JOB = "learn"
@@ -31,6 +31,7 @@ def learn_params(args: argparse.Namespace) -> dict[str, Any]:
         params["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
     if args.key_bits is not None:
         params["key_bits"] = args.key_bits
+    params.update(hc_job_params(args))
     return params
 
 

@@ -43,7 +43,7 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--search", choices=SEARCHES, default="k2",
         help="k2 (needs a node order; the default) or hc: hill climbing over DAGs, no order "
-        "(reference learner only for now)",
+        "(reference learner and secure path)",
     )  # fmt: skip
     parser.add_argument(
         "--ess", type=float, default=DEFAULT_ESS,
@@ -60,12 +60,14 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
         "--dirichlet", type=float, default=0.0, metavar="A",
         help="Dirichlet pseudo-count for parameters (default 0: maximum likelihood)",
     )
+    add_hc_options(parser)
 
 
 def refuse_on_private_paths(args: argparse.Namespace, path: str = "secure") -> None:
-    """The one place where the private paths (``learn``, ``simulate``) refuse what only the
-    reference learner offers so far (issue 13): hill climbing and BDeu."""
-    if getattr(args, "search", "k2") != "k2":
+    """The one place where the private paths (``learn``, ``simulate``, ``bench k2``) refuse
+    what only the reference learner offers so far (issue 13): BDeu, and hill climbing on
+    the PRAM path."""
+    if getattr(args, "search", "k2") != "k2" and path != "secure":
         raise UserError(f"the {path} path runs K2 only (issue 13: hill climbing on the {path} path is not built yet)")
     score = getattr(args, "score", None)
     if score is not None and score not in SECURE_SCORE_MODES:
@@ -107,6 +109,35 @@ def hc_options(args: argparse.Namespace):
     if args.tabu < 0:
         raise UserError("--tabu must be >= 0")
     return HCOptions(args.tabu, edges("start"), edges("black-list"), edges("white-list"), edges("fixed-edges"))
+
+
+def hc_job_params(args: argparse.Namespace) -> dict:
+    """The hill-climbing parameters of the learn job (none for K2): the search, the tabu
+    length and the edge lists read from their files (both daemons check them)."""
+    if getattr(args, "search", "k2") != "hc":
+        return {}
+    opts = hc_options(args)
+    params: dict = {"search": "hc", "tabu": opts.tabu_length}
+    for name in ("start", "black_list", "white_list", "fixed_edges"):
+        edges = getattr(opts, name)
+        if edges is not None:
+            params[name] = [[p, c] for p, c in edges]
+    return params
+
+
+def search_options(args: argparse.Namespace) -> dict:
+    """``learn_reference`` keyword arguments for the search the command line asked for."""
+    search = getattr(args, "search", "k2")
+    return {"search": search, "hc": hc_options(args) if search == "hc" else None}
+
+
+def same_hc_moves(learned: dict, reference_search) -> bool | None:
+    """Whether a private hill-climbing run (its network.json) applied the reference's moves
+    in the same order; None for K2."""
+    if "moves" not in learned:
+        return None
+    ours = [(m["kind"], tuple(m["edge"])) for m in learned["moves"]]
+    return ours == [(m.move.kind, m.move.edge) for m in reference_search.moves]
 
 
 def add_missing_options(parser: argparse.ArgumentParser, rate: bool = False) -> None:
@@ -190,12 +221,11 @@ def _reference(args: argparse.Namespace) -> int:
     states = {v.name: v.states for v in schema.variables}
     if args.max_parents < 0:
         raise UserError("--max-parents must be >= 0")
-    hc = hc_options(args) if args.search == "hc" else None
     start = time.perf_counter()
     try:
         learned = learn_reference(
             names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet,
-            available_case=rule == "available-case", search=args.search, ess=args.ess, hc=hc,
+            available_case=rule == "available-case", ess=args.ess, **search_options(args),
         )  # fmt: skip
     except ValueError as exc:  # bad start DAG, lists or --ess
         raise UserError(str(exc)) from None
@@ -260,7 +290,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     parser.add_argument("--data", required=True, help="folder with schema.json, alice.csv, bob.csv")
     add_learning_options(parser)
-    add_hc_options(parser)
     add_missing_options(parser)
     parser.add_argument(
         "--align", choices=("strict", "psi"), default="strict",

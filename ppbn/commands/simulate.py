@@ -41,7 +41,9 @@ from ppbn.commands.reference import (
     missing_rule,
     parse_order,
     refuse_on_private_paths,
+    same_hc_moves,
     sample_overlap,
+    search_options,
 )
 from ppbn.errors import UserError
 from ppbn.parties.outputs import check_output_dir, relocate, work_folder
@@ -363,7 +365,7 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
     order = parse_order(args.order, names)
     ref = learn_reference(
         names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star,
-        available_case=missing_rule(args) == "available-case",
+        available_case=missing_rule(args) == "available-case", **search_options(args),
     )  # fmt: skip
     reference_edges = [list(e) for e in ref.search.edges]
     cpt_diff = None
@@ -373,8 +375,10 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
             for v in names
         )
     reference_records = family_records(ref)
+    same_moves = same_hc_moves(learned, ref.search)
     return {
-        "same_structure_and_order": learned["edges"] == reference_edges,
+        "same_structure_and_order": learned["edges"] == reference_edges and same_moves is not False,
+        **({"same_moves": same_moves} if same_moves is not None else {}),
         "reference_edges": reference_edges,
         "max_abs_cpt_difference": cpt_diff,
         "same_family_records": (learned.get("family_records") or {}).get("families") == reference_records,

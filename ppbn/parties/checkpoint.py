@@ -152,7 +152,8 @@ class CheckpointStore:
             header = json.loads(bytes(data["header"]).decode())
             counts = {tuple(f): data[f"c{i}"] for i, f in enumerate(header["count_families"])}
             scores = {(c, frozenset(ps)): data[f"s{i}"] for i, (c, ps) in enumerate(header["score_keys"])}
-        decisions = [[[str(c), None if x is None else str(x)] for c, x in wave] for wave in header["decisions"]]
+        # K2: a wave of [child, chosen or None]; hill climbing: [[kind, parent, child]] or []
+        decisions = [[[None if x is None else str(x) for x in entry] for entry in wave] for wave in header["decisions"]]
         return header, K2Checkpoint(int(header["step"]), decisions, counts, scores)
 
     def latest_header(self) -> dict[str, Any] | None:

@@ -14,8 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ppbn.bn.hc import DEFAULT_TABU, HCResult, prepare_start
 from ppbn.bn.io import network_json, write_bif
 from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.bn.learn import HCOptions
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
@@ -41,6 +43,8 @@ from ppbn.protocols.k2 import (
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import TablesConfig
 
+SEARCHES = ("k2", "hc")
+MAX_TABU = 10_000  # a longer list only costs memory; pgmpy's default is 100
 NETWORK_JSON = "network.json"
 NETWORK_BIF = "network.bif"
 SHARES_JSON = "parameter_shares.json"
@@ -52,7 +56,33 @@ DEFAULTS = {
     "c_star": 1.0,
     "disclosure": "public",
     "key_bits": TablesConfig.key_bits,
+    "search": "k2",
+    # hill climbing (search "hc"), pgmpy's HillClimbSearch settings; edges are [parent, child]
+    "tabu": DEFAULT_TABU,
+    "start": None,
+    "black_list": None,
+    "white_list": None,
+    "fixed_edges": None,
 }
+HC_EDGE_LISTS = ("start", "black_list", "white_list", "fixed_edges")
+
+
+def _edge_list(name: str, value: Any, schema: Schema) -> list[tuple[str, str]] | None:
+    if value is None:
+        return None
+    known = set(schema.names)
+    if not isinstance(value, list) or len(value) > len(known) ** 2 or not all(
+        isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) and v in known for v in e) and e[0] != e[1]
+        for e in value
+    ):
+        raise ParameterError(name, f"learn: {name} must be a list of [parent, child] pairs of distinct schema variables")
+    return [(e[0], e[1]) for e in value]
+
+
+def hc_options_from(params: dict[str, Any], schema: Schema) -> HCOptions:
+    """The hill-climbing settings of checked parameters (``check_learn_params``)."""
+    edges = {name: _edge_list(name, params[name], schema) for name in HC_EDGE_LISTS}
+    return HCOptions(params["tabu"], edges["start"], edges["black_list"], edges["white_list"], edges["fixed_edges"])
 
 
 def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
@@ -75,6 +105,22 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
         order = out["order"]
         if not isinstance(order, list) or not all(isinstance(v, str) for v in order) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
             raise ParameterError("order", "learn: order must list every variable of the schema exactly once")
+    if out["search"] not in SEARCHES:
+        raise ParameterError("search", f"learn: search must be one of {', '.join(SEARCHES)}")
+    if out["search"] == "k2":
+        given = [name for name in ("tabu", *HC_EDGE_LISTS) if name in params]
+        if given:
+            raise ParameterError(given[0], f"learn: {given[0]} is a hill-climbing setting (search hc)")
+        return out
+    if out["order"] is not None:
+        raise ParameterError("order", "learn: hill climbing (search hc) takes no order")
+    if isinstance(out["tabu"], bool) or not isinstance(out["tabu"], int) or not 0 <= out["tabu"] <= MAX_TABU:
+        raise ParameterError("tabu", f"learn: tabu must be an integer in 0..{MAX_TABU}")
+    opts = hc_options_from(out, schema)
+    try:
+        prepare_start(schema.names, opts.start, opts.black_list, opts.white_list, opts.fixed_edges)
+    except ValueError as exc:
+        raise ParameterError("start", f"learn: {exc}") from None
     return out
 
 
@@ -121,6 +167,13 @@ def result_json(
         }
         out["parameters_withheld"] = [v for v in schema.names if v not in result.parameters.cpts]
     out["disclosure"] = config.disclosure
+    out["search"] = config.search
+    if isinstance(search, HCResult):
+        # the moves in order, as both ledgers list them; their deltas stay hidden
+        out["moves"] = [{"kind": m.move.kind, "edge": list(m.move.edge)} for m in search.moves]
+        out["tabu"] = config.hc.tabu_length
+        out["start"] = [[p, c] for c in search.names for p in search.start[c]]
+        out["families_scored"] = search.families_scored
     return out
 
 
@@ -234,6 +287,8 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         tables=TablesConfig(key_bits=params["key_bits"], workers=context.policy.workers),
         # the rule both daemons agreed on in the handshake (Hello.missing_rule)
         available_case=context.data.missing_rule == "available-case",
+        search=params["search"],
+        hc=hc_options_from(params, schema),
     )
 
     if params["key_bits"] == TEST_ONLY_KEY_BITS:
@@ -279,6 +334,8 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         files.append(str(context.out_dir / SHARES_JSON))
     store.remove_all()
     return {
+        "search": config.search,
+        **({"moves": len(out["moves"])} if "moves" in out else {}),
         "edges": out["edges"],
         "parents": out["parents"],
         "score": config.mode,

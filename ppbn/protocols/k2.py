@@ -43,7 +43,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ppbn.bn.hc import HCResult, hill_climb
 from ppbn.bn.k2 import DEFAULT_TAU, K2Request, K2Result, k2_search
+from ppbn.bn.learn import HCOptions
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import cpt_from_counts
 from ppbn.bn.schema import Schema
@@ -68,6 +70,7 @@ from ppbn.protocols.fixedpoint import (
     normalisation_spec,
     terms_on,
 )
+from ppbn.protocols.hc import ResumableMoveOracle, SecureMoveOracle
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.ot import dh_bits_for
 from ppbn.protocols.paillier import OpCounters
@@ -110,6 +113,10 @@ class SecureLearnConfig:
     # paired mode), and the number of records each family of the learned network was
     # counted on is opened to both (``family_record_counts``, in both ledgers).
     available_case: bool = False
+    # "k2" (under ``order``) or "hc": hill climbing (``bn.hc``) with the secure move oracle
+    # (``protocols.hc``) and these settings; ``order`` is then unused
+    search: str = "k2"
+    hc: HCOptions = field(default_factory=HCOptions)
 
     def tolerance(self) -> int:
         """tau in score units (2^-SCORE_FRAC); the secure comparison is exact on integers."""
@@ -639,9 +646,31 @@ def family_record_counts(scorer: SecureScorer, parents: dict[str, tuple[str, ...
     return counts
 
 
+def _hill_climb(
+    scorer: SecureScorer,
+    resume: K2Checkpoint | None,
+    checkpoint: Callable[[K2Checkpoint], None] | None,
+    progress: Callable[[int, int, str], None],
+) -> HCResult:
+    """Hill climbing over the schema's variables with the secure move oracle; each live
+    step hands ``checkpoint`` this party's shares and the public moves so far."""
+    config = scorer.config
+
+    def after_step(decisions: list[list[list[str | None]]]) -> None:
+        if checkpoint is not None:
+            checkpoint(K2Checkpoint(len(decisions), decisions, dict(scorer.count_shares), dict(scorer.score_shares)))
+
+    oracle = ResumableMoveOracle(SecureMoveOracle(scorer), resume.decisions if resume else (), after_step)
+    opts = config.hc
+    return hill_climb(
+        scorer.schema.names, oracle, config.max_parents, config.tau, opts.tabu_length, opts.start,
+        opts.black_list, opts.white_list, opts.fixed_edges, progress=progress,
+    )  # fmt: skip
+
+
 @dataclass
 class SecureLearnResult:
-    search: K2Result
+    search: K2Result | HCResult
     parameters: SecureParameters
     network: BayesNet | None  # when every CPT is visible to this party
     stats: dict
@@ -687,11 +716,19 @@ def learn_secure(
             if progress:
                 progress(label, step, total)
 
-        oracle = ResumableOracle(SecureOracle(scorer), resume, checkpoint)
-        search = k2_search(order, config.max_parents, oracle, config.tau, k2_progress)
+        search: K2Result | HCResult
+        if config.search == "hc":
+            search = _hill_climb(scorer, resume, checkpoint, k2_progress)
+            source = "hill-climbing moves"
+        elif config.search == "k2":
+            oracle = ResumableOracle(SecureOracle(scorer), resume, checkpoint)
+            search = k2_search(order, config.max_parents, oracle, config.tau, k2_progress)
+            source = "K2 decisions"
+        else:
+            raise ValueError(f"unknown search {config.search!r}; choose k2 or hc")
         for edge in search.edges:
-            ledger.record("edge", list(edge), "K2 decisions")
-        ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, "K2 decisions")
+            ledger.record("edge", list(edge), source)
+        ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, source)
         params = secure_parameters(scorer, search.parents, config.disclosure)
         family_records = family_record_counts(scorer, search.parents) if config.available_case else None
     finally:

@@ -18,6 +18,8 @@ ALLOWED_KINDS = frozenset(
         "record_count",  # n
         "records_match",  # one bit: both parties hold the same record ids (keyed per job)
         "k2_decision",  # one K2 step's outcome: the chosen parent, or "stop"
+        "hc_move",  # one hill-climbing step's outcome: the move applied (kind and edge)
+        "hc_stop",  # hill climbing stopped: no move improves the score by more than tau
         "edge",  # an edge added, in order
         "structure",  # the final parent sets
         "parameter",  # a CPT the disclosure mode lets this party see
