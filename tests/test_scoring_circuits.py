@@ -14,7 +14,14 @@ from ppbn.circuits.scoring import (
     division_circuit,
     normalisation_circuit,
 )
-from ppbn.protocols.fixedpoint import RING, count_bits_for, normalisation_spec, normalise
+from ppbn.protocols.fixedpoint import (
+    RING,
+    Shift,
+    count_bits_for,
+    normalisation_spec,
+    normalise,
+    shift_frac_for,
+)
 
 MASK64 = (1 << 64) - 1
 
@@ -46,6 +53,28 @@ def test_normalisation_circuit_matches_model(mode, max_count):
             assert int(out["inv"][i]) == nm.inv
         if mode in ("exact", "yw0"):
             assert int(out["c_masked"][i]) ^ int(pads["mu_c"][i]) == nm.c_index
+
+
+@pytest.mark.parametrize("a", [10 / 6, 0.3, 10.0, 10 / 256])
+@pytest.mark.parametrize("max_count", [200, 20_000])
+def test_bdeu_normalisation_circuit_matches_model(a, max_count):
+    """bdeu normalises X = (x << F) + round(a 2^F), gated and indexed on x (fixedpoint)."""
+    rng = np.random.default_rng(2)
+    k_bits = count_bits_for(max_count + 11)
+    shift = Shift(a, shift_frac_for(k_bits))
+    circuit = normalisation_circuit(normalisation_spec(k_bits, "bdeu", shift))
+    xs = sorted({0, 1, 63, 64, 65, 127, 128, max_count} | set(rng.integers(0, max_count, 100).tolist()))
+    xa, xb = _split64(xs, rng)
+    low = (1 << k_bits) - 1
+    xa, xb = [v & low for v in xa], [v & low for v in xb]
+    pads = {b.name: rng.integers(0, 1 << b.width, size=len(xs)).astype(np.uint64) for b in circuit.inputs if b.name.startswith("mu_")}
+    out = evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads})
+    for i, x in enumerate(xs):
+        nm = normalise(x, k_bits, "bdeu", shift)
+        assert (int(out["u"][i]), int(out["x2"][i]), int(out["inv"][i])) == (nm.u % RING, nm.x2, nm.inv), x
+        assert int(out["k_masked"][i]) ^ int(pads["mu_k"][i]) == nm.k
+        assert int(out["j_masked"][i]) ^ int(pads["mu_j"][i]) == nm.j
+        assert int(out["c_masked"][i]) ^ int(pads["mu_c"][i]) == nm.c_index
 
 
 @given(st.lists(st.integers(-(2**80), 2**80), min_size=1, max_size=6), st.integers(-(2**80), 2**80), st.integers(0, 2**20))

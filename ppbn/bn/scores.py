@@ -14,8 +14,8 @@ Modes (DESIGN.md "Score fidelity", NOTES.md):
   also for available-case families with fewer complete records (README, "Missing values").
 - ``bdeu``: the Bayesian Dirichlet equivalent uniform score (Heckerman, Geiger and
   Chickering 1995) with equivalent sample size ``ess`` (pgmpy's convention: alpha_ij =
-  ess/q, alpha_ijk = ess/(q d); default 10). Reference learner only for now: the secure
-  path refuses it (``SECURE_SCORE_MODES``; issue 13).
+  ess/q, alpha_ijk = ess/(q d); default 10). The reference learner and the secure
+  path offer it (``protocols.fixedpoint``: lnGamma with a public shift); PRAM not yet.
 
 Counts may be non-integer (PRAM estimates); negative estimates must be clipped by the
 caller.
@@ -28,13 +28,12 @@ import math
 import numpy as np
 from scipy.special import gammaln
 
-# The modes every learner offers (reference, secure Yang-Wright, PRAM): the daemons and
-# the PRAM oracle validate their ``score`` parameter against this tuple.
+# The modes every learner offers (reference, secure Yang-Wright, PRAM): the PRAM job and
+# oracle validate their ``score`` parameter against this tuple.
 SCORE_MODES = ("exact", "yw", "yw0", "bic")
-SECURE_SCORE_MODES = SCORE_MODES
-# The plaintext reference learner also offers BDeu (issue 13; the secure lnGamma with a
-# non-integer shift is not built yet).
-REFERENCE_SCORE_MODES = (*SCORE_MODES, "bdeu")
+# The secure path (the learn job) and the reference learner also offer BDeu (issue 13).
+SECURE_SCORE_MODES = (*SCORE_MODES, "bdeu")
+REFERENCE_SCORE_MODES = SECURE_SCORE_MODES
 DEFAULT_ESS = 10.0
 
 

@@ -45,6 +45,10 @@ class NormalisationSpec:
     recip_bits: int  # fractional bits of the reciprocals r_j
     reciprocals: tuple[int, ...]  # r_j * 2^recip_bits, r_0 = 1
     threshold: int  # T, a power of two: the ln part is gated off below it
+    # bdeu: the circuit normalises X = (x << shift_frac) + shift (the public a' 2^F) instead
+    # of x; the gate and the C index stay on x
+    shift: int = 0
+    shift_frac: int = 0
 
 
 def select_constant(b: CircuitBuilder, index: Sequence[int], table: Sequence[int], width: int) -> Bits:
@@ -69,7 +73,7 @@ def index_bits(count_bits: int) -> int:
 
 
 def c_index_bits(mode: str) -> int:
-    return {"exact": 7, "yw0": 1}.get(mode, 0)
+    return {"exact": 7, "bdeu": 7, "yw0": 1}.get(mode, 0)
 
 
 @lru_cache(maxsize=32)
@@ -77,15 +81,18 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     """Inputs xa, xb (count shares mod 2^K), garbler pads mu_k, mu_j[, mu_c]; outputs the
     ring values u, x2[, inv] (to be shared) and the masked indices k, j[, c] (for the
     evaluator). See ``fixedpoint.normalise`` for the exact values."""
-    k_bits, mode = spec.count_bits, spec.mode
+    x_bits, mode = spec.count_bits, spec.mode
     frac, t_bits, r_bits = spec.frac, spec.mantissa_bits, spec.recip_bits
+    k_bits = x_bits + spec.shift_frac  # the width of the normalised value
     if not t_bits + 2 <= k_bits <= frac - r_bits + 1:
         raise ValueError(f"count width {k_bits} outside [{t_bits + 2}, {frac - r_bits + 1}]")
+    if spec.shift >> k_bits or (mode == "bdeu") != (spec.shift_frac > 0):
+        raise ValueError("the bdeu mode, and only it, normalises a shifted count")
     if len(spec.reciprocals) != 1 << t_bits or spec.threshold & (spec.threshold - 1):
         raise ValueError("the reciprocal table needs 2^t entries and the threshold must be a power of two")
     b = CircuitBuilder()
-    xa = b.input("xa", k_bits)  # the low K bits of the count shares (x < 2^K)
-    xb = b.input("xb", k_bits)
+    xa = b.input("xa", x_bits)  # the low K bits of the count shares (x < 2^K)
+    xb = b.input("xb", x_bits)
     mu_k = b.input("mu_k", index_bits(k_bits))
     mu_j = b.input("mu_j", t_bits)
     mu_c = b.input("mu_c", c_index_bits(mode)) if c_index_bits(mode) else []
@@ -93,7 +100,10 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     x = bl.add(b, xa, xb)
     low = spec.threshold.bit_length() - 1
     g = b.inv(bl.is_zero(b, x[low:]))  # [x >= T]
-    mantissa, position, zero = bl.normalize(b, x)
+    value = x
+    if spec.shift_frac:
+        value = bl.add(b, [ZERO] * spec.shift_frac + x, bl.constant(spec.shift, k_bits))
+    mantissa, position, zero = bl.normalize(b, value)
     j = _gate(b, g, mantissa[k_bits - 1 - t_bits : k_bits - 1])
     k = _gate(b, g, position)
     recip = select_constant(b, j, spec.reciprocals, r_bits + 1)
@@ -109,15 +119,16 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
 
     b.output("u", u)
     b.output("x2", x2)
-    if mode == "exact":
-        inv = bl.zero_extend([ZERO] * (frac - r_bits) + recip, frac + 1)
+    if mode in ("exact", "bdeu"):
+        # 2^-k r_j (exact) or 2^(F-k) r_j (bdeu, k >= F + 6 when gated on), at 2^frac
+        inv = bl.zero_extend([ZERO] * (frac - r_bits + spec.shift_frac) + recip, frac + spec.shift_frac + 1)
         for i, s in enumerate(k):
             step = 1 << i
             inv = bl.mux(b, s, inv[step:] + [ZERO] * step, inv)
-        b.output("inv", bl.zero_extend(_gate(b, g, inv), SCORE_RING_BITS))
+        b.output("inv", bl.zero_extend(_gate(b, g, inv[: frac + 1]), SCORE_RING_BITS))
     b.output("k_masked", [b.xor(a, m) for a, m in zip(k, mu_k, strict=True)])
     b.output("j_masked", [b.xor(a, m) for a, m in zip(j, mu_j, strict=True)])
-    if mode == "exact":
+    if mode in ("exact", "bdeu"):
         not_g = b.inv(g)
         c = [b.and_(not_g, v) for v in x[:6]] + [g]
         b.output("c_masked", [b.xor(a, m) for a, m in zip(c, mu_c, strict=True)])

@@ -30,7 +30,7 @@ import numpy as np
 
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
-from ppbn.bn.scores import SCORE_MODES
+from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES, SECURE_SCORE_MODES
 from ppbn.commands.reference import (
     SEARCHES,
     add_alignment_options,
@@ -66,6 +66,8 @@ def _bench_k2(args: argparse.Namespace) -> int:
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         refuse_on_private_paths(args)
         params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
+        if args.score == "bdeu":
+            params["ess"] = args.ess
         params.update(hc_job_params(args))
         quiet = args.format == "json"
         pair = LocalPair(files, args.timeout, missing_rule=rule, align=args.align, link=link)
@@ -150,7 +152,7 @@ def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule:
     states = {v.name: v.states for v in made.schema.variables}
     ref = learn_reference(
         names, states, codes, args.max_parents, args.score, args.tau, available_case=rule == "available-case",
-        **search_options(args),
+        ess=args.ess, **search_options(args),
     )  # fmt: skip
     same_moves = same_hc_moves(learned, ref.search)
     same = learned["edges"] == [list(e) for e in ref.search.edges] and same_moves is not False
@@ -287,7 +289,8 @@ def add_learn_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--max-parents", type=int, default=2)
-    parser.add_argument("--score", choices=SCORE_MODES, default="exact")
+    parser.add_argument("--score", choices=SECURE_SCORE_MODES, default="exact")
+    parser.add_argument("--ess", type=float, default=DEFAULT_ESS, help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g})")
     parser.add_argument("--tau", type=float, default=DEFAULT_TAU)
     parser.add_argument("--seed", type=int, default=7)
 

@@ -31,6 +31,8 @@ def learn_params(args: argparse.Namespace) -> dict[str, Any]:
         params["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
     if args.key_bits is not None:
         params["key_bits"] = args.key_bits
+    if args.score == "bdeu":
+        params["ess"] = args.ess
     params.update(hc_job_params(args))
     return params
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ppbn.bn.hc import DEFAULT_TABU
 from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.scores import DEFAULT_ESS, REFERENCE_SCORE_MODES, SECURE_SCORE_MODES
+from ppbn.bn.scores import DEFAULT_ESS, REFERENCE_SCORE_MODES, SCORE_MODES, SECURE_SCORE_MODES
 from ppbn.errors import UserError
 
 SEARCHES = ("k2", "hc")
@@ -38,7 +38,7 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--score", choices=REFERENCE_SCORE_MODES, default="exact",
         help="exact (ln f), yw (Yang-Wright eq. 6), yw0 (eq. 6 minus zero cells), bic, bdeu "
-        "(reference learner only for now) (default exact)",
+        "(reference and secure path) (default exact)",
     )
     parser.add_argument(
         "--search", choices=SEARCHES, default="k2",
@@ -65,14 +65,15 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
 
 def refuse_on_private_paths(args: argparse.Namespace, path: str = "secure") -> None:
     """The one place where the private paths (``learn``, ``simulate``, ``bench k2``) refuse
-    what only the reference learner offers so far (issue 13): BDeu, and hill climbing on
+    what only the reference learner offers so far (issue 13): BDeu and hill climbing on
     the PRAM path."""
     if getattr(args, "search", "k2") != "k2" and path != "secure":
         raise UserError(f"the {path} path runs K2 only (issue 13: hill climbing on the {path} path is not built yet)")
     score = getattr(args, "score", None)
-    if score is not None and score not in SECURE_SCORE_MODES:
+    offered = SECURE_SCORE_MODES if path == "secure" else SCORE_MODES
+    if score is not None and score not in offered:
         raise UserError(
-            f"--score {score}: the {path} path offers {', '.join(SECURE_SCORE_MODES)} only "
+            f"--score {score}: the {path} path offers {', '.join(offered)} only "
             f"(issue 13: BDeu on the {path} path is not built yet)"
         )
 

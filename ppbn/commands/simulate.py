@@ -365,7 +365,7 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
     order = parse_order(args.order, names)
     ref = learn_reference(
         names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star,
-        available_case=missing_rule(args) == "available-case", **search_options(args),
+        available_case=missing_rule(args) == "available-case", ess=args.ess, **search_options(args),
     )  # fmt: skip
     reference_edges = [list(e) for e in ref.search.edges]
     cpt_diff = None

@@ -19,7 +19,7 @@ from ppbn.bn.io import network_json, write_bif
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.learn import HCOptions
 from ppbn.bn.schema import Schema
-from ppbn.bn.scores import SCORE_MODES
+from ppbn.bn.scores import DEFAULT_ESS, SECURE_SCORE_MODES
 from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
 from ppbn.errors import UserError
 from ppbn.parties.checkpoint import CheckpointStore, data_digest
@@ -35,6 +35,7 @@ from ppbn.parties.policy import LocalPolicy
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.k2 import (
     DISCLOSURES,
+    MAX_ESS,
     K2Checkpoint,
     SecureLearnConfig,
     SecureLearnResult,
@@ -56,6 +57,7 @@ DEFAULTS = {
     "c_star": 1.0,
     "disclosure": "public",
     "key_bits": TablesConfig.key_bits,
+    "ess": DEFAULT_ESS,  # BDeu's equivalent sample size (score "bdeu")
     "search": "k2",
     # hill climbing (search "hc"), pgmpy's HillClimbSearch settings; edges are [parent, child]
     "tabu": DEFAULT_TABU,
@@ -91,8 +93,13 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
     out = {**DEFAULTS, **params}
     if isinstance(out["max_parents"], bool) or not isinstance(out["max_parents"], int) or not 0 <= out["max_parents"] < len(schema.variables):
         raise ParameterError("max_parents", f"learn: max_parents must be an integer in 0..{len(schema.variables) - 1}")
-    if out["score"] not in SCORE_MODES:
-        raise ParameterError("score", f"learn: score must be one of {', '.join(SCORE_MODES)}")
+    if out["score"] not in SECURE_SCORE_MODES:
+        raise ParameterError("score", f"learn: score must be one of {', '.join(SECURE_SCORE_MODES)}")
+    if out["ess"] != DEFAULTS["ess"] and out["score"] != "bdeu":
+        raise ParameterError("ess", "learn: ess is the equivalent sample size of the bdeu score only")
+    ess = out["ess"]
+    if isinstance(ess, bool) or not isinstance(ess, int | float) or not math.isfinite(ess) or not 0 < ess <= MAX_ESS:
+        raise ParameterError("ess", f"learn: ess must be a number in (0, {MAX_ESS:g}]")
     if isinstance(out["tau"], bool) or not isinstance(out["tau"], int | float) or not 1e-6 <= out["tau"] <= 1e3:
         raise ParameterError("tau", "learn: tau must be a number in [1e-6, 1e3] (nats); the secure fixed-point error is ~1e-9")
     if isinstance(out["c_star"], bool) or not isinstance(out["c_star"], int | float) or not math.isfinite(out["c_star"]) or out["c_star"] < 0:
@@ -108,7 +115,8 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
     if out["search"] not in SEARCHES:
         raise ParameterError("search", f"learn: search must be one of {', '.join(SEARCHES)}")
     if out["search"] == "k2":
-        given = [name for name in ("tabu", *HC_EDGE_LISTS) if name in params]
+        # the peer receives the normalised parameters: only a setting off its default counts
+        given = [name for name in ("tabu", *HC_EDGE_LISTS) if out[name] != DEFAULTS[name]]
         if given:
             raise ParameterError(given[0], f"learn: {given[0]} is a hill-climbing setting (search hc)")
         return out
@@ -168,6 +176,8 @@ def result_json(
         out["parameters_withheld"] = [v for v in schema.names if v not in result.parameters.cpts]
     out["disclosure"] = config.disclosure
     out["search"] = config.search
+    if config.mode == "bdeu":
+        out["ess"] = config.ess
     if isinstance(search, HCResult):
         # the moves in order, as both ledgers list them; their deltas stay hidden
         out["moves"] = [{"kind": m.move.kind, "edge": list(m.move.edge)} for m in search.moves]
@@ -289,6 +299,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         available_case=context.data.missing_rule == "available-case",
         search=params["search"],
         hc=hc_options_from(params, schema),
+        ess=float(params["ess"]),
     )
 
     if params["key_bits"] == TEST_ONLY_KEY_BITS:

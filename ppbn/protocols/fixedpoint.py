@@ -34,6 +34,16 @@ Score modes (all scaled by 2^SCORE_FRAC, see ``bn/scores.py`` for the plaintext 
 - exact: sum_cells ln x! - sum_rows ln l! with ln x! from the table ``FACTORIAL_TABLE``
   for x < T = 64 and Stirling (x + 1/2) ln x - x + ln(2 pi)/2 + 1/(12x) - 1/(360 x^3)
   beyond (remainder below 1/(1260 x^5) < 1e-12); 1/x = 2^-k r_j / (1 + u).
+- bdeu: sum_cells lnG(x + a_jk) - sum_rows lnG(l + a_j) with public shifts a (``Shift``):
+  lnG(x + a) from a per-shift table for x < 64, and for x >= 64 Stirling at z' = x + a',
+  where a' = A / 2^F is a rounded to F = SHIFTED_BITS - K fractional bits so that the
+  circuit normalises the integer X = z' 2^F < 2^SHIFTED_BITS exactly as the other modes
+  normalise x (u stays exact). With delta = a - a' (|delta| <= 2^-(F+1)),
+  lnG(x + a) = lnG(z') + delta psi(z') + O(delta^2 / z'), psi(z') = ln z' - 1/(2z') +
+  O(1/z'^2), so the term is (x + 1/2)(L - 1) + (a - 1) L + C_a + (1/12 - delta/2)/z' -
+  1/(360 z'^3) with L = ln z', C_a = ln(2 pi)/2 + 1/2 - a': every a-dependent piece is a
+  public constant, and the neglected parts are below delta / (12 z'^2) + delta^2 / z' <
+  1e-10 per term for K <= 25.
 """
 
 from __future__ import annotations
@@ -113,8 +123,80 @@ ZERO_CELL_TABLE = (0, -(1 << SCORE_FRAC))  # yw0: index z = [x == 0]
 
 
 def threshold(mode: str) -> int:
-    """T: below it the ln part is gated off (exact mode uses the factorial table)."""
-    return EXACT_TABLE_SIZE if mode == "exact" else 1
+    """T: below it the ln part is gated off (exact and bdeu use their lnG tables)."""
+    return EXACT_TABLE_SIZE if mode in ("exact", "bdeu") else 1
+
+
+SHIFTED_BITS = FRAC - RECIP_BITS + 1  # bdeu: X = (x + a') 2^F < 2^37, as wide as u stays exact
+MIN_SHIFT_FRAC = 12  # bdeu: fewer fractional bits of a' would make delta's terms too large
+SPLIT_BITS = 30  # bdeu: (a - 1) L is scaled in two pieces of a 64-bit fraction
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A public BDeu shift a > 0 of lnG(x + a), and its rounding a' = numerator / 2^frac."""
+
+    a: float
+    frac: int
+
+    @property
+    def numerator(self) -> int:
+        return int(round(Fraction(self.a) * (1 << self.frac)))
+
+    @property
+    def delta(self) -> Fraction:
+        """a - a', at most 2^-(frac + 1) in magnitude."""
+        return Fraction(self.a) - Fraction(self.numerator, 1 << self.frac)
+
+
+def shift_frac_for(count_bits: int) -> int:
+    """F for counts (plus their shifts) below 2^count_bits: X = z' 2^F fits SHIFTED_BITS."""
+    frac = SHIFTED_BITS - count_bits
+    if frac < MIN_SHIFT_FRAC:
+        raise ValueError(f"BDeu on the secure path needs counts below 2^{SHIFTED_BITS - MIN_SHIFT_FRAC}")
+    return frac
+
+
+def lgamma_table(shift: Shift) -> tuple[int, ...]:
+    """C-table of one bdeu shift: lnG(x + a) * 2^SCORE_FRAC for x < 64, then the Stirling
+    constant ln(2 pi)/2 + 1/2 - a' (see the module docstring); 7-bit index."""
+    values = [_fixed(Fraction(math.lgamma(x + shift.a)), SCORE_FRAC) for x in range(EXACT_TABLE_SIZE)]
+    stirling = Fraction(math.log(2 * math.pi)) / 2 + Fraction(1, 2) - Fraction(shift.numerator, 1 << shift.frac)
+    values.append(_fixed(stirling, SCORE_FRAC))
+    values += [0] * (2 * EXACT_TABLE_SIZE - len(values))
+    return tuple(values)
+
+
+def shifted_k_table(shift_frac: int) -> tuple[int, ...]:
+    """bdeu's K-table: (k - F) ln 2 * 2^FRAC, so that K[k] + J[j] + ln(1 + u) = ln z'
+    directly (k >= F + 6 whenever the gate is on; entry 0, the gated one, is 0)."""
+    size = 1 << max(1, (SHIFTED_BITS - 1).bit_length())
+    ln2 = Fraction(math.log(2))
+    return tuple(_fixed((k - shift_frac) * ln2, FRAC) if k >= shift_frac else 0 for k in range(size))
+
+
+@dataclass(frozen=True)
+class ShiftCoefficients:
+    """Per-count public constants of the bdeu term (``terms_on``): 2(a - 1) as an integer
+    part and a 64-bit fraction in two pieces, and (1/12 - delta/2) * 2^TAIL_FRAC."""
+
+    integer: list[int]
+    high: list[int]  # top 34 bits of the fraction * 2^64
+    low: list[int]  # its low SPLIT_BITS bits
+    over_12: list[int]
+
+    @classmethod
+    def of(cls, shifts: list[Shift]) -> ShiftCoefficients:
+        integer, high, low, over_12 = [], [], [], []
+        for shift in shifts:
+            c = 2 * (Fraction(shift.a) - 1)
+            whole = math.floor(c)
+            fraction = int(round((c - whole) * (1 << 64)))
+            integer.append(whole)
+            high.append(fraction >> SPLIT_BITS)
+            low.append(fraction & ((1 << SPLIT_BITS) - 1))
+            over_12.append(_scaled(Fraction(1, 12) - shift.delta / 2, TAIL_FRAC))
+        return cls(integer, high, low, over_12)
 
 
 @dataclass(frozen=True)
@@ -130,28 +212,37 @@ class Normalised:
     c_index: int  # C-table index: exact min(x, 64); yw0 [x == 0]; else 0
 
 
-def normalise(x: int, count_bits: int, mode: str) -> Normalised:
-    """The plaintext specification of the normalisation circuit for one count."""
+def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) -> Normalised:
+    """The plaintext specification of the normalisation circuit for one count (bdeu: of
+    X = (x << F) + A for ``shift``, gated on x; see the module docstring)."""
     if not 0 <= x < (1 << count_bits):
         raise ValueError(f"count {x} outside [0, 2^{count_bits})")
+    if (mode == "bdeu") != (shift is not None):
+        raise ValueError("the bdeu mode, and only it, takes a shift")
     gate = int(x >= threshold(mode))
     c_index = 0
-    if mode == "exact":
+    if mode in ("exact", "bdeu"):
         c_index = min(x, EXACT_OVERFLOW_INDEX)
     elif mode == "yw0":
         c_index = int(x == 0)
     if not gate:
         return Normalised(0, 0, 0, 0, 0, 0, c_index)
-    k = x.bit_length() - 1
+    value, shift_frac = x, 0
+    if shift is not None:
+        shift_frac = shift.frac
+        value, count_bits = (x << shift_frac) + shift.numerator, count_bits + shift_frac
+        if value >> count_bits:
+            raise ValueError(f"count {x} plus its shift outside [0, 2^{count_bits - shift_frac})")
+    k = value.bit_length() - 1
     frac_bits = count_bits - 1
-    mantissa = x << (frac_bits - k)  # m * 2^frac_bits, in [2^frac_bits, 2^(frac_bits+1))
+    mantissa = value << (frac_bits - k)  # m * 2^frac_bits, in [2^frac_bits, 2^(frac_bits+1))
     j = (mantissa >> (frac_bits - MANTISSA_BITS)) & ((1 << MANTISSA_BITS) - 1)
     r = RECIPROCALS[j]
     prod_frac = frac_bits + RECIP_BITS
     u_scaled = mantissa * r - (1 << prod_frac)  # (m r_j - 1) * 2^prod_frac
     u = u_scaled << (FRAC - prod_frac) if prod_frac <= FRAC else u_scaled >> (prod_frac - FRAC)
     x2 = 2 * x if mode == "bic" else 2 * x + 1
-    inv = (r << FRAC) >> (k + RECIP_BITS) if mode == "exact" else 0
+    inv = (r << (FRAC + shift_frac)) >> (k + RECIP_BITS) if mode in ("exact", "bdeu") else 0
     return Normalised(gate, k, j, u, x2, inv, c_index)
 
 
@@ -177,6 +268,9 @@ class Backend(Protocol):
     def sub(self, x, y): ...
     def scale(self, x, c: int):
         """x * c for a public integer c, exact (no truncation)."""
+        ...
+    def scale_each(self, x, cs: list[int]):
+        """x[i] * cs[i] for public integers, exact (bdeu's per-count constants)."""
         ...
     def constant(self, c: int, like):
         """The public constant c as a vector shaped like ``like``."""
@@ -237,21 +331,32 @@ def powers_on(be: Backend, u):
     return u2, u3, u4
 
 
-def terms_on(be: Backend, mode: str, u, x2, k_ln2, ln_r, c_entry, inv):
+def terms_on(be: Backend, mode: str, u, x2, k_ln2, ln_r, c_entry, inv, shifts: ShiftCoefficients | None = None):
     """Cell/row terms * 2^SCORE_FRAC from the circuit outputs and the looked-up entries
     (``k_ln2`` = K_TABLE[k], ``ln_r`` = J_TABLE[j], ``c_entry`` = the C-table entry or None,
-    ``inv`` = 2^-k r_j or None)."""
+    ``inv`` = 2^-k r_j or None; bdeu: the per-count constants ``shifts``)."""
     u2, u3, u4 = powers_on(be, u)
     ln = be.add(be.add(k_ln2, ln_r), LN1P.evaluate(be, u, u2, u3, u4))
     if mode in ("yw", "yw0", "bic"):
         term = be.mul(x2, ln, 0, 0, FRAC + 6)
         return be.add(term, c_entry) if mode == "yw0" else term
-    if mode != "exact":
+    if mode not in ("exact", "bdeu"):
         raise ValueError(f"unknown score mode {mode!r}")
+    if (mode == "bdeu") != (shifts is not None):
+        raise ValueError("the bdeu mode, and only it, takes shift coefficients")
     term = be.mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), 0, 0, FRAC + 6)
     inv_x = be.add(inv, be.mul(inv, INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5))
     inv_x2 = be.mul(inv_x, inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
-    over_12 = be.truncate(be.scale(inv_x, _scaled(Fraction(1, 12), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
+    if shifts is None:
+        over_12 = be.truncate(be.scale(inv_x, _scaled(Fraction(1, 12), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
+    else:
+        # (a - 1) L at scale 2^SCORE_FRAC: 2 (a - 1) = integer + fraction, |ln z'| < 2^4
+        ln_bits = FRAC + 4
+        term = be.add(term, be.scale_each(ln, shifts.integer))
+        high = be.truncate(be.scale_each(ln, shifts.high), 64 - SPLIT_BITS, check_bound(64 - SPLIT_BITS + ln_bits))
+        low = be.truncate(be.scale_each(ln, shifts.low), 64, check_bound(SPLIT_BITS + ln_bits))
+        term = be.add(term, be.add(high, low))
+        over_12 = be.truncate(be.scale_each(inv_x, shifts.over_12), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
     cube_360 = be.mul(inv_x, be.truncate(be.scale(inv_x2, _scaled(Fraction(1, 360), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 12 + TAIL_FRAC - 8)), FRAC, check_bound((FRAC - 6) + (FRAC - 20) + 1), FRAC - 5)
     correction = be.sub(over_12, cube_360)
     return be.add(be.add(term, c_entry), be.scale(correction, 2))
@@ -269,6 +374,9 @@ class PlainBackend:
     def scale(self, x, c):
         return [a * c for a in x]
 
+    def scale_each(self, x, cs):
+        return [a * c for a, c in zip(x, cs, strict=True)]
+
     def constant(self, c, like):
         return [c] * len(like)
 
@@ -282,16 +390,19 @@ class PlainBackend:
         return self.truncate(products, bits, bound_bits) if bits else products
 
 
-def term_fixed_many(xs: list[int], count_bits: int, mode: str) -> list[int]:
-    """The model of the secure terms for many counts at once."""
+def term_fixed_many(xs: list[int], count_bits: int, mode: str, shifts: list[Shift] | None = None) -> list[int]:
+    """The model of the secure terms for many counts at once (bdeu: one shift per count)."""
     be = PlainBackend()
-    nms = [normalise(x, count_bits, mode) for x in xs]
-    table = k_table(count_bits - 1)
+    per_count = shifts if shifts is not None else [None] * len(xs)
+    nms = [normalise(x, count_bits, mode, shift) for x, shift in zip(xs, per_count, strict=True)]
+    table = shifted_k_table(shifts[0].frac) if mode == "bdeu" and shifts else k_table(count_bits - 1)
     c_entry = None
     if mode == "exact":
         c_entry = [FACTORIAL_TABLE[n.c_index] for n in nms]
     elif mode == "yw0":
         c_entry = [ZERO_CELL_TABLE[n.c_index] for n in nms]
+    elif mode == "bdeu":
+        c_entry = [lgamma_table(shift)[n.c_index] for n, shift in zip(nms, per_count, strict=True)]
     return terms_on(
         be,
         mode,
@@ -300,14 +411,15 @@ def term_fixed_many(xs: list[int], count_bits: int, mode: str) -> list[int]:
         [table[n.k] for n in nms],
         [J_TABLE[n.j] for n in nms],
         c_entry,
-        [n.inv for n in nms] if mode == "exact" else None,
+        [n.inv for n in nms] if mode in ("exact", "bdeu") else None,
+        ShiftCoefficients.of(per_count) if mode == "bdeu" else None,
     )
 
 
-def term_fixed(x: int, count_bits: int, mode: str) -> int:
+def term_fixed(x: int, count_bits: int, mode: str, shift: Shift | None = None) -> int:
     """One cell or row term * 2^SCORE_FRAC: G(x) (yw; yw0 adds -1 when x = 0), x ln x (bic),
-    ln x! (exact), as the protocol computes it."""
-    return term_fixed_many([x], count_bits, mode)[0]
+    ln x! (exact), lnG(x + a) (bdeu), as the protocol computes it."""
+    return term_fixed_many([x], count_bits, mode, None if shift is None else [shift])[0]
 
 
 def ln_fixed(x: int, count_bits: int, mode: str = "yw") -> int:
@@ -318,8 +430,9 @@ def ln_fixed(x: int, count_bits: int, mode: str = "yw") -> int:
     return k_table(count_bits - 1)[nm.k] + J_TABLE[nm.j] + LN1P.evaluate(be, [nm.u], u2, u3, u4)[0]
 
 
-def normalisation_spec(count_bits: int, mode: str) -> NormalisationSpec:
-    """The circuit-side statement of this format for one count width and score mode."""
+def normalisation_spec(count_bits: int, mode: str, shift: Shift | None = None) -> NormalisationSpec:
+    """The circuit-side statement of this format for one count width and score mode (and
+    the bdeu shift)."""
     return NormalisationSpec(
         count_bits=count_bits,
         mode=mode,
@@ -328,4 +441,6 @@ def normalisation_spec(count_bits: int, mode: str) -> NormalisationSpec:
         recip_bits=RECIP_BITS,
         reciprocals=RECIPROCALS,
         threshold=threshold(mode),
+        shift=0 if shift is None else shift.numerator,
+        shift_frac=0 if shift is None else shift.frac,
     )

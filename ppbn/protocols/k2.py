@@ -49,7 +49,7 @@ from ppbn.bn.learn import HCOptions
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import cpt_from_counts
 from ppbn.bn.schema import Schema
-from ppbn.bn.scores import pub
+from ppbn.bn.scores import DEFAULT_ESS, pub
 from ppbn.circuits.scoring import (
     PARAM_FRAC,
     c_index_bits,
@@ -65,9 +65,14 @@ from ppbn.protocols.fixedpoint import (
     J_TABLE,
     SCORE_FRAC,
     ZERO_CELL_TABLE,
+    Shift,
+    ShiftCoefficients,
     count_bits_for,
     k_table,
+    lgamma_table,
     normalisation_spec,
+    shift_frac_for,
+    shifted_k_table,
     terms_on,
 )
 from ppbn.protocols.hc import ResumableMoveOracle, SecureMoveOracle
@@ -117,6 +122,7 @@ class SecureLearnConfig:
     # (``protocols.hc``) and these settings; ``order`` is then unused
     search: str = "k2"
     hc: HCOptions = field(default_factory=HCOptions)
+    ess: float = DEFAULT_ESS  # BDeu's equivalent sample size (mode "bdeu" only)
 
     def tolerance(self) -> int:
         """tau in score units (2^-SCORE_FRAC); the secure comparison is exact on integers."""
@@ -156,6 +162,9 @@ class SecureBackend:
     def scale(self, x, c: int):
         return ring.mul_int(x, c)
 
+    def scale_each(self, x, cs: list[int]):
+        return ring.mul(x, ring.from_ints(cs))
+
     def constant(self, c: int, like):
         if self.role == GARBLER:
             return np.broadcast_to(ring.constant(c), like.shape).copy()
@@ -168,7 +177,7 @@ class SecureBackend:
         return arith.mul(self.session, x, y, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits)
 
 
-def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float = 1.0) -> int:
+def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float = 1.0, ess: float = 0.0) -> int:
     """Width of the decision circuit: |family score| * 2^SCORE_FRAC < 2^(width - 3).
 
     Every family score is a sum of terms of at most (x + 1/2) ln x over at most n + Q
@@ -180,6 +189,8 @@ def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float =
     total = n_records + largest_table
     bound = 4 * total * (math.log(total + 1) + 4) + 4 * largest_table * (math.lgamma(cards[0] + 1) + 2)
     bound += c_star * math.log(n_records + 1) * largest_table
+    if ess:  # bdeu: lnG(x + a) with a <= ess, and the public q lnG(a_j) - q d lnG(a_jk)
+        bound += 4 * largest_table * (ess * math.log(total + ess + 1) + abs(math.lgamma(ess / largest_table)) + 2)
     width = SCORE_FRAC + math.ceil(math.log2(bound)) + 3
     if width > 128:
         raise ValueError(f"family scores may need {width} bits; the secure comparison has 128 (lower c_star or u)")
@@ -187,6 +198,7 @@ def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float =
 
 
 CANDIDATE_BUCKET = 8  # decision circuits are built for multiples of this many candidates
+MAX_ESS = 1e4  # BDeu: a larger equivalent sample size would need wider counts
 
 
 class SecureScorer:
@@ -220,8 +232,13 @@ class SecureScorer:
         self.backend = SecureBackend(self.arith, role)
         self.clock = PhaseClock()
         max_d = max(v.cardinality for v in schema.variables)
-        self.count_bits = count_bits_for(n_records + max_d - 1)
-        self.score_bits = score_bits(schema, n_records, config.max_parents, config.c_star)
+        bdeu = config.mode == "bdeu"
+        if bdeu and not 0 < config.ess <= MAX_ESS:
+            raise ValueError(f"the BDeu equivalent sample size must be in (0, {MAX_ESS:g}]")
+        # counts below 2^K: rows are alpha_ij + d - 1 (yw, exact), or alpha_ij + a_j < n + ess (bdeu)
+        self.count_bits = count_bits_for(n_records + math.ceil(config.ess) + 1 if bdeu else n_records + max_d - 1)
+        self.shift_frac = shift_frac_for(self.count_bits) if bdeu else 0
+        self.score_bits = score_bits(schema, n_records, config.max_parents, config.c_star, config.ess if bdeu else 0.0)
         self.count_shares: dict[Family, np.ndarray] = {}
         self.score_shares: dict[tuple[str, frozenset[str]], np.ndarray] = {}
         # paired mode (available-case): (child, parents, given) -> score share on the records
@@ -250,50 +267,85 @@ class SecureScorer:
         return {f: self.count_shares[f] for f in families}
 
     # -- terms ----------------------------------------------------------------------------
-    def terms(self, x_shares: np.ndarray) -> np.ndarray:
-        """Shares of the cell/row term of every count (uint64 shares in, ring shares out)."""
+    def _normalise(self, x_shares: np.ndarray, shift: Shift | None) -> tuple[dict, dict[str, np.ndarray]]:
+        """One run of the normalisation circuit: the shared outputs, and this party's view of
+        the masked table indices (alice's pads, bob's masked values)."""
         mode = self.config.mode
-        spec = normalisation_spec(self.count_bits, mode)
+        spec = normalisation_spec(self.count_bits, mode, shift)
         circuit = normalisation_circuit(spec)
         n = x_shares.shape[0]
         shared = {"u": Reveal.SHARES, "x2": Reveal.SHARES}
-        if mode == "exact":
+        if mode in ("exact", "bdeu"):
             shared["inv"] = Reveal.SHARES
         masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
         outputs = {**shared, **{m: Reveal.EVALUATOR for m in masked}}
-        self.phase("ln terms (Yao)")  # two names, so the daemon can count bytes per step
-        started = time.perf_counter()
+        low = x_shares & np.uint64((1 << self.count_bits) - 1)
         if self.role == GARBLER:
             rng = ring.RandomRing()
-            widths = {"k": index_bits(self.count_bits), "j": spec.mantissa_bits, "c": c_index_bits(mode)}
-            pads = {
-                name: rng.uint64(n) & np.uint64((1 << w) - 1) for name, w in widths.items() if w
+            widths = {
+                "k": index_bits(self.count_bits + spec.shift_frac), "j": spec.mantissa_bits, "c": c_index_bits(mode)
             }
-            low = x_shares & np.uint64((1 << self.count_bits) - 1)
+            pads = {name: rng.uint64(n) & np.uint64((1 << w) - 1) for name, w in widths.items() if w}
             out = self.yao.run(
                 circuit, garbler=True, outputs=outputs,
                 inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
-            )
-            indices = pads
-        else:
-            low = x_shares & np.uint64((1 << self.count_bits) - 1)
-            out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
-            indices = {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
+            )  # fmt: skip
+            return out, pads
+        out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
+        return out, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
+
+    def terms(self, x_shares: np.ndarray, shifts: Sequence[float] | None = None) -> np.ndarray:
+        """Shares of the cell/row term of every count (uint64 shares in, ring shares out);
+        bdeu: lnG(x + a) with the public shift a of each count (``shifts``), one
+        normalisation circuit and one C-table per distinct shift."""
+        mode = self.config.mode
+        n = x_shares.shape[0]
+        if (mode == "bdeu") != (shifts is not None):
+            raise ValueError("the bdeu mode, and only it, takes shifts")
+        groups: dict[float | None, np.ndarray] = {None: np.arange(n)}
+        if shifts is not None:
+            values = np.asarray(shifts, dtype=float)
+            groups = {float(a): np.flatnonzero(values == a) for a in np.unique(values)}
+        self.phase("ln terms (Yao)")  # two names, so the daemon can count bytes per step
+        started = time.perf_counter()
+        runs = {a: self._normalise(x_shares[idx], None if a is None else Shift(a, self.shift_frac)) for a, idx in groups.items()}
         self.clock.add("normalise (Yao)", started)
         started = time.perf_counter()
         self.phase("ln terms (shares)")
-        k_ln2 = arith.lookup(self.arith, k_table(self.count_bits - 1), indices["k"])
-        ln_r = arith.lookup(self.arith, J_TABLE, indices["j"])
+
+        def gathered(name: str) -> list[int]:
+            values: list[int] = [0] * n
+            for a, idx in groups.items():
+                for i, v in zip(idx, runs[a][0][name], strict=True):
+                    values[i] = int(v)
+            return values
+
+        def index(name: str) -> np.ndarray:
+            out = np.zeros(n, dtype=np.uint64)
+            for a, idx in groups.items():
+                out[idx] = runs[a][1][name]
+            return out
+
+        table = shifted_k_table(self.shift_frac) if mode == "bdeu" else k_table(self.count_bits - 1)
+        k_ln2 = arith.lookup(self.arith, table, index("k"))
+        ln_r = arith.lookup(self.arith, J_TABLE, index("j"))
         c_entry = None
         if mode == "exact":
-            c_entry = arith.lookup(self.arith, FACTORIAL_TABLE, indices["c"])
+            c_entry = arith.lookup(self.arith, FACTORIAL_TABLE, index("c"))
         elif mode == "yw0":
-            c_entry = arith.lookup(self.arith, ZERO_CELL_TABLE, indices["c"])
+            c_entry = arith.lookup(self.arith, ZERO_CELL_TABLE, index("c"))
+        elif mode == "bdeu":
+            c_entry = np.zeros((n, 2), dtype=np.uint64)
+            for a, idx in groups.items():
+                c_entry[idx] = arith.lookup(self.arith, lgamma_table(Shift(a, self.shift_frac)), runs[a][1]["c"])
         to_ring = ring.from_ints
+        coefficients = None
+        if shifts is not None:
+            coefficients = ShiftCoefficients.of([Shift(float(a), self.shift_frac) for a in shifts])
         result = terms_on(
-            self.backend, mode, to_ring(out["u"]), to_ring(out["x2"]), k_ln2, ln_r, c_entry,
-            to_ring(out["inv"]) if mode == "exact" else None,
-        )
+            self.backend, mode, to_ring(gathered("u")), to_ring(gathered("x2")), k_ln2, ln_r, c_entry,
+            to_ring(gathered("inv")) if mode in ("exact", "bdeu") else None, coefficients,
+        )  # fmt: skip
         self.clock.add("ln and x ln x (shares)", started)
         self.evaluations += n
         return result
@@ -305,6 +357,9 @@ class SecureScorer:
             return pub(d, q)
         if mode == "exact":
             return q * math.lgamma(d)
+        if mode == "bdeu":
+            ess = self.config.ess
+            return q * math.lgamma(ess / q) - q * d * math.lgamma(ess / (q * d))
         n = self.n_records
         return -self.config.c_star * (math.log(n) / 2 if n > 1 else 0.0) * q * (d - 1)
 
@@ -339,15 +394,17 @@ class SecureScorer:
 
     def _score_cells(self, tables: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Score shares of (q, d) count-table shares: cell terms - row terms + public term."""
-        pieces, layout = [], []
+        mode, ess = self.config.mode, self.config.ess
+        pieces, layout, shifts = [], [], []
         for cells in tables:
             q, d = cells.shape
             rows = cells.sum(axis=1, dtype=np.uint64)
-            if self.config.mode != "bic" and self.role == GARBLER:
+            if mode not in ("bic", "bdeu") and self.role == GARBLER:
                 rows = rows + np.uint64(d - 1)
             pieces += [cells.ravel(), rows]
             layout.append((cells.size, rows.size, q, d))
-        terms = self.terms(np.concatenate(pieces).astype(np.uint64))
+            shifts += [ess / (q * d)] * cells.size + [ess / q] * rows.size  # bdeu's a_jk, a_j
+        terms = self.terms(np.concatenate(pieces).astype(np.uint64), shifts if mode == "bdeu" else None)
         offset = 0
         out = []
         for n_cells, n_rows, q, d in layout:
