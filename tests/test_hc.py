@@ -316,10 +316,8 @@ def test_cli_reference_hc_and_refusals(tmp_path, capsys):
     assert ["asia", "tub"] in result["edges"] and ["asia", "tub"] in result["start"]
     assert {"kind", "edge", "delta"} <= set(result["moves"][0])
     capsys.readouterr()
-    message = "the secure path runs K2 only (issue 13: hill climbing on the secure path is not built yet)"
-    assert main(["simulate", "--network", "asia", "--records", "200", "--search", "hc"]) == 2
+    message = "the PRAM path runs K2 only (issue 13: hill climbing on the PRAM path is not built yet)"
+    assert main(["simulate", "--path", "pram", "--p", "0.2", "--network", "asia", "--records", "200", "--search", "hc"]) == 2
     assert message in capsys.readouterr().err
-    assert main(["learn", "--peer", "localhost:1", "--search", "hc"]) == 2
-    assert message in capsys.readouterr().err
-    assert main(["simulate", "--network", "asia", "--records", "200", "--score", "bdeu"]) == 2
-    assert "BDeu on the secure path is not built yet" in capsys.readouterr().err
+    assert main(["simulate", "--path", "pram", "--p", "0.2", "--network", "asia", "--records", "200", "--score", "bdeu"]) == 2
+    assert "BDeu on the PRAM path is not built yet" in capsys.readouterr().err
