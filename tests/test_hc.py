@@ -316,8 +316,29 @@ def test_cli_reference_hc_and_refusals(tmp_path, capsys):
     assert ["asia", "tub"] in result["edges"] and ["asia", "tub"] in result["start"]
     assert {"kind", "edge", "delta"} <= set(result["moves"][0])
     capsys.readouterr()
-    message = "the PRAM path runs K2 only (issue 13: hill climbing on the PRAM path is not built yet)"
-    assert main(["simulate", "--path", "pram", "--p", "0.2", "--network", "asia", "--records", "200", "--search", "hc"]) == 2
-    assert message in capsys.readouterr().err
-    assert main(["simulate", "--path", "pram", "--p", "0.2", "--network", "asia", "--records", "200", "--score", "bdeu"]) == 2
-    assert "BDeu on the PRAM path is not built yet" in capsys.readouterr().err
+    argv = ["simulate", "--path", "pram", "--p", "0.2", "--network", "asia", "--records", "200", "--search", "hc"]
+    assert main(argv) == 2
+    assert "--search hc on the PRAM path needs --setup 2 (a miner)" in capsys.readouterr().err
+
+
+def test_pram_hill_climbing_and_bdeu():
+    """The PRAM oracle runs the same hill climbing: with p = 0 (identity randomization) the
+    estimated counts are the counts, so it equals the reference; setup I refuses hc."""
+    from ppbn.bn.schema import Schema, Variable
+    from ppbn.errors import UserError
+    from ppbn.parties.pram_job import check_pram_params, check_setup_one_params
+    from ppbn.protocols.pram.operators import RandomizationScheme
+    from ppbn.protocols.pram.oracle import learn_pram
+
+    net = load_network("asia")
+    codes = sample(net, 3000, 2)
+    scheme = RandomizationScheme.uniform(dict(zip(net.names, [net.cardinality(v) for v in net.names], strict=True)), 0.0)
+    opts = HCOptions(tabu_length=10)
+    learned = learn_pram(net.names, net.states, codes, scheme, 2, "bdeu", 1e-3, search="hc", hc=opts, ess=3.0)
+    reference = learn_reference(net.names, net.states, codes, 2, "bdeu", 1e-3, search="hc", hc=opts, ess=3.0)
+    assert [m.move for m in learned.search.moves] == [m.move for m in reference.search.moves]
+    schema = Schema("id", tuple(Variable(v, "alice", net.states[v]) for v in net.names))
+    params = {"p": 0.2, "search": "hc", "score": "bdeu", "ess": 3.0}
+    assert check_pram_params(params, schema)["search"] == "hc"
+    with pytest.raises(UserError, match="needs setup II"):
+        check_setup_one_params(params, schema)

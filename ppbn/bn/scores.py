@@ -1,4 +1,4 @@
-"""Family scores over a count table, in the five modes ppbn offers.
+"""Family scores over a count table, in the five modes ppbn offers (every learner).
 
 ``counts`` has shape (q, d): parent configurations x child states (see ``bn.model``).
 Modes (DESIGN.md "Score fidelity", NOTES.md):
@@ -14,8 +14,8 @@ Modes (DESIGN.md "Score fidelity", NOTES.md):
   also for available-case families with fewer complete records (README, "Missing values").
 - ``bdeu``: the Bayesian Dirichlet equivalent uniform score (Heckerman, Geiger and
   Chickering 1995) with equivalent sample size ``ess`` (pgmpy's convention: alpha_ij =
-  ess/q, alpha_ijk = ess/(q d); default 10). The reference learner and the secure
-  path offer it (``protocols.fixedpoint``: lnGamma with a public shift); PRAM not yet.
+  ess/q, alpha_ijk = ess/(q d); default 10). On the secure path: lnGamma with a public
+  shift (``protocols.fixedpoint``).
 
 Counts may be non-integer (PRAM estimates); negative estimates must be clipped by the
 caller.
@@ -28,12 +28,9 @@ import math
 import numpy as np
 from scipy.special import gammaln
 
-# The modes every learner offers (reference, secure Yang-Wright, PRAM): the PRAM job and
-# oracle validate their ``score`` parameter against this tuple.
-SCORE_MODES = ("exact", "yw", "yw0", "bic")
-# The secure path (the learn job) and the reference learner also offer BDeu (issue 13).
-SECURE_SCORE_MODES = (*SCORE_MODES, "bdeu")
-REFERENCE_SCORE_MODES = SECURE_SCORE_MODES
+# The modes every learner offers (reference, secure Yang-Wright, PRAM): the jobs and the
+# PRAM oracle validate their ``score`` parameter against this tuple.
+SCORE_MODES = ("exact", "yw", "yw0", "bic", "bdeu")
 DEFAULT_ESS = 10.0
 
 
@@ -114,4 +111,4 @@ def family_score(
         return bic_score(counts, c_star, n_records)
     if mode == "bdeu":
         return bdeu_score(counts, ess)
-    raise ValueError(f"unknown score mode {mode!r}; choose one of {', '.join(REFERENCE_SCORE_MODES)}")
+    raise ValueError(f"unknown score mode {mode!r}; choose one of {', '.join(SCORE_MODES)}")

@@ -30,7 +30,7 @@ import numpy as np
 
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
-from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES, SECURE_SCORE_MODES
+from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
 from ppbn.commands.reference import (
     SEARCHES,
     add_alignment_options,
@@ -201,7 +201,12 @@ def _bench_ln(args: argparse.Namespace) -> int:
         }
         started = time.perf_counter()
         alice, bob = scorers["alice"], scorers["bob"]
-        run_two_party(lambda _, s=alice: s.terms(shares["alice"]), lambda _, s=bob: s.terms(shares["bob"]), pair=pair)
+        shifts = [DEFAULT_ESS / 4] * args.count if mode == "bdeu" else None  # a_jk of a binary child, q = 2
+        run_two_party(
+            lambda _, s=alice, a=shifts: s.terms(shares["alice"], a),
+            lambda _, s=bob, a=shifts: s.terms(shares["bob"], a),
+            pair=pair,
+        )
         seconds = time.perf_counter() - started
         rows.append({
             "mode": mode,
@@ -289,7 +294,7 @@ def add_learn_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--max-parents", type=int, default=2)
-    parser.add_argument("--score", choices=SECURE_SCORE_MODES, default="exact")
+    parser.add_argument("--score", choices=SCORE_MODES, default="exact")
     parser.add_argument("--ess", type=float, default=DEFAULT_ESS, help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g})")
     parser.add_argument("--tau", type=float, default=DEFAULT_TAU)
     parser.add_argument("--seed", type=int, default=7)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ppbn.bn.hc import DEFAULT_TABU
 from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.scores import DEFAULT_ESS, REFERENCE_SCORE_MODES
+from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
 from ppbn.errors import UserError
 
 
@@ -168,7 +168,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--network", required=True, help="a bundled network, e.g. alarm")
     parser.add_argument("--records", type=int, default=20000, help="records to sample (default 20000)")
     parser.add_argument("--orders", type=int, default=10, help="random K2 orders (default 10)")
-    parser.add_argument("--score", choices=REFERENCE_SCORE_MODES, default="bic", help="score mode (default bic)")
+    parser.add_argument("--score", choices=SCORE_MODES, default="bic", help="score mode (default bic)")
     parser.add_argument("--max-parents", type=int, default=3, help="parent limit (default 3)")
     parser.add_argument("--tau", type=float, default=DEFAULT_TAU, help=f"tolerance (default {DEFAULT_TAU:g})")
     parser.add_argument("--tabu", type=int, default=DEFAULT_TABU, help=f"hc tabu length (default {DEFAULT_TABU})")

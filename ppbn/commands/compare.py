@@ -43,6 +43,7 @@ def _compare(args: argparse.Namespace) -> int:
         c_star=args.c_star,
         secure=not args.no_secure,
         timeout_s=args.timeout,
+        hc=args.hc,
     )
     if args.records < 2:
         raise UserError("--records must be at least 2")
@@ -97,6 +98,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--c-star", type=float, help="fixed C* for the fix (bic); default: 4 up to p = 0.15, 8 beyond"
     )
     parser.add_argument("--no-secure", action="store_true", help="skip the secure path (it is the slow one)")
+    parser.add_argument(
+        "--hc", action="store_true",
+        help="also hill climbing (no order): the reference, PRAM setup II for each p and the secure "
+        "path, rows marked [hc] and measured against the hill-climbing reference",
+    )  # fmt: skip
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
         help=f"daemons' peer timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ppbn.bn.hc import DEFAULT_TABU
 from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.scores import DEFAULT_ESS, REFERENCE_SCORE_MODES, SCORE_MODES, SECURE_SCORE_MODES
+from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
 from ppbn.errors import UserError
 
 SEARCHES = ("k2", "hc")
@@ -36,14 +36,14 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every learner (reference, secure, PRAM): same meaning everywhere."""
     parser.add_argument("--max-parents", type=int, default=2, help="parent limit u (default 2)")
     parser.add_argument(
-        "--score", choices=REFERENCE_SCORE_MODES, default="exact",
+        "--score", choices=SCORE_MODES, default="exact",
         help="exact (ln f), yw (Yang-Wright eq. 6), yw0 (eq. 6 minus zero cells), bic, bdeu "
-        "(reference and secure path) (default exact)",
+        "(default exact)",
     )
     parser.add_argument(
         "--search", choices=SEARCHES, default="k2",
         help="k2 (needs a node order; the default) or hc: hill climbing over DAGs, no order "
-        "(reference learner and secure path)",
+        "(on the PRAM path: setup 2 only)",
     )  # fmt: skip
     parser.add_argument(
         "--ess", type=float, default=DEFAULT_ESS,
@@ -65,16 +65,12 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
 
 def refuse_on_private_paths(args: argparse.Namespace, path: str = "secure") -> None:
     """The one place where the private paths (``learn``, ``simulate``, ``bench k2``) refuse
-    what only the reference learner offers so far (issue 13): BDeu and hill climbing on
-    the PRAM path."""
-    if getattr(args, "search", "k2") != "k2" and path != "secure":
-        raise UserError(f"the {path} path runs K2 only (issue 13: hill climbing on the {path} path is not built yet)")
-    score = getattr(args, "score", None)
-    offered = SECURE_SCORE_MODES if path == "secure" else SCORE_MODES
-    if score is not None and score not in offered:
+    what they cannot run: hill climbing in PRAM setup I (each child's owner learns its own
+    families there, while a move is chosen among both parties')."""
+    if getattr(args, "search", "k2") != "k2" and path == "PRAM" and getattr(args, "setup", 2) != 2:
         raise UserError(
-            f"--score {score}: the {path} path offers {', '.join(offered)} only "
-            f"(issue 13: BDeu on the {path} path is not built yet)"
+            "--search hc on the PRAM path needs --setup 2 (a miner): in setup I each child's owner "
+            "scores its own families, and a move is chosen among both parties' families"
         )
 
 

@@ -38,6 +38,7 @@ from ppbn.commands.reference import (
     add_learning_options,
     add_missing_options,
     family_records,
+    hc_job_params,
     missing_rule,
     parse_order,
     refuse_on_private_paths,
@@ -226,10 +227,14 @@ def pram_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, A
         except json.JSONDecodeError as exc:
             raise UserError(f"{args.randomization}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
     params.update(
-        max_parents=args.max_parents, score=args.score, tau=args.tau,
-        order=list(parse_order(args.order, names)), c_star=args.c_star, eta=args.eta,
+        max_parents=args.max_parents, score=args.score, tau=args.tau, c_star=args.c_star, eta=args.eta,
         counts=args.counts, dirichlet=args.dirichlet,
     )  # fmt: skip
+    if args.search == "k2":
+        params["order"] = list(parse_order(args.order, names))
+    if args.score == "bdeu":
+        params["ess"] = args.ess
+    params.update(hc_job_params(args))
     return params
 
 
@@ -279,8 +284,9 @@ def _simulate_pram(args: argparse.Namespace) -> int:
             )
             states = {v.name: v.states for v in schema.variables}
             reference = learn_reference(
-                names, states, codes, args.max_parents, args.score, args.tau, params["order"]
-            )
+                names, states, codes, args.max_parents, args.score, args.tau, params.get("order"),
+                ess=args.ess, **search_options(args),
+            )  # fmt: skip
         finally:
             signal.signal(signal.SIGTERM, previous)
     if keep:  # the run's files were written aside and are now in --out

@@ -184,12 +184,14 @@ class Run:
     wall_s: float = math.nan
     bytes_exchanged: int = 0
     privacy: list[dict[str, Any]] = field(default_factory=list)
+    search: str = "k2"  # "hc": hill climbing, measured against the hill-climbing reference
 
     @property
     def label(self) -> str:
+        tag = " [hc]" if self.search == "hc" else ""
         if self.path != "pram":
-            return self.path
-        return f"PRAM setup {'I' if self.setup == 1 else 'II'}" + (f" + {self.fix}" if self.fix else "")
+            return self.path + tag
+        return f"PRAM setup {'I' if self.setup == 1 else 'II'}" + (f" + {self.fix}" if self.fix else "") + tag
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -197,7 +199,7 @@ class Run:
             "fix": self.fix, "available": self.available, "reason": self.reason,
             "structure": self.diff, "kl_nats": _finite(self.kl), "kl_standard_error": _finite(self.kl_se),
             "wall_s": _finite(self.wall_s), "bytes_exchanged": self.bytes_exchanged,
-            "privacy": self.privacy, "parents": self.parents,
+            "privacy": self.privacy, "parents": self.parents, "search": self.search,
         }  # fmt: skip
 
 
@@ -231,6 +233,7 @@ class CompareSettings:
     c_star: float | None  # None: the schedule above
     secure: bool
     timeout_s: float
+    hc: bool = False  # also hill climbing: reference, PRAM setup II and secure (issue 13)
 
     def fix_for(self, p: float) -> tuple[str, dict[str, float]]:
         """The extra-link fix for this score and p: (label, job parameters)."""
@@ -251,6 +254,7 @@ class Comparison:
     truth_edges: int
     reference_vs_truth: dict[str, Any]
     wall_s: float
+    hc_reference_vs_truth: dict[str, Any] | None = None
 
 
 def run_comparison(
@@ -319,12 +323,48 @@ def run_comparison(
         if not secure.available:
             print(f"ppbn compare: SECURE PATH NOT AVAILABLE: {secure.reason}", file=sys.stderr)
         runs.append(secure)
+        hc_parents = _hill_climbing_runs(settings, trio, names, states, codes, schema, kl, runs, say) if settings.hc else None
     truth_parents = {v: list(made.truth.parents[v]) for v in made.truth.names}
     return Comparison(
         settings, schema, kl.method, runs, len(reference.search.edges),
         sum(len(ps) for ps in truth_parents.values()), structure_diff(ref_parents, truth_parents),
         time.perf_counter() - started,
+        None if hc_parents is None else structure_diff(hc_parents, truth_parents),
     )  # fmt: skip
+
+
+def _hill_climbing_runs(
+    settings: CompareSettings, trio, names, states, codes, schema: Schema, kl: KLEstimator,
+    runs: list[Run], say: Callable[[str], None],
+) -> dict[str, list[str]]:  # fmt: skip
+    """The hill-climbing rows (issue 13): the reference, PRAM setup II for each p (plain,
+    and with C* for bic; the eta rule is K2's), and the secure path, each measured against
+    the hill-climbing reference. Returns the reference's parents."""
+    t0 = time.perf_counter()
+    reference = learn_reference(names, states, codes, settings.max_parents, settings.score, settings.tau, search="hc")
+    ref_parents = {v: list(reference.search.parents[v]) for v in names}
+    ref_run = Run("reference", parents=ref_parents, wall_s=time.perf_counter() - t0, search="hc")
+    _measure(ref_run, reference.network, ref_parents, kl)
+    runs.append(ref_run)
+    say(f"reference [hc]: {len(reference.search.moves)} moves in {ref_run.wall_s:.2f} s")
+    common = {"max_parents": settings.max_parents, "score": settings.score, "tau": settings.tau, "search": "hc"}
+    for p in settings.ps:
+        fix_label, fix_params = settings.fix_for(p)
+        fixes = ("",) if settings.score != "bic" or fix_params["c_star"] == 1.0 else ("", fix_label)
+        for fix in fixes:
+            run = Run("pram", setup=2, p=p, fix=fix, search="hc")
+            params = {"p": p, **common, **(fix_params if fix else {})}
+            _run_daemon_job(trio, run, "miner", "pram-miner", params, schema, ref_parents, kl)
+            runs.append(run)
+            say(f"{run.label}, p={p:g}: SHD {run.diff.get('shd', '-')}, {run.wall_s:.2f} s")
+    secure = Run("secure", search="hc")
+    if not settings.secure:
+        secure.available, secure.reason = False, "skipped (--no-secure)"
+    else:
+        say("secure path, hill climbing (job kind learn, search hc)")
+        _run_daemon_job(trio, secure, "alice", "learn", {**common, "disclosure": "public"}, schema, ref_parents, kl)
+    runs.append(secure)
+    return ref_parents
 
 
 def _measure(run: Run, network: BayesNet, reference: Mapping[str, Sequence[str]], kl: KLEstimator) -> None:
@@ -370,7 +410,8 @@ def _fmt_gamma(value: Any) -> str:
 
 
 def _pram_runs(comparison: Comparison) -> list[Run]:
-    return [r for r in comparison.runs if r.path == "pram"]
+    """The K2 PRAM runs (the trends and plots are K2's; hill climbing has its own rows)."""
+    return [r for r in comparison.runs if r.path == "pram" and r.search == "k2"]
 
 
 def trends(comparison: Comparison) -> list[str]:
@@ -405,7 +446,7 @@ def trends(comparison: Comparison) -> list[str]:
 
 def _table_rows(comparison: Comparison) -> list[list[str]]:
     order = {"reference": 0, "secure": 1, "pram": 2}
-    runs = sorted(comparison.runs, key=lambda r: (order[r.path], r.p or 0.0, r.setup or 0, r.fix))
+    runs = sorted(comparison.runs, key=lambda r: (r.search != "k2", order[r.path], r.p or 0.0, r.setup or 0, r.fix))
     rows = []
     for r in runs:
         p = "-" if r.p is None else f"{r.p:g}"
@@ -450,7 +491,7 @@ def write_report(comparison: Comparison, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     s = comparison.settings
     plots = write_plots(comparison, out)
-    secure = next(r for r in comparison.runs if r.path == "secure")
+    secure = next(r for r in comparison.runs if r.path == "secure" and r.search == "k2")
     fix_rule = ("C* (BIC penalty multiplier)" if s.score == "bic" else
                 "eta (relative log-score threshold, ppbn.protocols.pram.oracle)")  # fmt: skip
     lines = [
@@ -473,6 +514,12 @@ def write_report(comparison: Comparison, out: Path) -> list[Path]:
         f"Total wall time of this comparison: {comparison.wall_s:.1f} s.",
         "",
     ]
+    if comparison.hc_reference_vs_truth is not None:
+        lines[-1:-1] = [
+            "Rows marked [hc]: hill climbing (no order; PRAM in setup II only), each measured "
+            "against the hill-climbing reference, whose SHD to the generating network is "
+            f"{comparison.hc_reference_vs_truth['shd']}."
+        ]
     if not secure.available:
         lines += [f"**SECURE PATH NOT AVAILABLE: {secure.reason}**", ""]
     lines += [
@@ -510,6 +557,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         "max_parents": s.max_parents, "score": s.score, "tau": s.tau,
         "kl_method": comparison.kl_method, "wall_s": round(comparison.wall_s, 3),
         "reference_edges": comparison.reference_edges, "reference_vs_truth": comparison.reference_vs_truth,
+        "hill_climbing": s.hc, "hc_reference_vs_truth": comparison.hc_reference_vs_truth,
         "findings": trends(comparison), "runs": [r.to_json() for r in comparison.runs],
     }  # fmt: skip
 
@@ -521,7 +569,7 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     pram = [r for r in _pram_runs(comparison) if r.available]
-    others = {r.path: r for r in comparison.runs if r.path != "pram" and r.available}
+    others = {r.path: r for r in comparison.runs if r.path != "pram" and r.available and r.search == "k2"}
     series = {}
     for r in pram:
         series.setdefault((r.setup, bool(r.fix)), []).append(r)

@@ -14,12 +14,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ppbn.bn.hc import DEFAULT_TABU, HCResult, prepare_start
+from ppbn.bn.hc import HCResult
 from ppbn.bn.io import network_json, write_bif
 from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.learn import HCOptions
 from ppbn.bn.schema import Schema
-from ppbn.bn.scores import DEFAULT_ESS, SECURE_SCORE_MODES
+from ppbn.bn.scores import SCORE_MODES
 from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
 from ppbn.errors import UserError
 from ppbn.parties.checkpoint import CheckpointStore, data_digest
@@ -32,10 +31,10 @@ from ppbn.parties.jobs import (
     register_job,
 )
 from ppbn.parties.policy import LocalPolicy
+from ppbn.parties.search_params import SEARCH_DEFAULTS, check_search_params, hc_options_from
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.k2 import (
     DISCLOSURES,
-    MAX_ESS,
     K2Checkpoint,
     SecureLearnConfig,
     SecureLearnResult,
@@ -44,8 +43,6 @@ from ppbn.protocols.k2 import (
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import TablesConfig
 
-SEARCHES = ("k2", "hc")
-MAX_TABU = 10_000  # a longer list only costs memory; pgmpy's default is 100
 NETWORK_JSON = "network.json"
 NETWORK_BIF = "network.bif"
 SHARES_JSON = "parameter_shares.json"
@@ -57,34 +54,8 @@ DEFAULTS = {
     "c_star": 1.0,
     "disclosure": "public",
     "key_bits": TablesConfig.key_bits,
-    "ess": DEFAULT_ESS,  # BDeu's equivalent sample size (score "bdeu")
-    "search": "k2",
-    # hill climbing (search "hc"), pgmpy's HillClimbSearch settings; edges are [parent, child]
-    "tabu": DEFAULT_TABU,
-    "start": None,
-    "black_list": None,
-    "white_list": None,
-    "fixed_edges": None,
+    **SEARCH_DEFAULTS,
 }
-HC_EDGE_LISTS = ("start", "black_list", "white_list", "fixed_edges")
-
-
-def _edge_list(name: str, value: Any, schema: Schema) -> list[tuple[str, str]] | None:
-    if value is None:
-        return None
-    known = set(schema.names)
-    if not isinstance(value, list) or len(value) > len(known) ** 2 or not all(
-        isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) and v in known for v in e) and e[0] != e[1]
-        for e in value
-    ):
-        raise ParameterError(name, f"learn: {name} must be a list of [parent, child] pairs of distinct schema variables")
-    return [(e[0], e[1]) for e in value]
-
-
-def hc_options_from(params: dict[str, Any], schema: Schema) -> HCOptions:
-    """The hill-climbing settings of checked parameters (``check_learn_params``)."""
-    edges = {name: _edge_list(name, params[name], schema) for name in HC_EDGE_LISTS}
-    return HCOptions(params["tabu"], edges["start"], edges["black_list"], edges["white_list"], edges["fixed_edges"])
 
 
 def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
@@ -93,13 +64,8 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
     out = {**DEFAULTS, **params}
     if isinstance(out["max_parents"], bool) or not isinstance(out["max_parents"], int) or not 0 <= out["max_parents"] < len(schema.variables):
         raise ParameterError("max_parents", f"learn: max_parents must be an integer in 0..{len(schema.variables) - 1}")
-    if out["score"] not in SECURE_SCORE_MODES:
-        raise ParameterError("score", f"learn: score must be one of {', '.join(SECURE_SCORE_MODES)}")
-    if out["ess"] != DEFAULTS["ess"] and out["score"] != "bdeu":
-        raise ParameterError("ess", "learn: ess is the equivalent sample size of the bdeu score only")
-    ess = out["ess"]
-    if isinstance(ess, bool) or not isinstance(ess, int | float) or not math.isfinite(ess) or not 0 < ess <= MAX_ESS:
-        raise ParameterError("ess", f"learn: ess must be a number in (0, {MAX_ESS:g}]")
+    if out["score"] not in SCORE_MODES:
+        raise ParameterError("score", f"learn: score must be one of {', '.join(SCORE_MODES)}")
     if isinstance(out["tau"], bool) or not isinstance(out["tau"], int | float) or not 1e-6 <= out["tau"] <= 1e3:
         raise ParameterError("tau", "learn: tau must be a number in [1e-6, 1e3] (nats); the secure fixed-point error is ~1e-9")
     if isinstance(out["c_star"], bool) or not isinstance(out["c_star"], int | float) or not math.isfinite(out["c_star"]) or out["c_star"] < 0:
@@ -112,23 +78,7 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
         order = out["order"]
         if not isinstance(order, list) or not all(isinstance(v, str) for v in order) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
             raise ParameterError("order", "learn: order must list every variable of the schema exactly once")
-    if out["search"] not in SEARCHES:
-        raise ParameterError("search", f"learn: search must be one of {', '.join(SEARCHES)}")
-    if out["search"] == "k2":
-        # the peer receives the normalised parameters: only a setting off its default counts
-        given = [name for name in ("tabu", *HC_EDGE_LISTS) if out[name] != DEFAULTS[name]]
-        if given:
-            raise ParameterError(given[0], f"learn: {given[0]} is a hill-climbing setting (search hc)")
-        return out
-    if out["order"] is not None:
-        raise ParameterError("order", "learn: hill climbing (search hc) takes no order")
-    if isinstance(out["tabu"], bool) or not isinstance(out["tabu"], int) or not 0 <= out["tabu"] <= MAX_TABU:
-        raise ParameterError("tabu", f"learn: tabu must be an integer in 0..{MAX_TABU}")
-    opts = hc_options_from(out, schema)
-    try:
-        prepare_start(schema.names, opts.start, opts.black_list, opts.white_list, opts.fixed_edges)
-    except ValueError as exc:
-        raise ParameterError("start", f"learn: {exc}") from None
+    out.update(check_search_params("learn", params, out["score"], schema))
     return out
 
 

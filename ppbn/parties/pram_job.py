@@ -44,6 +44,7 @@ from ppbn.parties.jobs import (
     register_job,
 )
 from ppbn.parties.policy import LocalPolicy, PolicyRefusal
+from ppbn.parties.search_params import SEARCH_DEFAULTS, check_search_params, hc_options_from
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.pram.operators import RandomizationError, RandomizationScheme, RandomSource
 from ppbn.protocols.pram.oracle import COUNT_METHODS
@@ -65,8 +66,12 @@ SEED_WARNING = (
 )
 _KNOWN = {
     "p", "randomization", "sensitive", "max_parents", "score", "tau", "order", "c_star",
-    "eta", "counts", "dirichlet",
+    "eta", "counts", "dirichlet", *SEARCH_DEFAULTS,
 }  # fmt: skip
+HC_SETUP_ONE_REFUSAL = (
+    "pram: hill climbing (search hc) needs setup II (a miner): in setup I each child's owner "
+    "scores its own families, and a move is chosen among both parties' families"
+)
 
 
 def _number(params: dict[str, Any], key: str, default: float) -> float:
@@ -108,6 +113,7 @@ def check_pram_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
     out["score"] = params.get("score", "exact")
     if out["score"] not in SCORE_MODES:
         raise ParameterError("score", f"pram: 'score' must be one of {', '.join(SCORE_MODES)}")
+    out.update(check_search_params("pram", params, out["score"], schema))
     out["tau"] = _number(params, "tau", DEFAULT_TAU)
     if out["tau"] < 0:
         raise ParameterError("tau", "pram: 'tau' must be >= 0")
@@ -126,6 +132,14 @@ def check_pram_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
     if out["dirichlet"] < 0:
         raise ParameterError("dirichlet", "pram: 'dirichlet' must be >= 0")
     check_scheme_fits(build_scheme(out, schema), schema)
+    return out
+
+
+def check_setup_one_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
+    """Setup I's parameters: those of every PRAM job, with K2 only."""
+    out = check_pram_params(params, schema)
+    if out["search"] != "k2":
+        raise ParameterError("search", HC_SETUP_ONE_REFUSAL)
     return out
 
 
@@ -165,7 +179,7 @@ def build_scheme(params: dict[str, Any], schema: Schema) -> RandomizationScheme:
         raise UserError(f"pram: {exc}") from None
 
 
-def pram_config(params: dict[str, Any]) -> PramConfig:
+def pram_config(params: dict[str, Any], schema: Schema) -> PramConfig:
     return PramConfig(
         max_parents=params["max_parents"],
         mode=params["score"],
@@ -175,6 +189,9 @@ def pram_config(params: dict[str, Any]) -> PramConfig:
         eta=params["eta"],
         counts=params["counts"],
         pseudo_count=params["dirichlet"],
+        search=params["search"],
+        hc=hc_options_from(params, schema, "pram"),
+        ess=float(params["ess"]),
     )
 
 
@@ -251,7 +268,7 @@ def run_setup_one_job(role: str, channel: Channel, context: JobContext) -> dict[
     params, schema = context.params, context.schema
     scheme = build_scheme(params, schema)
     outcome = run_setup_one(
-        role, channel, schema, context.data.codes, scheme, pram_config(params), _source(context),
+        role, channel, schema, context.data.codes, scheme, pram_config(params, schema), _source(context),
         context.ledger, context.phase, _progress(context),
     )  # fmt: skip
     return _write_outputs(context, outcome, 1, scheme, _job_stats(context, channel, started))
@@ -262,7 +279,7 @@ def run_setup_two_job(role: str, channel: Channel | ChannelGroup, context: JobCo
     started = time.perf_counter()
     params, schema = context.params, context.schema
     scheme = build_scheme(params, schema)
-    config = pram_config(params)
+    config = pram_config(params, schema)
     if isinstance(channel, ChannelGroup):
         outcome = run_setup_two_miner(
             channel.channels, schema, scheme, config, context.ledger, context.phase, _progress(context)
@@ -281,7 +298,7 @@ register_job(
     JobKind(
         SETUP_ONE_KIND,
         run_setup_one_job,
-        check_pram_params,
+        check_setup_one_params,
         "PRAM setup I: randomized cross parents to the child's owner; both learn the network",
         check_pram_policy,
     )

@@ -26,10 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ppbn.bn.hc import HCResult, hill_climb
 from ppbn.bn.k2 import DEFAULT_TAU, CountsOracle, K2Result, k2_search
+from ppbn.bn.learn import HCOptions
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import estimate_parameters
-from ppbn.bn.scores import SCORE_MODES
+from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
 from ppbn.protocols.pram.estimators import PramEstimator
 from ppbn.protocols.pram.operators import RandomizationError, RandomizationScheme
 
@@ -55,6 +57,7 @@ class PramOracle(CountsOracle):
         c_star: float = 1.0,
         eta: float = 1.0,
         counts: str = "moment",
+        ess: float = DEFAULT_ESS,
     ) -> None:
         if mode not in SCORE_MODES:
             raise RandomizationError(f"unknown score mode {mode!r}; choose one of {', '.join(SCORE_MODES)}")
@@ -64,7 +67,7 @@ class PramOracle(CountsOracle):
             raise RandomizationError(f"eta must be in (0, 1], got {eta}")
         if not c_star > 0:
             raise RandomizationError(f"C* must be positive, got {c_star}")
-        super().__init__(lambda variables: estimator.counts(variables, counts), mode, c_star)
+        super().__init__(lambda variables: estimator.counts(variables, counts), mode, c_star, ess=ess)
         self.estimator = estimator
         self.eta = eta
         self.counts = counts
@@ -76,7 +79,7 @@ class PramOracle(CountsOracle):
 
 @dataclass
 class PramLearned:
-    search: K2Result
+    search: K2Result | HCResult
     network: BayesNet
     oracle: PramOracle
 
@@ -95,8 +98,13 @@ def learn_pram(
     counts: str = "moment",
     pseudo_count: float = 0.0,
     progress: Callable[[int, int, str], None] | None = None,
+    search: str = "k2",
+    hc: HCOptions | None = None,
+    ess: float = DEFAULT_ESS,
 ) -> PramLearned:
-    """Structure (K2 on estimated counts) and parameters from randomized data.
+    """Structure (K2 on estimated counts, or hill climbing: ``search="hc"`` with ``hc``,
+    the reference learner's semantics; the eta rule applies to K2 only) and parameters
+    from randomized data.
 
     ``randomized`` has one column per name (in ``names`` order) as received by the
     learner: the data miner in setup II, the child's owner in setup I (its own columns
@@ -104,12 +112,22 @@ def learn_pram(
     (clipped at 0, or EM) normalized per parent configuration (Sec. 5.4).
     """
     estimator = PramEstimator(names, randomized, scheme)
-    oracle = PramOracle(estimator, mode, c_star, eta, counts)
-    search = k2_search(tuple(order or names), max_parents, oracle, tau, progress)
+    oracle = PramOracle(estimator, mode, c_star, eta, counts, ess)
+    found: K2Result | HCResult
+    if search == "k2":
+        found = k2_search(tuple(order or names), max_parents, oracle, tau, progress)
+    elif search == "hc":
+        opts = hc or HCOptions()
+        found = hill_climb(
+            tuple(names), oracle, max_parents, tau, opts.tabu_length, opts.start, opts.black_list,
+            opts.white_list, opts.fixed_edges, progress=progress,
+        )  # fmt: skip
+    else:
+        raise RandomizationError(f"unknown search {search!r}; choose k2 or hc")
     network = estimate_parameters(
-        tuple(names), states, search.parents, lambda vs: estimator.counts(vs, counts), pseudo_count
+        tuple(names), states, found.parents, lambda vs: estimator.counts(vs, counts), pseudo_count
     )
-    return PramLearned(search, network, oracle)
+    return PramLearned(found, network, oracle)
 
 
 def setup_one_view(

@@ -41,10 +41,13 @@ from typing import Any
 
 import numpy as np
 
+from ppbn.bn.hc import descendants
 from ppbn.bn.k2 import K2Result, k2_search
+from ppbn.bn.learn import HCOptions
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import cpt_from_counts
 from ppbn.bn.schema import PARTIES, Schema
+from ppbn.bn.scores import DEFAULT_ESS
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.pram.estimators import PramEstimator
@@ -73,6 +76,10 @@ class PramConfig:
     eta: float = 1.0
     counts: str = "moment"
     pseudo_count: float = 0.0
+    # "k2" (under ``order``) or "hc": hill climbing with ``hc`` (setup II only, issue 13)
+    search: str = "k2"
+    hc: HCOptions | None = None
+    ess: float = DEFAULT_ESS  # BDeu's equivalent sample size
 
 
 @dataclass
@@ -261,15 +268,19 @@ def decode_families(
         if not isinstance(entry, dict):
             raise ProtocolError(f"{sender} sent a malformed family for {child!r}")
         parents = entry.get("parents")
+        # K2 keeps parents before their child in the order; hill climbing only needs a DAG
+        # (checked below, once every family is read)
+        ordered = config.search != "hc"
         if (
             not isinstance(parents, list)
             or len(parents) > config.max_parents
             or len(set(map(str, parents))) != len(parents)
-            or any(p not in position or position[p] >= position[child] for p in parents)
+            or any(p not in position or p == child or (ordered and position[p] >= position[child]) for p in parents)
         ):
+            where = "in the K2 order" if ordered else "of the schema"
             raise ProtocolError(
                 f"{sender} sent parents {parents!r} for {child!r}: not distinct predecessors "
-                f"in the K2 order, at most {config.max_parents}"
+                f"{where}, at most {config.max_parents}"
             )
         q = math.prod(schema.cardinality(p) for p in parents)
         try:
@@ -290,6 +301,11 @@ def decode_families(
         ):
             raise ProtocolError(f"{sender} sent bad unobserved rows for {child!r}")
         out[child] = (tuple(parents), table, tuple(unobserved))
+    if not ordered and set(children) == set(schema.names):
+        try:
+            descendants(schema.names, {v: out[v][0] for v in schema.names})
+        except ValueError as exc:
+            raise ProtocolError(f"{sender} sent a network that is not a DAG: {exc}") from None
     return out
 
 
@@ -417,7 +433,7 @@ def run_setup_one(
             {c: schema.cardinality(c) for c in columns}, their_scheme.blocks
         )
         estimator = PramEstimator(columns, view, view_scheme)
-        oracle = PramOracle(estimator, config.mode, config.c_star, config.eta, config.counts)
+        oracle = PramOracle(estimator, config.mode, config.c_star, config.eta, config.counts, config.ess)
         search: K2Result = k2_search(
             config.order, config.max_parents, _OwnChildrenOracle(oracle, frozenset(own_columns)),
             config.tau, progress,
@@ -505,6 +521,7 @@ def run_setup_two_miner(
         learned = learn_pram(
             schema.names, states, randomized, scheme, config.max_parents, config.mode, config.tau,
             config.order, config.c_star, config.eta, config.counts, config.pseudo_count, progress,
+            search=config.search, hc=config.hc, ess=config.ess,
         )  # fmt: skip
     with phase("send network"):
         payload = encode_families(network_families(learned.network, schema.names))
