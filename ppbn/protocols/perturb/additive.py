@@ -259,8 +259,10 @@ def richardson_lucy_reconstruction(z: np.ndarray, noise: Noise, edges: np.ndarra
 
 # -- the direct Fourier estimate (Wu Sec. 3.1-3.2) ----------------------------------------------
 
-#: |phi| at or below this (or ten times the noise's truncation error) counts as a zero
-CHAR_ZERO = 1e-9
+#: |phi| at or below this (or ten times the noise's truncation error) is a zero: rounding
+#: leaves about 1e-16 at an exact zero (a uniform noise's), while a small but true value (a
+#: gaussian's far harmonics) is kept and its gain capped
+CHAR_ZERO = 1e-12
 
 
 @dataclass(frozen=True)
@@ -331,10 +333,10 @@ def fourier_estimate(z: np.ndarray, noise: Noise, lo: float, hi: float, *, harmo
         if value <= zero:
             raise RandomizationError(
                 f"the characteristic function of the noise {noise.describe()} is zero "
-                f"(|phi| = {value:.2g} <= {zero:.0e}) at harmonic {harmonic} of the range "
-                f"[{lo:g}, {hi:g}] (t = 2 pi {harmonic} / {width:g} = {where:.6g}): nothing of "
-                "that harmonic survives the noise, so the Fourier estimate cannot invert it; "
-                "use fewer harmonics, another range width, or an EM method"
+                f"(|phi| = {value:.2g}) at harmonic {harmonic} of the range [{lo:g}, {hi:g}] "
+                f"(t = 2 pi {harmonic} / {width:g} = {where:.6g}): nothing of that harmonic "
+                "survives the noise, so the Fourier estimate cannot invert it; use fewer "
+                "harmonics, another range width, or an EM method"
             )
     empirical = np.array([np.mean(np.exp(-1j * w * (z - lo))) for w in t])
     gain = 1.0 / np.abs(phi)
