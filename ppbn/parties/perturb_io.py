@@ -138,8 +138,9 @@ def plot_additive(path: str | Path, title: str, z: np.ndarray, edges: np.ndarray
         counts, _ = np.histogram(np.clip(original, edges[0], edges[-1]), bins=edges)
         ax.stairs(counts / counts.sum() / np.diff(edges), edges, color="C2", linewidth=1.5,
                   linestyle="--", label="original")  # fmt: skip
+    ax.set_ylim(0, 1.25 * ax.get_ylim()[1])  # room for the legend
     ax.set_ylabel("density")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", ncols=3)
     ax.set_title(textwrap.fill(title, 90), fontsize=9)
     fig.tight_layout()
     _save(fig, path)
@@ -155,9 +156,10 @@ def plot_mgas(path: str | Path, title: str, grid: np.ndarray, truth: np.ndarray,
     ax.stairs(discretized, edges, color="C2", linewidth=1.5, label="after MGAS")
     ax.stairs(reconstructed, edges, color="C0", linewidth=1.5, linestyle="--",
               label="reconstructed (EM) after randomization")  # fmt: skip
+    ax.set_ylim(0, 1.35 * max(truth.max(), discretized.max(), reconstructed.max()))
     ax.set_xlabel("x")
     ax.set_ylabel("density")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", ncols=3)
     ax.set_title(textwrap.fill(title, 90), fontsize=9)
     fig.tight_layout()
     _save(fig, path)
