@@ -171,7 +171,12 @@ def _reconstruct(args: argparse.Namespace) -> int:
     if additive and len(columns) > 1:
         raise UserError(f"--column {additive[0]!r} is additive: reconstruct it on its own")
     if additive:
-        result = _reconstruct_additive(args, mechanisms, frame, columns[0])
+        from ppbn.protocols.pram.operators import RandomizationError
+
+        try:
+            result = _reconstruct_additive(args, mechanisms, frame, columns[0])
+        except RandomizationError as exc:  # the estimators' errors: name the column and files
+            raise UserError(f"{args.input}, column {columns[0]!r} ({args.mechanism}): {exc}") from None
     else:
         result = _reconstruct_categorical(args, mechanisms, frame, columns)
     if args.plot:

@@ -138,5 +138,6 @@ def test_bad_input_is_a_one_line_error(files, capsys, tmp_path):
     bad.write_text(json.dumps(mech))
     message = _error(capsys, "reconstruct", "--in", str(files / "randomized.csv"), "--mechanism", str(bad),
                      "--column", "income", "--method", "fourier", "--range", "0", "100")
+    assert message.startswith(f"ppbn: error: {files / 'randomized.csv'}, column 'income' ({bad}): ")
     assert "is zero" in message and "at harmonic 2 of the range [0, 100]" in message
     assert not (tmp_path / "o.csv").exists()  # nothing written by a failed command

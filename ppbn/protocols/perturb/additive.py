@@ -76,7 +76,7 @@ def default_range(z: np.ndarray, noise: Noise, tail: float = 1e-3) -> tuple[floa
     if not lo < hi:
         raise RandomizationError(
             f"cannot infer the range of the original values: the noise {noise.describe()} is "
-            f"wider than the spread of the data; give the range"
+            "wider than the spread of the data; give the range"
         )
     return lo, hi
 
