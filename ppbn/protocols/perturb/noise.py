@@ -102,9 +102,6 @@ class Noise(ABC):
         inner = ", ".join(f"{k}={v:g}" for k, v in self.params().items())
         return f"{self.kind}({inner})"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **self.params()}
-
     def quantile(self, q: float) -> float:
         """The smallest t with F(t) >= q, by bisection (used for default ranges only)."""
         lo, hi = -1.0, 1.0
@@ -281,8 +278,8 @@ class DiscreteNormal(Lattice):
         return -reach, reach
 
     def char(self, t: np.ndarray) -> np.ndarray:
-        lo, hi = self.k_range
-        ks = np.arange(lo - 4 * (hi + 1), 4 * (hi + 1) + 1)  # 36+ sd: the rest is below 1e-280
+        lo, hi = self.k_range  # the mass outside is below 2^-60
+        ks = np.arange(lo, hi + 1)
         return self._char_sum(t, ks, self.pmf(ks))
 
     def sample(self, n: int, source: RandomSource) -> np.ndarray:
