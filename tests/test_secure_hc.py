@@ -9,7 +9,10 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from ppbn.bn.k2 import choose_candidate
 from ppbn.bn.learn import HCOptions, joined_count_fn, learn_reference
 from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import Schema, Variable
@@ -25,9 +28,11 @@ from ppbn.protocols.fixedpoint import (
     shift_frac_for,
     term_fixed_many,
 )
+from ppbn.protocols.hc import tolerant_argmax
 from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer, learn_secure
 from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig
+from ppbn.protocols.yao import YaoParty
 
 TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
 
@@ -148,3 +153,27 @@ def test_hill_climbing_and_bdeu_parameters_are_checked(asia_dir):
     ]:
         with pytest.raises(UserError, match=message):
             check_learn_params(bad, schema)
+
+
+@settings(max_examples=12, deadline=None)
+@example([5] * 40 + [10], 6, 1)  # ties across two blocks: the first within tolerance wins
+@example([0] * 33 + [100] + [100], 0, 2)  # an exact tie in the second block
+@example([-7] * 70, 3, 3)  # stop
+@given(
+    st.lists(st.integers(-(2**20), 2**20), min_size=1, max_size=80),
+    st.integers(0, 2**12),
+    st.integers(0, 2**63),
+)
+def test_staged_argmax_applies_the_tie_rule(values, tolerance, seed):
+    """tolerant_argmax on shares equals the tie rule (bn.k2.choose_candidate) on the values,
+    over block boundaries, padding and ties."""
+    width = 24
+    rng = np.random.default_rng(seed)
+    masks = [int(m) for m in rng.integers(0, 1 << width, size=len(values))]
+    shares = {True: masks, False: [(v - m) % (1 << width) for v, m in zip(values, masks, strict=True)]}
+
+    def side(garbler):
+        return lambda ch: tolerant_argmax(YaoParty(ch), garbler, shares[garbler], tolerance, width)
+
+    alice, bob = run_two_party(side(True), side(False), pair=memory_channel_pair(timeout_s=60))
+    assert alice == bob == choose_candidate(0, values, tolerance)

@@ -156,6 +156,80 @@ def decision_circuit(n_candidates: int, tolerance: int, width: int) -> Circuit:
     return b.build()
 
 
+# -- the hill-climbing argmax in stages (protocols/hc.py) --------------------------------
+#
+# One circuit over all of a step's moves (over a thousand on alarm) costs minutes to build
+# and garbles one slow instance; instead four small circuits of fixed shape, each run over
+# many instances at once, compute the same tie rule: block maxima -> the best and the
+# threshold best - tau (and whether best > tau) -> each block's first move at or above the
+# threshold -> the first block with one. Only "add" and the final index are revealed; the
+# values between the stages are shares mod 2^width.
+
+
+def _shared_value(b: CircuitBuilder, name: str, width: int) -> Bits:
+    return bl.add(b, b.input(f"{name}_a", width), b.input(f"{name}_b", width))
+
+
+@lru_cache(maxsize=16)
+def block_max_circuit(block: int, width: int) -> Circuit:
+    """Inputs s{i}_a, s{i}_b (shares mod 2^width of signed values); output max."""
+    b = CircuitBuilder()
+    b.output("max", bl.max_of(b, [_shared_value(b, f"s{i}", width) for i in range(block)], signed=True))
+    return b.build()
+
+
+@lru_cache(maxsize=16)
+def threshold_circuit(groups: int, tolerance: int, width: int) -> Circuit:
+    """Inputs m{g}_a, m{g}_b (block maxima); outputs add = [best > tolerance] and the
+    threshold t = best - tolerance in width + 1 bits (no wrap)."""
+    b = CircuitBuilder()
+    best = bl.sign_extend(bl.max_of(b, [_shared_value(b, f"m{g}", width) for g in range(groups)], signed=True), width + 1)
+    bar = bl.constant(tolerance, width + 1)
+    b.output("add", [bl.less_than(b, bar, best, signed=True)])
+    b.output("t", bl.sub(b, best, bar))
+    return b.build()
+
+
+@lru_cache(maxsize=16)
+def first_hit_circuit(block: int, width: int) -> Circuit:
+    """Inputs s{i}_a, s{i}_b (width) and t_a, t_b (width + 1); outputs hit (some value is
+    >= t) and index (the first such, 0 when none)."""
+    b = CircuitBuilder()
+    threshold = _shared_value(b, "t", width + 1)
+    seen, index = ZERO, [ZERO] * bl.index_width(block)
+    for i in range(block):
+        value = bl.sign_extend(_shared_value(b, f"s{i}", width), width + 1)
+        hit = b.inv(bl.less_than(b, value, threshold, signed=True))
+        first = b.and_(hit, b.inv(seen))
+        seen = b.or_(seen, hit)
+        for j in range(len(index)):
+            if (i >> j) & 1:
+                index[j] = b.xor(index[j], first)
+    b.output("hit", [seen])
+    b.output("index", index)
+    return b.build()
+
+
+@lru_cache(maxsize=16)
+def select_circuit(groups: int, block: int) -> Circuit:
+    """Inputs h{g}_a, h{g}_b (1 bit) and x{g}_a, x{g}_b (block index bits); output index =
+    g block + x_g for the first block g with a hit (block is a power of two)."""
+    if block & (block - 1):
+        raise ValueError("the block size must be a power of two")
+    b = CircuitBuilder()
+    low = bl.index_width(block)
+    out = [ZERO] * (low + bl.index_width(groups))
+    seen = ZERO
+    for g in range(groups):
+        hit = b.xor(b.input(f"h{g}_a", 1)[0], b.input(f"h{g}_b", 1)[0])
+        value = _shared_value(b, f"x{g}", low) + bl.constant(g, len(out) - low)
+        first = b.and_(hit, b.inv(seen))
+        seen = b.or_(seen, hit)
+        out = [b.xor(o, b.and_(first, v)) for o, v in zip(out, value, strict=True)]
+    b.output("index", out)
+    return b.build()
+
+
 @lru_cache(maxsize=64)
 def division_circuit(count_bits: int, states: int) -> Circuit:
     """Inputs na, nb (alpha_ijk shares), da, db (alpha_ij shares) mod 2^64; outputs theta =

@@ -11,11 +11,11 @@ only, on the same machinery as the private K2 (``protocols/k2``):
    neighbours.
 2. Each move's delta is a signed sum of two or four family-score shares, computed
    locally by each party (no interaction).
-3. One garbled decision circuit over all deltas applies the tie rule of ``bn.hc`` (the
-   K2 rule of NOTES.md with current score 0): stop unless the best delta exceeds tau,
-   otherwise the earliest move in the canonical order within tau of the best. It is the
-   K2 decision circuit (``circuits.scoring.decision_circuit``) with the current score's
-   shares set to zero, so both parties learn exactly the chosen move, or "stop".
+3. A garbled argmax over all deltas applies the tie rule of ``bn.hc`` (the K2 rule of
+   NOTES.md with current score 0): stop unless the best delta exceeds tau, otherwise the
+   earliest move in the canonical order within tau of the best. It runs in four stages of
+   small fixed circuits (``tolerant_argmax``), so both parties learn exactly the chosen
+   move, or "stop".
 
 Both parties record every step in their ledgers (``hc_move``, ``hc_stop``): the moves in
 order, the same leakage class as K2's edges in order.
@@ -30,17 +30,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ppbn.bn.hc import Move, MoveQuery
-from ppbn.circuits.scoring import decision_circuit
+from ppbn.circuits.scoring import (
+    block_max_circuit,
+    first_hit_circuit,
+    select_circuit,
+    threshold_circuit,
+)
 from ppbn.protocols import ring
 from ppbn.protocols.channel import ProtocolError
 from ppbn.protocols.ledger import Ledger
-from ppbn.protocols.yao import Reveal
+from ppbn.protocols.yao import Reveal, YaoParty
 
 if TYPE_CHECKING:
     from ppbn.protocols.k2 import SecureScorer
 
 GARBLER = "alice"
-MOVE_BUCKET = 64  # decision circuits are built for multiples of this many moves (cached)
+MOVE_BLOCK = 32  # the argmax's first and third stages take the moves in blocks of this size
+GROUP_BUCKET = 8  # its second and fourth stages are built for multiples of this many blocks
 DELTA_EXTRA_BITS = 2  # a reversal's delta sums four family scores
 
 
@@ -66,29 +72,52 @@ class SecureMoveOracle:
         shares = {key: ring.to_ints(share.reshape(1, 2))[0] for key, share in zip(keys, scorer.scores(keys), strict=True)}
         modulus = 1 << self.width
         deltas = [sum(sign * shares[(c, ps)] for sign, c, ps in q.terms) % modulus for q in queries]
-        slots = -(-len(deltas) // MOVE_BUCKET) * MOVE_BUCKET
-        garbler = scorer.role == GARBLER
-        # padding moves score -2^(width-2): never the best while a real move exists
-        sentinel = (-(1 << (self.width - 2))) % modulus if garbler else 0
-        deltas += [sentinel] * (slots - len(deltas))
-        suffix = "a" if garbler else "b"
-        inputs = {f"cur_{suffix}": np.zeros(1, dtype=object)}
-        for i, delta in enumerate(deltas):
-            inputs[f"s{i}_{suffix}"] = np.array([delta], dtype=object)
         scorer.phase("argmax")
         started = time.perf_counter()
-        out = scorer.yao.run(
-            decision_circuit(slots, scorer.config.tolerance(), self.width),
-            garbler=garbler, inputs=inputs, outputs={"index": Reveal.BOTH, "add": Reveal.BOTH},
-        )  # fmt: skip
+        index = tolerant_argmax(scorer.yao, scorer.role == GARBLER, deltas, scorer.config.tolerance(), self.width)
         scorer.clock.add("decisions (Yao)", started)
-        index, apply = int(out["index"][0]), int(out["add"][0])
-        if (apply and index >= len(queries)) or (not apply and index):
-            raise ProtocolError(f"hc decision ({apply}, {index}) invalid for {len(queries)} moves")
+        if index is not None and index >= len(queries):
+            raise ProtocolError(f"hc decision {index} invalid for {len(queries)} moves")
         self.step += 1
-        chosen = queries[index].move if apply else None
-        record_step(scorer.ledger, self.step, chosen)
-        return index if apply else None
+        record_step(scorer.ledger, self.step, None if index is None else queries[index].move)
+        return index
+
+
+def tolerant_argmax(yao: YaoParty, garbler: bool, deltas: Sequence[int], tolerance: int, width: int) -> int | None:
+    """The tie rule over shared values (this party's shares mod 2^width of values below
+    2^(width-2) in magnitude): None when the best is <= tolerance, else the first index
+    within tolerance of the best. Four stages of small circuits (``circuits.scoring``),
+    each run over many instances; both parties learn only "stop" or the index."""
+    groups = -(-len(deltas) // MOVE_BLOCK)
+    groups = -(-groups // GROUP_BUCKET) * GROUP_BUCKET
+    modulus = 1 << width
+    # padding values are -2^(width-2): below every real value, never at or above the threshold
+    sentinel = (-(1 << (width - 2))) % modulus if garbler else 0
+    padded = [*deltas, *[sentinel] * (groups * MOVE_BLOCK - len(deltas))]
+    blocks = np.array(padded, dtype=object).reshape(groups, MOVE_BLOCK)
+    suffix = "a" if garbler else "b"
+
+    def column(values) -> np.ndarray:
+        return np.array([int(v) for v in values], dtype=object)
+
+    values = {f"s{i}_{suffix}": column(blocks[:, i]) for i in range(MOVE_BLOCK)}
+    maxima = yao.run(block_max_circuit(MOVE_BLOCK, width), garbler=garbler, inputs=values, outputs={"max": Reveal.SHARES})["max"]
+    out = yao.run(
+        threshold_circuit(groups, tolerance, width), garbler=garbler,
+        inputs={f"m{g}_{suffix}": column([maxima[g]]) for g in range(groups)},
+        outputs={"add": Reveal.BOTH, "t": Reveal.SHARES},
+    )  # fmt: skip
+    if not int(out["add"][0]):
+        return None
+    threshold = column([out["t"][0]] * groups)
+    hits = yao.run(
+        first_hit_circuit(MOVE_BLOCK, width), garbler=garbler, inputs={**values, f"t_{suffix}": threshold},
+        outputs={"hit": Reveal.SHARES, "index": Reveal.SHARES},
+    )  # fmt: skip
+    inputs = {f"h{g}_{suffix}": column([hits["hit"][g]]) for g in range(groups)}
+    inputs.update({f"x{g}_{suffix}": column([hits["index"][g]]) for g in range(groups)})
+    chosen = yao.run(select_circuit(groups, MOVE_BLOCK), garbler=garbler, inputs=inputs, outputs={"index": Reveal.BOTH})
+    return int(chosen["index"][0])
 
 
 def record_step(ledger: Ledger, step: int, move: Move | None) -> None:
