@@ -11,54 +11,29 @@ import stat
 
 import numpy as np
 import pytest
+from secure_runs import alternating_schema, learn_both
 
 from ppbn.bn.networks import load_network, sample
-from ppbn.bn.schema import Schema, Variable
 from ppbn.errors import UserError
 from ppbn.parties.checkpoint import KEY_FILE, CheckpointStore
-from ppbn.protocols.channel import memory_channel_pair, run_two_party
-from ppbn.protocols.k2 import K2Checkpoint, SecureLearnConfig, learn_secure
-from ppbn.protocols.ledger import Ledger
+from ppbn.protocols.k2 import K2Checkpoint, SecureLearnConfig
 from ppbn.protocols.tables import TablesConfig
 
 TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
 
 
-def _schema(net) -> Schema:
-    return Schema(
-        "id",
-        tuple(Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v]) for i, v in enumerate(net.names)),
-    )
-
-
-def _learn(schema, codes, names, config, resume=None, saved=None):
-    column = {v: i for i, v in enumerate(names)}
-    ledgers = {r: Ledger(r) for r in ("alice", "bob")}
-
-    def side(role):
-        mine = [column[v.name] for v in schema.owned_by(role)]
-        keep = None if saved is None else saved[role].append
-        start = None if resume is None else resume[role]
-        return lambda ch: learn_secure(
-            ch, role, schema, codes[:, mine], config, ledgers[role], resume=start, checkpoint=keep
-        )
-
-    alice, bob = run_two_party(side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=300))
-    return alice, bob, ledgers
-
-
 def test_resumed_protocol_run_equals_the_uninterrupted_one():
     net = load_network("asia")
     codes = sample(net, 500, 3)
-    schema = _schema(net)
+    schema = alternating_schema(net)
     config = SecureLearnConfig(max_parents=2, mode="exact", tables=TEST_TABLES)
     saved = {"alice": [], "bob": []}
-    alice, bob, ledgers = _learn(schema, codes, net.names, config, saved=saved)
+    alice, bob, ledgers = learn_both(schema, codes, net.names, config, saved=saved)
     steps = [s.step for s in saved["alice"]]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2
     k = 1  # resume after the first wave: the later waves and the parameters run again
     resume = {r: saved[r][k - 1] for r in saved}
-    again_alice, again_bob, again_ledgers = _learn(schema, codes, net.names, config, resume=resume)
+    again_alice, again_bob, again_ledgers = learn_both(schema, codes, net.names, config, resume=resume)
     assert again_alice.search.edges == alice.search.edges == again_bob.search.edges
     for v in net.names:
         np.testing.assert_allclose(again_alice.network.cpts[v], alice.network.cpts[v], atol=1e-9)
@@ -69,11 +44,11 @@ def test_resumed_protocol_run_equals_the_uninterrupted_one():
 def test_a_checkpoint_that_does_not_match_the_job_is_refused():
     net = load_network("asia")
     codes = sample(net, 300, 4)
-    schema = _schema(net)
+    schema = alternating_schema(net)
     config = SecureLearnConfig(max_parents=1, mode="exact", tables=TEST_TABLES)
     wrong = K2Checkpoint(1, [[["no-such-child", None]]], {}, {})
     with pytest.raises(ValueError, match="checkpoint does not match K2 step 1"):
-        _learn(schema, codes, net.names, config, resume={"alice": wrong, "bob": wrong})
+        learn_both(schema, codes, net.names, config, resume={"alice": wrong, "bob": wrong})
 
 
 def test_checkpoint_store_is_encrypted_atomic_and_keeps_two_steps(tmp_path):

@@ -31,6 +31,15 @@ def _split64(values, rng):
     return a, [(v - s) & MASK64 for v, s in zip(values, a, strict=True)]
 
 
+def _normalise_shared(circuit, xs, k_bits, rng):
+    """Evaluate the normalisation circuit on random shares of ``xs`` and random pads."""
+    xa, xb = _split64(xs, rng)
+    low = (1 << k_bits) - 1
+    xa, xb = [v & low for v in xa], [v & low for v in xb]
+    pads = {b.name: rng.integers(0, 1 << b.width, size=len(xs)).astype(np.uint64) for b in circuit.inputs if b.name.startswith("mu_")}
+    return evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads}), pads
+
+
 @pytest.mark.parametrize("mode", ["yw", "yw0", "bic", "exact"])
 @pytest.mark.parametrize("max_count", [200, 20_000])
 def test_normalisation_circuit_matches_model(mode, max_count):
@@ -38,11 +47,7 @@ def test_normalisation_circuit_matches_model(mode, max_count):
     k_bits = count_bits_for(max_count)
     circuit = normalisation_circuit(normalisation_spec(k_bits, mode))
     xs = sorted({0, 1, 2, 3, 63, 64, 65, 127, 128, max_count, (1 << k_bits) - 1} | set(rng.integers(0, max_count, 200).tolist()))
-    xa, xb = _split64(xs, rng)
-    low = (1 << k_bits) - 1
-    xa, xb = [v & low for v in xa], [v & low for v in xb]
-    pads = {b.name: rng.integers(0, 1 << b.width, size=len(xs)).astype(np.uint64) for b in circuit.inputs if b.name.startswith("mu_")}
-    out = evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads})
+    out, pads = _normalise_shared(circuit, xs, k_bits, rng)
     for i, x in enumerate(xs):
         nm = normalise(x, k_bits, mode)
         assert int(out["u"][i]) == nm.u % RING, x
@@ -64,11 +69,7 @@ def test_bdeu_normalisation_circuit_matches_model(a, max_count):
     shift = Shift(a, shift_frac_for(k_bits))
     circuit = normalisation_circuit(normalisation_spec(k_bits, "bdeu", shift))
     xs = sorted({0, 1, 63, 64, 65, 127, 128, max_count} | set(rng.integers(0, max_count, 100).tolist()))
-    xa, xb = _split64(xs, rng)
-    low = (1 << k_bits) - 1
-    xa, xb = [v & low for v in xa], [v & low for v in xb]
-    pads = {b.name: rng.integers(0, 1 << b.width, size=len(xs)).astype(np.uint64) for b in circuit.inputs if b.name.startswith("mu_")}
-    out = evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads})
+    out, pads = _normalise_shared(circuit, xs, k_bits, rng)
     for i, x in enumerate(xs):
         nm = normalise(x, k_bits, "bdeu", shift)
         assert (int(out["u"][i]), int(out["x2"][i]), int(out["inv"][i])) == (nm.u % RING, nm.x2, nm.inv), x

@@ -76,15 +76,29 @@ def learn_reference(
     if available_case is None:
         available_case = bool(np.any(codes < 0))
     oracle = CountsOracle(count, mode, c_star, n_records=int(codes.shape[0]), paired=available_case, ess=ess)
+    found = run_search(search, names, oracle, max_parents, tau, order, hc, progress)
+    net = estimate_parameters(tuple(names), states, found.parents, count, pseudo_count)
+    return LearnedNetwork(found, net, oracle)
+
+
+def run_search(
+    search: str,
+    names: Sequence[str],
+    oracle: CountsOracle,
+    max_parents: int,
+    tau: float,
+    order: Sequence[str] | None = None,
+    hc: HCOptions | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> K2Result | HCResult:
+    """K2 under ``order`` (default ``names``) or hill climbing with ``hc`` over a plaintext
+    oracle: the one dispatch of the reference and PRAM learners."""
     if search == "k2":
-        found: K2Result | HCResult = k2_search(tuple(order or names), max_parents, oracle, tau, progress)
-    elif search == "hc":
+        return k2_search(tuple(order or names), max_parents, oracle, tau, progress)
+    if search == "hc":
         opts = hc or HCOptions()
-        found = hill_climb(
+        return hill_climb(
             tuple(names), oracle, max_parents, tau, opts.tabu_length, opts.start, opts.black_list,
             opts.white_list, opts.fixed_edges, progress=progress,
         )  # fmt: skip
-    else:
-        raise ValueError(f"unknown search {search!r}; choose k2 or hc")
-    net = estimate_parameters(tuple(names), states, found.parents, count, pseudo_count)
-    return LearnedNetwork(found, net, oracle)
+    raise ValueError(f"unknown search {search!r}; choose k2 or hc")

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppbn.bn.hc import HCResult, hill_climb
+from ppbn.bn.hc import HCResult
 from ppbn.bn.k2 import DEFAULT_TAU, CountsOracle, K2Result, k2_search
-from ppbn.bn.learn import HCOptions
+from ppbn.bn.learn import HCOptions, run_search
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import estimate_parameters
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
@@ -113,17 +113,10 @@ def learn_pram(
     """
     estimator = PramEstimator(names, randomized, scheme)
     oracle = PramOracle(estimator, mode, c_star, eta, counts, ess)
-    found: K2Result | HCResult
-    if search == "k2":
-        found = k2_search(tuple(order or names), max_parents, oracle, tau, progress)
-    elif search == "hc":
-        opts = hc or HCOptions()
-        found = hill_climb(
-            tuple(names), oracle, max_parents, tau, opts.tabu_length, opts.start, opts.black_list,
-            opts.white_list, opts.fixed_edges, progress=progress,
-        )  # fmt: skip
-    else:
-        raise RandomizationError(f"unknown search {search!r}; choose k2 or hc")
+    try:
+        found = run_search(search, names, oracle, max_parents, tau, order, hc, progress)
+    except ValueError as exc:  # an unknown search, a bad start DAG or list
+        raise RandomizationError(str(exc)) from None
     network = estimate_parameters(
         tuple(names), states, found.parents, lambda vs: estimator.counts(vs, counts), pseudo_count
     )

@@ -1,0 +1,36 @@
+"""Both parties of a secure learn job in threads over the memory channel, for the tests of
+the secure path (test_resume, test_secure_hc): a schema that alternates owners, and a run
+that can start from checkpoints and keep them."""
+
+from __future__ import annotations
+
+from ppbn.bn.schema import Schema, Variable
+from ppbn.protocols.channel import memory_channel_pair, run_two_party
+from ppbn.protocols.k2 import learn_secure
+from ppbn.protocols.ledger import Ledger
+
+
+def alternating_schema(net) -> Schema:
+    """alice owns the even-numbered variables of ``net``, bob the odd ones."""
+    return Schema(
+        "id",
+        tuple(Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v]) for i, v in enumerate(net.names)),
+    )
+
+
+def learn_both(schema, codes, names, config, resume=None, saved=None):
+    """(alice's result, bob's result, {role: ledger}); ``resume`` maps each role to its
+    checkpoint, ``saved`` to a list that receives every checkpoint."""
+    column = {v: i for i, v in enumerate(names)}
+    ledgers = {r: Ledger(r) for r in ("alice", "bob")}
+
+    def side(role):
+        mine = [column[v.name] for v in schema.owned_by(role)]
+        keep = None if saved is None else saved[role].append
+        start = None if resume is None else resume[role]
+        return lambda ch: learn_secure(
+            ch, role, schema, codes[:, mine], config, ledgers[role], resume=start, checkpoint=keep
+        )
+
+    alice, bob = run_two_party(side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=300))
+    return alice, bob, ledgers
