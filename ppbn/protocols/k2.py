@@ -243,6 +243,8 @@ class SecureScorer:
         # paired mode (available-case): (child, parents, given) -> score share on the records
         # complete in given too; recomputed after a resume, never checkpointed
         self.paired_shares: dict[tuple[str, tuple[str, ...], str], np.ndarray] = {}
+        # the sum of the cell terms of each set of variables (``_score_cells``); not checkpointed
+        self.cell_sums: dict[frozenset[str], np.ndarray] = {}
         self.evaluations = 0
 
     def phase(self, name: str) -> None:
@@ -252,7 +254,16 @@ class SecureScorer:
 
     # -- tables -------------------------------------------------------------------------
     def table_shares(self, families: Sequence[Family]) -> dict[Family, np.ndarray]:
-        missing = list(dict.fromkeys(f for f in families if f not in self.count_shares))
+        """Shares of each family's count table, axes in the family's order. A table depends
+        only on the set of its variables, so it is computed once per set (in schema order)
+        and transposed locally for the other orders: hill climbing asks for u | v and v | u."""
+        position = {v: i for i, v in enumerate(self.schema.names)}
+
+        def canonical(family: Family) -> Family:
+            return tuple(sorted(family, key=position.__getitem__))
+
+        missing = list(dict.fromkeys(canonical(f) for f in families if f not in self.count_shares))
+        missing = [f for f in missing if f not in self.count_shares]
         if missing:
             self.phase("tables")
             started = time.perf_counter()
@@ -263,6 +274,11 @@ class SecureScorer:
                 )
             )
             self.clock.add("tables", started)
+        for family in families:
+            if family not in self.count_shares:
+                base = canonical(family)
+                axes = [base.index(v) for v in family]
+                self.count_shares[family] = np.ascontiguousarray(np.transpose(self.count_shares[base], axes))
         return {f: self.count_shares[f] for f in families}
 
     # -- terms ----------------------------------------------------------------------------
@@ -370,7 +386,8 @@ class SecureScorer:
             families = [(*ps, c) for c, ps in wanted]
             tables = self.table_shares(families)
             cells = [tables[fam].reshape(-1, self.schema.cardinality(fam[-1])) for fam in families]
-            for (child, parents), share in zip(wanted, self._score_cells(cells), strict=True):
+            sets = [frozenset(fam) for fam in families]
+            for (child, parents), share in zip(wanted, self._score_cells(cells, sets), strict=True):
                 self.score_shares[(child, frozenset(parents))] = share
         return [self.score_shares[(c, frozenset(ps))] for c, ps in keys]
 
@@ -391,23 +408,43 @@ class SecureScorer:
                 self.paired_shares[key] = share
         return [self.paired_shares[k] for k in keys]
 
-    def _score_cells(self, tables: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Score shares of (q, d) count-table shares: cell terms - row terms + public term."""
+    def _score_cells(
+        self, tables: Sequence[np.ndarray], sets: Sequence[frozenset[str]] | None = None
+    ) -> list[np.ndarray]:
+        """Score shares of (q, d) count-table shares: cell terms - row terms + public term.
+
+        With ``sets`` (each table's variables), the sum of the cell terms is kept per set:
+        every mode's cell term is a function of the cell count alone (and, for bdeu, of
+        ess / (q d), also a property of the set), so u | v and v | u share it and only their
+        row terms differ."""
         mode, ess = self.config.mode, self.config.ess
         pieces, layout, shifts = [], [], []
-        for cells in tables:
+        fresh_sets: set[frozenset[str]] = set()
+        for i, cells in enumerate(tables):
             q, d = cells.shape
             rows = cells.sum(axis=1, dtype=np.uint64)
             if mode not in ("bic", "bdeu") and self.role == GARBLER:
                 rows = rows + np.uint64(d - 1)
-            pieces += [cells.ravel(), rows]
-            layout.append((cells.size, rows.size, q, d))
-            shifts += [ess / (q * d)] * cells.size + [ess / q] * rows.size  # bdeu's a_jk, a_j
+            key = None if sets is None else sets[i]
+            fresh = key is None or (key not in self.cell_sums and key not in fresh_sets)
+            if key is not None and fresh:
+                fresh_sets.add(key)
+            if fresh:
+                pieces.append(cells.ravel())
+                shifts += [ess / (q * d)] * cells.size  # bdeu's a_jk
+            pieces.append(rows)
+            shifts += [ess / q] * rows.size  # bdeu's a_j
+            layout.append((cells.size if fresh else 0, rows.size, q, d, key))
         terms = self.terms(np.concatenate(pieces).astype(np.uint64), shifts if mode == "bdeu" else None)
         offset = 0
         out = []
-        for n_cells, n_rows, q, d in layout:
-            cell_sum = ring.sum(terms[offset : offset + n_cells])
+        for n_cells, n_rows, q, d, key in layout:
+            if n_cells:
+                cell_sum = ring.sum(terms[offset : offset + n_cells])
+                if key is not None:
+                    self.cell_sums[key] = cell_sum
+            else:
+                cell_sum = self.cell_sums[key]
             row_sum = ring.sum(terms[offset + n_cells : offset + n_cells + n_rows])
             offset += n_cells + n_rows
             share = ring.sub(cell_sum, row_sum)
