@@ -41,6 +41,13 @@ from ppbn.protocols.pram.operators import RandomizationError, RandomizationSchem
 ESTIMATORS = ("moment", "em")
 
 
+def state_names(states: Mapping[str, Sequence[str]] | None, variable: str, count: int) -> list[str]:
+    """The names of a variable's states for reports: from ``states``, else "0", "1", ..."""
+    if states is not None and variable in states:
+        return [str(s) for s in states[variable]]
+    return [str(k) for k in range(count)]
+
+
 class RandomizedData:
     """Randomized coded records (n x columns) and the public scheme that produced them.
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ppbn.errors import UserError
-from ppbn.protocols.perturb.estimated import ESTIMATORS, RandomizedData
+from ppbn.protocols.perturb.estimated import ESTIMATORS, RandomizedData, state_names
 
 GAIN_TOLERANCE = 1e-12
 # cells of the one table the EM variant estimates per node and candidate
@@ -67,14 +67,20 @@ class Node:
     gain: float = 0.0
     children: list[Node] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"label": self.label, "counts": np.round(self.counts, 3).tolist()}
+    def to_dict(self, classes: list[str], states: Mapping[str, Sequence[str]] | None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "label": classes[self.label],
+            "counts": dict(zip(classes, np.round(self.counts, 3).tolist(), strict=True)),
+        }
         if self.attribute is not None:
+            names = state_names(states, self.attribute, len(self.children))
             out["split"] = self.attribute
             out["gain"] = round(self.gain, 6)
-            out["children"] = [child.to_dict() for child in self.children]
+            out["children"] = {
+                name: child.to_dict(classes, states)
+                for name, child in zip(names, self.children, strict=True)
+            }
         return out
-
 
 @dataclass(frozen=True)
 class DecisionTree:
@@ -104,15 +110,40 @@ class DecisionTree:
     def depth(self) -> int:
         return _depth(self.root)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, states: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        classes = state_names(states, self.class_name, len(self.root.counts))
         return {
             "model": "id3",
             "class": self.class_name,
             "nodes": self.nodes(),
             "depth": self.depth(),
-            "tree": self.root.to_dict(),
+            "tree": self.root.to_dict(classes, states),
         }
 
+    def lines(self, states: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+        """The tree as indented text, one line per branch (for people)."""
+        classes = state_names(states, self.class_name, len(self.root.counts))
+        out: list[str] = []
+        _render(self.root, classes, states, "", out)
+        return out
+
+
+def _render(
+    node: Node,
+    classes: list[str],
+    states: Mapping[str, Sequence[str]] | None,
+    indent: str,
+    out: list[str],
+) -> None:
+    if node.attribute is None:
+        if not out:
+            out.append(f"{classes[node.label]} (a single leaf)")
+        return
+    names = state_names(states, node.attribute, len(node.children))
+    for name, child in zip(names, node.children, strict=True):
+        leaf = f" -> {classes[child.label]} ({child.counts.sum():.0f} records)" if child.attribute is None else ""
+        out.append(f"{indent}{node.attribute} = {name}{leaf}")
+        _render(child, classes, states, indent + "  ", out)
 
 def _count(node: Node) -> int:
     return 1 + sum(_count(c) for c in node.children)

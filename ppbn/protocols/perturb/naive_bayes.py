@@ -14,14 +14,14 @@ naive Bayes of the original records bit for bit (tested).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ppbn.errors import UserError
-from ppbn.protocols.perturb.estimated import RandomizedData
+from ppbn.protocols.perturb.estimated import RandomizedData, state_names
 
 
 @dataclass(frozen=True)
@@ -48,17 +48,22 @@ class NaiveBayes:
         """The most probable class code of each record (ties: the lower code)."""
         return np.argmax(self.log_posterior(data), axis=1)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, states: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        """The probabilities, states named by ``states`` (codes as strings otherwise)."""
+        classes = state_names(states, self.class_name, len(self.log_prior))
+        conditionals = {}
+        for name, table in zip(self.attributes, self.log_conditional, strict=True):
+            names = state_names(states, name, table.shape[0])
+            conditionals[name] = {
+                s: dict(zip(classes, np.exp(row).tolist(), strict=True))
+                for s, row in zip(names, table, strict=True)
+            }
         return {
             "model": "naive_bayes",
             "class": self.class_name,
-            "prior": np.exp(self.log_prior).tolist(),
-            "conditionals": {
-                name: np.exp(table).tolist()
-                for name, table in zip(self.attributes, self.log_conditional, strict=True)
-            },
+            "prior": dict(zip(classes, np.exp(self.log_prior).tolist(), strict=True)),
+            "conditionals": conditionals,
         }
-
 
 def fit_naive_bayes(
     data: RandomizedData,

@@ -33,14 +33,14 @@ Sec. 6.3, or given values such as interval means). A bias feature is always adde
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ppbn.errors import UserError
-from ppbn.protocols.perturb.estimated import ESTIMATORS, RandomizedData
+from ppbn.protocols.perturb.estimated import ESTIMATORS, RandomizedData, state_names
 from ppbn.protocols.pram.estimators import apply_along_axes
 
 ENCODINGS = ("onehot", "ordinal")
@@ -74,26 +74,22 @@ class Perceptron:
         truth = data.column(self.class_name) == self.positive
         return float(np.mean(self.predict(data) == truth))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, states: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        names = ["bias"]
+        for name, vals in zip(self.attributes, self.values, strict=True):
+            if self.encoding == "ordinal":
+                names.append(name)
+            else:
+                names += [f"{name}={s}" for s in state_names(states, name, len(vals))]
+        classes = state_names(states, self.class_name, self.positive + 1)
         return {
             "model": "pocket_perceptron",
             "class": self.class_name,
-            "positive_state": self.positive,
+            "positive": classes[self.positive],
             "encoding": self.encoding,
-            "features": feature_names(self.attributes, self.encoding, self.values),
-            "weights": self.weights.tolist(),
+            "weights": dict(zip(names, self.weights.tolist(), strict=True)),
             "training_correct": self.training_correct,
         }
-
-
-def feature_names(
-    attributes: Sequence[str], encoding: str, values: Sequence[Sequence[float]]
-) -> list[str]:
-    names = ["bias"]
-    for name, vals in zip(attributes, values, strict=True):
-        names += [name] if encoding == "ordinal" else [f"{name}={k}" for k in range(len(vals))]
-    return names
-
 
 def _features(codes: np.ndarray, encoding: str, values: Sequence[Sequence[float]]) -> np.ndarray:
     """[1, phi(x)] for each row of coded attributes."""
