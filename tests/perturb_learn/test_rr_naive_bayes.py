@@ -131,8 +131,8 @@ def _repeated_estimates(codes: np.ndarray, theta: float, reps: int) -> np.ndarra
     out = np.empty((reps, 3, 2))
     for r in range(reps):
         data = RandomizedData(COLUMNS, stacked[r * n : (r + 1) * n], scheme)
-        for j, attr in enumerate(ATTRS[:3]):
-            out[r, j] = data.estimate([attr, "y"])[1] / n
+        joint = data.estimate(["a", "b", "c", "y"]) / n  # its margins are the (A_j, C) estimates
+        out[r] = [joint.sum(axis=(1, 2))[1], joint.sum(axis=(0, 2))[1], joint.sum(axis=(0, 1))[1]]
     return out
 
 

@@ -135,7 +135,10 @@ class RandomizedData:
             inside = [w for w in block.variables if w in names]
             inside.sort(key=names.index)
             keep = [block.variables.index(w) for w in inside]
-            matrix = marginal_transition(block.matrix, block.cardinalities, keep)
+            if keep == list(range(len(block.variables))):
+                matrix = block.matrix  # the whole block, in its own order
+            else:
+                matrix = marginal_transition(block.matrix, block.cardinalities, keep)
             if matrix is None:
                 return None
             operators.append((tuple(names.index(w) for w in inside), matrix))
@@ -151,9 +154,12 @@ class RandomizedData:
             self._fallback = PramEstimator(self.columns, self.codes, self.scheme)
         return self._fallback
 
-    def estimate(self, variables: Sequence[str], method: str = "moment") -> np.ndarray:
+    def estimate(
+        self, variables: Sequence[str], method: str = "moment", em_cycles: int | None = None
+    ) -> np.ndarray:
         """Estimated true counts over ``variables``: ``moment`` (unbiased, may be negative)
-        or ``em`` (maximum likelihood, nonnegative)."""
+        or ``em`` (maximum likelihood, nonnegative; ``em_cycles`` caps its accelerated
+        cycles below ``em_estimate``'s default)."""
         if method not in ESTIMATORS:
             raise ValueError(f"unknown estimator {method!r}; use one of {ESTIMATORS}")
         operators = self.operators(variables)
@@ -165,7 +171,9 @@ class RandomizedData:
             return observed
         if method == "moment":
             return moment_estimate(observed, operators)
-        return em_estimate(observed, operators)
+        if em_cycles is None:
+            return em_estimate(observed, operators)
+        return em_estimate(observed, operators, max_iter=em_cycles)
 
     def covariance(self, variables: Sequence[str]) -> np.ndarray:
         """Cov(N_hat | D) of the moment estimate over the C-order cells (Theorems 1-2)."""
