@@ -134,15 +134,11 @@ def _default_attributes(net, cls: str) -> tuple[str, ...]:
     return tuple(v for v in net.names if v in blanket)
 
 
-def gamma_levels(problem: Problem, p: float) -> dict[str, float | str]:
+def gamma_levels(problem: Problem, p: float) -> dict[str, float]:
     """gamma of M-category randomization for each number of states K among the randomized
-    variables: (1 - p)(K - 1)/p, infinite at p = 0."""
-    out: dict[str, float | str] = {}
-    scheme = problem.scheme(p) if p > 0 else None
-    for block in scheme.blocks if scheme else ():
-        k = block.size
-        out[f"{k} states"] = (1 - p) * (k - 1) / p
-    return out or {"all": "inf"}
+    variables, (1 - p)(K - 1)/p, keyed "K=2", "K=3", ... in increasing K."""
+    sizes = sorted({block.size for block in problem.scheme(p).blocks})
+    return {f"K={k}": (1 - p) * (k - 1) / p for k in sizes}
 
 
 def _accuracy(model, learner: str, test: RandomizedData, class_name: str) -> float:
@@ -239,12 +235,12 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
 
 
 def _gamma_text(row: dict[str, Any]) -> str:
-    return ", ".join(f"{v:.3g}" if not isinstance(v, str) else v for v in row["gamma"].values())
+    return ", ".join(f"{k} {v:.3g}" for k, v in row["gamma"].items())
 
 
 def markdown_table(results: dict[str, Any]) -> str:
     lines = [
-        "| learner | p | gamma | original | randomized (uncorrected) | reconstructed |",
+        "| learner | p | gamma (K states) | original | randomized (uncorrected) | reconstructed |",
         "|---|---|---|---|---|---|",
     ]
     for learner in LEARNERS:
@@ -263,6 +259,7 @@ def write_report(results: dict[str, Any], folder: Path) -> list[Path]:
     data = results["data"]
     head = (
         f"# Classifiers from randomized data\n\n{data['source']}; class {data['class']}; "
+        f"attributes {', '.join(data['attributes'])}; "
         f"{data['records']:,} training and {data['test_records']:,} test records; "
         f"{results['mechanism']}; {results['repeats']} randomizations per p (mean ± sd); "
         f"majority-class rate {data['majority_rate']:.3f}.\n\n"
@@ -279,7 +276,10 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     ps = results["ps"]
-    ticks = [f"{p:g}\nγ {_gamma_text(row)}" for p, row in zip(ps, results["privacy"], strict=True)]
+    ticks = [
+        f"{p:g}\n" + "\n".join(f"γ {v:.3g} ({k})" for k, v in row["gamma"].items())
+        for p, row in zip(ps, results["privacy"], strict=True)
+    ]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), sharey=True)
     for ax, learner in zip(axes, LEARNERS, strict=True):
         acc = results["accuracy"][learner]
@@ -292,7 +292,7 @@ def _plot(results: dict[str, Any], path: Path) -> None:
             ax.errorbar(ps, mean, yerr=sd, color=color, marker="o", capsize=3, label=label)
         ax.set_title(TITLES[learner])
         ax.set_xticks(ps, ticks, fontsize=7)
-        ax.set_xlabel("randomization p (gamma per number of states)")
+        ax.set_xlabel("randomization p (gamma of K-state variables)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy on original test records")
     axes[0].legend(fontsize=8)

@@ -19,7 +19,7 @@ def test_lens_comparison_writes_json_markdown_and_plot(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["accuracy.png", "report.md", "results.json"]
     assert (out / "accuracy.png").read_bytes()[:4] == b"\x89PNG"
     assert results["ps"] == [0.1, 0.3]
-    assert results["privacy"][1]["gamma"] == {"3 states": pytest.approx(0.7 * 2 / 0.3), "2 states": pytest.approx(0.7 / 0.3)}
+    assert results["privacy"][1]["gamma"] == {"K=2": pytest.approx(0.7 / 0.3), "K=3": pytest.approx(0.7 * 2 / 0.3)}
     for learner in ("naive_bayes", "id3", "perceptron"):
         acc = results["accuracy"][learner]
         assert len(acc["reconstructed"]) == 2 and len(acc["reconstructed"][0]["runs"]) == 2
@@ -27,7 +27,7 @@ def test_lens_comparison_writes_json_markdown_and_plot(tmp_path, capsys):
         # randomized records at face value falls to about the majority rate (0.73)
         assert acc["reconstructed"][1]["mean"] > acc["randomized"][1]["mean"] + 0.1, learner
         assert acc["reconstructed"][1]["mean"] > acc["original"] - 0.06, learner
-    assert "| naive Bayes (Zhan) | 0.3 | 4.67, 2.33 |" in (out / "report.md").read_text()
+    assert "| naive Bayes (Zhan) | 0.3 | K=2 2.33, K=3 4.67 |" in (out / "report.md").read_text()
 
 
 @pytest.mark.parametrize(
