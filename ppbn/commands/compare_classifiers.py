@@ -14,8 +14,8 @@ def _compare(args: argparse.Namespace) -> int:
     from ppbn.parties.classifier_compare import (
         ClassifierSettings,
         markdown_table,
+        parse_levels,
         parse_names,
-        parse_ps,
         run_classifier_comparison,
         trends,
         write_report,
@@ -28,6 +28,10 @@ def _compare(args: argparse.Namespace) -> int:
     records = args.records or (6000 if args.lenses else 20000)
     if records < 10 or args.test_records < 10:
         raise UserError("--records and --test-records must be at least 10")
+    if args.theta and args.p:
+        raise UserError("give --p (M-category) or --theta (randomized response), not both")
+    if args.one_group and not args.theta:
+        raise UserError("--one-group is Zhan's scheme: it needs --theta")
     if args.repeats < 1:
         raise UserError("--repeats must be at least 1")
     if args.pocket_iterations < 1:
@@ -37,7 +41,7 @@ def _compare(args: argparse.Namespace) -> int:
         class_name=args.class_name,
         records=records,
         test_records=args.test_records,
-        ps=parse_ps(args.p),
+        levels=parse_levels(args.theta, "--theta") if args.theta else parse_levels(args.p or "0.1,0.2,0.3,0.4", "--p"),
         repeats=args.repeats,
         seed=args.seed,
         attributes=parse_names(args.attributes),
@@ -47,6 +51,8 @@ def _compare(args: argparse.Namespace) -> int:
         positive=args.positive,
         perceptron_estimator=args.perceptron_estimator,
         pocket_iterations=args.pocket_iterations,
+        mechanism="theta" if args.theta else "p",
+        one_group=args.one_group,
     )
     name = "lenses" if args.lenses else f"{args.network}-{args.class_name}"
     out = check_output_dir(args.out or f"compare-classifiers-{name}", force=args.force)
@@ -83,7 +89,10 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--lenses", action="store_true", help="the Lens data of Ma 2006, Sec. 6.3 instead of a network")
     parser.add_argument("--records", type=int, help="training records (default 20000; 6000 with --lenses)")
     parser.add_argument("--test-records", type=int, default=5000, help="test records (default 5000)")
-    parser.add_argument("--p", default="0.1,0.2,0.3,0.4", help="randomization levels (default 0.1,0.2,0.3,0.4)")
+    parser.add_argument("--p", help="M-category randomization levels (default 0.1,0.2,0.3,0.4)")
+    parser.add_argument("--theta", help="Warner randomized-response levels instead (binary attributes), e.g. 0,0.1,0.3,0.7,0.9,1")
+    parser.add_argument("--one-group", action="store_true",
+                        help="with --theta: all attributes kept or flipped together (Zhan's one-group scheme)")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=5, help="randomizations per p (default 5, as Ma 2006)")
     parser.add_argument("--seed", type=int, default=7, help="data seed (default 7)")
     parser.add_argument(

@@ -5,8 +5,10 @@ Data: records sampled from a bnlearn network shipped with pgmpy with a chosen cl
 variable (scikit-learn's data sets are not a dependency), or the Lens data of Ma 2006,
 Sec. 6.3 (``--lenses``: Table 6.1 sampling, Table 6.2 randomization). A separate test
 sample, never randomized, measures accuracy (as the dissertation tests on the original
-data, Sec. 6.3). Every attribute is randomized with M-category randomization p (for a
-binary variable: Warner's theta = 1 - p); the class only with ``randomize_class``.
+data, Sec. 6.3). Every attribute is randomized with M-category randomization p, or with
+Warner's randomized response theta (binary attributes; Zhan's experiments), each on its
+own or, with ``one_group``, all kept or flipped together (Zhan Sec. 3.2); the class only
+with ``randomize_class``.
 
 For each p and each of ``repeats`` randomizations of the one training sample:
 
@@ -15,9 +17,8 @@ For each p and each of ``repeats`` randomizations of the one training sample:
 - reconstructed: the learner on estimated counts (naive Bayes: Zhan; ID3: Sec. 7.2.2 with
   moment estimates; perceptron: expected cost with an EM prior, Sec. 6.2).
 
-The privacy level is the gamma-amplification of the M-category matrices (Sec. 3.1,
-(1 - p)(K - 1)/p for K states), reported for each number of states among the randomized
-variables. The perceptron separates ``positive`` from the other class states; with a
+The privacy level is the gamma-amplification of the blocks (Sec. 3.1; (1 - p)(K - 1)/p
+for M-category over K states), for each block size, strict and ignoring zeros (NOTES.md). The perceptron separates ``positive`` from the other class states; with a
 binary class its accuracy is the ordinary one.
 """
 
@@ -43,6 +44,7 @@ from ppbn.protocols.perturb.naive_bayes import fit_naive_bayes
 from ppbn.protocols.perturb.perceptron import DEFAULT_ITERATIONS, MAX_CONFIGURATIONS, fit_perceptron
 from ppbn.protocols.perturb.response import scheme_for
 from ppbn.protocols.pram.operators import RandomizationScheme, RandomSource
+from ppbn.protocols.pram.privacy import gamma_amplification
 
 LEARNERS = ("naive_bayes", "id3", "perceptron")
 TITLES = {"naive_bayes": "naive Bayes (Zhan)", "id3": "ID3 (Ma Sec. 7.2)", "perceptron": "pocket perceptron (Ma Ch. 6)"}
@@ -55,7 +57,7 @@ class ClassifierSettings:
     class_name: str | None
     records: int
     test_records: int
-    ps: tuple[float, ...]
+    levels: tuple[float, ...]  # values of p, or of theta with mechanism "theta"
     repeats: int = 5
     seed: int = 7
     attributes: tuple[str, ...] | None = None
@@ -65,6 +67,8 @@ class ClassifierSettings:
     positive: str | None = None
     perceptron_estimator: str = "em"
     pocket_iterations: int = DEFAULT_ITERATIONS
+    mechanism: str = "p"  # "p": M-category (Ma); "theta": Warner randomized response (Zhan)
+    one_group: bool = False  # theta only: all attributes kept or flipped together (Zhan Sec. 3.2)
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class Problem:
 def make_problem(settings: ClassifierSettings) -> Problem:
     """Sample the data (a network's records or the Lens data) and fix attributes and scheme."""
     if settings.network is None:
+        if settings.mechanism != "p":
+            raise UserError("the Lens data are randomized as in Table 6.2 (give --p, not --theta)")
         columns, train = sample_lenses(settings.records, np.random.default_rng(settings.seed))
         _, test = sample_lenses(settings.test_records, np.random.default_rng(settings.seed + 1))
         states = {c: tuple(str(k + 1) for k in range(LENS_CARDINALITIES[c])) for c in columns}
@@ -112,10 +118,16 @@ def make_problem(settings: ClassifierSettings) -> Problem:
     used = (*attributes, cls)
     cards = {v: net.cardinality(v) for v in used}
     randomized = [*attributes, cls] if settings.randomize_class else list(attributes)
+    groups = [tuple(randomized)] if settings.one_group else []
+
+    def scheme(level: float) -> RandomizationScheme:
+        if settings.mechanism == "theta":
+            return scheme_for(cards, randomized, theta=level, groups=groups)
+        return scheme_for(cards, randomized, p=level, groups=groups)
+
     return Problem(
         f"network {settings.network} (bnlearn, shipped with pgmpy)", used,
-        {v: net.states[v] for v in used}, cls, tuple(attributes), train, test,
-        lambda p: scheme_for(cards, randomized, p=p),
+        {v: net.states[v] for v in used}, cls, tuple(attributes), train, test, scheme,
     )  # fmt: skip
 
 
@@ -134,11 +146,18 @@ def _default_attributes(net, cls: str) -> tuple[str, ...]:
     return tuple(v for v in net.names if v in blanket)
 
 
-def gamma_levels(problem: Problem, p: float) -> dict[str, float]:
-    """gamma of M-category randomization for each number of states K among the randomized
-    variables, (1 - p)(K - 1)/p, keyed "K=2", "K=3", ... in increasing K."""
-    sizes = sorted({block.size for block in problem.scheme(p).blocks})
-    return {f"K={k}": (1 - p) * (k - 1) / p for k in sizes}
+def gamma_levels(problem: Problem, level: float) -> dict[str, dict[str, float | None]]:
+    """gamma-amplification of the blocks for each block size K (Sec. 3.1; NOTES.md zero
+    convention): the strict value (None when infinite, as for a flip-all group, whose
+    outputs each come from two originals only) and the value over nonzero entries."""
+    strict: dict[str, float | None] = {}
+    nonzero: dict[str, float | None] = {}
+    for block in sorted(problem.scheme(level).blocks, key=lambda b: b.size):
+        gamma = gamma_amplification(block.matrix, block.name)
+        key = f"K={block.size}"
+        strict[key] = gamma.value if math.isfinite(gamma.value) else None
+        nonzero[key] = gamma.value_ignoring_zeros if math.isfinite(gamma.value_ignoring_zeros) else None
+    return {"gamma": strict, "gamma_ignoring_zeros": nonzero}
 
 
 def _accuracy(model, learner: str, test: RandomizedData, class_name: str) -> float:
@@ -178,7 +197,7 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
             f"class {problem.class_name!r} has {len(problem.states[problem.class_name])} states: "
             "give --positive STATE for the perceptron (it separates one state from the rest)"
         )
-    schemes = {p: problem.scheme(p) for p in settings.ps}  # a singular matrix fails here, before any work
+    schemes = {x: problem.scheme(x) for x in settings.levels}  # a singular matrix fails here, before any work
     accuracy: dict[str, Any] = {name: {"original": None, **{m: [] for m in MODES}} for name in LEARNERS}
     seconds: dict[str, float] = dict.fromkeys(LEARNERS, 0.0)
     for learner in LEARNERS:
@@ -204,7 +223,7 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
                 "p": p, "mean": float(np.mean(values)),
                 "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0, "runs": values,
             })  # fmt: skip
-        say(f"p = {p:g}: " + ", ".join(
+        say(f"{settings.mechanism} = {p:g}: " + ", ".join(
             f"{learner} {runs[(learner, 'reconstructed')][0]:.3f}" for learner in LEARNERS))  # fmt: skip
     majority = float(np.max(np.bincount(y, minlength=len(problem.states[problem.class_name]))) / len(y))
     return {
@@ -216,13 +235,12 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
             "test_records": int(problem.test.shape[0]),
             "majority_rate": majority,
         },
-        "mechanism": "M-category randomization p per attribute"
-        + ("; class randomized too" if settings.randomize_class and settings.network else "; class not randomized")
-        + (" (Lens: Table 6.2)" if settings.network is None else ""),
-        "ps": list(settings.ps),
+        "mechanism": _mechanism_text(settings),
+        "mechanism_parameter": settings.mechanism,
+        "levels": list(settings.levels),
         "repeats": settings.repeats,
         "seed": settings.seed,
-        "privacy": [{"p": p, "gamma": gamma_levels(problem, p)} for p in settings.ps],
+        "privacy": [{"level": x, **gamma_levels(problem, x)} for x in settings.levels],
         "accuracy": accuracy,
         "learning_seconds": seconds,
         "wall_s": time.perf_counter() - started,
@@ -234,18 +252,33 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
     }
 
 
-def _gamma_text(row: dict[str, Any]) -> str:
-    return ", ".join(f"{k} {v:.3g}" for k, v in row["gamma"].items())
+def _mechanism_text(settings: ClassifierSettings) -> str:
+    if settings.network is None:
+        return "Table 6.2: M-category p per attribute; class not randomized"
+    kind = (
+        "Warner randomized response theta" if settings.mechanism == "theta" else "M-category randomization p"
+    )
+    scope = "all attributes kept or flipped together (one group)" if settings.one_group else "per attribute"
+    return f"{kind}, {scope}; class {'randomized too' if settings.randomize_class else 'not randomized'}"
+
+
+def _gamma_text(row: dict[str, Any], sep: str = ", ") -> str:
+    parts = []
+    for k, v in row["gamma"].items():
+        loose = row["gamma_ignoring_zeros"][k]
+        text = f"{v:.3g}" if v is not None else f"inf ({loose:.3g} ignoring zeros)" if loose else "inf"
+        parts.append(f"{k} {text}")
+    return sep.join(parts)
 
 
 def markdown_table(results: dict[str, Any]) -> str:
     lines = [
-        "| learner | p | gamma (K states) | original | randomized (uncorrected) | reconstructed |",
+        f"| learner | {results['mechanism_parameter']} | gamma (K states) | original | randomized (uncorrected) | reconstructed |",
         "|---|---|---|---|---|---|",
     ]
     for learner in LEARNERS:
         acc = results["accuracy"][learner]
-        for k, p in enumerate(results["ps"]):
+        for k, p in enumerate(results["levels"]):
             cells = [f"{acc[m][k]['mean']:.3f} ± {acc[m][k]['sd']:.3f}" for m in MODES]
             gamma = _gamma_text(results["privacy"][k])
             lines.append(f"| {TITLES[learner]} | {p:g} | {gamma} | {acc['original']:.3f} | {cells[0]} | {cells[1]} |")
@@ -275,11 +308,8 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ps = results["ps"]
-    ticks = [
-        f"{p:g}\n" + "\n".join(f"γ {v:.3g} ({k})" for k, v in row["gamma"].items())
-        for p, row in zip(ps, results["privacy"], strict=True)
-    ]
+    ps = results["levels"]
+    ticks = [f"{p:g}\n" + _gamma_text(row, "\n") for p, row in zip(ps, results["privacy"], strict=True)]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), sharey=True)
     for ax, learner in zip(axes, LEARNERS, strict=True):
         acc = results["accuracy"][learner]
@@ -292,7 +322,7 @@ def _plot(results: dict[str, Any], path: Path) -> None:
             ax.errorbar(ps, mean, yerr=sd, color=color, marker="o", capsize=3, label=label)
         ax.set_title(TITLES[learner])
         ax.set_xticks(ps, ticks, fontsize=7)
-        ax.set_xlabel("randomization p (gamma of K-state variables)")
+        ax.set_xlabel(f"randomization {results['mechanism_parameter']} (gamma of K-state blocks)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy on original test records")
     axes[0].legend(fontsize=8)
@@ -307,25 +337,29 @@ def trends(results: dict[str, Any]) -> list[str]:
     """One line per learner: how far each mode falls from the original at the largest p."""
     out = []
     last = -1
-    p = results["ps"][last]
+    p = results["levels"][last]
     for learner in LEARNERS:
         acc = results["accuracy"][learner]
         rec, raw = acc["reconstructed"][last]["mean"], acc["randomized"][last]["mean"]
         out.append(
-            f"{TITLES[learner]} at p = {p:g}: reconstructed {rec:.3f}, uncorrected {raw:.3f}, "
+            f"{TITLES[learner]} at {results['mechanism_parameter']} = {p:g}: reconstructed {rec:.3f}, uncorrected {raw:.3f}, "
             f"original {acc['original']:.3f} (majority {results['data']['majority_rate']:.3f})"
         )
     return out
 
 
-def parse_ps(text: str) -> tuple[float, ...]:
+def parse_levels(text: str, flag: str) -> tuple[float, ...]:
+    """A comma list of distinct randomization levels in (0, 1) (theta may be in [0, 1])."""
     try:
-        ps = tuple(float(part) for part in text.split(",") if part.strip())
+        levels = tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise UserError(f"--p must be a comma list of numbers, got {text!r}") from None
-    if not ps or any(not 0.0 < p < 1.0 for p in ps) or len(set(ps)) != len(ps):
-        raise UserError("--p must list distinct randomization levels in (0, 1)")
-    return tuple(sorted(ps))
+        raise UserError(f"{flag} must be a comma list of numbers, got {text!r}") from None
+    low_ok = (lambda x: x >= 0.0) if flag == "--theta" else (lambda x: x > 0.0)
+    high_ok = (lambda x: x <= 1.0) if flag == "--theta" else (lambda x: x < 1.0)
+    if not levels or any(not (low_ok(x) and high_ok(x)) for x in levels) or len(set(levels)) != len(levels):
+        span = "[0, 1]" if flag == "--theta" else "(0, 1)"
+        raise UserError(f"{flag} must list distinct randomization levels in {span}")
+    return tuple(sorted(levels))
 
 
 def parse_names(text: str | None) -> tuple[str, ...] | None:

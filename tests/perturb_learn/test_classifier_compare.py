@@ -18,7 +18,7 @@ def test_lens_comparison_writes_json_markdown_and_plot(tmp_path, capsys):
     results = json.loads(capsys.readouterr().out)
     assert sorted(p.name for p in out.iterdir()) == ["accuracy.png", "report.md", "results.json"]
     assert (out / "accuracy.png").read_bytes()[:4] == b"\x89PNG"
-    assert results["ps"] == [0.1, 0.3]
+    assert results["levels"] == [0.1, 0.3]
     assert results["privacy"][1]["gamma"] == {"K=2": pytest.approx(0.7 / 0.3), "K=3": pytest.approx(0.7 * 2 / 0.3)}
     for learner in ("naive_bayes", "id3", "perceptron"):
         acc = results["accuracy"][learner]
@@ -37,6 +37,8 @@ def test_lens_comparison_writes_json_markdown_and_plot(tmp_path, capsys):
         (["--network", "asia"], "--network needs --class"),
         (["--lenses", "--p", "0.1,0.5"], "not invertible"),
         (["--lenses", "--p", "0,0.2"], "distinct randomization levels in (0, 1)"),
+        (["--lenses", "--theta", "0.2"], "Table 6.2 (give --p, not --theta)"),
+        (["--lenses", "--p", "0.2", "--one-group"], "--one-group is Zhan's scheme"),
         (["--lenses", "--repeats", "0"], "--repeats must be at least 1"),
     ],
 )
