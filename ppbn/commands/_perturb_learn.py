@@ -47,8 +47,9 @@ def _learn(args: argparse.Namespace) -> int:
     class_name = getattr(args, "class_name", None)
     mechanism = None
     if args.theta is not None or args.p is not None:
-        if args.ignore_randomization:
-            raise UserError("--ignore-randomization learns as if the data were original: give no mechanism")
+        if args.ignore_randomization and args.randomize is None:
+            raise UserError("--ignore-randomization learns as if the data were original: give no "
+                            "mechanism (or --randomize, to randomize here and then ignore it)")  # fmt: skip
         if args.theta is not None and args.p is not None:
             raise UserError("give one mechanism: --theta (randomized response) or --p (PRAM)")
         candidates = [c for c in train.columns if c != class_name]
@@ -71,7 +72,8 @@ def _learn(args: argparse.Namespace) -> int:
         "min_confidence": getattr(args, "min_confidence", 0.6),
         "max_size": getattr(args, "max_size", None),
     }
-    report = learn(args.learner, train, test, class_name, mechanism, options, args.randomize)
+    report = learn(args.learner, train, test, class_name, mechanism, options, args.randomize,
+                   correct=not args.ignore_randomization)  # fmt: skip
     report["data"] = str(args.data)
     if args.out:
         with atomic_output_dir(args.out, force=args.force) as folder:
@@ -86,8 +88,9 @@ def _learn(args: argparse.Namespace) -> int:
 
 def _lines(report: dict[str, Any]) -> list[str]:
     """The report for people: the mechanism, the model in short, the accuracy."""
-    out = [f"{report['learner']} on {report['records']:,} records; mechanism: {report['mechanism']}"]
-    gammas = sorted({str(round(g["gamma"], 3)) if g["gamma"] != "inf" else "inf" for g in report["privacy"]})
+    how = "estimated counts" if report["corrected"] else "taken as if not randomized"
+    out = [f"{report['learner']} on {report['records']:,} records ({how}); mechanism: {report['mechanism']}"]
+    gammas = sorted({_gamma(g) for g in report["privacy"]})
     if gammas:
         out.append(f"gamma-amplification per randomized block: {', '.join(gammas)}")
     model = report["model"]
@@ -119,6 +122,13 @@ def _lines(report: dict[str, Any]) -> list[str]:
         out.append(f"accuracy on {report['test_records']:,} test records{task}: {report['accuracy']:.4f}")
     out.append(f"learned in {report['seconds']:.2f} s")
     return out
+
+
+def _gamma(row: dict[str, Any]) -> str:
+    if row["gamma"] != "inf":
+        return f"{row['gamma']:.3g}"
+    loose = row["gamma_ignoring_zeros"]
+    return "inf" if loose == "inf" else f"inf ({loose:.3g} ignoring zeros)"
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -176,7 +186,8 @@ def _common(parser: argparse.ArgumentParser, classifier: bool) -> None:
     if classifier:
         mechanism.add_argument("--randomize-class", action="store_true", help="the class was randomized too (default: not)")
     mechanism.add_argument("--ignore-randomization", action="store_true",
-                           help="learn as if the data were original (the uncorrected baseline)")  # fmt: skip
+                           help="learn as if the data were original (the uncorrected baseline; with "
+                           "--randomize: randomize here, then ignore it)")  # fmt: skip
     parser.add_argument(
         "--randomize", metavar="SEED",
         help="the table holds ORIGINAL records: randomize them here with the mechanism first "

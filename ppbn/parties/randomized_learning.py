@@ -178,9 +178,11 @@ def learn(
     mechanism: Mechanism | None,
     options: Mapping[str, Any],
     randomize_seed: str | None = None,
+    correct: bool = True,
 ) -> dict[str, Any]:
     """Fit one learner on ``train`` (randomized by ``mechanism``) and report the model and
-    its accuracy on ``test``; ``mechanism`` None learns as if the data were original."""
+    its accuracy on ``test``. Without ``mechanism``, or with ``correct`` false, the learner
+    takes the records as if they were original (the uncorrected baseline)."""
     if learner not in LEARNERS:
         raise UserError(f"unknown learner {learner!r}; use one of {', '.join(LEARNERS)}")
     if learner == "rules":
@@ -194,12 +196,13 @@ def learn(
         if mechanism is None:
             raise UserError("--randomize needs a mechanism (--theta or --p)")
         codes = scheme.randomize(codes, train.columns, RandomSource.from_seed(randomize_seed))
-    data = RandomizedData(train.columns, codes, scheme)
+    data = RandomizedData(train.columns, codes, scheme if correct else plain)
     started = time.perf_counter()
     report: dict[str, Any] = {
         "learner": learner,
         "records": data.records,
-        "mechanism": mechanism.describe(class_name) if mechanism else "none (learned as if not randomized)",
+        "mechanism": mechanism.describe(class_name) if mechanism else "none",
+        "corrected": bool(mechanism and correct),
         "randomized_here": randomize_seed is not None,
         "privacy": privacy(scheme),
     }

@@ -67,7 +67,22 @@ def test_nb_on_a_randomized_csv(tmp_path, capsys):
     assert set(report["model"]["prior"]) == {"no", "yes"}
     code, out, _ = _run(capsys, "nb", "--data", str(train), "--test", str(test), "--class", "y",
                         "--id", "rid", "--ignore-randomization", "--format", "json")  # fmt: skip
-    assert json.loads(out)["mechanism"].startswith("none")
+    assert json.loads(out)["mechanism"] == "none" and not json.loads(out)["corrected"]
+
+
+def test_one_group_randomized_here_then_corrected_or_ignored(tmp_path, capsys):
+    """Zhan's one-group scheme randomized by the command itself: the strict gamma is
+    infinite (each output comes from two originals), 7/3 ignoring zeros."""
+    train, test = _csv(tmp_path / "train.csv", 3000, 6), _csv(tmp_path / "test.csv", 1000, 7)
+    argv = ["nb", "--data", str(train), "--test", str(test), "--class", "y", "--id", "rid",
+            "--theta", "0.3", "--groups", "all", "--randomize", "9"]  # fmt: skip
+    code, out, _ = _run(capsys, *argv)
+    assert code == 0
+    assert "gamma-amplification per randomized block: inf (2.33 ignoring zeros)" in out
+    corrected = float(out.split("test records: ")[1].split()[0])
+    code, out, _ = _run(capsys, *argv, "--ignore-randomization")
+    assert "(taken as if not randomized)" in out
+    assert float(out.split("test records: ")[1].split()[0]) < corrected - 0.2  # theta < 0.5 inverts the signal
 
 
 def test_every_learner_on_a_data_folder(tmp_path, capsys):
@@ -82,7 +97,7 @@ def test_every_learner_on_a_data_folder(tmp_path, capsys):
     code, out, _ = _run(capsys, "rules", *common, "--groups", "a,b:c,d,y",
                         "--min-support", "0.1", "--out", str(out_dir))  # fmt: skip
     assert code == 0
-    assert "gamma-amplification per randomized block: 12.0, 28.0" in out
+    assert "gamma-amplification per randomized block: 12, 28" in out
     saved = json.loads((out_dir / "report.json").read_text())
     assert saved["randomized_here"] is True
     assert json.loads((out_dir / "model.json").read_text())["records"] == 4000
