@@ -99,6 +99,23 @@ def test_mirror_about_one_half(groups):
         assert np.array_equal(a.predict(test), b.predict(test))
 
 
+def test_em_estimates_mirror_too_and_are_exact_at_theta_zero():
+    """The MLE does not depend on how the randomized records are read, so EM mirrors as
+    the moment estimate does; this needs an interior start (from N_tilde / N the cells
+    empty in the randomized data stay empty, and at theta < 0.5 the truth is elsewhere)."""
+    codes = _records(2000, 13)
+    codes[:, 1] |= codes[:, 0]  # a = 1 implies b = 1: cells (a, b) = (1, 0) are empty, (0, 1) are not
+    group = (("a", "b", "c", "d"),)
+    plain = _plain(codes).estimate(COLUMNS)
+    assert np.allclose(_randomized(codes, 0.0, group, seed=1).estimate(COLUMNS, "em"), plain)
+    for theta in (0.2, 0.35):
+        data = _randomized(codes, theta, group, seed=2)
+        flipped = data.codes.copy()
+        flipped[:, :4] = 1 - flipped[:, :4]
+        mirror = RandomizedData(COLUMNS, flipped, scheme_for(CARDS, ATTRS, theta=1 - theta, groups=group))
+        assert np.allclose(data.estimate(COLUMNS, "em"), mirror.estimate(COLUMNS, "em"), atol=0.01)
+
+
 def test_mean_accuracy_mirrors_over_independent_randomizations():
     """The statistical form of the mirror (Zhan Fig. 1-2): mean accuracy over 20 fresh
     randomizations at theta and at 1 - theta agree within 4 standard errors."""

@@ -171,9 +171,12 @@ class RandomizedData:
             return observed
         if method == "moment":
             return moment_estimate(observed, operators)
-        if em_cycles is None:
-            return em_estimate(observed, operators)
-        return em_estimate(observed, operators, max_iter=em_cycles)
+        # interior start (add one to every cell): from N_tilde / N a cell empty in the
+        # randomized data could never become positive, which traps EM far from the MLE
+        # when the matrix is far from the identity (theta < 0.5: the truth sits in the
+        # flipped cells)
+        cycles = {} if em_cycles is None else {"max_iter": em_cycles}
+        return em_estimate(observed, operators, start=observed + 1.0, **cycles)
 
     def covariance(self, variables: Sequence[str]) -> np.ndarray:
         """Cov(N_hat | D) of the moment estimate over the C-order cells (Theorems 1-2)."""
