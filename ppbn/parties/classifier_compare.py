@@ -268,7 +268,7 @@ def _gamma_text(row: dict[str, Any], sep: str = ", ") -> str:
         loose = row["gamma_ignoring_zeros"][k]
         text = f"{v:.3g}" if v is not None else f"inf ({loose:.3g} ignoring zeros)" if loose else "inf"
         parts.append(f"{k} {text}")
-    return sep.join(parts)
+    return sep.join(parts) or "none (identity)"
 
 
 def markdown_table(results: dict[str, Any]) -> str:
