@@ -10,7 +10,8 @@ p(v_l | v_tilde_k) = T_hat_l P(l, k) / sum_m T_hat_m P(m, k) with T_hat estimate
 randomized data, by EM (nonnegative; the default) or the moment estimate clipped at 0.
 The dissertation allows either. EM is the better prior (Lens at p = 0.4: 0.94 accuracy
 against 0.78, 5 runs each) but slow when the MLE is on the boundary, as whenever the
-class is a function of the attributes (the Lens data: seconds per fit).
+class is a function of the attributes (Lens) or a variable of others (asia's "either"):
+its cycles are capped at ``PRIOR_EM_CYCLES``.
 
 Summed over the records, the weight of configuration l is
 W_l = T_hat_l [P (N_tilde / (P^T T_hat))]_l, one EM step from T_hat, computed factor by
@@ -46,6 +47,10 @@ from ppbn.protocols.pram.estimators import apply_along_axes
 ENCODINGS = ("onehot", "ordinal")
 COSTS = ("expected", "raw")
 MAX_CONFIGURATIONS = 1 << 16
+# The prior only weights the posteriors: 300 accelerated EM cycles (about 900 EM steps)
+# gave test accuracies within 0.012 of 5,000 cycles (asia, class dysp or bronc, p = 0.3
+# and 0.4) in a tenth of the time.
+PRIOR_EM_CYCLES = 300
 DEFAULT_ITERATIONS = 20_000
 
 
@@ -123,7 +128,7 @@ def configuration_weights(
         )
     if cost == "raw" or not operators:
         return observed
-    prior = np.clip(data.estimate(variables, method), 0.0, None)
+    prior = np.clip(data.estimate(variables, method, em_cycles=PRIOR_EM_CYCLES), 0.0, None)
     predicted = apply_along_axes(prior, [(axes, m.T) for axes, m in operators])
     ratio = np.divide(observed, predicted, out=np.zeros_like(observed), where=predicted > 0)
     return prior * apply_along_axes(ratio, operators)
