@@ -10,9 +10,29 @@ their moment / EM estimators stay in ``ppbn.protocols.pram`` and are reused here
 - ``categorical``: ``reconstruct`` a categorical column or a few (moment, EM).
 - ``additive``: Wu's EM, binned EM, Richardson-Lucy, Fourier estimate, one-step protocol.
 - ``mgas_example``: the dissertation's two-triangle MGAS example (Sec. 2.5).
+- Learners on randomized data (Zhan; Ma 2006, Ch. 6-7), each a local library call:
+  ``naive_bayes``, ``id3``, ``perceptron``, ``apriori``, over ``estimated`` counts of
+  ``response`` mechanisms.
 """
 
+from ppbn.protocols.perturb.apriori import mine
 from ppbn.protocols.perturb.categorical import CategoricalEstimate, reconstruct
+from ppbn.protocols.perturb.estimated import RandomizedData
+from ppbn.protocols.perturb.id3 import fit_id3
 from ppbn.protocols.perturb.mechanisms import Mechanisms, parse_mechanisms
+from ppbn.protocols.perturb.naive_bayes import fit_naive_bayes
+from ppbn.protocols.perturb.perceptron import fit_perceptron
+from ppbn.protocols.perturb.response import scheme_for
 
-__all__ = ["CategoricalEstimate", "Mechanisms", "parse_mechanisms", "reconstruct"]
+__all__ = [
+    "CategoricalEstimate",
+    "Mechanisms",
+    "RandomizedData",
+    "fit_id3",
+    "fit_naive_bayes",
+    "fit_perceptron",
+    "mine",
+    "parse_mechanisms",
+    "reconstruct",
+    "scheme_for",
+]

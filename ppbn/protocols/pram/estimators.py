@@ -105,13 +105,16 @@ def em_estimate(
     operators: Sequence[AxisOperator],
     tol: float = 1e-9,
     max_iter: int = 5000,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
     """Maximum-likelihood counts by EM (Sec. 2.4.2; NOTES.md update).
 
     theta_j <- (1/N) sum_k N_tilde_k theta_j P_jk / sum_m theta_m P_mk, started at
-    N_tilde / N, until no cell moves by more than ``tol * N`` in one cycle. The update
-    keeps theta nonnegative and summing to 1; when the moment estimate is interior it is
-    the MLE and EM converges to it. A cell that starts at 0 (N_tilde_j = 0) stays at 0.
+    N_tilde / N (or at ``start`` normalised), until no cell moves by more than ``tol * N``
+    in one cycle. The update keeps theta nonnegative and summing to 1; when the moment
+    estimate is interior it is the MLE and EM converges to it. A cell that starts at 0
+    stays at 0: the dissertation's start suits matrices near the identity; for one far
+    from it (randomized response with theta < 0.5) pass an interior ``start``.
 
     EM crawls when the MLE is on the boundary (a cell tends to 0), so the iterations are
     accelerated with SQUAREM (Varadhan and Roland 2008): from two EM steps, extrapolate
@@ -133,7 +136,7 @@ def em_estimate(
     def loglik(theta: np.ndarray) -> float:
         return log_likelihood(theta, observed, operators)
 
-    theta = observed / total
+    theta = observed / total if start is None else np.asarray(start, dtype=float) / np.sum(start)
     for _ in range(max_iter):
         first = step(theta)
         second = step(first)

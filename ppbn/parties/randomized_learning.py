@@ -1,0 +1,264 @@
+"""``ppbn perturb learn``: read a randomized table, learn from it, report (issue 15).
+
+The data miner's side of the perturbation path: it receives records already randomized
+by their owners and the public mechanism, and learns naive Bayes (Zhan), ID3, the pocket
+perceptron or association rules (Ma 2006, Ch. 6-7) with ``ppbn.protocols.perturb``.
+
+Tables: a CSV (one column per variable, an optional id column) or a folder written by
+``ppbn datasets make`` (schema.json, alice.csv, bob.csv, joined on the record id). A
+CSV's domains are the sorted values seen in the training and test files (numbers in
+numeric order); a folder's come from its schema. The mechanism is given as flags (Warner
+theta, M-category p, groups); with ``randomize_seed`` the table holds original records
+and is randomized here first, which experiments and demonstrations need and a real data
+miner never does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppbn.bn.schema import Schema
+from ppbn.errors import DataError, UserError
+from ppbn.parties.data import _read_csv, load_joined_with_bins
+from ppbn.protocols.perturb.apriori import mine
+from ppbn.protocols.perturb.estimated import RandomizedData
+from ppbn.protocols.perturb.id3 import fit_id3
+from ppbn.protocols.perturb.naive_bayes import fit_naive_bayes
+from ppbn.protocols.perturb.perceptron import fit_perceptron
+from ppbn.protocols.perturb.response import scheme_for
+from ppbn.protocols.pram.operators import RandomizationScheme, RandomSource
+from ppbn.protocols.pram.privacy import gamma_amplification
+
+LEARNERS = ("nb", "id3", "perceptron", "rules")
+PRESENT = {"1", "yes", "true", "y", "t"}
+ABSENT = {"0", "no", "false", "n", "f"}
+
+
+@dataclass(frozen=True)
+class Table:
+    """Coded records with their column names and the state names of every column."""
+
+    columns: tuple[str, ...]
+    codes: np.ndarray
+    states: dict[str, tuple[str, ...]]
+
+    def cardinalities(self) -> list[int]:
+        return [len(self.states[c]) for c in self.columns]
+
+
+def _sort_key(value: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), value)
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def _read_frame(path: Path, id_column: str | None):
+    frame = _read_csv(path)
+    if id_column is not None:
+        if id_column not in frame.columns:
+            raise DataError(f"{path}: line 1: id column {id_column!r} is missing")
+        frame = frame.drop(columns=[id_column])
+    for name in frame.columns:
+        empty = np.flatnonzero(frame[name].to_numpy(dtype=str) == "")
+        if empty.size:
+            raise DataError(f"{path}: line {empty[0] + 2}: column {name!r} is empty")
+    return frame
+
+
+def load_tables(paths: Sequence[Path], id_column: str | None = None) -> list[Table]:
+    """Load the training table and optional test tables on common domains."""
+    if paths[0].is_dir():
+        return [_load_folder(p) for p in paths]
+    frames = [_read_frame(p, id_column) for p in paths]
+    columns = tuple(str(c) for c in frames[0].columns)
+    for path, frame in zip(paths[1:], frames[1:], strict=True):
+        if tuple(frame.columns) != columns:
+            raise DataError(f"{path}: line 1: columns differ from {paths[0]}'s")
+    states = {
+        c: tuple(sorted({v for f in frames for v in f[c].to_numpy(dtype=str)}, key=_sort_key))
+        for c in columns
+    }
+    tables = []
+    for frame in frames:
+        codes = np.column_stack(
+            [frame[c].map({s: k for k, s in enumerate(states[c])}).to_numpy(dtype=np.int64) for c in columns]
+        )
+        tables.append(Table(columns, codes, states))
+    return tables
+
+
+def _load_folder(folder: Path) -> Table:
+    schema_path = folder / "schema.json"
+    if not schema_path.is_file():
+        raise DataError(f"{folder}: not a data folder (no schema.json); give a CSV or a `ppbn datasets make` folder")
+    schema = Schema.load(str(schema_path))
+    names, codes, bins = load_joined_with_bins(schema, folder / "alice.csv", folder / "bob.csv")
+    return Table(tuple(names), codes, schema.state_names(bins))
+
+
+def parse_groups(text: str | None, candidates: Sequence[str]) -> list[tuple[str, ...]]:
+    """``a,b:c,d`` -> [(a, b), (c, d)]; ``all`` -> one group of every candidate column."""
+    if not text:
+        return []
+    if text.strip() == "all":
+        return [tuple(candidates)]
+    groups = []
+    for part in text.split(":"):
+        members = tuple(m.strip() for m in part.split(",") if m.strip())
+        if not members:
+            raise UserError(f"--groups {text!r}: an empty group (use a,b:c,d)")
+        groups.append(members)
+    return groups
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """The command-line mechanism: Warner theta or M-category p, groups, what is randomized."""
+
+    theta: float | None
+    p: float | None
+    groups: tuple[tuple[str, ...], ...]
+    randomized: tuple[str, ...]
+
+    def scheme(self, table: Table) -> RandomizationScheme:
+        cards = {c: len(table.states[c]) for c in table.columns}
+        return scheme_for(cards, self.randomized, theta=self.theta, p=self.p, groups=self.groups)
+
+    def describe(self, class_name: str | None) -> str:
+        kind = f"randomized response theta = {self.theta:g}" if self.theta is not None else f"M-category p = {self.p:g}"
+        groups = "; groups " + ", ".join("+".join(g) for g in self.groups) if self.groups else ""
+        grouped = {v for g in self.groups for v in g}
+        kept = "" if class_name is None or class_name in self.randomized or class_name in grouped else "; class not randomized"
+        return kind + groups + kept
+
+
+def privacy(scheme: RandomizationScheme) -> list[dict[str, Any]]:
+    """gamma-amplification of each block (NOTES.md: strict value and nonzero-only value)."""
+    out = []
+    for block in scheme.blocks:
+        gamma = gamma_amplification(block.matrix, block.name)
+        out.append({
+            "variables": list(block.variables),
+            "gamma": gamma.value if np.isfinite(gamma.value) else "inf",
+            "gamma_ignoring_zeros": gamma.value_ignoring_zeros
+            if np.isfinite(gamma.value_ignoring_zeros) else "inf",
+        })  # fmt: skip
+    return out
+
+
+def _item_table(table: Table) -> Table:
+    """Recode binary item columns so that code 1 means the item is present (a relabelling
+    the symmetric mechanisms here are invariant under)."""
+    codes = np.empty_like(table.codes)
+    for j, name in enumerate(table.columns):
+        values = [s.lower() for s in table.states[name]]
+        present = [k for k, v in enumerate(values) if v in PRESENT]
+        absent = [k for k, v in enumerate(values) if v in ABSENT]
+        if len(present) > 1 or len(absent) > 1 or len(present) + len(absent) != len(values):
+            raise DataError(
+                f"column {name!r} has values {list(table.states[name])}: association rules need "
+                "binary items (0/1, no/yes, false/true)"
+            )
+        codes[:, j] = np.isin(table.codes[:, j], present)
+    return Table(table.columns, codes, dict.fromkeys(table.columns, ("0", "1")))
+
+
+def learn(
+    learner: str,
+    train: Table,
+    test: Table | None,
+    class_name: str | None,
+    mechanism: Mechanism | None,
+    options: Mapping[str, Any],
+    randomize_seed: str | None = None,
+    correct: bool = True,
+) -> dict[str, Any]:
+    """Fit one learner on ``train`` (randomized by ``mechanism``) and report the model and
+    its accuracy on ``test``. Without ``mechanism``, or with ``correct`` false, the learner
+    takes the records as if they were original (the uncorrected baseline)."""
+    if learner not in LEARNERS:
+        raise UserError(f"unknown learner {learner!r}; use one of {', '.join(LEARNERS)}")
+    if learner == "rules":
+        train = _item_table(train)
+    elif class_name is None or class_name not in train.columns:
+        raise UserError(f"--class {class_name!r}: not a column of the data ({', '.join(train.columns)})")
+    plain = RandomizationScheme({c: len(train.states[c]) for c in train.columns})
+    scheme = mechanism.scheme(train) if mechanism is not None else plain
+    codes = train.codes
+    if randomize_seed is not None:
+        if mechanism is None:
+            raise UserError("--randomize needs a mechanism (--theta or --p)")
+        codes = scheme.randomize(codes, train.columns, RandomSource.from_seed(randomize_seed))
+    data = RandomizedData(train.columns, codes, scheme if correct else plain)
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "learner": learner,
+        "records": data.records,
+        "mechanism": mechanism.describe(class_name) if mechanism else "none",
+        "corrected": bool(mechanism and correct),
+        "randomized_here": randomize_seed is not None,
+        "privacy": privacy(scheme),
+    }
+    if learner == "rules":
+        mining = mine(data, options["min_support"], options["min_confidence"], max_size=options["max_size"])
+        report["model"] = mining.to_dict()
+        report["seconds"] = time.perf_counter() - started
+        return report
+    model = _fit(learner, data, class_name, options, train.states)
+    report["seconds"] = time.perf_counter() - started
+    report["class"] = class_name
+    report["model"] = model.to_dict(train.states)
+    if learner == "id3":
+        report["tree_lines"] = model.lines(train.states)
+    if test is not None:
+        if test.columns != train.columns:
+            raise DataError("the test table's columns differ from the training table's")
+        plain_test = RandomizedData.plain(test.columns, test.codes, test.cardinalities())
+        if learner == "perceptron":
+            report["accuracy"] = model.accuracy(plain_test)
+            report["accuracy_task"] = f"{class_name} = {train.states[class_name][model.positive]} vs the rest"
+        else:
+            report["accuracy"] = float(np.mean(model.predict(plain_test) == plain_test.column(class_name)))
+        report["test_records"] = plain_test.records
+    return report
+
+
+def _fit(learner: str, data: RandomizedData, class_name: str, options: Mapping[str, Any],
+         states: Mapping[str, Sequence[str]]):  # fmt: skip
+    estimator = options.get("estimator")
+    if learner == "nb":
+        return fit_naive_bayes(data, class_name, alpha=options["alpha"], method=estimator or "moment")
+    if learner == "id3":
+        return fit_id3(
+            data, class_name, method=estimator or "moment",
+            max_depth=options["max_depth"], min_count=options["min_count"],
+        )  # fmt: skip
+    positive = options.get("positive")
+    if positive is not None:
+        if positive not in states[class_name]:
+            raise UserError(f"--positive {positive!r}: not a value of {class_name} ({', '.join(states[class_name])})")
+        positive = list(states[class_name]).index(positive)
+    attributes = data.attributes_besides(class_name)
+    values = None
+    if options["encoding"] == "ordinal":
+        values = [_ordinal_values(states[a]) for a in attributes]
+    return fit_perceptron(
+        data, class_name, positive=positive, encoding=options["encoding"], values=values,
+        cost=options["cost"], method=estimator or "em", iterations=options["iterations"],
+        seed=options["seed"],
+    )  # fmt: skip
+
+
+def _ordinal_values(states: Sequence[str]) -> tuple[float, ...]:
+    """Numeric state names as values (interval means, Sec. 6.1), else positions 1, 2, ..."""
+    try:
+        return tuple(float(s) for s in states)
+    except ValueError:
+        return tuple(float(k + 1) for k in range(len(states)))
