@@ -377,6 +377,9 @@ def test_killed_peer_fails_the_job_and_the_survivor_keeps_serving(pair):
             assert outcome.state == "FAILED" and "peer bob" in outcome.error
             assert client.health().status == party_pb2.HealthReply.SERVING
             bob.wait(5)
+            # alice's own view of bob must first turn from the killed bob's "ok", or the wait
+            # below could end before the new bob listens
+            wait_for(lambda: alice.peer_state != "ok", timeout_s=30, what="alice to see bob gone")
             bob = _spawn_bob(pair)
             wait_for(lambda: alice.peer_state == "ok", timeout_s=30, what="bob to come back")
             second = client.wait(client.start("ping", {"rounds": 3}), timeout_s=20)
