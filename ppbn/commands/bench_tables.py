@@ -239,7 +239,8 @@ def _party_process(
     It ends with the bench command, however that ends (no orphans after a SIGKILL)."""
     from ppbn.bn.schema import Schema
     from ppbn.parties.shaper import Direction, parse_link
-    from ppbn.protocols.paillier import OpCounters, exit_with_parent
+    from ppbn.protocols.executor import exit_with_parent
+    from ppbn.protocols.paillier import OpCounters
     from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
 
     exit_with_parent(parent_pid)
