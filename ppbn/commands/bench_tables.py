@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ppbn.commands.party import add_executor_options, check_executor_flags
 from ppbn.errors import UserError
 from ppbn.protocols.channel import Channel, PeerGone
 
@@ -57,7 +58,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     tables.add_argument("--split", default="alternate", help="alternate, halves or a JSON owner map")
     tables.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
     tables.add_argument("--chunk-size", type=int, default=4096)
-    tables.add_argument("--workers", type=int, help="worker processes per party (default: cores)")
+    add_executor_options(tables, "each party's")
     tables.add_argument(
         "--precompute", action="store_true",
         help="precompute one randomizer per record before the job (reported as setup time)",
@@ -247,8 +248,9 @@ def _party_process(
     try:
         schema = Schema.from_dict(spec["schema"])
         config = TablesConfig(
-            key_bits=spec["key_bits"], chunk_size=spec["chunk_size"], workers=spec["workers"]
-        )
+            key_bits=spec["key_bits"], chunk_size=spec["chunk_size"], workers=spec["workers"],
+            executor=spec["executor"], ray_address=spec["ray_address"],
+        )  # fmt: skip
         link = None
         if spec["link"]:
             other = "bob" if role == "alice" else "alice"
@@ -299,6 +301,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
         parse_link(args.link)  # refuse a bad --link before sampling
     if args.max_family < 2:
         raise UserError("--max-family must be at least 2 (a crossing family has two variables)")
+    check_executor_flags(args.executor or "local", args.ray_address)
     net = load_network(args.network)
     owners = split_owners(net.names, args.split)
     schema = Schema("record_id", tuple(Variable(n, owners[n], net.states[n]) for n in net.names))
@@ -318,6 +321,8 @@ def _bench_tables(args: argparse.Namespace) -> int:
         "key_bits": args.key_bits,
         "chunk_size": args.chunk_size,
         "workers": args.workers,
+        "executor": args.executor or "local",
+        "ray_address": args.ray_address,
         "precompute": args.records if args.precompute else 0,
         "link": args.link or "",
     }
@@ -351,6 +356,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
         "max_family": args.max_family,
         "key_bits": args.key_bits,
         "crossing_families": len(families),
+        "executor": spec["executor"],
         "link": args.link or None,
         "bytes_alice_to_bob": reports["alice"]["channel"]["bytes_sent"],
         "bytes_bob_to_alice": reports["bob"]["channel"]["bytes_sent"],
@@ -390,7 +396,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
         rows.append((f"{role} peak RSS (workers)", f"{r['peak_rss_mib']} MiB ({r['workers_peak_rss_mib']} MiB)", ""))
     _print_table(
         f"Secure count tables: {args.network}, {args.records:,} records, {len(families)} crossing "
-        f"families of <= {args.max_family} variables, {args.key_bits}-bit keys "
+        f"families of <= {args.max_family} variables, {args.key_bits}-bit keys, {spec['executor']} executor "
         f"(encryptions {result['encryption_ratio']}x fewer than per-alpha)",
         rows,
         ("", "ppbn (packed tables)", "per-alpha (paper, computed)"),
