@@ -291,6 +291,9 @@ def _ray_connect(address: str | None, workers: int | None) -> Any:
             if address:
                 ray.init(address=address, **quiet)
             else:
+                # Ray runs its workers at niceness 15 by default: below the daemon's own thread,
+                # which then starves them of the cores it waits for. Same priority as a local pool.
+                os.environ.setdefault("RAY_worker_niceness", "0")
                 ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, **quiet)
     return ray
 
