@@ -68,6 +68,25 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
                         help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip
     tables.set_defaults(func=_bench_tables)
 
+    cost = bench.add_parser(
+        "chunk-cost",
+        help="per-chunk CPU cost of the table phase's tasks, and the wall-time model it gives",
+        description="Time, in one process and in CPU seconds (so other load on the host does not "
+        "count), one chunk of each task of the table phase on records sampled from a network: the "
+        "encrypting party's packed encryption, the aggregating party's products by label, a node of "
+        "the combine tree, and the serialisation a worker task costs the party's own thread. Prints "
+        "the model wall = chunks x max(parallel work / cores, serial work per chunk) for 1M and 10M "
+        "records on 1, 2, 4 and 16 worker cores per party.",
+    )
+    cost.add_argument("--network", default="asia")
+    cost.add_argument("--max-family", type=int, default=2)
+    cost.add_argument("--split", default="alternate", help="alternate, halves or a JSON owner map")
+    cost.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
+    cost.add_argument("--chunk-size", type=int, default=4096)
+    cost.add_argument("--repeat", type=int, default=3, help="chunks timed per task (median; default 3)")
+    cost.add_argument("--format", choices=("table", "json"), default="table")
+    cost.set_defaults(func=_bench_chunk_cost)
+
 
 # -- bench paillier -----------------------------------------------------------------------
 
@@ -150,6 +169,119 @@ def _print_table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...
     for row in rows:
         table.add_row(*row)
     Console().print(table)
+
+
+# -- bench chunk-cost -------------------------------------------------------------------------
+
+MODEL_RECORDS = (1_000_000, 10_000_000)
+MODEL_CORES = (1, 2, 4, 16)
+
+
+def _cpu_seconds(fn, repeat: int) -> float:
+    """Median CPU time of ``fn()`` in this process (load on the host does not count)."""
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def _bench_chunk_cost(args: argparse.Namespace) -> int:
+    import pickle
+    import statistics
+
+    from ppbn.bn.networks import load_network, sample
+    from ppbn.bn.schema import Schema, Variable
+    from ppbn.parties.datasets import split_owners
+    from ppbn.protocols.paillier import (
+        FastEncryptor,
+        KeyPair,
+        combine_products,
+        encrypt_bit_rows,
+        multiply_by_label,
+        remember_encryptor,
+    )
+    from ppbn.protocols.tables import TREE_FANIN, TablesConfig, chunk_inputs, crossing_families
+
+    if args.repeat < 1 or args.chunk_size < 1:
+        raise UserError("--repeat and --chunk-size must be at least 1")
+    net = load_network(args.network)
+    owners = split_owners(net.names, args.split)
+    schema = Schema("record_id", tuple(Variable(n, owners[n], net.states[n]) for n in net.names))
+    families = crossing_families(schema, args.max_family)
+    if not families:
+        raise UserError("the split leaves no family that crosses the parties")
+    full = sample(net, args.chunk_size, 7)
+    column = {name: i for i, name in enumerate(net.names)}
+    codes = {r: full[:, [column[v.name] for v in schema.owned_by(r)]] for r in ("alice", "bob")}
+    config = TablesConfig(key_bits=args.key_bits, chunk_size=args.chunk_size)
+    encrypter, positions, labels, sizes = chunk_inputs(schema, codes, families, config, MODEL_RECORDS[0])
+    # both parties' chunk inputs (positions, labels), counted in full against each party's thread
+    inputs_s = _cpu_seconds(lambda: chunk_inputs(schema, codes, families, config, MODEL_RECORDS[0]), args.repeat)
+    keys = KeyPair.generate(args.key_bits)
+    encryptor = FastEncryptor(keys.public, factors=(int(keys.private.p), int(keys.private.q)))
+    remember_encryptor(encryptor)
+    seed = secrets.token_bytes(32)
+    payload = encrypt_bit_rows(encryptor.spec, positions, seed)
+    products = multiply_by_label(keys.public.n, payload, labels, sizes)
+    task_args = (encryptor.spec, positions, seed, b"")
+    costs = {
+        "encrypt_s": _cpu_seconds(lambda: encrypt_bit_rows(*task_args), args.repeat),
+        "multiply_s": _cpu_seconds(lambda: multiply_by_label(keys.public.n, payload, labels, sizes), args.repeat),
+        "combine_s": _cpu_seconds(lambda: combine_products(keys.public.n, *[products] * TREE_FANIN), args.repeat)
+        / TREE_FANIN,
+        # a worker task costs the party's own thread: its inputs, its arguments and result
+        # pickled (Ray or a local pool) and the ciphertexts sent or received once more
+        "serial_x_s": inputs_s + _cpu_seconds(
+            lambda: (pickle.loads(pickle.dumps(task_args)), pickle.loads(pickle.dumps(payload)), bytes(payload)),
+            args.repeat,
+        ),
+        "serial_y_s": inputs_s + _cpu_seconds(
+            lambda: (pickle.loads(pickle.dumps((keys.public.n, payload, labels, sizes))), bytes(payload)),
+            args.repeat,
+        ),
+    }
+    parallel = {"x": costs["encrypt_s"], "y": costs["multiply_s"] + costs["combine_s"]}
+    model = {}
+    for records in MODEL_RECORDS:
+        chunks = -(-records // args.chunk_size)
+        for cores in MODEL_CORES:
+            per_chunk = max(
+                parallel["x"] / cores, parallel["y"] / cores, costs["serial_x_s"], costs["serial_y_s"]
+            )
+            model[f"{records}/{cores}"] = round(chunks * per_chunk, 1)
+    result = {
+        "network": args.network,
+        "max_family": args.max_family,
+        "key_bits": args.key_bits,
+        "chunk_size": args.chunk_size,
+        "encrypter": encrypter,
+        "slices_per_record": int(positions.shape[1]),
+        "clusters": len(sizes),
+        "per_chunk_cpu_s": {k: round(v, 4) for k, v in costs.items()},
+        "per_record_encrypt_ms": round(costs["encrypt_s"] / args.chunk_size * 1e3, 4),
+        "model_wall_s": model,
+        "serial_share": round(statistics.fmean([costs["serial_x_s"], costs["serial_y_s"]]) / parallel["x"], 4),
+    }
+    if args.format == "json":
+        print(json.dumps(result))
+        return 0
+    _print_table(
+        f"Per-chunk CPU cost ({args.network}, families <= {args.max_family}, {args.key_bits}-bit keys, "
+        f"{args.chunk_size} records a chunk; {encrypter} encrypts)",
+        [(name, f"{value * 1e3:.1f} ms") for name, value in costs.items()],
+        ("task", "CPU per chunk"),
+    )
+    _print_table(
+        "Model wall time of the table phase: chunks x max(work / cores, serial per chunk)",
+        [
+            (f"{records:,}", *(f"{model[f'{records}/{cores}']:,} s" for cores in MODEL_CORES))
+            for records in MODEL_RECORDS
+        ],
+        ("records", *(f"{c} core{'s' if c > 1 else ''} per party" for c in MODEL_CORES)),
+    )
+    return 0
 
 
 # -- bench tables ---------------------------------------------------------------------------

@@ -783,6 +783,43 @@ def _cluster_label(codes: np.ndarray, columns: dict[str, int], union: Subset, ca
     return np.ravel_multi_index(parts, cards)
 
 
+def _positions(schema: Schema, block: np.ndarray, columns: dict[str, int], group: Group, width: int) -> np.ndarray:
+    """X's task input for a chunk: per record and slice, the bit to set (-1: none)."""
+    positions = np.full((block.shape[0], len(group.slices)), -1, dtype=np.int64)
+    for j, (offset, piece) in enumerate(zip(group.offsets(), group.slices, strict=True)):
+        cfg = _config_index(schema, block, columns, piece.subset)
+        inside = (cfg >= piece.start) & (cfg < piece.stop)
+        positions[inside, j] = width * (offset + cfg[inside] - piece.start)
+    return positions
+
+
+def _labels(
+    block: np.ndarray, columns: dict[str, int], clusters: list[Subset], label_cards: dict[Subset, tuple[int, ...]]
+) -> np.ndarray:
+    """Y's task input for a chunk: each record's label in each cluster of the group."""
+    return np.stack([_cluster_label(block, columns, u, label_cards[u]) for u in clusters])
+
+
+def chunk_inputs(
+    schema: Schema, codes: dict[str, np.ndarray], families: Sequence[Family], config: TablesConfig, n_records: int
+) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
+    """What one chunk of ``codes`` (both parties' columns, for a measurement only: ``ppbn
+    bench chunk-cost``) gives the two tasks of the plan's first direction for a job of
+    ``n_records``: the encrypter, its positions, the aggregator's labels and label counts."""
+    plan = make_plan(schema, families, n_records, config)
+    if not plan.directions:
+        raise ValueError("no crossing family")
+    direction = plan.directions[0]
+    x, y = direction.encrypter, direction.aggregator
+    x_columns = {v.name: j for j, v in enumerate(schema.owned_by(x))}
+    y_columns = {v.name: j for j, v in enumerate(schema.owned_by(y))}
+    width = slot_bits(n_records, config.statistical_bits)
+    positions = _positions(schema, codes[x], x_columns, direction.groups[0], width)
+    clusters = direction.clusters[0]
+    cards = {u: _label_cards(schema, codes[y], y_columns, u) for u in clusters}
+    return x, positions, _labels(codes[y], y_columns, clusters, cards), [math.prod(cards[u]) for u in clusters]
+
+
 def _chunks(n_records: int, chunk_size: int) -> list[tuple[int, int]]:
     return [(s, min(s + chunk_size, n_records)) for s in range(0, n_records, chunk_size)]
 
@@ -812,12 +849,7 @@ def _encrypt_side(
 
     def chunk_tasks(group: Group) -> Iterator[tuple]:
         for start, stop in _chunks(n_records, config.chunk_size):
-            block = codes[start:stop]
-            positions = np.full((stop - start, len(group.slices)), -1, dtype=np.int64)
-            for j, (offset, piece) in enumerate(zip(group.offsets(), group.slices, strict=True)):
-                cfg = _config_index(schema, block, columns, piece.subset)
-                inside = (cfg >= piece.start) & (cfg < piece.stop)
-                positions[inside, j] = width * (offset + cfg[inside] - piece.start)
+            positions = _positions(schema, codes[start:stop], columns, group, width)
             seed = session.seeds.next()
             pooled = encryptor.take_pooled(stop - start) if encryptor.pooled >= stop - start else b""
             yield encryptor.spec, positions, seed, pooled
@@ -968,8 +1000,7 @@ def _aggregate_side(
         keep = None if plan.cached[gi] else session.hold(group, n_records * ct_bytes)
 
         def chunk_labels(start: int, stop: int, clusters: list[Subset] = clusters) -> np.ndarray:
-            block = codes[start:stop]
-            return np.stack([_cluster_label(block, columns, u, label_cards[u]) for u in clusters])
+            return _labels(codes[start:stop], columns, clusters, label_cards)
 
         accumulators.append(
             _aggregate_group(
