@@ -74,6 +74,13 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
     )
+    if policy.executor == "ray":  # at start-up, from the main thread: a bad address fails here, in one line
+        from ppbn.protocols.executor import connect_ray
+
+        try:
+            connect_ray(policy.ray_address, policy.workers)
+        except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ...
+            raise UserError(f"--executor ray: cannot start or join Ray: {str(exc).splitlines()[0]}") from None
     PartyDaemon(config).serve_forever()
     return 0
 

@@ -280,21 +280,51 @@ def ray_missing_message() -> str | None:
     return None
 
 
-def _ray_connect(address: str | None, workers: int | None) -> Any:
+def _ray_init(ray: Any, address: str | None, workers: int | None) -> None:
+    quiet = {"log_to_driver": False, "configure_logging": False}
+    if address:
+        ray.init(address=address, **quiet)
+    else:
+        # Ray runs its workers at niceness 15 by default: below the daemon's own thread,
+        # which then starves them of the cores it waits for. Same priority as a local pool.
+        os.environ.setdefault("RAY_worker_niceness", "0")
+        ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, **quiet)
+
+
+def connect_ray(address: str | None, workers: int | None) -> Any:
     """The ``ray`` module, initialised once per process: joined to ``address``, or (no
-    address) a private Ray instance on this host with ``workers`` CPUs and no dashboard."""
+    address) a private Ray instance on this host with ``workers`` CPUs and no dashboard.
+
+    Ray ties the processes it starts to the life of the starting *thread*
+    (PR_SET_PDEATHSIG), so from any thread but the main one it is initialised in a thread
+    that lives as long as the process: a job thread that ends must not take the Ray
+    instance, and the next job's tasks, with it. A daemon calls this at start-up.
+    """
     import ray
 
     with _RAY_LOCK:
-        if not ray.is_initialized():
-            quiet = {"log_to_driver": False, "configure_logging": False}
-            if address:
-                ray.init(address=address, **quiet)
-            else:
-                # Ray runs its workers at niceness 15 by default: below the daemon's own thread,
-                # which then starves them of the cores it waits for. Same priority as a local pool.
-                os.environ.setdefault("RAY_worker_niceness", "0")
-                ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, **quiet)
+        if ray.is_initialized():
+            return ray
+        if threading.current_thread() is threading.main_thread():
+            _ray_init(ray, address, workers)
+            return ray
+        outcome: list[BaseException | None] = []
+        ready = threading.Event()
+
+        def keep() -> None:
+            try:
+                _ray_init(ray, address, workers)
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                outcome.append(exc)
+            ready.set()
+            if outcome[0] is None:
+                threading.Event().wait()  # hold the Ray processes until this process ends
+
+        threading.Thread(target=keep, name="ray-keeper", daemon=True).start()
+        ready.wait()
+        if outcome[0] is not None:
+            raise outcome[0]
     return ray
 
 
@@ -330,7 +360,7 @@ class RayExecutor(Executor):
     kind = "ray"
 
     def __init__(self, address: str | None = None, workers: int | None = None) -> None:
-        self._ray = _ray_connect(address, workers)
+        self._ray = connect_ray(address, workers)
         cpus = int(self._ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, cpus)
         self._remote: dict[Callable, Any] = {}
@@ -348,7 +378,7 @@ class RayExecutor(Executor):
         return _RayPending(self._ray, ref)
 
     def close(self) -> None:
-        return None  # the process-wide Ray connection outlives a job (see _ray_connect)
+        return None  # the process-wide Ray connection outlives a job (see connect_ray)
 
 
 def make_executor(spec: ExecutorSpec) -> Executor:
