@@ -75,18 +75,27 @@ def test_learn_job_is_the_same_inline_and_on_ray() -> None:
 
 
 def _busy_ray_workers() -> list[int]:
-    """Ray worker processes of this test's instance that are running one of our tasks."""
-    pids = []
+    """Workers of this test's own Ray instance (descendants of this process: never another
+    process's Ray) that are running one of the table phase's tasks."""
+    parent: dict[int, int] = {}
+    title: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            title = (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-        except OSError:
+            parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            title[int(entry.name)] = (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except (OSError, ValueError, IndexError):
             continue
-        if title.startswith(BUSY_TASKS):
-            pids.append(int(entry.name))
-    return pids
+
+    def ours(pid: int) -> bool:
+        while pid > 1:
+            pid = parent.get(pid, 1)
+            if pid == os.getpid():
+                return True
+        return False
+
+    return [pid for pid, name in title.items() if name.startswith(BUSY_TASKS) and ours(pid)]
 
 
 def test_a_ray_worker_killed_mid_job_is_retried_and_the_result_is_unchanged() -> None:
