@@ -234,9 +234,10 @@ def _check_ids(path: Path, ids: pd.Series, id_column: str, rows: Rows = CSV_ROWS
         )
 
 
-def _sorted_ids(path: Path, ids: np.ndarray, id_column: str, rows: Rows) -> np.ndarray:
-    """The order that sorts ``ids`` (UTF-8 bytes, file order); a duplicate across chunks is
-    reported as ``_check_ids`` reports one inside a chunk (the earliest duplicated id)."""
+def _sorted_ids(path: Path, ids: np.ndarray, id_column: str, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts ``ids`` (UTF-8 bytes, file order) and the sorted ids; a duplicate
+    across chunks is reported as ``_check_ids`` reports one inside a chunk (the earliest
+    duplicated id)."""
     order = np.argsort(ids, kind="stable")
     ordered = ids[order]
     same = ordered[1:] == ordered[:-1]
@@ -248,7 +249,7 @@ def _sorted_ids(path: Path, ids: np.ndarray, id_column: str, rows: Rows) -> np.n
             f"{path}: {rows.at(second)}, column {id_column!r}: duplicate record id "
             f"{bytes(ordered[pick]).decode('utf-8')!r} (first on {rows.at(first)})"
         )
-    return order
+    return order, ordered
 
 
 def _code_column(
@@ -456,9 +457,8 @@ def load_party_data(
         raise DataError(f"{path}: no records after the header line")
     if done != total:
         raise DataError(f"{path}: changed while it was read")
-    all_ids = np.concatenate(id_parts)
+    order, sorted_ids = _sorted_ids(path, np.concatenate(id_parts), schema.id_column, rows)
     del id_parts
-    order = _sorted_ids(path, all_ids, schema.id_column, rows)
     bins: dict[str, tuple[float, ...]] = {}
     for j, name in enumerate(columns):
         if name in numbers:
@@ -467,7 +467,7 @@ def load_party_data(
     apply_missing_rule(path, schema, columns, codes, rule, rows)
     for j in range(codes.shape[1]):  # column by column: no second copy of the whole table
         codes[:, j] = codes[order, j]
-    return PartyData(schema, role, columns, RecordIds(all_ids[order]), codes, rule, bins)
+    return PartyData(schema, role, columns, RecordIds(sorted_ids), codes, rule, bins)
 
 
 def load_joined(

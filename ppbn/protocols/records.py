@@ -27,6 +27,7 @@ from ppbn.protocols.channel import Channel, ProtocolError
 NONCE_BYTES = 16
 DIGEST_BYTES = 32
 _DOMAIN = b"ppbn record ids v2"
+ITER_BLOCK = 1 << 16
 
 
 class RecordIds(Sequence[str]):
@@ -60,12 +61,14 @@ class RecordIds(Sequence[str]):
         return bytes(self._raw[index]).decode("utf-8")
 
     def __iter__(self) -> Iterator[str]:
-        for value in self._raw.tolist():
+        for value in self.encoded():
             yield value.decode("utf-8")
 
     def encoded(self) -> Iterator[bytes]:
-        """The ids as UTF-8 bytes, in sorted order."""
-        return iter(self._raw.tolist())
+        """The ids as UTF-8 bytes, in sorted order, converted a block at a time (a list of
+        ten million bytes objects would cost ~500 MB)."""
+        for start in range(0, len(self), ITER_BLOCK):
+            yield from self._raw[start : start + ITER_BLOCK].tolist()
 
     def __eq__(self, other: Any) -> bool:
         if isinstance(other, RecordIds):
