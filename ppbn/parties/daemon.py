@@ -412,7 +412,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         self.log.info(
             "executor %s (%s); ciphertext cache %d MiB in memory, %d MiB spill",
             policy.executor,
-            f"Ray at {policy.ray_address}" if policy.ray_address else f"{policy.workers or 'one per core'} workers",
+            f"Ray at {policy.ray_address}" if policy.ray_address else f"workers: {policy.workers or 'one per core'}",
             policy.cache_mb, policy.spill_mb,
         )  # fmt: skip
         if policy.weak_key_allowed:
