@@ -132,3 +132,41 @@ def test_datasets_make_writes_a_consistent_split(asia_dir):
     bob_ids = (asia_dir / "bob.csv").read_text().splitlines()[1].split(",")[0]
     assert alice_ids != bob_ids
     assert np.all(codes >= 0)
+
+
+# -- streaming (issue 14): chunks of records, Parquet ---------------------------------------
+
+
+def test_chunked_reading_gives_the_same_data_and_names_lines_across_chunks(tmp_path, schema):
+    rows = [f"r{i:03d},{'yes' if i % 3 else 'no'},{('yes', 'no', '?')[i % 3]}" for i in range(50)]
+    path = _csv(tmp_path, "id,smoke,lung\n" + "\n".join(reversed(rows)) + "\n")
+    whole = load_party_data(schema, "alice", path)
+    chunked = load_party_data(schema, "alice", path, chunk_rows=7)
+    assert chunked.ids == whole.ids and list(chunked.ids) == sorted(chunked.ids)
+    np.testing.assert_array_equal(chunked.codes, whole.codes)
+    bad = _csv(tmp_path, "id,smoke,lung\n" + "\n".join(rows[:20] + ["r999,maybe,no"]) + "\n", "bad.csv")
+    with pytest.raises(DataError, match=r"bad\.csv: line 22, column 'smoke': value 'maybe'"):
+        load_party_data(schema, "alice", bad, chunk_rows=7)
+    dup = _csv(tmp_path, "id,smoke,lung\n" + "\n".join([*rows[:20], rows[3]]) + "\n", "dup.csv")
+    with pytest.raises(DataError, match=r"line 22, column 'id': duplicate record id 'r003' \(first on line 5\)"):
+        load_party_data(schema, "alice", dup, chunk_rows=7)
+    gap = _csv(tmp_path, "id,smoke,lung\n" + "\n".join(rows[:10] + ["r500,yes,"]) + "\n", "gap.csv")
+    with pytest.raises(DataError, match=r"line 12, column 'lung': missing value"):
+        load_party_data(schema, "alice", gap, chunk_rows=4)
+
+
+def test_parquet_reads_like_the_csv_and_names_rows(tmp_path, schema):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    csv_path = _csv(tmp_path, "id,lung,smoke\nb,no,yes\na,yes,no\nc,,no\n")
+    table = pa.table({"id": ["b", "a", "c"], "lung": ["no", "yes", None], "smoke": ["yes", "no", "no"]})
+    pq.write_table(table, tmp_path / "alice.parquet", row_group_size=2)
+    from_csv = load_party_data(schema, "alice", csv_path, missing_rule="category")
+    from_parquet = load_party_data(schema, "alice", tmp_path / "alice.parquet", missing_rule="category", chunk_rows=2)
+    assert from_parquet.ids == from_csv.ids == ("a", "b", "c")
+    np.testing.assert_array_equal(from_parquet.codes, from_csv.codes)
+    with pytest.raises(DataError, match=r"alice\.parquet: row 3, column 'lung': missing value"):
+        load_party_data(schema, "alice", tmp_path / "alice.parquet")
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
+    with pytest.raises(DataError, match=r"broken\.parquet: not a valid Parquet file"):
+        load_party_data(schema, "alice", tmp_path / "broken.parquet")

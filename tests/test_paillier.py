@@ -1,4 +1,4 @@
-"""Fast Paillier path: correctness, randomizer form, ciphertext validation, worker pool."""
+"""Fast Paillier path: correctness, randomizer form, ciphertext validation, bulk tasks on a process pool."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from ppbn.protocols.channel import ProtocolError
+from ppbn.protocols.executor import LocalExecutor
 from ppbn.protocols.paillier import (
     FastEncryptor,
     KeyPair,
     OpCounters,
     PublicKey,
-    WorkerPool,
     decode_ciphertexts,
     decrypt_bytes,
     encode_ciphertexts,
@@ -154,23 +154,24 @@ def test_multiply_by_label_groups_products(keys: KeyPair, crt_encryptor: FastEnc
     messages = [1, 10, 100, 1000, 10000]
     payload = encode_ciphertexts(crt_encryptor.encrypt_many(messages), keys.public)
     labels = np.array([[0, 1, 0, 2, 1], [0, 0, 0, 0, 0]])
-    products, multiplications, error = multiply_by_label(keys.public.n, payload, labels, [4, 1])
-    assert error is None and multiplications == 2 + 4
+    products, multiplications = multiply_by_label(keys.public.n, payload, labels, [4, 1])
+    assert multiplications == 2 + 4
     width = keys.public.ciphertext_bytes
     sums = [keys.decrypt(int.from_bytes(products[0][i * width : (i + 1) * width], "big")) for i in range(4)]
     assert sums == [101, 10010, 1000, 0]
     assert keys.decrypt(int.from_bytes(products[1], "big")) == sum(messages)
     bad = encode_ciphertexts([crt_encryptor.encrypt(1), keys.public.n * 3], keys.public)
-    _, _, error = multiply_by_label(keys.public.n, bad, np.array([[0, 0]]), [1])
-    assert error is not None and "not invertible" in error
+    with pytest.raises(ProtocolError, match="tables.ciphertexts: .*not invertible"):
+        multiply_by_label(keys.public.n, bad, np.array([[0, 0]]), [1])
 
 
-def test_worker_pool_encrypts_packed_rows(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+def test_process_pool_encrypts_packed_rows(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
     positions = np.array([[0, 5], [-1, 3], [-1, -1]])
-    with WorkerPool(2) as pool:
-        blob = pool.submit(encrypt_bit_rows, crt_encryptor.spec, positions).result()
+    with LocalExecutor(2) as pool:
+        blob = pool.submit(encrypt_bit_rows, crt_encryptor.spec, positions, bytes(32)).result()
         plain = pool.submit(decrypt_bytes, keys.private_spec(), blob).result()
     assert plain == [1 + 32, 8, 0]
+    assert blob == encrypt_bit_rows(crt_encryptor.spec, positions, bytes(32))  # the seed fixes the randomizers
 
 
 def test_2048_bit_key_round_trip() -> None:

@@ -198,8 +198,8 @@ def test_decrypted_values_are_independent_of_the_data() -> None:
 def _corrupting(kind: str):
     honest = tables.encrypt_bit_rows
 
-    def corrupt(spec, positions, encryptor=None):
-        blob = honest(spec, positions, encryptor)
+    def corrupt(spec, positions, seed, randomizers=b""):
+        blob = honest(spec, positions, seed, randomizers)
         n = spec[0]
         width = 2 * ((n.bit_length() + 7) // 8)
         if kind == "zero":

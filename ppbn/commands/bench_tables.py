@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ppbn.commands.party import add_executor_options, check_executor_flags
 from ppbn.errors import UserError
 from ppbn.protocols.channel import Channel, PeerGone
 
@@ -57,7 +58,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     tables.add_argument("--split", default="alternate", help="alternate, halves or a JSON owner map")
     tables.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
     tables.add_argument("--chunk-size", type=int, default=4096)
-    tables.add_argument("--workers", type=int, help="worker processes per party (default: cores)")
+    add_executor_options(tables, "each party's")
     tables.add_argument(
         "--precompute", action="store_true",
         help="precompute one randomizer per record before the job (reported as setup time)",
@@ -66,6 +67,30 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     tables.add_argument("--link", metavar="RATE[/RTT]",
                         help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip
     tables.set_defaults(func=_bench_tables)
+
+    cost = bench.add_parser(
+        "chunk-cost",
+        help="per-chunk CPU cost of the table phase's tasks, and the wall-time model it gives",
+        description="Time, in one process and in CPU seconds (so other load on the host does not "
+        "count), one chunk of each task of the table phase on records sampled from a network: the "
+        "encrypting party's packed encryption, the aggregating party's products by label, a node of "
+        "the combine tree, and the serialisation a worker task costs the party's own thread. Prints "
+        "the model wall = chunks x max(parallel work / cores, serial work per chunk) for 1M and 10M "
+        "records on 1, 2, 4 and 16 worker cores per party.",
+    )
+    cost.add_argument("--network", default="asia")
+    cost.add_argument("--max-family", type=int, default=2)
+    cost.add_argument("--split", default="alternate", help="alternate, halves or a JSON owner map")
+    cost.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
+    cost.add_argument("--chunk-size", type=int, default=4096)
+    cost.add_argument("--repeat", type=int, default=3, help="chunks timed per task (median; default 3)")
+    cost.add_argument(
+        "--executor", choices=("local", "ray"),
+        help="also time the encryption task inside a worker of this executor (2 workers), to "
+        "see what the executor adds to a task's CPU",
+    )  # fmt: skip
+    cost.add_argument("--format", choices=("table", "json"), default="table")
+    cost.set_defaults(func=_bench_chunk_cost)
 
 
 # -- bench paillier -----------------------------------------------------------------------
@@ -149,6 +174,140 @@ def _print_table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...
     for row in rows:
         table.add_row(*row)
     Console().print(table)
+
+
+# -- bench chunk-cost -------------------------------------------------------------------------
+
+MODEL_RECORDS = (1_000_000, 10_000_000)
+MODEL_CORES = (1, 2, 4, 16)
+
+
+def _cpu_seconds(fn, repeat: int) -> float:
+    """Median CPU time of ``fn()`` in this process (load on the host does not count)."""
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def timed_encryption(spec: tuple, positions, seed: bytes) -> float:  # noqa: ANN001 - np.ndarray
+    """CPU seconds of one encryption task, measured inside the worker that runs it (after a
+    first run that builds the worker's fixed-base tables)."""
+    from ppbn.protocols.paillier import encrypt_bit_rows
+
+    encrypt_bit_rows(spec, positions[:1], seed)
+    start = time.process_time()
+    encrypt_bit_rows(spec, positions, seed)
+    return time.process_time() - start
+
+
+def _bench_chunk_cost(args: argparse.Namespace) -> int:
+    import pickle
+    import statistics
+
+    from ppbn.bn.networks import load_network, sample
+    from ppbn.bn.schema import Schema, Variable
+    from ppbn.parties.datasets import split_owners
+    from ppbn.protocols.paillier import (
+        FastEncryptor,
+        KeyPair,
+        combine_products,
+        encrypt_bit_rows,
+        multiply_by_label,
+        remember_encryptor,
+    )
+    from ppbn.protocols.tables import TREE_FANIN, TablesConfig, chunk_inputs, crossing_families
+
+    if args.repeat < 1 or args.chunk_size < 1:
+        raise UserError("--repeat and --chunk-size must be at least 1")
+    net = load_network(args.network)
+    owners = split_owners(net.names, args.split)
+    schema = Schema("record_id", tuple(Variable(n, owners[n], net.states[n]) for n in net.names))
+    families = crossing_families(schema, args.max_family)
+    if not families:
+        raise UserError("the split leaves no family that crosses the parties")
+    full = sample(net, args.chunk_size, 7)
+    column = {name: i for i, name in enumerate(net.names)}
+    codes = {r: full[:, [column[v.name] for v in schema.owned_by(r)]] for r in ("alice", "bob")}
+    config = TablesConfig(key_bits=args.key_bits, chunk_size=args.chunk_size)
+    encrypter, positions, labels, sizes = chunk_inputs(schema, codes, families, config, MODEL_RECORDS[0])
+    # both parties' chunk inputs (positions, labels), counted in full against each party's thread
+    inputs_s = _cpu_seconds(lambda: chunk_inputs(schema, codes, families, config, MODEL_RECORDS[0]), args.repeat)
+    keys = KeyPair.generate(args.key_bits)
+    encryptor = FastEncryptor(keys.public, factors=(int(keys.private.p), int(keys.private.q)))
+    remember_encryptor(encryptor)
+    seed = secrets.token_bytes(32)
+    payload = encrypt_bit_rows(encryptor.spec, positions, seed)
+    products = multiply_by_label(keys.public.n, payload, labels, sizes)
+    task_args = (encryptor.spec, positions, seed, b"")
+    costs = {
+        "encrypt_s": _cpu_seconds(lambda: encrypt_bit_rows(*task_args), args.repeat),
+        "multiply_s": _cpu_seconds(lambda: multiply_by_label(keys.public.n, payload, labels, sizes), args.repeat),
+        "combine_s": _cpu_seconds(lambda: combine_products(keys.public.n, *[products] * TREE_FANIN), args.repeat)
+        / TREE_FANIN,
+        # a worker task costs the party's own thread: its inputs, its arguments and result
+        # pickled (Ray or a local pool) and the ciphertexts sent or received once more
+        "serial_x_s": inputs_s + _cpu_seconds(
+            lambda: (pickle.loads(pickle.dumps(task_args)), pickle.loads(pickle.dumps(payload)), bytes(payload)),
+            args.repeat,
+        ),
+        "serial_y_s": inputs_s + _cpu_seconds(
+            lambda: (pickle.loads(pickle.dumps((keys.public.n, payload, labels, sizes))), bytes(payload)),
+            args.repeat,
+        ),
+    }
+    in_worker = None
+    if args.executor:
+        from ppbn.protocols.executor import ExecutorSpec, make_executor
+
+        check_executor_flags(args.executor, None)
+        with make_executor(ExecutorSpec(args.executor, workers=2)) as executor:
+            times = list(executor.map(timed_encryption, [task_args[:3]] * max(2, args.repeat)))
+        in_worker = {"executor": args.executor, "encrypt_s": round(statistics.fmean(times), 4), "samples": len(times)}
+    parallel = {"x": costs["encrypt_s"], "y": costs["multiply_s"] + costs["combine_s"]}
+    model = {}
+    for records in MODEL_RECORDS:
+        chunks = -(-records // args.chunk_size)
+        for cores in MODEL_CORES:
+            per_chunk = max(
+                parallel["x"] / cores, parallel["y"] / cores, costs["serial_x_s"], costs["serial_y_s"]
+            )
+            model[f"{records}/{cores}"] = round(chunks * per_chunk, 1)
+    result = {
+        "network": args.network,
+        "max_family": args.max_family,
+        "key_bits": args.key_bits,
+        "chunk_size": args.chunk_size,
+        "encrypter": encrypter,
+        "slices_per_record": int(positions.shape[1]),
+        "clusters": len(sizes),
+        "per_chunk_cpu_s": {k: round(v, 4) for k, v in costs.items()},
+        "per_record_encrypt_ms": round(costs["encrypt_s"] / args.chunk_size * 1e3, 4),
+        "model_wall_s": model,
+        "serial_share": round(statistics.fmean([costs["serial_x_s"], costs["serial_y_s"]]) / parallel["x"], 4),
+        "in_worker": in_worker,
+    }
+    if args.format == "json":
+        print(json.dumps(result))
+        return 0
+    _print_table(
+        f"Per-chunk CPU cost ({args.network}, families <= {args.max_family}, {args.key_bits}-bit keys, "
+        f"{args.chunk_size} records a chunk; {encrypter} encrypts)",
+        [(name, f"{value * 1e3:.1f} ms") for name, value in costs.items()]
+        + ([(f"encrypt_s in a {args.executor} worker", f"{in_worker['encrypt_s'] * 1e3:.1f} ms")] if in_worker else []),
+        ("task", "CPU per chunk"),
+    )
+    _print_table(
+        "Model wall time of the table phase: chunks x max(work / cores, serial per chunk)",
+        [
+            (f"{records:,}", *(f"{model[f'{records}/{cores}']:,} s" for cores in MODEL_CORES))
+            for records in MODEL_RECORDS
+        ],
+        ("records", *(f"{c} core{'s' if c > 1 else ''} per party" for c in MODEL_CORES)),
+    )
+    return 0
 
 
 # -- bench tables ---------------------------------------------------------------------------
@@ -239,15 +398,17 @@ def _party_process(
     It ends with the bench command, however that ends (no orphans after a SIGKILL)."""
     from ppbn.bn.schema import Schema
     from ppbn.parties.shaper import Direction, parse_link
-    from ppbn.protocols.paillier import OpCounters, exit_with_parent
+    from ppbn.protocols.executor import exit_with_parent
+    from ppbn.protocols.paillier import OpCounters
     from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
 
     exit_with_parent(parent_pid)
     try:
         schema = Schema.from_dict(spec["schema"])
         config = TablesConfig(
-            key_bits=spec["key_bits"], chunk_size=spec["chunk_size"], workers=spec["workers"]
-        )
+            key_bits=spec["key_bits"], chunk_size=spec["chunk_size"], workers=spec["workers"],
+            executor=spec["executor"], ray_address=spec["ray_address"],
+        )  # fmt: skip
         link = None
         if spec["link"]:
             other = "bob" if role == "alice" else "alice"
@@ -298,6 +459,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
         parse_link(args.link)  # refuse a bad --link before sampling
     if args.max_family < 2:
         raise UserError("--max-family must be at least 2 (a crossing family has two variables)")
+    check_executor_flags(args.executor or "local", args.ray_address)
     net = load_network(args.network)
     owners = split_owners(net.names, args.split)
     schema = Schema("record_id", tuple(Variable(n, owners[n], net.states[n]) for n in net.names))
@@ -317,6 +479,8 @@ def _bench_tables(args: argparse.Namespace) -> int:
         "key_bits": args.key_bits,
         "chunk_size": args.chunk_size,
         "workers": args.workers,
+        "executor": args.executor or "local",
+        "ray_address": args.ray_address,
         "precompute": args.records if args.precompute else 0,
         "link": args.link or "",
     }
@@ -350,6 +514,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
         "max_family": args.max_family,
         "key_bits": args.key_bits,
         "crossing_families": len(families),
+        "executor": spec["executor"],
         "link": args.link or None,
         "bytes_alice_to_bob": reports["alice"]["channel"]["bytes_sent"],
         "bytes_bob_to_alice": reports["bob"]["channel"]["bytes_sent"],
@@ -389,7 +554,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
         rows.append((f"{role} peak RSS (workers)", f"{r['peak_rss_mib']} MiB ({r['workers_peak_rss_mib']} MiB)", ""))
     _print_table(
         f"Secure count tables: {args.network}, {args.records:,} records, {len(families)} crossing "
-        f"families of <= {args.max_family} variables, {args.key_bits}-bit keys "
+        f"families of <= {args.max_family} variables, {args.key_bits}-bit keys, {spec['executor']} executor "
         f"(encryptions {result['encryption_ratio']}x fewer than per-alpha)",
         rows,
         ("", "ppbn (packed tables)", "per-alpha (paper, computed)"),

@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ppbn.parties.policy import LocalPolicy
 
 # Longest silence a job accepts from the peer. A killed, stopped or cut-off peer is seen
 # sooner: gRPC keepalive (ppbn.parties.net) drops a dead connection within ~15 s.
@@ -28,17 +32,12 @@ def configure_logging(role: str, verbose: bool = False, log_format: str = "text"
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from ppbn.errors import UserError
     from ppbn.parties.daemon import DaemonConfig, PartyDaemon
     from ppbn.parties.policy import LocalPolicy
 
     configure_logging(args.role, args.verbose, args.log_format)
-    policy = LocalPolicy.load(args.policy)
-    if args.workers is not None:
-        policy = replace(policy, workers=args.workers)
-        policy.validate()
+    policy = apply_resource_flags(LocalPolicy.load(args.policy), args)
     if args.role == "miner":
         if args.data or args.peer or args.miner:
             raise UserError("the miner has no --data, --peer or --miner: give --alice and --bob")
@@ -75,8 +74,62 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
     )
+    if policy.executor == "ray":  # at start-up, from the main thread: a bad address fails here, in one line
+        from ppbn.protocols.executor import connect_ray
+
+        try:
+            connect_ray(policy.ray_address, policy.workers)
+        except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ...
+            raise UserError(f"--executor ray: cannot start or join Ray: {str(exc).splitlines()[0]}") from None
     PartyDaemon(config).serve_forever()
     return 0
+
+
+def add_executor_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, who: str) -> None:
+    """--executor, --workers and --ray-address: where this party's bulk arithmetic runs."""
+    parser.add_argument(
+        "--executor", choices=("local", "ray", "inline"),
+        help=f"where {who} bulk work runs (chunks of Paillier encryptions, decryptions and "
+        "products): local (a process pool on this host, the default), ray (this party's own Ray "
+        "cluster, `pip install 'ppbn[ray]'`), inline (this process)",
+    )  # fmt: skip
+    parser.add_argument("--workers", type=int, help=f"worker processes of {who} local pool (default: one per core)")
+    parser.add_argument(
+        "--ray-address", metavar="ADDR",
+        help="join this party's running Ray cluster (e.g. 10.0.0.5:6379; see README 'Scale-out'); "
+        "default with --executor ray: a private Ray instance on this host",
+    )  # fmt: skip
+
+
+def check_executor_flags(executor: str, ray_address: str | None) -> None:
+    """One-line errors for an executor this host cannot run, before any data is read."""
+    from ppbn.errors import UserError
+    from ppbn.protocols.executor import ray_missing_message
+
+    if ray_address and executor != "ray":
+        raise UserError("--ray-address is only for --executor ray")
+    if executor == "ray":
+        missing = ray_missing_message()
+        if missing is not None:
+            raise UserError(missing)
+
+
+def apply_resource_flags(policy: LocalPolicy, args: argparse.Namespace) -> LocalPolicy:
+    """The policy with this command line's resource flags on top (flags win; all local)."""
+    from dataclasses import replace
+
+    changes = {
+        name: getattr(args, name)
+        for name in ("workers", "executor", "ray_address", "cache_mb", "spill_mb", "spill_dir")
+        if getattr(args, name, None) is not None
+    }
+    if changes:
+        if "ray_address" in changes and "executor" not in changes:
+            changes["executor"] = "ray"
+        policy = replace(policy, **changes)
+        policy.validate()
+    check_executor_flags(policy.executor, policy.ray_address)
+    return policy
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -115,12 +168,19 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--policy", metavar="FILE",
         help="policy file (TOML or JSON): allowed paths, minimum Paillier key size, allowed "
         "disclosure modes, PRAM minimum change probability and variables that must be randomized, "
-        "maximum parents / family size, minimum records, workers, message and queue sizes "
+        "maximum parents / family size, minimum records, executor, workers, cache, message and queue sizes "
         "(default: the safe built-in policy; see `ppbn policy show`)",
     )  # fmt: skip
+    add_executor_options(policy, "this party's")
     policy.add_argument(
-        "--workers", type=int, help="worker processes of this party (default: the policy's, else one per core)"
-    )
+        "--cache-mb", type=int, metavar="MB",
+        help="peer ciphertexts kept in memory for later K2 steps of a learn job (default 768)",
+    )  # fmt: skip
+    policy.add_argument(
+        "--spill-mb", type=int, metavar="MB",
+        help="more kept past --cache-mb in a memory-mapped temporary file (default 0: none)",
+    )  # fmt: skip
+    policy.add_argument("--spill-dir", metavar="DIR", help="folder of that file (default: the system's temporary folder)")
     policy.add_argument(
         "--insecure-fixed-seed-for-testing", metavar="SEED",
         help="TESTING ONLY: fix this daemon's PRAM randomization so runs repeat; anyone who "

@@ -33,6 +33,7 @@ from ppbn.commands.learn import (
     outcome_json,
     print_outcome,
 )
+from ppbn.commands.party import add_executor_options, apply_resource_flags
 from ppbn.commands.reference import (
     add_alignment_options,
     add_learning_options,
@@ -119,10 +120,13 @@ def reveal_tables(
 
 
 def _policy(args: argparse.Namespace):
-    """The local policy both simulated daemons enforce: --policy FILE, else the built-in."""
+    """The local policy both simulated daemons enforce: --policy FILE, else the built-in;
+    --executor, --workers and --ray-address on top (each daemon gets its own executor)."""
     from ppbn.parties.policy import LocalPolicy
 
-    return LocalPolicy.load(args.policy) if args.policy else None
+    if not args.policy and args.executor is None and args.workers is None and args.ray_address is None:
+        return None
+    return apply_resource_flags(LocalPolicy.load(args.policy), args)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -478,6 +482,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="local policy file both daemons enforce (default: the built-in policy, which refuses "
         "e.g. 1024-bit keys, fewer than 100 records and PRAM p below 0.1; see `ppbn policy show`)",
     )  # fmt: skip
+    add_executor_options(parser.add_argument_group("executor (each daemon's own)"), "each daemon's")
     parser.add_argument(
         "--reveal-for-testing", action="store_true",
         help="TESTING ONLY: add both parties' shares and check them against the plaintext counts",

@@ -23,6 +23,7 @@ import io
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,20 @@ FORMAT = 1
 _NAME = re.compile(r"^checkpoint-(\d{1,9})\.bin$")
 
 
-def data_digest(ids: tuple[str, ...], codes: np.ndarray) -> str:
+DIGEST_ROWS = 1 << 16
+
+
+def data_digest(ids: Sequence[str], codes: np.ndarray) -> str:
     """SHA-256 of this party's own records: a resume must run on the same data."""
     h = hashlib.sha256()
-    h.update(json.dumps(list(ids)).encode())
-    h.update(np.ascontiguousarray(codes, dtype=np.int64).tobytes())
+    # the bytes of json.dumps(list(ids)) and of codes as int64, fed piece by piece (10M records
+    # would otherwise cost a gigabyte of temporary strings)
+    h.update(b"[")
+    for i, record_id in enumerate(ids):
+        h.update((", " if i else "").encode() + json.dumps(record_id).encode())
+    h.update(b"]")
+    for start in range(0, codes.shape[0], DIGEST_ROWS):
+        h.update(np.ascontiguousarray(codes[start : start + DIGEST_ROWS], dtype=np.int64).tobytes())
     return h.hexdigest()
 
 

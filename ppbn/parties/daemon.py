@@ -95,6 +95,7 @@ from ppbn.protocols.channel import (
     PeerGone,
     ProtocolError,
 )
+from ppbn.protocols.executor import ExecutorError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.records import (
     NONCE_BYTES,
@@ -407,6 +408,12 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             policy.source, ",".join(policy.paths), policy.min_key_bits, ",".join(policy.disclosures),
             policy.max_parents, policy.max_family, policy.min_records, policy.pram.min_p,
             ",".join(policy.pram.always_randomize) or "none",
+        )  # fmt: skip
+        self.log.info(
+            "executor %s (%s); ciphertext cache %d MiB in memory, %d MiB spill",
+            policy.executor,
+            f"Ray at {policy.ray_address}" if policy.ray_address else f"workers: {policy.workers or 'one per core'}",
+            policy.cache_mb, policy.spill_mb,
         )  # fmt: skip
         if policy.weak_key_allowed:
             self.log.warning("policy allows 1024-bit Paillier keys: below today's security level, TESTING ONLY")
@@ -1201,6 +1208,9 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         except UserError as exc:  # the data or a policy refuses the job: bad input, not a fault
             job.state, job.error, job.refused = JobInfo.FAILED, str(exc), True
             self._abort(job, AbortCode.POLICY if isinstance(exc, PolicyRefusal) else AbortCode.FAILED)
+        except ExecutorError as exc:  # this party's workers or Ray cluster lost tasks: the job fails, the daemon serves on
+            job.state, job.error = JobInfo.FAILED, f"{self.role}'s executor: {exc}"
+            self._abort(job, AbortCode.INTERNAL)
         except Exception as exc:  # noqa: BLE001 - a job's bug must not take the daemon down
             self.log.exception("job %s crashed", job.job_id)
             job.state = JobInfo.FAILED

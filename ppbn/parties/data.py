@@ -6,6 +6,14 @@ everything a later protocol step would otherwise trip over, and fails with one l
 names the file, the line and the column at fault. Rows are sorted by record id so that
 both parties' row i is the same record without either side sending its ids.
 
+Files are read in chunks of ``READ_CHUNK_ROWS`` records (CSV through pandas, Parquet
+through pyarrow's record batches, the optional extra ``ppbn[parquet]``): only the coded
+columns (8 bytes a cell), the sorted ids (one UTF-8 byte string each, ``RecordIds``) and,
+for continuous columns, one float per cell stay in memory, never the whole file as text,
+so ten million records load in a few hundred megabytes. Every check still names the file,
+the line (CSV; the header is line 1) or row (Parquet; the first record is row 1) and the
+column.
+
 A continuous variable (``"type": "continuous"`` in the schema) is discretized here, by
 its owner only, from the owner's whole file (``ppbn.bn.discretize``; Ma 2006, Ch. 2,
 Sec. 2.3 for mgas): its codes are bin indices 0..K-1 and its cut points stay in
@@ -16,7 +24,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +39,8 @@ from ppbn.bn.discretize import (
     format_number,
 )
 from ppbn.bn.schema import PARTIES, BinSpec, Schema
-from ppbn.errors import DataError
+from ppbn.errors import DataError, UserError
+from ppbn.protocols.records import RecordIds
 
 # How an empty cell is read (``--missing``): "error" refuses it; "category" reads it as the
 # schema's ``missing_state``, an ordinary declared state; "available-case" codes it
@@ -43,6 +52,8 @@ MISSING_HELP = (
     "missing_state becomes an ordinary state), available-case (the record is left out of "
     "exactly the families, child + parents, that contain the variable; secure path only)"
 )
+READ_CHUNK_ROWS = 1 << 16  # records parsed at a time
+PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 @dataclass(frozen=True)
@@ -52,7 +63,7 @@ class PartyData:
     schema: Schema
     role: str
     columns: tuple[str, ...]
-    ids: tuple[str, ...]
+    ids: Sequence[str]  # sorted; RecordIds when loaded from a file
     codes: np.ndarray  # int64, shape (n, len(columns)), rows sorted by id; MISSING_CODE = empty
     missing_rule: str = "error"  # one of MISSING_RULES: how empty cells were read
     # the owner's cut points of its continuous variables: private unless the schema publishes them
@@ -68,6 +79,28 @@ class PartyData:
 
 # A byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
 CSV_ENCODING = "utf-8-sig"
+
+
+@dataclass(frozen=True)
+class Rows:
+    """How a file names its records: CSV lines (the header is line 1, so the first record
+    is line 2) or Parquet rows (from 1); ``first`` is the number of the record at index 0."""
+
+    word: str = "line"
+    first: int = 2
+
+    def at(self, index: int) -> str:
+        return f"{self.word} {self.first + int(index)}"
+
+    def span(self, count: int) -> str:
+        return f"{self.word}s {self.first}-{self.first + count - 1}"
+
+    def shifted(self, offset: int) -> Rows:
+        return Rows(self.word, self.first + offset)
+
+
+CSV_ROWS = Rows("line", 2)
+PARQUET_ROWS = Rows("row", 1)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -93,28 +126,74 @@ def _raw_header(path: Path) -> list[str]:
         return next(csv.reader(fh), [])
 
 
-def _check_row_lengths(path: Path) -> None:
+def _check_row_lengths(path: Path) -> int:
     """Every non-blank line has as many fields as the header: a short row would otherwise
-    read as missing values, a long one as a parser error without the line."""
+    read as missing values, a long one as a parser error without the line. Returns the
+    number of records (non-blank lines after the header)."""
+    records = 0
     try:
         with open(path, encoding=CSV_ENCODING, newline="") as fh:
             reader = csv.reader(fh)
             header = next(reader, None)
             if header is None:
-                return  # reported as an empty file by the reader
+                return 0  # reported as an empty file by the reader
             for row in reader:
                 if row and len(row) != len(header):
                     raise DataError(
                         f"{path}: line {reader.line_num} has {len(row)} fields, the header has {len(header)}"
                     )
+                records += bool(row)
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text") from None
     except csv.Error as exc:
         raise DataError(f"{path}: not a valid CSV: {exc}") from None
+    return records
 
 
-def _check_header(path: Path, schema: Schema, role: str) -> tuple[str, ...]:
-    header = _raw_header(path)
+def _csv_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
+    """The records of a CSV (rows already checked), ``chunk_rows`` at a time, cells as text."""
+    try:
+        with pd.read_csv(
+            path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING, chunksize=chunk_rows
+        ) as reader:
+            yield from reader
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: file is empty (no header line)") from None
+    except pd.errors.ParserError as exc:
+        raise DataError(f"{path}: not a valid CSV: {str(exc).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
+
+
+def _parquet_file(path: Path):  # noqa: ANN202 - pyarrow.parquet.ParquetFile; pyarrow is optional
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError(f"{path}: reading Parquet needs the optional package pyarrow: pip install 'ppbn[parquet]'") from None
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ...: all one line
+        raise DataError(f"{path}: not a valid Parquet file: {str(exc).splitlines()[0]}") from None
+
+
+def _parquet_chunks(path: Path, file, columns: list[str], chunk_rows: int) -> Iterator[pd.DataFrame]:  # noqa: ANN001
+    """The records of a Parquet file in record batches, every cell as its text (null: empty)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        for batch in file.iter_batches(batch_size=chunk_rows, columns=columns):
+            frame = {}
+            for name, column in zip(batch.schema.names, batch.columns, strict=True):
+                text = pc.fill_null(pc.cast(column, pa.string()), "")
+                frame[name] = pd.Series(text.to_numpy(zero_copy_only=False), dtype=object)
+            yield pd.DataFrame(frame)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+        raise DataError(f"{path}: cannot read the Parquet data as text: {str(exc).splitlines()[0]}") from None
+
+
+def _check_header(path: Path, schema: Schema, role: str, header: list[str] | None = None) -> tuple[str, ...]:
+    header = _raw_header(path) if header is None else header
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
         raise DataError(f"{path}: line 1: column {dupes[0]!r} appears more than once")
@@ -137,22 +216,45 @@ def _check_header(path: Path, schema: Schema, role: str) -> tuple[str, ...]:
     return tuple(own)
 
 
-def _check_ids(path: Path, ids: pd.Series, id_column: str) -> None:
+def _check_ids(path: Path, ids: pd.Series, id_column: str, rows: Rows = CSV_ROWS) -> None:
     empty = np.flatnonzero((ids.str.strip() == "").to_numpy())
     if empty.size:
-        raise DataError(f"{path}: line {empty[0] + 2}, column {id_column!r}: empty record id")
+        raise DataError(f"{path}: {rows.at(empty[0])}, column {id_column!r}: empty record id")
+    nul = np.flatnonzero(ids.str.contains("\0", regex=False).to_numpy())
+    if nul.size:
+        raise DataError(f"{path}: {rows.at(nul[0])}, column {id_column!r}: record id contains a NUL character")
     dup_mask = ids.duplicated(keep=False).to_numpy()
     if dup_mask.any():
-        rows = np.flatnonzero(dup_mask)
-        first = ids.iloc[rows[0]]
-        lines = [int(r) + 2 for r in rows if ids.iloc[r] == first][:2]
+        at = np.flatnonzero(dup_mask)
+        first = ids.iloc[at[0]]
+        pair = [int(r) for r in at if ids.iloc[r] == first][:2]
         raise DataError(
-            f"{path}: line {lines[1]}, column {id_column!r}: duplicate record id {first!r} "
-            f"(first on line {lines[0]})"
+            f"{path}: {rows.at(pair[1])}, column {id_column!r}: duplicate record id {first!r} "
+            f"(first on {rows.at(pair[0])})"
         )
 
 
-def _code_column(path: Path, values: pd.Series, name: str, states: tuple[str, ...]) -> np.ndarray:
+def _sorted_ids(path: Path, ids: np.ndarray, id_column: str, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts ``ids`` (UTF-8 bytes, file order) and the sorted ids; a duplicate
+    across chunks is reported as ``_check_ids`` reports one inside a chunk (the earliest
+    duplicated id)."""
+    order = np.argsort(ids, kind="stable")
+    ordered = ids[order]
+    same = ordered[1:] == ordered[:-1]
+    if same.any():
+        starts = np.flatnonzero(same & ~np.concatenate(([False], same[:-1])))
+        pick = starts[np.argmin(order[starts])]
+        first, second = int(order[pick]), int(order[pick + 1])
+        raise DataError(
+            f"{path}: {rows.at(second)}, column {id_column!r}: duplicate record id "
+            f"{bytes(ordered[pick]).decode('utf-8')!r} (first on {rows.at(first)})"
+        )
+    return order, ordered
+
+
+def _code_column(
+    path: Path, values: pd.Series, name: str, states: tuple[str, ...], rows: Rows = CSV_ROWS
+) -> np.ndarray:
     """State indices of one column; empty cells become MISSING_CODE (the rule decides later)."""
     lookup = {s: i for i, s in enumerate(states)}
     raw = values.to_numpy(dtype=object)
@@ -161,7 +263,7 @@ def _code_column(path: Path, values: pd.Series, name: str, states: tuple[str, ..
     if bad.size:
         row = int(bad[0])
         raise DataError(
-            f"{path}: line {row + 2}, column {name!r}: value {raw[row]!r} is not in the declared "
+            f"{path}: {rows.at(row)}, column {name!r}: value {raw[row]!r} is not in the declared "
             f"domain {list(states)}"
         )
     return codes.fillna(MISSING_CODE).to_numpy(dtype=np.int64)
@@ -173,7 +275,9 @@ def check_missing_rule(rule: str) -> str:
     return rule
 
 
-def apply_missing_rule(path: Path, schema: Schema, columns: tuple[str, ...], codes: np.ndarray, rule: str) -> None:
+def apply_missing_rule(
+    path: Path, schema: Schema, columns: tuple[str, ...], codes: np.ndarray, rule: str, rows: Rows = CSV_ROWS
+) -> None:
     """The one place that decides what an empty cell (``MISSING_CODE`` from ``_code_column``)
     becomes, in place: an error, the schema's ``missing_state``, or left as MISSING_CODE for
     available-case analysis (``bn.k2.count_table`` and ``protocols.tables`` skip such a
@@ -185,17 +289,17 @@ def apply_missing_rule(path: Path, schema: Schema, columns: tuple[str, ...], cod
         empty = np.flatnonzero(codes[:, j] == MISSING_CODE)
         if not empty.size or rule == "available-case":
             continue
-        line = int(empty[0]) + 2
+        line = rows.at(empty[0])
         if rule == "error":
             raise DataError(
-                f"{path}: line {line}, column {name!r}: missing value (pass --missing available-case "
+                f"{path}: {line}, column {name!r}: missing value (pass --missing available-case "
                 "to leave the record out of the families of this variable, or declare 'missing_state' "
                 "in the schema and pass --missing category to treat it as a category)"
             )
         states = schema.variable(name).states
         if schema.missing_state not in states:
             raise DataError(
-                f"{path}: line {line}, column {name!r}: missing value, and the missing "
+                f"{path}: {line}, column {name!r}: missing value, and the missing "
                 f"state {schema.missing_state!r} is not in this variable's domain"
             )
         codes[empty, j] = states.index(schema.missing_state)
@@ -210,7 +314,7 @@ def missing_rule_from(missing: str | None, missing_as_category: bool = False) ->
     return check_missing_rule(missing or "error")
 
 
-def _continuous_missing(path: Path, name: str, raw: np.ndarray, rule: str) -> np.ndarray:
+def _continuous_missing(path: Path, name: str, raw: np.ndarray, rule: str, rows: Rows) -> np.ndarray:
     """MISSING CELLS OF A CONTINUOUS COLUMN: the mask of present cells.
 
     Under ``--missing available-case`` an empty cell is left MISSING_CODE (the caller
@@ -221,20 +325,22 @@ def _continuous_missing(path: Path, name: str, raw: np.ndarray, rule: str) -> np
     if rule != "available-case" and not present.all():
         row = int(np.flatnonzero(~present)[0])
         raise DataError(
-            f"{path}: line {row + 2}, column {name!r}: missing value (a continuous column has no "
+            f"{path}: {rows.at(row)}, column {name!r}: missing value (a continuous column has no "
             "missing state: pass --missing available-case, fill the cell or drop the record)"
         )
     return present
 
 
-def _parse_numbers(path: Path, name: str, raw: np.ndarray) -> np.ndarray:
-    """The cells as finite floats; the first that is not one is reported with its line."""
-    numbers = pd.to_numeric(pd.Series(raw, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(~np.isfinite(numbers))
+def _parse_numbers(path: Path, name: str, raw: np.ndarray, present: np.ndarray, rows: Rows) -> np.ndarray:
+    """The present cells as finite floats (NaN where a cell is empty); the first that is not
+    a finite number is reported with its line."""
+    numbers = np.full(raw.shape[0], np.nan)
+    numbers[present] = pd.to_numeric(pd.Series(raw[present], dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(present & ~np.isfinite(numbers))
     if bad.size:
         row = int(bad[0])
         raise DataError(
-            f"{path}: line {row + 2}, column {name!r}: value {raw[row]!r} is not a finite number "
+            f"{path}: {rows.at(row)}, column {name!r}: value {raw[row]!r} is not a finite number "
             f"({name!r} is declared continuous)"
         )
     return numbers
@@ -272,28 +378,34 @@ def _cut_points(path: Path, name: str, spec: BinSpec, values: np.ndarray, lines:
     return out
 
 
-def _code_continuous_column(
-    path: Path, values: pd.Series, name: str, spec: BinSpec, rule: str
-) -> tuple[np.ndarray, tuple[float, ...]]:
-    """Bin indices of a continuous column and the cut points, from this file alone."""
+def _continuous_numbers(path: Path, values: pd.Series, name: str, rule: str, rows: Rows) -> np.ndarray:
+    """One chunk of a continuous column as floats, NaN where the cell is empty (the cut
+    points need the whole column: ``_code_continuous_column``)."""
     raw = values.to_numpy(dtype=object)
-    present = _continuous_missing(path, name, raw, rule)
-    codes = np.full(raw.shape[0], MISSING_CODE, dtype=np.int64)
-    numbers = _parse_numbers(path, name, raw[present])
-    lines = f"lines 2-{raw.shape[0] + 1}"
-    cuts = _cut_points(path, name, spec, numbers, lines)
-    codes[present] = assign(numbers, np.array(cuts, dtype=np.float64))
+    return _parse_numbers(path, name, raw, _continuous_missing(path, name, raw, rule, rows), rows)
+
+
+def _code_continuous_column(
+    path: Path, numbers: np.ndarray, name: str, spec: BinSpec, rows: Rows
+) -> tuple[np.ndarray, tuple[float, ...]]:
+    """Bin indices of a continuous column (NaN: missing) and the cut points, from this file alone."""
+    present = ~np.isnan(numbers)
+    codes = np.full(numbers.shape[0], MISSING_CODE, dtype=np.int64)
+    cuts = _cut_points(path, name, spec, numbers[present], rows.span(numbers.shape[0]))
+    codes[present] = assign(numbers[present], np.array(cuts, dtype=np.float64))
     return codes, cuts
 
 
 def load_party_data(
     schema: Schema,
     role: str,
-    csv_path: str | Path,
+    data_path: str | Path,
     missing_as_category: bool = False,
     missing_rule: str | None = None,
+    chunk_rows: int = READ_CHUNK_ROWS,
 ) -> PartyData:
-    """Load ``role``'s CSV, check it against ``schema``, code it, sort rows by record id.
+    """Load ``role``'s CSV or Parquet file, check it against ``schema``, code it, sort rows
+    by record id, reading ``chunk_rows`` records at a time.
 
     Empty cells follow ``missing_rule`` (``apply_missing_rule``); ``missing_as_category``
     is the older spelling of ``missing_rule="category"``.
@@ -301,25 +413,61 @@ def load_party_data(
     if role not in PARTIES:
         raise DataError(f"role must be 'alice' or 'bob', got {role!r}")
     rule = missing_rule_from(missing_rule, missing_as_category)
-    path = Path(csv_path)
+    path = Path(data_path)
     if rule == "category" and schema.missing_state is None:
         raise DataError("--missing category needs 'missing_state' declared in the schema")
-    frame = _read_csv(path)
-    columns = _check_header(path, schema, role)
-    ids = frame[schema.id_column]
-    _check_ids(path, ids, schema.id_column)
-    codes = np.empty((len(frame), len(columns)), dtype=np.int64)
+    if not path.is_file():
+        raise DataError(f"{path}: data file not found")
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        parquet = _parquet_file(path)
+        rows = PARQUET_ROWS
+        columns = _check_header(path, schema, role, list(parquet.schema_arrow.names))
+        total = int(parquet.metadata.num_rows)
+        chunks = _parquet_chunks(path, parquet, [schema.id_column, *columns], chunk_rows)
+    else:
+        rows = CSV_ROWS
+        total = _check_row_lengths(path)
+        chunks = _csv_chunks(path, chunk_rows)
+        columns = ()
+    codes = np.empty((total, len(columns)), dtype=np.int64)
+    id_parts: list[np.ndarray] = []
+    numbers: dict[str, list[np.ndarray]] = {}
+    done = 0
+    for frame in chunks:
+        if not columns:  # CSV: the header, checked once pandas has read it
+            columns = _check_header(path, schema, role)
+            codes = np.empty((total, len(columns)), dtype=np.int64)
+        if done + len(frame) > total:
+            raise DataError(f"{path}: changed while it was read")
+        where = rows.shifted(done)
+        ids = frame[schema.id_column]
+        _check_ids(path, ids, schema.id_column, where)
+        id_parts.append(np.array([i.encode("utf-8") for i in ids.tolist()], dtype=bytes))
+        block = codes[done : done + len(frame)]
+        for j, name in enumerate(columns):
+            variable = schema.variable(name)
+            if variable.bins is not None:
+                numbers.setdefault(name, []).append(_continuous_numbers(path, frame[name], name, rule, where))
+            else:
+                block[:, j] = _code_column(path, frame[name], name, variable.states, where)
+        done += len(frame)
+    if not columns and path.suffix.lower() not in PARQUET_SUFFIXES:
+        columns = _check_header(path, schema, role)  # a header line and nothing else
+    if done == 0:
+        raise DataError(f"{path}: no records after the header line")
+    if done != total:
+        raise DataError(f"{path}: changed while it was read")
+    order, sorted_ids = _sorted_ids(path, np.concatenate(id_parts), schema.id_column, rows)
+    del id_parts
     bins: dict[str, tuple[float, ...]] = {}
     for j, name in enumerate(columns):
-        variable = schema.variable(name)
-        if variable.bins is not None:
-            codes[:, j], bins[name] = _code_continuous_column(path, frame[name], name, variable.bins, rule)
-        else:
-            codes[:, j] = _code_column(path, frame[name], name, variable.states)
-    apply_missing_rule(path, schema, columns, codes, rule)
-    order = np.argsort(ids.to_numpy(dtype=str), kind="stable")
-    sorted_ids = tuple(ids.to_numpy(dtype=str)[order].tolist())
-    return PartyData(schema, role, columns, sorted_ids, codes[order], rule, bins)
+        if name in numbers:
+            column = np.concatenate(numbers.pop(name))
+            codes[:, j], bins[name] = _code_continuous_column(path, column, name, schema.variable(name).bins, rows)
+    apply_missing_rule(path, schema, columns, codes, rule, rows)
+    for j in range(codes.shape[1]):  # column by column: no second copy of the whole table
+        codes[:, j] = codes[order, j]
+    return PartyData(schema, role, columns, RecordIds(sorted_ids), codes, rule, bins)
 
 
 def load_joined(

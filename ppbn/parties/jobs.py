@@ -34,7 +34,7 @@ import numpy as np
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
 from ppbn.parties.data import PartyData
-from ppbn.parties.policy import LocalPolicy, PolicyRefusal
+from ppbn.parties.policy import LOCAL_SETTINGS, LocalPolicy, PolicyRefusal
 from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
@@ -58,10 +58,11 @@ class ParameterError(UserError):
 
 def check_known(kind: str, params: dict[str, Any], known: set[str] | frozenset[str]) -> None:
     """Refuse the first unknown parameter by name; resources are never job parameters."""
-    if "workers" in params and "workers" not in known:
-        raise PolicyRefusal(
-            "workers", f"{kind}: workers are this party's local setting (policy file or --workers), never a job parameter"
-        )
+    for name in LOCAL_SETTINGS:
+        if name in params and name not in known:
+            raise PolicyRefusal(
+                name, f"{kind}: {name} is this party's local setting (policy file or party serve flag), never a job parameter"
+            )
     unknown = sorted(set(params) - set(known))
     if unknown:
         raise ParameterError(unknown[0], f"{kind}: unknown parameter {unknown[0]!r} (know: {', '.join(sorted(known))})")

@@ -7,8 +7,9 @@ against this policy before any byte derived from this party's data is sent. A pa
 is accepted when it is equal to the policy's bound or stronger; otherwise the job is
 refused with a ``PolicyRefusal`` naming the parameter.
 
-Resource settings (workers, message and queue sizes) are local only: job messages never
-carry them. The policy file is TOML or JSON; every key is optional and the defaults
+Resource settings (executor, workers, Ray address, ciphertext cache and spill sizes,
+message and queue sizes) are local only: job messages never carry them, and a peer can
+neither choose where this party's work runs nor how much memory it takes. The policy file is TOML or JSON; every key is optional and the defaults
 below are the safe built-in policy (``ppbn policy show`` prints the effective one).
 """
 
@@ -25,12 +26,20 @@ from typing import Any
 import numpy as np
 
 from ppbn.errors import UserError
+from ppbn.protocols.executor import EXECUTORS
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS
 from ppbn.protocols.pram.operators import RandomizationScheme
 
 PATHS = ("secure", "pram")
 DISCLOSURE_MODES = ("public", "owner", "shared")
 ALL_VARIABLES = "*"
+# settings of this daemon's own resources: a job that names one is refused (jobs.check_known)
+LOCAL_SETTINGS = ("workers", "executor", "ray_address", "cache_mb", "spill_mb", "spill_dir")
+UNSET_NOTES = {
+    "workers": "one worker per core",
+    "ray_address": "with executor ray, a private Ray instance on this host",
+    "spill_dir": "the system's temporary folder",
+}
 
 
 class PolicyRefusal(UserError):
@@ -79,6 +88,11 @@ class LocalPolicy:
     min_records: int = 100
     pram: PramPolicy = field(default_factory=PramPolicy)
     workers: int | None = None
+    executor: str = "local"
+    ray_address: str | None = None
+    cache_mb: int = 768
+    spill_mb: int = 0
+    spill_dir: str | None = None
     max_message_mb: int = 32
     max_queue_mb: int = 64
     max_jobs_kept: int = 100
@@ -144,19 +158,36 @@ class LocalPolicy:
         for name, low, high in (
             ("max_parents", 0, 64), ("max_family", 2, 64), ("min_statistical_bits", 40, 128),
             ("min_records", 1, 10**12), ("max_message_mb", 1, 1024), ("max_queue_mb", 1, 4096),
-            ("max_jobs_kept", 1, 100_000),
+            ("max_jobs_kept", 1, 100_000), ("cache_mb", 0, 10**7), ("spill_mb", 0, 10**9),
         ):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise bad(name, f"must be an integer in {low}..{high}")
         if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 1 <= self.workers <= 1024):
             raise bad("workers", "must be an integer in 1..1024 (absent: one per core)")
+        if self.executor not in EXECUTORS:
+            raise bad("executor", f"must be one of {', '.join(EXECUTORS)}")
+        if self.ray_address is not None and (not isinstance(self.ray_address, str) or self.executor != "ray"):
+            raise bad("ray_address", "is a string, and only for executor = \"ray\"")
+        if self.spill_dir is not None and not isinstance(self.spill_dir, str):
+            raise bad("spill_dir", "must be a folder name")
         probabilities = {"pram.min_p": self.pram.min_p, **{f"pram.min_p_per_variable.{k}": v for k, v in self.pram.min_p_per_variable.items()}}
         for name, value in probabilities.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < 1.0:
                 raise bad(name, "must be a probability in [0, 1)")
         if not all(isinstance(v, str) for v in self.pram.always_randomize):
             raise bad("pram.always_randomize", 'must list variable names (or "*")')
+
+    def tables_settings(self) -> dict[str, Any]:
+        """This party's own resources for the table phase, as ``TablesConfig`` fields."""
+        return {
+            "workers": self.workers,
+            "executor": self.executor,
+            "ray_address": self.ray_address,
+            "cache_bytes": self.cache_mb * 2**20,
+            "spill_bytes": self.spill_mb * 2**20,
+            "spill_dir": self.spill_dir,
+        }
 
     @property
     def weak_key_allowed(self) -> bool:
@@ -176,7 +207,7 @@ class LocalPolicy:
         lines = [f"# ppbn local policy (effective; from {source})"]
         for key, value in data.items():
             if value is None:
-                lines.append(f"# {key} = (not set: one worker per core)")
+                lines.append(f"# {key} = (not set: {UNSET_NOTES[key]})")
             else:
                 lines.append(f"{key} = {_toml_value(value)}")
         lines.append("")

@@ -44,9 +44,11 @@ party's data) without a proof of correct generation, which the semi-honest model
 ask for. Every ciphertext received from a peer must
 satisfy 0 < c < N^2 and gcd(c, N) = 1; otherwise ``ProtocolError``.
 
-Bulk work (encryption, products of many ciphertexts, full randomizers, decryption) runs in
-a pool of worker processes (``WorkerPool``, spawn start method so it is safe next to gRPC
-threads); small batches run in the calling process.
+Bulk work (encryption, products of many ciphertexts, full randomizers, decryption) is
+written as pure task functions (``encrypt_bit_rows``, ``multiply_by_label``,
+``combine_products``, ``full_randomizers_bytes``, ``decrypt_bytes``) that take their
+randomness as a seed (``seeds.py``) and run on the party's executor (``executor.py``:
+inline, a local process pool, or Ray), so results do not depend on where they ran.
 """
 
 from __future__ import annotations
@@ -55,12 +57,9 @@ import math
 import os
 import secrets
 import threading
-import time
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 
 import gmpy2
 import numpy as np
@@ -68,6 +67,7 @@ from gmpy2 import mpz
 from phe import paillier as phe_paillier
 
 from ppbn.protocols.channel import ProtocolError
+from ppbn.protocols.seeds import RandomStream, expand
 
 DEFAULT_KEY_BITS = 2048
 KEY_BITS_CHOICES = (1024, 2048, 3072)  # 1024 is for tests only: below today's security level
@@ -241,10 +241,11 @@ def encode_ciphertexts(values: Iterable[int], public: PublicKey) -> bytes:
 # -- the fast encryption path ---------------------------------------------------------------
 
 
-def _random_unit(n: int) -> mpz:
-    """Uniform element of Z*_N from the OS's CSPRNG."""
+def _random_unit(n: int, stream: RandomStream | None = None) -> mpz:
+    """Uniform element of Z*_N from ``stream``, or from the OS's CSPRNG."""
+    draw = secrets.randbelow if stream is None else stream.randbelow
     while True:
-        r = mpz(secrets.randbelow(n - 1) + 1)
+        r = mpz(draw(n - 1) + 1)
         if gmpy2.gcd(r, n) == 1:
             return r
 
@@ -266,6 +267,7 @@ class FastEncryptor:
         window_bits: int = WINDOW_BITS,
         base: int | None = None,
         factors: tuple[int, int] | None = None,
+        stream: RandomStream | None = None,
     ) -> None:
         self.public = public
         self.n = mpz(public.n)
@@ -273,7 +275,9 @@ class FastEncryptor:
         self.exponent_bits = exponent_bits
         self.window_bits = window_bits
         self.windows = math.ceil(exponent_bits / window_bits)
-        self.base = mpz(base) if base is not None else gmpy2.powmod(_random_unit(public.n), self.n, self.nsquare)
+        if base is None:
+            base = gmpy2.powmod(_random_unit(public.n, stream), self.n, self.nsquare)
+        self.base = mpz(base)
         self.factors = factors
         if factors is None:
             self._moduli = [self.nsquare]
@@ -304,8 +308,9 @@ class FastEncryptor:
     def spec(self) -> tuple:
         return self.public.n, int(self.base), self.exponent_bits, self.window_bits, self.factors
 
-    def _digits(self, count: int) -> list[list[int]]:
-        raw = np.frombuffer(os.urandom(4 * count * self.windows), dtype="<u4")
+    def _digits(self, count: int, seed: bytes | None) -> list[list[int]]:
+        size = 4 * count * self.windows
+        raw = np.frombuffer(os.urandom(size) if seed is None else expand(seed, size), dtype="<u4")
         return (raw & ((1 << self.window_bits) - 1)).reshape(count, self.windows).tolist()
 
     def _join(self, residues: list[mpz]) -> mpz:
@@ -315,11 +320,12 @@ class FastEncryptor:
         low, high = residues
         return low + p2 * ((high - low) * self._p2_inverse % q2)
 
-    def fresh_randomizers(self, count: int) -> list[mpz]:
-        """``count`` new values g^a mod N^2, a uniform of windows * window_bits bits."""
+    def fresh_randomizers(self, count: int, seed: bytes | None = None) -> list[mpz]:
+        """``count`` new values g^a mod N^2, a uniform of windows * window_bits bits: the
+        exponents from ``seed`` (a task's seed), or from the OS when there is none."""
         out = []
         windows = range(1, self.windows)
-        for row in self._digits(count):
+        for row in self._digits(count, seed):
             residues = []
             for table, modulus in zip(self._tables, self._moduli, strict=True):
                 acc = table[0][row[0]]
@@ -342,6 +348,10 @@ class FastEncryptor:
     def pooled(self) -> int:
         return len(self._pool)
 
+    def take_pooled(self, count: int) -> bytes:
+        """``count`` precomputed randomizers out of the pool, fixed width (for a task)."""
+        return encode_ciphertexts((self._pool.popleft() for _ in range(count)), self.public)
+
     def randomizers(self, count: int) -> list[mpz]:
         taken = [self._pool.popleft() for _ in range(min(count, len(self._pool)))]
         return taken + self.fresh_randomizers(count - len(taken))
@@ -361,34 +371,56 @@ class FastEncryptor:
         return self.encrypt_many([plaintext], counters)[0]
 
 
-def full_randomizers(n: int, count: int) -> list[mpz]:
-    """``count`` values r^N mod N^2 with r uniform in Z*_N (for ciphertexts the key owner sees)."""
+def full_randomizers(n: int, count: int, seed: bytes | None = None) -> list[mpz]:
+    """``count`` values r^N mod N^2 with r uniform in Z*_N (for ciphertexts the key owner
+    sees), r drawn from ``seed``'s stream or, without one, from the OS."""
     big_n = mpz(n)
     nsquare = big_n * big_n
-    return [gmpy2.powmod(_random_unit(n), big_n, nsquare) for _ in range(count)]
+    stream = RandomStream(seed) if seed is not None else None
+    return [gmpy2.powmod(_random_unit(n, stream), big_n, nsquare) for _ in range(count)]
 
 
-# -- bulk tasks (run in worker processes or inline) -------------------------------------------
+# -- bulk tasks (pure functions of their arguments, for any executor) --------------------------
 
-_WORKER_ENCRYPTORS: dict[tuple, FastEncryptor] = {}
+_ENCRYPTORS: OrderedDict[tuple, FastEncryptor] = OrderedDict()
+_ENCRYPTORS_KEPT = 2  # both parties of an in-process test run encrypt, each under its own key
+_ENCRYPTORS_LOCK = threading.Lock()
 
 
-def _worker_encryptor(spec: tuple) -> FastEncryptor:
-    encryptor = _WORKER_ENCRYPTORS.get(spec)
+def remember_encryptor(encryptor: FastEncryptor) -> None:
+    """Let tasks run in this process use ``encryptor``'s tables instead of rebuilding them."""
+    with _ENCRYPTORS_LOCK:
+        _ENCRYPTORS[encryptor.spec] = encryptor
+        while len(_ENCRYPTORS) > _ENCRYPTORS_KEPT:
+            _ENCRYPTORS.popitem(last=False)
+
+
+def forget_encryptor(encryptor: FastEncryptor) -> None:
+    """Drop this process's reference to ``encryptor`` (its base is secret): end of a job."""
+    with _ENCRYPTORS_LOCK:
+        _ENCRYPTORS.pop(encryptor.spec, None)
+
+
+def _task_encryptor(spec: tuple) -> FastEncryptor:
+    """The encryptor ``spec`` describes, built once per process (one key per job: a new key
+    evicts the oldest, so a worker's memory stays bounded)."""
+    with _ENCRYPTORS_LOCK:
+        encryptor = _ENCRYPTORS.get(spec)
     if encryptor is None:
-        _WORKER_ENCRYPTORS.clear()  # one key per job: keep memory bounded
         n, base, exponent_bits, window_bits, factors = spec
         encryptor = FastEncryptor(PublicKey(n), exponent_bits, window_bits, base, factors)
-        _WORKER_ENCRYPTORS[spec] = encryptor
+        remember_encryptor(encryptor)
     return encryptor
 
 
-def encrypt_bit_rows(spec: tuple, positions: np.ndarray, encryptor: FastEncryptor | None = None) -> bytes:
+def encrypt_bit_rows(spec: tuple, positions: np.ndarray, seed: bytes, randomizers: bytes = b"") -> bytes:
     """Encrypt, for each row of ``positions``, the integer with a 1 at each listed bit (-1 = none).
 
-    This is a packed one-hot plaintext (tables.py). Returns the ciphertexts, fixed width.
+    This is a packed one-hot plaintext (tables.py). The randomizers are ``randomizers``
+    (precomputed, fixed width) when given, else fresh ones from ``seed``. Returns the
+    ciphertexts, fixed width.
     """
-    enc = encryptor if encryptor is not None else _worker_encryptor(spec)
+    enc = _task_encryptor(spec)
     plaintexts = []
     for row in positions.tolist():
         m = 0
@@ -396,26 +428,32 @@ def encrypt_bit_rows(spec: tuple, positions: np.ndarray, encryptor: FastEncrypto
             if bit >= 0:
                 m |= 1 << bit
         plaintexts.append(m)
-    return encode_ciphertexts(enc.encrypt_many(plaintexts), enc.public)
+    width = enc.public.ciphertext_bytes
+    if randomizers:
+        rhos = [mpz(int.from_bytes(randomizers[i : i + width], "big")) for i in range(0, len(randomizers), width)]
+    else:
+        rhos = enc.fresh_randomizers(len(plaintexts), seed)
+    n, nsquare = enc.n, enc.nsquare
+    return encode_ciphertexts(((1 + m * n) * r % nsquare for m, r in zip(plaintexts, rhos, strict=True)), enc.public)
 
 
-def fast_randomizers_bytes(spec: tuple, count: int) -> bytes:
+def fast_randomizers_bytes(spec: tuple, count: int, seed: bytes) -> bytes:
     """``count`` fast randomizers of the encryptor described by ``spec`` (for ``add_to_pool``)."""
-    encryptor = _worker_encryptor(spec)
-    return encode_ciphertexts(encryptor.fresh_randomizers(count), encryptor.public)
+    encryptor = _task_encryptor(spec)
+    return encode_ciphertexts(encryptor.fresh_randomizers(count, seed), encryptor.public)
 
 
 def multiply_by_label(
     n: int, payload: bytes, labels: np.ndarray, label_counts: Sequence[int]
-) -> tuple[list[bytes], int, str | None]:
+) -> tuple[list[bytes], int]:
     """Products of the ciphertexts in ``payload`` grouped by label, once per labelling.
 
     ``labels`` has one row per labelling and one column per ciphertext; row k takes
     values in [0, label_counts[k]). Returns, per labelling, the products (empty product
-    = 1) as fixed-width bytes, the number of multiplications, and an error message if a
-    ciphertext is not in Z*_{N^2}: out of range is checked for each one, invertibility on
-    the products (gcd(prod, N) = 1 iff every factor is invertible, and every ciphertext is
-    a factor of one product per labelling).
+    = 1) as fixed-width bytes, and the number of multiplications. Raises ProtocolError
+    (``tables.ciphertexts: ...``) if a ciphertext is not in Z*_{N^2}: out of range is
+    checked for each one, invertibility on the products (gcd(prod, N) = 1 iff every factor
+    is invertible, and every ciphertext is a factor of one product per labelling).
     """
     public = PublicKey(n)
     width = public.ciphertext_bytes
@@ -423,12 +461,12 @@ def multiply_by_label(
     nsquare = big_n * big_n
     count = labels.shape[1]
     if len(payload) != count * width:
-        return [], 0, f"{len(payload)} bytes, expected {count} ciphertexts of {width} bytes"
+        raise ProtocolError(f"tables.ciphertexts: {len(payload)} bytes, expected {count} ciphertexts of {width} bytes")
     cts = []
     for i in range(count):
         c = mpz(int.from_bytes(payload[i * width : (i + 1) * width], "big"))
         if not 0 < c < nsquare:
-            return [], 0, f"ciphertext {i} of the chunk is out of range (need 0 < c < N^2)"
+            raise ProtocolError(f"tables.ciphertexts: ciphertext {i} of the chunk is out of range (need 0 < c < N^2)")
         cts.append(c)
     products_out = []
     multiplications = 0
@@ -443,13 +481,44 @@ def multiply_by_label(
                 multiplications += 1
         for value in acc:
             if value is not None and gmpy2.gcd(value, big_n) != 1:
-                return [], 0, "a ciphertext of the chunk is not invertible mod N^2 (gcd(c, N) != 1)"
+                raise ProtocolError("tables.ciphertexts: a ciphertext of the chunk is not invertible mod N^2 (gcd(c, N) != 1)")
         products_out.append(encode_ciphertexts((1 if v is None else v for v in acc), public))
-    return products_out, multiplications, None
+    return products_out, multiplications
 
 
-def full_randomizers_bytes(n: int, count: int) -> bytes:
-    return encode_ciphertexts(full_randomizers(n, count), PublicKey(n))
+def combine_products(n: int, *parts: tuple[list[bytes], int]) -> tuple[list[bytes], int]:
+    """Elementwise product of several ``multiply_by_label`` results (same labellings): one
+    node of the aggregation tree. A product of 1 is an empty one and costs nothing, so the
+    multiplication count is the same whatever the tree's shape."""
+    width = PublicKey(n).ciphertext_bytes
+    big_n = mpz(n)
+    nsquare = big_n * big_n
+    first, multiplications = parts[0]
+    out = []
+    for k, blob in enumerate(first):
+        acc: list[mpz | None] = [
+            None if v == 1 else v
+            for v in (mpz(int.from_bytes(blob[i : i + width], "big")) for i in range(0, len(blob), width))
+        ]
+        for other, _ in parts[1:]:
+            row = other[k]
+            for u in range(len(acc)):
+                value = mpz(int.from_bytes(row[u * width : (u + 1) * width], "big"))
+                if value == 1:
+                    continue
+                current = acc[u]
+                if current is None:
+                    acc[u] = value
+                else:
+                    acc[u] = current * value % nsquare
+                    multiplications += 1
+        out.append(encode_ciphertexts((1 if v is None else v for v in acc), PublicKey(n)))
+    multiplications += sum(m for _, m in parts[1:])
+    return out, multiplications
+
+
+def full_randomizers_bytes(n: int, count: int, seed: bytes) -> bytes:
+    return encode_ciphertexts(full_randomizers(n, count, seed), PublicKey(n))
 
 
 def decrypt_bytes(private_spec: tuple[int, int, int], payload: bytes) -> list[int]:
@@ -462,73 +531,3 @@ def decrypt_bytes(private_spec: tuple[int, int, int], payload: bytes) -> list[in
         int(private.raw_decrypt(int.from_bytes(payload[i : i + width], "big")))
         for i in range(0, len(payload), width)
     ]
-
-
-# -- worker pool -------------------------------------------------------------------------------
-
-
-PARENT_CHECK_S = 0.25
-
-
-def exit_with_parent(parent_pid: int) -> None:
-    """Pool initializer: end this worker as soon as its parent is gone.
-
-    A daemon killed with SIGKILL (the OOM killer) cannot shut its pool down; without this
-    its workers, and the multiprocessing resource tracker they keep alive, would run on as
-    orphans. A thread polls the parent pid (an orphan is re-parented, so it changes).
-    Linux's PR_SET_PDEATHSIG is not used: it fires when the parent *thread* that started
-    the worker ends, and pools are started from short-lived job threads.
-    """
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(PARENT_CHECK_S)
-        os._exit(1)
-
-    if os.getppid() != parent_pid:
-        os._exit(1)
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-class WorkerPool:
-    """Process pool for bulk modular arithmetic; ``workers <= 1`` runs everything inline.
-
-    Started lazily on the first parallel submission, with the spawn start method (safe in
-    a process that runs gRPC threads).
-    """
-
-    def __init__(self, workers: int | None = None) -> None:
-        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
-        self._executor: ProcessPoolExecutor | None = None
-
-    @property
-    def parallel(self) -> bool:
-        return self.workers > 1
-
-    def submit(self, fn: Callable, *args, inline: bool = False) -> Future:
-        if inline or not self.parallel:
-            future: Future = Future()
-            try:
-                future.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - delivered through the future
-                future.set_exception(exc)
-            return future
-        if self._executor is None:
-            self._executor = ProcessPoolExecutor(
-                max_workers=self.workers,
-                mp_context=get_context("spawn"),
-                initializer=exit_with_parent,
-                initargs=(os.getpid(),),
-            )
-        return self._executor.submit(fn, *args)
-
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-
-    def __enter__(self) -> WorkerPool:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

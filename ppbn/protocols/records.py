@@ -17,13 +17,70 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
+
+import numpy as np
 
 from ppbn.protocols.channel import Channel, ProtocolError
 
 NONCE_BYTES = 16
 DIGEST_BYTES = 32
 _DOMAIN = b"ppbn record ids v2"
+ITER_BLOCK = 1 << 16
+
+
+class RecordIds(Sequence[str]):
+    """A party's record ids in sorted order, one UTF-8 byte string per record in a numpy
+    ``S`` array: ten million ids take ~100 MB instead of ~700 MB of Python strings. The
+    byte order of UTF-8 is the code-point order of the strings, so the array's sort is
+    ``sorted``'s; ids must not contain NUL (numpy strips trailing NUL bytes)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: np.ndarray) -> None:
+        self._raw = raw
+
+    @classmethod
+    def from_strings(cls, ids: Iterable[str]) -> RecordIds:
+        raw = np.array([i.encode("utf-8") for i in ids], dtype=bytes)
+        return cls(np.sort(raw, kind="stable"))
+
+    def __len__(self) -> int:
+        return int(self._raw.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> RecordIds: ...
+
+    def __getitem__(self, index: int | slice) -> str | RecordIds:
+        if isinstance(index, slice):
+            return RecordIds(self._raw[index])
+        return bytes(self._raw[index]).decode("utf-8")
+
+    def __iter__(self) -> Iterator[str]:
+        for value in self.encoded():
+            yield value.decode("utf-8")
+
+    def encoded(self) -> Iterator[bytes]:
+        """The ids as UTF-8 bytes, in sorted order, converted a block at a time (a list of
+        ten million bytes objects would cost ~500 MB)."""
+        for start in range(0, len(self), ITER_BLOCK):
+            yield from self._raw[start : start + ITER_BLOCK].tolist()
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, RecordIds):
+            return len(self) == len(other) and bool(np.array_equal(self._raw, other._raw))
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RecordIds({len(self)} ids)"
 
 
 class RecordsMismatch(ProtocolError):
@@ -42,8 +99,8 @@ def job_key(job_id: str, nonces: Sequence[bytes]) -> bytes:
 def records_digest(key: bytes, ids: Sequence[str]) -> bytes:
     """HMAC-SHA256 of the sorted ids, each length-prefixed (no two id lists collide)."""
     mac = hmac.new(key, digestmod=hashlib.sha256)
-    for record_id in sorted(ids):
-        encoded = record_id.encode("utf-8")
+    ordered = ids.encoded() if isinstance(ids, RecordIds) else (i.encode("utf-8") for i in sorted(ids))
+    for encoded in ordered:
         mac.update(len(encoded).to_bytes(4, "big"))
         mac.update(encoded)
     return mac.digest()

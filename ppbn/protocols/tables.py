@@ -29,10 +29,15 @@ neither party's part of the family is missing, as in ``bn.k2.count_table``.
 
 Each party encrypts under its own key (X is always the key owner). Ciphertexts are
 streamed in chunks of records (memory stays flat in n) and Y may keep them for later
-calls of the same ``TablesSession``; the plan reuses cached ciphertexts and otherwise
+calls of the same ``TablesSession`` (in memory up to ``cache_bytes``, then in a
+memory-mapped spill file up to ``spill_bytes``); the plan reuses cached ciphertexts and otherwise
 picks, by a cost model, which party encrypts which family (both compute the same plan
 from public data). A family held entirely by one party is counted by that party: its
 share is the count table itself (its own data) and the other party's share is zero.
+The bulk work runs on the party's own executor (``executor.py``): X's encryption of
+record chunks and decryption of the returned pieces, Y's products per chunk, combined in
+a tree, and Y's full randomizers. Randomness is drawn in this thread as per-task seeds,
+so the shares and the transcript are the same whichever executor ran the tasks.
 Every received message is validated (the peer's Paillier modulus by
 ``PublicKey.from_bytes`` against the locally configured key size, sizes, ciphertexts in
 Z*_{N^2}, agreement on n, the family list, the session label and the configuration); a
@@ -44,9 +49,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-import secrets
-from collections import deque
-from collections.abc import Callable, Sequence
+import mmap
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,21 +60,25 @@ from gmpy2 import mpz
 from ppbn.bn.schema import Schema
 from ppbn.circuits.garble import length_prefixed
 from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.executor import Executor, ExecutorSpec, InlineExecutor, Pending, make_executor
 from ppbn.protocols.paillier import (
     DEFAULT_KEY_BITS,
     FastEncryptor,
     KeyPair,
     OpCounters,
     PublicKey,
-    WorkerPool,
+    combine_products,
     decode_ciphertexts,
     decrypt_bytes,
     encode_ciphertexts,
     encrypt_bit_rows,
     fast_randomizers_bytes,
+    forget_encryptor,
     full_randomizers_bytes,
     multiply_by_label,
+    remember_encryptor,
 )
+from ppbn.protocols.seeds import SEED_BYTES, RandomStream, TaskSeeds
 
 PROTOCOL_VERSION = 1
 TABLES_PROTOCOL = b"ppbn/tables"
@@ -77,6 +86,8 @@ ROLES = ("alice", "bob")
 SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
 RETURN_PIECE = 4096  # masked ciphertexts per message
+TASK_PIECE = 512  # decryptions or full randomizers per task: fixed, so seeds never depend on workers
+TREE_FANIN = 16  # chunk products combined per node of the aggregation tree
 # A missing cell (``--missing available-case``, ``parties.data.MISSING_CODE``): the record
 # has no configuration of any subset containing that variable, so its indicator row for
 # the subset is all zeros and it adds to no cell of any family containing the variable.
@@ -91,21 +102,37 @@ Progress = Callable[[str, int, int], None]
 class TablesConfig:
     """Parameters both parties must agree on (checked in the hello), plus local tuning.
 
-    ``workers``, ``cache_bytes`` and ``serial_below`` are local; the others are compared.
+    ``key_bits``, ``statistical_bits`` and ``chunk_size`` are compared with the peer; the
+    rest is this party's own (its local policy): ``executor`` (local, ray or inline),
+    ``workers``, ``ray_address``, ``cache_bytes`` of ciphertexts kept in memory for later
+    calls of a session and ``spill_bytes`` more in a memory-mapped file in ``spill_dir``
+    (default: the system's temporary folder), ``serial_below``, and ``seed`` (tests only:
+    every random value of the table phase derived from it, so runs repeat exactly).
     """
 
     key_bits: int = DEFAULT_KEY_BITS
     statistical_bits: int = 40
     chunk_size: int = 4096
     workers: int | None = None  # None: one per core
-    cache_bytes: int = 768 * 2**20  # ciphertexts kept for later calls of a session
-    serial_below: int = 4096  # fewer records than this: no worker processes
+    cache_bytes: int = 768 * 2**20  # ciphertexts kept in memory for later calls of a session
+    serial_below: int = 4096  # fewer records than this: everything in this process
+    executor: str = "local"
+    ray_address: str | None = None
+    spill_bytes: int = 0
+    spill_dir: str | None = None
+    seed: bytes | None = None
 
     def __post_init__(self) -> None:
         if self.statistical_bits < 40:
             raise ValueError("statistical_bits must be at least 40")
         if self.chunk_size < 1:
             raise ValueError("chunk_size must be positive")
+        if self.cache_bytes < 0 or self.spill_bytes < 0:
+            raise ValueError("cache_bytes and spill_bytes must not be negative")
+        self.executor_spec()  # refuses an unknown executor or a stray address
+
+    def executor_spec(self) -> ExecutorSpec:
+        return ExecutorSpec(self.executor, self.workers, self.ray_address)
 
 
 def crossing_families(schema: Schema, max_size: int) -> list[tuple[str, ...]]:
@@ -415,19 +442,67 @@ def make_plan(
 # -- session ---------------------------------------------------------------------------------------
 
 
+class _SpillFile:
+    """Ciphertext chunks appended to an unlinked temporary file and read back through a
+    memory map: the cache past ``cache_bytes`` costs page cache, not this process's heap.
+    The file holds the peer's ciphertexts only (under the peer's key)."""
+
+    def __init__(self, folder: str | None) -> None:
+        self._file = tempfile.TemporaryFile(prefix="ppbn-cache-", dir=folder)  # noqa: SIM115 - closed by close()
+        self._map: mmap.mmap | None = None
+        self.size = 0
+
+    def append(self, payload: bytes) -> tuple[int, int]:
+        self._file.seek(self.size)
+        self._file.write(payload)
+        where = (self.size, len(payload))
+        self.size += len(payload)
+        return where
+
+    def read(self, offset: int, length: int) -> bytes:
+        if self._map is None or len(self._map) < offset + length:
+            self._file.flush()
+            if self._map is not None:
+                self._map.close()
+            self._map = mmap.mmap(self._file.fileno(), self.size, access=mmap.ACCESS_READ)
+        return self._map[offset : offset + length]
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        self._file.close()
+
+
 @dataclass
 class _Held:
+    """The peer's ciphertexts of one group, chunk by chunk: in memory, or places in the spill file."""
+
     group: Group
-    chunks: list[bytes]
+    chunks: list[bytes] = field(default_factory=list)
+    spilled: list[tuple[int, int]] = field(default_factory=list)
+    spill: _SpillFile | None = None
+
+    def add(self, payload: bytes) -> None:
+        if self.spill is None:
+            self.chunks.append(payload)
+        else:
+            self.spilled.append(self.spill.append(payload))
+
+    def chunk(self, index: int) -> bytes:
+        if self.spill is None:
+            return self.chunks[index]
+        return self.spill.read(*self.spilled[index])
 
 
 @dataclass
 class TablesSession:
-    """State kept across ``run_tables`` calls of one job: keys, encryptor, workers, cache.
+    """State kept across ``run_tables`` calls of one job: keys, encryptor, executor, cache.
 
     Use one per job and per party (the cache assumes the same records in every call), and
     ``close()`` it at the end (or use ``with``). Cached ciphertexts are kept by the party
-    that received them, up to ``config.cache_bytes``.
+    that received them, up to ``config.cache_bytes`` in memory and ``config.spill_bytes``
+    more in a spill file. The executor is started on first use.
     """
 
     config: TablesConfig = field(default_factory=TablesConfig)
@@ -436,46 +511,81 @@ class TablesSession:
     sent: dict[int, Group] = field(default_factory=dict)  # as encrypter: digest -> group
     held: dict[int, _Held] = field(default_factory=dict)  # as aggregator: digest -> ciphertexts
     held_bytes: int = 0
-    pool: WorkerPool = field(init=False)
+    spilled_bytes: int = 0
+    seeds: TaskSeeds = field(init=False)
+    _executor: Executor | None = field(default=None, init=False, repr=False)
+    _spill: _SpillFile | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.pool = WorkerPool(self.config.workers)
+        self.seeds = TaskSeeds(self.config.seed)
+
+    @property
+    def executor(self) -> Executor:
+        if self._executor is None:
+            self._executor = make_executor(self.config.executor_spec())
+        return self._executor
+
+    def executor_for(self, n_records: int) -> Executor:
+        """The session's executor, or this process for fewer than ``serial_below`` records."""
+        return InlineExecutor() if n_records < self.config.serial_below else self.executor
 
     def own_keys(self) -> KeyPair:
         """This party's key pair and fast encryptor, made on first use (before any streaming)."""
         if self.keys is None:
             self.keys = KeyPair.generate(self.config.key_bits)
+        if self.encryptor is None:
             self.encryptor = FastEncryptor(
-                self.keys.public, factors=(int(self.keys.private.p), int(self.keys.private.q))
+                self.keys.public,
+                factors=(int(self.keys.private.p), int(self.keys.private.q)),
+                stream=RandomStream(self.seeds.next()),
             )
+            remember_encryptor(self.encryptor)
         return self.keys
 
     def prepare(self, randomizers: int = 0) -> None:
         """Set up before the job: key pair, fixed-base tables, warm workers, and optionally a
         pool of ``randomizers`` precomputed randomizers (about 0.55 KB each at 2048 bits).
 
-        Encryption chunks that the pool covers are then done in this process at one
-        multiplication per record.
+        Encryption chunks that the pool covers then cost one multiplication per record.
         """
         self.own_keys()
         encryptor = self.encryptor
         assert encryptor is not None
-        if not self.pool.parallel:
-            encryptor.precompute(randomizers)
-            return
-        workers = self.pool.workers
-        # one task per worker: each builds its tables; with randomizers=0 the results are dropped
-        counts = [randomizers // workers + (i < randomizers % workers) for i in range(workers)]
-        futures = [self.pool.submit(fast_randomizers_bytes, encryptor.spec, max(c, 1)) for c in counts]
-        for count, future in zip(counts, futures, strict=True):
-            payload = future.result()
-            if count:
+        executor = self.executor
+        spec = encryptor.spec
+        items = [
+            (spec, min(TASK_PIECE, randomizers - i), self.seeds.next()) for i in range(0, randomizers, TASK_PIECE)
+        ]
+        # and a task per worker that builds its tables (its value is dropped: no seed spent)
+        warm = [(spec, 1, bytes(SEED_BYTES))] * (0 if executor.kind == "inline" else executor.workers)
+        for index, payload in enumerate(executor.map(fast_randomizers_bytes, items + warm)):
+            if index < len(items):
                 encryptor.add_to_pool(payload)
 
+    def hold(self, group: Group, size: int) -> _Held | None:
+        """Where to keep ``size`` bytes of the peer's ciphertexts of ``group``: in memory,
+        in the spill file, or (both budgets spent) nowhere."""
+        if self.held_bytes + size <= self.config.cache_bytes:
+            self.held_bytes += size
+            return _Held(group)
+        if self.spilled_bytes + size <= self.config.spill_bytes:
+            if self._spill is None:
+                self._spill = _SpillFile(self.config.spill_dir)
+            self.spilled_bytes += size
+            return _Held(group, spill=self._spill)
+        return None
+
     def close(self) -> None:
-        self.pool.close()
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+        if self.encryptor is not None:
+            forget_encryptor(self.encryptor)
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
         self.held.clear()
-        self.held_bytes = 0
+        self.held_bytes = self.spilled_bytes = 0
 
     def __enter__(self) -> TablesSession:
         return self
@@ -673,6 +783,43 @@ def _cluster_label(codes: np.ndarray, columns: dict[str, int], union: Subset, ca
     return np.ravel_multi_index(parts, cards)
 
 
+def _positions(schema: Schema, block: np.ndarray, columns: dict[str, int], group: Group, width: int) -> np.ndarray:
+    """X's task input for a chunk: per record and slice, the bit to set (-1: none)."""
+    positions = np.full((block.shape[0], len(group.slices)), -1, dtype=np.int64)
+    for j, (offset, piece) in enumerate(zip(group.offsets(), group.slices, strict=True)):
+        cfg = _config_index(schema, block, columns, piece.subset)
+        inside = (cfg >= piece.start) & (cfg < piece.stop)
+        positions[inside, j] = width * (offset + cfg[inside] - piece.start)
+    return positions
+
+
+def _labels(
+    block: np.ndarray, columns: dict[str, int], clusters: list[Subset], label_cards: dict[Subset, tuple[int, ...]]
+) -> np.ndarray:
+    """Y's task input for a chunk: each record's label in each cluster of the group."""
+    return np.stack([_cluster_label(block, columns, u, label_cards[u]) for u in clusters])
+
+
+def chunk_inputs(
+    schema: Schema, codes: dict[str, np.ndarray], families: Sequence[Family], config: TablesConfig, n_records: int
+) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
+    """What one chunk of ``codes`` (both parties' columns, for a measurement only: ``ppbn
+    bench chunk-cost``) gives the two tasks of the plan's first direction for a job of
+    ``n_records``: the encrypter, its positions, the aggregator's labels and label counts."""
+    plan = make_plan(schema, families, n_records, config)
+    if not plan.directions:
+        raise ValueError("no crossing family")
+    direction = plan.directions[0]
+    x, y = direction.encrypter, direction.aggregator
+    x_columns = {v.name: j for j, v in enumerate(schema.owned_by(x))}
+    y_columns = {v.name: j for j, v in enumerate(schema.owned_by(y))}
+    width = slot_bits(n_records, config.statistical_bits)
+    positions = _positions(schema, codes[x], x_columns, direction.groups[0], width)
+    clusters = direction.clusters[0]
+    cards = {u: _label_cards(schema, codes[y], y_columns, u) for u in clusters}
+    return x, positions, _labels(codes[y], y_columns, clusters, cards), [math.prod(cards[u]) for u in clusters]
+
+
 def _chunks(n_records: int, chunk_size: int) -> list[tuple[int, int]]:
     return [(s, min(s + chunk_size, n_records)) for s in range(0, n_records, chunk_size)]
 
@@ -695,31 +842,26 @@ def _encrypt_side(
     assert encryptor is not None
     channel.send("tables.public_key", keys.public.to_bytes())
     n_records = codes.shape[0]
-    inline = n_records < config.serial_below or not session.pool.parallel
-    max_inflight = 2 * session.pool.workers
+    executor = session.executor_for(n_records)
     fresh = [g for g, c in zip(plan.groups, plan.cached, strict=True) if not c]
     total = n_records * len(fresh)
     done = 0
-    inflight: deque = deque()
-    for group in fresh:
+
+    def chunk_tasks(group: Group) -> Iterator[tuple]:
         for start, stop in _chunks(n_records, config.chunk_size):
-            block = codes[start:stop]
-            positions = np.full((stop - start, len(group.slices)), -1, dtype=np.int64)
-            for j, (offset, piece) in enumerate(zip(group.offsets(), group.slices, strict=True)):
-                cfg = _config_index(schema, block, columns, piece.subset)
-                inside = (cfg >= piece.start) & (cfg < piece.stop)
-                positions[inside, j] = width * (offset + cfg[inside] - piece.start)
-            if inline or encryptor.pooled >= stop - start:
-                future = session.pool.submit(encrypt_bit_rows, encryptor.spec, positions, encryptor, inline=True)
-            else:
-                future = session.pool.submit(encrypt_bit_rows, encryptor.spec, positions)
-            inflight.append((stop - start, future))
-            done += _send_ready(channel, inflight, max_inflight, counters)
+            positions = _positions(schema, codes[start:stop], columns, group, width)
+            seed = session.seeds.next()
+            pooled = encryptor.take_pooled(stop - start) if encryptor.pooled >= stop - start else b""
+            yield encryptor.spec, positions, seed, pooled
+
+    for group in fresh:
+        for blob in executor.map(encrypt_bit_rows, chunk_tasks(group)):
+            rows = len(blob) // keys.public.ciphertext_bytes
+            channel.send("tables.ciphertexts", blob)
+            counters.add(encryptions=rows, randomizers=rows, ciphertexts_sent=rows)
+            done += rows
             if progress is not None:
                 progress("encrypt", done, total)
-        done += _send_ready(channel, inflight, 0, counters)
-        if progress is not None:
-            progress("encrypt", done, total)
         digest = _group_digest(
             channel.session, plan.encrypter, group, n_records, config.chunk_size, keys.public.n
         )
@@ -727,27 +869,28 @@ def _encrypt_side(
     # masked products, in plan order
     sizes = [_configs(schema, sy) for _, sy in plan.pairs]
     total_returns = sum(sizes)
-    values: list[int] = []
+    private_spec = keys.private_spec()
+    width_ct = keys.public.ciphertext_bytes
     received = 0
-    while received < total_returns:
-        count = min(RETURN_PIECE, total_returns - received)
-        payload = channel.recv("tables.masked", max_bytes=count * keys.public.ciphertext_bytes)
-        decode_ciphertexts(payload, count, keys.public, "tables.masked")
-        counters.add(ciphertexts_received=count)
-        if inline or count < 64:
-            values.extend(decrypt_bytes(keys.private_spec(), payload))
-        else:
-            step = -(-count // session.pool.workers) * keys.public.ciphertext_bytes
-            futures = [
-                session.pool.submit(decrypt_bytes, keys.private_spec(), payload[i : i + step])
-                for i in range(0, len(payload), step)
-            ]
-            for future in futures:
-                values.extend(future.result())
-        counters.add(decryptions=count)
-        received += count
+
+    def decrypt_tasks() -> Iterator[tuple]:
+        nonlocal received
+        while received < total_returns:
+            count = min(RETURN_PIECE, total_returns - received)
+            payload = channel.recv("tables.masked", max_bytes=count * width_ct)
+            decode_ciphertexts(payload, count, keys.public, "tables.masked")
+            counters.add(ciphertexts_received=count)
+            received += count
+            step = TASK_PIECE * width_ct
+            for i in range(0, len(payload), step):
+                yield private_spec, payload[i : i + step]
+
+    values: list[int] = []
+    for piece in executor.map(decrypt_bytes, decrypt_tasks()):
+        values.extend(piece)
+        counters.add(decryptions=len(piece))
         if progress is not None:
-            progress("decrypt", received, total_returns)
+            progress("decrypt", len(values), total_returns)
     slot_mask = (1 << width) - 1
     shares = []
     position = 0
@@ -762,45 +905,47 @@ def _encrypt_side(
     return shares
 
 
-def _send_ready(channel: Channel, inflight: deque, limit: int, counters: OpCounters) -> int:
-    """Send finished encryption chunks, in order, until at most ``limit`` are in flight."""
-    sent = 0
-    while len(inflight) > limit:
-        rows, future = inflight.popleft()
-        channel.send("tables.ciphertexts", future.result())
-        counters.add(encryptions=rows, randomizers=rows, ciphertexts_sent=rows)
-        sent += rows
-    return sent
-
-
-def _merge_ready(
-    inflight: deque,
-    limit: int,
-    acc: list[list[mpz | None]],
+def _aggregate_group(
+    channel: Channel,
+    executor: Executor,
+    public: PublicKey,
+    chunk_labels: Callable[[int, int], np.ndarray],
     cluster_sizes: list[int],
-    nsquare: mpz,
-    ct_bytes: int,
+    n_records: int,
+    chunk_size: int,
+    held: _Held | None,
+    keep: _Held | None,
     counters: OpCounters,
-) -> None:
-    """Fold finished per-chunk products into the per-cluster accumulators."""
-    while len(inflight) > limit:
-        products, multiplications, error = inflight.popleft().result()
-        if error is not None:
-            raise ProtocolError(f"tables.ciphertexts: {error}")
-        merged = 0
-        for ci, blob in enumerate(products):
-            row = acc[ci]
-            for u in range(cluster_sizes[ci]):
-                value = mpz(int.from_bytes(blob[u * ct_bytes : (u + 1) * ct_bytes], "big"))
-                if value == 1:
-                    continue
-                current = row[u]
-                if current is None:
-                    row[u] = value
-                else:
-                    row[u] = current * value % nsquare
-                    merged += 1
-        counters.add(ciphertext_multiplications=multiplications + merged)
+    on_chunk: Callable[[int], None],
+) -> list[list[mpz | None]]:
+    """Y's products of one group per cluster label: a task per chunk of records, the chunk
+    results combined in a tree on the executor. ``held``: the chunks come from the cache,
+    not the channel; ``keep``: where to cache the received chunks."""
+    ct_bytes = public.ciphertext_bytes
+    chunks = _chunks(n_records, chunk_size)
+    if not chunks:
+        return [[None] * size for size in cluster_sizes]
+
+    def leaves() -> Iterator[Pending]:
+        for index, (start, stop) in enumerate(chunks):
+            if held is not None:
+                payload = held.chunk(index)
+            else:
+                payload = channel.recv("tables.ciphertexts", max_bytes=(stop - start) * ct_bytes)
+                counters.add(ciphertexts_received=stop - start)
+                if keep is not None:
+                    keep.add(payload)
+            yield executor.submit(multiply_by_label, public.n, payload, chunk_labels(start, stop), cluster_sizes)
+            if held is None:
+                on_chunk(stop - start)
+
+    products, multiplications = executor.tree_reduce(combine_products, leaves(), (public.n,), TREE_FANIN)
+    counters.add(ciphertext_multiplications=multiplications)
+    out = []
+    for blob in products:
+        values = (mpz(int.from_bytes(blob[i : i + ct_bytes], "big")) for i in range(0, len(blob), ct_bytes))
+        out.append([None if v == 1 else v for v in values])
+    return out
 
 
 def _aggregate_side(
@@ -823,60 +968,52 @@ def _aggregate_side(
     nsquare = mpz(public.nsquare)
     n_key = mpz(public.n)
     ct_bytes = public.ciphertext_bytes
-    inline = n_records < config.serial_below or not session.pool.parallel
-    max_inflight = 2 * session.pool.workers
+    executor = session.executor_for(n_records)
     sizes = [_configs(schema, sy) for _, sy in plan.pairs]
     total_returns = sum(sizes)
     # full randomizers for the masked results: start early, they do not depend on the data
-    per_task = max(1, -(-total_returns // session.pool.workers))
-    randomizer_futures = [
-        session.pool.submit(full_randomizers_bytes, public.n, min(per_task, total_returns - i), inline=inline)
-        for i in range(0, total_returns, per_task)
+    randomizer_tasks = [
+        executor.submit(full_randomizers_bytes, public.n, min(TASK_PIECE, total_returns - i), session.seeds.next())
+        for i in range(0, total_returns, TASK_PIECE)
     ]
+    masks = RandomStream(session.seeds.next())
     accumulators: list[list[list[mpz | None]]] = []
     fresh_total = n_records * sum(not c for c in plan.cached)
     done = 0
+
+    def advance(rows: int) -> None:
+        nonlocal done
+        done += rows
+        if progress is not None:
+            progress("aggregate", done, fresh_total)
+
     label_cards = {u: _label_cards(schema, codes, columns, u) for unions in plan.clusters for u in unions}
     for gi, group in enumerate(plan.groups):
         clusters = plan.clusters[gi]
         cluster_sizes = [math.prod(label_cards[u]) for u in clusters]
-        acc: list[list[mpz | None]] = [[None] * size for size in cluster_sizes]
-        accumulators.append(acc)
         digest = _group_digest(
             channel.session, plan.encrypter, group, n_records, config.chunk_size, public.n
         )
         held = session.held.get(digest) if plan.cached[gi] else None
         if plan.cached[gi] and held is None:
             raise ProtocolError("tables: peer's key does not match the cached ciphertexts")
-        keep = not plan.cached[gi] and session.held_bytes + n_records * ct_bytes <= config.cache_bytes
-        kept: list[bytes] = []
-        inflight: deque = deque()
-        for index, (start, stop) in enumerate(_chunks(n_records, config.chunk_size)):
-            if held is not None:
-                payload = held.chunks[index]
-            else:
-                payload = channel.recv("tables.ciphertexts", max_bytes=(stop - start) * ct_bytes)
-                counters.add(ciphertexts_received=stop - start)
-                if keep:
-                    kept.append(payload)
-            block = codes[start:stop]
-            labels = np.stack([_cluster_label(block, columns, u, label_cards[u]) for u in clusters])
-            inflight.append(
-                session.pool.submit(multiply_by_label, public.n, payload, labels, cluster_sizes, inline=inline)
+        keep = None if plan.cached[gi] else session.hold(group, n_records * ct_bytes)
+
+        def chunk_labels(start: int, stop: int, clusters: list[Subset] = clusters) -> np.ndarray:
+            return _labels(codes[start:stop], columns, clusters, label_cards)
+
+        accumulators.append(
+            _aggregate_group(
+                channel, executor, public, chunk_labels, cluster_sizes, n_records, config.chunk_size,
+                held, keep, counters, advance,
             )
-            _merge_ready(inflight, max_inflight, acc, cluster_sizes, nsquare, ct_bytes, counters)
-            if held is None:
-                done += stop - start
-                if progress is not None:
-                    progress("aggregate", done, fresh_total)
-        _merge_ready(inflight, 0, acc, cluster_sizes, nsquare, ct_bytes, counters)
-        if keep:
-            session.held[digest] = _Held(group, kept)
-            session.held_bytes += n_records * ct_bytes
+        )  # fmt: skip
+        if keep is not None:
+            session.held[digest] = keep
     # marginalise each cluster to the subsets it serves
     randomizers = []
-    for future in randomizer_futures:
-        blob = future.result()
+    for task in randomizer_tasks:
+        blob = task.result()
         randomizers.extend(
             mpz(int.from_bytes(blob[i : i + ct_bytes], "big")) for i in range(0, len(blob), ct_bytes)
         )
@@ -913,13 +1050,13 @@ def _aggregate_side(
         slots = plan.groups[gi].slots
         table = np.empty((size, slots), dtype=np.uint64)
         for y in range(size):
-            masks = [secrets.randbits(mask_bits) for _ in range(slots)]
-            packed = sum(r << (width * s) for s, r in enumerate(masks))
+            slot_masks = [masks.randbits(mask_bits) for _ in range(slots)]
+            packed = sum(r << (width * s) for s, r in enumerate(slot_masks))
             rho = randomizers[len(outgoing)]
             mask_ct = (1 + packed * n_key) * rho % nsquare
             value = products[y]
             outgoing.append(mask_ct if value is None else value * mask_ct % nsquare)
-            table[y] = [(-r) % SHARE_MODULUS for r in masks]
+            table[y] = [(-r) % SHARE_MODULUS for r in slot_masks]
         counters.add(encryptions=size, ciphertext_multiplications=size)
         shares.append(table)
     for i in range(0, len(outgoing), RETURN_PIECE):
