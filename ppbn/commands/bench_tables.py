@@ -203,13 +203,28 @@ def timed_encryption(spec: tuple, positions, seed: bytes) -> float:  # noqa: ANN
     return time.process_time() - start
 
 
+def _split_network(args: argparse.Namespace):
+    """The network of --network, split between the parties by --split, and its families of
+    up to --max-family variables that cross the split (both table benchmarks use them)."""
+    from ppbn.bn.networks import load_network
+    from ppbn.bn.schema import Schema, Variable
+    from ppbn.parties.datasets import split_owners
+    from ppbn.protocols.tables import crossing_families
+
+    net = load_network(args.network)
+    owners = split_owners(net.names, args.split)
+    schema = Schema("record_id", tuple(Variable(n, owners[n], net.states[n]) for n in net.names))
+    families = crossing_families(schema, args.max_family)
+    if not families:
+        raise UserError("the split leaves no family that crosses the parties")
+    return net, schema, families
+
+
 def _bench_chunk_cost(args: argparse.Namespace) -> int:
     import pickle
     import statistics
 
-    from ppbn.bn.networks import load_network, sample
-    from ppbn.bn.schema import Schema, Variable
-    from ppbn.parties.datasets import split_owners
+    from ppbn.bn.networks import sample
     from ppbn.protocols.paillier import (
         FastEncryptor,
         KeyPair,
@@ -218,16 +233,11 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
         multiply_by_label,
         remember_encryptor,
     )
-    from ppbn.protocols.tables import TREE_FANIN, TablesConfig, chunk_inputs, crossing_families
+    from ppbn.protocols.tables import TREE_FANIN, TablesConfig, chunk_inputs
 
     if args.repeat < 1 or args.chunk_size < 1:
         raise UserError("--repeat and --chunk-size must be at least 1")
-    net = load_network(args.network)
-    owners = split_owners(net.names, args.split)
-    schema = Schema("record_id", tuple(Variable(n, owners[n], net.states[n]) for n in net.names))
-    families = crossing_families(schema, args.max_family)
-    if not families:
-        raise UserError("the split leaves no family that crosses the parties")
+    net, schema, families = _split_network(args)
     full = sample(net, args.chunk_size, 7)
     column = {name: i for i, name in enumerate(net.names)}
     codes = {r: full[:, [column[v.name] for v in schema.owned_by(r)]] for r in ("alice", "bob")}
@@ -446,10 +456,8 @@ def _party_process(
 def _bench_tables(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ppbn.bn.networks import load_network, sample
-    from ppbn.bn.schema import Schema, Variable
-    from ppbn.parties.datasets import split_owners
-    from ppbn.protocols.tables import crossing_families, per_alpha_cost
+    from ppbn.bn.networks import sample
+    from ppbn.protocols.tables import per_alpha_cost
 
     if args.records < 1:
         raise UserError("--records must be at least 1")
@@ -460,12 +468,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
     if args.max_family < 2:
         raise UserError("--max-family must be at least 2 (a crossing family has two variables)")
     check_executor_flags(args.executor or "local", args.ray_address)
-    net = load_network(args.network)
-    owners = split_owners(net.names, args.split)
-    schema = Schema("record_id", tuple(Variable(n, owners[n], net.states[n]) for n in net.names))
-    families = crossing_families(schema, args.max_family)
-    if not families:
-        raise UserError("the split leaves no family that crosses the parties")
+    net, schema, families = _split_network(args)
     full = sample(net, args.records, args.seed)
     column = {name: i for i, name in enumerate(net.names)}
     codes = {

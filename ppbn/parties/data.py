@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,14 +108,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"{path}: data file not found")
     _check_row_lengths(path)
-    try:
+    with _csv_errors(path):
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING)
-    except pd.errors.EmptyDataError:
-        raise DataError(f"{path}: file is empty (no header line)") from None
-    except pd.errors.ParserError as exc:
-        raise DataError(f"{path}: not a valid CSV: {str(exc).splitlines()[0]}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text") from None
     if frame.empty:
         raise DataError(f"{path}: no records after the header line")
     return frame
@@ -124,6 +119,19 @@ def _raw_header(path: Path) -> list[str]:
     """The header as written (pandas renames a repeated column, hiding the repetition)."""
     with open(path, encoding=CSV_ENCODING, newline="") as fh:
         return next(csv.reader(fh), [])
+
+
+@contextmanager
+def _csv_errors(path) -> Iterator[None]:
+    """pandas' CSV errors as one-line DataErrors naming the file."""
+    try:
+        yield
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: file is empty (no header line)") from None
+    except pd.errors.ParserError as exc:
+        raise DataError(f"{path}: not a valid CSV: {str(exc).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
 
 
 def _check_row_lengths(path: Path) -> int:
@@ -152,17 +160,10 @@ def _check_row_lengths(path: Path) -> int:
 
 def _csv_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
     """The records of a CSV (rows already checked), ``chunk_rows`` at a time, cells as text."""
-    try:
-        with pd.read_csv(
-            path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING, chunksize=chunk_rows
-        ) as reader:
-            yield from reader
-    except pd.errors.EmptyDataError:
-        raise DataError(f"{path}: file is empty (no header line)") from None
-    except pd.errors.ParserError as exc:
-        raise DataError(f"{path}: not a valid CSV: {str(exc).splitlines()[0]}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text") from None
+    with _csv_errors(path), pd.read_csv(
+        path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING, chunksize=chunk_rows
+    ) as reader:
+        yield from reader
 
 
 def _parquet_file(path: Path):  # noqa: ANN202 - pyarrow.parquet.ParquetFile; pyarrow is optional

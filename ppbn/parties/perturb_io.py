@@ -139,6 +139,11 @@ def plot_additive(path: str | Path, title: str, z: np.ndarray, edges: np.ndarray
         ax.stairs(counts / counts.sum() / np.diff(edges), edges, color="C2", linewidth=1.5,
                   linestyle="--", label="original")  # fmt: skip
     ax.set_ylim(0, 1.25 * ax.get_ylim()[1])  # room for the legend
+    _finish_density_plot(plt, fig, ax, title, path)
+
+
+def _finish_density_plot(plt, fig, ax, title: str, path: str | Path) -> None:
+    """Label, title and save a density plot, then free it."""
     ax.set_ylabel("density")
     ax.legend(fontsize=8, loc="upper center", ncols=3)
     ax.set_title(textwrap.fill(title, 90), fontsize=9)
@@ -158,9 +163,4 @@ def plot_mgas(path: str | Path, title: str, grid: np.ndarray, truth: np.ndarray,
               label="reconstructed (EM) after randomization")  # fmt: skip
     ax.set_ylim(0, 1.35 * max(truth.max(), discretized.max(), reconstructed.max()))
     ax.set_xlabel("x")
-    ax.set_ylabel("density")
-    ax.legend(fontsize=8, loc="upper center", ncols=3)
-    ax.set_title(textwrap.fill(title, 90), fontsize=9)
-    fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    _finish_density_plot(plt, fig, ax, title, path)
