@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Protocol
 
 from ppbn.circuits.scoring import NormalisationSpec
@@ -187,16 +188,18 @@ class ShiftCoefficients:
 
     @classmethod
     def of(cls, shifts: list[Shift]) -> ShiftCoefficients:
-        integer, high, low, over_12 = [], [], [], []
-        for shift in shifts:
-            c = 2 * (Fraction(shift.a) - 1)
-            whole = math.floor(c)
-            fraction = int(round((c - whole) * (1 << 64)))
-            integer.append(whole)
-            high.append(fraction >> SPLIT_BITS)
-            low.append(fraction & ((1 << SPLIT_BITS) - 1))
-            over_12.append(_scaled(Fraction(1, 12) - shift.delta / 2, TAIL_FRAC))
+        rows = [_shift_coefficients(shift) for shift in shifts]  # a few distinct shifts, many counts
+        integer, high, low, over_12 = (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
         return cls(integer, high, low, over_12)
+
+
+@lru_cache(maxsize=256)
+def _shift_coefficients(shift: Shift) -> tuple[int, int, int, int]:
+    """(integer part of 2(a - 1), top and low pieces of its 64-bit fraction, (1/12 - delta/2) 2^TAIL_FRAC)."""
+    c = 2 * (Fraction(shift.a) - 1)
+    whole = math.floor(c)
+    fraction = int(round((c - whole) * (1 << 64)))
+    return whole, fraction >> SPLIT_BITS, fraction & ((1 << SPLIT_BITS) - 1), _scaled(Fraction(1, 12) - shift.delta / 2, TAIL_FRAC)
 
 
 @dataclass(frozen=True)

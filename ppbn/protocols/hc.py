@@ -69,7 +69,7 @@ class SecureMoveOracle:
         if tau != scorer.config.tau:
             raise ValueError("the secure oracle's tolerance is fixed by its configuration")
         keys = list(dict.fromkeys((child, parents) for q in queries for _, child, parents in q.terms))
-        shares = {key: ring.to_ints(share.reshape(1, 2))[0] for key, share in zip(keys, scorer.scores(keys), strict=True)}
+        shares = dict(zip(keys, ring.to_ints(np.stack(scorer.scores(keys))), strict=True))
         modulus = 1 << self.width
         deltas = [sum(sign * shares[(c, ps)] for sign, c, ps in q.terms) % modulus for q in queries]
         scorer.phase("argmax")

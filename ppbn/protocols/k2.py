@@ -328,11 +328,10 @@ class SecureScorer:
         started = time.perf_counter()
         self.phase("ln terms (shares)")
 
-        def gathered(name: str) -> list[int]:
-            values: list[int] = [0] * n
+        def gathered(name: str) -> np.ndarray:
+            values = np.empty(n, dtype=object)
             for a, idx in groups.items():
-                for i, v in zip(idx, runs[a][0][name], strict=True):
-                    values[i] = int(v)
+                values[idx] = np.asarray(runs[a][0][name], dtype=object)
             return values
 
         def index(name: str) -> np.ndarray:

@@ -262,15 +262,15 @@ def decode_families(
     if not isinstance(raw, dict) or set(raw) != set(children):
         raise ProtocolError(f"{sender} sent families for other variables than {sorted(children)}")
     position = {v: i for i, v in enumerate(config.order)}
+    # K2 keeps parents before their child in the order; hill climbing only needs a DAG
+    # (checked below, once every family is read)
+    ordered = config.search != "hc"
     out = {}
     for child in children:
         entry = raw[child]
         if not isinstance(entry, dict):
             raise ProtocolError(f"{sender} sent a malformed family for {child!r}")
         parents = entry.get("parents")
-        # K2 keeps parents before their child in the order; hill climbing only needs a DAG
-        # (checked below, once every family is read)
-        ordered = config.search != "hc"
         if (
             not isinstance(parents, list)
             or len(parents) > config.max_parents
