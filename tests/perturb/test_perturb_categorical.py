@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppbn.protocols.perturb.categorical import reconstruct
-from ppbn.protocols.perturb.mechanisms import parse_mechanisms, warner, zhan_group
+from ppbn.protocols.perturb.mechanisms import parse_mechanisms
+from ppbn.protocols.perturb.response import flip_group, warner
 from ppbn.protocols.pram.operators import (
     Block,
     RandomizationError,
@@ -82,7 +83,7 @@ def test_zhan_group_joint_and_marginal_tables():
     codes = np.column_stack([out["a"], out["b"]])
     joint = reconstruct(codes, ["a", "b"], mech.scheme, "moment")
     table = np.histogram2d(out["a"], out["b"], bins=2)[0].reshape(-1)
-    assert np.allclose(joint.counts.reshape(-1), np.linalg.solve(zhan_group(2, 0.8).T, table))
+    assert np.allclose(joint.counts.reshape(-1), np.linalg.solve(flip_group(2, 0.8).T, table))
     truth = np.histogram2d(a, b, bins=2)[0]
     # unbiased: within 4 sd of the randomization (sd of a cell <= sqrt(n theta(1-theta))/(2 theta-1))
     assert np.all(np.abs(joint.counts - truth) < 4 * np.sqrt(n * 0.16) / 0.6)

@@ -5,8 +5,9 @@ import copy
 import numpy as np
 import pytest
 
-from ppbn.protocols.perturb.mechanisms import parse_mechanisms, warner, zhan_group, zhan_scheme
+from ppbn.protocols.perturb.mechanisms import parse_mechanisms, zhan_scheme
 from ppbn.protocols.perturb.noise import Gaussian
+from ppbn.protocols.perturb.response import flip_group, warner
 from ppbn.protocols.pram.operators import RandomizationError, RandomSource
 
 GOOD = {
@@ -35,7 +36,7 @@ def test_two_zhan_groups_give_m2_of_equation_5():
                    [p * q, q * q, p * p, p * q], [q * q, p * q, p * q, p * p]])  # fmt: skip
     assert np.allclose(zhan_scheme([1, 1], 0.7), m2)
     # one group of two attributes: 00 <-> 11 and 01 <-> 10 only
-    assert np.allclose(zhan_group(2, 0.7), [[p, 0, 0, q], [0, p, q, 0], [0, q, p, 0], [q, 0, 0, p]])
+    assert np.allclose(flip_group(2, 0.7), [[p, 0, 0, q], [0, p, q, 0], [0, q, p, 0], [q, 0, 0, p]])
 
 
 def test_parse_builds_blocks_and_descriptions():
@@ -47,7 +48,7 @@ def test_parse_builds_blocks_and_descriptions():
     assert m.describe("income") == "additive gaussian(sigma=5, mean=0)"
     assert m.partners("drug") == ("hiv", "drug")
     assert m.noise["income"] == Gaussian(5.0)
-    assert np.allclose(m.scheme.block_of("hiv").matrix, zhan_group(2, 0.7))
+    assert np.allclose(m.scheme.block_of("hiv").matrix, flip_group(2, 0.7))
 
 
 def _error(mutate) -> str:

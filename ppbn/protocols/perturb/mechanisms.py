@@ -28,7 +28,6 @@ error is one line naming the file and the field (``mech.json: columns.smoker.the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,12 +35,12 @@ from typing import Any
 import numpy as np
 
 from ppbn.protocols.perturb.noise import Noise, noise_from_dict
+from ppbn.protocols.perturb.response import flip_group, warner
 from ppbn.protocols.pram.operators import (
     Block,
     RandomizationError,
     RandomizationScheme,
     RandomSource,
-    binary_symmetric,
     kron,
 )
 
@@ -63,50 +62,13 @@ _FIELD = {"warner": "theta", "zhan": "theta", "multi_category": "p", "binary_sym
           "grouped": "p", "matrix": "matrix"}  # fmt: skip
 
 
-def _theta(value: Any, what: str) -> float:
-    try:
-        theta = float(value)
-    except (TypeError, ValueError):
-        raise RandomizationError(f"{what} must be a number in [0, 1], got {value!r}") from None
-    if not (math.isfinite(theta) and 0.0 <= theta <= 1.0):
-        raise RandomizationError(f"{what} must be a probability in [0, 1], got {value!r}")
-    if theta == 0.5:
-        raise RandomizationError(
-            f"{what} = 0.5 is not invertible: each answer is then a fair coin flip, independent "
-            "of the truth, so no distribution can be reconstructed (use theta != 0.5)"
-        )
-    return theta
-
-
-def warner(theta: float) -> np.ndarray:
-    """Warner's randomized response: keep the answer with probability theta, else flip it.
-
-    M1 = [[theta, 1-theta], [1-theta, theta]] (Zhan et al. eq. 3); theta = 0.5 is refused.
-    """
-    return binary_symmetric(1.0 - _theta(theta, "Warner theta"))
-
-
-def zhan_group(attributes: int, theta: float) -> np.ndarray:
-    """Zhan's one-group scheme over ``attributes`` binary attributes (Sec. 3.2).
-
-    Keep the whole vector with probability theta, else flip every bit. Over the C-order
-    index s of the attributes (first slowest) the flipped vector is 2^r - 1 - s, so the
-    matrix is theta I + (1 - theta) J with J the anti-diagonal. One attribute gives M1.
-    """
-    if attributes < 1:
-        raise RandomizationError(f"a Zhan group needs at least one attribute, got {attributes}")
-    theta = _theta(theta, "Zhan theta")
-    size = 2**attributes
-    return theta * np.eye(size) + (1.0 - theta) * np.fliplr(np.eye(size))
-
-
 def zhan_scheme(group_sizes: Sequence[int], theta: float) -> np.ndarray:
     """Independent Zhan groups as one matrix: the Kronecker product (first group slowest).
 
     Two one-attribute groups give M2 = M1 (x) M1 of Zhan et al. eq. 5; used to check a
     joint table, the estimators never form it (they work block by block).
     """
-    return kron(*(zhan_group(r, theta) for r in group_sizes))
+    return kron(*(flip_group(r, theta) for r in group_sizes))
 
 
 @dataclass(frozen=True)
@@ -271,7 +233,7 @@ def _block(entry: Mapping[str, Any], variables: tuple[str, ...], states: Sequenc
     try:
         if kind in ("warner", "zhan"):
             theta = entry["theta"]
-            matrix = warner(theta) if len(variables) == 1 else zhan_group(len(variables), theta)
+            matrix = warner(theta) if len(variables) == 1 else flip_group(len(variables), theta)
             return Block(variables, cards, matrix, f"{kind} theta={float(theta):g}")
         spec = {k: v for k, v in entry.items() if k not in ("states", "columns")}
         named = dict(zip(variables, cards, strict=True))

@@ -18,6 +18,7 @@ flip-all groups of Zhan; the tests compare it with the propositions' closed form
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -35,31 +36,35 @@ from ppbn.protocols.pram.operators import (
 MARGINAL_TOLERANCE = 1e-12
 
 
-def check_theta(theta: float) -> float:
-    """theta as a probability; 0.5 is refused: Warner's model cannot be inverted there."""
-    theta = float(theta)
-    if not 0.0 <= theta <= 1.0:
-        raise RandomizationError(f"theta must be a probability in [0, 1], got {theta:g}")
-    if theta == 0.5:
+def check_theta(theta: object, what: str = "theta") -> float:
+    """theta as a probability; 0.5 is refused: Warner's model cannot be inverted there.
+    ``what`` names the value in the message (a mechanism file names its field)."""
+    try:
+        value = float(theta)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise RandomizationError(f"{what} must be a number in [0, 1], got {theta!r}") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise RandomizationError(f"{what} must be a probability in [0, 1], got {theta!r}")
+    if value == 0.5:
         raise RandomizationError(
-            "theta = 0.5 is not invertible: randomized response with theta = 0.5 makes the "
-            "answers independent of the truth (2 theta - 1 = 0), so nothing can be estimated"
+            f"{what} = 0.5 is not invertible: randomized response with theta = 0.5 makes each "
+            "answer a fair coin flip, independent of the truth (2 theta - 1 = 0), so nothing can be estimated"
         )
-    return theta
+    return value
 
 
-def warner(theta: float) -> np.ndarray:
+def warner(theta: float, what: str = "Warner theta") -> np.ndarray:
     """Warner's matrix M1 = [[theta, 1 - theta], [1 - theta, theta]] (Zhan Sec. 3.2, eq. 3)."""
-    return binary_symmetric(1.0 - check_theta(theta))
+    return binary_symmetric(1.0 - check_theta(theta, what))
 
 
-def flip_group(bits: int, theta: float) -> np.ndarray:
+def flip_group(bits: int, theta: float, what: str = "Zhan theta") -> np.ndarray:
     """Zhan's group scheme over ``bits`` binary attributes: keep all with theta, flip all else.
 
     In C order over binary states the complement of combined state s is 2^bits - 1 - s, so
     the matrix is theta I + (1 - theta) J with J the anti-diagonal permutation.
     """
-    theta = check_theta(theta)
+    theta = check_theta(theta, what)
     if bits < 1:
         raise RandomizationError(f"a randomized-response group needs at least 1 attribute, got {bits}")
     size = 1 << bits
