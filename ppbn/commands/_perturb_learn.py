@@ -33,30 +33,47 @@ def _probability(text: str) -> float:
 
 
 def _learn(args: argparse.Namespace) -> int:
-    from ppbn.parties.randomized_learning import Mechanism, learn, load_tables, parse_groups
+    from ppbn.parties.randomized_learning import (
+        FileMechanism,
+        Mechanism,
+        learn,
+        load_tables,
+        parse_groups,
+    )
 
     if args.out:
         check_output_dir(args.out, force=args.force)
     test_path = getattr(args, "test", None)
+    if getattr(args, "test_randomized", False) and not test_path:
+        raise UserError("--test-randomized says how the --test records were randomized: give --test")
     paths = [Path(args.data)] + ([Path(test_path)] if test_path else [])
     if test_path and Path(test_path).is_dir() != Path(args.data).is_dir():
         raise UserError("--data and --test must both be CSV files or both be data folders")
-    tables = load_tables(paths, args.id)
+    class_name = getattr(args, "class_name", None)
+    file_mechanism = None
+    if args.mechanism is not None:
+        flags = [f for f, given in (("--theta", args.theta is not None), ("--p", args.p is not None),
+                                    ("--groups", bool(args.groups)),
+                                    ("--randomize-class", getattr(args, "randomize_class", False))) if given]  # fmt: skip
+        if flags:
+            raise UserError(f"--mechanism describes the whole mechanism: leave out {flags[0]}")
+        file_mechanism = FileMechanism.read(args.mechanism)
+    tables = load_tables(paths, args.id, file_mechanism)
     train = tables[0]
     test = tables[1] if len(tables) > 1 else None
-    class_name = getattr(args, "class_name", None)
-    mechanism = None
-    if args.theta is not None or args.p is not None:
+    mechanism: Mechanism | FileMechanism | None = file_mechanism
+    if file_mechanism is not None or args.theta is not None or args.p is not None:
         if args.ignore_randomization and args.randomize is None:
             raise UserError("--ignore-randomization learns as if the data were original: give no "
                             "mechanism (or --randomize, to randomize here and then ignore it)")  # fmt: skip
         if args.theta is not None and args.p is not None:
             raise UserError("give one mechanism: --theta (randomized response) or --p (PRAM)")
-        candidates = [c for c in train.columns if c != class_name]
-        randomized = [*candidates, class_name] if getattr(args, "randomize_class", False) else candidates
-        mechanism = Mechanism(args.theta, args.p, tuple(parse_groups(args.groups, candidates)), tuple(randomized))
+        if file_mechanism is None:
+            candidates = [c for c in train.columns if c != class_name]
+            randomized = [*candidates, class_name] if getattr(args, "randomize_class", False) else candidates
+            mechanism = Mechanism(args.theta, args.p, tuple(parse_groups(args.groups, candidates)), tuple(randomized))
     elif not args.ignore_randomization:
-        raise UserError("name the mechanism the data were randomized with (--theta or --p), "
+        raise UserError("name the mechanism the data were randomized with (--theta, --p or --mechanism), "
                         "or --ignore-randomization to learn as if they were not")  # fmt: skip
     options: dict[str, Any] = {
         "estimator": args.estimator,
@@ -73,7 +90,8 @@ def _learn(args: argparse.Namespace) -> int:
         "max_size": getattr(args, "max_size", None),
     }
     report = learn(args.learner, train, test, class_name, mechanism, options, args.randomize,
-                   correct=not args.ignore_randomization)  # fmt: skip
+                   correct=not args.ignore_randomization,
+                   test_randomized=getattr(args, "test_randomized", False))  # fmt: skip
     report["data"] = str(args.data)
     if args.out:
         with atomic_output_dir(args.out, force=args.force) as folder:
@@ -117,9 +135,16 @@ def _lines(report: dict[str, Any]) -> list[str]:
                        f"support {rule['support']:.3f} confidence {rule['confidence']:.3f}")  # fmt: skip
         if len(rules) > 15:
             out.append(f"  ... {len(rules) - 15} more (--format json or --out for all)")
+    task = f" ({report['accuracy_task']})" if "accuracy_task" in report else ""
     if "accuracy" in report:
-        task = f" ({report['accuracy_task']})" if "accuracy_task" in report else ""
         out.append(f"accuracy on {report['test_records']:,} test records{task}: {report['accuracy']:.4f}")
+    if "accuracy_estimated" in report:
+        which = "the disguised" if "accuracy" not in report else "a copy randomized here of the"
+        out.append(
+            f"accuracy estimated from {which} test records (Zhan Sec. 3.5, "
+            f"{report['accuracy_estimated_passes']} classifier passes){task}: "
+            f"{report['accuracy_estimated']:.4f} +- {report['accuracy_estimated_se']:.4f} (standard error)"
+        )
     out.append(f"learned in {report['seconds']:.2f} s")
     return out
 
@@ -171,11 +196,22 @@ def _common(parser: argparse.ArgumentParser, classifier: bool) -> None:
     parser.add_argument("--data", required=True, help="randomized table: a CSV, or a `ppbn datasets make` folder")
     if classifier:
         parser.add_argument("--class", dest="class_name", required=True, metavar="COLUMN", help="the class column")
-        parser.add_argument("--test", help="original (not randomized) test table, same columns: report the accuracy")
+        parser.add_argument("--test", help="test table, same columns: report the accuracy (original records "
+                            "unless --test-randomized)")
+        parser.add_argument(
+            "--test-randomized", action="store_true",
+            help="the --test records were randomized with the same mechanism: estimate the accuracy on "
+            "their originals (Zhan, Chang and Matwin Sec. 3.5)",
+        )  # fmt: skip
     parser.add_argument("--id", help="id column of a CSV to leave out")
     mechanism = parser.add_argument_group(
-        "mechanism the data were randomized with (later also the shared mechanism file)"
+        "mechanism the data were randomized with: the shared mechanism file, or flags"
     )
+    mechanism.add_argument(
+        "--mechanism", metavar="FILE",
+        help="the mechanism file the owners randomized with (`ppbn perturb randomize --mechanism`); "
+        "its states order each column's values",
+    )  # fmt: skip
     mechanism.add_argument("--theta", type=_probability, help="Warner randomized response: keep with theta, flip otherwise (binary columns)")
     mechanism.add_argument("--p", type=_probability, help="M-category randomization: change with p to any other value")
     mechanism.add_argument(

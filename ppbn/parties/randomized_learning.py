@@ -26,9 +26,12 @@ import numpy as np
 from ppbn.bn.schema import Schema
 from ppbn.errors import DataError, UserError
 from ppbn.parties.data import _read_csv, load_joined_with_bins
+from ppbn.parties.perturb_io import read_mechanisms
 from ppbn.protocols.perturb.apriori import mine
+from ppbn.protocols.perturb.disguised_test import disguised_accuracy
 from ppbn.protocols.perturb.estimated import RandomizedData
 from ppbn.protocols.perturb.id3 import fit_id3
+from ppbn.protocols.perturb.mechanisms import Mechanisms
 from ppbn.protocols.perturb.naive_bayes import fit_naive_bayes
 from ppbn.protocols.perturb.perceptron import fit_perceptron
 from ppbn.protocols.perturb.response import scheme_for
@@ -72,24 +75,40 @@ def _read_frame(path: Path, id_column: str | None):
     return frame
 
 
-def load_tables(paths: Sequence[Path], id_column: str | None = None) -> list[Table]:
-    """Load the training table and optional test tables on common domains."""
+def load_tables(
+    paths: Sequence[Path], id_column: str | None = None, fixed: FileMechanism | None = None
+) -> list[Table]:
+    """Load the training table and optional test tables on common domains; the columns a
+    mechanism file ``fixed`` declares take its states, in its order."""
     if paths[0].is_dir():
-        return [_load_folder(p) for p in paths]
+        tables = [_load_folder(p) for p in paths]
+        if fixed is not None:
+            fixed.check_states(paths[0], tables[0])
+        return tables
     frames = [_read_frame(p, id_column) for p in paths]
     columns = tuple(str(c) for c in frames[0].columns)
     for path, frame in zip(paths[1:], frames[1:], strict=True):
         if tuple(frame.columns) != columns:
             raise DataError(f"{path}: line 1: columns differ from {paths[0]}'s")
+    declared = fixed.mechanisms.states if fixed is not None else {}
     states = {
-        c: tuple(sorted({v for f in frames for v in f[c].to_numpy(dtype=str)}, key=_sort_key))
+        c: declared[c] if c in declared
+        else tuple(sorted({v for f in frames for v in f[c].to_numpy(dtype=str)}, key=_sort_key))
         for c in columns
-    }
+    }  # fmt: skip
     tables = []
-    for frame in frames:
-        codes = np.column_stack(
-            [frame[c].map({s: k for k, s in enumerate(states[c])}).to_numpy(dtype=np.int64) for c in columns]
-        )
+    for path, frame in zip(paths, frames, strict=True):
+        codes = np.empty((len(frame), len(columns)), dtype=np.int64)
+        for j, c in enumerate(columns):
+            coded = frame[c].map({s: k for k, s in enumerate(states[c])})
+            unknown = np.flatnonzero(coded.isna().to_numpy())
+            if unknown.size:
+                row = int(unknown[0])
+                raise DataError(
+                    f"{path}: line {row + 2}, column {c!r}: value {frame[c].iloc[row]!r} is not a state "
+                    f"{fixed.path if fixed else 'the table'} declares ({', '.join(states[c])})"
+                )
+            codes[:, j] = coded.to_numpy(dtype=np.int64)
         tables.append(Table(columns, codes, states))
     return tables
 
@@ -139,6 +158,49 @@ class Mechanism:
         return kind + groups + kept
 
 
+@dataclass(frozen=True)
+class FileMechanism:
+    """The shared mechanism file (``ppbn perturb randomize --mechanism``, format in
+    ``ppbn.protocols.perturb.mechanisms``): its states order a column's codes and its blocks
+    are the scheme, so the learner corrects for exactly what the owners applied."""
+
+    path: str
+    mechanisms: Mechanisms
+
+    @classmethod
+    def read(cls, path: str) -> FileMechanism:
+        return cls(path, read_mechanisms(path))
+
+    def check_states(self, folder: Path, table: Table) -> None:
+        """A data folder's states come from its schema: they must be the file's."""
+        for column, states in self.mechanisms.states.items():
+            if column in table.states and tuple(table.states[column]) != tuple(states):
+                raise DataError(
+                    f"{self.path}: columns.{column}.states {list(states)} differ from {folder}'s "
+                    f"schema ({list(table.states[column])})"
+                )
+
+    def scheme(self, table: Table) -> RandomizationScheme:
+        for column in table.columns:
+            if column in self.mechanisms.noise:
+                raise UserError(
+                    f"{self.path}: column {column!r} has additive noise; these learners take categorical "
+                    "columns (reconstruct it with `ppbn perturb reconstruct`, or leave it out of the table)"
+                )
+        blocks = [b for b in self.mechanisms.scheme.blocks if set(b.variables) & set(table.columns)]
+        for block in blocks:
+            absent = [v for v in block.variables if v not in table.columns]
+            if absent:
+                raise UserError(f"{self.path}: group {block.name} is randomized together, but the table has no {absent[0]!r}")
+        return RandomizationScheme({c: len(table.states[c]) for c in table.columns}, blocks)
+
+    def describe(self, class_name: str | None) -> str:
+        blocks = "; ".join(
+            f"{b.name}: {b.label}" for b in self.mechanisms.scheme.blocks if not b.is_identity
+        )
+        return f"mechanism file {self.path} ({blocks or 'nothing randomized'})"
+
+
 def privacy(scheme: RandomizationScheme) -> list[dict[str, Any]]:
     """gamma-amplification of each block (NOTES.md: strict value and nonzero-only value)."""
     out = []
@@ -175,14 +237,19 @@ def learn(
     train: Table,
     test: Table | None,
     class_name: str | None,
-    mechanism: Mechanism | None,
+    mechanism: Mechanism | FileMechanism | None,
     options: Mapping[str, Any],
     randomize_seed: str | None = None,
     correct: bool = True,
+    test_randomized: bool = False,
 ) -> dict[str, Any]:
     """Fit one learner on ``train`` (randomized by ``mechanism``) and report the model and
-    its accuracy on ``test``. Without ``mechanism``, or with ``correct`` false, the learner
-    takes the records as if they were original (the uncorrected baseline)."""
+    its accuracy on ``test`` (original records; with ``test_randomized``, records randomized
+    by the same mechanism, whose accuracy is estimated as in Zhan Sec. 3.5). Without
+    ``mechanism``, or with ``correct`` false, the learner takes the records as if they were
+    original (the uncorrected baseline)."""
+    if test_randomized and (mechanism is None or not correct):
+        raise UserError("--test-randomized needs the mechanism the test records were randomized with")
     if learner not in LEARNERS:
         raise UserError(f"unknown learner {learner!r}; use one of {', '.join(LEARNERS)}")
     if learner == "rules":
@@ -194,7 +261,7 @@ def learn(
     codes = train.codes
     if randomize_seed is not None:
         if mechanism is None:
-            raise UserError("--randomize needs a mechanism (--theta or --p)")
+            raise UserError("--randomize needs a mechanism (--theta, --p or --mechanism)")
         codes = scheme.randomize(codes, train.columns, RandomSource.from_seed(randomize_seed))
     data = RandomizedData(train.columns, codes, scheme if correct else plain)
     started = time.perf_counter()
@@ -220,14 +287,38 @@ def learn(
     if test is not None:
         if test.columns != train.columns:
             raise DataError("the test table's columns differ from the training table's")
-        plain_test = RandomizedData.plain(test.columns, test.codes, test.cardinalities())
+        report.update(_test_report(model, learner, test, class_name, scheme, test_randomized, randomize_seed))
         if learner == "perceptron":
-            report["accuracy"] = model.accuracy(plain_test)
             report["accuracy_task"] = f"{class_name} = {train.states[class_name][model.positive]} vs the rest"
-        else:
-            report["accuracy"] = float(np.mean(model.predict(plain_test) == plain_test.column(class_name)))
-        report["test_records"] = plain_test.records
     return report
+
+
+def _test_report(model, learner: str, test: Table, class_name: str, scheme: RandomizationScheme,
+                 test_randomized: bool, randomize_seed: str | None) -> dict[str, Any]:  # fmt: skip
+    """The accuracy on original test records, or its estimate from disguised ones (Zhan Sec.
+    3.5); with ``randomize_seed``, the original test records are also randomized here and the
+    estimate is reported next to the true accuracy, which shows how well it tracks it."""
+    cards = test.cardinalities()
+    class_column = test.columns.index(class_name)
+
+    def correct(records: np.ndarray) -> np.ndarray:
+        predicted = model.predict(RandomizedData.plain(test.columns, records, cards))
+        truth = records[:, class_column]
+        return predicted == (truth == model.positive if learner == "perceptron" else truth)
+
+    out: dict[str, Any] = {"test_records": int(test.codes.shape[0])}
+    disguised = test.codes if test_randomized else None
+    if not test_randomized:
+        out["accuracy"] = float(np.mean(correct(test.codes)))
+        if randomize_seed is not None and scheme.blocks:
+            source = RandomSource.from_seed(randomize_seed).derive("test")
+            disguised = scheme.randomize(test.codes, test.columns, source)
+    if disguised is not None:
+        estimate = disguised_accuracy(correct, disguised, test.columns, scheme)
+        out["accuracy_estimated"] = estimate.estimate
+        out["accuracy_estimated_se"] = estimate.standard_error
+        out["accuracy_estimated_passes"] = estimate.candidates
+    return out
 
 
 def _fit(learner: str, data: RandomizedData, class_name: str, options: Mapping[str, Any],
