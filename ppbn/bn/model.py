@@ -51,6 +51,37 @@ class BayesNet:
     def topological_order(self) -> tuple[str, ...]:
         return topological_order(self.names, self.parents)
 
+    def log_probability(self, codes: np.ndarray, smoothing: float = 0.0) -> np.ndarray:
+        """ln P(record) for every row of ``codes`` (columns in ``names`` order); each CPT row
+        is first mixed with the uniform distribution at weight ``smoothing``."""
+        column = {v: i for i, v in enumerate(self.names)}
+        total = np.zeros(codes.shape[0])
+        for v in self.names:
+            cpt = self.cpts[v]
+            if smoothing:
+                cpt = (1.0 - smoothing) * cpt + smoothing / cpt.shape[1]
+            parents = self.parents[v]
+            if parents:
+                dims = tuple(self.cardinality(p) for p in parents)
+                config = np.ravel_multi_index(tuple(codes[:, column[p]] for p in parents), dims)
+            else:
+                config = np.zeros(codes.shape[0], dtype=np.int64)
+            with np.errstate(divide="ignore"):
+                total += np.log(cpt[config, codes[:, column[v]]])
+        return total
+
+    def predict(self, codes: np.ndarray, variable: str, smoothing: float = 1e-9) -> np.ndarray:
+        """The most probable state of ``variable`` given every other column of each record
+        (its posterior is proportional to the joint; ties: the lower state). The network as
+        a classifier, as a data owner would use a learned network."""
+        position = self.names.index(variable)
+        scores = np.empty((codes.shape[0], self.cardinality(variable)))
+        filled = np.array(codes, dtype=np.int64, copy=True)
+        for state in range(self.cardinality(variable)):
+            filled[:, position] = state
+            scores[:, state] = self.log_probability(filled, smoothing)
+        return np.argmax(scores, axis=1)
+
 
 def topological_order(
     names: tuple[str, ...], parents: Mapping[str, tuple[str, ...]]

@@ -16,6 +16,7 @@ def _compare(args: argparse.Namespace) -> int:
         markdown_table,
         parse_levels,
         parse_names,
+        paths_table,
         run_classifier_comparison,
         trends,
         write_report,
@@ -32,6 +33,8 @@ def _compare(args: argparse.Namespace) -> int:
         raise UserError("give --p (M-category) or --theta (randomized response), not both")
     if args.one_group and not args.theta:
         raise UserError("--one-group is Zhan's scheme: it needs --theta")
+    if args.secure and args.lenses:
+        raise UserError("--secure runs the secure path on a network's records: give --network, not --lenses")
     if args.repeats < 1:
         raise UserError("--repeats must be at least 1")
     if args.pocket_iterations < 1:
@@ -53,6 +56,7 @@ def _compare(args: argparse.Namespace) -> int:
         pocket_iterations=args.pocket_iterations,
         mechanism="theta" if args.theta else "p",
         one_group=args.one_group,
+        secure=args.secure,
     )
     name = "lenses" if args.lenses else f"{args.network}-{args.class_name}"
     out = check_output_dir(args.out or f"compare-classifiers-{name}", force=args.force)
@@ -66,6 +70,9 @@ def _compare(args: argparse.Namespace) -> int:
         return 0
     print(markdown_table(results))
     print()
+    if results["secure"] is not None:
+        print(paths_table(results))
+        print()
     for line in trends(results):
         print(f"- {line}")
     print()
@@ -107,6 +114,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--perceptron-estimator", choices=("em", "moment"), default="em",
                         help="prior of the expected cost (default em)")  # fmt: skip
     parser.add_argument("--pocket-iterations", type=int, default=20_000, help="pocket draws per perceptron (default 20000)")
+    parser.add_argument(
+        "--secure", action="store_true",
+        help="also run the secure path (two daemons on loopback, hill climbing) on the same training "
+        "records and classify with its network: accuracy, time and bytes next to the perturbation learners",
+    )
     parser.add_argument("--out", help="report folder (default compare-classifiers-NAME; new or empty, written whole)")
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument("--format", choices=("table", "json"), default="table")

@@ -69,6 +69,7 @@ class ClassifierSettings:
     pocket_iterations: int = DEFAULT_ITERATIONS
     mechanism: str = "p"  # "p": M-category (Ma); "theta": Warner randomized response (Zhan)
     one_group: bool = False  # theta only: all attributes kept or flipped together (Zhan Sec. 3.2)
+    secure: bool = False  # also the secure path's network as a classifier (classifier_secure)
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,12 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
         say(f"{settings.mechanism} = {p:g}: " + ", ".join(
             f"{learner} {runs[(learner, 'reconstructed')][0]:.3f}" for learner in LEARNERS))  # fmt: skip
     majority = float(np.max(np.bincount(y, minlength=len(problem.states[problem.class_name]))) / len(y))
+    fits = len(settings.levels) * settings.repeats * len(MODES)
+    secure = None
+    if settings.secure:
+        from ppbn.parties.classifier_secure import secure_classifier
+
+        secure = secure_classifier(problem.columns, problem.states, problem.class_name, problem.train, problem.test, say)
     return {
         "data": {
             "source": problem.source,
@@ -243,6 +250,8 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
         "privacy": [{"level": x, **gamma_levels(problem, x)} for x in settings.levels],
         "accuracy": accuracy,
         "learning_seconds": seconds,
+        "seconds_per_fit": {learner: seconds[learner] / fits for learner in LEARNERS},
+        "secure": secure,
         "wall_s": time.perf_counter() - started,
         "perceptron": {
             "encoding": settings.encoding,
@@ -285,6 +294,42 @@ def markdown_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def paths_table(results: dict[str, Any]) -> str:
+    """Perturbation and secure path side by side: accuracy, time, what crosses (``--secure``)."""
+    secure = results["secure"]
+    top = results["levels"][-1 if results["mechanism_parameter"] == "p" else 0]
+    k = results["levels"].index(top)
+    where = "the data miner (or the class owner) receives every training record's attributes randomized"
+    lines = [
+        "| path | classifier | accuracy | time | what the other side receives |",
+        "|---|---|---|---|---|",
+    ]
+    for learner in LEARNERS:
+        acc = results["accuracy"][learner]["reconstructed"][k]
+        lines.append(
+            f"| perturbation, {results['mechanism_parameter']} = {top:g} | {TITLES[learner]} | "
+            f"{acc['mean']:.3f} ± {acc['sd']:.3f} | {results['seconds_per_fit'][learner]:.2f} s per fit, "
+            f"no messages besides the data | {where} (gamma {_gamma_text(results['privacy'][k])}) |"
+        )
+    reference = secure["reference"]
+    lines.append(
+        f"| none (joined data in one place) | Bayesian network, hill climbing ({secure['score']}, "
+        f"u = {secure['max_parents']}) | {reference['accuracy']:.3f} | {reference['seconds']:.2f} s | "
+        "every original record (the baseline no one may run) |"
+    )
+    run = secure["secure"]
+    if not run["available"]:
+        lines.append(f"| secure (Yang-Wright) | the same network | not available: {run['reason']} | | |")
+    else:
+        same = "equal to the reference" if run["equal_to_reference"] else "DIFFERS from the reference"
+        lines.append(
+            f"| secure (Yang-Wright), two daemons | the same network ({run['edges']} edges, {same}) | "
+            f"{run['accuracy']:.3f} | {run['wall_s']:.1f} s, {run['bytes_exchanged'] / 1e6:.1f} MB exchanged | "
+            "the learned network (structure and CPTs), nothing else |"
+        )
+    return "\n".join(lines)
+
+
 def write_report(results: dict[str, Any], folder: Path) -> list[Path]:
     """results.json, report.md and accuracy.png into ``folder``."""
     paths = [folder / "results.json", folder / "report.md", folder / "accuracy.png"]
@@ -297,7 +342,10 @@ def write_report(results: dict[str, Any], folder: Path) -> list[Path]:
         f"{results['mechanism']}; {results['repeats']} randomizations per p (mean ± sd); "
         f"majority-class rate {data['majority_rate']:.3f}.\n\n"
     )
-    paths[1].write_text(head + markdown_table(results) + "\n", encoding="utf-8")
+    body = markdown_table(results) + "\n"
+    if results["secure"] is not None:
+        body += "\n## The same data on the secure path\n\n" + paths_table(results) + "\n"
+    paths[1].write_text(head + body, encoding="utf-8")
     _plot(results, paths[2])
     return paths
 

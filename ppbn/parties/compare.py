@@ -107,25 +107,6 @@ def network_from_json(document: Mapping[str, Any], schema: Schema) -> BayesNet:
 # -- KL divergence ----------------------------------------------------------------------
 
 
-def log_probability(net: BayesNet, codes: np.ndarray, smoothing: float = 0.0) -> np.ndarray:
-    """ln P(record) under ``net`` for every row of ``codes`` (columns in ``net.names`` order)."""
-    column = {v: i for i, v in enumerate(net.names)}
-    total = np.zeros(codes.shape[0])
-    for v in net.names:
-        cpt = net.cpts[v]
-        if smoothing:
-            cpt = (1.0 - smoothing) * cpt + smoothing / cpt.shape[1]
-        parents = net.parents[v]
-        if parents:
-            dims = tuple(net.cardinality(p) for p in parents)
-            config = np.ravel_multi_index(tuple(codes[:, column[p]] for p in parents), dims)
-        else:
-            config = np.zeros(codes.shape[0], dtype=np.int64)
-        with np.errstate(divide="ignore"):
-            total += np.log(cpt[config, codes[:, column[v]]])
-    return total
-
-
 @dataclass(frozen=True)
 class KLEstimator:
     """KL(truth || learned): exact by enumeration for small joints, Monte Carlo otherwise.
@@ -146,18 +127,18 @@ class KLEstimator:
         if size <= ENUMERATION_LIMIT:
             dims = tuple(truth.cardinality(v) for v in truth.names)
             codes = np.stack(np.unravel_index(np.arange(size), dims), axis=1)
-            truth_log = log_probability(truth, codes)
+            truth_log = truth.log_probability(codes)
             keep = np.isfinite(truth_log)
             codes, truth_log = codes[keep], truth_log[keep]
             return cls(truth, codes, np.exp(truth_log), truth_log, f"exact (enumeration of {size:,} states)")
         codes = sample(truth, samples, seed)
-        truth_log = log_probability(truth, codes)
+        truth_log = truth.log_probability(codes)
         weights = np.full(samples, 1.0 / samples)
         return cls(truth, codes, weights, truth_log, f"Monte Carlo ({samples:,} samples from the generating network)")
 
     def divergence(self, learned: BayesNet) -> tuple[float, float]:
         """(KL in nats, its standard error: 0 when exact)."""
-        terms = self.truth_log - log_probability(learned, self.codes, KL_SMOOTHING)
+        terms = self.truth_log - learned.log_probability(self.codes, KL_SMOOTHING)
         value = float(np.sum(self.weights * terms))
         if self.method.startswith("exact"):
             return value, 0.0
@@ -207,7 +188,7 @@ def _finite(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 6)
 
 
-def _bytes_exchanged(outcomes: Mapping[str, Any]) -> int:
+def bytes_exchanged(outcomes: Mapping[str, Any]) -> int:
     """Bytes sent by every daemon of the job, as each measured its own channels."""
     return sum(int((o.stats or {}).get("bytes_sent", 0)) for o in outcomes.values())
 
@@ -390,7 +371,7 @@ def _run_daemon_job(
         run.available, run.reason = False, f"job {mine.state.lower()}: {mine.error}"
         return
     document = json.loads((Path(mine.out_dir) / "network.json").read_text(encoding="utf-8"))
-    run.bytes_exchanged = _bytes_exchanged(outcomes)
+    run.bytes_exchanged = bytes_exchanged(outcomes)
     run.privacy = document.get("privacy", [])
     try:
         network = network_from_json(document, schema)

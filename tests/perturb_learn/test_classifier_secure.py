@@ -1,0 +1,57 @@
+"""The secure path as a classifier next to the perturbation learners (compare-classifiers
+--secure): BayesNet.predict against the posterior by enumeration, and the two daemons'
+network equal to the reference network on a small sample."""
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+
+from ppbn.bn.model import BayesNet
+from ppbn.parties.classifier_compare import ClassifierSettings, make_problem
+from ppbn.parties.classifier_secure import secure_classifier
+from ppbn.parties.policy import LocalPolicy
+
+TEST_POLICY = Path(__file__).parent.parent / "data" / "test-policy.toml"
+
+
+def _tiny_net() -> BayesNet:
+    rng = np.random.default_rng(2)
+    states = {"a": ("0", "1", "2"), "c": ("0", "1"), "b": ("0", "1")}
+    parents = {"a": (), "c": ("a",), "b": ("a", "c")}
+
+    def cpt(rows, k):
+        table = rng.random((rows, k)) + 0.05
+        return table / table.sum(axis=1, keepdims=True)
+
+    return BayesNet(("a", "c", "b"), states, parents, {"a": cpt(1, 3), "c": cpt(3, 2), "b": cpt(6, 2)})
+
+
+def test_predict_is_the_posterior_argmax():
+    net = _tiny_net()
+    records = np.array(list(itertools.product(range(3), range(2), range(2))))
+    got = net.predict(records, "c")
+    for record, label in zip(records, got, strict=True):
+        joint = []
+        for c in range(2):
+            a, _, b = record
+            joint.append(net.cpts["a"][0, a] * net.cpts["c"][a, c] * net.cpts["b"][a * 2 + c, b])
+        assert label == int(np.argmax(joint))
+
+
+def test_secure_network_classifies_like_the_reference():
+    settings = ClassifierSettings(
+        network="asia", class_name="dysp", records=500, test_records=300, levels=(0.2,),
+        attributes=("bronc", "either", "smoke"),
+    )  # fmt: skip
+    problem = make_problem(settings)
+    out = secure_classifier(
+        problem.columns, problem.states, problem.class_name, problem.train, problem.test,
+        policy=LocalPolicy.load(TEST_POLICY), key_bits=1024,
+    )  # fmt: skip
+    secure = out["secure"]
+    assert secure["available"] and secure["equal_to_reference"]
+    assert secure["largest_cpt_difference"] < 1e-9
+    assert secure["accuracy"] == out["reference"]["accuracy"]
+    assert secure["bytes_exchanged"] > 0
+    assert out["owners"]["dysp"] == "alice" and set(out["owners"].values()) == {"alice", "bob"}
