@@ -39,7 +39,7 @@ import time
 from typing import Any
 
 from ppbn.bn.schema import PARTIES, Schema
-from ppbn.errors import UserError
+from ppbn.errors import DataError, UserError
 from ppbn.parties.daemon import ChannelGroup
 from ppbn.parties.jobs import (
     JobContext,
@@ -53,7 +53,7 @@ from ppbn.parties.policy import LocalPolicy, PolicyRefusal
 from ppbn.parties.pram_job import SEED_WARNING, job_stats, json_privacy, randomization_source
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.perturb.estimated import ESTIMATORS
-from ppbn.protocols.perturb.learners import CLASSIFIERS, LEARNERS
+from ppbn.protocols.perturb.learners import CLASSIFIERS, LEARNERS, present_states
 from ppbn.protocols.perturb.perceptron import COSTS, DEFAULT_ITERATIONS, ENCODINGS
 from ppbn.protocols.perturb.response import check_theta, scheme_for
 from ppbn.protocols.perturb.vertical import (
@@ -163,11 +163,19 @@ def full_params(kind: str, params: dict[str, Any], schema: Schema, setup: int) -
     out["cost"] = _choice(kind, params, "cost", "expected", COSTS)
     out["iterations"] = _integer(kind, params, "iterations", DEFAULT_ITERATIONS, 1)
     out["pocket_seed"] = _integer(kind, params, "pocket_seed", 0, 0)
-    for key, default in (("min_support", 0.05), ("min_confidence", 0.6)):
-        out[key] = _number(kind, params, key, default)
-        if not 0.0 <= out[key] <= 1.0 or (key == "min_support" and out[key] == 0.0):
-            raise ParameterError(key, f"{kind}: {key!r} must be in {'(0' if key == 'min_support' else '[0'}, 1]")
+    out["min_support"] = _number(kind, params, "min_support", 0.05)
+    if not 0.0 < out["min_support"] <= 1.0:
+        raise ParameterError("min_support", f"{kind}: 'min_support' must be in (0, 1]")
+    out["min_confidence"] = _number(kind, params, "min_confidence", 0.6)
+    if not 0.0 <= out["min_confidence"] <= 1.0:
+        raise ParameterError("min_confidence", f"{kind}: 'min_confidence' must be in [0, 1]")
     out["max_size"] = _integer(kind, params, "max_size", None, 1)
+    if learner == "rules":
+        try:
+            for variable in schema.variables:
+                present_states(variable.name, variable.states)
+        except DataError as exc:
+            raise ParameterError("learner", f"{kind}: {exc}") from None
     return out
 
 
@@ -230,11 +238,17 @@ def check_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope
     policy.require_randomization(scheme, scope.own_variables, mechanism)
 
 
-def _task(params: dict[str, Any]) -> VerticalTask:
+def learner_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The learner's options of ``full_params`` in the names of ``fit_learner`` (and of
+    ``ppbn perturb learn``)."""
     options = {k: params[k] for k in ("estimator", "alpha", "max_depth", "min_count", "positive", "encoding",
                                       "cost", "iterations", "min_support", "min_confidence", "max_size")}  # fmt: skip
     options["seed"] = params["pocket_seed"]
-    return VerticalTask(params["learner"], params["class"], options, params["learner_party"])
+    return options
+
+
+def _task(params: dict[str, Any]) -> VerticalTask:
+    return VerticalTask(params["learner"], params["class"], learner_options(params), params["learner_party"])
 
 
 def _mechanism(params: dict[str, Any], scheme: RandomizationScheme) -> dict[str, Any]:
@@ -243,7 +257,7 @@ def _mechanism(params: dict[str, Any], scheme: RandomizationScheme) -> dict[str,
     return {**kind, "randomized": params["randomized"], "groups": params["groups"], "scheme": scheme.to_dict()}
 
 
-def _summary(learner: str, model: dict[str, Any]) -> dict[str, Any]:
+def model_summary(learner: str, model: dict[str, Any]) -> dict[str, Any]:
     """A few figures of the model for the operator (the whole model is in model.json)."""
     if learner == "nb":
         return {"prior": model["prior"]}
@@ -284,7 +298,7 @@ def _write_outputs(
         "learner": params["learner"],
         "class": params["class"],
         "records": context.data.n_records or None,
-        "model": _summary(params["learner"], outcome.model),
+        "model": model_summary(params["learner"], outcome.model),
         "received": list(outcome.received),
         "privacy": privacy,
         "stats": stats,

@@ -45,16 +45,21 @@ def item_codes(
     equals randomizing recoded ones with the same scheme."""
     out = np.empty_like(np.asarray(codes))
     for j, name in enumerate(columns):
-        values = [str(s).lower() for s in states[name]]
-        present = [k for k, v in enumerate(values) if v in PRESENT]
-        absent = [k for k, v in enumerate(values) if v in ABSENT]
-        if len(present) > 1 or len(absent) > 1 or len(present) + len(absent) != len(values):
-            raise DataError(
-                f"column {name!r} has values {list(states[name])}: association rules need "
-                "binary items (0/1, no/yes, false/true)"
-            )
-        out[:, j] = np.isin(codes[:, j], present)
+        out[:, j] = np.isin(codes[:, j], present_states(name, states[name]))
     return out
+
+
+def present_states(name: str, states: Sequence[str]) -> list[int]:
+    """The state (at most one) of a binary item column that means "present"."""
+    values = [str(s).lower() for s in states]
+    present = [k for k, v in enumerate(values) if v in PRESENT]
+    absent = [k for k, v in enumerate(values) if v in ABSENT]
+    if len(present) > 1 or len(absent) > 1 or len(present) + len(absent) != len(values):
+        raise DataError(
+            f"column {name!r} has values {list(states)}: association rules need "
+            "binary items (0/1, no/yes, false/true)"
+        )
+    return present
 
 
 def fit_learner(
