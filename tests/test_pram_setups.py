@@ -10,16 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from daemon_trio import Trio
 from waiting import wait_until
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
-from ppbn.parties.client import DaemonClient
-from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.data import load_joined
 from ppbn.parties.datasets import make_dataset
-from ppbn.parties.harness import free_port
 from ppbn.parties.tls import make_local_pki
 from ppbn.protocols.ledger import ALLOWED_KINDS
 from ppbn.protocols.pram import RandomizationScheme, RandomSource, learn_pram, learn_pram_setup_one
@@ -41,65 +39,21 @@ def world(tmp_path_factory) -> Path:
     return base
 
 
-class Trio:
-    """alice, bob and the miner as in-process daemons, each with its own gRPC server."""
-
-    def __init__(self, world: Path, tmp: Path) -> None:
-        self.world, self.tmp = world, tmp
-        self.ports = {r: free_port() for r in ("alice", "bob", "miner")}
-        self.daemons: dict[str, PartyDaemon] = {}
-
-    def address(self, role: str) -> str:
-        return f"127.0.0.1:{self.ports[role]}"
-
-    def start(self, role: str, accept_miner: bool = True, as_role: str | None = None) -> PartyDaemon:
-        claimed = as_role or role
-        if claimed == "miner":
-            peer, peers, data = "", {"alice": self.address("alice"), "bob": self.address("bob")}, ""
-        else:
-            other = "bob" if claimed == "alice" else "alice"
-            peer, data = self.address(other), str(self.world / "data" / f"{claimed}.csv")
-            peers = {"miner": self.address("miner")} if accept_miner else {}
-        daemon = PartyDaemon(DaemonConfig(
-            role=claimed, schema_path=str(self.world / "data" / "schema.json"), data_path=data,
-            listen=self.address(role), peer=peer, peers=peers, tls_dir=str(self.world / "certs" / claimed),
-            out_dir=str(self.tmp / f"out-{role}"), timeout_s=10.0, probe_interval_s=0.2,
-            fixed_seed_for_testing=SEED,  # the local test flag: a seed is never a job parameter
-        ))  # fmt: skip
-        daemon.start()
-        self.daemons[role] = daemon
-        return daemon
-
-    def client(self, role: str) -> DaemonClient:
-        """An operator of the party whose daemon listens on ``role``'s port."""
-        return DaemonClient(self.address(role), str(self.world / "certs" / role), "operator")
-
-    def run(self, start_role: str, kind: str, params: dict) -> dict[str, dict]:
-        """Run a job; every daemon's network.json (those that took part)."""
-        with self.client(start_role) as client:
-            job_id = client.start(kind, params)
-            outcome = client.wait(job_id, timeout_s=60)
-        assert outcome.state == "SUCCEEDED", outcome.error
-        out = {}
-        for role, daemon in self.daemons.items():
-            if job_id in daemon.jobs:
-                wait_for(lambda d=daemon: d.jobs[job_id].done.is_set(), what=f"{role}'s job")
-                job_dir = self.tmp / f"out-{role}" / job_id
-                out[role] = {
-                    "network": json.loads((job_dir / "network.json").read_text()),
-                    "ledger": json.loads((job_dir / "ledger.json").read_text()),
-                    "bif": (job_dir / "network.bif").read_text(),
-                }
-        return out
-
-    def stop(self) -> None:
-        for daemon in self.daemons.values():
-            daemon.stop(grace_s=0.5)
+def run(trio: Trio, start_role: str, kind: str, params: dict) -> dict[str, dict]:
+    """Run a job; every daemon's network.json, ledger and BIF (those that took part)."""
+    return {
+        role: {
+            "network": json.loads((job_dir / "network.json").read_text()),
+            "ledger": json.loads((job_dir / "ledger.json").read_text()),
+            "bif": (job_dir / "network.bif").read_text(),
+        }
+        for role, job_dir in trio.run_job(start_role, kind, params).items()
+    }
 
 
 @pytest.fixture
 def trio(world, tmp_path):
-    t = Trio(world, tmp_path)
+    t = Trio(world, tmp_path, SEED)
     yield t
     t.stop()
 
@@ -126,7 +80,7 @@ def test_setup_one_over_daemons_equals_the_in_process_learner(world, trio):
         trio.start(role, accept_miner=False)
     wait_for(lambda: all(d.peer_state == "ok" for d in trio.daemons.values()), what="handshakes")
     params = {"p": P, "max_parents": 2, "score": "exact"}
-    got = trio.run("alice", "pram", params)
+    got = run(trio, "alice", "pram", params)
     assert set(got) == {"alice", "bob"}
     schema, names, codes, scheme, randomized, states, owner = _joined(world)
     search, network, _ = learn_pram_setup_one(names, states, owner, codes, randomized, scheme, 2, "exact")
@@ -149,7 +103,7 @@ def test_setup_two_over_three_daemons_equals_learn_pram(world, trio):
         trio.start(role)
     wait_for(lambda: all(d.peer_state == "ok" for d in trio.daemons.values()), what="handshakes")
     params = {"p": P, "max_parents": 2, "score": "bic", "c_star": 2.0}
-    got = trio.run("miner", "pram-miner", params)
+    got = run(trio, "miner", "pram-miner", params)
     assert set(got) == {"alice", "bob", "miner"}
     schema, names, codes, scheme, randomized, states, owner = _joined(world)
     expected = learn_pram(names, states, randomized, scheme, 2, "bic", c_star=2.0)
@@ -176,7 +130,7 @@ def test_miner_is_refused_by_a_party_that_does_not_expect_one(trio):
     wait_for(lambda: miner.peer_states["bob"] == "ok" and alice.peer_state == "ok", what="the other handshakes")
     with trio.client("miner") as client, pytest.raises(UserError, match="job not started"):
         client.start("pram-miner", {"p": P})
-    with trio.client("miner") as client, pytest.raises(UserError, match="the miner runs only pram-miner"):
+    with trio.client("miner") as client, pytest.raises(UserError, match="the miner runs only .*pram-miner"):
         client.start("ping", {})
     with trio.client("alice") as client, pytest.raises(UserError, match="start it at the miner's daemon"):
         client.start("pram-miner", {"p": P})

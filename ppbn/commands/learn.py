@@ -48,16 +48,22 @@ def add_secure_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--key-bits", type=int, choices=(2048, 3072), help="Paillier key size (default 2048)")
 
 
+def params_json(args: argparse.Namespace) -> dict[str, Any]:
+    """--params as a JSON object ({} without it)."""
+    if not args.params:
+        return {}
+    try:
+        params = json.loads(args.params)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--params is not valid JSON: {exc.msg}") from None
+    if not isinstance(params, dict):
+        raise UserError("--params must be a JSON object")
+    return params
+
+
 def job_params(args: argparse.Namespace) -> dict[str, Any]:
     """The job's JSON parameters: --params, then the shortcut flags on top."""
-    params: dict[str, Any] = {}
-    if args.params:
-        try:
-            params = json.loads(args.params)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"--params is not valid JSON: {exc.msg}") from None
-        if not isinstance(params, dict):
-            raise UserError("--params must be a JSON object")
+    params = params_json(args)
     if args.job == "tables" and args.max_family is not None:
         params["max_family"] = args.max_family
     if args.job == "learn" and getattr(args, "max_parents", None) is not None:
@@ -199,12 +205,18 @@ def cancel_after_interrupt(client, args: argparse.Namespace, job_id: str, role: 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--job", default=DEFAULT_JOB,
-        help=f"job kind (default {DEFAULT_JOB}: private K2 and parameters; also tables, ping, pram)",
+        help=f"job kind (default {DEFAULT_JOB}: private K2 and parameters; also tables, ping, pram, "
+        "perturb-learn: a perturbation learner, setup I, e.g. --params '{\"learner\": \"nb\", \"class\": "
+        "\"dysp\", \"theta\": 0.8}'; at the miner's daemon: pram-miner, perturb-learn-miner)",
     )  # fmt: skip
     parser.add_argument(
         "--max-family", type=int, help="tables job: largest family size (default 3)"
     )
-    parser.add_argument("--params", help="job parameters as a JSON object")
+    parser.add_argument(
+        "--params",
+        help="job parameters as a JSON object (pram, perturb-learn and their -miner kinds take theirs "
+        "here; see the README)",
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 

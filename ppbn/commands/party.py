@@ -1,5 +1,5 @@
-"""``ppbn party serve``: run one party's daemon next to its data, or the PRAM data miner's
-daemon (``--role miner``, no data; see ppbn.parties.daemon)."""
+"""``ppbn party serve``: run one party's daemon next to its data, or the data miner's daemon
+of setup II (``--role miner``, no data; see ppbn.parties.daemon)."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     sub = parser.add_subparsers(dest="party_command", metavar="ACTION", required=True)
     serve = sub.add_parser(
         "serve",
-        help="serve one party's data to its peer daemon over mutual TLS (or run the PRAM miner)",
+        help="serve one party's data to its peer daemon over mutual TLS (or run the data miner)",
         description="Load and check this party's data, listen for the peer daemon and for "
         "this party's operators (mutual TLS with the certificates of `ppbn certs request/sign`), "
         "and run the jobs they start. Every job's parameters are checked against this daemon's "
@@ -149,14 +149,15 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     serve.add_argument(
         "--role", required=True, choices=("alice", "bob", "miner"),
-        help="this party, or miner: the data miner of the PRAM path's setup II (no data)",
+        help="this party, or miner: the data miner of setup II (no data; jobs pram-miner and "
+        "perturb-learn-miner)",
     )  # fmt: skip
     serve.add_argument("--schema", required=True, help="public schema JSON (same file at both)")
     serve.add_argument("--data", help="this party's CSV (id column + its variables); not for the miner")
     serve.add_argument("--listen", required=True, help="HOST:PORT to listen on, e.g. 0.0.0.0:7401")
     serve.add_argument("--peer", help="HOST:PORT of the other party's daemon (alice and bob)")
     serve.add_argument(
-        "--miner", help="alice and bob: HOST:PORT of the PRAM data miner whose jobs to accept"
+        "--miner", help="alice and bob: HOST:PORT of the data miner whose jobs (setup II) to accept"
     )
     serve.add_argument("--alice", help="miner: HOST:PORT of alice's daemon")
     serve.add_argument("--bob", help="miner: HOST:PORT of bob's daemon")
@@ -183,7 +184,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     policy.add_argument("--spill-dir", metavar="DIR", help="folder of that file (default: the system's temporary folder)")
     policy.add_argument(
         "--insecure-fixed-seed-for-testing", metavar="SEED",
-        help="TESTING ONLY: fix this daemon's PRAM randomization so runs repeat; anyone who "
+        help="TESTING ONLY: fix this daemon's randomization (PRAM, perturbation learners) so runs repeat; anyone who "
         "knows the seed can undo it. Never taken from a job message.",
     )  # fmt: skip
     serve.add_argument(

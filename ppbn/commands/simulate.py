@@ -11,6 +11,11 @@ deployment may do, so it says so loudly.
 as the ``pram`` job between alice and bob, ``--setup 2`` as the ``pram-miner`` job
 started at a third daemon, the miner. It prints every daemon's result and figures and
 the structure's distance to the plaintext reference learned in this process.
+
+``--path perturb`` runs a perturbation learner the same way (issue 15): ``--setup 1`` as
+the ``perturb-learn`` job (the class's owner learns), ``--setup 2`` as
+``perturb-learn-miner``; the job's parameters come from ``--params`` (learner, class,
+theta or p, ...), and the same learner on the joined original data is the reference.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ppbn.commands.learn import (
     add_secure_options,
     job_params,
     outcome_json,
+    params_json,
     print_outcome,
 )
 from ppbn.commands.party import add_executor_options, apply_resource_flags
@@ -52,7 +58,7 @@ from ppbn.parties.outputs import check_output_dir, relocate, work_folder
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 
 # The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
-PATHS = ("secure", "pram", "job")
+PATHS = ("secure", "pram", "perturb", "job")
 PRAM_SEED_WARNING = (
     "WARNING: --randomization-seed fixes the daemons' randomization: TESTING ONLY, every daemon of the "
     "job can undo it."
@@ -211,6 +217,8 @@ def run_path(args: argparse.Namespace) -> int:
     refuse_on_private_paths(args, "PRAM" if args.path == "pram" else "secure")
     if args.path == "pram":
         return _simulate_pram(args)
+    if args.path == "perturb":
+        return _simulate_perturb(args)
     if args.path == "secure" and args.job != "learn":
         raise UserError(f"--job {args.job} needs --path job (the secure path is the learn job)")
     return _simulate(args)
@@ -324,9 +332,120 @@ def _simulate_pram(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _simulate_perturb(args: argparse.Namespace) -> int:
+    """A perturbation learner's job over the daemons (setup I or II), with the same learner
+    on the joined original data as the reference."""
+    from ppbn.bn.schema import Schema
+    from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.parties.perturb_job import (
+        SETUP_ONE_KIND,
+        SETUP_TWO_KIND,
+        full_params,
+        learner_options,
+        model_summary,
+    )
+    from ppbn.parties.randomized_learning import learn, load_tables
+    from ppbn.parties.tls import make_local_pki
+
+    quiet = args.format == "json"
+    if missing_rule(args) == "available-case":
+        raise UserError(PRAM_AVAILABLE_CASE.replace("the PRAM path", "the perturbation path"))
+    params = params_json(args)
+    if not params:
+        raise UserError('--path perturb needs the job parameters: --params \'{"learner": "nb", "class": VAR, "theta": 0.8}\'')
+    if args.randomization_seed is not None:
+        print(PRAM_SEED_WARNING, file=sys.stderr)
+    keep = bool(args.out)
+    if keep:  # before any work: a bad --out must not cost the run
+        check_output_dir(args.out, force=args.force)
+    start_role, kind = ("miner", SETUP_TWO_KIND) if args.setup == 2 else ("alice", SETUP_ONE_KIND)
+    with work_folder(args.out, "ppbn-simulate-", args.force) as work:
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            schema_path, alice_csv, bob_csv = _data_files(args, work)
+            full = full_params(kind, params, Schema.load(str(schema_path)), args.setup)  # before any daemon
+            make_local_pki(work / "certs")
+            files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
+            started = time.perf_counter()
+            with LocalPair(
+                files, args.timeout, miner=args.setup == 2, policy=_policy(args),
+                fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args), align=args.align,
+            ) as daemons:  # fmt: skip
+                up = time.perf_counter() - started
+                if not quiet:
+                    print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
+                          "(mutual TLS)", file=sys.stderr)  # fmt: skip
+                progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
+                started = time.perf_counter()
+                job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
+                job_s = time.perf_counter() - started
+                if any(o.state != "SUCCEEDED" for o in outcomes.values()):
+                    for role in daemons.roles:
+                        print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
+            (table,) = load_tables([schema_path.parent])
+            reference = learn(full["learner"], table, None, full["class"], None, learner_options(full))
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    if keep:  # the run's files were written aside and are now in --out
+        outcomes = {role: _moved(o, work, Path(args.out)) for role, o in outcomes.items()}
+    ok = all(o.state == "SUCCEEDED" for o in outcomes.values())
+    report: dict[str, Any] = {
+        "path": "perturb",
+        "setup": args.setup,
+        "kind": kind,
+        "job_id": job_id,
+        "state": "SUCCEEDED" if ok else "FAILED",
+        "params": params,
+        "transport": f"gRPC over mutual TLS, loopback, {len(outcomes)} processes",
+        "timings": {"daemons_start_s": round(up, 3), "job_s": round(job_s, 3)},
+        "parties": {
+            role: {"state": o.state, "error": o.error, "stats": o.stats, "result": o.result}
+            for role, o in sorted(outcomes.items())
+        },
+        "reference_model": model_summary(reference["learner"], reference["model"]),
+    }
+    if quiet:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_perturb(report)
+    return 0 if ok else 1
+
+
+def _daemon_figures(parties: dict[str, Any], title: str):
+    """Time, bytes, rounds and phases per daemon, as each job measured them."""
+    from rich.table import Table
+
+    table = Table("figure", *parties, title=title)
+    job_stats = {role: (p["result"] or {}).get("stats", {}) for role, p in parties.items()}
+    for label, key in (("wall time (s)", "wall_s"), ("bytes sent", "bytes_sent"),
+                       ("bytes received", "bytes_received"), ("rounds", "rounds")):  # fmt: skip
+        table.add_row(label, *(f"{s.get(key, 0):,}" if key != "wall_s" else f"{s.get(key, 0):.2f}" for s in job_stats.values()))
+    for phase in sorted({ph for s in job_stats.values() for ph in s.get("phases", {})}):
+        table.add_row(f"phase {phase} (s)", *(f"{s.get('phases', {}).get(phase, 0.0):.3f}" for s in job_stats.values()))
+    return table
+
+
+def _print_perturb(report: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    style = "green" if report["state"] == "SUCCEEDED" else "red"
+    console.print(f"[bold]ppbn simulate --path perturb --setup {report['setup']}[/bold]: job "
+                  f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]")  # fmt: skip
+    parties = report["parties"]
+    console.print(_daemon_figures(parties, "per daemon (measured by the job itself)"))
+    for role, party in parties.items():
+        if party["error"]:
+            console.print(f"[red]{role}: {party['error']}[/red]")
+        elif party["result"]:
+            console.print(f"{role}: model {json.dumps(party['result']['model'])}")
+    console.print(f"reference (the same learner on the joined original data): {json.dumps(report['reference_model'])}")
+    timings = report["timings"]
+    console.print(f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)")
+
+
 def _print_pram(report: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     from ppbn.protocols.pram.protocol import iter_privacy_text
 
@@ -335,14 +454,7 @@ def _print_pram(report: dict[str, Any]) -> None:
     console.print(f"[bold]ppbn simulate --path pram --setup {report['setup']}[/bold]: job "
                   f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]")  # fmt: skip
     parties = report["parties"]
-    table = Table("figure", *parties, title="per daemon (measured by the PRAM job itself)")
-    job_stats = {role: (p["result"] or {}).get("stats", {}) for role, p in parties.items()}
-    for label, key in (("wall time (s)", "wall_s"), ("bytes sent", "bytes_sent"),
-                       ("bytes received", "bytes_received"), ("rounds", "rounds")):  # fmt: skip
-        table.add_row(label, *(f"{s.get(key, 0):,}" if key != "wall_s" else f"{s.get(key, 0):.2f}" for s in job_stats.values()))
-    for phase in sorted({ph for s in job_stats.values() for ph in s.get("phases", {})}):
-        table.add_row(f"phase {phase} (s)", *(f"{s.get('phases', {}).get(phase, 0.0):.3f}" for s in job_stats.values()))
-    console.print(table)
+    console.print(_daemon_figures(parties, "per daemon (measured by the PRAM job itself)"))
     for role, party in parties.items():
         if party["error"]:
             console.print(f"[red]{role}: {party['error']}[/red]")
@@ -501,11 +613,12 @@ def add_path_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--path", choices=PATHS,
         help="secure: private K2 and parameters (Yang-Wright; the default); pram: the PRAM "
-        "path (--setup, --p); job: the --job kind (the default when --job names another kind)",
+        "path (--setup, --p); perturb: a perturbation learner (--setup, --params with learner, "
+        "class, theta or p); job: the --job kind (the default when --job names another kind)",
     )  # fmt: skip
     add_learning_options(parser)
     add_secure_options(parser)
-    pram = parser.add_argument_group("PRAM path (--path pram)")
+    pram = parser.add_argument_group("PRAM and perturbation paths (--path pram, --path perturb)")
     pram.add_argument("--setup", type=int, choices=(1, 2), default=1,
                       help="1: no data miner (alice and bob); 2: a third daemon, the miner, learns (default 1)")  # fmt: skip
     pram.add_argument("--p", type=float, help="M-category randomization with this p for every variable")

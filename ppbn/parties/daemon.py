@@ -28,8 +28,8 @@ PERMISSION_DENIED. Health is open to the operator and the peers.
 After a job only data-independent figures cross the wire (``EXCHANGED_STATS``): the
 peer's traffic is mirrored from what this daemon itself sent and received.
 
-The data miner (PRAM path, setup II; Ma and Sivakumar Sec. III-A) is a third daemon role
-without data. It knows the addresses of alice and bob; alice and bob accept it only when
+The data miner (setup II of Ma and Sivakumar Sec. III-A: PRAM and the perturbation
+learners) is a third daemon role without data. It knows the addresses of alice and bob; alice and bob accept it only when
 started with its address (``--miner``), and only for the job kinds of
 ``MINER_JOB_KINDS``, which start at the miner and run over one Exchange stream per party
 (the job function receives a ``ChannelGroup``). The miner holds no records, so the
@@ -121,7 +121,7 @@ MAX_CONCURRENT_RPCS = 64  # beyond this gRPC answers RESOURCE_EXHAUSTED at once
 # What crosses the wire after a job: nothing that depends on the data (SECURITY.md).
 EXCHANGED_STATS = ("protocol_version", "role", "kind")
 # Job kinds run by the miner with both parties; they start at the miner, which runs nothing else.
-MINER_JOB_KINDS = frozenset({"pram-miner"})
+MINER_JOB_KINDS = frozenset({"pram-miner", "perturb-learn-miner"})
 
 
 def partial_dir(out: Path, job_id: str) -> Path:

@@ -44,6 +44,7 @@ BUILTIN_JOB_MODULES = (
     "ppbn.parties.tables_job",
     "ppbn.parties.learn_job",
     "ppbn.parties.pram_job",
+    "ppbn.parties.perturb_job",
 )
 
 

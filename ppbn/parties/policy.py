@@ -30,7 +30,9 @@ from ppbn.protocols.executor import EXECUTORS
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS
 from ppbn.protocols.pram.operators import RandomizationScheme
 
-PATHS = ("secure", "pram")
+# pram: Bayesian networks from PRAM data; perturb: the perturbation learners' jobs (both
+# send randomized columns, checked against ``pram`` below)
+PATHS = ("secure", "pram", "perturb")
 DISCLOSURE_MODES = ("public", "owner", "shared")
 ALL_VARIABLES = "*"
 # settings of this daemon's own resources: a job that names one is refused (jobs.check_known)

@@ -195,8 +195,16 @@ def pram_config(params: dict[str, Any], schema: Schema) -> PramConfig:
     )
 
 
-def _json_number(value: float) -> float | str:
+def json_number(value: float) -> float | str:
     return "inf" if math.isinf(value) else value
+
+
+def json_privacy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Privacy rows with infinite gamma written as "inf" (strict JSON)."""
+    return [
+        {k: json_number(v) if k.startswith("gamma") and isinstance(v, float) else v for k, v in row.items()}
+        for row in rows
+    ]
 
 
 def _write_outputs(
@@ -206,10 +214,7 @@ def _write_outputs(
     # this party's own continuous variables are named by their intervals (local only)
     network = outcome.network.with_state_names(context.schema.state_names(context.data.bins))
     document = network_json(network, outcome.order, outcome.edges, params["score"], params["tau"])
-    privacy = [
-        {k: _json_number(v) if k.startswith("gamma") and isinstance(v, float) else v for k, v in row.items()}
-        for row in outcome.privacy
-    ]
+    privacy = json_privacy(outcome.privacy)
     document["stats"] = stats
     document["privacy"] = privacy
     document["pram"] = {
@@ -242,7 +247,8 @@ def _write_outputs(
     return result
 
 
-def _job_stats(context: JobContext, channel: Channel | ChannelGroup, started: float) -> dict[str, Any]:
+def job_stats(context: JobContext, channel: Channel | ChannelGroup, started: float) -> dict[str, Any]:
+    """wall_s, phases, bytes and rounds of this party's end of the job, measured by the job."""
     traffic = channel.stats
     return {
         "wall_s": round(time.perf_counter() - started, 4),
@@ -253,7 +259,8 @@ def _job_stats(context: JobContext, channel: Channel | ChannelGroup, started: fl
     }
 
 
-def _source(context: JobContext) -> RandomSource:
+def randomization_source(context: JobContext) -> RandomSource:
+    """This party's CSPRNG, or the daemon's --insecure-fixed-seed-for-testing (never a job parameter)."""
     seed = context.fixed_seed_for_testing
     return RandomSource() if seed is None else RandomSource.from_seed(seed)
 
@@ -268,10 +275,10 @@ def run_setup_one_job(role: str, channel: Channel, context: JobContext) -> dict[
     params, schema = context.params, context.schema
     scheme = build_scheme(params, schema)
     outcome = run_setup_one(
-        role, channel, schema, context.data.codes, scheme, pram_config(params, schema), _source(context),
+        role, channel, schema, context.data.codes, scheme, pram_config(params, schema), randomization_source(context),
         context.ledger, context.phase, _progress(context),
     )  # fmt: skip
-    return _write_outputs(context, outcome, 1, scheme, _job_stats(context, channel, started))
+    return _write_outputs(context, outcome, 1, scheme, job_stats(context, channel, started))
 
 
 def run_setup_two_job(role: str, channel: Channel | ChannelGroup, context: JobContext) -> dict[str, Any]:
@@ -286,12 +293,12 @@ def run_setup_two_job(role: str, channel: Channel | ChannelGroup, context: JobCo
         )
     elif isinstance(channel, Channel) and role in ("alice", "bob"):
         outcome = run_setup_two_party(
-            role, channel, schema, context.data.codes, scheme, config, _source(context),
+            role, channel, schema, context.data.codes, scheme, config, randomization_source(context),
             context.ledger, context.phase,
         )  # fmt: skip
     else:
         raise ProtocolError(f"{SETUP_TWO_KIND} runs at the miner with alice and bob, not at {role}")
-    return _write_outputs(context, outcome, 2, scheme, _job_stats(context, channel, started))
+    return _write_outputs(context, outcome, 2, scheme, job_stats(context, channel, started))
 
 
 register_job(

@@ -27,20 +27,19 @@ from ppbn.bn.schema import Schema
 from ppbn.errors import DataError, UserError
 from ppbn.parties.data import _read_csv, load_joined_with_bins
 from ppbn.parties.perturb_io import read_mechanisms
-from ppbn.protocols.perturb.apriori import mine
 from ppbn.protocols.perturb.disguised_test import disguised_accuracy
 from ppbn.protocols.perturb.estimated import RandomizedData
-from ppbn.protocols.perturb.id3 import fit_id3
+from ppbn.protocols.perturb.learners import (
+    ITEM_STATES,
+    LEARNERS,
+    fit_learner,
+    item_codes,
+    model_dict,
+)
 from ppbn.protocols.perturb.mechanisms import Mechanisms
-from ppbn.protocols.perturb.naive_bayes import fit_naive_bayes
-from ppbn.protocols.perturb.perceptron import fit_perceptron
 from ppbn.protocols.perturb.response import scheme_for
 from ppbn.protocols.pram.operators import RandomizationScheme, RandomSource
 from ppbn.protocols.pram.privacy import gamma_amplification
-
-LEARNERS = ("nb", "id3", "perceptron", "rules")
-PRESENT = {"1", "yes", "true", "y", "t"}
-ABSENT = {"0", "no", "false", "n", "f"}
 
 
 @dataclass(frozen=True)
@@ -215,23 +214,6 @@ def privacy(scheme: RandomizationScheme) -> list[dict[str, Any]]:
     return out
 
 
-def _item_table(table: Table) -> Table:
-    """Recode binary item columns so that code 1 means the item is present (a relabelling
-    the symmetric mechanisms here are invariant under)."""
-    codes = np.empty_like(table.codes)
-    for j, name in enumerate(table.columns):
-        values = [s.lower() for s in table.states[name]]
-        present = [k for k, v in enumerate(values) if v in PRESENT]
-        absent = [k for k, v in enumerate(values) if v in ABSENT]
-        if len(present) > 1 or len(absent) > 1 or len(present) + len(absent) != len(values):
-            raise DataError(
-                f"column {name!r} has values {list(table.states[name])}: association rules need "
-                "binary items (0/1, no/yes, false/true)"
-            )
-        codes[:, j] = np.isin(table.codes[:, j], present)
-    return Table(table.columns, codes, dict.fromkeys(table.columns, ("0", "1")))
-
-
 def learn(
     learner: str,
     train: Table,
@@ -253,7 +235,8 @@ def learn(
     if learner not in LEARNERS:
         raise UserError(f"unknown learner {learner!r}; use one of {', '.join(LEARNERS)}")
     if learner == "rules":
-        train = _item_table(train)
+        train = Table(train.columns, item_codes(train.columns, train.codes, train.states),
+                      dict.fromkeys(train.columns, ITEM_STATES))  # fmt: skip
     elif class_name is None or class_name not in train.columns:
         raise UserError(f"--class {class_name!r}: not a column of the data ({', '.join(train.columns)})")
     plain = RandomizationScheme({c: len(train.states[c]) for c in train.columns})
@@ -273,15 +256,13 @@ def learn(
         "randomized_here": randomize_seed is not None,
         "privacy": privacy(scheme),
     }
-    if learner == "rules":
-        mining = mine(data, options["min_support"], options["min_confidence"], max_size=options["max_size"])
-        report["model"] = mining.to_dict()
-        report["seconds"] = time.perf_counter() - started
-        return report
-    model = _fit(learner, data, class_name, options, train.states)
+    model = fit_learner(learner, data, class_name, options, train.states)
     report["seconds"] = time.perf_counter() - started
-    report["class"] = class_name
-    report["model"] = model.to_dict(train.states)
+    if learner != "rules":
+        report["class"] = class_name
+    report["model"] = model_dict(model, train.states)
+    if learner == "rules":
+        return report
     if learner == "id3":
         report["tree_lines"] = model.lines(train.states)
     if test is not None:
@@ -319,37 +300,3 @@ def _test_report(model, learner: str, test: Table, class_name: str, scheme: Rand
         out["accuracy_estimated_se"] = estimate.standard_error
         out["accuracy_estimated_passes"] = estimate.candidates
     return out
-
-
-def _fit(learner: str, data: RandomizedData, class_name: str, options: Mapping[str, Any],
-         states: Mapping[str, Sequence[str]]):  # fmt: skip
-    estimator = options.get("estimator")
-    if learner == "nb":
-        return fit_naive_bayes(data, class_name, alpha=options["alpha"], method=estimator or "moment")
-    if learner == "id3":
-        return fit_id3(
-            data, class_name, method=estimator or "moment",
-            max_depth=options["max_depth"], min_count=options["min_count"],
-        )  # fmt: skip
-    positive = options.get("positive")
-    if positive is not None:
-        if positive not in states[class_name]:
-            raise UserError(f"--positive {positive!r}: not a value of {class_name} ({', '.join(states[class_name])})")
-        positive = list(states[class_name]).index(positive)
-    attributes = data.attributes_besides(class_name)
-    values = None
-    if options["encoding"] == "ordinal":
-        values = [_ordinal_values(states[a]) for a in attributes]
-    return fit_perceptron(
-        data, class_name, positive=positive, encoding=options["encoding"], values=values,
-        cost=options["cost"], method=estimator or "em", iterations=options["iterations"],
-        seed=options["seed"],
-    )  # fmt: skip
-
-
-def _ordinal_values(states: Sequence[str]) -> tuple[float, ...]:
-    """Numeric state names as values (interval means, Sec. 6.1), else positions 1, 2, ..."""
-    try:
-        return tuple(float(s) for s in states)
-    except ValueError:
-        return tuple(float(k + 1) for k in range(len(states)))

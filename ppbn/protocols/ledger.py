@@ -30,6 +30,9 @@ ALLOWED_KINDS = frozenset(
         # randomized columns learns them and the public matrices that randomized them.
         "randomized_data",  # randomized columns received (variables, record count)
         "randomization_matrix",  # the matrix of a randomization block received with them
+        # The perturbation learners as jobs (protocols/perturb/vertical.py): the classifier
+        # or the association rules learned, the job's output, received from whoever learned it.
+        "model",
         # Private record alignment (--align psi, protocols/psi.py): the peer's id-set size, the
         # size of the intersection, which of the party's own records are in it (a count here),
         # and the number of records the job then runs on.

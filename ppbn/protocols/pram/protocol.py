@@ -220,6 +220,26 @@ def recv_randomized(
     return codes, received
 
 
+def recv_from_both_parties(
+    channels: Mapping[str, Channel], schema: Schema, scheme: RandomizationScheme, ledger: Ledger
+) -> np.ndarray:
+    """The miner's receipt of setup II: every column of alice, then of bob, randomized under
+    the agreed scheme, on the same number of records; (n, every variable in schema order)."""
+    if set(channels) != set(PARTIES):
+        raise ValueError("the miner needs one channel to alice and one to bob")
+    parts: dict[str, np.ndarray] = {}
+    records = None
+    for party in PARTIES:
+        columns = tuple(v.name for v in schema.owned_by(party))
+        parts[party], _ = recv_randomized(channels[party], schema, columns, records, scheme, ledger, party)
+        records = parts[party].shape[0]
+    by_name = {
+        v.name: parts[v.owner][:, [u.name for u in schema.owned_by(v.owner)].index(v.name)]
+        for v in schema.variables
+    }
+    return np.column_stack([by_name[v] for v in schema.names])
+
+
 def _check_agreed(received: RandomizationScheme, agreed: RandomizationScheme, sender: str) -> None:
     if received.cardinalities != agreed.cardinalities:
         raise ProtocolError(f"{sender}'s randomization scheme names other variables than agreed")
@@ -500,22 +520,8 @@ def run_setup_two_miner(
 ) -> PramOutcome:
     """The miner's side of setup II: join both randomized copies, learn, send the network back."""
     check_scheme_fits(scheme, schema)
-    if set(channels) != set(PARTIES):
-        raise ValueError("the miner needs one channel to alice and one to bob")
-    parts: dict[str, np.ndarray] = {}
     with phase("receive randomized data"):
-        records = None
-        for party in PARTIES:
-            columns = tuple(v.name for v in schema.owned_by(party))
-            parts[party], _ = recv_randomized(
-                channels[party], schema, columns, records, scheme, ledger, party
-            )
-            records = parts[party].shape[0]
-    by_name = {
-        v.name: parts[v.owner][:, [u.name for u in schema.owned_by(v.owner)].index(v.name)]
-        for v in schema.variables
-    }
-    randomized = np.column_stack([by_name[v] for v in schema.names])
+        randomized = recv_from_both_parties(channels, schema, scheme, ledger)
     with phase("learn"):
         states = {v.name: v.states for v in schema.variables}
         learned = learn_pram(
