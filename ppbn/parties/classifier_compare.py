@@ -28,13 +28,14 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ppbn.errors import UserError
+from ppbn.parties.policy import LocalPolicy, PramPolicy
 from ppbn.protocols.perturb.estimated import RandomizedData
 from ppbn.protocols.perturb.id3 import fit_id3
 from ppbn.protocols.perturb.lenses import CARDINALITIES as LENS_CARDINALITIES
@@ -232,7 +233,13 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
     if settings.secure:
         from ppbn.parties.classifier_secure import secure_classifier
 
-        secure = secure_classifier(problem.columns, problem.states, problem.class_name, problem.train, problem.test, say)
+        top = _most_private(settings)
+        least = min(min(x, 1.0 - x) for x in settings.levels) if settings.mechanism == "theta" else min(settings.levels)
+        policy = replace(LocalPolicy(), pram=PramPolicy(min_p=least), source=f"ppbn compare-classifiers (change >= {least:g})")
+        secure = secure_classifier(
+            problem.columns, problem.states, problem.class_name, problem.train, problem.test, say,
+            policy=policy, perturbation=(settings.mechanism, top),
+        )  # fmt: skip
     return {
         "data": {
             "source": problem.source,
@@ -259,6 +266,13 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
             "pocket_iterations": settings.pocket_iterations,
         },
     }
+
+
+def _most_private(settings: ClassifierSettings) -> float:
+    """The level that randomizes most: the largest p, or the theta closest to 0.5."""
+    if settings.mechanism == "theta":
+        return min(settings.levels, key=lambda x: abs(x - 0.5))
+    return max(settings.levels)
 
 
 def _mechanism_text(settings: ClassifierSettings) -> str:
@@ -297,8 +311,11 @@ def markdown_table(results: dict[str, Any]) -> str:
 def paths_table(results: dict[str, Any]) -> str:
     """Perturbation and secure path side by side: accuracy, time, what crosses (``--secure``)."""
     secure = results["secure"]
-    top = results["levels"][-1 if results["mechanism_parameter"] == "p" else 0]
-    k = results["levels"].index(top)
+    levels = results["levels"]
+    top = max(levels) if results["mechanism_parameter"] == "p" else min(levels, key=lambda x: abs(x - 0.5))
+    k = levels.index(top)
+    jobs = secure.get("perturbation_jobs", {})
+    short = {"naive_bayes": "nb", "id3": "id3", "perceptron": "perceptron"}
     where = "the data miner (or the class owner) receives every training record's attributes randomized"
     lines = [
         "| path | classifier | accuracy | time | what the other side receives |",
@@ -306,10 +323,12 @@ def paths_table(results: dict[str, Any]) -> str:
     ]
     for learner in LEARNERS:
         acc = results["accuracy"][learner]["reconstructed"][k]
+        job = jobs.get(short[learner], {})
+        cost = (f"{job['wall_s']:.1f} s, {job['bytes_exchanged'] / 1e6:.2f} MB as a perturb-learn job (setup I)"
+                if job.get("available") else f"{results['seconds_per_fit'][learner]:.2f} s per fit (local)")  # fmt: skip
         lines.append(
             f"| perturbation, {results['mechanism_parameter']} = {top:g} | {TITLES[learner]} | "
-            f"{acc['mean']:.3f} ± {acc['sd']:.3f} | {results['seconds_per_fit'][learner]:.2f} s per fit, "
-            f"no messages besides the data | {where} (gamma {_gamma_text(results['privacy'][k])}) |"
+            f"{acc['mean']:.3f} ± {acc['sd']:.3f} | {cost} | {where} (gamma {_gamma_text(results['privacy'][k])}) |"
         )
     reference = secure["reference"]
     lines.append(

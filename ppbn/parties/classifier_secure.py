@@ -8,6 +8,10 @@ alice and bob (the class with alice, the attributes alternating), both daemons r
 mutual TLS, and the learned network classifies the original test records by the class's
 posterior given every attribute (``BayesNet.predict``). The plaintext reference network
 is learned on the joined records in this process and must be the secure one, edge for edge.
+For the cost of the perturbation path over the same daemons, the three classifiers also
+run as ``perturb-learn`` jobs (setup I: alice, the class's owner, receives bob's randomized
+attributes) at one randomization level; their accuracy is the comparison's own
+(``classifier_compare``), since the daemons randomize with their own CSPRNGs.
 """
 
 from __future__ import annotations
@@ -63,10 +67,12 @@ def secure_classifier(
     say: Callable[[str], None] = lambda _m: None,
     policy: LocalPolicy | None = None,
     key_bits: int | None = None,
+    perturbation: tuple[str, float] | None = None,
 ) -> dict[str, Any]:
     """Learn the network on the secure path and on the joined data; measure both on ``test``.
     ``policy`` and ``key_bits`` default to the daemons' built-in policy and the learn job's
-    key size (tests pass their test policy and a 1024-bit key)."""
+    key size (tests pass their test policy and a 1024-bit key); ``perturbation`` = ("p" or
+    "theta", level) also times the perturbation learners' setup-I jobs at that level."""
     from ppbn.parties.compare import bytes_exchanged, network_from_json
     from ppbn.parties.harness import LocalPair, PairFiles
     from ppbn.parties.tls import make_local_pki
@@ -101,6 +107,8 @@ def secure_classifier(
             tick = time.perf_counter()
             _job, outcomes = pair.run_job("alice", "learn", params)
             wall = time.perf_counter() - tick
+            if perturbation is not None:
+                out["perturbation_jobs"] = _perturbation_jobs(pair, columns, class_name, perturbation, say)
         mine = outcomes["alice"]
         if mine.state != "SUCCEEDED":
             out["secure"] = {"available": False, "reason": f"job {mine.state.lower()}: {mine.error}"}
@@ -118,4 +126,26 @@ def secure_classifier(
             float(np.max(np.abs(network.cpts[v] - reference.cpts[v]))) for v in columns
         ) if sorted(network.edges()) == sorted(reference.edges()) else None,
     }  # fmt: skip
+    return out
+
+
+def _perturbation_jobs(pair, columns: tuple[str, ...], class_name: str, level: tuple[str, float],
+                       say: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
+    """Wall time and bytes of each classifier's ``perturb-learn`` job (setup I) at ``level``."""
+    from ppbn.parties.compare import bytes_exchanged
+
+    parameter, value = level
+    attributes = [c for c in columns if c != class_name]
+    out: dict[str, Any] = {}
+    for learner in ("nb", "id3", "perceptron"):
+        params = {"learner": learner, "class": class_name, parameter: value, "randomized": attributes}
+        tick = time.perf_counter()
+        _job, outcomes = pair.run_job("alice", "perturb-learn", params)
+        mine = outcomes["alice"]
+        if mine.state != "SUCCEEDED":
+            out[learner] = {"available": False, "reason": f"job {mine.state.lower()}: {mine.error}"}
+            continue
+        out[learner] = {"available": True, "wall_s": time.perf_counter() - tick,
+                        "bytes_exchanged": bytes_exchanged(outcomes)}  # fmt: skip
+        say(f"perturb-learn {learner} ({parameter} = {value:g}): {out[learner]['wall_s']:.1f} s")
     return out

@@ -47,11 +47,13 @@ def test_secure_network_classifies_like_the_reference():
     problem = make_problem(settings)
     out = secure_classifier(
         problem.columns, problem.states, problem.class_name, problem.train, problem.test,
-        policy=LocalPolicy.load(TEST_POLICY), key_bits=1024,
+        policy=LocalPolicy.load(TEST_POLICY), key_bits=1024, perturbation=("p", 0.2),
     )  # fmt: skip
     secure = out["secure"]
     assert secure["available"] and secure["equal_to_reference"]
     assert secure["largest_cpt_difference"] < 1e-9
     assert secure["accuracy"] == out["reference"]["accuracy"]
     assert secure["bytes_exchanged"] > 0
+    jobs = out["perturbation_jobs"]
+    assert all(jobs[k]["available"] and jobs[k]["bytes_exchanged"] > 0 for k in ("nb", "id3", "perceptron"))
     assert out["owners"]["dysp"] == "alice" and set(out["owners"].values()) == {"alice", "bob"}
