@@ -31,8 +31,11 @@ demo: install
 lint: install
 	$(PY) -m ruff check ppbn tests
 
+# Two pytest workers (the CI machine has 2 cores; most tests wait on daemons and sockets
+# as much as they compute); one test file stays on one worker (its daemons and module
+# fixtures are shared). `.venv/bin/pytest FILE` runs a single file serially.
 test: install lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 # The long fuzz run (issue 16): over 10,000 mutated messages at a live daemon; prints the tally.
 fuzz: install

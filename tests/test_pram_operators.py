@@ -187,3 +187,21 @@ def test_uniform_scheme_covers_only_sensitive_variables():
     assert np.allclose(scheme.matrix_for("A"), binary_symmetric(0.2))
     with pytest.raises(RandomizationError, match="variable 'A'"):
         RandomizationScheme.uniform({"A": 2}, 1.5)
+
+
+def test_policy_measures_change_against_the_most_likely_release():
+    """A relabelling is no randomization: binary p = 0.95 (almost always flipped) is as weak
+    as p = 0.05, Warner theta = 0 as theta = 1; M-category p <= (K-1)/K is its p; a joint
+    block's variable is measured on its own component."""
+    from ppbn.parties.policy import change_probability
+    from ppbn.protocols.perturb.response import scheme_for
+
+    cards = {"a": 2, "b": 3, "c": 2}
+    assert change_probability(scheme_for(cards, ["a"], p=0.95), "a") == pytest.approx(0.05)
+    assert change_probability(scheme_for(cards, ["a"], p=0.3), "a") == pytest.approx(0.3)
+    assert change_probability(scheme_for(cards, ["b"], p=0.6), "b") == pytest.approx(0.6)
+    assert change_probability(scheme_for(cards, ["a"], theta=0.0), "a") == 0.0
+    assert change_probability(scheme_for(cards, ["a"], theta=0.2), "a") == pytest.approx(0.2)
+    grouped = scheme_for(cards, [], theta=0.7, groups=[("a", "c")])
+    assert change_probability(grouped, "c") == pytest.approx(0.3)
+    assert change_probability(scheme_for(cards, ["a"], p=0.3), "b") == 0.0

@@ -21,9 +21,9 @@ randomizes with its own CSPRNG unless its daemon was started with
 Before anything is sent each party checks the job against its local policy: the path
 ``perturb`` must be allowed, the record count at least the minimum, and every protected
 variable of its own that leaves the host randomized strongly enough (in setup I the
-learner's columns never leave, so only the other party's are checked). Warner's theta
-and 1 - theta randomize equally (a relabelling), so the policy judges max(theta, 1 -
-theta): theta = 0, a deterministic flip, is refused as theta = 1 is.
+learner's columns never leave, so only the other party's are checked). The policy
+measures a mechanism against the most likely release (``policy.change_probability``), so
+Warner's theta = 0, a deterministic flip, is refused as theta = 1 is.
 
 Every daemon of the job writes ``model.json``: the learner's model (``to_dict``) plus
 ``mechanism``, ``privacy`` (gamma per disclosed block, as the PRAM path), ``stats``
@@ -210,13 +210,10 @@ def _check_mechanism(kind: str, params: dict[str, Any], schema: Schema) -> dict[
     return out
 
 
-def build_scheme(params: dict[str, Any], schema: Schema, theta: float | None = None) -> RandomizationScheme:
-    """The public scheme of the parameters (``theta`` overrides theirs: the policy's view)."""
+def build_scheme(params: dict[str, Any], schema: Schema) -> RandomizationScheme:
+    """The public scheme of the parameters."""
     cards = dict(zip(schema.names, schema.cardinalities(), strict=True))
-    return scheme_for(
-        cards, params["randomized"], theta=params["theta"] if theta is None else theta, p=params["p"],
-        groups=params["groups"],
-    )  # fmt: skip
+    return scheme_for(cards, params["randomized"], theta=params["theta"], p=params["p"], groups=params["groups"])
 
 
 def check_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope, kind: str, sends: bool) -> None:
@@ -231,7 +228,7 @@ def check_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope
     if not sends:
         return
     theta = params["theta"]
-    scheme = build_scheme(params, scope.schema, None if theta is None else max(theta, 1.0 - theta))
+    scheme = build_scheme(params, scope.schema)
     listed = {*params["randomized"], *(v for group in params["groups"] for v in group)}
     left_out = [v for v in scope.own_variables if policy.pram.must_randomize(v) and v not in listed]
     mechanism = "randomized" if left_out else ("theta" if theta is not None else "p")

@@ -270,7 +270,7 @@ class LocalPolicy:
                 continue
             least = change_probability(scheme, variable)
             needed = self.pram.minimum_for(variable)
-            if least < needed or scheme.block_of(variable) is None:
+            if least < needed - PROBABILITY_ROUNDING or scheme.block_of(variable) is None:
                 raise PolicyRefusal(
                     parameter,
                     f"variable {variable!r} would be released "
@@ -279,12 +279,20 @@ class LocalPolicy:
                 )
 
 
-def change_probability(scheme: RandomizationScheme, variable: str) -> float:
-    """min over original values of Pr(released value of ``variable`` differs from it).
+PROBABILITY_ROUNDING = 1e-12  # p / (K - 1) summed K - 1 times may round below p
 
-    For a joint block (several variables randomized together, Ma 2006 Sec. 2.4) the
-    probability is taken over the block's combined states: the variable's own component
-    differs. 0 when the variable is not randomized at all.
+
+def change_probability(scheme: RandomizationScheme, variable: str) -> float:
+    """min over original values of Pr(released value of ``variable`` differs from the value
+    most likely released for that original).
+
+    For the mechanisms in use that keep the value most often (M-category p <= (K-1)/K,
+    Warner theta > 1/2) this is the probability that the value changes. Measured against
+    the most likely release, a relabelling is no randomization: Warner theta = 0 (always
+    flip) or binary p near 1 is as weak as releasing the value unchanged, and the policy
+    judges it so. For a joint block (several variables randomized together, Ma 2006
+    Sec. 2.4) the released distribution of the variable's own component is used. 0 when
+    the variable is not randomized at all.
     """
     block = scheme.block_of(variable)
     if block is None:
@@ -293,8 +301,8 @@ def change_probability(scheme: RandomizationScheme, variable: str) -> float:
     cards = block.cardinalities
     axis = block.variables.index(variable)
     states = np.indices(cards).reshape(len(cards), -1)[axis]  # the variable's state per combined index
-    differs = states[:, None] != states[None, :]
-    return float(np.min((matrix * differs).sum(axis=1)))
+    released = np.stack([matrix[:, states == k].sum(axis=1) for k in range(cards[axis])], axis=1)
+    return float(np.min(np.sort(released, axis=1)[:, :-1].sum(axis=1)))  # all but the most likely
 
 
 def _toml_value(value: Any) -> str:

@@ -159,8 +159,9 @@ def test_setup_one_id3_theta_08_equals_the_local_learner_on_the_same_randomized_
         ("alice", "perturb-learn", {"learner": "nb", "class": "bronc", "theta": 0.8, "randomized": ["dysp"]}, "randomized"),
         ("miner", "perturb-learn-miner", {"learner": "id3", "class": "dysp", "p": 0.0}, "p"),
         ("miner", "perturb-learn-miner", {"learner": "id3", "class": "dysp", "p": 0.05}, "p"),
+        ("miner", "perturb-learn-miner", {"learner": "id3", "class": "dysp", "p": 0.95}, "p"),
     ],
-    ids=["theta-1", "theta-0", "unrandomized", "p-0", "p-below-min"],
+    ids=["theta-1", "theta-0", "unrandomized", "p-0", "p-below-min", "p-near-a-flip"],
 )
 def test_a_protected_variable_randomized_too_weakly_is_refused(strict, start, kind, params, parameter):
     """Every party protects its variables: theta 1 (or a deterministic flip, theta 0) and p
