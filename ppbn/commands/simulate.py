@@ -255,8 +255,6 @@ def _simulate_pram(args: argparse.Namespace) -> int:
     from ppbn.bn.schema import Schema
     from ppbn.parties.compare import structure_diff
     from ppbn.parties.data import load_joined
-    from ppbn.parties.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_local_pki
 
     quiet = args.format == "json"
     if missing_rule(args) == "available-case":
@@ -272,25 +270,10 @@ def _simulate_pram(args: argparse.Namespace) -> int:
             schema_path, alice_csv, bob_csv = _data_files(args, work)
             schema = Schema.load(str(schema_path))
             params = pram_params(args, schema.names)
-            make_local_pki(work / "certs")
-            files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
             start_role, kind = ("miner", "pram-miner") if args.setup == 2 else ("alice", "pram")
-            started = time.perf_counter()
-            with LocalPair(
-                files, args.timeout, miner=args.setup == 2, policy=_policy(args),
-                fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args), align=args.align,
-            ) as daemons:  # fmt: skip
-                up = time.perf_counter() - started
-                if not quiet:
-                    print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
-                          "(mutual TLS)", file=sys.stderr)  # fmt: skip
-                progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
-                started = time.perf_counter()
-                job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
-                job_s = time.perf_counter() - started
-                if any(o.state != "SUCCEEDED" for o in outcomes.values()):
-                    for role in daemons.roles:
-                        print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
+            job_id, outcomes, up, job_s = _run_with_daemons(
+                args, work, (schema_path, alice_csv, bob_csv), start_role, kind, params, quiet
+            )
             names, codes = load_joined(
                 schema, alice_csv, bob_csv, missing_rule=missing_rule(args), intersect=args.align == "psi"
             )
@@ -336,7 +319,6 @@ def _simulate_perturb(args: argparse.Namespace) -> int:
     """A perturbation learner's job over the daemons (setup I or II), with the same learner
     on the joined original data as the reference."""
     from ppbn.bn.schema import Schema
-    from ppbn.parties.harness import LocalPair, PairFiles
     from ppbn.parties.perturb_job import (
         SETUP_ONE_KIND,
         SETUP_TWO_KIND,
@@ -345,7 +327,6 @@ def _simulate_perturb(args: argparse.Namespace) -> int:
         model_summary,
     )
     from ppbn.parties.randomized_learning import learn, load_tables
-    from ppbn.parties.tls import make_local_pki
 
     quiet = args.format == "json"
     if missing_rule(args) == "available-case":
@@ -364,24 +345,9 @@ def _simulate_perturb(args: argparse.Namespace) -> int:
         try:
             schema_path, alice_csv, bob_csv = _data_files(args, work)
             full = full_params(kind, params, Schema.load(str(schema_path)), args.setup)  # before any daemon
-            make_local_pki(work / "certs")
-            files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
-            started = time.perf_counter()
-            with LocalPair(
-                files, args.timeout, miner=args.setup == 2, policy=_policy(args),
-                fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args), align=args.align,
-            ) as daemons:  # fmt: skip
-                up = time.perf_counter() - started
-                if not quiet:
-                    print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
-                          "(mutual TLS)", file=sys.stderr)  # fmt: skip
-                progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
-                started = time.perf_counter()
-                job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
-                job_s = time.perf_counter() - started
-                if any(o.state != "SUCCEEDED" for o in outcomes.values()):
-                    for role in daemons.roles:
-                        print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
+            job_id, outcomes, up, job_s = _run_with_daemons(
+                args, work, (schema_path, alice_csv, bob_csv), start_role, kind, params, quiet
+            )
             (table,) = load_tables([schema_path.parent])
             reference = learn(full["learner"], table, None, full["class"], None, learner_options(full))
         finally:
@@ -506,6 +472,38 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
         "same_family_records": (learned.get("family_records") or {}).get("families") == reference_records,
         "reference_family_records": reference_records,
     }
+
+
+def _run_with_daemons(
+    args: argparse.Namespace, work: Path, data: tuple[Path, Path, Path], start_role: str, kind: str,
+    params: dict[str, Any], quiet: bool,
+) -> tuple[str, dict[str, Any], float, float]:  # fmt: skip
+    """Start alice and bob (and the miner for setup II) under ``work``, run one job from
+    ``start_role``; returns the job id, every daemon's outcome, the start-up and job seconds.
+    A failed job shows the last lines of every daemon's log on stderr."""
+    from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.parties.tls import make_local_pki
+
+    schema_path, alice_csv, bob_csv = data
+    make_local_pki(work / "certs")
+    files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
+    started = time.perf_counter()
+    with LocalPair(
+        files, args.timeout, miner=args.setup == 2, policy=_policy(args),
+        fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args), align=args.align,
+    ) as daemons:  # fmt: skip
+        up = time.perf_counter() - started
+        if not quiet:
+            print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
+                  "(mutual TLS)", file=sys.stderr)  # fmt: skip
+        progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
+        started = time.perf_counter()
+        job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
+        job_s = time.perf_counter() - started
+        if any(o.state != "SUCCEEDED" for o in outcomes.values()):
+            for role in daemons.roles:
+                print(f"{role}'s log: {daemons.log_tail(role, 3)}", file=sys.stderr)
+    return job_id, outcomes, up, job_s
 
 
 def _raise_interrupt(signum: int, _frame: object) -> None:
