@@ -381,6 +381,19 @@ class RayExecutor(Executor):
         return None  # the process-wide Ray connection outlives a job (see connect_ray)
 
 
+ExecutorSource = Callable[[], Executor]
+"""How a protocol reaches its party's executor: called only for a batch big enough to send
+out, so a job of small batches never starts the pool."""
+
+
+def executor_for(source: ExecutorSource | None, work: int, inline_below: int) -> Executor:
+    """The party's executor for a batch of ``work`` units, or this thread below
+    ``inline_below`` (a process hop costs more than a small batch saves) or without one."""
+    if source is None or work < inline_below:
+        return InlineExecutor()
+    return source()
+
+
 def make_executor(spec: ExecutorSpec) -> Executor:
     """The executor ``spec`` names. A local pool of one worker runs inline (no processes)."""
     if spec.kind == "inline" or (spec.kind == "local" and spec.workers == 1):
