@@ -173,9 +173,16 @@ def _bench_ln(args: argparse.Namespace) -> int:
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
     from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer
     from ppbn.protocols.ledger import Ledger
+    from ppbn.protocols.ot import OT_INLINE_BELOW
+    from ppbn.protocols.tables import TablesConfig
+    from ppbn.protocols.yao import GC_INLINE_BELOW
 
     if args.count < 1:
         raise UserError("--count must be at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    gc_below = GC_INLINE_BELOW if args.gc_inline_below is None else args.gc_inline_below
+    ot_below = OT_INLINE_BELOW if args.ot_inline_below is None else args.ot_inline_below
     from ppbn.parties.shaper import parse_link, shaped_memory_pair
 
     link = parse_link(args.link) if args.link else None
@@ -189,7 +196,10 @@ def _bench_ln(args: argparse.Namespace) -> int:
     for mode in args.modes.split(","):
         if mode not in SCORE_MODES:
             raise UserError(f"--modes: unknown score mode {mode!r}")
-        config = SecureLearnConfig(mode=mode)
+        tables = TablesConfig(executor=args.executor, workers=args.workers)
+        config = SecureLearnConfig(
+            mode=mode, tables=tables, gc_inline_below=gc_below, ot_inline_below=ot_below
+        )
         if link is None:
             pair = memory_channel_pair(timeout_s=600)
         else:
@@ -202,12 +212,16 @@ def _bench_ln(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         alice, bob = scorers["alice"], scorers["bob"]
         shifts = [DEFAULT_ESS / 4] * args.count if mode == "bdeu" else None  # a_jk of a binary child, q = 2
-        run_two_party(
-            lambda _, s=alice, a=shifts: s.terms(shares["alice"], a),
-            lambda _, s=bob, a=shifts: s.terms(shares["bob"], a),
-            pair=pair,
-        )
-        seconds = time.perf_counter() - started
+        try:
+            run_two_party(
+                lambda _, s=alice, a=shifts: s.terms(shares["alice"], a),
+                lambda _, s=bob, a=shifts: s.terms(shares["bob"], a),
+                pair=pair,
+            )
+            seconds = time.perf_counter() - started
+        finally:
+            for scorer in scorers.values():
+                scorer.tables.close()
         rows.append({
             "mode": mode,
             "evaluations": args.count,
@@ -228,6 +242,8 @@ def _bench_ln(args: argparse.Namespace) -> int:
         "what": "batched secure ln x and x ln x terms (normalisation circuit, OT lookups, share series)",
         "transport": "in-memory channel, both parties in this process (2 threads)"
         + (f", each message delayed by the link model {link.text}" if link else ""),
+        "executor": {"kind": args.executor, "workers": args.workers, "gc_inline_below": gc_below,
+                     "ot_inline_below": ot_below},  # fmt: skip
         **({"link": link.as_dict()} if link else {}),
         "max_count": args.max_count,
         "modes": rows,
@@ -337,4 +353,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     ln.add_argument("--format", choices=("table", "json"), default="table")
     ln.add_argument("--link", metavar="RATE[/RTT]",
                     help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip
+    ln.add_argument("--executor", choices=("local", "inline"), default="local",
+                    help="where each party's garbling, evaluation and OT-extension blocks run: its own "
+                    "process pool (the default, as a daemon's) or its job thread")  # fmt: skip
+    ln.add_argument("--workers", type=int, help="worker processes of each party's pool (default: one per core)")
+    ln.add_argument("--gc-inline-below", type=int, metavar="N",
+                    help="garbled runs of fewer AND gates x instances stay inline (default: yao.GC_INLINE_BELOW)")  # fmt: skip
+    ln.add_argument("--ot-inline-below", type=int, metavar="N",
+                    help="OT-extension calls of fewer OTs stay inline (default: ot.OT_INLINE_BELOW)")  # fmt: skip
     ln.set_defaults(func=_bench_ln)
