@@ -280,7 +280,31 @@ def ray_missing_message() -> str | None:
     return None
 
 
+def _ray_messages_to_stderr(ray: Any) -> None:
+    """Send the Ray driver's cluster messages to stderr, so stdout carries only ppbn's output
+    (``--format json``).
+
+    With ``log_to_driver=False`` the workers' output stays away, but the driver still runs
+    a listener that prints the cluster's error messages ("A worker died or was killed ...",
+    "Task ... will be retried") to *stdout* (ray 2.60: ``ray._private.worker``,
+    ``listen_error_messages`` calls ``print_to_stdstream`` with ``is_err`` False), and Ray
+    offers no setting for it. The module-level printer is wrapped, once per process, to mark
+    every message as an error: Ray then writes it, unchanged, to stderr.
+    """
+    module = ray._private.worker
+    printer = module.print_to_stdstream
+    if getattr(printer, "ppbn_to_stderr", False):
+        return
+
+    def to_stderr(data: dict, ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.ppbn_to_stderr = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = to_stderr
+
+
 def _ray_init(ray: Any, address: str | None, workers: int | None) -> None:
+    _ray_messages_to_stderr(ray)
     quiet = {"log_to_driver": False, "configure_logging": False}
     if address:
         ray.init(address=address, **quiet)
