@@ -31,6 +31,7 @@ import numpy as np
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.commands.party import add_pair_policy_options, pair_policy
 from ppbn.commands.reference import (
     SEARCHES,
     add_alignment_options,
@@ -70,7 +71,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             params["ess"] = args.ess
         params.update(hc_job_params(args))
         quiet = args.format == "json"
-        pair = LocalPair(files, args.timeout, missing_rule=rule, align=args.align, link=link)
+        pair = LocalPair(files, args.timeout, policy=pair_policy(args), missing_rule=rule, align=args.align, link=link)
         with pair, pair.client("alice") as client:
             started = time.perf_counter()
             job_id = client.start("learn", params)
@@ -94,6 +95,8 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "cells_emptied": blanked,
             "transport": "gRPC over mutual TLS, loopback, two daemon processes"
             + (f", through ppbn's link model {link.text}" if link else ""),
+            "executor": pair.policy.executor if pair.policy else "local",
+            "workers": pair.policy.workers if pair.policy else None,
             "wall_s": round(wall, 2),
             "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
             "bytes_sent": {r: s["bytes_sent"] for r, s in parties.items()},
@@ -338,6 +341,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
                     help="route the daemons through ppbn's shaping relay: e.g. 100mbit/20ms, 1gbit (kbit, mbit, gbit; ms, s)")  # fmt: skip
     add_missing_options(k2, rate=True)
     add_alignment_options(k2)
+    add_pair_policy_options(k2)
     k2.set_defaults(func=_bench_k2)
 
     ln = bench.add_parser(
