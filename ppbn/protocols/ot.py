@@ -33,6 +33,14 @@ channel) and the channel's session, so OT tweaks never meet those of another pro
 The 128 x m bit matrix is transposed with 8x8 bit-block transposes on uint64 words
 (numpy), so no per-bit Python work is done.
 
+Blocks: a call of m OTs runs in blocks of ``CHUNK_OTS`` (one u message each). A block is a
+pure function of the base keys, its byte offset in the column streams (the AES-CTR PRG is
+seekable: ``prg_columns``), its u or choice bits and its first OT index (``sender_block``,
+``receiver_block``), so a call of at least ``inline_below`` OTs runs its blocks on the
+party's own executor (``protocols.executor``) with the same bytes as inline. The base
+keys, s and the choice bits go only to that party's executor. The secret s and the
+base-OT exponents are drawn from the party's ``TaskSeeds`` (fresh OS seeds; fixed in tests).
+
 Messages are 128-bit blocks held as (m, 2) uint64 arrays, the same layout as wire labels.
 Both ends count completed OTs in ``ots``.
 """

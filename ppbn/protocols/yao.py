@@ -26,6 +26,14 @@ whose fixed AES key is derived from the protocol id and the job's session label 
 instance b"yao" of ``ppbn.protocols.ot``. ``dh_bits`` selects the base-OT group
 (``ot.dh_bits_for`` of the job's Paillier key size; both parties derive it locally).
 
+Executor (issue 14): each instance chunk of step 3 is garbled by ``garble_chunk`` and
+evaluated by ``evaluate_chunk``, pure functions of the schedule, the chunk's tweak base,
+its labels and (garbler) R and a per-chunk seed for its own input labels. A run of at least
+``gc_inline_below`` AND gates x instances sends them to the party's own executor; the
+chunks and tweaks are those of the message framing, so tables, labels and outputs are the
+same bytes inline or on a pool. R, the label seeds and the output masks come from the
+party's ``TaskSeeds`` and never reach the peer's executor.
+
 Either party may garble any run; each party's inputs are the bundles it passes, the rest
 belong to the peer. Values: numpy uint64 arrays for bundles of at most 64 bits, numpy
 object arrays of Python ints for wider ones (``ppbn.circuits.ir.as_values``); one entry
