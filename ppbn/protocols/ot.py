@@ -108,7 +108,9 @@ DH_GROUPS = {
 DEFAULT_DH_BITS = 2048
 KAPPA = 128  # base OTs, the computational security parameter
 CHUNK_OTS = 1 << 17  # OTs per extension message: u is 2 MB, y at most 4 MB
-OT_INLINE_BELOW = 4 * CHUNK_OTS  # OTs of one call below which its blocks stay in the job thread
+# OTs of one call below which its blocks stay in the job thread; by default every call (as
+# yao.GC_INLINE_BELOW: the pool was slower here at every size; the policy's ot_inline_below)
+OT_INLINE_BELOW = 1 << 40
 BASE_OT_PROTOCOL = b"ppbn/ot/base/co15"
 IKNP_PROTOCOL = b"ppbn/ot/iknp"
 

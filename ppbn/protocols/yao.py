@@ -68,7 +68,11 @@ from ppbn.protocols.ot import DEFAULT_DH_BITS, OT_INLINE_BELOW, OTReceiver, OTSe
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 CHUNK_BYTES = 16 * 1024 * 1024
-GC_INLINE_BELOW = 1 << 23  # AND gates x instances of a run below which its chunks stay in the job thread
+# AND gates x instances of a run below which its chunks stay in the job thread. The default
+# keeps every run there: on 2 cores per host the pool cost 1.4x the CPU (the tables cross the
+# process boundary) and was slower at every size measured (README "Scale-out"); a host with
+# spare cores sets the policy's gc_inline_below lower.
+GC_INLINE_BELOW = 1 << 40
 MASK_PREFIX = "yao.mask."
 YAO_PROTOCOL = b"ppbn/yao/half-gates"
 OT_INSTANCE = b"yao"
