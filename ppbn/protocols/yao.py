@@ -69,7 +69,7 @@ from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 CHUNK_BYTES = 16 * 1024 * 1024
 # AND gates x instances of a run below which its chunks stay in the job thread. The default
-# keeps every run there: on 2 cores per host the pool cost 1.4x the CPU (the tables cross the
+# keeps every run there: on 2 cores per host the pool cost 1.3 to 1.7x the CPU (the tables cross the
 # process boundary) and was slower at every size measured (README "Scale-out"); a host with
 # spare cores sets the policy's gc_inline_below lower.
 GC_INLINE_BELOW = 1 << 40
