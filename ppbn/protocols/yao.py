@@ -69,9 +69,9 @@ from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 CHUNK_BYTES = 16 * 1024 * 1024
 # AND gates x instances of a run below which its chunks stay in the job thread. The default
-# keeps every run there: on 2 cores per host the pool cost 1.3 to 1.7x the CPU (the tables cross the
-# process boundary) and was slower at every size measured (README "Scale-out"); a host with
-# spare cores sets the policy's gc_inline_below lower.
+# keeps every run there: on 2 cores per host the pool cost 1.3 to 1.7x the CPU (the tables
+# cross the process boundary) and was slower at every size measured (README "Scale-out");
+# a host with spare cores sets the policy's gc_inline_below lower.
 GC_INLINE_BELOW = 1 << 40
 MASK_PREFIX = "yao.mask."
 YAO_PROTOCOL = b"ppbn/yao/half-gates"
@@ -148,11 +148,12 @@ def garble_chunk(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Garble one chunk of instances, a pure function for the garbler's own executor.
 
-    The zero-labels of the garbler's input rows ``own_rows`` are drawn from ``seed``; those of
-    the evaluator's rows ``peer_rows`` are its OT outputs ``peer_zero``. ``own_bits``:
-    (own rows, instances) input bits, also with no own rows. Returns the active labels of the garbler's inputs, the
-    half-gates tables (ZRE15 Sec. 3, ``circuits.garble``) and the output zero-labels. R and
-    the seed never leave this party: the executor is its own.
+    The zero-labels of the garbler's input rows ``own_rows`` are drawn from ``seed``; those
+    of the evaluator's rows ``peer_rows`` are its OT outputs ``peer_zero``. ``own_bits``:
+    (own rows, instances) input bits (zero rows when the garbler has no inputs). Returns
+    the active labels of the garbler's inputs, the half-gates tables (ZRE15 Sec. 3,
+    ``circuits.garble``) and the output zero-labels. R, the seed and the OT outputs never
+    leave this party: the executor is its own.
     """
     size = own_bits.shape[1]
     zero = np.empty((len(schedule.input_slots), size, 2), dtype=np.uint64)
