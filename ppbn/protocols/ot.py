@@ -257,23 +257,47 @@ class Prg:
         out[:] = np.frombuffer(self._stream.update(zeros[: out.size]), dtype=np.uint8)
 
 
-def prg_columns(keys: bytes, offset: int, width: int) -> np.ndarray:
-    """Bytes [offset, offset + width) of the AES-128-CTR keystream of each 16-byte key in
-    ``keys``, as (len(keys) / 16, width) uint8.
+class ColumnStreams:
+    """The AES-128-CTR keystreams of 16-byte keys (one per column), positioned at a byte
+    offset and read in order.
 
     The CTR counter block is a 128-bit big-endian integer starting at 0, so byte ``offset``
-    sits in block offset // 16: an extension block can be expanded from its offset alone,
-    by any worker, and yields the bytes a continuing stream would have.
+    sits in block offset // 16: a stream can be opened at any offset and yields the bytes a
+    continuing stream would have. A party keeps one open across its inline calls (opening
+    128 contexts costs ~1 ms a call); executor tasks open their own at their block's offset.
     """
-    n = len(keys) // 16
-    skip = offset % 16
-    counter = (offset // 16).to_bytes(16, "big")
-    zeros = bytes(skip + width)
-    out = np.empty((n, width), dtype=np.uint8)
-    for i in range(n):
-        stream = Cipher(algorithms.AES(keys[16 * i : 16 * i + 16]), modes.CTR(counter)).encryptor()
-        out[i] = np.frombuffer(stream.update(zeros), dtype=np.uint8)[skip:]
-    return out
+
+    def __init__(self, keys: bytes, offset: int = 0) -> None:
+        self.keys = keys
+        self._open(offset)
+
+    def _open(self, offset: int) -> None:
+        counter = modes.CTR((offset // 16).to_bytes(16, "big"))
+        skip = bytes(offset % 16)
+        self._streams = [
+            Cipher(algorithms.AES(self.keys[i : i + 16]), counter).encryptor() for i in range(0, len(self.keys), 16)
+        ]
+        for stream in self._streams:
+            stream.update(skip)
+        self.offset = offset
+
+    def read(self, offset: int, width: int) -> np.ndarray:
+        """Bytes [offset, offset + width) of each stream, as (columns, width) uint8."""
+        if offset != self.offset:
+            self._open(offset)
+        zeros = bytes(width)
+        out = np.empty((len(self._streams), width), dtype=np.uint8)
+        for row, stream in zip(out, self._streams, strict=True):
+            row[:] = np.frombuffer(stream.update(zeros), dtype=np.uint8)
+        self.offset = offset + width
+        return out
+
+
+def prg_columns(keys: bytes | ColumnStreams, offset: int, width: int) -> np.ndarray:
+    """Bytes [offset, offset + width) of the keystream of each column (``ColumnStreams``):
+    of an open set of streams, or of streams opened at ``offset`` for 16-byte ``keys``."""
+    streams = keys if isinstance(keys, ColumnStreams) else ColumnStreams(keys, offset)
+    return streams.read(offset, width)
 
 
 def _tweaks(first: int, m: int) -> np.ndarray:
@@ -317,7 +341,7 @@ def _iknp_protocol(instance: bytes) -> bytes:
 
 
 def sender_block(
-    keys: bytes, s_bits: np.ndarray, offset: int, u: np.ndarray, size: int, protocol: bytes, session: bytes, first: int
+    keys: bytes | ColumnStreams, s_bits: np.ndarray, offset: int, u: np.ndarray, size: int, protocol: bytes, session: bytes, first: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """One IKNP block at the sender (IKNP03 Sec. 3; ALSZ13 Sec. 5.4), a pure function for
     the sender's executor: columns q^i = G(k_{s_i}) ^ s_i u^i, rows q_j by transposition,
@@ -333,7 +357,7 @@ def sender_block(
 
 
 def receiver_block(
-    keys0: bytes, keys1: bytes, offset: int, choices: np.ndarray, protocol: bytes, session: bytes, first: int
+    keys0: bytes | ColumnStreams, keys1: bytes | ColumnStreams, offset: int, choices: np.ndarray, protocol: bytes, session: bytes, first: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """One IKNP block at the receiver, a pure function for the receiver's executor: the
     message u^i = G(k0_i) ^ G(k1_i) ^ r and the pads H(t_j, j) of its OTs, t^i = G(k0_i)."""
@@ -378,23 +402,25 @@ class OTSender:
         self._seeds = seeds if seeds is not None else TaskSeeds()
         self._executor = executor
         self._inline_below = inline_below
-        self._keys: bytes | None = None
+        self._keys: ColumnStreams | None = None
         self._offset = 0  # bytes of each column's keystream used so far
 
-    def _setup(self) -> bytes:
+    def _setup(self) -> ColumnStreams:
         stream = RandomStream(self._seeds.next())
         self._s_bits = np.unpackbits(np.frombuffer(stream.bytes(KAPPA // 8), dtype=np.uint8), bitorder="little")
-        self._keys = b"".join(base_ot_receive(self.channel, self._s_bits, self.group, self.instance, stream))
+        self._keys = ColumnStreams(b"".join(base_ot_receive(self.channel, self._s_bits, self.group, self.instance, stream)))
         return self._keys
 
     def pads(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Receive the receiver's u messages of the next m OTs; return (H(q_j), H(q_j ^ s)),
         each (m, 2) uint64: the receiver holds the pad of its choice bit only."""
-        keys = self._keys if self._keys is not None else self._setup()
+        streams = self._keys if self._keys is not None else self._setup()
         blocks = _blocks(m)
         offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
         self._offset = int(offsets[-1])
         protocol, session = _iknp_protocol(self.instance), self.channel.session
+        executor = executor_for(self._executor, m, self._inline_below)
+        keys = streams if executor.kind == "inline" else streams.keys  # open streams stay in this thread
 
         def tasks():
             for (start, size, width), offset in zip(blocks, offsets.tolist(), strict=False):
@@ -403,7 +429,6 @@ class OTSender:
 
         pad0 = np.empty((m, 2), dtype=np.uint64)
         pad1 = np.empty((m, 2), dtype=np.uint64)
-        executor = executor_for(self._executor, m, self._inline_below)
         for (start, size, _), (p0, p1) in zip(blocks, executor.map(sender_block, tasks()), strict=True):
             pad0[start : start + size] = p0
             pad1[start : start + size] = p1
@@ -455,29 +480,31 @@ class OTReceiver:
         self._seeds = seeds if seeds is not None else TaskSeeds()
         self._executor = executor
         self._inline_below = inline_below
-        self._keys: tuple[bytes, bytes] | None = None
+        self._keys: tuple[ColumnStreams, ColumnStreams] | None = None
         self._offset = 0
 
-    def _setup(self) -> tuple[bytes, bytes]:
+    def _setup(self) -> tuple[ColumnStreams, ColumnStreams]:
         stream = RandomStream(self._seeds.next())
         keys0, keys1 = base_ot_send(self.channel, KAPPA, self.group, self.instance, stream)
-        self._keys = b"".join(keys0), b"".join(keys1)
+        self._keys = ColumnStreams(b"".join(keys0)), ColumnStreams(b"".join(keys1))
         return self._keys
 
     def _pads(self, choices: np.ndarray) -> np.ndarray:
         """Send u for each block; return the pads H(t_j, j) (m, 2) uint64."""
-        keys0, keys1 = self._keys if self._keys is not None else self._setup()
+        streams0, streams1 = self._keys if self._keys is not None else self._setup()
         m = choices.shape[0]
         blocks = _blocks(m)
         offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
         self._offset = int(offsets[-1])
         protocol, session = _iknp_protocol(self.instance), self.channel.session
+        executor = executor_for(self._executor, m, self._inline_below)
+        inline = executor.kind == "inline"  # open streams stay in this thread
+        keys0, keys1 = (streams0, streams1) if inline else (streams0.keys, streams1.keys)
         tasks = (
             (keys0, keys1, offset, choices[start : start + size], protocol, session, self.ots + start)
             for (start, size, _), offset in zip(blocks, offsets.tolist(), strict=False)
         )
         pads = np.empty((m, 2), dtype=np.uint64)
-        executor = executor_for(self._executor, m, self._inline_below)
         for (start, size, _), (u, pad) in zip(blocks, executor.map(receiver_block, tasks), strict=True):
             self.channel.send_array("ot.ext.u", u)
             pads[start : start + size] = pad
