@@ -77,12 +77,14 @@ def tables_run(executor: str, network: str = "asia", records: int = 300, max_fam
 
 
 @functools.cache
-def learn_run(executor: str, network: str, records: int = 300, max_parents: int = 2):
-    """Each party's learned edges (in order) and CPTs of a secure learn job."""
+def learn_run(executor: str, network: str, records: int = 300, max_parents: int = 2, inline_below: int | None = None):
+    """Each party's learned edges (in order) and CPTs of a secure learn job. ``inline_below``:
+    both the garbling and the OT threshold (0: every garbled run and OT call on the executor)."""
     schema, net = network_schema(network)
     codes = sample(net, records, 5)
     split = parts(schema, codes)
-    config = SecureLearnConfig(max_parents=max_parents, mode="bic", tables=config_for(executor))
+    batches = {} if inline_below is None else {"gc_inline_below": inline_below, "ot_inline_below": inline_below}
+    config = SecureLearnConfig(max_parents=max_parents, mode="bic", tables=config_for(executor), **batches)
 
     def side(role):
         return lambda ch: learn_secure(ch, role, schema, split[role], config, Ledger(role))

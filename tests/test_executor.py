@@ -162,7 +162,7 @@ def test_spilled_ciphertexts_serve_a_later_call(tmp_path) -> None:
 
 
 def test_executor_settings_are_local_only() -> None:
-    for name in ("executor", "ray_address", "workers", "cache_mb", "spill_mb"):
+    for name in ("executor", "ray_address", "workers", "cache_mb", "spill_mb", "gc_inline_below", "ot_inline_below"):
         with pytest.raises(PolicyRefusal, match="local setting"):
             check_known("tables", {"max_family": 2, name: "ray"}, {"max_family"})
     with pytest.raises(UserError, match="executor must be one of"):
@@ -171,6 +171,10 @@ def test_executor_settings_are_local_only() -> None:
         LocalPolicy.from_mapping({"ray_address": "10.0.0.1:6379"}, "p.toml")
     settings = LocalPolicy.from_mapping({"executor": "inline", "cache_mb": 1, "spill_mb": 2}, "p.toml").tables_settings()
     assert settings["executor"] == "inline" and settings["cache_bytes"] == 2**20 and settings["spill_bytes"] == 2**21
+    batches = LocalPolicy.from_mapping({"gc_inline_below": 0, "ot_inline_below": 5}, "p.toml").batch_settings()
+    assert batches == {"gc_inline_below": 0, "ot_inline_below": 5}
+    with pytest.raises(UserError, match="gc_inline_below must be an integer"):
+        LocalPolicy.from_mapping({"gc_inline_below": -1}, "p.toml")
 
 
 def test_asking_for_ray_without_ray_is_one_line(monkeypatch) -> None:

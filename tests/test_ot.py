@@ -3,8 +3,6 @@ message does not decrypt under the receiver's key."""
 
 from __future__ import annotations
 
-from unittest.mock import patch
-
 import gmpy2
 import numpy as np
 import pytest
@@ -23,8 +21,14 @@ from ppbn.protocols.ot import (
     dh_group,
     transpose_bits,
 )
+from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 GROUP_BITS = sorted(DH_GROUPS)
+
+
+def fresh() -> RandomStream:
+    """A party's randomness, as the OT classes draw it: a stream under a fresh OS seed."""
+    return RandomStream(TaskSeeds().next())
 
 
 @pytest.mark.parametrize("bits", GROUP_BITS)
@@ -47,7 +51,8 @@ def test_group_follows_the_paillier_key_size() -> None:
 @pytest.mark.parametrize("bits", GROUP_BITS)
 def test_exponents_are_uniform_short_and_unbiased_in_parity(bits: int) -> None:
     group = dh_group(bits)
-    samples = [int(_exponent(group)) for _ in range(400)]
+    stream = RandomStream(TaskSeeds().next())
+    samples = [int(_exponent(group, stream)) for _ in range(400)]
     odd = sum(e & 1 for e in samples)
     assert 140 < odd < 260  # binomial(400, 1/2): 6 standard deviations either side
     assert all(0 < e < 1 << group.exponent_bits for e in samples)
@@ -59,8 +64,12 @@ def test_exponents_are_uniform_short_and_unbiased_in_parity(bits: int) -> None:
 def test_exponent_sampler_rejects_zero(zeros: int, value: int) -> None:
     """The sampler draws again on 0 (and only then); its result is the first non-zero draw."""
     draws = iter([0] * zeros + [value])
-    with patch("ppbn.protocols.ot.secrets.randbits", lambda k: next(draws)):
-        assert _exponent(dh_group(2048)) == value
+
+    class Draws:
+        def randbits(self, bits: int) -> int:
+            return next(draws)
+
+    assert _exponent(dh_group(2048), Draws()) == value
 
 
 @pytest.mark.parametrize("bits", GROUP_BITS)
@@ -68,8 +77,8 @@ def test_base_ot_gives_the_chosen_key_only(bits: int) -> None:
     group = dh_group(bits)
     choices = np.array([0, 1, 1, 0, 1, 0, 0, 1], dtype=np.uint8)
     (k0, k1), got = run_two_party(
-        lambda ch: base_ot_send(ch, len(choices), group),
-        lambda ch: base_ot_receive(ch, choices, group),
+        lambda ch: base_ot_send(ch, len(choices), group, b"", fresh()),
+        lambda ch: base_ot_receive(ch, choices, group, b"", fresh()),
     )
     for c, a, b, g in zip(choices, k0, k1, got, strict=True):
         assert g == (b if c else a)
@@ -93,21 +102,21 @@ def test_base_ot_rejects_elements_outside_the_subgroup(bits: int) -> None:
             ch.send_ints("ot.base.A", [bad], width)
 
         with pytest.raises(ProtocolError, match=f"subgroup of {group.name}"):
-            run_two_party(bad_sender, lambda ch: base_ot_receive(ch, np.zeros(4, np.uint8), group))
+            run_two_party(bad_sender, lambda ch: base_ot_receive(ch, np.zeros(4, np.uint8), group, b"", fresh()))
 
         def bad_receiver(ch, bad=bad):
             ch.recv_ints("ot.base.A", 1, width)
             ch.send_ints("ot.base.B", [4, bad], width)  # 4 = 2^2 is a valid element
 
         with pytest.raises(ProtocolError, match=f"subgroup of {group.name}"):
-            run_two_party(lambda ch: base_ot_send(ch, 2, group), bad_receiver)
+            run_two_party(lambda ch: base_ot_send(ch, 2, group, b"", fresh()), bad_receiver)
 
 
 def test_parties_on_different_groups_fail_cleanly() -> None:
     with pytest.raises(ProtocolError, match="ot.base.A"):
         run_two_party(
-            lambda ch: base_ot_send(ch, 2, dh_group(3072)),
-            lambda ch: base_ot_receive(ch, np.zeros(2, np.uint8), dh_group(2048)),
+            lambda ch: base_ot_send(ch, 2, dh_group(3072), b"", fresh()),
+            lambda ch: base_ot_receive(ch, np.zeros(2, np.uint8), dh_group(2048), b"", fresh()),
             timeout_s=10,
         )
 

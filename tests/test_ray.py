@@ -21,7 +21,7 @@ ray = pytest.importorskip("ray")
 from executor_util import assert_same_learning, learn_run, tables_run  # noqa: E402
 
 from ppbn.protocols.channel import ProtocolError  # noqa: E402
-from ppbn.protocols.executor import ExecutorError, InlineExecutor, RayExecutor  # noqa: E402
+from ppbn.protocols.executor import ExecutorError, InlineExecutor, RayExecutor, connect_ray  # noqa: E402
 
 pytestmark = pytest.mark.ray
 BUSY_TASKS = ("ray::encrypt_bit_rows", "ray::multiply_by_label", "ray::decrypt_bytes", "ray::combine_products")
@@ -29,7 +29,7 @@ BUSY_TASKS = ("ray::encrypt_bit_rows", "ray::multiply_by_label", "ray::decrypt_b
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    connect_ray(None, 2)  # as a daemon starts it: 2 CPUs, no dashboard, Ray's messages on stderr
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
     try:
         yield
@@ -127,9 +127,18 @@ def test_a_ray_worker_killed_mid_job_is_retried_and_the_result_is_unchanged() ->
     assert outcome["result"][2] == expected[2]  # retried tasks gave the same bytes
 
 
-def test_a_task_that_keeps_killing_its_worker_fails_with_one_clear_line() -> None:
+def test_a_task_that_keeps_killing_its_worker_fails_with_one_clear_line(capfd: pytest.CaptureFixture[str]) -> None:
     executor = RayExecutor()
+    capfd.readouterr()
     with pytest.raises(ExecutorError, match="ray executor: task lost after 3 retries") as err:
         list(executor.map(die, [(1,)]))
     assert "\n" not in str(err.value)
     assert list(executor.map(add, [(1, 2)])) == [3]  # the cluster serves on
+    out, err_text = "", ""
+    deadline = time.monotonic() + 15
+    while "worker died" not in err_text and time.monotonic() < deadline:  # Ray's listener prints late
+        time.sleep(0.2)
+        captured = capfd.readouterr()
+        out, err_text = out + captured.out, err_text + captured.err
+    assert "worker died" in err_text  # Ray's own account of the crash, on stderr ...
+    assert out == ""  # ... and nothing on stdout, which is ppbn's (--format json)

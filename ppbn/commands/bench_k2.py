@@ -31,6 +31,7 @@ import numpy as np
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.commands.party import add_pair_policy_options, pair_policy
 from ppbn.commands.reference import (
     SEARCHES,
     add_alignment_options,
@@ -70,7 +71,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             params["ess"] = args.ess
         params.update(hc_job_params(args))
         quiet = args.format == "json"
-        pair = LocalPair(files, args.timeout, missing_rule=rule, align=args.align, link=link)
+        pair = LocalPair(files, args.timeout, policy=pair_policy(args), missing_rule=rule, align=args.align, link=link)
         with pair, pair.client("alice") as client:
             started = time.perf_counter()
             job_id = client.start("learn", params)
@@ -94,6 +95,8 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "cells_emptied": blanked,
             "transport": "gRPC over mutual TLS, loopback, two daemon processes"
             + (f", through ppbn's link model {link.text}" if link else ""),
+            "executor": pair.policy.executor if pair.policy else "local",
+            "workers": pair.policy.workers if pair.policy else None,
             "wall_s": round(wall, 2),
             "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
             "bytes_sent": {r: s["bytes_sent"] for r, s in parties.items()},
@@ -173,9 +176,16 @@ def _bench_ln(args: argparse.Namespace) -> int:
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
     from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer
     from ppbn.protocols.ledger import Ledger
+    from ppbn.protocols.ot import OT_INLINE_BELOW
+    from ppbn.protocols.tables import TablesConfig
+    from ppbn.protocols.yao import GC_INLINE_BELOW
 
     if args.count < 1:
         raise UserError("--count must be at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise UserError("--workers must be at least 1")
+    gc_below = GC_INLINE_BELOW if args.gc_inline_below is None else args.gc_inline_below
+    ot_below = OT_INLINE_BELOW if args.ot_inline_below is None else args.ot_inline_below
     from ppbn.parties.shaper import parse_link, shaped_memory_pair
 
     link = parse_link(args.link) if args.link else None
@@ -189,7 +199,10 @@ def _bench_ln(args: argparse.Namespace) -> int:
     for mode in args.modes.split(","):
         if mode not in SCORE_MODES:
             raise UserError(f"--modes: unknown score mode {mode!r}")
-        config = SecureLearnConfig(mode=mode)
+        tables = TablesConfig(executor=args.executor, workers=args.workers)
+        config = SecureLearnConfig(
+            mode=mode, tables=tables, gc_inline_below=gc_below, ot_inline_below=ot_below
+        )
         if link is None:
             pair = memory_channel_pair(timeout_s=600)
         else:
@@ -202,12 +215,16 @@ def _bench_ln(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         alice, bob = scorers["alice"], scorers["bob"]
         shifts = [DEFAULT_ESS / 4] * args.count if mode == "bdeu" else None  # a_jk of a binary child, q = 2
-        run_two_party(
-            lambda _, s=alice, a=shifts: s.terms(shares["alice"], a),
-            lambda _, s=bob, a=shifts: s.terms(shares["bob"], a),
-            pair=pair,
-        )
-        seconds = time.perf_counter() - started
+        try:
+            run_two_party(
+                lambda _, s=alice, a=shifts: s.terms(shares["alice"], a),
+                lambda _, s=bob, a=shifts: s.terms(shares["bob"], a),
+                pair=pair,
+            )
+            seconds = time.perf_counter() - started
+        finally:
+            for scorer in scorers.values():
+                scorer.tables.close()
         rows.append({
             "mode": mode,
             "evaluations": args.count,
@@ -228,6 +245,8 @@ def _bench_ln(args: argparse.Namespace) -> int:
         "what": "batched secure ln x and x ln x terms (normalisation circuit, OT lookups, share series)",
         "transport": "in-memory channel, both parties in this process (2 threads)"
         + (f", each message delayed by the link model {link.text}" if link else ""),
+        "executor": {"kind": args.executor, "workers": args.workers, "gc_inline_below": gc_below,
+                     "ot_inline_below": ot_below},  # fmt: skip
         **({"link": link.as_dict()} if link else {}),
         "max_count": args.max_count,
         "modes": rows,
@@ -322,6 +341,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
                     help="route the daemons through ppbn's shaping relay: e.g. 100mbit/20ms, 1gbit (kbit, mbit, gbit; ms, s)")  # fmt: skip
     add_missing_options(k2, rate=True)
     add_alignment_options(k2)
+    add_pair_policy_options(k2)
     k2.set_defaults(func=_bench_k2)
 
     ln = bench.add_parser(
@@ -337,4 +357,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     ln.add_argument("--format", choices=("table", "json"), default="table")
     ln.add_argument("--link", metavar="RATE[/RTT]",
                     help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip
+    ln.add_argument("--executor", choices=("local", "inline"), default="local",
+                    help="where each party's garbling, evaluation and OT-extension blocks run: its own "
+                    "process pool (the default, as a daemon's) or its job thread")  # fmt: skip
+    ln.add_argument("--workers", type=int, help="worker processes of each party's pool (default: one per core)")
+    ln.add_argument("--gc-inline-below", type=int, metavar="N",
+                    help="garbled runs of fewer AND gates x instances stay inline (default: yao.GC_INLINE_BELOW)")  # fmt: skip
+    ln.add_argument("--ot-inline-below", type=int, metavar="N",
+                    help="OT-extension calls of fewer OTs stay inline (default: ot.OT_INLINE_BELOW)")  # fmt: skip
     ln.set_defaults(func=_bench_ln)

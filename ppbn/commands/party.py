@@ -90,7 +90,8 @@ def add_executor_options(parser: argparse.ArgumentParser | argparse._ArgumentGro
     parser.add_argument(
         "--executor", choices=("local", "ray", "inline"),
         help=f"where {who} bulk work runs (chunks of Paillier encryptions, decryptions and "
-        "products): local (a process pool on this host, the default), ray (this party's own Ray "
+        "products; garbled chunks and OT-extension blocks of runs past the policy's gc_inline_below "
+        "and ot_inline_below): local (a process pool on this host, the default), ray (this party's own Ray "
         "cluster, `pip install 'ppbn[ray]'`), inline (this process)",
     )  # fmt: skip
     parser.add_argument("--workers", type=int, help=f"worker processes of {who} local pool (default: one per core)")
@@ -130,6 +131,26 @@ def apply_resource_flags(policy: LocalPolicy, args: argparse.Namespace) -> Local
         policy.validate()
     check_executor_flags(policy.executor, policy.ray_address)
     return policy
+
+
+def add_pair_policy_options(parser: argparse.ArgumentParser) -> None:
+    """--policy FILE and the executor flags of a command that starts both daemons itself."""
+    parser.add_argument(
+        "--policy", metavar="FILE",
+        help="local policy file both daemons enforce (default: the built-in policy, which refuses "
+        "e.g. 1024-bit keys, fewer than 100 records and PRAM p below 0.1; see `ppbn policy show`)",
+    )  # fmt: skip
+    add_executor_options(parser.add_argument_group("executor (each daemon's own)"), "each daemon's")
+
+
+def pair_policy(args: argparse.Namespace) -> LocalPolicy | None:
+    """The local policy both daemons of a local pair enforce: --policy FILE, else the
+    built-in; --executor, --workers and --ray-address on top (each daemon its own executor)."""
+    from ppbn.parties.policy import LocalPolicy
+
+    if not args.policy and args.executor is None and args.workers is None and args.ray_address is None:
+        return None
+    return apply_resource_flags(LocalPolicy.load(args.policy), args)
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:

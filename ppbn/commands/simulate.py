@@ -39,7 +39,7 @@ from ppbn.commands.learn import (
     params_json,
     print_outcome,
 )
-from ppbn.commands.party import add_executor_options, apply_resource_flags
+from ppbn.commands.party import add_pair_policy_options, pair_policy
 from ppbn.commands.reference import (
     add_alignment_options,
     add_learning_options,
@@ -125,16 +125,6 @@ def reveal_tables(
     return {"tables_checked": len(counts), "tables_wrong": wrong, "all_equal": not wrong}
 
 
-def _policy(args: argparse.Namespace):
-    """The local policy both simulated daemons enforce: --policy FILE, else the built-in;
-    --executor, --workers and --ray-address on top (each daemon gets its own executor)."""
-    from ppbn.parties.policy import LocalPolicy
-
-    if not args.policy and args.executor is None and args.workers is None and args.ray_address is None:
-        return None
-    return apply_resource_flags(LocalPolicy.load(args.policy), args)
-
-
 def _simulate(args: argparse.Namespace) -> int:
     from ppbn.parties.harness import LocalPair, PairFiles
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
@@ -162,7 +152,7 @@ def _simulate(args: argparse.Namespace) -> int:
             files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
             start = time.perf_counter()
             with LocalPair(
-                files, args.timeout, policy=_policy(args), missing_rule=missing_rule(args), align=args.align
+                files, args.timeout, policy=pair_policy(args), missing_rule=missing_rule(args), align=args.align
             ) as pair:
                 timings["daemons_start_s"] = time.perf_counter() - start
                 if not quiet:
@@ -489,7 +479,7 @@ def _run_with_daemons(
     files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
     started = time.perf_counter()
     with LocalPair(
-        files, args.timeout, miner=args.setup == 2, policy=_policy(args),
+        files, args.timeout, miner=args.setup == 2, policy=pair_policy(args),
         fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args), align=args.align,
     ) as daemons:  # fmt: skip
         up = time.perf_counter() - started
@@ -587,12 +577,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
         help=f"daemons' peer timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
     )  # fmt: skip
-    parser.add_argument(
-        "--policy", metavar="FILE",
-        help="local policy file both daemons enforce (default: the built-in policy, which refuses "
-        "e.g. 1024-bit keys, fewer than 100 records and PRAM p below 0.1; see `ppbn policy show`)",
-    )  # fmt: skip
-    add_executor_options(parser.add_argument_group("executor (each daemon's own)"), "each daemon's")
+    add_pair_policy_options(parser)
     parser.add_argument(
         "--reveal-for-testing", action="store_true",
         help="TESTING ONLY: add both parties' shares and check them against the plaintext counts",

@@ -245,6 +245,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         c_star=float(params["c_star"]),
         disclosure=params["disclosure"],
         tables=TablesConfig(key_bits=params["key_bits"], **context.policy.tables_settings()),
+        **context.policy.batch_settings(),
         # the rule both daemons agreed on in the handshake (Hello.missing_rule)
         available_case=context.data.missing_rule == "available-case",
         search=params["search"],

@@ -7,8 +7,8 @@ against this policy before any byte derived from this party's data is sent. A pa
 is accepted when it is equal to the policy's bound or stronger; otherwise the job is
 refused with a ``PolicyRefusal`` naming the parameter.
 
-Resource settings (executor, workers, Ray address, ciphertext cache and spill sizes,
-message and queue sizes) are local only: job messages never carry them, and a peer can
+Resource settings (executor, workers, Ray address, ciphertext cache and spill sizes, the
+sizes of garbled runs and OT calls sent to the executor, message and queue sizes) are local only: job messages never carry them, and a peer can
 neither choose where this party's work runs nor how much memory it takes. The policy file is TOML or JSON; every key is optional and the defaults
 below are the safe built-in policy (``ppbn policy show`` prints the effective one).
 """
@@ -27,8 +27,10 @@ import numpy as np
 
 from ppbn.errors import UserError
 from ppbn.protocols.executor import EXECUTORS
+from ppbn.protocols.ot import OT_INLINE_BELOW
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS
 from ppbn.protocols.pram.operators import RandomizationScheme
+from ppbn.protocols.yao import GC_INLINE_BELOW
 
 # pram: Bayesian networks from PRAM data; perturb: the perturbation learners' jobs (both
 # send randomized columns, checked against ``pram`` below)
@@ -36,7 +38,9 @@ PATHS = ("secure", "pram", "perturb")
 DISCLOSURE_MODES = ("public", "owner", "shared")
 ALL_VARIABLES = "*"
 # settings of this daemon's own resources: a job that names one is refused (jobs.check_known)
-LOCAL_SETTINGS = ("workers", "executor", "ray_address", "cache_mb", "spill_mb", "spill_dir")
+LOCAL_SETTINGS = (
+    "workers", "executor", "ray_address", "cache_mb", "spill_mb", "spill_dir", "gc_inline_below", "ot_inline_below",
+)  # fmt: skip
 UNSET_NOTES = {
     "workers": "one worker per core",
     "ray_address": "with executor ray, a private Ray instance on this host",
@@ -95,6 +99,8 @@ class LocalPolicy:
     cache_mb: int = 768
     spill_mb: int = 0
     spill_dir: str | None = None
+    gc_inline_below: int = GC_INLINE_BELOW  # garbled runs of fewer AND gates x instances: job thread
+    ot_inline_below: int = OT_INLINE_BELOW  # OT-extension calls of fewer OTs: job thread
     max_message_mb: int = 32
     max_queue_mb: int = 64
     max_jobs_kept: int = 100
@@ -161,6 +167,7 @@ class LocalPolicy:
             ("max_parents", 0, 64), ("max_family", 2, 64), ("min_statistical_bits", 40, 128),
             ("min_records", 1, 10**12), ("max_message_mb", 1, 1024), ("max_queue_mb", 1, 4096),
             ("max_jobs_kept", 1, 100_000), ("cache_mb", 0, 10**7), ("spill_mb", 0, 10**9),
+            ("gc_inline_below", 0, 2**62), ("ot_inline_below", 0, 2**62),
         ):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -190,6 +197,11 @@ class LocalPolicy:
             "spill_bytes": self.spill_mb * 2**20,
             "spill_dir": self.spill_dir,
         }
+
+    def batch_settings(self) -> dict[str, int]:
+        """This party's thresholds for sending garbled runs and OT calls to its executor, as
+        ``SecureLearnConfig`` fields."""
+        return {"gc_inline_below": self.gc_inline_below, "ot_inline_below": self.ot_inline_below}
 
     @property
     def weak_key_allowed(self) -> bool:

@@ -1,7 +1,8 @@
 """Where a party's bulk arithmetic runs: in this process, a local process pool, or Ray.
 
 The table phase is embarrassingly parallel over chunks of records (encrypt a chunk,
-multiply a chunk's ciphertexts by label, decrypt a piece, combine partial products), so
+multiply a chunk's ciphertexts by label, decrypt a piece, combine partial products), and
+so are the garbled phases over instance chunks (``yao``) and IKNP blocks (``ot``), so
 the protocols describe that work as pure functions of their arguments and hand it to an
 ``Executor``: "run this function on these arguments, give me the results in order, and
 never keep more than ``inflight`` tasks outstanding" (the bound is what keeps memory flat
@@ -191,6 +192,12 @@ class InlineExecutor(Executor):
     def submit(self, fn: Callable, *args: Any) -> Pending:
         return _Done(fn, _resolved(args))
 
+    def map(self, fn: Callable, items: Iterable[tuple], inflight: int | None = None) -> Iterator[Any]:
+        """Each item computed when its result is taken: with no other worker, running ahead
+        only delays the consumer (a garbler would send chunk i after garbling chunk i + 1)."""
+        for item in items:
+            yield fn(*_resolved(item))
+
     def close(self) -> None:
         return None  # nothing to release
 
@@ -280,7 +287,31 @@ def ray_missing_message() -> str | None:
     return None
 
 
+def _ray_messages_to_stderr(ray: Any) -> None:
+    """Send the Ray driver's cluster messages to stderr, so stdout carries only ppbn's output
+    (``--format json``).
+
+    With ``log_to_driver=False`` the workers' output stays away, but the driver still runs
+    a listener that prints the cluster's error messages ("A worker died or was killed ...",
+    "Task ... will be retried") to *stdout* (ray 2.60: ``ray._private.worker``,
+    ``listen_error_messages`` calls ``print_to_stdstream`` with ``is_err`` False), and Ray
+    offers no setting for it. The module-level printer is wrapped, once per process, to mark
+    every message as an error: Ray then writes it, unchanged, to stderr.
+    """
+    module = ray._private.worker
+    printer = module.print_to_stdstream
+    if getattr(printer, "ppbn_to_stderr", False):
+        return
+
+    def to_stderr(data: dict, ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.ppbn_to_stderr = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = to_stderr
+
+
 def _ray_init(ray: Any, address: str | None, workers: int | None) -> None:
+    _ray_messages_to_stderr(ray)
     quiet = {"log_to_driver": False, "configure_logging": False}
     if address:
         ray.init(address=address, **quiet)
@@ -379,6 +410,19 @@ class RayExecutor(Executor):
 
     def close(self) -> None:
         return None  # the process-wide Ray connection outlives a job (see connect_ray)
+
+
+ExecutorSource = Callable[[], Executor]
+"""How a protocol reaches its party's executor: called only for a batch big enough to send
+out, so a job of small batches never starts the pool."""
+
+
+def executor_for(source: ExecutorSource | None, work: int, inline_below: int) -> Executor:
+    """The party's executor for a batch of ``work`` units, or this thread below
+    ``inline_below`` (a process hop costs more than a small batch saves) or without one."""
+    if source is None or work < inline_below:
+        return InlineExecutor()
+    return source()
 
 
 def make_executor(spec: ExecutorSpec) -> Executor:

@@ -77,10 +77,10 @@ from ppbn.protocols.fixedpoint import (
 )
 from ppbn.protocols.hc import ResumableMoveOracle, SecureMoveOracle
 from ppbn.protocols.ledger import Ledger
-from ppbn.protocols.ot import dh_bits_for
+from ppbn.protocols.ot import OT_INLINE_BELOW, dh_bits_for
 from ppbn.protocols.paillier import OpCounters
 from ppbn.protocols.tables import TablesConfig, TablesSession, per_alpha_cost, run_tables
-from ppbn.protocols.yao import Reveal, YaoParty
+from ppbn.protocols.yao import GC_INLINE_BELOW, Reveal, YaoParty
 
 DISCLOSURES = ("public", "owner", "shared")
 GARBLER = "alice"
@@ -123,6 +123,10 @@ class SecureLearnConfig:
     search: str = "k2"
     hc: HCOptions = field(default_factory=HCOptions)
     ess: float = DEFAULT_ESS  # BDeu's equivalent sample size (mode "bdeu" only)
+    # this party's own (never negotiated): garbled runs of fewer AND gates x instances, and
+    # OT-extension calls of fewer OTs, stay in the job thread instead of the executor
+    gc_inline_below: int = GC_INLINE_BELOW
+    ot_inline_below: int = OT_INLINE_BELOW
 
     def tolerance(self) -> int:
         """tau in score units (2^-SCORE_FRAC); the secure comparison is exact on integers."""
@@ -226,8 +230,13 @@ class SecureScorer:
         self.progress = progress
         self.paillier = paillier if paillier is not None else OpCounters()
         self.tables = TablesSession(config.tables)
-        self.yao = YaoParty(channel, dh_bits=config.dh_bits)
-        self.arith = arith.ArithSession(channel, role, keep_openings, dh_bits=config.dh_bits)
+        # the garbled phases share the party's executor (and seeds) with the table phase
+        batches = {"seeds": self.tables.seeds, "executor": lambda: self.tables.executor}
+        self.yao = YaoParty(channel, dh_bits=config.dh_bits, gc_inline_below=config.gc_inline_below,
+                            ot_inline_below=config.ot_inline_below, **batches)  # fmt: skip
+        self.arith = arith.ArithSession(
+            channel, role, keep_openings, dh_bits=config.dh_bits, ot_inline_below=config.ot_inline_below, **batches
+        )
         self.backend = SecureBackend(self.arith, role)
         self.clock = PhaseClock()
         max_d = max(v.cardinality for v in schema.variables)

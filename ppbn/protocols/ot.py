@@ -33,6 +33,14 @@ channel) and the channel's session, so OT tweaks never meet those of another pro
 The 128 x m bit matrix is transposed with 8x8 bit-block transposes on uint64 words
 (numpy), so no per-bit Python work is done.
 
+Blocks: a call of m OTs runs in blocks of ``CHUNK_OTS`` (one u message each). A block is a
+pure function of the base keys, its byte offset in the column streams (the AES-CTR PRG is
+seekable: ``prg_columns``), its u or choice bits and its first OT index (``sender_block``,
+``receiver_block``), so a call of at least ``inline_below`` OTs runs its blocks on the
+party's own executor (``protocols.executor``) with the same bytes as inline. The base
+keys, s and the choice bits go only to that party's executor. The secret s and the
+base-OT exponents are drawn from the party's ``TaskSeeds`` (fresh OS seeds; fixed in tests).
+
 Messages are 128-bit blocks held as (m, 2) uint64 arrays, the same layout as wire labels.
 Both ends count completed OTs in ``ots``.
 """
@@ -40,8 +48,6 @@ Both ends count completed OTs in ``ots``.
 from __future__ import annotations
 
 import hashlib
-import os
-import secrets
 from dataclasses import dataclass
 
 import gmpy2
@@ -50,6 +56,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppbn.circuits.garble import FixedKeyHash, length_prefixed
 from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.executor import ExecutorSource, executor_for
+from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,9 @@ DH_GROUPS = {
 DEFAULT_DH_BITS = 2048
 KAPPA = 128  # base OTs, the computational security parameter
 CHUNK_OTS = 1 << 17  # OTs per extension message: u is 2 MB, y at most 4 MB
+# OTs of one call below which its blocks stay in the job thread; by default every call (as
+# yao.GC_INLINE_BELOW: the pool was slower here at every size; the policy's ot_inline_below)
+OT_INLINE_BELOW = 1 << 40
 BASE_OT_PROTOCOL = b"ppbn/ot/base/co15"
 IKNP_PROTOCOL = b"ppbn/ot/iknp"
 
@@ -125,10 +136,12 @@ def dh_group(bits: int) -> DHGroup:
 
 
 # -- base OT ---------------------------------------------------------------------------
-def _exponent(group: DHGroup) -> gmpy2.mpz:
-    """Uniform in [1, 2^exponent_bits): rejection of 0 (probability 2^-k) keeps it uniform."""
+def _exponent(group: DHGroup, stream: RandomStream) -> gmpy2.mpz:
+    """Uniform in [1, 2^exponent_bits) from this party's stream (AES-256-CTR under a seed
+    from the OS's CSPRNG, ``protocols.seeds``): rejection of 0 (probability 2^-k) keeps it
+    uniform."""
     while True:
-        e = secrets.randbits(group.exponent_bits)
+        e = stream.randbits(group.exponent_bits)
         if e:
             return gmpy2.mpz(e)
 
@@ -158,16 +171,16 @@ def _key(prefix: bytes, group: DHGroup, index: int, a: int, b: int, shared: int)
 
 
 def base_ot_send(
-    channel: Channel, count: int, group: DHGroup, instance: bytes = b""
+    channel: Channel, count: int, group: DHGroup, instance: bytes, stream: RandomStream
 ) -> tuple[list[bytes], list[bytes]]:
     """Random OT, sender side: returns (keys0, keys1), ``count`` 16-byte keys each.
 
     ``group`` is the job's group (``dh_group(dh_bits_for(key_bits))``); ``instance`` the
-    owning protocol's id. Both must match the receiver's.
+    owning protocol's id. Both must match the receiver's. ``stream``: this party's randomness.
     """
     p, width = group.p, group.element_bytes
     prefix = _key_prefix(instance, channel.session)
-    a = _exponent(group)
+    a = _exponent(group, stream)
     big_a = gmpy2.powmod(group.generator, a, p)
     channel.send_ints("ot.base.A", [big_a], width)
     bs = [_check_element(group, b, "B") for b in channel.recv_ints("ot.base.B", count, width)]
@@ -181,15 +194,15 @@ def base_ot_send(
 
 
 def base_ot_receive(
-    channel: Channel, choices: np.ndarray, group: DHGroup, instance: bytes = b""
+    channel: Channel, choices: np.ndarray, group: DHGroup, instance: bytes, stream: RandomStream
 ) -> list[bytes]:
     """Random OT, receiver side: the key of each chosen message (same ``group`` and
-    ``instance`` as the sender)."""
+    ``instance`` as the sender; ``stream``: this party's randomness)."""
     p, width = group.p, group.element_bytes
     prefix = _key_prefix(instance, channel.session)
     (big_a,) = channel.recv_ints("ot.base.A", 1, width)
     big_a = _check_element(group, big_a, "A")
-    exps = [_exponent(group) for _ in choices]
+    exps = [_exponent(group, stream) for _ in choices]
     bs = []
     for c, b in zip(choices, exps, strict=True):
         g_b = gmpy2.powmod(group.generator, b, p)
@@ -244,6 +257,49 @@ class Prg:
         out[:] = np.frombuffer(self._stream.update(zeros[: out.size]), dtype=np.uint8)
 
 
+class ColumnStreams:
+    """The AES-128-CTR keystreams of 16-byte keys (one per column), positioned at a byte
+    offset and read in order.
+
+    The CTR counter block is a 128-bit big-endian integer starting at 0, so byte ``offset``
+    sits in block offset // 16: a stream can be opened at any offset and yields the bytes a
+    continuing stream would have. A party keeps one open across its inline calls (opening
+    128 contexts costs ~1 ms a call); executor tasks open their own at their block's offset.
+    """
+
+    def __init__(self, keys: bytes, offset: int = 0) -> None:
+        self.keys = keys
+        self._open(offset)
+
+    def _open(self, offset: int) -> None:
+        counter = modes.CTR((offset // 16).to_bytes(16, "big"))
+        skip = bytes(offset % 16)
+        self._streams = [
+            Cipher(algorithms.AES(self.keys[i : i + 16]), counter).encryptor() for i in range(0, len(self.keys), 16)
+        ]
+        for stream in self._streams:
+            stream.update(skip)
+        self.offset = offset
+
+    def read(self, offset: int, width: int) -> np.ndarray:
+        """Bytes [offset, offset + width) of each stream, as (columns, width) uint8."""
+        if offset != self.offset:
+            self._open(offset)
+        zeros = bytes(width)
+        out = np.empty((len(self._streams), width), dtype=np.uint8)
+        for row, stream in zip(out, self._streams, strict=True):
+            row[:] = np.frombuffer(stream.update(zeros), dtype=np.uint8)
+        self.offset = offset + width
+        return out
+
+
+def prg_columns(keys: bytes | ColumnStreams, offset: int, width: int) -> np.ndarray:
+    """Bytes [offset, offset + width) of the keystream of each column (``ColumnStreams``):
+    of an open set of streams, or of streams opened at ``offset`` for 16-byte ``keys``."""
+    streams = keys if isinstance(keys, ColumnStreams) else ColumnStreams(keys, offset)
+    return streams.read(offset, width)
+
+
 def _tweaks(first: int, m: int) -> np.ndarray:
     return np.arange(first, first + m, dtype=np.uint64)
 
@@ -252,7 +308,12 @@ def _padded(m: int) -> int:
     return max(8, -(-m // 8) * 8)
 
 
-def _send_rows(channel: Channel, tag: str, array: np.ndarray) -> None:
+def _blocks(m: int) -> list[tuple[int, int, int]]:
+    """(start, size, column bytes) of each extension block of m OTs, CHUNK_OTS at most."""
+    return [(start, min(CHUNK_OTS, m - start), _padded(min(CHUNK_OTS, m - start)) // 8) for start in range(0, m, CHUNK_OTS)]
+
+
+def send_rows(channel: Channel, tag: str, array: np.ndarray) -> None:
     """Send an array in messages of at most CHUNK_OTS rows (bounded message size)."""
     for start in range(0, array.shape[0], CHUNK_OTS):
         channel.send_array(tag, array[start : start + CHUNK_OTS])
@@ -275,8 +336,41 @@ def _as_blocks(values: np.ndarray, m: int, what: str) -> np.ndarray:
     return arr
 
 
-def _iknp_hash(channel: Channel, instance: bytes) -> FixedKeyHash:
-    return FixedKeyHash(IKNP_PROTOCOL + b"/" + instance, channel.session)
+def _iknp_protocol(instance: bytes) -> bytes:
+    return IKNP_PROTOCOL + b"/" + instance
+
+
+def sender_block(
+    keys: bytes | ColumnStreams, s_bits: np.ndarray, offset: int, u: np.ndarray, size: int, protocol: bytes, session: bytes, first: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One IKNP block at the sender (IKNP03 Sec. 3; ALSZ13 Sec. 5.4), a pure function for
+    the sender's executor: columns q^i = G(k_{s_i}) ^ s_i u^i, rows q_j by transposition,
+    and the pads H(q_j, j) and H(q_j ^ s, j) of OTs ``first`` .. ``first + size - 1``."""
+    cols = prg_columns(keys, offset, u.shape[1])
+    chosen = s_bits.astype(bool)
+    cols[chosen] ^= u[chosen]
+    q_rows = np.ascontiguousarray(transpose_bits(cols).view(np.uint64)[:size])
+    s_block = np.packbits(s_bits, bitorder="little").view(np.uint64)
+    hasher = FixedKeyHash(protocol, session)
+    tweaks = _tweaks(first, size)
+    return hasher.hash(q_rows, tweaks), hasher.hash(q_rows ^ s_block, tweaks)
+
+
+def receiver_block(
+    keys0: bytes | ColumnStreams, keys1: bytes | ColumnStreams, offset: int, choices: np.ndarray, protocol: bytes, session: bytes, first: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One IKNP block at the receiver, a pure function for the receiver's executor: the
+    message u^i = G(k0_i) ^ G(k1_i) ^ r and the pads H(t_j, j) of its OTs, t^i = G(k0_i)."""
+    size = choices.size
+    padded = _padded(size)
+    bits = np.zeros(padded, dtype=np.uint8)
+    bits[:size] = choices
+    t_cols = prg_columns(keys0, offset, padded // 8)
+    u = prg_columns(keys1, offset, padded // 8)
+    u ^= t_cols
+    u ^= np.packbits(bits, bitorder="little")
+    t_rows = np.ascontiguousarray(transpose_bits(t_cols).view(np.uint64)[:size])
+    return u, FixedKeyHash(protocol, session).hash(t_rows, _tweaks(first, size))
 
 
 class OTSender:
@@ -285,67 +379,79 @@ class OTSender:
     ``dh_bits`` selects the base-OT group (``dh_bits_for`` of the job's Paillier key size);
     ``instance`` names the protocol that owns this extension (e.g. b"yao"), so two
     extensions over one channel hash under different keys. The receiver passes the same.
+    ``seeds`` (``protocols.seeds``) supplies this party's randomness (the secret s and the
+    base-OT exponents); ``executor`` is this party's executor, used for calls of at least
+    ``inline_below`` OTs: each block (``sender_block``) is a task. The base keys and s go
+    to that executor only: it is this party's own.
     """
 
     def __init__(
-        self, channel: Channel, *, dh_bits: int = DEFAULT_DH_BITS, instance: bytes = b""
+        self,
+        channel: Channel,
+        *,
+        dh_bits: int = DEFAULT_DH_BITS,
+        instance: bytes = b"",
+        seeds: TaskSeeds | None = None,
+        executor: ExecutorSource | None = None,
+        inline_below: int = OT_INLINE_BELOW,
     ) -> None:
         self.channel = channel
         self.group = dh_group(dh_bits)
         self.instance = instance
         self.ots = 0
-        self._prgs: list[Prg] | None = None
-        self._hash = _iknp_hash(channel, instance)
+        self._seeds = seeds if seeds is not None else TaskSeeds()
+        self._executor = executor
+        self._inline_below = inline_below
+        self._keys: ColumnStreams | None = None
+        self._offset = 0  # bytes of each column's keystream used so far
 
-    def _setup(self) -> None:
-        secret = np.frombuffer(os.urandom(KAPPA // 8), dtype=np.uint8)
-        self._s_bits = np.unpackbits(secret, bitorder="little")
-        self._s_block = secret.view(np.uint64).copy()
-        keys = base_ot_receive(self.channel, self._s_bits, self.group, self.instance)
-        self._prgs = [Prg(k) for k in keys]
+    def _setup(self) -> ColumnStreams:
+        stream = RandomStream(self._seeds.next())
+        self._s_bits = np.unpackbits(np.frombuffer(stream.bytes(KAPPA // 8), dtype=np.uint8), bitorder="little")
+        self._keys = ColumnStreams(b"".join(base_ot_receive(self.channel, self._s_bits, self.group, self.instance, stream)))
+        return self._keys
 
-    def _extend(self, m: int) -> np.ndarray:
-        """Rows q_j = t_j ^ r_j s of the next m OTs, as (m, 2) uint64 (one message per chunk)."""
-        if self._prgs is None:
-            self._setup()
-        q_rows = np.empty((m, 2), dtype=np.uint64)
-        for start in range(0, m, CHUNK_OTS):
-            size = min(CHUNK_OTS, m - start)
-            width = _padded(size) // 8
-            u = self.channel.recv_array("ot.ext.u", np.uint8, (KAPPA, width))
-            cols = np.empty((KAPPA, width), dtype=np.uint8)
-            zeros = memoryview(bytes(width))
-            for i, prg in enumerate(self._prgs):
-                prg.fill(cols[i], zeros)
-            cols[self._s_bits.astype(bool)] ^= u[self._s_bits.astype(bool)]
-            q_rows[start : start + size] = transpose_bits(cols).view(np.uint64)[:size]
-        return q_rows
+    def pads(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """Receive the receiver's u messages of the next m OTs; return (H(q_j), H(q_j ^ s)),
+        each (m, 2) uint64: the receiver holds the pad of its choice bit only."""
+        streams = self._keys if self._keys is not None else self._setup()
+        blocks = _blocks(m)
+        offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
+        self._offset = int(offsets[-1])
+        protocol, session = _iknp_protocol(self.instance), self.channel.session
+        executor = executor_for(self._executor, m, self._inline_below)
+        keys = streams if executor.kind == "inline" else streams.keys  # open streams stay in this thread
 
-    def _pads(self, q_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        m = q_rows.shape[0]
-        tweaks = _tweaks(self.ots, m)
-        pad0 = self._hash.hash(q_rows, tweaks)
-        pad1 = self._hash.hash(q_rows ^ self._s_block, tweaks)
+        def tasks():
+            for (start, size, width), offset in zip(blocks, offsets.tolist(), strict=False):
+                u = self.channel.recv_array("ot.ext.u", np.uint8, (KAPPA, width))
+                yield keys, self._s_bits, offset, u, size, protocol, session, self.ots + start
+
+        pad0 = np.empty((m, 2), dtype=np.uint64)
+        pad1 = np.empty((m, 2), dtype=np.uint64)
+        for (start, size, _), (p0, p1) in zip(blocks, executor.map(sender_block, tasks()), strict=True):
+            pad0[start : start + size] = p0
+            pad1[start : start + size] = p1
         return pad0, pad1
 
     def send(self, m0: np.ndarray, m1: np.ndarray) -> None:
         """Chosen-message OT of (m, 2) uint64 blocks: the receiver learns m_c[j] for its c[j]."""
         m = np.asarray(m0).shape[0]
         m0, m1 = _as_blocks(m0, m, "m0"), _as_blocks(m1, m, "m1")
-        pad0, pad1 = self._pads(self._extend(m))
+        pad0, pad1 = self.pads(m)
         cipher = np.empty((m, 2, 2), dtype=np.uint64)
         np.bitwise_xor(m0, pad0, out=cipher[:, 0])
         np.bitwise_xor(m1, pad1, out=cipher[:, 1])
-        _send_rows(self.channel, "ot.ext.y", cipher)
+        send_rows(self.channel, "ot.ext.y", cipher)
         self.ots += m
 
     def send_correlated(self, m: int, delta: np.ndarray) -> np.ndarray:
         """Correlated OT: returns random x0 (m, 2); the receiver gets x0 ^ c[j] delta[j]."""
         delta = _as_blocks(delta, m, "delta")
-        pad0, pad1 = self._pads(self._extend(m))
+        pad0, pad1 = self.pads(m)
         correction = pad0 ^ pad1
         correction ^= delta
-        _send_rows(self.channel, "ot.ext.y", correction)
+        send_rows(self.channel, "ot.ext.y", correction)
         self.ots += m
         return pad0
 
@@ -353,47 +459,56 @@ class OTSender:
 class OTReceiver:
     """IKNP extension receiver: holds the choice bits (and is the base-OT sender).
 
-    ``dh_bits`` and ``instance`` as for ``OTSender``; both ends must agree.
+    ``dh_bits``, ``instance``, ``seeds``, ``executor`` and ``inline_below`` as for
+    ``OTSender`` (each block a ``receiver_block`` task); both ends must agree on the first two.
     """
 
     def __init__(
-        self, channel: Channel, *, dh_bits: int = DEFAULT_DH_BITS, instance: bytes = b""
+        self,
+        channel: Channel,
+        *,
+        dh_bits: int = DEFAULT_DH_BITS,
+        instance: bytes = b"",
+        seeds: TaskSeeds | None = None,
+        executor: ExecutorSource | None = None,
+        inline_below: int = OT_INLINE_BELOW,
     ) -> None:
         self.channel = channel
         self.group = dh_group(dh_bits)
         self.instance = instance
         self.ots = 0
-        self._prgs: list[tuple[Prg, Prg]] | None = None
-        self._hash = _iknp_hash(channel, instance)
+        self._seeds = seeds if seeds is not None else TaskSeeds()
+        self._executor = executor
+        self._inline_below = inline_below
+        self._keys: tuple[ColumnStreams, ColumnStreams] | None = None
+        self._offset = 0
 
-    def _setup(self) -> None:
-        keys0, keys1 = base_ot_send(self.channel, KAPPA, self.group, self.instance)
-        self._prgs = [(Prg(k0), Prg(k1)) for k0, k1 in zip(keys0, keys1, strict=True)]
+    def _setup(self) -> tuple[ColumnStreams, ColumnStreams]:
+        stream = RandomStream(self._seeds.next())
+        keys0, keys1 = base_ot_send(self.channel, KAPPA, self.group, self.instance, stream)
+        self._keys = ColumnStreams(b"".join(keys0)), ColumnStreams(b"".join(keys1))
+        return self._keys
 
-    def _extend(self, choices: np.ndarray) -> np.ndarray:
-        """Send u for each chunk; return the rows t_j (m, 2) uint64."""
-        if self._prgs is None:
-            self._setup()
+    def _pads(self, choices: np.ndarray) -> np.ndarray:
+        """Send u for each block; return the pads H(t_j, j) (m, 2) uint64."""
+        streams0, streams1 = self._keys if self._keys is not None else self._setup()
         m = choices.shape[0]
-        t_rows = np.empty((m, 2), dtype=np.uint64)
-        for start in range(0, m, CHUNK_OTS):
-            size = min(CHUNK_OTS, m - start)
-            padded = _padded(size)
-            width = padded // 8
-            bits = np.zeros(padded, dtype=np.uint8)
-            bits[:size] = choices[start : start + size]
-            r = np.packbits(bits, bitorder="little")
-            t_cols = np.empty((KAPPA, width), dtype=np.uint8)
-            u = np.empty((KAPPA, width), dtype=np.uint8)
-            zeros = memoryview(bytes(width))
-            for i, (prg0, prg1) in enumerate(self._prgs):
-                prg0.fill(t_cols[i], zeros)
-                prg1.fill(u[i], zeros)
-            u ^= t_cols
-            u ^= r
+        blocks = _blocks(m)
+        offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
+        self._offset = int(offsets[-1])
+        protocol, session = _iknp_protocol(self.instance), self.channel.session
+        executor = executor_for(self._executor, m, self._inline_below)
+        inline = executor.kind == "inline"  # open streams stay in this thread
+        keys0, keys1 = (streams0, streams1) if inline else (streams0.keys, streams1.keys)
+        tasks = (
+            (keys0, keys1, offset, choices[start : start + size], protocol, session, self.ots + start)
+            for (start, size, _), offset in zip(blocks, offsets.tolist(), strict=False)
+        )
+        pads = np.empty((m, 2), dtype=np.uint64)
+        for (start, size, _), (u, pad) in zip(blocks, executor.map(receiver_block, tasks), strict=True):
             self.channel.send_array("ot.ext.u", u)
-            t_rows[start : start + size] = transpose_bits(t_cols).view(np.uint64)[:size]
-        return t_rows
+            pads[start : start + size] = pad
+        return pads
 
     def _choices(self, choices: np.ndarray | list[int]) -> np.ndarray:
         c = np.asarray(choices, dtype=np.uint8).ravel()
@@ -405,8 +520,7 @@ class OTReceiver:
         """Chosen-message OT: returns m_{c[j]}[j] as (m, 2) uint64."""
         c = self._choices(choices)
         m = c.size
-        t_rows = self._extend(c)
-        pad = self._hash.hash(t_rows, _tweaks(self.ots, m))
+        pad = self._pads(c)
         cipher = _recv_rows(self.channel, "ot.ext.y", (m, 2, 2))
         chosen = cipher[np.arange(m), c.astype(np.intp)]
         chosen ^= pad
@@ -417,8 +531,7 @@ class OTReceiver:
         """Correlated OT: returns x0[j] ^ c[j] delta[j] as (m, 2) uint64."""
         c = self._choices(choices)
         m = c.size
-        t_rows = self._extend(c)
-        out = self._hash.hash(t_rows, _tweaks(self.ots, m))
+        out = self._pads(c)
         correction = _recv_rows(self.channel, "ot.ext.y", (m, 2))
         out ^= correction & np.negative(c.astype(np.uint64))[:, None]
         self.ots += m

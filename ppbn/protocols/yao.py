@@ -26,6 +26,14 @@ whose fixed AES key is derived from the protocol id and the job's session label 
 instance b"yao" of ``ppbn.protocols.ot``. ``dh_bits`` selects the base-OT group
 (``ot.dh_bits_for`` of the job's Paillier key size; both parties derive it locally).
 
+Executor (issue 14): each instance chunk of step 3 is garbled by ``garble_chunk`` and
+evaluated by ``evaluate_chunk``, pure functions of the schedule, the chunk's tweak base,
+its labels and (garbler) R and a per-chunk seed for its own input labels. A run of at least
+``gc_inline_below`` AND gates x instances sends them to the party's own executor; the
+chunks and tweaks are those of the message framing, so tables, labels and outputs are the
+same bytes inline or on a pool. R, the label seeds and the output masks come from the
+party's ``TaskSeeds`` and never reach the peer's executor.
+
 Either party may garble any run; each party's inputs are the bundles it passes, the rest
 belong to the peer. Values: numpy uint64 arrays for bundles of at most 64 bits, numpy
 object arrays of Python ints for wider ones (``ppbn.circuits.ir.as_values``); one entry
@@ -37,7 +45,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -52,14 +59,20 @@ from ppbn.circuits.garble import (
     garble,
     length_prefixed,
     permute_bits,
-    random_delta,
-    random_labels,
 )
 from ppbn.circuits.ir import Circuit, as_values, bits_to_values, values_to_bits
+from ppbn.circuits.schedule import Schedule
 from ppbn.protocols.channel import Channel, ProtocolError
-from ppbn.protocols.ot import DEFAULT_DH_BITS, OTReceiver, OTSender, dh_group
+from ppbn.protocols.executor import ExecutorSource, executor_for
+from ppbn.protocols.ot import DEFAULT_DH_BITS, OT_INLINE_BELOW, OTReceiver, OTSender, dh_group
+from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 CHUNK_BYTES = 16 * 1024 * 1024
+# AND gates x instances of a run below which its chunks stay in the job thread. The default
+# keeps every run there: on 2 cores per host the pool cost 1.3 to 1.7x the CPU (the tables
+# cross the process boundary) and was slower at every size measured (README "Scale-out");
+# a host with spare cores sets the policy's gc_inline_below lower.
+GC_INLINE_BELOW = 1 << 40
 MASK_PREFIX = "yao.mask."
 YAO_PROTOCOL = b"ppbn/yao/half-gates"
 OT_INSTANCE = b"yao"
@@ -101,12 +114,61 @@ def _with_share_outputs(circuit: Circuit, share_names: tuple[str, ...]) -> Circu
     return b.build()
 
 
-def _random_values(width: int, count: int) -> np.ndarray:
+def _random_values(stream: RandomStream, width: int, count: int) -> np.ndarray:
     """Uniform values in [0, 2^width), in the API form."""
     n_bytes = (width + 7) // 8
-    raw = os.urandom(n_bytes * count)
+    raw = stream.bytes(n_bytes * count)
     mask = (1 << width) - 1
     return as_values([int.from_bytes(raw[i * n_bytes : (i + 1) * n_bytes], "little") & mask for i in range(count)], width)
+
+
+def _labels(stream: RandomStream, shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform 128-bit labels, shape + (2,) uint64."""
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer(stream.bytes(16 * count), dtype=np.uint64).reshape(*shape, 2).copy()
+
+
+def _delta(stream: RandomStream) -> np.ndarray:
+    """The free-XOR offset R: 128 random bits with the point-and-permute bit set (ZRE15 Sec. 3)."""
+    delta = _labels(stream, ())
+    delta[0] |= np.uint64(1)
+    return delta
+
+
+def garble_chunk(
+    schedule: Schedule,
+    session: bytes,
+    tweak: int,
+    delta: np.ndarray,
+    own_rows: np.ndarray,
+    own_bits: np.ndarray,
+    peer_rows: np.ndarray,
+    peer_zero: np.ndarray,
+    seed: bytes,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Garble one chunk of instances, a pure function for the garbler's own executor.
+
+    The zero-labels of the garbler's input rows ``own_rows`` are drawn from ``seed``; those
+    of the evaluator's rows ``peer_rows`` are its OT outputs ``peer_zero``. ``own_bits``:
+    (own rows, instances) input bits (zero rows when the garbler has no inputs). Returns
+    the active labels of the garbler's inputs, the half-gates tables (ZRE15 Sec. 3,
+    ``circuits.garble``) and the output zero-labels. R, the seed and the OT outputs never
+    leave this party: the executor is its own.
+    """
+    size = own_bits.shape[1]
+    zero = np.empty((len(schedule.input_slots), size, 2), dtype=np.uint64)
+    zero[peer_rows] = peer_zero
+    own_zero = _labels(RandomStream(seed), (own_rows.size, size))
+    zero[own_rows] = own_zero
+    active = own_zero ^ (np.negative(own_bits.astype(np.uint64))[..., None] & delta)
+    tables, out_zero = garble(schedule, zero, delta, tweak, FixedKeyHash(YAO_PROTOCOL, session))
+    return active, tables, out_zero
+
+
+def evaluate_chunk(schedule: Schedule, session: bytes, tweak: int, labels: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """Evaluate one chunk of garbled instances (``circuits.garble.evaluate_garbled``), a
+    pure function for the evaluator's own executor: its output labels."""
+    return evaluate_garbled(schedule, labels, tables, tweak, FixedKeyHash(YAO_PROTOCOL, session))
 
 
 class YaoParty:
@@ -114,16 +176,36 @@ class YaoParty:
 
     ``dh_bits``: the base-OT group of the job (``ot.dh_bits_for(key_bits)``), the same at
     both parties. The garbling hash is keyed by ``YAO_PROTOCOL`` and ``channel.session``.
+    ``seeds`` supplies this party's randomness (R, its input labels, output masks, the OT's);
+    ``executor`` is this party's executor: a run of at least ``gc_inline_below`` AND gates
+    times instances garbles (or evaluates) its chunks there, one task each, and an OT call
+    of at least ``ot_inline_below`` OTs its extension blocks. The chunks and their tweaks
+    do not depend on the executor, so neither do the tables, labels or outputs.
     """
 
-    def __init__(self, channel: Channel, *, dh_bits: int = DEFAULT_DH_BITS) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        *,
+        dh_bits: int = DEFAULT_DH_BITS,
+        seeds: TaskSeeds | None = None,
+        executor: ExecutorSource | None = None,
+        gc_inline_below: int = GC_INLINE_BELOW,
+        ot_inline_below: int = OT_INLINE_BELOW,
+    ) -> None:
         self.channel = channel
         self.dh_bits = dh_group(dh_bits).bits  # checked now, used when the OT starts
         self.counters = YaoCounters()
         self._ot_sender: OTSender | None = None
         self._ot_receiver: OTReceiver | None = None
         self._tweak_base = 0
-        self._hash = FixedKeyHash(YAO_PROTOCOL, channel.session)
+        self._seeds = seeds if seeds is not None else TaskSeeds()
+        self._executor = executor
+        self._gc_inline_below = gc_inline_below
+        self._ot_options = {
+            "dh_bits": self.dh_bits, "instance": OT_INSTANCE, "seeds": self._seeds,
+            "executor": executor, "inline_below": ot_inline_below,
+        }  # fmt: skip
 
     # -- public entry point ------------------------------------------------------------
     def run(
@@ -158,7 +240,8 @@ class YaoParty:
         share_names = tuple(n for n in names if modes[n] == Reveal.SHARES)
         full = _with_share_outputs(circuit, share_names)
         if garbler:
-            masks = {n: _random_values(circuit.output(n).width, k) for n in share_names}
+            stream = RandomStream(self._seeds.next())
+            masks = {n: _random_values(stream, circuit.output(n).width, k) for n in share_names}
             values.update({MASK_PREFIX + n: v for n, v in masks.items()})
             result = self._garble_side(full, values, modes, k)
             result.update(masks)
@@ -246,31 +329,32 @@ class YaoParty:
     ) -> dict[str, np.ndarray]:
         mine = set(values)
         self.channel.send("yao.header", self._header(full, k, sorted(mine), modes, self._tweak_base))
-        delta = random_delta()
+        delta = _delta(RandomStream(self._seeds.next()))
         sched = full.schedule
-        zero = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
         own_rows, peer_rows, own_bits = self._partition(full, mine, values)
+        peer_zero = np.empty((len(peer_rows), k, 2), dtype=np.uint64)
         if peer_rows:
             if self._ot_sender is None:
-                self._ot_sender = OTSender(
-                    self.channel, dh_bits=self.dh_bits, instance=OT_INSTANCE
-                )
+                self._ot_sender = OTSender(self.channel, **self._ot_options)
             ots_before = self._ot_sender.ots
-            x0 = self._ot_sender.send_correlated(len(peer_rows) * k, delta)
-            zero[peer_rows] = x0.reshape(len(peer_rows), k, 2)
+            peer_zero = self._ot_sender.send_correlated(len(peer_rows) * k, delta).reshape(len(peer_rows), k, 2)
             self.counters.ots += self._ot_sender.ots - ots_before
-        if own_rows:
-            zero[own_rows] = random_labels((len(own_rows), k))
-            bits = np.concatenate(own_bits, axis=0).astype(np.uint64)
-            active = zero[own_rows] ^ (np.negative(bits)[..., None] & delta)
+        bits = np.concatenate(own_bits, axis=0) if own_rows else np.empty((0, k), dtype=np.uint8)
+        chunks = self._chunks(full, k, len(own_rows))
+        tweaks = [self._tweak_base + 2 * sched.n_and * c.start for c in chunks]
+        own, peer = np.array(own_rows, dtype=np.intp), np.array(peer_rows, dtype=np.intp)
+        tasks = (
+            (sched, self.channel.session, tweak, delta, own, np.ascontiguousarray(bits[:, chunk]), peer,
+             np.ascontiguousarray(peer_zero[:, chunk]), self._seeds.next())
+            for chunk, tweak in zip(chunks, tweaks, strict=True)
+        )  # fmt: skip
         out_zero = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
-        tweak = self._tweak_base
-        for chunk in self._chunks(full, k, len(own_rows)):
+        executor = executor_for(self._executor, sched.n_and * k, self._gc_inline_below)
+        for chunk, (active, tables, chunk_out) in zip(chunks, executor.map(garble_chunk, tasks), strict=True):
             if own_rows:
-                self.channel.send_array("yao.garbler_labels", active[:, chunk])
-            tables, out_zero[:, chunk] = garble(sched, np.ascontiguousarray(zero[:, chunk]), delta, tweak, self._hash)
-            tweak += 2 * sched.n_and * (chunk.stop - chunk.start)
+                self.channel.send_array("yao.garbler_labels", active)
             self.channel.send_array("yao.tables", tables)
+            out_zero[:, chunk] = chunk_out
         decode = permute_bits(out_zero)  # (n_output_bits, k)
         to_evaluator = {n for n, m in modes.items() if m != Reveal.GARBLER}
         eval_rows = self._output_rows(full, to_evaluator)
@@ -305,23 +389,27 @@ class YaoParty:
         own_rows, peer_rows, own_bits = self._partition(full, mine, values)
         if own_rows:
             if self._ot_receiver is None:
-                self._ot_receiver = OTReceiver(
-                    self.channel, dh_bits=self.dh_bits, instance=OT_INSTANCE
-                )
+                self._ot_receiver = OTReceiver(self.channel, **self._ot_options)
             ots_before = self._ot_receiver.ots
             choices = np.concatenate(own_bits, axis=0).reshape(-1)
             labels[own_rows] = self._ot_receiver.receive_correlated(choices).reshape(len(own_rows), k, 2)
             self.counters.ots += self._ot_receiver.ots - ots_before
+        chunks = self._chunks(full, k, len(peer_rows))
+
+        def tasks():
+            for chunk in chunks:
+                size = chunk.stop - chunk.start
+                if peer_rows:
+                    got_labels = self.channel.recv_array("yao.garbler_labels", np.uint64, (len(peer_rows), size, 2))
+                    labels[peer_rows, chunk] = got_labels
+                tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
+                tweak = self._tweak_base + 2 * sched.n_and * chunk.start
+                yield sched, self.channel.session, tweak, np.ascontiguousarray(labels[:, chunk]), tables
+
         out_labels = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
-        tweak = self._tweak_base
-        for chunk in self._chunks(full, k, len(peer_rows)):
-            size = chunk.stop - chunk.start
-            if peer_rows:
-                got_labels = self.channel.recv_array("yao.garbler_labels", np.uint64, (len(peer_rows), size, 2))
-                labels[peer_rows, chunk] = got_labels
-            tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
-            out_labels[:, chunk] = evaluate_garbled(sched, np.ascontiguousarray(labels[:, chunk]), tables, tweak, self._hash)
-            tweak += 2 * sched.n_and * size
+        executor = executor_for(self._executor, sched.n_and * k, self._gc_inline_below)
+        for chunk, chunk_out in zip(chunks, executor.map(evaluate_chunk, tasks()), strict=True):
+            out_labels[:, chunk] = chunk_out
         permuted = permute_bits(out_labels)
         result: dict[str, np.ndarray] = {}
         order = [b.name for b in full.outputs]
