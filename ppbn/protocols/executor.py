@@ -319,6 +319,10 @@ def _ray_init(ray: Any, address: str | None, workers: int | None) -> None:
         # Ray runs its workers at niceness 15 by default: below the daemon's own thread,
         # which then starves them of the cores it waits for. Same priority as a local pool.
         os.environ.setdefault("RAY_worker_niceness", "0")
+        # Ray waits 30 s for its GCS server to publish its port; on a host whose cores are
+        # busy with other work that start-up has taken longer (a CI run's Ray tests failed
+        # so). A daemon rather waits than fails to start.
+        os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
         ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, **quiet)
 
 
