@@ -122,6 +122,42 @@ def test_ole_refuses_inputs_wider_than_declared():
         two_party(arith.ole, (ring.from_ints([3]), 8), (ring.from_ints([256]), 8))
 
 
+def test_squares_take_one_ole_and_products_take_each_operands_width():
+    x = [2**43 - 1, -(2**43) + 1, 0, 1, -1] + [random.randrange(-(2**43), 2**43) for _ in range(2000)]
+    xa, xb = share(x)
+    za, zb, (sa, _) = two_party(arith.square, (xa, FRAC, 87, 44), (xb, FRAC, 87, 44))
+    floor_check(reveal(za, zb), [v * v for v in x], FRAC)
+    assert sa.counters.ots == len(x) * (44 + STAT_BITS + 1)
+    za, zb, _ = two_party(arith.square, (xa, 0), (xb, 0))
+    assert reveal(za, zb) == [v * v for v in x]
+    # a count-sized operand (x2 < 2^17) times an ln-sized one (< 2^54), exact
+    small = [2**17 - 1, 1, 0, 2**17 - 1] + [random.randrange(2**17) for _ in range(2000)]
+    large = [2**54 - 1, -(2**54) + 1, 5, -1] + [random.randrange(-(2**54), 2**54) for _ in range(2000)]
+    (sa_, sb_), (la, lb) = share(small), share(large)
+    za, zb, (sa, _) = two_party(arith.mul, (sa_, la, 0, 87, (17, 54)), (sb_, lb, 0, 87, (17, 54)))
+    assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
+    assert sa.counters.ots == len(small) * (17 + 54 + 2 * (STAT_BITS + 1))
+
+
+def test_ole_sends_only_the_correction_bits_that_survive_the_shift():
+    n, bits = 300, 84
+    a = [random.randrange(M) for _ in range(n)]
+    b = [random.randrange(2**bits) for _ in range(n)]
+    pair = memory_channel_pair(keep_transcript=True)
+    za, zb, _ = two_party(arith.ole, (ring.from_ints(a), bits), (ring.from_ints(b), bits), pair=pair)
+    assert ring.to_ints(ring.add(za, zb)) == [(p * q) % M for p, q in zip(a, b, strict=True)]
+    sent = sum(len(m) for m in _bob_messages(pair, "arith.ole.y"))
+    assert sent == n * sum(-(-(128 - i) // 8) for i in range(bits))  # 10,752 bytes would be 16 per OT
+    # widths per value, the widest and narrowest included
+    widths = np.array([1, 128, 8, 64, 65])
+    b = [1, M - 1, 255, 2**64 - 1, 2**64]
+    a = [M - 1] * len(b)
+    za, zb, _ = two_party(arith.ole, (ring.from_ints(a), widths), (ring.from_ints(b), widths))
+    assert ring.to_ints(ring.add(za, zb)) == [(p * q) % M for p, q in zip(a, b, strict=True)]
+    with pytest.raises(ValueError, match="OLE input 2 does not fit in 8 bits"):
+        two_party(arith.ole, (ring.from_ints(a), widths), (ring.from_ints([1, 1, 256, 1, 1]), widths))
+
+
 def test_truncation_holds_up_to_the_bound():
     edge = 2**MAX_BOUND_BITS - 1
     x = [edge, -edge, 0, -1, 1, 2**FRAC, -(2**FRAC)] + [
@@ -216,6 +252,20 @@ def test_series_on_shares_reproduces_the_fixedpoint_model():
 # -- what bob sees ---------------------------------------------------------------------
 def _bob_messages(pair, tag: str) -> list[bytes]:
     return [payload for t, payload in pair[1].transcript if t == tag]
+
+
+def test_ole_corrections_do_not_depend_on_alices_input():
+    """Bob's choice bits are all 0 here, so each correction is masked by a pad he does not
+    hold: the bytes he receives must be uniform, for alice's a = 0 as for a random a."""
+    n = 400
+    seen = []
+    for a in ([0] * n, [random.randrange(M) for _ in range(n)]):
+        pair = memory_channel_pair(keep_transcript=True)
+        two_party(arith.ole, (ring.from_ints(a), 64), (ring.from_ints([0] * n), 64), pair=pair)
+        seen.append(np.frombuffer(b"".join(_bob_messages(pair, "arith.ole.y")), dtype=np.uint8))
+    for received in seen:
+        assert stats.chisquare(np.bincount(received, minlength=256)).pvalue > 1e-4
+    assert stats.ks_2samp(seen[0], seen[1]).pvalue > 1e-4
 
 
 def test_truncation_opening_does_not_depend_on_the_value():

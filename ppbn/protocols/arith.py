@@ -10,12 +10,14 @@ Building blocks and where they come from:
 - Additive correlated OT on top of the IKNP extension of ``ot`` (the correlated-OT
   variant of Asharov, Lindell, Schneider and Zohner, CCS 2013, Sec. 5.4, with an additive
   instead of an XOR correlation): alice's output is the random pad H(q_j), bob's is
-  H(q_j) + c_j delta_j. One 16-byte correction per OT, half of what a chosen-message OT
-  sends. Alice's side uses ``OTSender.pads`` and sends the one
-  "ot.ext.y" message that ``OTReceiver.receive_correlated`` reads; bob's side is public API.
+  H(q_j) + c_j delta_j, from ``OTSender.pads`` and ``OTReceiver.pads``. One correction per
+  OT, at most 16 bytes, half of what a chosen-message OT sends; the OT of bit i of a
+  Gilboa product works mod 2^(128 - i) and sends only those bits (the shortened messages of
+  the OT-based multiplication triples of Demmler, Schneider and Zohner, ABY, NDSS 2015).
 - Gilboa's OT-based oblivious linear evaluation (Gilboa, CRYPTO 1999; the OT-based
   multiplication that Yang-Wright 5.4 allows for the ln series): shares of a b from
-  alice's a and bob's b with one correlated OT per bit of b.
+  alice's a and bob's b with one correlated OT per bit of b. A square needs one cross
+  term, so one OLE instead of two.
 - Truncation by masked opening (the probabilistic truncation of Catrina and Saxena,
   FC 2010, for two parties): bob opens x + r for alice's bounded mask r, statistically
   hiding with STAT_BITS; the result is floor(x / 2^t) or one more.
@@ -51,7 +53,6 @@ from ppbn.protocols.ot import (
     OTReceiver,
     OTSender,
     dh_group,
-    send_rows,
 )
 from ppbn.protocols.seeds import TaskSeeds
 
@@ -163,69 +164,106 @@ def _check_bound(bound_bits: int) -> None:
         raise ValueError(f"bound_bits must lie in [1, {MAX_BOUND_BITS}] (STAT_BITS = {STAT_BITS})")
 
 
-# -- additive correlated OT -------------------------------------------------------------
-def _additive_cot_send(session: ArithSession, delta: np.ndarray) -> np.ndarray:
-    """Alice: returns random x0 (m, 2); bob obtains x0 + c_j delta_j mod 2^128.
+# -- correlated OT for Gilboa products --------------------------------------------------
+def _kept_bytes(positions: np.ndarray) -> np.ndarray:
+    """Bytes of the OT correction at bit position i of bob's input: ceil((128 - i) / 8).
 
-    Uses the IKNP pads of ``OTSender.pads`` (pad0 = H(q_j), pad1 = H(q_j ^ s)) and sends the correction pad1 ^ (pad0 + delta_j) in the message that
-    ``OTReceiver.receive_correlated`` reads: a bob with c_j = 1 holds pad1 and recovers
-    pad0 + delta_j; pad1 is unknown to a bob with c_j = 0, so the correction is uniform.
-    The corrections go in the "ot.ext.y" messages (``CHUNK_OTS`` rows each) that
-    ``OTSender.send_correlated`` would send.
+    That OT's outputs are multiplied by 2^i mod 2^128, so only their low 128 - i bits
+    count; the correction (little-endian, as ``ring`` lays elements out) is cut to them.
+    """
+    return (RING_BITS - positions + 7) // 8
+
+
+def _short_cot_send(session: ArithSession, delta: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Alice: random x0 (m, 2); bob obtains x0 + c_j delta_j mod 2^(128 - i_j) (i_j =
+    ``positions``), i.e. in the low 128 - i_j bits, which are all that survive his shift.
+
+    Uses the IKNP pads of ``OTSender.pads`` (pad0 = H(q_j), pad1 = H(q_j ^ s)) and sends
+    the correction pad1 ^ (pad0 + delta_j), cut to ``_kept_bytes`` of its position, in one
+    "arith.ole.y" message: a bob with c_j = 1 holds pad1 and recovers pad0 + delta_j in
+    those bytes; pad1 is unknown to a bob with c_j = 0, so the correction is uniform.
     """
     sender = session.ot_sender()
     m = delta.shape[0]
     pad0, pad1 = sender.pads(m)
     correction = ring.add(pad0, delta)
     correction ^= pad1
-    send_rows(session.channel, "ot.ext.y", correction)
+    kept = np.arange(16)[None, :] < _kept_bytes(positions)[:, None]
+    session.channel.send_array("arith.ole.y", correction.view(np.uint8).reshape(m, 16)[kept])
     sender.ots += m
     session.counters.ots += m
     return pad0
 
 
+def _short_cot_receive(session: ArithSession, choices: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Bob: the receiving side of ``_short_cot_send``; bytes beyond each kept length hold
+    garbage that the caller's shift by the position removes."""
+    m = choices.shape[0]
+    pads = session.ot_receiver().pads(choices)
+    kept = np.arange(16)[None, :] < _kept_bytes(positions)[:, None]
+    full = np.zeros((m, 16), dtype=np.uint8)
+    full[kept] = session.channel.recv_array("arith.ole.y", np.uint8, (int(kept.sum()),))
+    correction = full.view(np.uint64)
+    pads ^= correction & np.negative(choices.astype(np.uint64))[:, None]
+    session.counters.ots += m
+    return pads
+
+
 def _cot_receive(session: ArithSession, choices: np.ndarray) -> np.ndarray:
-    """Bob: the receiving side of both the additive (``_additive_cot_send``) and the XOR
-    (``OTSender.send_correlated``) correlated OT: the message layout is the same."""
+    """Bob: the receiving side of the XOR correlated OT (``OTSender.send_correlated``)."""
     out = session.ot_receiver().receive_correlated(choices)
     session.counters.ots += choices.size
     return out
 
 
 # -- Gilboa OLE -------------------------------------------------------------------------
-def ole(session: ArithSession, values: np.ndarray, bits: int = RING_BITS) -> np.ndarray:
-    """Shares of a * b mod 2^128 from alice's a and bob's b ((n, 2) ring vectors each);
-    bob's b must lie in [0, 2^bits) (all of Z_2^128 by default).
+def _widths(bits: int | np.ndarray, n: int) -> np.ndarray:
+    widths = np.broadcast_to(np.asarray(bits, dtype=np.int64), (n,))
+    if widths.size and (widths.min() < 1 or widths.max() > RING_BITS):
+        raise ValueError(f"bits must lie in [1, {RING_BITS}]")
+    return widths
 
-    Gilboa: for each bit b_i, an additive correlated OT with correlation a 2^i (alice) and
-    choice b_i (bob): alice gets x_i, bob x_i + b_i a 2^i. Alice's share is -sum x_i, bob's
-    sum (x_i + b_i a 2^i); they add up to a b. ``bits`` OTs per value, one round per
-    ``CHUNK_OTS`` OTs: one extension block per call, because larger calls (8 blocks, 16 MB
-    arrays) cost 40% more CPU here (cache misses) than the round trips they save.
+
+def ole(session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING_BITS) -> np.ndarray:
+    """Shares of a * b mod 2^128 from alice's a and bob's b ((n, 2) ring vectors each);
+    bob's b must lie in [0, 2^bits) (all of Z_2^128 by default; ``bits`` may differ per value).
+
+    Gilboa: for each bit b_i, a correlated OT with correlation a (alice) and choice b_i
+    (bob), in the ring Z_2^(128 - i): alice gets x_i, bob x_i + b_i a; alice's share is
+    -sum 2^i x_i, bob's sum 2^i (x_i + b_i a); they add up to a b mod 2^128, and the
+    correction of OT i carries only ceil((128 - i) / 8) bytes (``_kept_bytes``). ``bits``
+    OTs per value, one round per ``CHUNK_OTS`` OTs: one extension block per call, because
+    larger calls (8 blocks, 16 MB arrays) cost 40% more CPU here (cache misses) than the
+    round trips they save.
 
     Security: bob sees OT outputs and corrections, uniform given his bits (OT security);
     alice sees only the IKNP messages of the extension, uniform given her inputs.
     """
     values = _check_shares(values, "OLE input")
-    if not 1 <= bits <= RING_BITS:
-        raise ValueError(f"bits must lie in [1, {RING_BITS}]")
     n = values.shape[0]
-    per_chunk = max(1, CHUNK_OTS // bits)
-    shifts = _BIT_SHIFTS[:bits]
+    widths = _widths(bits, n)
+    per_chunk = max(1, CHUNK_OTS // int(widths.max(initial=1)))
     out = np.empty((n, 2), dtype=np.uint64)
     for start in range(0, n, per_chunk):
         chunk = values[start : start + per_chunk]
-        k = chunk.shape[0]
+        chunk_widths = widths[start : start + per_chunk]
+        k, top = chunk.shape[0], int(chunk_widths.max())
+        used = _BIT_SHIFTS[None, :top] < chunk_widths[:, None]  # (k, top): the OTs of each value
+        positions = np.broadcast_to(_BIT_SHIFTS[:top], (k, top))[used]
+        dense = np.zeros((k, top, 2), dtype=np.uint64)
         if session.is_alice:
-            delta = ring.shl(chunk[:, None, :], shifts).reshape(-1, 2)
-            pads = _additive_cot_send(session, delta).reshape(k, bits, 2)
-            out[start : start + k] = ring.neg(ring.sum(pads, axis=1))
+            delta = np.repeat(chunk, chunk_widths, axis=0)
+            dense[used] = ring.shl(_short_cot_send(session, delta, positions), positions)
+            out[start : start + k] = ring.neg(ring.sum(dense, axis=1))
         else:
             choices = ring.bits(chunk)
-            if bits < RING_BITS and choices[:, bits:].any():
-                raise ValueError(f"OLE input does not fit in {bits} bits")
-            received = _cot_receive(session, np.ascontiguousarray(choices[:, :bits]).reshape(-1))
-            out[start : start + k] = ring.sum(received.reshape(k, bits, 2), axis=1)
+            wide = choices[:, top:].any(axis=1) | (choices[:, :top] & ~used).any(axis=1)
+            if wide.any():
+                row = int(np.flatnonzero(wide)[0])
+                raise ValueError(f"OLE input {start + row} does not fit in {chunk_widths[row]} bits")
+            received = _short_cot_receive(session, np.ascontiguousarray(choices[:, :top][used]), positions)
+            dense[used] = ring.shl(received, positions)
+            out[start : start + k] = ring.sum(dense, axis=1)
     return out
 
 
@@ -277,23 +315,41 @@ def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> np.ndarray:
     return session.opened("reshare", shares)
 
 
+def _operand_widths(operand_bits: int | tuple[int, int] | None) -> tuple[int, int] | None:
+    if operand_bits is None:
+        return None
+    pair = (operand_bits, operand_bits) if isinstance(operand_bits, int) else tuple(operand_bits)
+    for bits in pair:
+        _check_bound(bits)
+    return pair
+
+
+def _small_ole(session: ArithSession, mine: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """OLE on bob's reshared inputs, signed and below 2^(w - 1): he feeds them plus 2^(w - 1)
+    (``w`` OTs each) and alice subtracts her input times 2^(w - 1)."""
+    offsets = ring.shl(ring.constant(1), widths - 1)
+    if session.is_alice:
+        return ring.sub(ole(session, mine, widths), ring.mul(mine, offsets))
+    return ole(session, ring.add(mine, offsets), widths)
+
+
 def mul(
     session: ArithSession,
     x: np.ndarray,
     y: np.ndarray,
     truncate: int = FRAC,
     bound_bits: int = MAX_BOUND_BITS,
-    operand_bits: int | None = None,
+    operand_bits: int | tuple[int, int] | None = None,
 ) -> np.ndarray:
     """Shares of x * y (truncate = 0: exact mod 2^128) or of floor(x y / 2^truncate)
     (+1 possible), for shared (n, 2) vectors x and y; |x y| < 2^bound_bits when truncating.
 
     x y = x_A y_A + x_B y_B + x_A y_B + y_A x_B: the first two are local, the cross terms
     are one OLE of 2n values (alice's [x_A; y_A] times bob's [y_B; x_B]), then ``truncate``.
-    With ``operand_bits`` (|x|, |y| < 2^operand_bits, at most MAX_BOUND_BITS) both inputs
-    are first reshared into small integer shares (one message from alice): bob's shares
-    then have w = operand_bits + STAT_BITS + 1 bits, and the OLE runs on his shares plus
-    2^(w-1) (alice subtracts a 2^(w-1)) with w OTs per value instead of 128.
+    With ``operand_bits`` (|x| < 2^bx and |y| < 2^by for a pair (bx, by), or one bound for
+    both, each at most MAX_BOUND_BITS) the inputs are first reshared into small integer
+    shares (one message from alice per operand): bob's share of x then has
+    bx + STAT_BITS + 1 bits, and the OLE needs that many OTs per value instead of 128.
 
     Security: that of ``ole`` (nothing but uniform OT traffic) and of ``truncate`` (and of
     the resharing, a masked opening like ``truncate``'s).
@@ -303,22 +359,42 @@ def mul(
     if x.shape != y.shape:
         raise ValueError(f"x and y differ in shape: {x.shape} vs {y.shape}")
     n = x.shape[0]
-    width = RING_BITS
-    if operand_bits is not None:
-        _check_bound(operand_bits)
-        width = operand_bits + STAT_BITS + 1
-        both = _reshare(session, np.concatenate([x, y]), operand_bits)
-        x, y = both[:n], both[n:]
+    bounds = _operand_widths(operand_bits)
+    if bounds is not None:
+        x, y = _reshare(session, x, bounds[0]), _reshare(session, y, bounds[1])
     mine = np.concatenate([x, y] if session.is_alice else [y, x])
-    if width < RING_BITS:
-        offset = 1 << (width - 1)
-        if session.is_alice:
-            cross = ring.sub(ole(session, mine, width), ring.mul_int(mine, offset))
-        else:
-            cross = ole(session, ring.add(mine, ring.constant(offset)), width)
-    else:
+    if bounds is None:
         cross = ole(session, mine)
+    else:  # bob's first n inputs are his shares of y, the next n of x
+        cross = _small_ole(session, mine, np.repeat([bounds[1] + STAT_BITS + 1, bounds[0] + STAT_BITS + 1], n))
     product = ring.add(ring.add(ring.mul(x, y), cross[:n]), cross[n:])
+    session.counters.multiplications += n
+    if not truncate:
+        return product
+    return _truncate(session, product, truncate, bound_bits)
+
+
+def square(
+    session: ArithSession,
+    x: np.ndarray,
+    truncate: int = FRAC,
+    bound_bits: int = MAX_BOUND_BITS,
+    operand_bits: int | None = None,
+) -> np.ndarray:
+    """Shares of x^2 (truncate = 0) or floor(x^2 / 2^truncate) (+1 possible), as ``mul``
+    (x, x) but with one OLE of n values: x^2 = x_A^2 + x_B^2 + 2 x_A x_B.
+
+    Security: that of ``mul``.
+    """
+    x = _check_shares(x, "x")
+    n = x.shape[0]
+    if operand_bits is None:
+        cross = ole(session, x)
+    else:
+        _check_bound(operand_bits)
+        x = _reshare(session, x, operand_bits)
+        cross = _small_ole(session, x, np.full(n, operand_bits + STAT_BITS + 1))
+    product = ring.add(ring.mul(x, x), ring.shl(cross, 1))
     session.counters.multiplications += n
     if not truncate:
         return product
@@ -462,5 +538,6 @@ __all__ = [
     "mul",
     "mul_public",
     "ole",
+    "square",
     "truncate",
 ]

@@ -260,7 +260,10 @@ def count_bits_for(max_count: int) -> int:
 # (``PlainBackend``, the model) or additive shares (the secure backend in protocols/k2).
 # Products are followed by a truncation whose input must stay below 2^bound_bits: with
 # STAT_BITS of masking that needs bound_bits + STAT_BITS <= RING_BITS - 1, checked here.
-# Magnitudes at scale 2^48: |u| <= 2^42, u^2 <= 2^36, u^3 <= 2^30, u^4 <= 2^24, 1/x <= 2^42.
+# Magnitudes at scale 2^48: |u| <= 2^42, u^2 <= 2^36, u^3 <= 2^30, u^4 <= 2^24, 1/x <= 2^42
+# (each computed value may exceed its bound by the +1 ulp of its truncation), and
+# x2 = 2x + 1 < 2^(K + 1) for counts below 2^K. The operand bounds of the products follow
+# from these; the model's backend asserts every one of them.
 
 HIGH_FRAC = 28  # scale of the coefficients of the high Paterson-Stockmeyer block
 TAIL_FRAC = 44  # scale of 1/12 and 1/360 in the Stirling remainder
@@ -281,10 +284,13 @@ class Backend(Protocol):
     def truncate(self, x, bits: int, bound_bits: int):
         """floor(x / 2^bits) (+1 ulp allowed), for |x| < 2^bound_bits."""
         ...
-    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: int):
+    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
         """floor(x * y / 2^bits) (+1 ulp allowed) for |x y| < 2^bound_bits; with bits = 0
-        the product is exact in the ring and bound_bits is unused. |x|, |y| < 2^operand_bits
-        (the secure backend then needs fewer OTs)."""
+        the product is exact in the ring and bound_bits is unused. |x| < 2^operand_bits[0]
+        and |y| < 2^operand_bits[1] (the secure backend needs OTs in proportion)."""
+        ...
+    def square(self, x, bits: int, bound_bits: int, operand_bits: int):
+        """mul(x, x, ...) for |x| < 2^operand_bits (the secure backend: half the OTs)."""
         ...
 
 
@@ -320,7 +326,7 @@ class Series:
             be.scale(u3, _scaled(c[7], HIGH_FRAC)),
         )
         high = be.add(be.constant(_scaled(c[4], FRAC), u), be.truncate(inner, HIGH_FRAC, check_bound(HIGH_FRAC + FRAC - 5)))
-        return be.add(low, be.mul(high, u4, FRAC, check_bound(FRAC + 24 + 2), FRAC + 1))
+        return be.add(low, be.mul(high, u4, FRAC, check_bound(FRAC + 24 + 2), (FRAC + 1, FRAC - 23)))
 
 
 LN1P = Series(tuple(Fraction(0) if i == 0 else Fraction((-1) ** (i + 1), i) for i in range(SERIES_DEGREE + 1)))
@@ -328,28 +334,32 @@ INV1P_MINUS_1 = Series(tuple(Fraction(0) if i == 0 else Fraction((-1) ** i) for 
 
 
 def powers_on(be: Backend, u):
-    u2 = be.mul(u, u, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
-    u3 = be.mul(u2, u, FRAC, check_bound((FRAC - 12) + (FRAC - 6) + 1), FRAC - 5)
-    u4 = be.mul(u2, u2, FRAC, check_bound(2 * (FRAC - 12) + 1), FRAC - 11)
+    u2 = be.square(u, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
+    u3 = be.mul(u2, u, FRAC, check_bound((FRAC - 12) + (FRAC - 6) + 1), (FRAC - 11, FRAC - 5))
+    u4 = be.square(u2, FRAC, check_bound(2 * (FRAC - 12) + 1), FRAC - 11)
     return u2, u3, u4
 
 
-def terms_on(be: Backend, mode: str, u, x2, k_ln2, ln_r, c_entry, inv, shifts: ShiftCoefficients | None = None):
-    """Cell/row terms * 2^SCORE_FRAC from the circuit outputs and the looked-up entries
-    (``k_ln2`` = K_TABLE[k], ``ln_r`` = J_TABLE[j], ``c_entry`` = the C-table entry or None,
-    ``inv`` = 2^-k r_j or None; bdeu: the per-count constants ``shifts``)."""
+def terms_on(
+    be: Backend, mode: str, count_bits: int, u, x2, k_ln2, ln_r, c_entry, inv, shifts: ShiftCoefficients | None = None
+):
+    """Cell/row terms * 2^SCORE_FRAC of counts below 2^count_bits from the circuit outputs
+    and the looked-up entries (``k_ln2`` = K_TABLE[k], ``ln_r`` = J_TABLE[j], ``c_entry`` =
+    the C-table entry or None, ``inv`` = 2^-k r_j or None; bdeu: the per-count constants
+    ``shifts``)."""
+    x2_bits = count_bits + 1
     u2, u3, u4 = powers_on(be, u)
     ln = be.add(be.add(k_ln2, ln_r), LN1P.evaluate(be, u, u2, u3, u4))
     if mode in ("yw", "yw0", "bic"):
-        term = be.mul(x2, ln, 0, 0, FRAC + 6)
+        term = be.mul(x2, ln, 0, 0, (x2_bits, FRAC + 6))
         return be.add(term, c_entry) if mode == "yw0" else term
     if mode not in ("exact", "bdeu"):
         raise ValueError(f"unknown score mode {mode!r}")
     if (mode == "bdeu") != (shifts is not None):
         raise ValueError("the bdeu mode, and only it, takes shift coefficients")
-    term = be.mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), 0, 0, FRAC + 6)
-    inv_x = be.add(inv, be.mul(inv, INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5))
-    inv_x2 = be.mul(inv_x, inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
+    term = be.mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), 0, 0, (x2_bits, FRAC + 6))
+    inv_x = be.add(inv, be.mul(inv, INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), FRAC, check_bound(2 * (FRAC - 6) + 1), (FRAC - 5, FRAC - 5)))
+    inv_x2 = be.square(inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
     if shifts is None:
         over_12 = be.truncate(be.scale(inv_x, _scaled(Fraction(1, 12), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
     else:
@@ -360,7 +370,7 @@ def terms_on(be: Backend, mode: str, u, x2, k_ln2, ln_r, c_entry, inv, shifts: S
         low = be.truncate(be.scale_each(ln, shifts.low), 64, check_bound(SPLIT_BITS + ln_bits))
         term = be.add(term, be.add(high, low))
         over_12 = be.truncate(be.scale_each(inv_x, shifts.over_12), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
-    cube_360 = be.mul(inv_x, be.truncate(be.scale(inv_x2, _scaled(Fraction(1, 360), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 12 + TAIL_FRAC - 8)), FRAC, check_bound((FRAC - 6) + (FRAC - 20) + 1), FRAC - 5)
+    cube_360 = be.mul(inv_x, be.truncate(be.scale(inv_x2, _scaled(Fraction(1, 360), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 12 + TAIL_FRAC - 8)), FRAC, check_bound((FRAC - 6) + (FRAC - 20) + 1), (FRAC - 5, FRAC - 20))
     correction = be.sub(over_12, cube_360)
     return be.add(be.add(term, c_entry), be.scale(correction, 2))
 
@@ -388,9 +398,14 @@ class PlainBackend:
         return [a >> bits for a in x]
 
     def mul(self, x, y, bits, bound_bits, operand_bits):
-        assert all(abs(a) < (1 << operand_bits) for a in x + y), "operand bound exceeded"
+        x_bits, y_bits = operand_bits
+        assert all(abs(a) < (1 << x_bits) for a in x), "operand bound of x exceeded"
+        assert all(abs(b) < (1 << y_bits) for b in y), "operand bound of y exceeded"
         products = [a * b for a, b in zip(x, y, strict=True)]
         return self.truncate(products, bits, bound_bits) if bits else products
+
+    def square(self, x, bits, bound_bits, operand_bits):
+        return self.mul(x, x, bits, bound_bits, (operand_bits, operand_bits))
 
 
 def term_fixed_many(xs: list[int], count_bits: int, mode: str, shifts: list[Shift] | None = None) -> list[int]:
@@ -409,6 +424,7 @@ def term_fixed_many(xs: list[int], count_bits: int, mode: str, shifts: list[Shif
     return terms_on(
         be,
         mode,
+        count_bits,
         [n.u for n in nms],
         [n.x2 for n in nms],
         [table[n.k] for n in nms],

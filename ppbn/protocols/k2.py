@@ -177,8 +177,11 @@ class SecureBackend:
     def truncate(self, x, bits: int, bound_bits: int):
         return arith.truncate(self.session, x, bits, bound_bits)
 
-    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: int):
+    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
         return arith.mul(self.session, x, y, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits)
+
+    def square(self, x, bits: int, bound_bits: int, operand_bits: int):
+        return arith.square(self.session, x, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits)
 
 
 def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float = 1.0, ess: float = 0.0) -> int:
@@ -366,7 +369,7 @@ class SecureScorer:
         if shifts is not None:
             coefficients = ShiftCoefficients.of([Shift(float(a), self.shift_frac) for a in shifts])
         result = terms_on(
-            self.backend, mode, to_ring(gathered("u")), to_ring(gathered("x2")), k_ln2, ln_r, c_entry,
+            self.backend, mode, self.count_bits, to_ring(gathered("u")), to_ring(gathered("x2")), k_ln2, ln_r, c_entry,
             to_ring(gathered("inv")) if mode in ("exact", "bdeu") else None, coefficients,
         )  # fmt: skip
         self.clock.add("ln and x ln x (shares)", started)

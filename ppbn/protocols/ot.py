@@ -510,6 +510,14 @@ class OTReceiver:
             pads[start : start + size] = pad
         return pads
 
+    def pads(self, choices: np.ndarray | list[int]) -> np.ndarray:
+        """Random OT: send u for the choices c and return H(t_j) = H(q_j ^ c_j s), (m, 2)
+        uint64, the pad of the sender's ``pads`` that matches each choice bit."""
+        c = self._choices(choices)
+        out = self._pads(c)
+        self.ots += c.size
+        return out
+
     def _choices(self, choices: np.ndarray | list[int]) -> np.ndarray:
         c = np.asarray(choices, dtype=np.uint8).ravel()
         if c.size and c.max() > 1:
