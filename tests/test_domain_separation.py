@@ -30,7 +30,7 @@ from ppbn.protocols import arith
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer, learn_secure
 from ppbn.protocols.ledger import Ledger
-from ppbn.protocols.ot import IKNP_PROTOCOL, OTReceiver, OTSender
+from ppbn.protocols.ot import EXTENSION_PROTOCOL, OTReceiver, OTSender
 from ppbn.protocols.tables import TablesConfig
 from ppbn.protocols.yao import YAO_PROTOCOL, YaoParty
 
@@ -64,7 +64,7 @@ def test_fixed_key_hash_differs_across_protocol_ids_and_sessions(data, p1, p2, s
 def test_key_derivation_frames_its_inputs() -> None:
     """Length prefixes: moving bytes between protocol id and session changes the key."""
     assert fixed_key(b"ppbn/ab", b"c") != fixed_key(b"ppbn/a", b"bc")
-    assert fixed_key(YAO_PROTOCOL, b"") != fixed_key(IKNP_PROTOCOL, b"")
+    assert fixed_key(YAO_PROTOCOL, b"") != fixed_key(EXTENSION_PROTOCOL, b"")
     assert fixed_key(YAO_PROTOCOL, b"job-1") != fixed_key(YAO_PROTOCOL, b"job-2")
     assert len(fixed_key(YAO_PROTOCOL, b"job-1")) == 16
     with pytest.raises(ValueError, match="protocol id"):

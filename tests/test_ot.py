@@ -1,5 +1,6 @@
 """Oblivious transfer: the receiver gets exactly its chosen messages, and the other
-message does not decrypt under the receiver's key."""
+message does not decrypt under the receiver's key; SoftSpokenOT's punctured GGM trees and
+the size and look of the receiver's extension messages."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.ot import (
+    CHUNKS,
     DH_GROUPS,
+    LEAVES,
     OTReceiver,
     OTSender,
     _exponent,
@@ -19,6 +23,9 @@ from ppbn.protocols.ot import (
     base_ot_send,
     dh_bits_for,
     dh_group,
+    ggm_tree,
+    puncture_choices,
+    punctured_leaves,
     transpose_bits,
 )
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
@@ -181,7 +188,7 @@ def test_correlated_ot_extension(bits: int) -> None:
 
     pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
     x0, got = run_two_party(sender, receiver, pair=pair)
-    # the IKNP sender is the base-OT receiver: it receives A
+    # the extension's sender is the base-OT receiver: it receives A
     base_a = next(p for tag, p in pair[0].transcript if tag == "ot.base.A")
     assert len(base_a) == bits // 8  # the base OTs ran in the group asked for
     assert (got == np.where(choices[:, None] == 1, x0 ^ delta, x0)).all()
@@ -192,3 +199,30 @@ def test_bad_choice_bits_are_rejected() -> None:
     a, _ = memory_channel_pair(timeout_s=1)
     with pytest.raises(ValueError, match="0 or 1"):
         OTReceiver(a).receive([0, 2, 1])
+
+
+@given(st.binary(min_size=16, max_size=16), st.integers(0, LEAVES - 1))
+@settings(max_examples=40, deadline=None)
+def test_punctured_tree_gives_every_leaf_but_the_point(root: bytes, point: int) -> None:
+    leaves, sums = ggm_tree(root)
+    assert len(set(leaves)) == LEAVES
+    off_path = [sums[level][side] for level, side in enumerate(puncture_choices(point))]
+    got = punctured_leaves(point, off_path)
+    assert got[:point] == leaves[:point] and got[point + 1 :] == leaves[point + 1 :]
+    assert got[point] == bytes(16)  # the one leaf the sender must not know
+
+
+def test_receiver_sends_a_quarter_of_iknp_and_its_messages_look_uniform() -> None:
+    """u = R ^ c per chunk: 32 bits per OT, and uniform whatever the choices (all 0 or all 1)."""
+    m = 8192
+    seen = []
+    for value in (0, 1):
+        pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
+        choices = np.full(m, value, np.uint8)
+        run_two_party(lambda ch: OTSender(ch).pads(m), lambda ch, c=choices: OTReceiver(ch).pads(c), pair=pair)
+        (u,) = [p for tag, p in pair[0].transcript if tag == "ot.ext.u"]
+        assert len(u) == CHUNKS * m // 8
+        seen.append(np.frombuffer(u, dtype=np.uint8))
+    for u in seen:
+        assert stats.chisquare(np.bincount(u, minlength=256)).pvalue > 1e-4
+    assert stats.ks_2samp(seen[0], seen[1]).pvalue > 1e-4

@@ -7,7 +7,7 @@ garbler streaming batch after batch would), the same for a single instance, byte
 garbled table per AND gate, and a full two-party Yao run of the same batch over the
 in-memory Channel (both parties in threads, OT included) with its bytes per AND gate.
 
-``bench ot`` runs chosen-message and correlated IKNP OT extension between two threads over
+``bench ot`` runs chosen-message and correlated OT extension (SoftSpokenOT) between two threads over
 the in-memory Channel, after the base OTs (timed separately), and reports OTs per second.
 """
 
@@ -54,7 +54,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
 
     ot = bench.add_parser(
         "ot",
-        help="IKNP OT extension: OTs per second between two threads",
+        help="OT extension (SoftSpokenOT): OTs per second between two threads",
         description="Base OTs, then --count chosen-message OTs of 128-bit messages and --count "
         "correlated OTs between two threads over the in-memory Channel.",
     )
@@ -177,7 +177,7 @@ def _bench_gc(args: argparse.Namespace) -> int:
 
 def _bench_ot(args: argparse.Namespace) -> int:
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
-    from ppbn.protocols.ot import OTReceiver, OTSender
+    from ppbn.protocols.ot import SUBFIELD_BITS, OTReceiver, OTSender
 
     if args.count < 1 or args.repeats < 1:
         raise UserError("--count and --repeats must be at least 1")
@@ -222,7 +222,7 @@ def _bench_ot(args: argparse.Namespace) -> int:
     return _report(
         result,
         args.format,
-        f"IKNP OT extension, {m:,} OTs of 128-bit messages, two threads",
+        f"OT extension (SoftSpokenOT, k = {SUBFIELD_BITS}), {m:,} OTs of 128-bit messages, two threads",
         [
             ("chosen-message OTs/s", f"{m / chosen_s:,.0f}"),
             ("correlated OTs/s", f"{m / correlated_s:,.0f}"),

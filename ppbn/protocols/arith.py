@@ -7,7 +7,7 @@ parties call the same function with their own share and their own ``ArithSession
 is always the OT sender, bob the receiver. Everything is batched over n values.
 
 Building blocks and where they come from:
-- Additive correlated OT on top of the IKNP extension of ``ot`` (the correlated-OT
+- Additive correlated OT on top of the OT extension of ``ot`` (the correlated-OT
   variant of Asharov, Lindell, Schneider and Zohner, CCS 2013, Sec. 5.4, with an additive
   instead of an XOR correlation): alice's output is the random pad H(q_j), bob's is
   H(q_j) + c_j delta_j, from ``OTSender.pads`` and ``OTReceiver.pads``. One correction per
@@ -178,7 +178,7 @@ def _short_cot_send(session: ArithSession, delta: np.ndarray, positions: np.ndar
     """Alice: random x0 (m, 2); bob obtains x0 + c_j delta_j mod 2^(128 - i_j) (i_j =
     ``positions``), i.e. in the low 128 - i_j bits, which are all that survive his shift.
 
-    Uses the IKNP pads of ``OTSender.pads`` (pad0 = H(q_j), pad1 = H(q_j ^ s)) and sends
+    Uses the extension pads of ``OTSender.pads`` (pad0 = H(q_j), pad1 = H(q_j ^ s)) and sends
     the correction pad1 ^ (pad0 + delta_j), cut to ``_kept_bytes`` of its position, in one
     "arith.ole.y" message: a bob with c_j = 1 holds pad1 and recovers pad0 + delta_j in
     those bytes; pad1 is unknown to a bob with c_j = 0, so the correction is uniform.
@@ -237,7 +237,7 @@ def ole(session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING
     round trips they save.
 
     Security: bob sees OT outputs and corrections, uniform given his bits (OT security);
-    alice sees only the IKNP messages of the extension, uniform given her inputs.
+    alice sees only the messages of the OT extension, uniform given her inputs.
     """
     values = _check_shares(values, "OLE input")
     n = values.shape[0]
@@ -463,7 +463,7 @@ def lookup(
     Security: bob knows one key per position, so every pad but pad_y has a term H(k, t)
     under a key he does not know, with a tweak used once: those entries are uniform
     (tweakable correlation robustness, Guo et al. S&P 2020); T'[y] is uniform by rho.
-    Alice sees only the IKNP messages. Cost: K w OTs, K N 16 bytes, K N w hashes.
+    Alice sees only the OT-extension messages. Cost: K w OTs, K N 16 bytes, K N w hashes.
     """
     values, width = _check_table(table)
     size = values.shape[0]

@@ -2,7 +2,7 @@
 
 The table phase is embarrassingly parallel over chunks of records (encrypt a chunk,
 multiply a chunk's ciphertexts by label, decrypt a piece, combine partial products), and
-so are the garbled phases over instance chunks (``yao``) and IKNP blocks (``ot``), so
+so are the garbled phases over instance chunks (``yao``) and OT-extension blocks (``ot``), so
 the protocols describe that work as pure functions of their arguments and hand it to an
 ``Executor``: "run this function on these arguments, give me the results in order, and
 never keep more than ``inflight`` tasks outstanding" (the bound is what keeps memory flat

@@ -1,4 +1,4 @@
-"""Oblivious transfer: base OTs over a prime-order group and IKNP OT extension.
+"""Oblivious transfer: base OTs over a prime-order group and SoftSpokenOT extension.
 
 Base OT: the "simplest OT" of Chou and Orlandi (LATINCRYPT 2015, Fig. 1) in the
 quadratic-residue subgroup (prime order q = (p-1)/2) of an RFC 3526 MODP group, generator
@@ -22,16 +22,27 @@ SHA-256 of the protocol id, the channel's session label, the OT index and the gr
 elements (``_key``), so base OTs of different jobs or protocol instances never share a
 key derivation.
 
-Extension: Ishai, Kilian, Nissim and Petrank (CRYPTO 2003), Sec. 3, with 128 base OTs in
-the reverse direction, an AES-CTR PRG to stretch the base keys into columns, and the
-correlated-OT variant of Asharov, Lindell, Schneider and Zohner (CCS 2013), Sec. 5.4: for
-correlated OT the sender's first message is H(q_j) and only one 16-byte correction per OT
-is sent. The hash is the fixed-key tweakable hash of ``ppbn.circuits.garble`` with the
-OT's index as tweak, keyed by the IKNP protocol id, the owning protocol instance
-(``instance``: Yao and the share arithmetic each run their own extension over one
-channel) and the channel's session, so OT tweaks never meet those of another protocol.
-The 128 x m bit matrix is transposed with 8x8 bit-block transposes on uint64 words
-(numpy), so no per-bit Python work is done.
+Extension: SoftSpokenOT (Roy, CRYPTO 2022), semi-honest, with k = ``SUBFIELD_BITS``: the
+IKNP correlation (Ishai, Kilian, Nissim and Petrank, CRYPTO 2003, Sec. 3: the sender holds
+q_j = t_j ^ c_j s for its secret s and the receiver's t_j and choice c_j) from KAPPA / k
+small VOLEs instead of KAPPA base-OT columns, so the receiver sends KAPPA / k bits per OT
+(32) instead of KAPPA (128). Set-up: the receiver grows a GGM tree of 2^k leaves per
+chunk of k bits of s; by KAPPA base OTs in the reverse direction (k per chunk, each
+carrying a level's XOR of left or right children under the base keys) the sender learns
+every leaf but the one at its chunk of s (a punctured PRF). Each leaf is an AES-CTR PRG
+stream; ``sender_block`` states the algebra. Correlated OT is the variant of Asharov,
+Lindell, Schneider and Zohner (CCS 2013), Sec. 5.4: the sender's first message is H(q_j)
+and only one 16-byte correction per OT is sent. The hash is the fixed-key tweakable hash
+of ``ppbn.circuits.garble`` with the OT's index as tweak, keyed by the extension's
+protocol id, the owning protocol instance (``instance``: Yao and the share arithmetic each
+run their own extension over one channel) and the channel's session, so OT tweaks never
+meet those of another protocol. The 128 x m bit matrix is transposed with 8x8 bit-block
+transposes on uint64 words (numpy), so no per-bit Python work is done.
+
+Security (semi-honest): the sender sees u_i = R_i ^ c per chunk, where R_i is the XOR of
+all the chunk's leaf streams, the one it lacks included: pseudorandom to it, so c stays
+hidden; the receiver sees only the base OTs. The pads are IKNP's, so the correlation-robust
+hash argument of IKNP03 / ALSZ13 is unchanged.
 
 Blocks: a call of m OTs runs in blocks of ``CHUNK_OTS`` (one u message each). A block is a
 pure function of the base keys, its byte offset in the column streams (the AES-CTR PRG is
@@ -107,12 +118,18 @@ DH_GROUPS = {
 }
 DEFAULT_DH_BITS = 2048
 KAPPA = 128  # base OTs, the computational security parameter
-CHUNK_OTS = 1 << 17  # OTs per extension message: u is 2 MB, y at most 4 MB
+# SoftSpokenOT's k: the receiver sends KAPPA / k bits per OT (IKNP is k = 1) and each party
+# expands KAPPA / k x 2^k PRG streams instead of KAPPA or 2 KAPPA. k = 4: 4 bytes of u per
+# OT instead of 16, for about twice IKNP's AES output.
+SUBFIELD_BITS = 4
+CHUNKS = KAPPA // SUBFIELD_BITS  # small VOLEs, one per k bits of s
+LEAVES = 1 << SUBFIELD_BITS  # PRG seeds per small VOLE
+CHUNK_OTS = 1 << 17  # OTs per extension message: u is 0.5 MB, y at most 4 MB
 # OTs of one call below which its blocks stay in the job thread; by default every call (as
 # yao.GC_INLINE_BELOW: the pool was slower here at every size; the policy's ot_inline_below)
 OT_INLINE_BELOW = 1 << 40
 BASE_OT_PROTOCOL = b"ppbn/ot/base/co15"
-IKNP_PROTOCOL = b"ppbn/ot/iknp"
+EXTENSION_PROTOCOL = b"ppbn/ot/softspoken-k4"
 
 
 def dh_bits_for(key_bits: int) -> int:
@@ -246,7 +263,7 @@ def transpose_bits(matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-# -- IKNP extension --------------------------------------------------------------------
+# -- OT extension (SoftSpokenOT) -------------------------------------------------------
 class Prg:
     """AES-CTR keystream under a base-OT key; continues where the last batch stopped."""
 
@@ -336,19 +353,93 @@ def _as_blocks(values: np.ndarray, m: int, what: str) -> np.ndarray:
     return arr
 
 
-def _iknp_protocol(instance: bytes) -> bytes:
-    return IKNP_PROTOCOL + b"/" + instance
+def _extension_protocol(instance: bytes) -> bytes:
+    return EXTENSION_PROTOCOL + b"/" + instance
+
+
+def _xor(a: bytes, b: bytes) -> bytes:
+    return (int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).to_bytes(16, "little")
+
+
+def _expand(seed: bytes) -> tuple[bytes, bytes]:
+    """A GGM node's two children: AES-128 under the node's seed on the blocks 0 and 1."""
+    out = Cipher(algorithms.AES(seed), modes.ECB()).encryptor().update(bytes(16) + (1).to_bytes(16, "big"))
+    return out[:16], out[16:]
+
+
+def ggm_tree(root: bytes) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+    """The 2^k leaves of the GGM tree (Goldreich, Goldwasser and Micali) under ``root``, and
+    per level the XORs of its left and of its right children: what the sender of the
+    punctured leaves needs (``punctured_leaves``). Node p's children are 2p and 2p + 1."""
+    level, sums = [root], []
+    for _ in range(SUBFIELD_BITS):
+        level = [child for node in level for child in _expand(node)]
+        left, right = bytes(16), bytes(16)
+        for left_child, right_child in zip(level[0::2], level[1::2], strict=True):
+            left, right = _xor(left, left_child), _xor(right, right_child)
+        sums.append((left, right))
+    return level, sums
+
+
+def puncture_choices(point: int) -> list[int]:
+    """Per level, which children's XOR a holder of every leaf but ``point`` needs: the side
+    off the path to ``point`` (the path's side at level l is bit k - l of ``point``)."""
+    return [1 - ((point >> (SUBFIELD_BITS - level)) & 1) for level in range(1, SUBFIELD_BITS + 1)]
+
+
+def punctured_leaves(point: int, off_path: list[bytes]) -> list[bytes]:
+    """Every leaf of a GGM tree but ``point`` (16 zero bytes there), from the XOR of the
+    off-path children at each level (``puncture_choices``): the sibling of the path node
+    at a level is that XOR minus the known nodes on its side (a punctured PRF)."""
+    known: dict[int, bytes] = {}
+    for level in range(1, SUBFIELD_BITS + 1):
+        children: dict[int, bytes] = {}
+        for index, seed in known.items():
+            children[2 * index], children[2 * index + 1] = _expand(seed)
+        sibling = (point >> (SUBFIELD_BITS - level)) ^ 1
+        value = off_path[level - 1]
+        for index, seed in children.items():
+            if index & 1 == sibling & 1:
+                value = _xor(value, seed)
+        children[sibling] = value
+        known = children
+    return [known.get(x, bytes(16)) for x in range(LEAVES)]
+
+
+_LEAF_HAS_BIT = ((np.arange(LEAVES)[None, :] >> np.arange(SUBFIELD_BITS)[:, None]) & 1).astype(bool)  # (k, 2^k)
+
+
+def _small_voles(leaf_columns: np.ndarray) -> np.ndarray:
+    """Column i k + b of the output: the XOR of chunk i's leaf streams over the leaves x
+    with bit b set; (CHUNKS, LEAVES, w) -> (KAPPA, w)."""
+    out = np.empty((CHUNKS, SUBFIELD_BITS, leaf_columns.shape[2]), dtype=np.uint8)
+    for bit in range(SUBFIELD_BITS):
+        np.bitwise_xor.reduce(leaf_columns[:, _LEAF_HAS_BIT[bit]], axis=1, out=out[:, bit])
+    return out.reshape(KAPPA, -1)
+
+
+def _leaf_columns(keys: bytes | ColumnStreams, offset: int, width: int) -> np.ndarray:
+    return prg_columns(keys, offset, width).reshape(CHUNKS, LEAVES, width)
 
 
 def sender_block(
     keys: bytes | ColumnStreams, s_bits: np.ndarray, offset: int, u: np.ndarray, size: int, protocol: bytes, session: bytes, first: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One IKNP block at the sender (IKNP03 Sec. 3; ALSZ13 Sec. 5.4), a pure function for
-    the sender's executor: columns q^i = G(k_{s_i}) ^ s_i u^i, rows q_j by transposition,
-    and the pads H(q_j, j) and H(q_j ^ s, j) of OTs ``first`` .. ``first + size - 1``."""
-    cols = prg_columns(keys, offset, u.shape[1])
+    """One extension block at the sender, a pure function for the sender's executor
+    (SoftSpokenOT, Roy, CRYPTO 2022, semi-honest, with the IKNP03 / ALSZ13 Sec. 5.4 hashing).
+
+    Chunk i of s is the point d_i = s[ik .. ik + k) the sender's leaves miss. With r_x the
+    leaf streams, w_ib = XOR over x of bit b of (x ^ d_i) r_x needs no r_{d_i} and equals
+    v_ib ^ s_ib R_i, the receiver's v_ib and R_i = XOR of all r_x; the receiver sent
+    u_i = R_i ^ c, so the column q^(ik + b) = w_ib ^ s_ib u_i = v_ib ^ s_ib c: IKNP's
+    q_j = t_j ^ c_j s in rows. The pads are H(q_j, j) and H(q_j ^ s, j) of OTs ``first`` ..
+    ``first + size - 1``."""
+    leaves = _leaf_columns(keys, offset, u.shape[1])
+    points = np.packbits(s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
+    moved = leaves[np.arange(CHUNKS)[:, None], np.arange(LEAVES)[None, :] ^ points[:, None]]  # r_{y ^ d_i}
+    cols = _small_voles(moved)
     chosen = s_bits.astype(bool)
-    cols[chosen] ^= u[chosen]
+    cols[chosen] ^= np.repeat(u, SUBFIELD_BITS, axis=0)[chosen]
     q_rows = np.ascontiguousarray(transpose_bits(cols).view(np.uint64)[:size])
     s_block = np.packbits(s_bits, bitorder="little").view(np.uint64)
     hasher = FixedKeyHash(protocol, session)
@@ -357,24 +448,25 @@ def sender_block(
 
 
 def receiver_block(
-    keys0: bytes | ColumnStreams, keys1: bytes | ColumnStreams, offset: int, choices: np.ndarray, protocol: bytes, session: bytes, first: int
+    keys: bytes | ColumnStreams, offset: int, choices: np.ndarray, protocol: bytes, session: bytes, first: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One IKNP block at the receiver, a pure function for the receiver's executor: the
-    message u^i = G(k0_i) ^ G(k1_i) ^ r and the pads H(t_j, j) of its OTs, t^i = G(k0_i)."""
+    """One extension block at the receiver, a pure function for the receiver's executor:
+    the message u_i = R_i ^ c of each chunk (``sender_block``) and the pads H(t_j, j) of its
+    OTs, t^(ik + b) = v_ib."""
     size = choices.size
     padded = _padded(size)
     bits = np.zeros(padded, dtype=np.uint8)
     bits[:size] = choices
-    t_cols = prg_columns(keys0, offset, padded // 8)
-    u = prg_columns(keys1, offset, padded // 8)
-    u ^= t_cols
+    leaves = _leaf_columns(keys, offset, padded // 8)
+    t_cols = _small_voles(leaves)
+    u = np.bitwise_xor.reduce(leaves, axis=1)
     u ^= np.packbits(bits, bitorder="little")
     t_rows = np.ascontiguousarray(transpose_bits(t_cols).view(np.uint64)[:size])
     return u, FixedKeyHash(protocol, session).hash(t_rows, _tweaks(first, size))
 
 
 class OTSender:
-    """IKNP extension sender: holds the message pairs (and is the base-OT receiver).
+    """OT extension sender: holds the message pairs and s (and is the base-OT receiver).
 
     ``dh_bits`` selects the base-OT group (``dh_bits_for`` of the job's Paillier key size);
     ``instance`` names the protocol that owns this extension (e.g. b"yao"), so two
@@ -406,9 +498,19 @@ class OTSender:
         self._offset = 0  # bytes of each column's keystream used so far
 
     def _setup(self) -> ColumnStreams:
+        """s, and by KAPPA base OTs every leaf of each chunk's GGM tree but the chunk's point."""
         stream = RandomStream(self._seeds.next())
         self._s_bits = np.unpackbits(np.frombuffer(stream.bytes(KAPPA // 8), dtype=np.uint8), bitorder="little")
-        self._keys = ColumnStreams(b"".join(base_ot_receive(self.channel, self._s_bits, self.group, self.instance, stream)))
+        points = np.packbits(self._s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
+        choices = np.array([c for point in points.tolist() for c in puncture_choices(point)], dtype=np.uint8)
+        keys = base_ot_receive(self.channel, choices, self.group, self.instance, stream)
+        masked = self.channel.recv_array("ot.ext.ggm", np.uint8, (KAPPA, 2, 16))
+        leaves = []
+        for chunk, point in enumerate(points.tolist()):
+            rows = range(chunk * SUBFIELD_BITS, (chunk + 1) * SUBFIELD_BITS)
+            off_path = [_xor(masked[row, choices[row]].tobytes(), keys[row]) for row in rows]
+            leaves += punctured_leaves(point, off_path)
+        self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
 
     def pads(self, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -418,13 +520,13 @@ class OTSender:
         blocks = _blocks(m)
         offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
         self._offset = int(offsets[-1])
-        protocol, session = _iknp_protocol(self.instance), self.channel.session
+        protocol, session = _extension_protocol(self.instance), self.channel.session
         executor = executor_for(self._executor, m, self._inline_below)
         keys = streams if executor.kind == "inline" else streams.keys  # open streams stay in this thread
 
         def tasks():
             for (start, size, width), offset in zip(blocks, offsets.tolist(), strict=False):
-                u = self.channel.recv_array("ot.ext.u", np.uint8, (KAPPA, width))
+                u = self.channel.recv_array("ot.ext.u", np.uint8, (CHUNKS, width))
                 yield keys, self._s_bits, offset, u, size, protocol, session, self.ots + start
 
         pad0 = np.empty((m, 2), dtype=np.uint64)
@@ -457,7 +559,7 @@ class OTSender:
 
 
 class OTReceiver:
-    """IKNP extension receiver: holds the choice bits (and is the base-OT sender).
+    """OT extension receiver: holds the choice bits and the GGM trees (and is the base-OT sender).
 
     ``dh_bits``, ``instance``, ``seeds``, ``executor`` and ``inline_below`` as for
     ``OTSender`` (each block a ``receiver_block`` task); both ends must agree on the first two.
@@ -480,28 +582,38 @@ class OTReceiver:
         self._seeds = seeds if seeds is not None else TaskSeeds()
         self._executor = executor
         self._inline_below = inline_below
-        self._keys: tuple[ColumnStreams, ColumnStreams] | None = None
+        self._keys: ColumnStreams | None = None
         self._offset = 0
 
-    def _setup(self) -> tuple[ColumnStreams, ColumnStreams]:
+    def _setup(self) -> ColumnStreams:
+        """A GGM tree per chunk; its level XORs go to the sender under the base-OT keys."""
         stream = RandomStream(self._seeds.next())
         keys0, keys1 = base_ot_send(self.channel, KAPPA, self.group, self.instance, stream)
-        self._keys = ColumnStreams(b"".join(keys0)), ColumnStreams(b"".join(keys1))
+        masked = np.empty((KAPPA, 2, 16), dtype=np.uint8)
+        leaves = []
+        for chunk in range(CHUNKS):
+            chunk_leaves, sums = ggm_tree(stream.bytes(16))
+            leaves += chunk_leaves
+            for level, (left, right) in enumerate(sums):
+                row = chunk * SUBFIELD_BITS + level
+                masked[row, 0] = np.frombuffer(_xor(left, keys0[row]), dtype=np.uint8)
+                masked[row, 1] = np.frombuffer(_xor(right, keys1[row]), dtype=np.uint8)
+        self.channel.send_array("ot.ext.ggm", masked)
+        self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
 
     def _pads(self, choices: np.ndarray) -> np.ndarray:
         """Send u for each block; return the pads H(t_j, j) (m, 2) uint64."""
-        streams0, streams1 = self._keys if self._keys is not None else self._setup()
+        streams = self._keys if self._keys is not None else self._setup()
         m = choices.shape[0]
         blocks = _blocks(m)
         offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
         self._offset = int(offsets[-1])
-        protocol, session = _iknp_protocol(self.instance), self.channel.session
+        protocol, session = _extension_protocol(self.instance), self.channel.session
         executor = executor_for(self._executor, m, self._inline_below)
-        inline = executor.kind == "inline"  # open streams stay in this thread
-        keys0, keys1 = (streams0, streams1) if inline else (streams0.keys, streams1.keys)
+        keys = streams if executor.kind == "inline" else streams.keys  # open streams stay in this thread
         tasks = (
-            (keys0, keys1, offset, choices[start : start + size], protocol, session, self.ots + start)
+            (keys, offset, choices[start : start + size], protocol, session, self.ots + start)
             for (start, size, _), offset in zip(blocks, offsets.tolist(), strict=False)
         )
         pads = np.empty((m, 2), dtype=np.uint64)

@@ -24,7 +24,7 @@ Pieces, and where each comes from:
   extension (Ishai-Kilian-Nissim-Petrank, CRYPTO 2003) where R's choice of each bin is a
   k = 512-bit codeword C(x || i) of a pseudorandom code (KKRT16 Sec. 4.2; AES under a third
   derived key, four blocks) instead of one bit. k base OTs (S chooses s in {0,1}^k) come
-  from ppbn's own IKNP engine (``ppbn.protocols.ot``: 128 Chou-Orlandi base OTs, then
+  from ppbn's own OT extension (``ppbn.protocols.ot``: 128 Chou-Orlandi base OTs, then
   512 extended OTs carrying random seeds). R sends u_i = G(k0_i) ^ G(k1_i) ^ c_i per
   column; S gets q_j = t_j ^ (C(r_j) & s) for each bin j. R's OPRF output for bin j is
   H(j, t_j); S's for (j, y) is H(j, q_j ^ (C(y) & s)). The matrix transposes are ppbn's
