@@ -151,19 +151,28 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     value = x
     if spec.shift_frac:
         value = bl.add(b, [ZERO] * spec.shift_frac + x, bl.constant(spec.shift, k_bits))
+    widths = {name: out.width for name, out in shared_outputs(spec).items()}
+    prod_frac = k_bits - 1 + r_bits
+    # With T = 1 and no shift the gate is off only at x = 0, whose mantissa and position
+    # are 0: k = j = 0 and u = 0 - 2^P = 0 mod 2^width (width <= P) with no gate at all.
+    ungated = low == 0 and not spec.shift_frac and widths["u"] <= prod_frac
+
+    def gate(bits: Sequence[int]) -> Bits:
+        return list(bits) if ungated else _gate(b, g, bits)
+
     mantissa, position, zero = bl.normalize(b, value)
-    j = _gate(b, g, mantissa[k_bits - 1 - t_bits : k_bits - 1])
-    k = _gate(b, g, position)
+    j = gate(mantissa[k_bits - 1 - t_bits : k_bits - 1])
+    k = gate(position)
     recip = select_constant(b, j, spec.reciprocals, r_bits + 1)
 
-    widths = {name: out.width for name, out in shared_outputs(spec).items()}
     # u fits its width, so it is the product mod 2^width minus 2^P (0 there when P >= width)
     product = bl.multiply(b, mantissa, recip, widths["u"])
-    u = bl.sub(b, product, bl.constant(1 << (k_bits - 1 + r_bits), widths["u"]))
-    b.output("u", _gate(b, g, u))
+    b.output("u", gate(bl.sub(b, product, bl.constant(1 << prod_frac, widths["u"]))))
 
+    # g = 0 means x < T = 2^low: the bits of x from low up are 0 already
     low_bit = ZERO if mode == "bic" else ONE
-    b.output("x2", bl.zero_extend(_gate(b, g, [low_bit, *x]), widths["x2"]))
+    x2 = [b.and_(g, low_bit), *_gate(b, g, x[:low]), *x[low:]]
+    b.output("x2", bl.zero_extend(x2, widths["x2"]))
     if mode in ("exact", "bdeu"):
         # inv / 2^z = r_j 2^(K'-1-k) (``shared_outputs``): r_j 2^(K'-1) shifted right by k
         inv = [ZERO] * (k_bits - 1) + recip
