@@ -13,9 +13,10 @@ from ppbn.circuits.scoring import (
     decision_circuit,
     division_circuit,
     normalisation_circuit,
+    shared_outputs,
 )
 from ppbn.protocols.fixedpoint import (
-    RING,
+    RECIP_BITS,
     Shift,
     count_bits_for,
     normalisation_spec,
@@ -40,22 +41,36 @@ def _normalise_shared(circuit, xs, k_bits, rng):
     return evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads}), pads
 
 
+def _signed(value: int, width: int) -> int:
+    return value - (1 << width) if value >> (width - 1) else value
+
+
+def _shared(out, spec, i: int) -> dict[str, int]:
+    """The shared outputs of instance i at the model's scale (``shared_outputs``)."""
+    return {
+        name: _signed(int(out[name][i]), o.width) << o.scale for name, o in shared_outputs(spec).items()
+    }
+
+
+def _model_shared(nm, mode: str) -> dict[str, int]:
+    values = {"u": nm.u, "x2": nm.x2}
+    return {**values, "inv": nm.inv} if mode in ("exact", "bdeu") else values
+
+
 @pytest.mark.parametrize("mode", ["yw", "yw0", "bic", "exact"])
 @pytest.mark.parametrize("max_count", [200, 20_000])
 def test_normalisation_circuit_matches_model(mode, max_count):
     rng = np.random.default_rng(1)
     k_bits = count_bits_for(max_count)
-    circuit = normalisation_circuit(normalisation_spec(k_bits, mode))
+    circuit_spec = normalisation_spec(k_bits, mode)
+    circuit = normalisation_circuit(circuit_spec)
     xs = sorted({0, 1, 2, 3, 63, 64, 65, 127, 128, max_count, (1 << k_bits) - 1} | set(rng.integers(0, max_count, 200).tolist()))
     out, pads = _normalise_shared(circuit, xs, k_bits, rng)
     for i, x in enumerate(xs):
         nm = normalise(x, k_bits, mode)
-        assert int(out["u"][i]) == nm.u % RING, x
-        assert int(out["x2"][i]) == nm.x2
+        assert _shared(out, circuit_spec, i) == _model_shared(nm, mode), x
         assert int(out["k_masked"][i]) ^ int(pads["mu_k"][i]) == nm.k
         assert int(out["j_masked"][i]) ^ int(pads["mu_j"][i]) == nm.j
-        if mode == "exact":
-            assert int(out["inv"][i]) == nm.inv
         if mode in ("exact", "yw0"):
             assert int(out["c_masked"][i]) ^ int(pads["mu_c"][i]) == nm.c_index
 
@@ -67,15 +82,52 @@ def test_bdeu_normalisation_circuit_matches_model(a, max_count):
     rng = np.random.default_rng(2)
     k_bits = count_bits_for(max_count + 11)
     shift = Shift(a, shift_frac_for(k_bits))
-    circuit = normalisation_circuit(normalisation_spec(k_bits, "bdeu", shift))
+    spec = normalisation_spec(k_bits, "bdeu", shift)
+    circuit = normalisation_circuit(spec)
     xs = sorted({0, 1, 63, 64, 65, 127, 128, max_count} | set(rng.integers(0, max_count, 100).tolist()))
     out, pads = _normalise_shared(circuit, xs, k_bits, rng)
     for i, x in enumerate(xs):
         nm = normalise(x, k_bits, "bdeu", shift)
-        assert (int(out["u"][i]), int(out["x2"][i]), int(out["inv"][i])) == (nm.u % RING, nm.x2, nm.inv), x
+        assert _shared(out, spec, i) == _model_shared(nm, "bdeu"), x
         assert int(out["k_masked"][i]) ^ int(pads["mu_k"][i]) == nm.k
         assert int(out["j_masked"][i]) ^ int(pads["mu_j"][i]) == nm.j
         assert int(out["c_masked"][i]) ^ int(pads["mu_c"][i]) == nm.c_index
+
+
+@pytest.mark.parametrize("mode", ["yw", "yw0", "bic", "exact", "bdeu"])
+@pytest.mark.parametrize("k_bits", [8, 9])
+def test_narrow_outputs_hold_every_count_exactly(mode, k_bits):
+    """Every x < 2^K (bdeu: every x whose shifted value fits): u, x2[, inv] read as signed
+    integers of their ``shared_outputs`` width and rescaled are the model's values, and
+    (except bdeu, whose counts reach only some mantissas) every width is needed by some x."""
+    shift = Shift(1.3, shift_frac_for(k_bits)) if mode == "bdeu" else None
+    spec = normalisation_spec(k_bits, mode, shift)
+    circuit = normalisation_circuit(spec)
+    xs = list(range(1 << k_bits))
+    if shift is not None:
+        xs = [x for x in xs if not ((x << shift.frac) + shift.numerator) >> (k_bits + shift.frac)]
+    out, pads = _normalise_shared(circuit, xs, k_bits, np.random.default_rng(k_bits))
+    needed = dict.fromkeys(shared_outputs(spec), 0)
+    for i, x in enumerate(xs):
+        nm = normalise(x, k_bits, mode, shift)
+        assert _shared(out, spec, i) == _model_shared(nm, mode), x
+        assert int(out["k_masked"][i]) ^ int(pads["mu_k"][i]) == nm.k
+        assert int(out["j_masked"][i]) ^ int(pads["mu_j"][i]) == nm.j
+        for name, o in shared_outputs(spec).items():
+            v = _signed(int(out[name][i]), o.width)
+            needed[name] = max(needed[name], (v if v >= 0 else -v - 1).bit_length() + 1)
+    if mode != "bdeu":
+        assert needed == {name: o.width for name, o in shared_outputs(spec).items()}
+
+
+@pytest.mark.parametrize("k_bits", range(8, 38))
+def test_u_needs_p_minus_5_bits(k_bits):
+    """|m r_j - 1| < 2^-6 for the fixedpoint reciprocals: u = (m r_j - 1) 2^P, P = K - 1 +
+    RECIP_BITS, is a signed (P - 5)-bit integer, and the rescaling restores 2^FRAC."""
+    spec = normalisation_spec(k_bits, "exact")
+    u = shared_outputs(spec)["u"]
+    prod_frac = k_bits - 1 + RECIP_BITS
+    assert (u.width, u.scale) == (prod_frac - 5, spec.frac - prod_frac)
 
 
 @given(st.lists(st.integers(-(2**80), 2**80), min_size=1, max_size=6), st.integers(-(2**80), 2**80), st.integers(0, 2**20))

@@ -1,6 +1,7 @@
 """Two-party Yao: known answers of the public circuits, random circuits against the
-plaintext evaluator, every output mode, either party garbling, wide values, and
-disagreement detection."""
+plaintext evaluator, every output mode, either party garbling, wide values, integer shares
+(reconstruction at the edges, cost, the evaluator's masked view), and disagreement
+detection."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from ppbn.circuits import builders as B
 from ppbn.circuits.bristol import hex_to_value, parse_bristol, value_to_hex
@@ -24,8 +26,11 @@ from ppbn.circuits.garble import (
     random_labels,
 )
 from ppbn.circuits.ir import Bundle, Circuit, Op, values_to_bits
+from ppbn.protocols import ring, yao
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
-from ppbn.protocols.yao import YAO_PROTOCOL, YaoParty
+from ppbn.protocols.fixedpoint import STAT_BITS
+from ppbn.protocols.seeds import TaskSeeds
+from ppbn.protocols.yao import YAO_PROTOCOL, Reveal, YaoParty
 
 BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
 
@@ -267,3 +272,103 @@ def test_large_batches_are_sent_in_chunks(monkeypatch: pytest.MonkeyPatch) -> No
     tags = [tag for tag, _ in pair[1].transcript]
     assert tags.count("yao.tables") == tags.count("yao.garbler_labels") > 1
     assert tags.count("ot.ext.y") == -(-16 * k // 256)
+
+
+# -- integer shares -----------------------------------------------------------------------
+def _xor_circuit(width: int) -> Circuit:
+    """v = g ^ e: the garbler and the evaluator each hold half of the output's bits."""
+    b = B.CircuitBuilder()
+    g, e = b.input("g", width), b.input("e", width)
+    b.output("v", [b.xor(x, y) for x, y in zip(g, e, strict=True)])
+    return b.build()
+
+
+def _integer_shares(width: int, values: list[int], alice_garbles: bool = True, pair=None, seed: bytes | None = None):
+    """Shares of the signed ``width``-bit values (garbler's, evaluator's), each party
+    holding random XOR halves of them; ``seed`` fixes the garbler's randomness."""
+    rng = random.Random(width)
+    g = [rng.getrandbits(width) for _ in values]
+    e = [(v % (1 << width)) ^ x for v, x in zip(values, g, strict=True)]
+    circuit = _xor_circuit(width)
+    modes = {"v": Reveal.INTEGER_SHARES}
+    if pair is None and seed is None:
+        ra, rb, _ = two_party(circuit, {"g": g}, {"e": e}, modes, alice_garbles=alice_garbles)
+        return (ra, rb) if alice_garbles else (rb, ra)
+    seeds = TaskSeeds(seed) if seed is not None else None
+    return run_two_party(
+        lambda ch: YaoParty(ch, seeds=seeds).run(circuit, garbler=True, inputs={"g": g}, outputs=modes),
+        lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"e": e}, outputs=modes),
+        pair=pair,
+    )
+
+
+@pytest.mark.parametrize("width", [1, 2, 17, 63, 64, 65, 100])
+def test_integer_shares_reconstruct_the_edge_values(width: int) -> None:
+    low, high = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    values = [low, high, 0, -1 if width > 1 else 0, low + 1 if width > 1 else 0, high // 3]
+    for alice_garbles in (True, False):
+        g, e = _integer_shares(width, values, alice_garbles)
+        assert g["v"].shape == e["v"].shape == (len(values), 2) and g["v"].dtype == np.uint64
+        assert ring.to_signed(ring.add(g["v"], e["v"])) == values
+        # the garbler's share is -r, r in [0, 2^(b + STAT_BITS)); the evaluator's y - 2^(b-1)
+        masks = ring.to_ints(ring.neg(g["v"]))
+        assert all(0 <= r < 1 << (width + STAT_BITS) for r in masks)
+        opened = ring.to_ints(ring.add(e["v"], ring.constant(1 << (width - 1))))
+        assert all(0 <= y < 1 << (width + STAT_BITS + 1) for y in opened)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.data())
+def test_integer_shares_reconstruct_any_value(data: st.DataObject) -> None:
+    width = data.draw(st.integers(1, 120))
+    values = data.draw(st.lists(st.integers(-(1 << (width - 1)), (1 << (width - 1)) - 1), min_size=1, max_size=8))
+    g, e = _integer_shares(width, values)
+    assert ring.to_signed(ring.add(g["v"], e["v"])) == values
+
+
+def test_integer_shares_cost_follows_the_width_not_the_ring() -> None:
+    """b + STAT_BITS AND gates and garbler mask labels per instance, against 128 of each
+    for ``shares`` of the same value widened to the ring."""
+    width, k = 21, 10
+    pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
+    _integer_shares(width, list(range(k)), pair=pair)
+    labels = sum(len(p) for t, p in pair[1].transcript if t == "yao.garbler_labels")
+    assert labels == 16 * k * (width + width + STAT_BITS)  # its input g, and the mask
+    circuit = _xor_circuit(width)
+    full = yao._with_share_outputs(circuit, (("v", Reveal.INTEGER_SHARES),))
+    assert full.schedule.n_and - circuit.schedule.n_and == width + STAT_BITS
+    assert full.output("v").width == width + STAT_BITS + 1
+
+
+def _evaluator_view_p(width: int, n: int, monkeypatch: pytest.MonkeyPatch, stat_bits: int) -> float:
+    """KS two-sample p-value of the evaluator's y = v + 2^(b-1) + r for the most negative
+    and the most positive v (with masks of ``stat_bits`` extra bits)."""
+    monkeypatch.setattr(yao, "STAT_BITS", stat_bits)
+    yao._with_share_outputs.cache_clear()
+    seen = []
+    for i, value in enumerate((-(1 << (width - 1)), (1 << (width - 1)) - 1)):
+        _, e = _integer_shares(width, [value] * n, seed=bytes([i + 1]) * 32)
+        y = ring.add(e["v"], ring.constant(1 << (width - 1)))
+        seen.append(ring.to_float(y, width + stat_bits))  # y / 2^(b + stat_bits), in [0, 2)
+    yao._with_share_outputs.cache_clear()
+    low, high = seen
+    assert stats.kstest(low, "uniform").pvalue > 1e-4  # v' = 0: y is the mask itself
+    return float(stats.ks_2samp(low, high).pvalue)
+
+
+def test_integer_shares_evaluator_view_does_not_depend_on_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluator's y for v = -2^(b-1) and for v = 2^(b-1) - 1: the same distribution
+    (statistical distance below 2^-STAT_BITS); with a 3-bit mask headroom the same test
+    tells them apart (its power)."""
+    assert _evaluator_view_p(16, 3000, monkeypatch, STAT_BITS) > 1e-4
+    assert _evaluator_view_p(16, 3000, monkeypatch, 3) < 1e-6
+
+
+def test_integer_shares_and_shares_are_different_runs() -> None:
+    circuit = _xor_circuit(8)
+    with pytest.raises(ProtocolError, match="header mismatch"):
+        run_two_party(
+            lambda ch: YaoParty(ch).run(circuit, garbler=True, inputs={"g": [1]}, outputs={"v": "integer-shares"}),
+            lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"e": [2]}, outputs={"v": "shares"}),
+            pair=memory_channel_pair(timeout_s=5),
+        )

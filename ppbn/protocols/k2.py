@@ -9,7 +9,8 @@ from shares only:
    Paillier, packed, cached across waves).
 2. For every cell count alpha_ijk and row count (alpha_ij, or l_ij = alpha_ij + d - 1),
    the normalisation circuit (``circuits/scoring``) turns the count shares into shares of
-   the reduced argument u and of the multiplier, and masked lookup indices; the K / J /
+   the reduced argument u and of the multiplier (each output at its own width, shared
+   into the ring by Yao's ``integer-shares`` mode), and masked lookup indices; the K / J /
    C tables are fetched by OT (``arith.lookup``); the Lindell-Pinkas series, the products
    and the Stirling terms are evaluated on shares (``fixedpoint.terms_on`` with the
    ``SecureBackend``): the same code as the plaintext model.
@@ -29,7 +30,8 @@ group that matches the Paillier key size (``SecureLearnConfig.dh_bits``), and ev
 is keyed by its protocol id and the channel's session label (the job id on the daemons),
 so a job's garbling, OT and lookups share no fixed-key permutation with another job's.
 What each party sees: garbled tables and labels (Yao), OT messages, masked truncation
-openings (statistically hidden, 2^-40), masked table indices (uniform), Paillier
+openings and bob's integer shares of the normalisation outputs (statistically hidden,
+2^-40), masked table indices (uniform), Paillier
 ciphertexts and masked slots (statistically hidden), and the revealed decisions and
 parameters.
 """
@@ -57,6 +59,7 @@ from ppbn.circuits.scoring import (
     division_circuit,
     index_bits,
     normalisation_circuit,
+    shared_outputs,
 )
 from ppbn.protocols import arith, ring
 from ppbn.protocols.channel import Channel, ProtocolError
@@ -295,17 +298,17 @@ class SecureScorer:
 
     # -- terms ----------------------------------------------------------------------------
     def _normalise(self, x_shares: np.ndarray, shift: Shift | None) -> tuple[dict, dict[str, np.ndarray]]:
-        """One run of the normalisation circuit: the shared outputs, and this party's view of
-        the masked table indices (alice's pads, bob's masked values)."""
+        """One run of the normalisation circuit: ring shares of u, x2[, inv] at the scale of
+        ``fixedpoint.normalise``, and this party's view of the masked table indices (alice's
+        pads, bob's masked values)."""
         mode = self.config.mode
         spec = normalisation_spec(self.count_bits, mode, shift)
         circuit = normalisation_circuit(spec)
         n = x_shares.shape[0]
-        shared = {"u": Reveal.SHARES, "x2": Reveal.SHARES}
-        if mode in ("exact", "bdeu"):
-            shared["inv"] = Reveal.SHARES
+        # each output leaves the circuit at its own width, without its constant-zero low bits
+        scales = {name: out.scale for name, out in shared_outputs(spec).items()}
         masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
-        outputs = {**shared, **{m: Reveal.EVALUATOR for m in masked}}
+        outputs = {**{name: Reveal.INTEGER_SHARES for name in scales}, **{m: Reveal.EVALUATOR for m in masked}}
         low = x_shares & np.uint64((1 << self.count_bits) - 1)
         if self.role == GARBLER:
             rng = ring.RandomRing()
@@ -317,9 +320,10 @@ class SecureScorer:
                 circuit, garbler=True, outputs=outputs,
                 inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
             )  # fmt: skip
-            return out, pads
+            return {name: ring.shl(out[name], scale) for name, scale in scales.items()}, pads
         out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
-        return out, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
+        shares = {name: ring.shl(out[name], scale) for name, scale in scales.items()}
+        return shares, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
 
     def terms(self, x_shares: np.ndarray, shifts: Sequence[float] | None = None) -> np.ndarray:
         """Shares of the cell/row term of every count (uint64 shares in, ring shares out);
@@ -341,9 +345,9 @@ class SecureScorer:
         self.phase("ln terms (shares)")
 
         def gathered(name: str) -> np.ndarray:
-            values = np.empty(n, dtype=object)
+            values = np.empty((n, 2), dtype=np.uint64)
             for a, idx in groups.items():
-                values[idx] = np.asarray(runs[a][0][name], dtype=object)
+                values[idx] = runs[a][0][name]
             return values
 
         def index(name: str) -> np.ndarray:
@@ -364,13 +368,12 @@ class SecureScorer:
             c_entry = np.zeros((n, 2), dtype=np.uint64)
             for a, idx in groups.items():
                 c_entry[idx] = arith.lookup(self.arith, lgamma_table(Shift(a, self.shift_frac)), runs[a][1]["c"])
-        to_ring = ring.from_ints
         coefficients = None
         if shifts is not None:
             coefficients = ShiftCoefficients.of([Shift(float(a), self.shift_frac) for a in shifts])
         result = terms_on(
-            self.backend, mode, self.count_bits, to_ring(gathered("u")), to_ring(gathered("x2")), k_ln2, ln_r, c_entry,
-            to_ring(gathered("inv")) if mode in ("exact", "bdeu") else None, coefficients,
+            self.backend, mode, self.count_bits, gathered("u"), gathered("x2"), k_ln2, ln_r, c_entry,
+            gathered("inv") if mode in ("exact", "bdeu") else None, coefficients,
         )  # fmt: skip
         self.clock.add("ln and x ln x (shares)", started)
         self.evaluations += n

@@ -16,9 +16,22 @@ Computation", J. Cryptology 2009, Sec. 3, with half-gates garbling from
 4. The evaluator evaluates and returns, for outputs the garbler learns, the permute bits
    of its output labels (the garbler decodes them) and, for outputs both learn, the values.
 
-Output modes (``Reveal``): to the garbler, to the evaluator, to both, or as fresh additive
-shares mod 2^l: the circuit is extended with a garbler input ``mask`` and outputs
-value - mask to the evaluator; the garbler's share is the uniformly random mask.
+Output modes (``Reveal``) of an output bundle of width b:
+
+- ``garbler``, ``evaluator``, ``both``: the value, to that party or to both.
+- ``shares``: fresh additive shares mod 2^b. The circuit is extended with a garbler input
+  ``mask`` of b bits and outputs value - mask mod 2^b to the evaluator; the garbler's
+  share is the uniformly random mask. Costs b AND gates and b garbler labels.
+- ``integer-shares``: the bundle is a signed two's-complement b-bit value v, shared as
+  ring vectors mod 2^128 (``ppbn.protocols.ring``). The circuit computes v' = v + 2^(b-1)
+  in [0, 2^b) (the top bit flipped, free) and outputs to the evaluator the integer
+  y = v' + r in b + STAT_BITS + 1 bits, with r uniform in [0, 2^(b + STAT_BITS)) the
+  garbler's mask: no wrap-around, so the shares are y - 2^(b-1) (evaluator) and -r
+  (garbler), which add up to v mod 2^128. Costs b + STAT_BITS AND gates and as many
+  garbler labels, whatever the ring width: a narrow value (a count, a reduced argument)
+  does not pay for 128 bits. Security: the distribution of y is within statistical
+  distance v' / 2^(b + STAT_BITS) < 2^-STAT_BITS of r's, whatever v is (the argument of
+  ``arith.truncate``); the garbler learns nothing new.
 
 Domain separation: garbling hashes with ``FixedKeyHash(YAO_PROTOCOL, channel.session)``,
 whose fixed AES key is derived from the protocol id and the job's session label (see
@@ -62,8 +75,10 @@ from ppbn.circuits.garble import (
 )
 from ppbn.circuits.ir import Circuit, as_values, bits_to_values, values_to_bits
 from ppbn.circuits.schedule import Schedule
+from ppbn.protocols import ring
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.executor import ExecutorSource, executor_for
+from ppbn.protocols.fixedpoint import STAT_BITS
 from ppbn.protocols.ot import DEFAULT_DH_BITS, OT_INLINE_BELOW, OTReceiver, OTSender, dh_group
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
@@ -85,6 +100,12 @@ class Reveal(StrEnum):
     EVALUATOR = "evaluator"
     BOTH = "both"
     SHARES = "shares"
+    INTEGER_SHARES = "integer-shares"
+
+
+def integer_share_width(width: int) -> int:
+    """Bits of the mask r of an ``integer-shares`` output of ``width`` bits."""
+    return width + STAT_BITS
 
 
 @dataclass
@@ -99,19 +120,32 @@ class YaoCounters:
 
 
 @lru_cache(maxsize=64)
-def _with_share_outputs(circuit: Circuit, share_names: tuple[str, ...]) -> Circuit:
-    """The circuit with a garbler mask input per shared output and output value - mask."""
-    if not share_names:
+def _with_share_outputs(circuit: Circuit, shared: tuple[tuple[str, Reveal], ...]) -> Circuit:
+    """The circuit with a garbler mask input per shared output (``shared``: name and mode):
+    value - mask mod 2^b (``shares``), or (v + 2^(b-1)) + mask with carry out
+    (``integer-shares``, see the module docstring)."""
+    if not shared:
         return circuit
+    kinds = dict(shared)
     b = builders.CircuitBuilder()
     wires = {bundle.name: b.input(bundle.name, bundle.width) for bundle in circuit.inputs}
     outs = b.embed(circuit, wires)
     for bundle in circuit.outputs:
         bits = outs[bundle.name]
-        if bundle.name in share_names:
+        if kinds.get(bundle.name) == Reveal.SHARES:
             bits = builders.sub(b, bits, b.input(MASK_PREFIX + bundle.name, bundle.width))
+        elif kinds.get(bundle.name) == Reveal.INTEGER_SHARES:
+            mask = b.input(MASK_PREFIX + bundle.name, integer_share_width(bundle.width))
+            offset = [*bits[:-1], b.inv(bits[-1])]  # v + 2^(b-1), in [0, 2^b)
+            total, carry = builders.add_with_carry(b, builders.zero_extend(offset, len(mask)), mask)
+            bits = [*total, carry]
         b.output(bundle.name, bits)
     return b.build()
+
+
+def _ring_values(values: np.ndarray) -> np.ndarray:
+    """API values (uint64 or Python ints below 2^128) as a ring vector."""
+    return ring.from_uint64(values) if values.dtype == np.uint64 else ring.from_ints(values)
 
 
 def _random_values(stream: RandomStream, width: int, count: int) -> np.ndarray:
@@ -221,7 +255,8 @@ class YaoParty:
 
         ``garbler`` says whether this party garbles; ``inputs`` holds this party's bundles
         (the others are the peer's). Every output bundle needs a mode in ``outputs``.
-        Returns this party's view: the outputs it learns, and its share of shared outputs.
+        Returns this party's view: the outputs it learns, and its share of shared outputs
+        (``integer-shares``: (K, 2) uint64 ring vectors mod 2^128, see ``ring``).
         """
         modes = {name: Reveal(mode) for name, mode in outputs.items()}
         names = [b.name for b in circuit.outputs]
@@ -237,16 +272,20 @@ class YaoParty:
         k = counts.pop()
         if k < 1:
             raise ValueError("at least one instance is needed")
-        share_names = tuple(n for n in names if modes[n] == Reveal.SHARES)
-        full = _with_share_outputs(circuit, share_names)
+        shared = tuple((n, modes[n]) for n in names if modes[n] in (Reveal.SHARES, Reveal.INTEGER_SHARES))
+        full = _with_share_outputs(circuit, shared)
         if garbler:
             stream = RandomStream(self._seeds.next())
-            masks = {n: _random_values(stream, circuit.output(n).width, k) for n in share_names}
+            masks = {n: _random_values(stream, full.input(MASK_PREFIX + n).width, k) for n, _ in shared}
             values.update({MASK_PREFIX + n: v for n, v in masks.items()})
             result = self._garble_side(full, values, modes, k)
-            result.update(masks)
+            for n, m in shared:  # the garbler's share: the mask, or -r in the ring
+                result[n] = ring.neg(_ring_values(masks[n])) if m == Reveal.INTEGER_SHARES else masks[n]
         else:
             result = self._evaluate_side(full, values, modes, k)
+            for n in (n for n, m in shared if m == Reveal.INTEGER_SHARES):
+                offset = ring.constant(1 << (circuit.output(n).width - 1))
+                result[n] = ring.sub(_ring_values(result[n]), offset)
         self.counters.and_gates += full.schedule.n_and * k
         self.counters.instances += k
         self.counters.runs += 1
