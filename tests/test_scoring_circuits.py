@@ -16,7 +16,6 @@ from ppbn.circuits.scoring import (
     shared_outputs,
 )
 from ppbn.protocols.fixedpoint import (
-    RECIP_BITS,
     Shift,
     count_bits_for,
     normalisation_spec,
@@ -46,15 +45,12 @@ def _signed(value: int, width: int) -> int:
 
 
 def _shared(out, spec, i: int) -> dict[str, int]:
-    """The shared outputs of instance i at the model's scale (``shared_outputs``)."""
-    return {
-        name: _signed(int(out[name][i]), o.width) << o.scale for name, o in shared_outputs(spec).items()
-    }
+    """The shared outputs of instance i (``shared_outputs``)."""
+    return {name: _signed(int(out[name][i]), o.width) for name, o in shared_outputs(spec).items()}
 
 
 def _model_shared(nm, mode: str) -> dict[str, int]:
-    values = {"u": nm.u, "x2": nm.x2}
-    return {**values, "inv": nm.inv} if mode in ("exact", "bdeu") else values
+    return {"f": nm.f, "x2": nm.x2}
 
 
 @pytest.mark.parametrize("mode", ["yw", "yw0", "bic", "exact"])
@@ -97,8 +93,8 @@ def test_bdeu_normalisation_circuit_matches_model(a, max_count):
 @pytest.mark.parametrize("mode", ["yw", "yw0", "bic", "exact", "bdeu"])
 @pytest.mark.parametrize("k_bits", [8, 9])
 def test_narrow_outputs_hold_every_count_exactly(mode, k_bits):
-    """Every x < 2^K (bdeu: every x whose shifted value fits): u, x2[, inv] read as signed
-    integers of their ``shared_outputs`` width and rescaled are the model's values, and
+    """Every x < 2^K (bdeu: every x whose shifted value fits): f and x2 read as signed
+    integers of their ``shared_outputs`` width are the model's values, and
     (except bdeu, whose counts reach only some mantissas) every width is needed by some x."""
     shift = Shift(1.3, shift_frac_for(k_bits)) if mode == "bdeu" else None
     spec = normalisation_spec(k_bits, mode, shift)
@@ -118,16 +114,6 @@ def test_narrow_outputs_hold_every_count_exactly(mode, k_bits):
             needed[name] = max(needed[name], (v if v >= 0 else -v - 1).bit_length() + 1)
     if mode != "bdeu":
         assert needed == {name: o.width for name, o in shared_outputs(spec).items()}
-
-
-@pytest.mark.parametrize("k_bits", range(8, 38))
-def test_u_needs_p_minus_5_bits(k_bits):
-    """|m r_j - 1| < 2^-6 for the fixedpoint reciprocals: u = (m r_j - 1) 2^P, P = K - 1 +
-    RECIP_BITS, is a signed (P - 5)-bit integer, and the rescaling restores 2^FRAC."""
-    spec = normalisation_spec(k_bits, "exact")
-    u = shared_outputs(spec)["u"]
-    prod_frac = k_bits - 1 + RECIP_BITS
-    assert (u.width, u.scale) == (prod_frac - 5, spec.frac - prod_frac)
 
 
 @given(st.lists(st.integers(-(2**80), 2**80), min_size=1, max_size=6), st.integers(-(2**80), 2**80), st.integers(0, 2**20))

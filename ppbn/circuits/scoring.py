@@ -4,9 +4,10 @@ Each function builds (once, cached) a circuit whose plaintext behaviour is speci
 ``ppbn.protocols.fixedpoint``; the secure oracle runs them with Yao over shares.
 
 - ``normalisation_circuit``: Lindell-Pinkas's first step (Yang-Wright Sec. 5.4 / 6.5)
-  extended to the score modes: from two shares of a count x it produces the reduced
-  argument u, the multiplier x2 (and 2^-k r_j for the exact mode), each at its natural
-  width (``shared_outputs``) for Yao's integer shares, and the lookup indices k, j (and
+  extended to the score modes: from two shares of a count x it produces the mantissa's
+  fraction f (from which the share arithmetic forms the reduced argument u and, in the
+  exact mode, 2^-k r_j) and the multiplier x2, each at its natural width
+  (``shared_outputs``) for Yao's integer shares, and the lookup indices k, j (and
   the C-table index) masked with garbler-chosen pads, so the evaluator can fetch table
   entries by OT without learning them. Replacing alpha = 0 by beta = 1 (Yang-Wright
   Sec. 6.4) is the gate g = [x >= T]: below it every ln part is 0, and the zero
@@ -54,49 +55,24 @@ class NormalisationSpec:
 @dataclass(frozen=True)
 class SharedOutput:
     """An output of the normalisation circuit that becomes ring shares: a signed
-    ``width``-bit integer v whose value in the model (``fixedpoint.normalise``) is
-    v * 2^scale (the constant-zero low bits are not computed)."""
+    ``width``-bit integer, the value of ``fixedpoint.normalise``."""
 
     width: int
-    scale: int
-
-
-def _signed_width(low: int, high: int) -> int:
-    """Bits of the two's-complement integers in [low, high] (low <= 0 <= high)."""
-    return max(high.bit_length(), (-low - 1).bit_length()) + 1
 
 
 def shared_outputs(spec: NormalisationSpec) -> dict[str, SharedOutput]:
-    """Widths and scales of u, x2 (and inv in the exact and bdeu modes), from the spec.
+    """Widths of f and x2, from the spec.
 
     With K' = count_bits + shift_frac the normalised value X < 2^K' is 2^k M / 2^(K'-1)
-    with the mantissa M in [2^(K'-1), 2^K') and k <= K' - 1; gated off, every output is 0.
+    with the mantissa M in [2^(K'-1), 2^K') and k <= K' - 1; gated off, both outputs are 0.
 
-    - u = M r_j - 2^P, P = K' - 1 + recip_bits; the model's u is u 2^(frac - P). For each
-      j, M runs over [2^(K'-1) + j 2^s, 2^(K'-1) + (j+1) 2^s - 1], s = K' - 1 - t, and u
-      is increasing in M (r_j > 0), so the extremes of u over every X are the values at
-      these 2^(t+1) endpoints: the width below is exact, not estimated. With the table of
-      ``fixedpoint`` |m r_j - 1| < 2^-6, so u needs P - 5 bits instead of 128 - (frac - P).
+    - f = M - 2^(K'-1) < 2^(K'-1), the mantissa's fraction: one more bit, 0, reads it as
+      signed. The share arithmetic turns it into u = (2^(K'-1) + f) r_j - 2^P
+      (``fixedpoint.reduced_argument_on``), so neither the reciprocal table nor the
+      product is garbled.
     - x2 = 2x + 1 (bic: 2x) < 2^(count_bits + 1): one more bit, 0, reads it as signed.
-    - inv = r_j 2^(frac + F - recip_bits - k) (F = shift_frac) with k >= k_min =
-      log2(T) + F when gated on (x >= T): a multiple of 2^z, z = frac + F - recip_bits -
-      (K' - 1) >= 0 (the circuit's range check), and inv / 2^z = r_j 2^(K' - 1 - k) <=
-      max(r) 2^(K' - 1 - k_min), plus a 0 sign bit.
     """
-    k_bits, t_bits = spec.count_bits + spec.shift_frac, spec.mantissa_bits
-    prod_frac = k_bits - 1 + spec.recip_bits
-    step = 1 << (k_bits - 1 - t_bits)
-    ends = [((1 << (k_bits - 1)) + j * step + d) * r - (1 << prod_frac)
-            for j, r in enumerate(spec.reciprocals) for d in (0, step - 1)]  # fmt: skip
-    outputs = {
-        "u": SharedOutput(_signed_width(min(0, *ends), max(0, *ends)), spec.frac - prod_frac),
-        "x2": SharedOutput(spec.count_bits + 2, 0),
-    }
-    if spec.mode in ("exact", "bdeu"):
-        k_min = spec.threshold.bit_length() - 1 + spec.shift_frac
-        largest = max(spec.reciprocals) << (k_bits - 1 - k_min)
-        outputs["inv"] = SharedOutput(largest.bit_length() + 1, spec.frac - spec.recip_bits - spec.count_bits + 1)
-    return outputs
+    return {"f": SharedOutput(spec.count_bits + spec.shift_frac), "x2": SharedOutput(spec.count_bits + 2)}
 
 
 def select_constant(b: CircuitBuilder, index: Sequence[int], table: Sequence[int], width: int) -> Bits:
@@ -126,8 +102,8 @@ def c_index_bits(mode: str) -> int:
 
 @lru_cache(maxsize=32)
 def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
-    """Inputs xa, xb (count shares mod 2^K), garbler pads mu_k, mu_j[, mu_c]; outputs u,
-    x2[, inv] as the signed integers of ``shared_outputs`` (to be shared) and the masked
+    """Inputs xa, xb (count shares mod 2^K), garbler pads mu_k, mu_j[, mu_c]; outputs f
+    and x2 as the signed integers of ``shared_outputs`` (to be shared) and the masked
     indices k, j[, c] (for the evaluator). See ``fixedpoint.normalise`` for the values."""
     x_bits, mode = spec.count_bits, spec.mode
     frac, t_bits, r_bits = spec.frac, spec.mantissa_bits, spec.recip_bits
@@ -152,10 +128,9 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     if spec.shift_frac:
         value = bl.add(b, [ZERO] * spec.shift_frac + x, bl.constant(spec.shift, k_bits))
     widths = {name: out.width for name, out in shared_outputs(spec).items()}
-    prod_frac = k_bits - 1 + r_bits
     # With T = 1 and no shift the gate is off only at x = 0, whose mantissa and position
-    # are 0: k = j = 0 and u = 0 - 2^P = 0 mod 2^width (width <= P) with no gate at all.
-    ungated = low == 0 and not spec.shift_frac and widths["u"] <= prod_frac
+    # are 0: k = j = f = 0 with no gate at all.
+    ungated = low == 0 and not spec.shift_frac
 
     def gate(bits: Sequence[int]) -> Bits:
         return list(bits) if ungated else _gate(b, g, bits)
@@ -163,23 +138,12 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     mantissa, position, zero = bl.normalize(b, value)
     j = gate(mantissa[k_bits - 1 - t_bits : k_bits - 1])
     k = gate(position)
-    recip = select_constant(b, j, spec.reciprocals, r_bits + 1)
-
-    # u fits its width, so it is the product mod 2^width minus 2^P (0 there when P >= width)
-    product = bl.multiply(b, mantissa, recip, widths["u"])
-    b.output("u", gate(bl.sub(b, product, bl.constant(1 << prod_frac, widths["u"]))))
+    b.output("f", gate(mantissa[: k_bits - 1]) + [ZERO])
 
     # g = 0 means x < T = 2^low: the bits of x from low up are 0 already
     low_bit = ZERO if mode == "bic" else ONE
     x2 = [b.and_(g, low_bit), *_gate(b, g, x[:low]), *x[low:]]
     b.output("x2", bl.zero_extend(x2, widths["x2"]))
-    if mode in ("exact", "bdeu"):
-        # inv / 2^z = r_j 2^(K'-1-k) (``shared_outputs``): r_j 2^(K'-1) shifted right by k
-        inv = [ZERO] * (k_bits - 1) + recip
-        for i, s in enumerate(k):
-            step = 1 << i
-            inv = bl.mux(b, s, inv[step:] + [ZERO] * step, inv)
-        b.output("inv", _gate(b, g, inv[: widths["inv"] - 1]) + [ZERO])
     b.output("k_masked", [b.xor(a, m) for a, m in zip(k, mu_k, strict=True)])
     b.output("j_masked", [b.xor(a, m) for a, m in zip(j, mu_j, strict=True)])
     if mode in ("exact", "bdeu"):

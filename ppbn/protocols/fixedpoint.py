@@ -209,6 +209,7 @@ class Normalised:
     gate: int  # [x >= T]
     k: int  # exponent (0 when gated)
     j: int  # mantissa index (0 when gated)
+    f: int  # the mantissa's fraction (m - 1) * 2^(K' - 1) (0 when gated)
     u: int  # (m r_j - 1) * 2^FRAC, exact (0 when gated)
     x2: int  # 2x + 1 (yw, exact) or 2x (bic) when gated on, else 0
     inv: int  # exact mode: 2^-k r_j * 2^FRAC (0 when gated)
@@ -229,7 +230,7 @@ def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) ->
     elif mode == "yw0":
         c_index = int(x == 0)
     if not gate:
-        return Normalised(0, 0, 0, 0, 0, 0, c_index)
+        return Normalised(0, 0, 0, 0, 0, 0, 0, c_index)
     value, shift_frac = x, 0
     if shift is not None:
         shift_frac = shift.frac
@@ -246,7 +247,36 @@ def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) ->
     u = u_scaled << (FRAC - prod_frac) if prod_frac <= FRAC else u_scaled >> (prod_frac - FRAC)
     x2 = 2 * x if mode == "bic" else 2 * x + 1
     inv = (r << (FRAC + shift_frac)) >> (k + RECIP_BITS) if mode in ("exact", "bdeu") else 0
-    return Normalised(gate, k, j, u, x2, inv, c_index)
+    return Normalised(gate, k, j, mantissa - (1 << frac_bits), u, x2, inv, c_index)
+
+
+def inv_power_table(count_bits: int, shift_frac: int = 0) -> tuple[int, ...]:
+    """P[k] = 2^(K' - 1 - k), K' = count_bits + shift_frac, for the exponents k of a
+    count at or above the exact and bdeu threshold (k >= 6 + F); 0 below, where the gate
+    has set k to 0. The index is as wide as the K-table's."""
+    k_bits = count_bits + shift_frac
+    size = 1 << max(1, (k_bits - 1).bit_length())
+    low = EXACT_TABLE_SIZE.bit_length() - 1 + shift_frac
+    return tuple(1 << (k_bits - 1 - k) if low <= k < k_bits else 0 for k in range(size))
+
+
+def reduced_argument_on(be: Backend, f, r, k_bits: int):
+    """u * 2^FRAC from the circuit's mantissa fraction f and the looked-up r_j * 2^RECIP_BITS
+    (``RECIPROCALS``): (2^(K'-1) + f) r_j - 2^P is m r_j - 1 at scale 2^P, P = K' - 1 +
+    RECIP_BITS <= FRAC, an exact integer product (the gated f = 0, j = 0 gives 0)."""
+    prod_frac = k_bits - 1 + RECIP_BITS
+    m = be.add(f, be.constant(1 << (k_bits - 1), f))
+    product = be.mul(m, r, 0, 0, (k_bits, RECIP_BITS + 1))
+    return be.scale(be.sub(product, be.constant(1 << prod_frac, f)), 1 << (FRAC - prod_frac))
+
+
+def inv_on(be: Backend, r, power, k_bits: int, shift_frac: int):
+    """The exact and bdeu modes' 2^(F - k) r_j * 2^FRAC (``normalise``'s inv) from the
+    looked-up r_j and P[k] (``inv_power_table``): r_j P[k] 2^z, z = FRAC + F - RECIP_BITS -
+    (K' - 1) >= 0, an exact product (0 when gated: P[0] = 0)."""
+    power_bits = k_bits - (EXACT_TABLE_SIZE.bit_length() - 1) - shift_frac  # P[k] <= 2^(K' - 7 - F)
+    product = be.mul(r, power, 0, 0, (RECIP_BITS + 1, power_bits))
+    return be.scale(product, 1 << (FRAC + shift_frac - RECIP_BITS - (k_bits - 1)))
 
 
 def count_bits_for(max_count: int) -> int:
@@ -413,7 +443,13 @@ def term_fixed_many(xs: list[int], count_bits: int, mode: str, shifts: list[Shif
     be = PlainBackend()
     per_count = shifts if shifts is not None else [None] * len(xs)
     nms = [normalise(x, count_bits, mode, shift) for x, shift in zip(xs, per_count, strict=True)]
-    table = shifted_k_table(shifts[0].frac) if mode == "bdeu" and shifts else k_table(count_bits - 1)
+    shift_frac = shifts[0].frac if mode == "bdeu" and shifts else 0
+    table = shifted_k_table(shift_frac) if mode == "bdeu" and shifts else k_table(count_bits - 1)
+    r = [RECIPROCALS[n.j] for n in nms]
+    inv = None
+    if mode in ("exact", "bdeu"):
+        powers = inv_power_table(count_bits, shift_frac)
+        inv = inv_on(be, r, [powers[n.k] for n in nms], count_bits + shift_frac, shift_frac)
     c_entry = None
     if mode == "exact":
         c_entry = [FACTORIAL_TABLE[n.c_index] for n in nms]
@@ -425,12 +461,12 @@ def term_fixed_many(xs: list[int], count_bits: int, mode: str, shifts: list[Shif
         be,
         mode,
         count_bits,
-        [n.u for n in nms],
+        reduced_argument_on(be, [n.f for n in nms], r, count_bits + shift_frac),
         [n.x2 for n in nms],
         [table[n.k] for n in nms],
         [J_TABLE[n.j] for n in nms],
         c_entry,
-        [n.inv for n in nms] if mode in ("exact", "bdeu") else None,
+        inv,
         ShiftCoefficients.of(per_count) if mode == "bdeu" else None,
     )
 

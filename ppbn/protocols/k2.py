@@ -66,14 +66,18 @@ from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.fixedpoint import (
     FACTORIAL_TABLE,
     J_TABLE,
+    RECIPROCALS,
     SCORE_FRAC,
     ZERO_CELL_TABLE,
     Shift,
     ShiftCoefficients,
     count_bits_for,
+    inv_on,
+    inv_power_table,
     k_table,
     lgamma_table,
     normalisation_spec,
+    reduced_argument_on,
     shift_frac_for,
     shifted_k_table,
     terms_on,
@@ -298,17 +302,15 @@ class SecureScorer:
 
     # -- terms ----------------------------------------------------------------------------
     def _normalise(self, x_shares: np.ndarray, shift: Shift | None) -> tuple[dict, dict[str, np.ndarray]]:
-        """One run of the normalisation circuit: ring shares of u, x2[, inv] at the scale of
-        ``fixedpoint.normalise``, and this party's view of the masked table indices (alice's
-        pads, bob's masked values)."""
+        """One run of the normalisation circuit: ring shares of f and x2 (``fixedpoint.normalise``),
+        and this party's view of the masked table indices (alice's pads, bob's masked values)."""
         mode = self.config.mode
         spec = normalisation_spec(self.count_bits, mode, shift)
         circuit = normalisation_circuit(spec)
         n = x_shares.shape[0]
-        # each output leaves the circuit at its own width, without its constant-zero low bits
-        scales = {name: out.scale for name, out in shared_outputs(spec).items()}
+        # each output leaves the circuit at its own width (``shared_outputs``)
         masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
-        outputs = {**{name: Reveal.INTEGER_SHARES for name in scales}, **{m: Reveal.EVALUATOR for m in masked}}
+        outputs = {**dict.fromkeys(shared_outputs(spec), Reveal.INTEGER_SHARES), **dict.fromkeys(masked, Reveal.EVALUATOR)}
         low = x_shares & np.uint64((1 << self.count_bits) - 1)
         if self.role == GARBLER:
             rng = ring.RandomRing()
@@ -320,10 +322,9 @@ class SecureScorer:
                 circuit, garbler=True, outputs=outputs,
                 inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
             )  # fmt: skip
-            return {name: ring.shl(out[name], scale) for name, scale in scales.items()}, pads
+            return {name: out[name] for name in shared_outputs(spec)}, pads
         out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
-        shares = {name: ring.shl(out[name], scale) for name, scale in scales.items()}
-        return shares, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
+        return {name: out[name] for name in shared_outputs(spec)}, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
 
     def terms(self, x_shares: np.ndarray, shifts: Sequence[float] | None = None) -> np.ndarray:
         """Shares of the cell/row term of every count (uint64 shares in, ring shares out);
@@ -359,6 +360,13 @@ class SecureScorer:
         table = shifted_k_table(self.shift_frac) if mode == "bdeu" else k_table(self.count_bits - 1)
         k_ln2 = arith.lookup(self.arith, table, index("k"))
         ln_r = arith.lookup(self.arith, J_TABLE, index("j"))
+        reciprocal = arith.lookup(self.arith, RECIPROCALS, index("j"))
+        shift_frac = self.shift_frac if mode == "bdeu" else 0
+        k_bits = self.count_bits + shift_frac
+        inv = None
+        if mode in ("exact", "bdeu"):
+            power = arith.lookup(self.arith, inv_power_table(self.count_bits, shift_frac), index("k"))
+            inv = inv_on(self.backend, reciprocal, power, k_bits, shift_frac)
         c_entry = None
         if mode == "exact":
             c_entry = arith.lookup(self.arith, FACTORIAL_TABLE, index("c"))
@@ -372,8 +380,8 @@ class SecureScorer:
         if shifts is not None:
             coefficients = ShiftCoefficients.of([Shift(float(a), self.shift_frac) for a in shifts])
         result = terms_on(
-            self.backend, mode, self.count_bits, gathered("u"), gathered("x2"), k_ln2, ln_r, c_entry,
-            gathered("inv") if mode in ("exact", "bdeu") else None, coefficients,
+            self.backend, mode, self.count_bits, reduced_argument_on(self.backend, gathered("f"), reciprocal, k_bits),
+            gathered("x2"), k_ln2, ln_r, c_entry, inv, coefficients,
         )  # fmt: skip
         self.clock.add("ln and x ln x (shares)", started)
         self.evaluations += n
