@@ -327,13 +327,14 @@ def test_integer_shares_reconstruct_any_value(data: st.DataObject) -> None:
 
 
 def test_integer_shares_cost_follows_the_width_not_the_ring() -> None:
-    """b + STAT_BITS AND gates and garbler mask labels per instance, against 128 of each
-    for ``shares`` of the same value widened to the ring."""
+    """b + STAT_BITS AND gates per instance, against 128 for ``shares`` of the same value
+    widened to the ring, and no mask labels sent: one seed per run."""
     width, k = 21, 10
     pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
     _integer_shares(width, list(range(k)), pair=pair)
     labels = sum(len(p) for t, p in pair[1].transcript if t == "yao.garbler_labels")
-    assert labels == 16 * k * (width + width + STAT_BITS)  # its input g, and the mask
+    assert labels == 16 * k * width  # its input g only: the mask's labels come from the seed
+    assert [len(p) for t, p in pair[1].transcript if t == "yao.mask_seed"] == [yao.MASK_SEED_BYTES]
     circuit = _xor_circuit(width)
     full = yao._with_share_outputs(circuit, (("v", Reveal.INTEGER_SHARES),))
     assert full.schedule.n_and - circuit.schedule.n_and == width + STAT_BITS
