@@ -155,6 +155,8 @@ def test_the_garblers_secrets_reach_only_its_own_executor(monkeypatch: pytest.Mo
     assert all(args[3].tobytes() == delta for args in garbled)  # one R for the whole run
     seeds = {args[-1] for args in garbled}
     assert len(seeds) == len(garbled)  # a fresh seed for each chunk's input labels
+    assert all(args[8].size == 16 for args in garbled)  # the sum's mask rows, labelled from a seed
+    assert len({args[10] for args in garbled}) == len(garbled)  # a public mask-label key per chunk
     for _, args in bob.tasks:
         for arg in args:
             raw = arg.tobytes() if isinstance(arg, np.ndarray) else arg if isinstance(arg, bytes) else b""

@@ -1,7 +1,8 @@
 """Two-party Yao: known answers of the public circuits, random circuits against the
 plaintext evaluator, every output mode, either party garbling, wide values, integer shares
-(reconstruction at the edges, cost, the evaluator's masked view), and disagreement
-detection."""
+(reconstruction at the edges, cost, the evaluator's masked view), mask labels from a
+seed (bytes saved, outputs over many chunks, the evaluator's labels independent of the
+mask), and disagreement detection."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ from ppbn.circuits.evaluate import evaluate
 from ppbn.circuits.garble import (
     FixedKeyHash,
     evaluate_garbled,
+    fixed_key,
     garble,
     permute_bits,
     random_delta,
     random_labels,
 )
-from ppbn.circuits.ir import Bundle, Circuit, Op, values_to_bits
+from ppbn.circuits.ir import Bundle, Circuit, Op, as_values, values_to_bits
 from ppbn.protocols import ring, yao
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.fixedpoint import STAT_BITS
@@ -327,13 +329,14 @@ def test_integer_shares_reconstruct_any_value(data: st.DataObject) -> None:
 
 
 def test_integer_shares_cost_follows_the_width_not_the_ring() -> None:
-    """b + STAT_BITS AND gates and garbler mask labels per instance, against 128 of each
-    for ``shares`` of the same value widened to the ring."""
+    """b + STAT_BITS AND gates per instance, against 128 for ``shares`` of the same value
+    widened to the ring, and no mask labels sent: one seed per run."""
     width, k = 21, 10
     pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
     _integer_shares(width, list(range(k)), pair=pair)
     labels = sum(len(p) for t, p in pair[1].transcript if t == "yao.garbler_labels")
-    assert labels == 16 * k * (width + width + STAT_BITS)  # its input g, and the mask
+    assert labels == 16 * k * width  # its input g only: the mask's labels come from the seed
+    assert [len(p) for t, p in pair[1].transcript if t == "yao.mask_seed"] == [yao.MASK_SEED_BYTES]
     circuit = _xor_circuit(width)
     full = yao._with_share_outputs(circuit, (("v", Reveal.INTEGER_SHARES),))
     assert full.schedule.n_and - circuit.schedule.n_and == width + STAT_BITS
@@ -372,3 +375,185 @@ def test_integer_shares_and_shares_are_different_runs() -> None:
             lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"e": [2]}, outputs={"v": "shares"}),
             pair=memory_channel_pair(timeout_s=5),
         )
+
+
+# -- mask labels from a seed ----------------------------------------------------------------
+def _masked_circuit(width: int) -> Circuit:
+    """g + e (to share mod 2^b), g ^ e (signed, to share as integers) and g < e (garbler)."""
+    b = B.CircuitBuilder()
+    g, e = b.input("g", width), b.input("e", width)
+    b.output("sum", B.add(b, g, e))
+    b.output("v", [b.xor(x, y) for x, y in zip(g, e, strict=True)])
+    b.output("lt", [B.less_than(b, g, e)])
+    return b.build()
+
+
+MASKED_MODES = {"sum": Reveal.SHARES, "v": Reveal.INTEGER_SHARES, "lt": Reveal.GARBLER}
+PLAIN_MODES = {"sum": Reveal.EVALUATOR, "v": Reveal.EVALUATOR, "lt": Reveal.GARBLER}
+
+
+def _mask_rows(circuit: Circuit, modes) -> tuple[Circuit, np.ndarray]:
+    """The extended circuit of ``modes`` and its mask input rows."""
+    kinds = (Reveal.SHARES, Reveal.INTEGER_SHARES)
+    shared = tuple((o.name, Reveal(modes[o.name])) for o in circuit.outputs if modes[o.name] in kinds)
+    full = yao._with_share_outputs(circuit, shared)
+    rows, pos = [], 0
+    for bundle in full.inputs:
+        if bundle.name.startswith(yao.MASK_PREFIX):
+            rows += range(pos, pos + bundle.width)
+        pos += bundle.width
+    return full, np.array(rows, dtype=np.intp)
+
+
+def _masked_run(width: int, gs, es, modes, alice_garbles: bool = True, seed: bytes | None = None):
+    """(garbler result, evaluator result, the evaluator's transcript)."""
+    circuit = _masked_circuit(width)
+    pair = memory_channel_pair(timeout_s=60, keep_transcript=True)
+    seeds = TaskSeeds(seed) if seed is not None else None
+
+    def alice(ch):
+        party = YaoParty(ch, seeds=seeds)
+        mine = {"g": gs} if alice_garbles else {"e": es}
+        return party.run(circuit, garbler=alice_garbles, inputs=mine, outputs=modes)
+
+    def bob(ch):
+        party = YaoParty(ch)
+        mine = {"e": es} if alice_garbles else {"g": gs}
+        return party.run(circuit, garbler=not alice_garbles, inputs=mine, outputs=modes)
+
+    ra, rb = run_two_party(alice, bob, pair=pair)
+    g, e = (ra, rb) if alice_garbles else (rb, ra)
+    return g, e, pair[1 if alice_garbles else 0].transcript
+
+
+def _check_masked_outputs(width: int, gs, es, g, e) -> None:
+    modulus = 1 << width
+    assert [(int(a) + int(c)) % modulus for a, c in zip(g["sum"], e["sum"], strict=True)] == [
+        (x + y) % modulus for x, y in zip(gs, es, strict=True)
+    ]
+    signed = [((x ^ y) ^ (1 << (width - 1))) - (1 << (width - 1)) for x, y in zip(gs, es, strict=True)]
+    assert ring.to_signed(ring.add(g["v"], e["v"])) == signed
+    assert list(g["lt"]) == [int(x < y) for x, y in zip(gs, es, strict=True)]
+
+
+@pytest.mark.parametrize("alice_garbles", [True, False])
+def test_mask_labels_are_not_sent_and_outputs_stay_right_over_chunks(
+    alice_garbles: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The garbler's labels drop by exactly 16 bytes x mask bits per instance (to what the
+    same circuit costs with no shared output), one 16-byte seed per run replaces them, and
+    outputs are right for many instances over many chunks."""
+    width, k = 12, 700
+    circuit = _masked_circuit(width)
+    full, mask_rows = _mask_rows(circuit, MASKED_MODES)
+    assert mask_rows.size == width + yao.integer_share_width(width)
+    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * full.schedule.n_and * 64)  # chunks of 64 instances
+    rng = random.Random(7)
+    gs = [rng.getrandbits(width) for _ in range(k)]
+    es = [rng.getrandbits(width) for _ in range(k)]
+    gs[:4], es[:4] = [0, (1 << width) - 1, 0, (1 << width) - 1], [0, (1 << width) - 1, (1 << width) - 1, 0]
+    g, e, transcript = _masked_run(width, gs, es, MASKED_MODES, alice_garbles)
+    _check_masked_outputs(width, gs, es, g, e)
+    tags = [t for t, _ in transcript]
+    assert tags.count("yao.garbler_labels") == tags.count("yao.tables") == -(-k // 64)
+    assert tags.count("yao.mask_seed") == 1
+    sent = sum(len(p) for t, p in transcript if t == "yao.garbler_labels")
+    garbler_bits = sum(b.width for b in full.inputs if b.name != "e")  # g and the masks
+    assert sent == 16 * k * garbler_bits - 16 * k * mask_rows.size
+    _, _, plain = _masked_run(width, gs, es, PLAIN_MODES, alice_garbles)
+    assert sent == sum(len(p) for t, p in plain if t == "yao.garbler_labels") == 16 * k * width
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    width=st.integers(1, 70),
+    k=st.integers(1, 40),
+    per_chunk=st.integers(1, 9),
+    alice_garbles=st.booleans(),
+    data=st.data(),
+)
+def test_masked_outputs_are_right_for_any_chunking(width, k, per_chunk, alice_garbles, data) -> None:
+    gs = data.draw(st.lists(st.integers(0, (1 << width) - 1), min_size=k, max_size=k))
+    es = data.draw(st.lists(st.integers(0, (1 << width) - 1), min_size=k, max_size=k))
+    full, _ = _mask_rows(_masked_circuit(width), MASKED_MODES)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(yao, "CHUNK_BYTES", 32 * full.schedule.n_and * per_chunk)
+        g, e, transcript = _masked_run(width, gs, es, MASKED_MODES, alice_garbles)
+    _check_masked_outputs(width, gs, es, g, e)
+    assert [t for t, _ in transcript].count("yao.tables") == -(-k // per_chunk)
+
+
+def _evaluator_mask_labels(monkeypatch: pytest.MonkeyPatch, flip: bool, k: int = 300):
+    """The evaluator's active labels of the mask wires (as passed to ``evaluate_chunk``),
+    the masks r (bits, rows x k) and the transcript, for fixed garbler seeds; ``flip``
+    inverts every mask bit the garbler draws (the rest of its randomness unchanged)."""
+    width = 10
+    circuit = _masked_circuit(width)
+    full, mask_rows = _mask_rows(circuit, MASKED_MODES)
+    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * full.schedule.n_and * 100)
+    seen: list[np.ndarray] = []
+    drawn: list[np.ndarray] = []
+    evaluate, random_values = yao.evaluate_chunk, yao._random_values
+
+    def recording_evaluate(schedule, session, tweak, labels, tables):
+        seen.append(labels[mask_rows].copy())
+        return evaluate(schedule, session, tweak, labels, tables)
+
+    def masks(stream, bits, count):
+        values = random_values(stream, bits, count)
+        if flip:
+            values = as_values([int(v) ^ ((1 << bits) - 1) for v in values], bits)
+        drawn.append(values_to_bits(values, bits))
+        return values
+
+    monkeypatch.setattr(yao, "evaluate_chunk", recording_evaluate)
+    monkeypatch.setattr(yao, "_random_values", masks)
+    rng = random.Random(11)
+    gs = [rng.getrandbits(width) for _ in range(k)]
+    es = [rng.getrandbits(width) for _ in range(k)]
+    g, e, transcript = _masked_run(width, gs, es, MASKED_MODES, seed=b"\x05" * 32)
+    _check_masked_outputs(width, gs, es, g, e)
+    return np.concatenate(seen, axis=1), np.concatenate(drawn, axis=0), transcript
+
+
+def test_evaluator_mask_labels_do_not_depend_on_the_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the garbler's randomness fixed, inverting every mask bit leaves the evaluator's
+    active mask labels and the garbler's labels and seed byte for byte the same (with sent
+    labels each would differ by R); they are the ones the public seed gives."""
+    labels, r, transcript = _evaluator_mask_labels(monkeypatch, flip=False)
+    labels_flipped, r_flipped, transcript_flipped = _evaluator_mask_labels(monkeypatch, flip=True)
+    assert (r ^ r_flipped).all()
+    np.testing.assert_array_equal(labels, labels_flipped)
+    for tag in ("yao.mask_seed", "yao.garbler_labels"):
+        assert [p for t, p in transcript if t == tag] == [p for t, p in transcript_flipped if t == tag]
+    seed = dict(transcript)["yao.mask_seed"]
+    rows = labels.shape[0]
+    chunks = [yao.mask_labels(yao.mask_label_key(b"", seed, start), rows, 100) for start in (0, 100, 200)]
+    np.testing.assert_array_equal(labels, np.concatenate(chunks, axis=1))
+
+
+def test_evaluator_mask_labels_are_balanced_and_independent_of_r(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chi-square tests over all mask wires and instances: the permute bit (lsb) and two
+    other bits of the active mask label are balanced and independent of the mask bit r."""
+    labels, r, _ = _evaluator_mask_labels(monkeypatch, flip=False, k=1000)
+    assert r.shape == labels.shape[:2]  # (mask wires, instances)
+    for word, bit in ((0, 0), (0, 37), (1, 63)):
+        label_bits = ((labels[..., word] >> np.uint64(bit)) & np.uint64(1)).astype(np.uint8).ravel()
+        table = np.zeros((2, 2))
+        np.add.at(table, (label_bits, r.ravel()), 1)
+        assert stats.chi2_contingency(table).pvalue > 1e-4
+        assert stats.binomtest(int(label_bits.sum()), label_bits.size).pvalue > 1e-4
+
+
+def test_mask_label_keys_are_separated() -> None:
+    """A key per session, seed and chunk, framed, and not the fixed garbling key."""
+    seed = bytes(range(16))
+    base = yao.mask_label_key(b"job-1", seed, 0)
+    others = {
+        yao.mask_label_key(b"job-2", seed, 0),
+        yao.mask_label_key(b"job-1", bytes(16), 0),
+        yao.mask_label_key(b"job-1", seed, 64),
+        yao.mask_label_key(b"job-1" + seed[:1], seed[1:], 0),
+    }
+    assert len(others) == 4 and base not in others
+    assert base[:16] != fixed_key(YAO_PROTOCOL, b"job-1")

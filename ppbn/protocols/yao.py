@@ -11,8 +11,9 @@ Computation", J. Cryptology 2009, Sec. 3, with half-gates garbling from
 2. Evaluator input labels by correlated OT extension (``ppbn.protocols.ot``) with
    correlation R: the garbler's zero-label of an evaluator input bit is its OT output.
 3. In instance chunks (at most ``CHUNK_BYTES`` per message, so the evaluator starts
-   while the garbler goes on), the garbler sends the labels of its own input bits and
-   the garbled tables; then the decoding bits of the outputs the evaluator learns.
+   while the garbler goes on), the garbler sends the labels of its own input bits (mask
+   bits excepted: see "Mask labels from a seed") and the garbled tables; then the
+   decoding bits of the outputs the evaluator learns.
 4. The evaluator evaluates and returns, for outputs the garbler learns, the permute bits
    of its output labels (the garbler decodes them) and, for outputs both learn, the values.
 
@@ -21,17 +22,38 @@ Output modes (``Reveal``) of an output bundle of width b:
 - ``garbler``, ``evaluator``, ``both``: the value, to that party or to both.
 - ``shares``: fresh additive shares mod 2^b. The circuit is extended with a garbler input
   ``mask`` of b bits and outputs value - mask mod 2^b to the evaluator; the garbler's
-  share is the uniformly random mask. Costs b AND gates and b garbler labels.
+  share is the uniformly random mask. Costs b AND gates (its labels come from a seed).
 - ``integer-shares``: the bundle is a signed two's-complement b-bit value v, shared as
   ring vectors mod 2^128 (``ppbn.protocols.ring``). The circuit computes v' = v + 2^(b-1)
   in [0, 2^b) (the top bit flipped, free) and outputs to the evaluator the integer
   y = v' + r in b + STAT_BITS + 1 bits, with r uniform in [0, 2^(b + STAT_BITS)) the
   garbler's mask: no wrap-around, so the shares are y - 2^(b-1) (evaluator) and -r
-  (garbler), which add up to v mod 2^128. Costs b + STAT_BITS AND gates and as many
-  garbler labels, whatever the ring width: a narrow value (a count, a reduced argument)
-  does not pay for 128 bits. Security: the distribution of y is within statistical
-  distance v' / 2^(b + STAT_BITS) < 2^-STAT_BITS of r's, whatever v is (the argument of
-  ``arith.truncate``); the garbler learns nothing new.
+  (garbler), which add up to v mod 2^128. Costs b + STAT_BITS AND gates (the mask's
+  labels come from a seed), whatever the ring width: a narrow value (a count, a reduced
+  argument) does not pay for 128 bits. Security: the distribution of y is within
+  statistical distance v' / 2^(b + STAT_BITS) < 2^-STAT_BITS of r's, whatever v is (the
+  argument of ``arith.truncate``); the garbler learns nothing new.
+
+Mask labels from a seed (issue 12): a garbler input bit that is uniformly random and used
+only as a mask needs no label transfer, a folklore optimisation of free-XOR garbling. Per
+run with masks the garbler draws a public seed s of ``MASK_SEED_BYTES`` from its
+``TaskSeeds`` and sends it once ("yao.mask_seed") instead of 16 bytes per mask bit and
+instance. For each chunk both parties expand A = AES-256-CTR under ``mask_label_key``
+(SHA-256 under its own domain label ``MASK_LABEL_DOMAIN`` of the protocol id, session, s and
+the chunk's first instance: a key no other derivation in ppbn produces). The garbler draws
+the mask r itself, as before, and sets the zero-label of mask wire i to
+L_i^0 = A_i XOR r_i R, so the active label L_i^(r_i) is A_i, which the evaluator computes.
+Why the evaluator's view does not change: it still holds exactly one label per wire, and
+that label, A_i, is a function of s alone, drawn independently of r and of R; in the plain
+protocol the active label L^0 XOR r R is likewise independent of r because L^0 is uniform.
+The other label A_i XOR R stays hidden as long as R does, and the security of free-XOR with
+half-gates (ZRE15; the hash is circular-correlation robust for inputs the adversary knows)
+needs of the input labels only that R be uniform, secret and independent of them, not that
+the evaluator's active labels be secret: a simulator draws s itself. The evaluator's colour
+bit lsb(A_i) = p_i XOR r_i (p_i the wire's permute bit) is, as before, independent of r_i.
+The mask stays uniform and known to the garbler only (drawn from its ``TaskSeeds``, never
+sent), and the garbler's share derives from it as before. s is public; R, r and the label
+seeds never leave the garbler.
 
 Domain separation: garbling hashes with ``FixedKeyHash(YAO_PROTOCOL, channel.session)``,
 whose fixed AES key is derived from the protocol id and the job's session label (see
@@ -41,7 +63,8 @@ instance b"yao" of ``ppbn.protocols.ot``. ``dh_bits`` selects the base-OT group
 
 Executor (issue 14): each instance chunk of step 3 is garbled by ``garble_chunk`` and
 evaluated by ``evaluate_chunk``, pure functions of the schedule, the chunk's tweak base,
-its labels and (garbler) R and a per-chunk seed for its own input labels. A run of at least
+its labels and (garbler) R, the chunk's mask-label key and a per-chunk seed for its own
+input labels (the evaluator expands the mask labels in the job thread). A run of at least
 ``gc_inline_below`` AND gates x instances sends them to the party's own executor; the
 chunks and tweaks are those of the message framing, so tables, labels and outputs are the
 same bytes inline or on a pool. R, the label seeds and the output masks come from the
@@ -89,6 +112,8 @@ CHUNK_BYTES = 16 * 1024 * 1024
 # a host with spare cores sets the policy's gc_inline_below lower.
 GC_INLINE_BELOW = 1 << 40
 MASK_PREFIX = "yao.mask."
+MASK_SEED_BYTES = 16
+MASK_LABEL_DOMAIN = b"ppbn yao mask labels v1"
 YAO_PROTOCOL = b"ppbn/yao/half-gates"
 OT_INSTANCE = b"yao"
 
@@ -169,6 +194,25 @@ def _delta(stream: RandomStream) -> np.ndarray:
     return delta
 
 
+def mask_label_key(session: bytes, seed: bytes, first: int) -> bytes:
+    """The public AES-256 key of the mask labels of the chunk whose first instance is
+    ``first``, in a run with mask seed ``seed``: its own SHA-256 domain, so it never equals
+    a key or label derived for anything else (module doc, "Mask labels from a seed")."""
+    framed = length_prefixed(YAO_PROTOCOL, session, seed, first.to_bytes(8, "big"))
+    return hashlib.sha256(MASK_LABEL_DOMAIN + framed).digest()
+
+
+def mask_labels(key: bytes, rows: int, size: int) -> np.ndarray:
+    """The evaluator's active labels A of ``rows`` mask wires x ``size`` instances, (rows,
+    size, 2) uint64: both parties compute them, so the garbler need not send them."""
+    return _labels(RandomStream(key), (rows, size))
+
+
+def _times_delta(bits: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """bit * R for (rows, instances) bits: (rows, instances, 2) uint64."""
+    return np.negative(bits.astype(np.uint64))[..., None] & delta
+
+
 def garble_chunk(
     schedule: Schedule,
     session: bytes,
@@ -178,23 +222,30 @@ def garble_chunk(
     own_bits: np.ndarray,
     peer_rows: np.ndarray,
     peer_zero: np.ndarray,
+    mask_rows: np.ndarray,
+    mask_bits: np.ndarray,
+    mask_key: bytes,
     seed: bytes,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Garble one chunk of instances, a pure function for the garbler's own executor.
 
-    The zero-labels of the garbler's input rows ``own_rows`` are drawn from ``seed``; those
-    of the evaluator's rows ``peer_rows`` are its OT outputs ``peer_zero``. ``own_bits``:
-    (own rows, instances) input bits (zero rows when the garbler has no inputs). Returns
-    the active labels of the garbler's inputs, the half-gates tables (ZRE15 Sec. 3,
-    ``circuits.garble``) and the output zero-labels. R, the seed and the OT outputs never
-    leave this party: the executor is its own.
+    The zero-labels of the garbler's labelled input rows ``own_rows`` are drawn from
+    ``seed``; those of the evaluator's rows ``peer_rows`` are its OT outputs ``peer_zero``;
+    those of its mask rows ``mask_rows`` are A XOR r R with A = ``mask_labels(mask_key)``
+    and r = ``mask_bits``, so that the evaluator's active label is A (module doc).
+    ``own_bits``, ``mask_bits``: (rows, instances) input bits (zero rows when there are
+    none). Returns the active labels of the labelled inputs, the half-gates tables (ZRE15
+    Sec. 3, ``circuits.garble``) and the output zero-labels. R, the seed, the masks and the
+    OT outputs never leave this party: the executor is its own.
     """
     size = own_bits.shape[1]
     zero = np.empty((len(schedule.input_slots), size, 2), dtype=np.uint64)
     zero[peer_rows] = peer_zero
     own_zero = _labels(RandomStream(seed), (own_rows.size, size))
     zero[own_rows] = own_zero
-    active = own_zero ^ (np.negative(own_bits.astype(np.uint64))[..., None] & delta)
+    if mask_rows.size:
+        zero[mask_rows] = mask_labels(mask_key, mask_rows.size, size) ^ _times_delta(mask_bits, delta)
+    active = own_zero ^ _times_delta(own_bits, delta)
     tables, out_zero = garble(schedule, zero, delta, tweak, FixedKeyHash(YAO_PROTOCOL, session))
     return active, tables, out_zero
 
@@ -274,15 +325,16 @@ class YaoParty:
             raise ValueError("at least one instance is needed")
         shared = tuple((n, modes[n]) for n in names if modes[n] in (Reveal.SHARES, Reveal.INTEGER_SHARES))
         full = _with_share_outputs(circuit, shared)
+        masked = {MASK_PREFIX + n for n, _ in shared}
         if garbler:
             stream = RandomStream(self._seeds.next())
             masks = {n: _random_values(stream, full.input(MASK_PREFIX + n).width, k) for n, _ in shared}
             values.update({MASK_PREFIX + n: v for n, v in masks.items()})
-            result = self._garble_side(full, values, modes, k)
+            result = self._garble_side(full, values, modes, k, masked)
             for n, m in shared:  # the garbler's share: the mask, or -r in the ring
                 result[n] = ring.neg(_ring_values(masks[n])) if m == Reveal.INTEGER_SHARES else masks[n]
         else:
-            result = self._evaluate_side(full, values, modes, k)
+            result = self._evaluate_side(full, values, modes, k, masked)
             for n in (n for n, m in shared if m == Reveal.INTEGER_SHARES):
                 offset = ring.constant(1 << (circuit.output(n).width - 1))
                 result[n] = ring.sub(_ring_values(result[n]), offset)
@@ -308,27 +360,31 @@ class YaoParty:
             "outputs": {n: m.value for n, m in sorted(modes.items())},
             "tweak_base": tweak,
         }
-        domain = b"ppbn yao header v2" + length_prefixed(YAO_PROTOCOL, self.channel.session)
+        domain = b"ppbn yao header v3" + length_prefixed(YAO_PROTOCOL, self.channel.session)
         return hashlib.sha256(domain + json.dumps(body, sort_keys=True).encode()).digest()
 
     @staticmethod
     def _partition(
-        circuit: Circuit, mine: set[str], values: Mapping[str, np.ndarray]
-    ) -> tuple[list[int], list[int], list[np.ndarray]]:
-        """Input rows of this party's bundles, of the peer's, and this party's input bits."""
-        own_rows: list[int] = []
-        peer_rows: list[int] = []
-        own_bits: list[np.ndarray] = []
+        circuit: Circuit, mine: set[str], masked: set[str], values: Mapping[str, np.ndarray], k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Input rows of this party's labelled bundles, of the peer's, and of the garbler's
+        masks (``masked``, labelled from a seed); this party's bits of its labelled rows and
+        of the mask rows (each (rows, k), empty when it holds none)."""
+        rows: dict[str, list[int]] = {"own": [], "peer": [], "mask": []}
+        bits: dict[str, list[np.ndarray]] = {"own": [], "mask": []}
         pos = 0
         for b in circuit.inputs:
-            rows = list(range(pos, pos + b.width))
-            if b.name in mine:
-                own_rows += rows
-                own_bits.append(values_to_bits(values[b.name], b.width))
-            else:
-                peer_rows += rows
+            kind = "mask" if b.name in masked else "own" if b.name in mine else "peer"
+            rows[kind] += range(pos, pos + b.width)
+            if b.name in values:
+                bits[kind].append(values_to_bits(values[b.name], b.width))
             pos += b.width
-        return own_rows, peer_rows, own_bits
+        own, peer, mask = (np.array(rows[kind], dtype=np.intp) for kind in ("own", "peer", "mask"))
+        own_bits, mask_bits = (
+            np.concatenate(bits[kind], axis=0) if bits[kind] else np.empty((0, k), dtype=np.uint8)
+            for kind in ("own", "mask")
+        )
+        return own, peer, mask, own_bits, mask_bits
 
     @staticmethod
     def _chunks(circuit: Circuit, k: int, garbler_bits: int) -> list[slice]:
@@ -364,33 +420,37 @@ class YaoParty:
 
     # -- garbler -----------------------------------------------------------------------
     def _garble_side(
-        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int
+        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int, masked: set[str]
     ) -> dict[str, np.ndarray]:
         mine = set(values)
         self.channel.send("yao.header", self._header(full, k, sorted(mine), modes, self._tweak_base))
         delta = _delta(RandomStream(self._seeds.next()))
         sched = full.schedule
-        own_rows, peer_rows, own_bits = self._partition(full, mine, values)
+        own_rows, peer_rows, mask_rows, bits, mask_bits = self._partition(full, mine, masked, values, k)
+        mask_seed = b""
+        if mask_rows.size:  # public: the evaluator's mask labels follow from it (module doc)
+            mask_seed = self._seeds.next()[:MASK_SEED_BYTES]
+            self.channel.send("yao.mask_seed", mask_seed)
+        session = self.channel.session
         peer_zero = np.empty((len(peer_rows), k, 2), dtype=np.uint64)
-        if peer_rows:
+        if peer_rows.size:
             if self._ot_sender is None:
                 self._ot_sender = OTSender(self.channel, **self._ot_options)
             ots_before = self._ot_sender.ots
             peer_zero = self._ot_sender.send_correlated(len(peer_rows) * k, delta).reshape(len(peer_rows), k, 2)
             self.counters.ots += self._ot_sender.ots - ots_before
-        bits = np.concatenate(own_bits, axis=0) if own_rows else np.empty((0, k), dtype=np.uint8)
         chunks = self._chunks(full, k, len(own_rows))
         tweaks = [self._tweak_base + 2 * sched.n_and * c.start for c in chunks]
-        own, peer = np.array(own_rows, dtype=np.intp), np.array(peer_rows, dtype=np.intp)
         tasks = (
-            (sched, self.channel.session, tweak, delta, own, np.ascontiguousarray(bits[:, chunk]), peer,
-             np.ascontiguousarray(peer_zero[:, chunk]), self._seeds.next())
+            (sched, session, tweak, delta, own_rows, np.ascontiguousarray(bits[:, chunk]), peer_rows,
+             np.ascontiguousarray(peer_zero[:, chunk]), mask_rows, np.ascontiguousarray(mask_bits[:, chunk]),
+             mask_label_key(session, mask_seed, chunk.start) if mask_rows.size else b"", self._seeds.next())
             for chunk, tweak in zip(chunks, tweaks, strict=True)
         )  # fmt: skip
         out_zero = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
         executor = executor_for(self._executor, sched.n_and * k, self._gc_inline_below)
         for chunk, (active, tables, chunk_out) in zip(chunks, executor.map(garble_chunk, tasks), strict=True):
-            if own_rows:
+            if own_rows.size:
                 self.channel.send_array("yao.garbler_labels", active)
             self.channel.send_array("yao.tables", tables)
             out_zero[:, chunk] = chunk_out
@@ -413,7 +473,7 @@ class YaoParty:
 
     # -- evaluator -----------------------------------------------------------------------
     def _evaluate_side(
-        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int
+        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int, masked: set[str]
     ) -> dict[str, np.ndarray]:
         mine = set(values)
         garbler_bundles = sorted(b.name for b in full.inputs if b.name not in mine)
@@ -424,13 +484,19 @@ class YaoParty:
                 "input ownership, output modes, run sequence or session"
             )
         sched = full.schedule
+        session = self.channel.session
         labels = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
-        own_rows, peer_rows, own_bits = self._partition(full, mine, values)
-        if own_rows:
+        own_rows, peer_rows, mask_rows, own_bits, _ = self._partition(full, mine, masked, values, k)
+        mask_seed = b""
+        if mask_rows.size:
+            mask_seed = self.channel.recv("yao.mask_seed", max_bytes=MASK_SEED_BYTES)
+            if len(mask_seed) != MASK_SEED_BYTES:
+                raise ProtocolError(f"yao.mask_seed has {len(mask_seed)} bytes, expected {MASK_SEED_BYTES}")
+        if own_rows.size:
             if self._ot_receiver is None:
                 self._ot_receiver = OTReceiver(self.channel, **self._ot_options)
             ots_before = self._ot_receiver.ots
-            choices = np.concatenate(own_bits, axis=0).reshape(-1)
+            choices = own_bits.reshape(-1)
             labels[own_rows] = self._ot_receiver.receive_correlated(choices).reshape(len(own_rows), k, 2)
             self.counters.ots += self._ot_receiver.ots - ots_before
         chunks = self._chunks(full, k, len(peer_rows))
@@ -438,12 +504,15 @@ class YaoParty:
         def tasks():
             for chunk in chunks:
                 size = chunk.stop - chunk.start
-                if peer_rows:
+                if peer_rows.size:
                     got_labels = self.channel.recv_array("yao.garbler_labels", np.uint64, (len(peer_rows), size, 2))
                     labels[peer_rows, chunk] = got_labels
+                if mask_rows.size:  # the active labels of the garbler's masks, from the public seed
+                    key = mask_label_key(session, mask_seed, chunk.start)
+                    labels[mask_rows, chunk] = mask_labels(key, mask_rows.size, size)
                 tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
                 tweak = self._tweak_base + 2 * sched.n_and * chunk.start
-                yield sched, self.channel.session, tweak, np.ascontiguousarray(labels[:, chunk]), tables
+                yield sched, session, tweak, np.ascontiguousarray(labels[:, chunk]), tables
 
         out_labels = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
         executor = executor_for(self._executor, sched.n_and * k, self._gc_inline_below)
