@@ -91,7 +91,7 @@ class ArithSession:
     The OT extension (and its 128 base OTs) is set up on first use. Masks and shares come
     from ``ring.RandomRing`` (AES-CTR under an os.urandom key). With ``keep_openings`` the
     session records every masked value this party reconstructs (bob's x + r in truncation
-    and resharing): with the channel transcript that is its whole view, which the leak
+    and resharing, his T[j] - rho in lookups): with the channel transcript that is its whole view, which the leak
     tests examine. ``dh_bits`` is the job's base-OT group (``ot.dh_bits_for(key_bits)``,
     the same at both parties). ``seeds``, ``executor`` and ``ot_inline_below`` go to this
     party's end of the OT extension (``ot.OTSender``, ``ot.OTReceiver``).
@@ -563,6 +563,10 @@ def lookup_batch(
             mine = keys[used : used + m].reshape(stop - start, plan.width, *keys.shape[1:])
             used += m
             _serve(session, plan, start, stop, mine)
+    if not session.is_alice:  # bob holds his shares T[j] - rho in the clear: part of his view
+        for plan in plans:
+            for share in plan.out:
+                session.opened("lookup", share)
     return [plan.out for plan in plans]
 
 
