@@ -525,14 +525,14 @@ def lookup_batch(
     table step of Lindell-Pinkas, Yang-Wright 5.4 and 6.5): per instance, w random OTs give
     alice key pairs (k_i^0, k_i^1) and bob k_i^(y_i) (``OTSender.pads``, the receiver's
     ``pads``: no correction message). For each table alice draws one rho per instance and
-    sends T'[e] = T[e ^ mu] - rho for every entry e, encrypted under pad bytes of entry e:
-    block b of the pad is XOR_i H(k_i^(e_i), tweak(instance, e, b, i)) (``FixedKeyHash``,
+    sends T'[x] = T[x ^ mu] - rho for every entry x, encrypted under pad bytes of entry x:
+    block b of the pad is XOR_i H(k_i^(x_i), tweak(instance, x, b, i)) (``FixedKeyHash``,
     tweaks unique per ArithSession), and the tables of a request take disjoint bytes of
     those blocks. Bob decrypts entry y: T'[y] = T[j] - rho is his share.
 
     Narrow entries (the wire diet of issue 12): for a table with |entry| < 2^e (e read off
     the public table, e <= MAX_BOUND_BITS) rho is a statistical mask, uniform in
-    [-2^(m-1), 2^(m-1)) with m = e + STAT_BITS (as in ``truncate``), so T'[e] is an integer
+    [-2^(m-1), 2^(m-1)) with m = e + STAT_BITS (as in ``truncate``), so each T'[x] is an integer
     of m + 1 signed bits and is sent in ``entry_bytes(e)`` = ceil((m + 1) / 8) bytes; bob
     sign-extends his into the ring. A wider table gets a uniform rho and 16 bytes.
 
