@@ -192,16 +192,137 @@ def test_mul_public_without_truncation_is_local_and_exact():
 
 
 # -- lookup ----------------------------------------------------------------------------
+def _signed_width(share: np.ndarray) -> int:
+    """Signed bits that hold every value of a ring vector."""
+    return max(v.bit_length() if v >= 0 else (-v - 1).bit_length() for v in ring.to_signed(share)) + 1
+
+
 @pytest.mark.parametrize(("width", "instances"), [(1, 50), (4, 300), (7, 2500)])
 def test_lookup_returns_shares_of_the_entry(width, instances):
+    """Entries wider than MAX_BOUND_BITS: a uniform mask and 16 bytes per entry."""
     size = 1 << width
     table = [random.randrange(-(2**100), 2**100) for _ in range(size)]
     j = np.array([random.randrange(size) for _ in range(instances)])
     mu = np.array([random.randrange(size) for _ in range(instances)])
-    za, zb, (sa, sb) = two_party(arith.lookup, (table, mu), (table, mu ^ j))
+    pair = memory_channel_pair(keep_transcript=True)
+    za, zb, (sa, sb) = two_party(arith.lookup, (table, mu), (table, mu ^ j), pair=pair)
     assert reveal(za, zb) == [table[k] for k in j]
     assert sa.counters.ots == sb.counters.ots == instances * width
     assert sa.counters.lookups == instances
+    assert sum(len(m) for m in _bob_messages(pair, "arith.lookup")) == instances * size * 16
+
+
+def _extreme_table(size: int, bits: int) -> list[int]:
+    """Random entries of |entry| < 2^bits, with the most negative and most positive at 0 and 1."""
+    top = 2**bits - 1
+    return [-top, top] + [random.randint(-top, top) for _ in range(size - 2)]
+
+
+@pytest.mark.parametrize(("width", "bits", "instances"), [(1, 0, 40), (3, 1, 300), (6, 48, 800), (7, 57, 500), (10, 13, 60), (2, 87, 200)])
+def test_narrow_lookup_reconstructs_exactly_and_sends_the_predicted_bytes(width, bits, instances):
+    size = 1 << width
+    table = [0] * size if bits == 0 else _extreme_table(size, bits)
+    j = np.array([0, 1, size - 1] + [random.randrange(size) for _ in range(instances - 3)])
+    mu = np.array([random.randrange(size) for _ in range(instances)])
+    pair = memory_channel_pair(keep_transcript=True)
+    za, zb, (sa, _) = two_party(arith.lookup, (table, mu), (table, mu ^ j), pair=pair)
+    assert reveal(za, zb) == [table[k] for k in j]
+    assert _signed_width(zb) <= bits + STAT_BITS + 1  # bob's share: T[j] - rho
+    assert _signed_width(za) <= bits + STAT_BITS  # alice's: rho
+    per_entry = -(-(bits + STAT_BITS + 1) // 8)
+    assert arith.entry_bytes(bits) == per_entry
+    assert sum(len(m) for m in _bob_messages(pair, "arith.lookup")) == instances * size * per_entry
+    assert sa.counters.ots == instances * width
+
+
+def test_lookup_width_is_read_off_the_table():
+    """A table given as ring elements is read as signed; one entry one bit wider costs a byte
+    more at a byte boundary, and a table beyond MAX_BOUND_BITS falls back to 16 bytes."""
+    for entries, per_entry in (
+        ([0, 2**47 - 1, -(2**47) + 1, 5], 11),  # e = 47: 88 bits
+        ([0, 2**47, 3, -1], 12),  # e = 48: 89 bits
+        ([0, -(2**87) + 1, 1, 2], 16),  # e = 87: 128 bits
+        ([0, 2**87, 1, 2], 16),  # e = 88: uniform mask
+    ):
+        j, mu = np.array([1, 2, 3, 0] * 5), np.array([random.randrange(4) for _ in range(20)])
+        pair = memory_channel_pair(keep_transcript=True)
+        za, zb, _ = two_party(arith.lookup, (ring.from_ints(entries), mu), (ring.from_ints(entries), mu ^ j), pair=pair)
+        assert reveal(za, zb) == [entries[k] for k in j]
+        assert sum(len(m) for m in _bob_messages(pair, "arith.lookup")) == 20 * 4 * per_entry
+
+
+def _lookup_rounds(protocol, alice_args, bob_args):
+    """Run a warm-up lookup (the base OTs) and then ``protocol``; returns its outputs, the
+    rounds and the transcript of the second part only."""
+
+    def side(role, args):
+        def run(channel):
+            session = ArithSession(channel, role)
+            arith.lookup(session, [1, 2], [0])
+            before = channel.stats.rounds, len(channel.transcript or [])
+            return protocol(session, *args), session, before
+
+        return run
+
+    pair = memory_channel_pair(keep_transcript=True)
+    (a, sa, (ra, _)), (b, sb, (rb, tb)) = run_two_party(side(ALICE, alice_args), side(BOB, bob_args), pair=pair)
+    rounds = max(pair[0].stats.rounds - ra, pair[1].stats.rounds - rb)
+    return a, b, (sa, sb), rounds, pair[1].transcript[tb:]
+
+
+def test_lookup_many_shares_the_ots_and_the_message():
+    size, n = 64, 700
+    widths = (48, 13, 0, 87)
+    tables = [_extreme_table(size, w) if w else [0] * size for w in widths]
+    j = np.array([0, 1] + [random.randrange(size) for _ in range(n - 2)])
+    mu = np.array([random.randrange(size) for _ in range(n)])
+    za, zb, (sa, sb), rounds, seen = _lookup_rounds(arith.lookup_many, (tables, mu), (tables, mu ^ j))
+    for table, a, b in zip(tables, za, zb, strict=True):
+        assert reveal(a, b) == [table[k] for k in j]
+    assert rounds == 1
+    (msg,) = [payload for tag, payload in seen if tag == "arith.lookup"]
+    assert len(msg) == n * size * sum(-(-(w + STAT_BITS + 1) // 8) for w in widths)
+    assert sa.counters.ots - 1 == sb.counters.ots - 1 == n * 6  # once for the four tables
+    assert sa.counters.lookups - 1 == n * 4
+
+
+def test_lookup_batch_is_one_round_for_several_indices():
+    requests_a, requests_b, want = [], [], []
+    for width, count, tables in ((4, 300, 2), (6, 500, 2), (7, 400, 1), (1, 10, 1)):
+        size = 1 << width
+        ts = [_extreme_table(size, random.randrange(1, 60)) for _ in range(tables)]
+        j = np.array([random.randrange(size) for _ in range(count)])
+        mu = np.array([random.randrange(size) for _ in range(count)])
+        requests_a.append((ts, mu))
+        requests_b.append((ts, mu ^ j))
+        want.append([[t[k] for k in j] for t in ts])
+    za, zb, _, rounds, _ = _lookup_rounds(arith.lookup_batch, (requests_a,), (requests_b,))
+    assert [[reveal(a, b) for a, b in zip(ra, rb, strict=True)] for ra, rb in zip(za, zb, strict=True)] == want
+    assert rounds == 1
+
+
+def test_lookup_chunks_and_rounds_keep_the_tweaks_in_step(monkeypatch):
+    """Small chunk and round limits: many messages and OT calls, then another lookup in the
+    same sessions; every share must still reconstruct (both parties reserve the same tweaks)."""
+    monkeypatch.setattr(arith, "LOOKUP_CHUNK_HASHES", 1000)
+    monkeypatch.setattr(arith, "LOOKUP_ROUND_OTS", 700)
+    size, n = 32, 400
+    tables = [_extreme_table(size, 52), _extreme_table(size, 9), _extreme_table(size, 120)]
+    j = np.array([random.randrange(size) for _ in range(n)])
+    mu = np.array([random.randrange(size) for _ in range(n)])
+    other = _extreme_table(8, 30)
+
+    def protocol(session, masks, small_masks):
+        many = arith.lookup_many(session, tables, masks)
+        return many, arith.lookup(session, other, small_masks)
+
+    small_j = np.array([random.randrange(8) for _ in range(n)])
+    small_mu = np.array([random.randrange(8) for _ in range(n)])
+    (ma, oa), (mb, ob), _, rounds, _ = _lookup_rounds(protocol, (mu, small_mu), (mu ^ j, small_mu ^ small_j))
+    for table, a, b in zip(tables, ma, mb, strict=True):
+        assert reveal(a, b) == [table[k] for k in j]
+    assert reveal(oa, ob) == [other[k] for k in small_j]
+    assert rounds == -(-n * 5 // 700) + -(-n * 3 // 700)
 
 
 def test_lookup_refuses_bad_tables_and_indices():
@@ -210,6 +331,10 @@ def test_lookup_refuses_bad_tables_and_indices():
         arith.lookup(xa, [1, 2, 3], [0])
     with pytest.raises(ValueError, match="indices"):
         arith.lookup(xa, [1, 2, 3, 4], [4])
+    with pytest.raises(ValueError, match="same length"):
+        arith.lookup_many(xa, [[1, 2, 3, 4], [1, 2]], [0])
+    with pytest.raises(ValueError, match="at least one table"):
+        arith.lookup_many(xa, [], [0])
 
 
 def test_session_checks_role_and_shapes():
@@ -289,25 +414,31 @@ def test_truncation_opening_does_not_depend_on_the_value():
 
 
 def test_lookup_messages_do_not_depend_on_table_or_index():
-    """Bob's ciphertexts and decrypted share: the same distribution for an all-zero table
-    read at j = 0 and for a random table read at random j."""
-    n, width = 1500, 3
+    """Bob's ciphertexts and decrypted shares: the same distribution for tables of the same
+    width whose entries are all the most negative value, read at j = 0, and all the most
+    positive one, read at random j; his share of each is close to uniform in the mask's
+    range [-2^(m-1), 2^(m-1)), m = e + STAT_BITS, and the ciphertext bytes are uniform."""
+    n, width, bits = 1500, 3, 48
     size = 1 << width
+    top = 2**bits - 1
     views = []
-    for table, j in (
-        ([0] * size, np.zeros(n, dtype=np.int64)),
-        (
-            [random.randrange(2**90) for _ in range(size)],
-            np.array([random.randrange(size) for _ in range(n)]),
-        ),
+    for tables, j in (
+        ([[-top] * size, [5] * (size - 1) + [-top]], np.zeros(n, dtype=np.int64)),
+        ([[top] * size, [top] + [-5] * (size - 1)], np.array([random.randrange(size) for _ in range(n)])),
     ):
         mu = np.array([random.randrange(size) for _ in range(n)])
         pair = memory_channel_pair(keep_transcript=True)
-        _, zb, _ = two_party(arith.lookup, (table, mu), (table, mu ^ j), pair=pair)
+        (ra, rb), (sa, sb), _ = two_party(arith.lookup_many, (tables, mu), (tables, mu ^ j), pair=pair)
+        assert reveal(ra, sa) == [tables[0][k] for k in j]
+        assert reveal(rb, sb) == [tables[1][k] for k in j]
         (msg,) = _bob_messages(pair, "arith.lookup")
-        cipher = np.frombuffer(msg, dtype=np.uint64).reshape(n, size, 2)
-        views.append((cipher[:, :, 1].ravel() / 2.0**64, zb[:, 1] / 2.0**64))
-    (c0, s0), (c1, s1) = views
+        scale = 2.0 ** (bits + STAT_BITS - 1)
+        views.append((np.frombuffer(msg, dtype=np.uint8), ring.to_float(sa, 0) / scale, ring.to_float(sb, 0) / scale))
+    (c0, *shares0), (c1, *shares1) = views
+    for cipher in (c0, c1):
+        assert stats.chisquare(np.bincount(cipher, minlength=256)).pvalue > 1e-4
     assert stats.ks_2samp(c0, c1).pvalue > 1e-4
-    assert stats.ks_2samp(s0, s1).pvalue > 1e-4
-    assert stats.kstest(s0, "uniform").pvalue > 1e-4
+    for s0, s1 in zip(shares0, shares1, strict=True):
+        assert stats.ks_2samp(s0, s1).pvalue > 1e-4
+        for s in (s0, s1):
+            assert stats.kstest(s, "uniform", args=(-1, 2)).pvalue > 1e-4

@@ -23,7 +23,9 @@ Building blocks and where they come from:
   hiding with STAT_BITS; the result is floor(x / 2^t) or one more.
 - Table lookup with a masked index (the table step of Lindell and Pinkas's ln protocol,
   Yang-Wright 5.4 and 6.5): 1-out-of-N OT of a rotated, masked table, built from log N
-  random OTs in the manner of Naor and Pinkas (1-out-of-N from 1-out-of-2 OT).
+  random OTs in the manner of Naor and Pinkas (1-out-of-N from 1-out-of-2 OT). Entries
+  are masked statistically at their own width (as in truncation), so each is sent in
+  ceil((e + STAT_BITS + 1) / 8) bytes, and several tables and indices share one round.
 
 Each protocol function states what each party sees; the counters say how much work was
 done (OTs, multiplications, truncations, lookups).
@@ -36,7 +38,7 @@ with another job (``ppbn.circuits.garble``, GKWY20).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +62,7 @@ ALICE = "alice"
 BOB = "bob"
 MAX_BOUND_BITS = RING_BITS - 1 - STAT_BITS  # |x| < 2^87: x + mask never wraps
 LOOKUP_CHUNK_HASHES = 1 << 20  # hashes per lookup message, to bound memory and message size
+LOOKUP_ROUND_OTS = 1 << 20  # lookup OTs per round: alice holds 32 bytes of keys per OT
 MAX_TABLE_BITS = 10
 _BIT_SHIFTS = np.arange(RING_BITS, dtype=np.int64)
 LOOKUP_PROTOCOL = b"ppbn/arith/lookup"
@@ -88,7 +91,7 @@ class ArithSession:
     The OT extension (and its 128 base OTs) is set up on first use. Masks and shares come
     from ``ring.RandomRing`` (AES-CTR under an os.urandom key). With ``keep_openings`` the
     session records every masked value this party reconstructs (bob's x + r in truncation
-    and resharing): with the channel transcript that is its whole view, which the leak
+    and resharing, his T[j] - rho in lookups): with the channel transcript that is its whole view, which the leak
     tests examine. ``dh_bits`` is the job's base-OT group (``ot.dh_bits_for(key_bits)``,
     the same at both parties). ``seeds``, ``executor`` and ``ot_inline_below`` go to this
     party's end of the OT extension (``ot.OTSender``, ``ot.OTReceiver``).
@@ -207,13 +210,6 @@ def _short_cot_receive(session: ArithSession, choices: np.ndarray, positions: np
     pads ^= correction & np.negative(choices.astype(np.uint64))[:, None]
     session.counters.ots += m
     return pads
-
-
-def _cot_receive(session: ArithSession, choices: np.ndarray) -> np.ndarray:
-    """Bob: the receiving side of the XOR correlated OT (``OTSender.send_correlated``)."""
-    out = session.ot_receiver().receive_correlated(choices)
-    session.counters.ots += choices.size
-    return out
 
 
 # -- Gilboa OLE -------------------------------------------------------------------------
@@ -429,7 +425,27 @@ def mul_public(
 
 
 # -- table lookup with a masked index --------------------------------------------------
-def _check_table(table: Sequence[int] | np.ndarray) -> tuple[np.ndarray, int]:
+Table = Sequence[int] | np.ndarray
+Index = np.ndarray | Sequence[int]
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A public table as sent: its entries, their width e (|entry| < 2^e; None for any ring
+    element) and the bytes each masked entry takes on the wire."""
+
+    values: np.ndarray
+    entry_bits: int | None
+    nbytes: int
+
+
+def entry_bytes(entry_bits: int | None) -> int:
+    """Bytes of one masked entry of width e: bob's share e - rho, rho uniform in
+    [-2^(m-1), 2^(m-1)), m = e + STAT_BITS, has m + 1 signed bits; 16 for a full-ring table."""
+    return 16 if entry_bits is None else (entry_bits + STAT_BITS + 1 + 7) // 8
+
+
+def _check_table(table: Table) -> tuple[_Table, int]:
     values = table if isinstance(table, np.ndarray) else ring.from_ints(table)
     values = _check_shares(values, "table")
     size = values.shape[0]
@@ -438,94 +454,218 @@ def _check_table(table: Sequence[int] | np.ndarray) -> tuple[np.ndarray, int]:
         raise ValueError(
             f"table length must be a power of two in [2, 2^{MAX_TABLE_BITS}], got {size}"
         )
-    return values, width
+    bits = max(abs(v) for v in ring.to_signed(values)).bit_length()
+    entry_bits = bits if bits <= MAX_BOUND_BITS else None  # wider: a uniform mask, 16 bytes
+    return _Table(values, entry_bits, entry_bytes(entry_bits)), width
 
 
-def _check_indices(index: np.ndarray | Sequence[int], size: int) -> np.ndarray:
+def _check_indices(index: Index, size: int) -> np.ndarray:
     idx = np.asarray(index).ravel()
     if idx.size and (idx.min() < 0 or idx.max() >= size):
         raise ValueError(f"indices must lie in [0, {size})")
     return idx.astype(np.int64)
 
 
-def lookup(
-    session: ArithSession, table: Sequence[int] | np.ndarray, index: np.ndarray | Sequence[int]
-) -> np.ndarray:
+@dataclass
+class _Request:
+    """Tables read at one masked index: the unit that shares OTs and messages."""
+
+    tables: list[_Table]
+    index: np.ndarray  # alice's masks mu or bob's masked indices y
+    width: int  # w: index bits, N = 2^w entries
+    blocks: int  # 128-bit pad blocks per entry (all tables' bytes side by side)
+    out: list[np.ndarray]
+
+    @property
+    def size(self) -> int:
+        return 1 << self.width
+
+    @property
+    def entry_bits(self) -> np.ndarray:
+        """(N, w) bits of every entry number."""
+        return (np.arange(self.size)[:, None] >> np.arange(self.width)[None, :]) & 1
+
+
+def _request(tables: Sequence[Table], index: Index) -> _Request:
+    if not tables:
+        raise ValueError("a lookup needs at least one table")
+    checked = [_check_table(t) for t in tables]
+    widths = {width for _, width in checked}
+    if len(widths) != 1:
+        raise ValueError("tables read at one index must have the same length")
+    (width,) = widths
+    idx = _check_indices(index, 1 << width)
+    blocks = -(-sum(t.nbytes for t, _ in checked) // 16)
+    out = [np.empty((idx.size, 2), dtype=np.uint64) for _ in checked]
+    return _Request([t for t, _ in checked], idx, width, blocks, out)
+
+
+def lookup(session: ArithSession, table: Table, index: Index) -> np.ndarray:
     """Shares of table[j] for K instances, where j = mu XOR y: alice passes her masks mu,
     bob the masked indices y (both K w-bit ints, N = 2^w = len(table), N <= 2^10).
+    ``lookup_batch`` with one table; see there for the protocol and its security."""
+    return lookup_batch(session, [([table], index)])[0][0]
 
-    Alice rotates and masks the public table per instance, T'[e] = table[e ^ mu] - rho
-    (rho uniform), and sends it by 1-out-of-N OT: w random OTs give her key pairs
-    (k_i^0, k_i^1) and bob k_i^(y_i); entry e is encrypted under pad_e = XOR_i
-    H(k_i^(e_i), tweak(instance, e, i)) (``FixedKeyHash``, tweaks unique per ArithSession).
-    Bob decrypts entry y: T'[y] = table[j] - rho is his share, rho is alice's.
+
+def lookup_many(session: ArithSession, tables: Sequence[Table], index: Index) -> list[np.ndarray]:
+    """Shares of T[j] for each of several tables of one length at the same masked index
+    (one set of OTs, one message); ``lookup_batch`` with one request."""
+    return lookup_batch(session, [(tables, index)])[0]
+
+
+def lookup_batch(
+    session: ArithSession, requests: Sequence[tuple[Sequence[Table], Index]]
+) -> list[list[np.ndarray]]:
+    """Shares of T[j] for every table T of every request (tables, index), in one round
+    (while the OTs stay below LOOKUP_ROUND_OTS): per request, alice passes her masks mu,
+    bob the masked indices y, j = mu XOR y (K w-bit ints, N = 2^w = len(T) <= 2^10).
+    Returns one (K, 2) share vector per table, per request: alice's rho, bob's T[j] - rho.
+
+    The 1-out-of-N OT of a rotated, masked table (Naor-Pinkas from log N random OTs; the
+    table step of Lindell-Pinkas, Yang-Wright 5.4 and 6.5): per instance, w random OTs give
+    alice key pairs (k_i^0, k_i^1) and bob k_i^(y_i) (``OTSender.pads``, the receiver's
+    ``pads``: no correction message). For each table alice draws one rho per instance and
+    sends T'[x] = T[x ^ mu] - rho for every entry x, encrypted under pad bytes of entry x:
+    block b of the pad is XOR_i H(k_i^(x_i), tweak(instance, x, b, i)) (``FixedKeyHash``,
+    tweaks unique per ArithSession), and the tables of a request take disjoint bytes of
+    those blocks. Bob decrypts entry y: T'[y] = T[j] - rho is his share.
+
+    Narrow entries (the wire diet of issue 12): for a table with |entry| < 2^e (e read off
+    the public table, e <= MAX_BOUND_BITS) rho is a statistical mask, uniform in
+    [-2^(m-1), 2^(m-1)) with m = e + STAT_BITS (as in ``truncate``), so each T'[x] is an integer
+    of m + 1 signed bits and is sent in ``entry_bytes(e)`` = ceil((m + 1) / 8) bytes; bob
+    sign-extends his into the ring. A wider table gets a uniform rho and 16 bytes.
 
     Security: bob knows one key per position, so every pad but pad_y has a term H(k, t)
     under a key he does not know, with a tweak used once: those entries are uniform
-    (tweakable correlation robustness, Guo et al. S&P 2020); T'[y] is uniform by rho.
-    Alice sees only the OT-extension messages. Cost: K w OTs, K N 16 bytes, K N w hashes.
+    (tweakable correlation robustness, Guo et al. S&P 2020). His share T[j] - rho is within
+    statistical distance |T[j]| / 2^m < 2^-STAT_BITS of -rho's distribution whatever the
+    entry (exactly uniform for a full-ring table), and each table has its own rho and its
+    own pad bytes. Alice sees only the OT-extension messages. Cost: K w OTs per request,
+    K N sum(entry_bytes) bytes, K N w ceil(sum(entry_bytes) / 16) hashes.
     """
-    values, width = _check_table(table)
-    size = values.shape[0]
-    idx = _check_indices(index, size)
-    instances = idx.size
-    session.counters.lookups += instances
-    out = np.empty((instances, 2), dtype=np.uint64)
-    per_chunk = max(1, LOOKUP_CHUNK_HASHES // (size * width))
-    entry_bits = (np.arange(size)[:, None] >> np.arange(width)[None, :]) & 1  # (N, w)
-    for start in range(0, instances, per_chunk):
-        chunk = idx[start : start + per_chunk]
-        k = chunk.size
-        base = session.next_tweaks(k * size * width)
+    plans = [_request(tables, index) for tables, index in requests]
+    for plan in plans:
+        session.counters.lookups += plan.index.size * len(plan.tables)
+    for group in _rounds(plans):
+        ots = sum((stop - start) * plan.width for plan, start, stop in group)
+        session.counters.ots += ots
         if session.is_alice:
-            out[start : start + k] = _lookup_alice(session, values, chunk, entry_bits, base)
+            sender = session.ot_sender()
+            keys = np.stack(sender.pads(ots), axis=1)  # (ots, bit, 2)
+            sender.ots += ots
         else:
-            out[start : start + k] = _lookup_bob(session, chunk, entry_bits, base, size)
-    return out
+            choices = np.concatenate([plan.entry_bits[plan.index[start:stop]].ravel() for plan, start, stop in group])
+            keys = session.ot_receiver().pads(choices.astype(np.uint8))  # (ots, 2)
+        used = 0
+        for plan, start, stop in group:
+            m = (stop - start) * plan.width
+            mine = keys[used : used + m].reshape(stop - start, plan.width, *keys.shape[1:])
+            used += m
+            _serve(session, plan, start, stop, mine)
+    if not session.is_alice:  # bob holds his shares T[j] - rho in the clear: part of his view
+        for plan in plans:
+            for share in plan.out:
+                session.opened("lookup", share)
+    return [plan.out for plan in plans]
 
 
-def _tweak_grid(base: int, k: int, size: int, width: int) -> np.ndarray:
-    return np.uint64(base) + np.arange(k * size * width, dtype=np.uint64).reshape(k, size, width)
+def _rounds(plans: list[_Request]) -> Iterator[list[tuple[_Request, int, int]]]:
+    """Instance ranges (plan, start, stop), grouped so that a group's OTs stay within
+    LOOKUP_ROUND_OTS: each group is one OT call and then alice's messages, one round."""
+    group: list[tuple[_Request, int, int]] = []
+    ots = 0
+    for plan in plans:
+        start = 0
+        while start < plan.index.size:
+            room = (LOOKUP_ROUND_OTS - ots) // plan.width
+            if room == 0:
+                yield group
+                group, ots = [], 0
+                continue
+            stop = min(plan.index.size, start + room)
+            group.append((plan, start, stop))
+            ots += (stop - start) * plan.width
+            start = stop
+    if group:
+        yield group
 
 
-def _pads(session: ArithSession, keys: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
-    """XOR over the last key axis of H(key, tweak): keys (..., w, 2), tweaks (..., w)."""
-    hashed = session.hash.hash(keys.reshape(-1, 2), tweaks.reshape(-1))
-    return np.bitwise_xor.reduce(hashed.reshape(keys.shape), axis=-2)
+def _serve(session: ArithSession, plan: _Request, start: int, stop: int, keys: np.ndarray) -> None:
+    """Alice's messages (bob: their decryption) for instances [start, stop) of a request,
+    chunked to LOOKUP_CHUNK_HASHES hashes; keys are (k, w, bit, 2) at alice, (k, w, 2) at bob."""
+    per_chunk = max(1, LOOKUP_CHUNK_HASHES // (plan.size * plan.width * plan.blocks))
+    for first in range(start, stop, per_chunk):
+        last = min(stop, first + per_chunk)
+        chunk = keys[first - start : last - start]
+        base = session.next_tweaks((last - first) * plan.size * plan.blocks * plan.width)
+        if session.is_alice:
+            shares = _lookup_alice(session, plan, plan.index[first:last], chunk, base)
+        else:
+            shares = _lookup_bob(session, plan, plan.index[first:last], chunk, base)
+        for out, share in zip(plan.out, shares, strict=True):
+            out[first:last] = share
+
+
+def _pad_bytes(session: ArithSession, keys: np.ndarray, tweaks: np.ndarray) -> np.ndarray:
+    """Pads of shape tweaks.shape[:-1] + (16 blocks,) bytes: the XOR over the position axis
+    of H(key, tweak), keys (..., w, 2) broadcast over the block axis of tweaks (..., blocks, w)."""
+    keys = np.broadcast_to(keys[..., None, :, :], (*tweaks.shape, 2))
+    hashed = session.hash.hash(keys.reshape(-1, 2), tweaks.reshape(-1)).reshape(keys.shape)
+    pads = np.bitwise_xor.reduce(hashed, axis=-2)  # (..., blocks, 2)
+    return np.ascontiguousarray(pads).view(np.uint8).reshape(*tweaks.shape[:-2], -1)
+
+
+def _tweaks(base: int, plan: _Request, instances: np.ndarray, entries: np.ndarray) -> np.ndarray:
+    """tweak(instance, e, b, i) = base + ((instance N + e) blocks + b) w + i, for the
+    broadcast (instances, entries) of the chunk; shape (..., blocks, w)."""
+    first = (instances * plan.size + entries) * (plan.blocks * plan.width)
+    offsets = np.arange(plan.blocks * plan.width).reshape(plan.blocks, plan.width)
+    return (np.uint64(base) + first[..., None, None].astype(np.uint64) + offsets.astype(np.uint64))
 
 
 def _lookup_alice(
-    session: ArithSession, values: np.ndarray, mu: np.ndarray, entry_bits: np.ndarray, base: int
-) -> np.ndarray:
-    k = mu.size
-    size, width = entry_bits.shape
-    m = k * width
-    deltas = session.random.uniform(m)
-    keys0 = session.ot_sender().send_correlated(m, deltas)
-    session.counters.ots += m
-    keys = np.stack([keys0, keys0 ^ deltas], axis=1).reshape(k, width, 2, 2)  # (inst, i, bit)
-    chosen = keys[:, np.arange(width)[None, :], entry_bits]  # (k, N, w, 2)
-    pads = _pads(session, chosen, _tweak_grid(base, k, size, width))
-    rho = session.random.uniform(k)
-    rotated = values[np.arange(size)[None, :] ^ mu[:, None]]  # (k, N, 2): table[e ^ mu]
-    masked = ring.sub(rotated, rho[:, None, :])
-    session.channel.send_array("arith.lookup", masked ^ pads)
-    return rho
+    session: ArithSession, plan: _Request, mu: np.ndarray, keys: np.ndarray, base: int
+) -> list[np.ndarray]:
+    k, size = mu.size, plan.size
+    chosen = keys[:, np.arange(plan.width)[None, :], plan.entry_bits]  # (k, N, w, 2)
+    instances = np.arange(k)[:, None]
+    pads = _pad_bytes(session, chosen, _tweaks(base, plan, instances, np.arange(size)[None, :]))
+    message = np.empty((k, size, sum(t.nbytes for t in plan.tables)), dtype=np.uint8)
+    rotation = np.arange(size)[None, :] ^ mu[:, None]
+    shares, offset = [], 0
+    for table in plan.tables:
+        if table.entry_bits is None:
+            rho = session.random.uniform(k)
+        else:
+            rho = session.random.signed_below(k, table.entry_bits + STAT_BITS)
+        masked = ring.sub(table.values[rotation], rho[:, None, :])  # (k, N, 2): T[e ^ mu] - rho
+        message[:, :, offset : offset + table.nbytes] = masked.view(np.uint8)[:, :, : table.nbytes]
+        offset += table.nbytes
+        shares.append(rho)
+    message ^= pads[:, :, : message.shape[2]]
+    session.channel.send_array("arith.lookup", message)
+    return shares
 
 
 def _lookup_bob(
-    session: ArithSession, y: np.ndarray, entry_bits: np.ndarray, base: int, size: int
-) -> np.ndarray:
-    k = y.size
-    width = entry_bits.shape[1]
-    my_bits = entry_bits[y].astype(np.uint8)  # (k, w)
-    keys = _cot_receive(session, my_bits.reshape(-1)).reshape(k, width, 2)
-    tweaks = _tweak_grid(base, k, size, width)[np.arange(k), y]  # (k, w)
-    pad = _pads(session, keys, tweaks)
-    cipher = session.channel.recv_array("arith.lookup", np.uint64, (k, size, 2))
-    entry = cipher[np.arange(k), y]
-    entry ^= pad
-    return entry
+    session: ArithSession, plan: _Request, y: np.ndarray, keys: np.ndarray, base: int
+) -> list[np.ndarray]:
+    k, size = y.size, plan.size
+    total = sum(t.nbytes for t in plan.tables)
+    pad = _pad_bytes(session, keys, _tweaks(base, plan, np.arange(k), y))  # (k, 16 blocks)
+    cipher = session.channel.recv_array("arith.lookup", np.uint8, (k, size, total))
+    entry = cipher[np.arange(k), y] ^ pad[:, :total]
+    shares, offset = [], 0
+    for table in plan.tables:
+        part = entry[:, offset : offset + table.nbytes]
+        offset += table.nbytes
+        full = np.zeros((k, 16), dtype=np.uint8)
+        full[:, : table.nbytes] = part
+        if table.nbytes < 16:  # sign-extend the (m + 1)-bit integer into the ring
+            full[part[:, -1] >= 0x80, table.nbytes :] = 0xFF
+        shares.append(full.view(np.uint64))
+    return shares
 
 
 __all__ = [
@@ -534,7 +674,10 @@ __all__ = [
     "MAX_BOUND_BITS",
     "ArithCounters",
     "ArithSession",
+    "entry_bytes",
     "lookup",
+    "lookup_batch",
+    "lookup_many",
     "mul",
     "mul_public",
     "ole",

@@ -357,25 +357,28 @@ class SecureScorer:
                 out[idx] = runs[a][1][name]
             return out
 
-        table = shifted_k_table(self.shift_frac) if mode == "bdeu" else k_table(self.count_bits - 1)
-        k_ln2 = arith.lookup(self.arith, table, index("k"))
-        ln_r = arith.lookup(self.arith, J_TABLE, index("j"))
-        reciprocal = arith.lookup(self.arith, RECIPROCALS, index("j"))
+        # every table in one lookup round: those on k, those on j (one OT set and one
+        # message per index), and the C-table(s) on c; each entry at its own width
         shift_frac = self.shift_frac if mode == "bdeu" else 0
         k_bits = self.count_bits + shift_frac
-        inv = None
+        k_tables = [shifted_k_table(self.shift_frac) if mode == "bdeu" else k_table(self.count_bits - 1)]
         if mode in ("exact", "bdeu"):
-            power = arith.lookup(self.arith, inv_power_table(self.count_bits, shift_frac), index("k"))
-            inv = inv_on(self.backend, reciprocal, power, k_bits, shift_frac)
+            k_tables.append(inv_power_table(self.count_bits, shift_frac))
+        requests = [(k_tables, index("k")), ([J_TABLE, RECIPROCALS], index("j"))]
+        if mode in ("exact", "yw0"):
+            requests.append(([FACTORIAL_TABLE if mode == "exact" else ZERO_CELL_TABLE], index("c")))
+        elif mode == "bdeu":
+            requests += [([lgamma_table(Shift(a, self.shift_frac))], runs[a][1]["c"]) for a in groups]
+        on_k, (ln_r, reciprocal), *on_c = arith.lookup_batch(self.arith, requests)
+        k_ln2 = on_k[0]
+        inv = inv_on(self.backend, reciprocal, on_k[1], k_bits, shift_frac) if len(on_k) > 1 else None
         c_entry = None
-        if mode == "exact":
-            c_entry = arith.lookup(self.arith, FACTORIAL_TABLE, index("c"))
-        elif mode == "yw0":
-            c_entry = arith.lookup(self.arith, ZERO_CELL_TABLE, index("c"))
+        if mode in ("exact", "yw0"):
+            c_entry = on_c[0][0]
         elif mode == "bdeu":
             c_entry = np.zeros((n, 2), dtype=np.uint64)
-            for a, idx in groups.items():
-                c_entry[idx] = arith.lookup(self.arith, lgamma_table(Shift(a, self.shift_frac)), runs[a][1]["c"])
+            for (share,), idx in zip(on_c, groups.values(), strict=True):
+                c_entry[idx] = share
         coefficients = None
         if shifts is not None:
             coefficients = ShiftCoefficients.of([Shift(float(a), self.shift_frac) for a in shifts])
