@@ -174,6 +174,7 @@ def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule:
 def _bench_ln(args: argparse.Namespace) -> int:
     from ppbn.bn.schema import Schema, Variable
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
+    from ppbn.protocols.cost import term_cost
     from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer
     from ppbn.protocols.ledger import Ledger
     from ppbn.protocols.ot import OT_INLINE_BELOW
@@ -225,12 +226,14 @@ def _bench_ln(args: argparse.Namespace) -> int:
         finally:
             for scorer in scorers.values():
                 scorer.tables.close()
+        model = term_cost(alice.count_bits, mode, shifts[0] if shifts else None)
         rows.append({
             "mode": mode,
             "evaluations": args.count,
             "seconds": round(seconds, 2),
             "evaluations_per_s": round(args.count / seconds),
             "bytes_per_evaluation": round((pair[0].stats.bytes_sent + pair[1].stats.bytes_sent) / args.count),
+            "model_bytes_per_evaluation": round(model.total),
             "and_gates_per_evaluation": round(alice.yao.counters.and_gates / args.count),
             "ots_per_evaluation": round((bob.yao.counters.ots + bob.arith.counters.ots) / args.count),
             "bytes_alice_to_bob": pair[0].stats.bytes_sent,
@@ -240,6 +243,8 @@ def _bench_ln(args: argparse.Namespace) -> int:
         kinds = breakdown_rows(pair[0].stats.breakdown())
         for row in kinds:
             row["bytes_per_evaluation"] = round(row["total"] / args.count, 1)
+            predicted = model.bytes_by_kind.get((row["phase"].split(": ", 1)[-1], row["kind"]))
+            row["model_bytes_per_evaluation"] = None if predicted is None else round(predicted, 1)
         by_kind.extend(kinds)
     report = {
         "what": "batched secure ln x and x ln x terms (normalisation circuit, OT lookups, share series)",

@@ -260,6 +260,31 @@ def inv_power_table(count_bits: int, shift_frac: int = 0) -> tuple[int, ...]:
     return tuple(1 << (k_bits - 1 - k) if low <= k < k_bits else 0 for k in range(size))
 
 
+def tables_on_k(mode: str, count_bits: int, shift_frac: int = 0) -> list[tuple[int, ...]]:
+    """The public tables a term looks up at its exponent k: k ln 2 (bdeu: shifted) and,
+    in the exact and bdeu modes, the powers of ``inv_on``."""
+    tables = [shifted_k_table(shift_frac) if mode == "bdeu" else k_table(count_bits - 1)]
+    if mode in ("exact", "bdeu"):
+        tables.append(inv_power_table(count_bits, shift_frac))
+    return tables
+
+
+TABLES_ON_J = (J_TABLE, RECIPROCALS)  # -ln r_j and r_j, at the mantissa index j
+
+
+def c_table(mode: str, shift: Shift | None = None) -> tuple[int, ...] | None:
+    """The C-table at index c: ln x! (exact), the zero-cell -1 (yw0), lnG(x + a) (bdeu)."""
+    if mode == "exact":
+        return FACTORIAL_TABLE
+    if mode == "yw0":
+        return ZERO_CELL_TABLE
+    if mode == "bdeu":
+        if shift is None:
+            raise ValueError("the bdeu C-table needs its shift")
+        return lgamma_table(shift)
+    return None
+
+
 def reduced_argument_on(be: Backend, f, r, k_bits: int):
     """u * 2^FRAC from the circuit's mantissa fraction f and the looked-up r_j * 2^RECIP_BITS
     (``RECIPROCALS``): (2^(K'-1) + f) r_j - 2^P is m r_j - 1 at scale 2^P, P = K' - 1 +

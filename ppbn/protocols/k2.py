@@ -64,22 +64,17 @@ from ppbn.circuits.scoring import (
 from ppbn.protocols import arith, ring
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.fixedpoint import (
-    FACTORIAL_TABLE,
-    J_TABLE,
-    RECIPROCALS,
     SCORE_FRAC,
-    ZERO_CELL_TABLE,
+    TABLES_ON_J,
     Shift,
     ShiftCoefficients,
+    c_table,
     count_bits_for,
     inv_on,
-    inv_power_table,
-    k_table,
-    lgamma_table,
     normalisation_spec,
     reduced_argument_on,
     shift_frac_for,
-    shifted_k_table,
+    tables_on_k,
     terms_on,
 )
 from ppbn.protocols.hc import ResumableMoveOracle, SecureMoveOracle
@@ -361,14 +356,11 @@ class SecureScorer:
         # message per index), and the C-table(s) on c; each entry at its own width
         shift_frac = self.shift_frac if mode == "bdeu" else 0
         k_bits = self.count_bits + shift_frac
-        k_tables = [shifted_k_table(self.shift_frac) if mode == "bdeu" else k_table(self.count_bits - 1)]
-        if mode in ("exact", "bdeu"):
-            k_tables.append(inv_power_table(self.count_bits, shift_frac))
-        requests = [(k_tables, index("k")), ([J_TABLE, RECIPROCALS], index("j"))]
+        requests = [(tables_on_k(mode, self.count_bits, shift_frac), index("k")), (list(TABLES_ON_J), index("j"))]
         if mode in ("exact", "yw0"):
-            requests.append(([FACTORIAL_TABLE if mode == "exact" else ZERO_CELL_TABLE], index("c")))
+            requests.append(([c_table(mode)], index("c")))
         elif mode == "bdeu":
-            requests += [([lgamma_table(Shift(a, self.shift_frac))], runs[a][1]["c"]) for a in groups]
+            requests += [([c_table(mode, Shift(a, self.shift_frac))], runs[a][1]["c"]) for a in groups]
         on_k, (ln_r, reciprocal), *on_c = arith.lookup_batch(self.arith, requests)
         k_ln2 = on_k[0]
         inv = inv_on(self.backend, reciprocal, on_k[1], k_bits, shift_frac) if len(on_k) > 1 else None

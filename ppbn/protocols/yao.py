@@ -173,6 +173,16 @@ def _ring_values(values: np.ndarray) -> np.ndarray:
     return ring.from_uint64(values) if values.dtype == np.uint64 else ring.from_ints(values)
 
 
+def _shared_outputs(circuit: Circuit, modes: Mapping[str, Reveal]) -> tuple[tuple[str, Reveal], ...]:
+    return tuple((b.name, modes[b.name]) for b in circuit.outputs if modes[b.name] in (Reveal.SHARES, Reveal.INTEGER_SHARES))
+
+
+def garbled_circuit(circuit: Circuit, outputs: Mapping[str, Reveal | str]) -> Circuit:
+    """The circuit ``YaoParty.run`` garbles for these output modes (the mask inputs and
+    additions of the shared outputs included): its AND gates are what a run costs."""
+    return _with_share_outputs(circuit, _shared_outputs(circuit, {n: Reveal(m) for n, m in outputs.items()}))
+
+
 def _random_values(stream: RandomStream, width: int, count: int) -> np.ndarray:
     """Uniform values in [0, 2^width), in the API form."""
     n_bytes = (width + 7) // 8
@@ -323,7 +333,7 @@ class YaoParty:
         k = counts.pop()
         if k < 1:
             raise ValueError("at least one instance is needed")
-        shared = tuple((n, modes[n]) for n in names if modes[n] in (Reveal.SHARES, Reveal.INTEGER_SHARES))
+        shared = _shared_outputs(circuit, modes)
         full = _with_share_outputs(circuit, shared)
         masked = {MASK_PREFIX + n for n, _ in shared}
         if garbler:

@@ -1,0 +1,149 @@
+"""The cost model of one secure term (issue 12, README "Cost model"): bytes per message kind
+and rounds, derived from the same constants, circuits and term arithmetic the protocol runs,
+so ``ppbn bench ln`` can print what the model predicts next to what the channel counted.
+
+A term is one count through ``SecureScorer.terms``: the normalisation circuit under Yao
+(garbled AND tables, the garbler's input labels, the evaluator's input OTs, decoding bits),
+the table lookups, and the share arithmetic of ``fixedpoint.terms_on`` (products, squares,
+truncations), whose operand bounds a ``CountingBackend`` records by running the very same
+function. Per OT the extension costs ``ot.CHUNKS / 8`` bytes of the receiver's u message
+(SoftSpokenOT); a Gilboa product's OT at bit i adds its correction of ceil((128 - i) / 8)
+bytes, a Yao input OT or a lookup OT a 16-byte correction. Message framing (tags and
+sizes) is not modelled: a few bytes per message, nothing per term in large batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ppbn.circuits.scoring import c_index_bits, index_bits, normalisation_circuit, shared_outputs
+from ppbn.protocols import arith, ring, yao
+from ppbn.protocols.fixedpoint import (
+    MANTISSA_BITS,
+    STAT_BITS,
+    TABLES_ON_J,
+    Shift,
+    ShiftCoefficients,
+    c_table,
+    inv_on,
+    normalisation_spec,
+    reduced_argument_on,
+    shift_frac_for,
+    tables_on_k,
+    terms_on,
+)
+from ppbn.protocols.ot import CHUNKS
+
+U_BYTES = CHUNKS // 8  # the OT receiver's u message per OT
+BLOCK = 16  # a ring element, a wire label, an OT correction
+
+
+@dataclass
+class CountingBackend:
+    """``fixedpoint.Backend`` that computes nothing and records what the secure backend
+    would send: each product's operand bounds, each square's, each truncation."""
+
+    products: list[tuple[int, int]] = field(default_factory=list)
+    squares: list[int] = field(default_factory=list)
+    truncations: int = 0
+
+    def add(self, x, y):
+        return x
+
+    def sub(self, x, y):
+        return x
+
+    def scale(self, x, c: int):
+        return x
+
+    def scale_each(self, x, cs: list[int]):
+        return x
+
+    def constant(self, c: int, like):
+        return like
+
+    def truncate(self, x, bits: int, bound_bits: int):
+        self.truncations += 1
+        return x
+
+    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
+        self.products.append(operand_bits)
+        return self.truncate(x, bits, bound_bits) if bits else x
+
+    def square(self, x, bits: int, bound_bits: int, operand_bits: int):
+        self.squares.append(operand_bits)
+        return self.truncate(x, bits, bound_bits) if bits else x
+
+
+def ole_bytes(width: int) -> int:
+    """One Gilboa OLE of a ``width``-bit input: u and the shortened correction per OT."""
+    return sum(U_BYTES + (ring.BITS - i + 7) // 8 for i in range(width))
+
+
+def reshared_width(bound: int) -> int:
+    """OTs of an operand below 2^bound after resharing (``arith.mul``)."""
+    return bound + STAT_BITS + 1
+
+
+def table_bytes(table: tuple[int, ...]) -> int:
+    """Bytes of one instance's masked copy of a public table (``arith.entry_bytes``)."""
+    bits = max(abs(v) for v in table).bit_length()
+    return len(table) * arith.entry_bytes(bits if bits <= arith.MAX_BOUND_BITS else None)
+
+
+YAO = "ln terms (Yao)"
+SHARES = "ln terms (shares)"
+
+
+@dataclass(frozen=True)
+class TermCost:
+    """Predicted bytes of one secure term by (phase, message kind), and its AND gates and OTs."""
+
+    bytes_by_kind: dict[tuple[str, str], float]
+    and_gates: int
+    ots: int
+
+    @property
+    def total(self) -> float:
+        return sum(self.bytes_by_kind.values())
+
+
+def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCost:
+    """The model of one term of counts below 2^count_bits in ``mode`` (bdeu: the public
+    shift a); see the module docstring for what each kind is made of."""
+    shift_frac = shift_frac_for(count_bits) if mode == "bdeu" else 0
+    the_shift = Shift(shift, shift_frac) if mode == "bdeu" else None
+    spec = normalisation_spec(count_bits, mode, the_shift)
+    circuit = normalisation_circuit(spec)
+    masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
+    outputs = {**dict.fromkeys(shared_outputs(spec), yao.Reveal.INTEGER_SHARES), **dict.fromkeys(masked, yao.Reveal.EVALUATOR)}
+    garbled = yao.garbled_circuit(circuit, outputs)
+    k_bits = count_bits + shift_frac
+    index = {"k": index_bits(k_bits), "j": MANTISSA_BITS, "c": c_index_bits(mode)}
+    garbler_bits = count_bits + sum(index.values())  # its count share and its index pads
+    decode_bits = sum(garbled.output(name).width for name in outputs)
+
+    be = CountingBackend()
+    tables = [tables_on_k(mode, count_bits, shift_frac), list(TABLES_ON_J)]
+    c = c_table(mode, the_shift)
+    if c is not None:
+        tables.append([c])
+    lookup_ots = sum(len(group[0]).bit_length() - 1 for group in tables)
+    inv = inv_on(be, "r", "P", k_bits, shift_frac) if mode in ("exact", "bdeu") else None
+    coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
+    terms_on(be, mode, count_bits, reduced_argument_on(be, "f", "r", k_bits), "x2", "K", "J", "C", inv, coefficients)
+    widths = [reshared_width(b) for pair in be.products for b in pair] + [reshared_width(b) for b in be.squares]
+    share_ots = sum(widths) + lookup_ots
+    kinds = {
+        (YAO, "yao.tables"): 2 * BLOCK * garbled.schedule.n_and,
+        (YAO, "yao.garbler_labels"): BLOCK * garbler_bits,
+        (YAO, "ot.ext.u"): U_BYTES * count_bits,  # the evaluator's count share, by OT
+        (YAO, "ot.ext.y"): BLOCK * count_bits,
+        (YAO, "yao.decode"): decode_bits / 8,
+        (SHARES, "arith.ole.y"): sum(ole_bytes(w) - U_BYTES * w for w in widths),
+        (SHARES, "ot.ext.u"): U_BYTES * share_ots,
+        (SHARES, "arith.lookup"): sum(table_bytes(t) for group in tables for t in group),
+        (SHARES, "arith.reshare"): BLOCK * (2 * len(be.products) + len(be.squares)),
+        (SHARES, "arith.trunc"): BLOCK * be.truncations,
+    }
+    return TermCost(kinds, garbled.schedule.n_and, count_bits + share_ots)
