@@ -177,6 +177,11 @@ def _kept_bytes(positions: np.ndarray) -> np.ndarray:
     return (RING_BITS - positions + 7) // 8
 
 
+def _kept_mask(positions: np.ndarray) -> np.ndarray:
+    """(m, 16) bool: the correction bytes each OT sends (``_kept_bytes``)."""
+    return np.arange(16)[None, :] < _kept_bytes(positions)[:, None]
+
+
 def _short_cot_send(session: ArithSession, delta: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """Alice: random x0 (m, 2); bob obtains x0 + c_j delta_j mod 2^(128 - i_j) (i_j =
     ``positions``), i.e. in the low 128 - i_j bits, which are all that survive his shift.
@@ -191,8 +196,7 @@ def _short_cot_send(session: ArithSession, delta: np.ndarray, positions: np.ndar
     pad0, pad1 = sender.pads(m)
     correction = ring.add(pad0, delta)
     correction ^= pad1
-    kept = np.arange(16)[None, :] < _kept_bytes(positions)[:, None]
-    session.channel.send_array("arith.ole.y", correction.view(np.uint8).reshape(m, 16)[kept])
+    session.channel.send_array("arith.ole.y", correction.view(np.uint8).reshape(m, 16)[_kept_mask(positions)])
     sender.ots += m
     session.counters.ots += m
     return pad0
@@ -203,7 +207,7 @@ def _short_cot_receive(session: ArithSession, choices: np.ndarray, positions: np
     garbage that the caller's shift by the position removes."""
     m = choices.shape[0]
     pads = session.ot_receiver().pads(choices)
-    kept = np.arange(16)[None, :] < _kept_bytes(positions)[:, None]
+    kept = _kept_mask(positions)
     full = np.zeros((m, 16), dtype=np.uint8)
     full[kept] = session.channel.recv_array("arith.ole.y", np.uint8, (int(kept.sum()),))
     correction = full.view(np.uint64)
@@ -454,9 +458,14 @@ def _check_table(table: Table) -> tuple[_Table, int]:
         raise ValueError(
             f"table length must be a power of two in [2, 2^{MAX_TABLE_BITS}], got {size}"
         )
-    bits = max(abs(v) for v in ring.to_signed(values)).bit_length()
-    entry_bits = bits if bits <= MAX_BOUND_BITS else None  # wider: a uniform mask, 16 bytes
+    entry_bits = table_entry_bits(ring.to_signed(values))
     return _Table(values, entry_bits, entry_bytes(entry_bits)), width
+
+
+def table_entry_bits(table: Sequence[int]) -> int | None:
+    """e with |entry| < 2^e for every entry, or None past MAX_BOUND_BITS (a uniform mask)."""
+    bits = max(abs(v) for v in table).bit_length()
+    return bits if bits <= MAX_BOUND_BITS else None
 
 
 def _check_indices(index: Index, size: int) -> np.ndarray:
@@ -479,6 +488,11 @@ class _Request:
     @property
     def size(self) -> int:
         return 1 << self.width
+
+    @property
+    def entry_bytes(self) -> int:
+        """Bytes of one entry number's masked entries, all tables side by side."""
+        return sum(t.nbytes for t in self.tables)
 
     @property
     def entry_bits(self) -> np.ndarray:
@@ -631,7 +645,7 @@ def _lookup_alice(
     chosen = keys[:, np.arange(plan.width)[None, :], plan.entry_bits]  # (k, N, w, 2)
     instances = np.arange(k)[:, None]
     pads = _pad_bytes(session, chosen, _tweaks(base, plan, instances, np.arange(size)[None, :]))
-    message = np.empty((k, size, sum(t.nbytes for t in plan.tables)), dtype=np.uint8)
+    message = np.empty((k, size, plan.entry_bytes), dtype=np.uint8)
     rotation = np.arange(size)[None, :] ^ mu[:, None]
     shares, offset = [], 0
     for table in plan.tables:
@@ -652,7 +666,7 @@ def _lookup_bob(
     session: ArithSession, plan: _Request, y: np.ndarray, keys: np.ndarray, base: int
 ) -> list[np.ndarray]:
     k, size = y.size, plan.size
-    total = sum(t.nbytes for t in plan.tables)
+    total = plan.entry_bytes
     pad = _pad_bytes(session, keys, _tweaks(base, plan, np.arange(k), y))  # (k, 16 blocks)
     cipher = session.channel.recv_array("arith.lookup", np.uint8, (k, size, total))
     entry = cipher[np.arange(k), y] ^ pad[:, :total]
@@ -682,5 +696,6 @@ __all__ = [
     "mul_public",
     "ole",
     "square",
+    "table_entry_bits",
     "truncate",
 ]

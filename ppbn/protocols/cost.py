@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ppbn.circuits.scoring import c_index_bits, index_bits, normalisation_circuit, shared_outputs
+from ppbn.circuits.scoring import c_index_bits, index_bits, normalisation_circuit
 from ppbn.protocols import arith, ring, yao
 from ppbn.protocols.fixedpoint import (
     MANTISSA_BITS,
@@ -32,6 +32,7 @@ from ppbn.protocols.fixedpoint import (
     tables_on_k,
     terms_on,
 )
+from ppbn.protocols.k2 import normalisation_modes
 from ppbn.protocols.ot import CHUNKS
 
 U_BYTES = CHUNKS // 8  # the OT receiver's u message per OT
@@ -87,8 +88,7 @@ def reshared_width(bound: int) -> int:
 
 def table_bytes(table: tuple[int, ...]) -> int:
     """Bytes of one instance's masked copy of a public table (``arith.entry_bytes``)."""
-    bits = max(abs(v) for v in table).bit_length()
-    return len(table) * arith.entry_bytes(bits if bits <= arith.MAX_BOUND_BITS else None)
+    return len(table) * arith.entry_bytes(arith.table_entry_bits(table))
 
 
 YAO = "ln terms (Yao)"
@@ -115,8 +115,7 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     the_shift = Shift(shift, shift_frac) if mode == "bdeu" else None
     spec = normalisation_spec(count_bits, mode, the_shift)
     circuit = normalisation_circuit(spec)
-    masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
-    outputs = {**dict.fromkeys(shared_outputs(spec), yao.Reveal.INTEGER_SHARES), **dict.fromkeys(masked, yao.Reveal.EVALUATOR)}
+    outputs = normalisation_modes(spec)
     garbled = yao.garbled_circuit(circuit, outputs)
     k_bits = count_bits + shift_frac
     index = {"k": index_bits(k_bits), "j": MANTISSA_BITS, "c": c_index_bits(mode)}

@@ -9,10 +9,11 @@ from shares only:
    Paillier, packed, cached across waves).
 2. For every cell count alpha_ijk and row count (alpha_ij, or l_ij = alpha_ij + d - 1),
    the normalisation circuit (``circuits/scoring``) turns the count shares into shares of
-   the reduced argument u and of the multiplier (each output at its own width, shared
-   into the ring by Yao's ``integer-shares`` mode), and masked lookup indices; the K / J /
-   C tables are fetched by OT (``arith.lookup``); the Lindell-Pinkas series, the products
-   and the Stirling terms are evaluated on shares (``fixedpoint.terms_on`` with the
+   the mantissa's fraction f and of the multiplier (each output at its own width, shared
+   into the ring by Yao's ``integer-shares`` mode), and masked lookup indices; the tables
+   on those indices are fetched by OT in one round (``arith.lookup_batch``); the reduced
+   argument u = m r_j - 1, the Lindell-Pinkas series, the products and the Stirling terms
+   are evaluated on shares (``fixedpoint.terms_on`` with the
    ``SecureBackend``): the same code as the plaintext model.
 3. Family score shares = sum of cell terms - sum of row terms + the public term (pub(d, q),
    q lgamma(d) or the BIC penalty), added by alice.
@@ -54,6 +55,7 @@ from ppbn.bn.schema import Schema
 from ppbn.bn.scores import DEFAULT_ESS, pub
 from ppbn.circuits.scoring import (
     PARAM_FRAC,
+    NormalisationSpec,
     c_index_bits,
     decision_circuit,
     division_circuit,
@@ -209,6 +211,13 @@ def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float =
 CANDIDATE_BUCKET = 8  # decision circuits are built for multiples of this many candidates
 
 
+def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
+    """Who gets what of the normalisation circuit: f and x2 as integer shares, each at its
+    own width (``shared_outputs``), the masked table indices to the evaluator."""
+    masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(spec.mode) else [])
+    return {**dict.fromkeys(shared_outputs(spec), Reveal.INTEGER_SHARES), **dict.fromkeys(masked, Reveal.EVALUATOR)}
+
+
 class SecureScorer:
     """Shares of family scores (and the table shares behind them) for one job."""
 
@@ -303,9 +312,9 @@ class SecureScorer:
         spec = normalisation_spec(self.count_bits, mode, shift)
         circuit = normalisation_circuit(spec)
         n = x_shares.shape[0]
-        # each output leaves the circuit at its own width (``shared_outputs``)
-        masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(mode) else [])
-        outputs = {**dict.fromkeys(shared_outputs(spec), Reveal.INTEGER_SHARES), **dict.fromkeys(masked, Reveal.EVALUATOR)}
+        outputs = normalisation_modes(spec)
+        shared = [name for name, how in outputs.items() if how == Reveal.INTEGER_SHARES]
+        masked = [name for name, how in outputs.items() if how == Reveal.EVALUATOR]
         low = x_shares & np.uint64((1 << self.count_bits) - 1)
         if self.role == GARBLER:
             rng = ring.RandomRing()
@@ -317,9 +326,9 @@ class SecureScorer:
                 circuit, garbler=True, outputs=outputs,
                 inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
             )  # fmt: skip
-            return {name: out[name] for name in shared_outputs(spec)}, pads
+            return {name: out[name] for name in shared}, pads
         out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
-        return {name: out[name] for name in shared_outputs(spec)}, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
+        return {name: out[name] for name in shared}, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
 
     def terms(self, x_shares: np.ndarray, shifts: Sequence[float] | None = None) -> np.ndarray:
         """Shares of the cell/row term of every count (uint64 shares in, ring shares out);
@@ -363,7 +372,7 @@ class SecureScorer:
             requests += [([c_table(mode, Shift(a, self.shift_frac))], runs[a][1]["c"]) for a in groups]
         on_k, (ln_r, reciprocal), *on_c = arith.lookup_batch(self.arith, requests)
         k_ln2 = on_k[0]
-        inv = inv_on(self.backend, reciprocal, on_k[1], k_bits, shift_frac) if len(on_k) > 1 else None
+        inv = inv_on(self.backend, reciprocal, on_k[1], k_bits, shift_frac) if mode in ("exact", "bdeu") else None
         c_entry = None
         if mode in ("exact", "yw0"):
             c_entry = on_c[0][0]

@@ -406,6 +406,11 @@ def punctured_leaves(point: int, off_path: list[bytes]) -> list[bytes]:
     return [known.get(x, bytes(16)) for x in range(LEAVES)]
 
 
+def chunk_points(s_bits: np.ndarray) -> np.ndarray:
+    """The leaf each chunk of the sender's s punctures: bits s[ik .. ik + k) as an integer."""
+    return np.packbits(s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
+
+
 _LEAF_HAS_BIT = ((np.arange(LEAVES)[None, :] >> np.arange(SUBFIELD_BITS)[:, None]) & 1).astype(bool)  # (k, 2^k)
 
 
@@ -435,7 +440,7 @@ def sender_block(
     q_j = t_j ^ c_j s in rows. The pads are H(q_j, j) and H(q_j ^ s, j) of OTs ``first`` ..
     ``first + size - 1``."""
     leaves = _leaf_columns(keys, offset, u.shape[1])
-    points = np.packbits(s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
+    points = chunk_points(s_bits)
     moved = leaves[np.arange(CHUNKS)[:, None], np.arange(LEAVES)[None, :] ^ points[:, None]]  # r_{y ^ d_i}
     cols = _small_voles(moved)
     chosen = s_bits.astype(bool)
@@ -501,7 +506,7 @@ class OTSender:
         """s, and by KAPPA base OTs every leaf of each chunk's GGM tree but the chunk's point."""
         stream = RandomStream(self._seeds.next())
         self._s_bits = np.unpackbits(np.frombuffer(stream.bytes(KAPPA // 8), dtype=np.uint8), bitorder="little")
-        points = np.packbits(self._s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
+        points = chunk_points(self._s_bits)
         choices = np.array([c for point in points.tolist() for c in puncture_choices(point)], dtype=np.uint8)
         keys = base_ot_receive(self.channel, choices, self.group, self.instance, stream)
         masked = self.channel.recv_array("ot.ext.ggm", np.uint8, (KAPPA, 2, 16))
