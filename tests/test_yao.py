@@ -138,6 +138,47 @@ def test_random_circuits_garbled_match_plaintext(case, k: int, rng: random.Rando
     assert list(ra["o"]) == list(expected) and rb == {}
 
 
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 45), st.integers(0, 2**40))
+def test_instance_blocks_change_nothing(k: int, per_block: int, base: int) -> None:
+    """Garbling and evaluating in instance blocks (for cache, ``garble.instance_blocks``)
+    gives the tables, output labels and evaluation of one pass over the batch."""
+    sched = load(BRISTOL / "aes_128.txt").schedule
+    rng = np.random.default_rng(per_block)
+    zero = rng.integers(0, 2**64, size=(len(sched.input_slots), k, 2), dtype=np.uint64, endpoint=False)
+    delta = random_delta()
+    whole = garble(sched, zero, delta, base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=k)
+    blocked = garble(sched, zero, delta, base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=per_block)
+    assert all((w == b).all() for w, b in zip(whole, blocked, strict=True))
+    one = evaluate_garbled(sched, zero, whole[0], base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=k)
+    many = evaluate_garbled(sched, zero, whole[0], base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=per_block)
+    assert (one == many).all()
+
+
+def test_half_gate_tables_use_the_documented_tweaks() -> None:
+    """AND gate g of instance j: T_G = H(A0, t) ^ H(A1, t) ^ pb R and T_E = H(B0, t + 1) ^
+    H(B1, t + 1) ^ A0 with t = base + 2 (g K + j) (ZRE15 Sec. 3), whatever the blocks."""
+    b = B.CircuitBuilder()
+    x, y = b.input("x", 2), b.input("y", 2)
+    b.output("z", [b.and_(x[0], y[0]), b.and_(x[1], y[1])])
+    circuit = b.build()
+    sched, k, base = circuit.schedule, 7, 1000
+    rng = np.random.default_rng(1)
+    zero = rng.integers(0, 2**64, size=(4, k, 2), dtype=np.uint64, endpoint=False)
+    delta = random_delta()
+    tables, _ = garble(sched, zero, delta, base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=3)
+    h = FixedKeyHash(YAO_PROTOCOL, b"s")
+    (step,) = [s for s in sched.steps if s.is_and]
+    input_of_slot = {int(slot): bit for bit, slot in enumerate(sched.input_slots)}
+    for g in range(2):
+        a0, b0 = zero[input_of_slot[int(step.a[g])]], zero[input_of_slot[int(step.b[g])]]
+        t = np.uint64(base) + 2 * (np.uint64(g) * np.uint64(k) + np.arange(k, dtype=np.uint64))
+        pb = np.negative(b0[:, :1] & np.uint64(1))
+        t_gen = h.hash(a0, t) ^ h.hash(a0 ^ delta, t) ^ (pb & delta)
+        t_eval = h.hash(b0, t + np.uint64(1)) ^ h.hash(b0 ^ delta, t + np.uint64(1)) ^ a0
+        assert (tables[0, g] == t_gen).all() and (tables[1, g] == t_eval).all()
+
+
 def test_output_modes_shares_and_swapped_roles() -> None:
     b = B.CircuitBuilder()
     x, y = b.input("x", 64), b.input("y", 64)
