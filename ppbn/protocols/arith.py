@@ -202,11 +202,18 @@ def _short_cot_send(session: ArithSession, delta: np.ndarray, positions: np.ndar
     return pad0
 
 
-def _short_cot_receive(session: ArithSession, choices: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """Bob: the receiving side of ``_short_cot_send``; bytes beyond each kept length hold
-    garbage that the caller's shift by the position removes."""
+def _short_cot_prepare(session: ArithSession, choices: np.ndarray) -> np.ndarray:
+    """Bob, first half of the receiving side of ``_short_cot_send``: send the extension's u
+    messages for ``choices`` and return his pads. Split from ``_short_cot_finish`` so that
+    he can send the next chunk's u before this chunk's corrections arrive (``ole``)."""
+    return session.ot_receiver().pads(choices)
+
+
+def _short_cot_finish(session: ArithSession, pads: np.ndarray, choices: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Bob, second half: receive the corrections and apply them to ``pads`` (in place);
+    bytes beyond each kept length hold garbage that the caller's shift by the position
+    removes."""
     m = choices.shape[0]
-    pads = session.ot_receiver().pads(choices)
     kept = _kept_mask(positions)
     full = np.zeros((m, 16), dtype=np.uint8)
     full[kept] = session.channel.recv_array("arith.ole.y", np.uint8, (int(kept.sum()),))
@@ -232,9 +239,10 @@ def ole(session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING
     (bob), in the ring Z_2^(128 - i): alice gets x_i, bob x_i + b_i a; alice's share is
     -sum 2^i x_i, bob's sum 2^i (x_i + b_i a); they add up to a b mod 2^128, and the
     correction of OT i carries only ceil((128 - i) / 8) bytes (``_kept_bytes``). ``bits``
-    OTs per value, one round per ``CHUNK_OTS`` OTs: one extension block per call, because
-    larger calls (8 blocks, 16 MB arrays) cost 40% more CPU here (cache misses) than the
-    round trips they save.
+    OTs per value in chunks of ``CHUNK_OTS`` OTs: one extension block per call, because
+    larger calls (8 blocks, 16 MB arrays) cost 40% more CPU here (cache misses). The chunks
+    are pipelined: bob sends chunk i + 1's u messages before he waits for chunk i's
+    corrections, so on a slow link alice's work and the transfer overlap.
 
     Security: bob sees OT outputs and corrections, uniform given his bits (OT security);
     alice sees only the messages of the OT extension, uniform given her inputs.
@@ -243,28 +251,62 @@ def ole(session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING
     n = values.shape[0]
     widths = _widths(bits, n)
     per_chunk = max(1, CHUNK_OTS // int(widths.max(initial=1)))
+    chunks = [_OleChunk.of(widths, start, min(n, start + per_chunk)) for start in range(0, n, per_chunk)]
     out = np.empty((n, 2), dtype=np.uint64)
-    for start in range(0, n, per_chunk):
-        chunk = values[start : start + per_chunk]
-        chunk_widths = widths[start : start + per_chunk]
-        k, top = chunk.shape[0], int(chunk_widths.max())
-        used = _BIT_SHIFTS[None, :top] < chunk_widths[:, None]  # (k, top): the OTs of each value
-        positions = np.broadcast_to(_BIT_SHIFTS[:top], (k, top))[used]
-        dense = np.zeros((k, top, 2), dtype=np.uint64)
-        if session.is_alice:
-            delta = np.repeat(chunk, chunk_widths, axis=0)
-            dense[used] = ring.shl(_short_cot_send(session, delta, positions), positions)
-            out[start : start + k] = ring.neg(ring.sum(dense, axis=1))
-        else:
-            choices = ring.bits(chunk)
-            wide = choices[:, top:].any(axis=1) | (choices[:, :top] & ~used).any(axis=1)
-            if wide.any():
-                row = int(np.flatnonzero(wide)[0])
-                raise ValueError(f"OLE input {start + row} does not fit in {chunk_widths[row]} bits")
-            received = _short_cot_receive(session, np.ascontiguousarray(choices[:, :top][used]), positions)
-            dense[used] = ring.shl(received, positions)
-            out[start : start + k] = ring.sum(dense, axis=1)
+    if session.is_alice:
+        for chunk in chunks:
+            rows = slice(chunk.start, chunk.stop)
+            delta = np.repeat(values[rows], widths[rows], axis=0)
+            out[rows] = ring.neg(chunk.gather(ring.shl(_short_cot_send(session, delta, chunk.positions), chunk.positions)))
+        return out
+    # Bob sends the next chunk's u before he waits for this chunk's corrections, so alice
+    # works on chunk i + 1 while chunk i's corrections are on the wire.
+    pending = chunks[0].prepare(session, values) if chunks else None
+    for index, chunk in enumerate(chunks):
+        following = chunks[index + 1].prepare(session, values) if index + 1 < len(chunks) else None
+        choices, pads = pending
+        received = _short_cot_finish(session, pads, choices, chunk.positions)
+        out[chunk.start : chunk.stop] = chunk.gather(ring.shl(received, chunk.positions))
+        pending = following
     return out
+
+
+@dataclass(frozen=True)
+class _OleChunk:
+    """Values [start, stop) of an OLE: ``used`` (k, top) marks the OTs of each value (one
+    per bit below its width), ``positions`` the bit position of each OT in that order."""
+
+    start: int
+    stop: int
+    used: np.ndarray
+    positions: np.ndarray
+
+    @staticmethod
+    def of(widths: np.ndarray, start: int, stop: int) -> _OleChunk:
+        chunk_widths = widths[start:stop]
+        top = int(chunk_widths.max())
+        used = _BIT_SHIFTS[None, :top] < chunk_widths[:, None]
+        positions = np.broadcast_to(_BIT_SHIFTS[:top], used.shape)[used]
+        return _OleChunk(start, stop, used, positions)
+
+    def gather(self, shifted: np.ndarray) -> np.ndarray:
+        """Per value, the sum of its OTs' shifted outputs."""
+        dense = np.zeros((*self.used.shape, 2), dtype=np.uint64)
+        dense[self.used] = shifted
+        return ring.sum(dense, axis=1)
+
+    def prepare(self, session: ArithSession, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bob: his choice bits (each value's bits below its width, which must hold it),
+        after sending their u messages; returns (choices, pads)."""
+        top = self.used.shape[1]
+        choices = ring.bits(values[self.start : self.stop])
+        wide = choices[:, top:].any(axis=1) | (choices[:, :top] & ~self.used).any(axis=1)
+        if wide.any():
+            row = int(np.flatnonzero(wide)[0])
+            width = int(self.used[row].sum())
+            raise ValueError(f"OLE input {self.start + row} does not fit in {width} bits")
+        selected = np.ascontiguousarray(choices[:, :top][self.used])
+        return selected, _short_cot_prepare(session, selected)
 
 
 # -- truncation and multiplication -----------------------------------------------------
