@@ -62,7 +62,10 @@ def test_shared_disclosure_and_combine(tmp_path, capsys):
 def test_learn_parameters_are_checked(asia_dir):
     schema = Schema.load(str(asia_dir / "schema.json"))
     assert check_learn_params({}, schema)["score"] == "exact"
+    assert check_learn_params({}, schema)["overlap_tables"] is True
+    assert check_learn_params({"overlap_tables": False}, schema)["overlap_tables"] is False
     for bad, message in [
+        ({"overlap_tables": "yes"}, "overlap_tables must be true or false"),
         ({"score": "nope"}, "score must be one of"),
         ({"tau": 0}, "tau must be a number"),
         ({"max_parents": 99}, "max_parents must be an integer"),

@@ -224,11 +224,11 @@ def test_result_json_lists_family_records():
 
 
 def test_hello_mismatch_names_the_rule_on_both_sides():
-    from ppbn.parties.daemon import hello_mismatch, parties_mismatch
+    from ppbn.parties.daemon import PROTOCOL_VERSION, hello_mismatch, parties_mismatch
     from ppbn.proto import party_pb2
 
     def hello(role, rule):
-        return party_pb2.Hello(role=role, protocol_version=2, schema_fingerprint="f", record_count=5, missing_rule=rule)
+        return party_pb2.Hello(role=role, protocol_version=PROTOCOL_VERSION, schema_fingerprint="f", record_count=5, missing_rule=rule)
 
     expected = "alice runs --missing available-case, bob runs --missing error: both daemons must use the same --missing"
     assert hello_mismatch(hello("bob", "error"), hello("alice", "available-case"), "alice") == expected

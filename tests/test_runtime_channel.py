@@ -149,3 +149,87 @@ def test_bytes_are_counted_per_section_and_message_kind():
     total.add(bob.stats, mirrored=True)  # bob's view, turned into alice's
     assert total.as_dict() == alice.stats.as_dict() | {"rounds": total.rounds}
     assert total.by_kind[("setup", "x.one")][0] == alice.stats.by_kind[("setup", "x.one")][0]
+
+
+# -- lanes: two conversations over one stream, in two threads per side -------------------
+def _conversation(channel, prefix: str, rounds: int, first: bool) -> list[bytes]:
+    """A ping-pong of ``rounds`` messages each way; returns what this side received."""
+    got = []
+    for i in range(rounds):
+        if first:
+            channel.send(f"{prefix}.ping", f"{prefix}{i}".encode() * (1 + i % 7))
+            got.append(channel.recv(f"{prefix}.pong"))
+        else:
+            got.append(channel.recv(f"{prefix}.ping"))
+            channel.send(f"{prefix}.pong", got[-1][::-1])
+    return got
+
+
+def _side(channel, first: bool) -> tuple[list[bytes], list[bytes]]:
+    """The main conversation here, a lane's in a second thread, then the lane closed."""
+    lane = channel.open_lane()
+    found: dict[str, list[bytes]] = {}
+    worker = threading.Thread(target=lambda: found.setdefault("lane", _conversation(lane, "t", 40, first)))
+    worker.start()
+    main = _conversation(channel, "m", 60, not first)
+    worker.join(10)
+    channel.close_lane(lane)
+    channel.send("after", b"main again")
+    assert channel.recv("after") == b"main again"
+    return main, found["lane"]
+
+
+@pytest.mark.parametrize("transport", ["grpc", "memory"])
+def test_lanes_carry_two_conversations_at_once(transport, request):
+    from ppbn.protocols.channel import run_two_party
+
+    if transport == "grpc":
+        alice, bob = request.getfixturevalue("pair")
+        out: dict[str, object] = {}
+        threads = [threading.Thread(target=lambda r=r, c=c, f=f: out.setdefault(r, _side(c, f)))
+                   for r, c, f in (("alice", alice, True), ("bob", bob, False))]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        a, b = out["alice"], out["bob"]
+        stats = alice.stats
+    else:
+        from ppbn.protocols.channel import memory_channel_pair
+
+        ends = memory_channel_pair(timeout_s=5)
+        a, b = run_two_party(lambda ch: _side(ch, True), lambda ch: _side(ch, False), pair=ends)
+        stats = ends[0].stats
+    assert b[1] == [f"t{i}".encode() * (1 + i % 7) for i in range(40)]  # bob's lane received alice's pings
+    assert a[1] == [m[::-1] for m in b[1]]
+    assert a[0] == [f"m{i}".encode() * (1 + i % 7) for i in range(60)]
+    assert stats.messages_sent == 40 + 60 + 1  # the lane's counters joined the channel's
+    assert ("setup", "t.ping") in stats.by_kind
+
+
+def test_a_frame_for_no_open_lane_and_leftovers_are_protocol_errors(pair):
+    alice, bob = pair
+    alice._put(0, "lane7|tables.masked", b"x")  # as a peer would: a lane bob never opened
+    with pytest.raises(ProtocolError, match="'lane7|tables.masked': no such lane is open"):
+        bob.recv("hello")
+    lane_a, lane_b = alice.open_lane(), bob.open_lane()
+    lane_a.send("t.one", b"1")
+    lane_a.send("t.two", b"2")
+    assert lane_b.recv("t.one") == b"1"
+    alice.send("hello", b"main")
+    assert bob.recv("hello") == b"main"  # reads past the lane's waiting frame
+    with pytest.raises(ProtocolError, match="1 more messages on lane1 than the protocol has"):
+        bob.close_lane(lane_b)
+
+
+def test_frames_waiting_for_a_lane_are_bounded(monkeypatch, pair):
+    from ppbn.protocols import channel as channel_module
+
+    monkeypatch.setattr(channel_module, "LANE_BACKLOG_BYTES", 1000)
+    alice, bob = pair
+    lane_a, _lane_b = alice.open_lane(), bob.open_lane()
+    for _ in range(3):
+        lane_a.send("flood", bytes(400))
+    alice.send("hello", b"main")
+    with pytest.raises(ProtocolError, match="over 1000 bytes wait for other lanes"):
+        bob.recv("hello")

@@ -72,6 +72,39 @@ def test_secure_structure_and_parameters_equal_the_reference(network, mode, max_
         assert alice.network.unobserved.get(v, ()) == reference.network.unobserved.get(v, ())
 
 
+@pytest.mark.parametrize(("network", "mode", "max_parents"), [("asia", "exact", 2), ("sachs", "yw", 2)])
+def test_pipelined_table_phase_gives_the_same_network(monkeypatch, network, mode, max_parents):
+    """With small pipeline groups every batch of families is scored in several groups,
+    each next group's table phase on a lane of the channel in a second thread: the result
+    is still the reference's, and the table phase's bytes are counted under "tables"."""
+    from ppbn.protocols import k2
+
+    monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 8)
+    net = load_network(network)
+    codes = sample(net, 2000, 12)
+    config = SecureLearnConfig(max_parents=max_parents, mode=mode, tables=TEST_TABLES)
+    alice, bob, _, pair = _run(net, codes, config)
+    reference = learn_reference(net.names, net.states, codes, max_parents, mode)
+    assert alice.search.edges == reference.search.edges == bob.search.edges
+    for v in net.names:
+        np.testing.assert_allclose(alice.network.cpts[v], reference.network.cpts[v], atol=1e-9)
+    assert pair[0]._lanes_opened >= 4  # several K2 steps, each in several groups
+    kinds = pair[0].stats.by_kind
+    on_lanes = {tag for (section, tag) in kinds if section == "tables"}  # the main thread labels nothing here
+    assert on_lanes and all(tag.startswith("tables.") for tag in on_lanes)
+
+
+def test_overlap_off_keeps_the_table_phase_on_the_channel(monkeypatch):
+    from ppbn.protocols import k2
+
+    monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 8)
+    net = load_network("asia")
+    config = SecureLearnConfig(max_parents=1, mode="yw", tables=TEST_TABLES, overlap_tables=False)
+    alice, _, _, pair = _run(net, sample(net, 500, 3), config)
+    assert alice.search.edges == learn_reference(net.names, net.states, sample(net, 500, 3), 1, "yw").search.edges
+    assert pair[0]._lanes_opened == 0
+
+
 def test_secure_scores_reconstruct_to_the_plaintext_scores():
     net = load_network("asia")
     codes = sample(net, 3000, 5)

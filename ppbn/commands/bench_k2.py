@@ -31,6 +31,7 @@ import numpy as np
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.commands.learn import add_overlap_option
 from ppbn.commands.party import add_pair_policy_options, pair_policy
 from ppbn.commands.reference import (
     SEARCHES,
@@ -66,7 +67,8 @@ def _bench_k2(args: argparse.Namespace) -> int:
         files = PairFiles(work / "data" / "schema.json",
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         refuse_on_private_paths(args)
-        params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
+        params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits,
+                  "overlap_tables": args.overlap_tables == "on"}  # fmt: skip
         if args.score == "bdeu":
             params["ess"] = args.ess
         params.update(hc_job_params(args))
@@ -97,6 +99,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             + (f", through ppbn's link model {link.text}" if link else ""),
             "executor": pair.policy.executor if pair.policy else "local",
             "workers": pair.policy.workers if pair.policy else None,
+            "overlap_tables": args.overlap_tables,
             "wall_s": round(wall, 2),
             "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
             "bytes_sent": {r: s["bytes_sent"] for r, s in parties.items()},
@@ -347,6 +350,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     add_missing_options(k2, rate=True)
     add_alignment_options(k2)
     add_pair_policy_options(k2)
+    add_overlap_option(k2)
     k2.set_defaults(func=_bench_k2)
 
     ln = bench.add_parser(

@@ -26,6 +26,7 @@ def learn_params(args: argparse.Namespace) -> dict[str, Any]:
         "tau": args.tau,
         "c_star": args.c_star,
         "disclosure": args.disclosure,
+        "overlap_tables": args.overlap_tables == "on",
     }
     if args.order:
         params["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
@@ -46,6 +47,18 @@ def add_secure_options(parser: argparse.ArgumentParser) -> None:
         "shared (each party keeps shares; `ppbn shares combine` opens them) (default public)",
     )  # fmt: skip
     group.add_argument("--key-bits", type=int, choices=(2048, 3072), help="Paillier key size (default 2048)")
+    add_overlap_option(group)
+
+
+def add_overlap_option(parser) -> None:
+    """--overlap-tables: whether K2 runs the next families' table phase while it scores."""
+    parser.add_argument(
+        "--overlap-tables", choices=("on", "off"), default="on",
+        help="score each K2 step's families in groups, the next group's Paillier table phase "
+        "running while the current group's terms cross the wire: on (default) hides most of "
+        "the table phase behind a slow link; off runs the phases one after the other, which "
+        "is faster when both daemons share one small host (README 'Overlapped table phase')",
+    )  # fmt: skip
 
 
 def params_json(args: argparse.Namespace) -> dict[str, Any]:

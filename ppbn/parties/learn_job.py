@@ -54,6 +54,7 @@ DEFAULTS = {
     "c_star": 1.0,
     "disclosure": "public",
     "key_bits": TablesConfig.key_bits,
+    "overlap_tables": True,  # k2.SecureScorer.scores: the next families' table phase on a lane
     **SEARCH_DEFAULTS,
 }
 
@@ -74,6 +75,8 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
         raise ParameterError("disclosure", f"learn: disclosure must be one of {', '.join(DISCLOSURES)}")
     if out["key_bits"] not in KEY_BITS_CHOICES or isinstance(out["key_bits"], bool):
         raise ParameterError("key_bits", f"learn: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
+    if not isinstance(out["overlap_tables"], bool):
+        raise ParameterError("overlap_tables", "learn: overlap_tables must be true or false")
     if out["order"] is not None:
         order = out["order"]
         if not isinstance(order, list) or not all(isinstance(v, str) for v in order) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
@@ -251,6 +254,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         search=params["search"],
         hc=hc_options_from(params, schema),
         ess=float(params["ess"]),
+        overlap_tables=params["overlap_tables"],
     )
 
     if params["key_bits"] == TEST_ONLY_KEY_BITS:

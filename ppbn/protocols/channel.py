@@ -15,6 +15,14 @@ use the same label; it is not secret and is never sent.
 Validation is part of the contract: a peer that sends the wrong tag, an oversized
 payload, or an array of the wrong shape makes the receiver raise ``ProtocolError`` with a
 one-line message instead of crashing later or hanging.
+
+Lanes: ``open_lane`` starts a second conversation over the same transport, so that two
+protocol steps can run side by side in two threads (the table phase of the next families
+while the current ones are scored, ``k2.SecureScorer``). A lane's frames carry its name in
+the tag ("lane1|tables.masked"); whichever thread reads the transport hands frames of the
+other conversation to it. Both parties open lanes at the same points of their protocol,
+so they agree on the names (numbered in opening order); a frame for a lane that is not
+open is a ``ProtocolError``, and the frames waiting for a lane are bounded in bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import struct
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +40,9 @@ import numpy as np
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+LANE_MARK = "|"  # never part of a protocol's own tags
+MAIN_LANE = ""
+LANE_BACKLOG_BYTES = 256 * 1024 * 1024  # frames read for a lane before it asked for them
 
 
 class ProtocolError(Exception):
@@ -144,6 +156,12 @@ class Channel(ABC):
         self.transcript: list[tuple[str, bytes]] | None = [] if keep_transcript else None
         self._send_seq = 0
         self._recv_seq = 0
+        self._send_lock = threading.Lock()  # a message's frames stay together on the transport
+        self._lanes = threading.Condition()
+        self._waiting: dict[str, deque[tuple[int, str, bytes]]] = {MAIN_LANE: deque()}
+        self._waiting_bytes = 0
+        self._reading = False  # a thread is reading the transport for every lane
+        self._lanes_opened = 0
 
     # -- transport, implemented by subclasses -------------------------------------
     @abstractmethod
@@ -167,13 +185,13 @@ class Channel(ABC):
             raise ProtocolError(
                 f"message {tag!r} is {len(payload)} bytes, over the limit {self.max_message_bytes}"
             )
-        self._put(self._send_seq, tag, bytes(payload))
+        with self._send_lock:
+            self._put(self._send_seq, tag, bytes(payload))
         self._send_seq += 1
         self.stats.note("send", len(payload) + len(tag), tag)
 
     def recv(self, tag: str, max_bytes: int | None = None) -> bytes:
-        self._expect(self.max_message_bytes if max_bytes is None else max_bytes)
-        seq, got_tag, payload = self._get(self.timeout_s)
+        seq, got_tag, payload = self._receive_frame(self.max_message_bytes if max_bytes is None else max_bytes)
         if seq != self._recv_seq:
             raise ProtocolError(f"message {got_tag!r}: sequence number {seq}, expected {self._recv_seq}")
         self._recv_seq += 1
@@ -186,6 +204,77 @@ class Channel(ABC):
         if self.transcript is not None:
             self.transcript.append((tag, payload))
         return payload
+
+    # -- lanes ----------------------------------------------------------------------
+    def open_lane(self) -> LaneChannel:
+        """A second conversation over this channel, for another thread (module doc); the
+        peer opens its end at the same point of the protocol. Close it with ``close_lane``."""
+        with self._lanes:
+            self._lanes_opened += 1
+            name = f"lane{self._lanes_opened}"
+            self._waiting[name] = deque()
+        return LaneChannel(self, name)
+
+    def close_lane(self, lane: LaneChannel) -> None:
+        """End a lane whose conversation is over: its counters (and transcript) join this
+        channel's; frames still waiting for it break the protocol."""
+        with self._lanes:
+            left = self._waiting.pop(lane.name, None)
+            if left:
+                self._waiting_bytes -= sum(len(frame[2]) for frame in left)
+        if left:
+            raise ProtocolError(f"peer sent {len(left)} more messages on {lane.name} than the protocol has")
+        self.stats.add(lane.stats)
+        if self.transcript is not None and lane.transcript is not None:
+            self.transcript.extend(lane.transcript)
+
+    def _receive_frame(self, max_bytes: int) -> tuple[int, str, bytes]:
+        return self._frame_for(MAIN_LANE, max_bytes, self.timeout_s)
+
+    def _frame_for(self, lane: str, max_bytes: int, timeout_s: float) -> tuple[int, str, bytes]:
+        """The next frame of ``lane``: one waiting for it, or read from the transport by this
+        thread, which hands the frames of other lanes to them until one of its own comes."""
+        deadline = time.monotonic() + timeout_s
+        with self._lanes:
+            while True:
+                if self._waiting[lane]:
+                    frame = self._waiting[lane].popleft()
+                    self._waiting_bytes -= len(frame[2])
+                    return frame
+                if not self._reading:
+                    self._reading = True
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
+                self._lanes.wait(min(remaining, 0.5))
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
+                with self._lanes:
+                    side_lanes = len(self._waiting) > 1
+                # with lanes open the next frame may be another lane's: only the general limit applies
+                self._expect(self.max_message_bytes if side_lanes else max_bytes)
+                seq, tag, payload = self._get(remaining)
+                name, mark, inner = tag.rpartition(LANE_MARK)
+                if not mark:
+                    name, inner = MAIN_LANE, tag
+                if name == lane:
+                    return seq, inner, payload
+                with self._lanes:
+                    if name not in self._waiting:
+                        raise ProtocolError(f"message {tag!r}: no such lane is open")
+                    if self._waiting_bytes + len(payload) > LANE_BACKLOG_BYTES:
+                        raise ProtocolError(f"message {tag!r}: over {LANE_BACKLOG_BYTES} bytes wait for other lanes")
+                    self._waiting[name].append((seq, inner, payload))
+                    self._waiting_bytes += len(payload)
+                    self._lanes.notify_all()
+        finally:
+            with self._lanes:
+                self._reading = False
+                self._lanes.notify_all()
 
     # -- numpy arrays -------------------------------------------------------------
     def send_array(self, tag: str, array: np.ndarray) -> None:
@@ -228,6 +317,33 @@ class Channel(ABC):
         if len(payload) != 8 * count:
             raise ProtocolError(f"message {tag!r}: {len(payload)} bytes, expected {8 * count}")
         return struct.unpack(f">{count}Q", payload)
+
+
+class LaneChannel(Channel):
+    """One lane of a channel (``Channel.open_lane``): its own sequence numbers, counters
+    and transcript over the parent's transport."""
+
+    def __init__(self, parent: Channel, name: str) -> None:
+        super().__init__(
+            timeout_s=parent.timeout_s, max_message_bytes=parent.max_message_bytes,
+            keep_transcript=parent.transcript is not None, session=parent.session,
+        )  # fmt: skip
+        self.parent = parent
+        self.name = name
+        self.stats.section = parent.stats.section
+
+    def _put(self, seq: int, tag: str, payload: bytes) -> None:
+        with self.parent._send_lock:
+            self.parent._put(seq, f"{self.name}{LANE_MARK}{tag}", payload)
+
+    def _get(self, timeout_s: float) -> tuple[int, str, bytes]:
+        raise ProtocolError("a lane reads through its parent channel")  # only _receive_frame is used
+
+    def _receive_frame(self, max_bytes: int) -> tuple[int, str, bytes]:
+        return self.parent._frame_for(self.name, max_bytes, self.timeout_s)
+
+    def open_lane(self) -> LaneChannel:
+        raise ProtocolError("lanes open on the channel itself, not on a lane")
 
 
 class MemoryChannel(Channel):

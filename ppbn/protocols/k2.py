@@ -40,6 +40,7 @@ parameters.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +128,9 @@ class SecureLearnConfig:
     search: str = "k2"
     hc: HCOptions = field(default_factory=HCOptions)
     ess: float = DEFAULT_ESS  # BDeu's equivalent sample size (mode "bdeu" only)
+    # score a batch of families in groups, the next group's table phase on a lane of the
+    # channel while this group's terms run (``SecureScorer.scores``); both parties agree
+    overlap_tables: bool = True
     # this party's own (never negotiated): garbled runs of fewer AND gates x instances, and
     # OT-extension calls of fewer OTs, stay in the job thread instead of the executor
     gc_inline_below: int = GC_INLINE_BELOW
@@ -209,6 +213,8 @@ def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float =
 
 
 CANDIDATE_BUCKET = 8  # decision circuits are built for multiples of this many candidates
+PIPELINE_GROUPS = 4  # a batch of families is scored in up to this many groups ...
+PIPELINE_MIN_TERMS = 2048  # ... of at least this many secure terms each
 
 
 def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
@@ -276,10 +282,12 @@ class SecureScorer:
             self.progress(f"phase {name}", 0, 0)
 
     # -- tables -------------------------------------------------------------------------
-    def table_shares(self, families: Sequence[Family]) -> dict[Family, np.ndarray]:
+    def table_shares(self, families: Sequence[Family], lane: Channel | None = None) -> dict[Family, np.ndarray]:
         """Shares of each family's count table, axes in the family's order. A table depends
         only on the set of its variables, so it is computed once per set (in schema order)
-        and transposed locally for the other orders: hill climbing asks for u | v and v | u."""
+        and transposed locally for the other orders: hill climbing asks for u | v and v | u.
+        With ``lane`` the table phase talks over that lane of the channel (``scores`` runs
+        it in a second thread) and does not announce a phase: the main thread owns that."""
         position = {v: i for i, v in enumerate(self.schema.names)}
 
         def canonical(family: Family) -> Family:
@@ -288,14 +296,17 @@ class SecureScorer:
         missing = list(dict.fromkeys(canonical(f) for f in families if f not in self.count_shares))
         missing = [f for f in missing if f not in self.count_shares]
         if missing:
-            self.phase("tables")
+            if lane is None:
+                self.phase("tables")
+            else:
+                lane.stats.section = "tables"
             started = time.perf_counter()
             self.count_shares.update(
                 run_tables(
-                    self.channel, self.role, self.schema, self.codes, missing,
-                    counters=self.paillier, progress=self.progress, session=self.tables,
+                    self.channel if lane is None else lane, self.role, self.schema, self.codes, missing,
+                    counters=self.paillier, progress=self.progress if lane is None else None, session=self.tables,
                 )
-            )
+            )  # fmt: skip
             self.clock.add("tables", started)
         for family in families:
             if family not in self.count_shares:
@@ -408,14 +419,42 @@ class SecureScorer:
         """This party's share (ring element) of the score of each (child, parents)."""
         wanted = [(c, ps) for c, ps in keys if (c, frozenset(ps)) not in self.score_shares]
         wanted = list(dict.fromkeys(wanted))
-        if wanted:
-            families = [(*ps, c) for c, ps in wanted]
-            tables = self.table_shares(families)
+        groups = self._pipeline_groups([(*ps, c) for c, ps in wanted])
+        if groups:
+            self.table_shares(groups[0])
+        for index, families in enumerate(groups):
+            following = None
+            if index + 1 < len(groups):
+                following = _Background(self.table_shares, groups[index + 1], self.channel.open_lane())
+            tables = self.table_shares(families)  # computed by now: a lookup
             cells = [tables[fam].reshape(-1, self.schema.cardinality(fam[-1])) for fam in families]
             sets = [frozenset(fam) for fam in families]
-            for (child, parents), share in zip(wanted, self._score_cells(cells, sets), strict=True):
-                self.score_shares[(child, frozenset(parents))] = share
+            for family, share in zip(families, self._score_cells(cells, sets), strict=True):
+                self.score_shares[(family[-1], frozenset(family[:-1]))] = share
+            if following is not None:
+                self.channel.close_lane(following.join())
         return [self.score_shares[(c, frozenset(ps))] for c, ps in keys]
+
+    def _pipeline_groups(self, families: list[Family]) -> list[list[Family]]:
+        """The families of one batch in consecutive groups of about equal secure terms
+        (q (d + 1) each), at most ``PIPELINE_GROUPS`` of at least ``PIPELINE_MIN_TERMS``:
+        group i + 1's table phase (Paillier, CPU) runs on a lane of the channel while group
+        i's terms (garbled circuits and OT, mostly bytes on the wire) run here, so on a slow
+        link the table phase costs next to nothing. Both parties split alike: the families
+        and their sizes are public."""
+        sizes = [math.prod(self.schema.cardinality(v) for v in fam[:-1]) * (self.schema.cardinality(fam[-1]) + 1) for fam in families]
+        count = max(1, min(PIPELINE_GROUPS, sum(sizes) // PIPELINE_MIN_TERMS, len(families)))
+        if not self.config.overlap_tables:
+            count = 1
+        target = sum(sizes) / count
+        groups: list[list[Family]] = []
+        done = 0
+        for family, size in zip(families, sizes, strict=True):
+            if not groups or (len(groups) < count and done >= target * len(groups)):
+                groups.append([])
+            groups[-1].append(family)
+            done += size
+        return groups
 
     def paired_scores(self, keys: Sequence[tuple[str, tuple[str, ...], str]]) -> list[np.ndarray]:
         """Shares of the score of (child, parents) on the records complete in ``given`` too:
@@ -479,6 +518,30 @@ class SecureScorer:
                 share = ring.add(share, ring.constant(public))
             out.append(share)
         return out
+
+
+class _Background:
+    """``table_shares(families, lane)`` in a daemon thread; ``join`` returns the lane once
+    the phase is done, or raises what the thread raised. A daemon thread, because if the
+    main thread fails the job's channel is closed and the lane's reads end with it."""
+
+    def __init__(self, table_shares: Callable, families: list[Family], lane) -> None:
+        self.lane = lane
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(table_shares, families), daemon=True, name=lane.name)
+        self.thread.start()
+
+    def _run(self, table_shares: Callable, families: list[Family]) -> None:
+        try:
+            table_shares(families, self.lane)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread by join
+            self.error = exc
+
+    def join(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.lane
 
 
 class SecureOracle:

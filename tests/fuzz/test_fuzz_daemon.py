@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import TEXT, hello_fields, job_fields, mutations, random_frames
 
+from ppbn.parties.daemon import PROTOCOL_VERSION
 from ppbn.proto import party_pb2
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc for RSS")
@@ -69,7 +70,7 @@ def unary_requests(draw) -> tuple[str, object, bool]:
     if rpc == "Health":
         return rpc, party_pb2.HealthRequest(), as_peer
     if rpc == "Handshake":
-        hello = party_pb2.Hello(role="alice", protocol_version=2, record_count=60)
+        hello = party_pb2.Hello(role="alice", protocol_version=PROTOCOL_VERSION, record_count=60)
         for name, value in draw(st.lists(hello_fields(), min_size=1, max_size=3)):
             setattr(hello, name, value)
         return rpc, hello, True
