@@ -303,11 +303,13 @@ class ColumnStreams:
         if offset != self.offset:
             self._open(offset)
         zeros = bytes(width)
-        out = np.empty((len(self._streams), width), dtype=np.uint8)
-        for row, stream in zip(out, self._streams, strict=True):
-            row[:] = np.frombuffer(stream.update(zeros), dtype=np.uint8)
+        # each stream writes its row in place; update_into wants 15 spare bytes after it
+        flat = np.empty(len(self._streams) * width + 16, dtype=np.uint8)
+        view = memoryview(flat)
+        for row, stream in enumerate(self._streams):
+            stream.update_into(zeros, view[row * width : (row + 1) * width + 16])
         self.offset = offset + width
-        return out
+        return flat[: len(self._streams) * width].reshape(len(self._streams), width)
 
 
 def prg_columns(keys: bytes | ColumnStreams, offset: int, width: int) -> np.ndarray:
@@ -411,16 +413,16 @@ def chunk_points(s_bits: np.ndarray) -> np.ndarray:
     return np.packbits(s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
 
 
-_LEAF_HAS_BIT = ((np.arange(LEAVES)[None, :] >> np.arange(SUBFIELD_BITS)[:, None]) & 1).astype(bool)  # (k, 2^k)
-
-
-def _small_voles(leaf_columns: np.ndarray) -> np.ndarray:
-    """Column i k + b of the output: the XOR of chunk i's leaf streams over the leaves x
-    with bit b set; (CHUNKS, LEAVES, w) -> (KAPPA, w)."""
-    out = np.empty((CHUNKS, SUBFIELD_BITS, leaf_columns.shape[2]), dtype=np.uint8)
+def _bit_sums(leaf_columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(S, T) of (CHUNKS, LEAVES, w) leaf streams: S[i, b] the XOR of chunk i's streams over
+    the leaves x with bit b set, T[i] the XOR of all 16. Strided views of the leaves, no
+    copies: leaf x = (x >> (b + 1), bit b, x & (2^b - 1)) in a reshape."""
+    chunks, leaves, width = leaf_columns.shape
+    sums = np.empty((chunks, SUBFIELD_BITS, width), dtype=np.uint8)
     for bit in range(SUBFIELD_BITS):
-        np.bitwise_xor.reduce(leaf_columns[:, _LEAF_HAS_BIT[bit]], axis=1, out=out[:, bit])
-    return out.reshape(KAPPA, -1)
+        split = leaf_columns.reshape(chunks, leaves >> (bit + 1), 2, 1 << bit, width)[:, :, 1]
+        np.bitwise_xor.reduce(split, axis=(1, 2), out=sums[:, bit])
+    return sums, np.bitwise_xor.reduce(leaf_columns, axis=1)
 
 
 def _leaf_columns(keys: bytes | ColumnStreams, offset: int, width: int) -> np.ndarray:
@@ -440,11 +442,12 @@ def sender_block(
     q_j = t_j ^ c_j s in rows. The pads are H(q_j, j) and H(q_j ^ s, j) of OTs ``first`` ..
     ``first + size - 1``."""
     leaves = _leaf_columns(keys, offset, u.shape[1])
-    points = chunk_points(s_bits)
-    moved = leaves[np.arange(CHUNKS)[:, None], np.arange(LEAVES)[None, :] ^ points[:, None]]  # r_{y ^ d_i}
-    cols = _small_voles(moved)
-    chosen = s_bits.astype(bool)
-    cols[chosen] ^= np.repeat(u, SUBFIELD_BITS, axis=0)[chosen]
+    # w_ib: the leaves x with bit b of x ^ d_i set, i.e. x_b != d_ib: S_ib if d_ib = 0, else
+    # the leaves with bit b clear, T_i ^ S_ib (the punctured leaf r_{d_i} is in neither sum)
+    with_bit, total = _bit_sums(leaves)
+    cols = with_bit.reshape(KAPPA, -1)
+    flipped = s_bits.astype(bool)  # d_ib, and the rows where q adds u_i (see above)
+    cols[flipped] ^= np.repeat(total ^ u, SUBFIELD_BITS, axis=0)[flipped]
     q_rows = np.ascontiguousarray(transpose_bits(cols).view(np.uint64)[:size])
     s_block = np.packbits(s_bits, bitorder="little").view(np.uint64)
     hasher = FixedKeyHash(protocol, session)
@@ -463,8 +466,8 @@ def receiver_block(
     bits = np.zeros(padded, dtype=np.uint8)
     bits[:size] = choices
     leaves = _leaf_columns(keys, offset, padded // 8)
-    t_cols = _small_voles(leaves)
-    u = np.bitwise_xor.reduce(leaves, axis=1)
+    with_bit, u = _bit_sums(leaves)
+    t_cols = with_bit.reshape(KAPPA, -1)
     u ^= np.packbits(bits, bitorder="little")
     t_rows = np.ascontiguousarray(transpose_bits(t_cols).view(np.uint64)[:size])
     return u, FixedKeyHash(protocol, session).hash(t_rows, _tweaks(first, size))
