@@ -7,8 +7,9 @@ families; ``--check-reference`` also learns the non-private reference on the sam
 and says whether structure, edge order and parameters agree.
 
 ``bench ln`` measures the batched secure ln / x ln x pipeline alone (normalisation
-circuit, OT table lookups, share series and products), both parties in one process over
-the in-memory channel: evaluations per second per score mode.
+circuit, OT table lookups, share series and products), the two parties in two processes
+joined by a pipe as two daemons are in two processes (``--parties threads``: both in this
+process over the in-memory channel): evaluations per second per score mode.
 
 ``--link RATE[/RTT]`` (both) models a network between the parties (``ppbn.parties.shaper``):
 ``bench k2`` routes the daemons through ppbn's shaping TCP relay, ``bench ln`` delays each
@@ -174,14 +175,119 @@ def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule:
     }
 
 
-def _bench_ln(args: argparse.Namespace) -> int:
+def _ln_spec(args: argparse.Namespace, mode: str, gc_below: int, ot_below: int) -> dict[str, Any]:
+    return {
+        "mode": mode, "max_count": args.max_count, "executor": args.executor, "workers": args.workers,
+        "gc_below": gc_below, "ot_below": ot_below, "link": args.link or "",
+    }  # fmt: skip
+
+
+def _ln_scorer(role: str, channel, spec: dict[str, Any]):
+    """One party's scorer for ``bench ln``: two binary variables, counts below max_count."""
     from ppbn.bn.schema import Schema, Variable
-    from ppbn.protocols.channel import memory_channel_pair, run_two_party
-    from ppbn.protocols.cost import term_cost
     from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer
     from ppbn.protocols.ledger import Ledger
-    from ppbn.protocols.ot import OT_INLINE_BELOW
     from ppbn.protocols.tables import TablesConfig
+
+    schema = Schema("id", (Variable("a", "alice", ("0", "1")), Variable("b", "bob", ("0", "1"))))
+    tables = TablesConfig(executor=spec["executor"], workers=spec["workers"])
+    config = SecureLearnConfig(
+        mode=spec["mode"], tables=tables, gc_inline_below=spec["gc_below"], ot_inline_below=spec["ot_below"]
+    )
+    codes = np.zeros((spec["max_count"], 1), dtype=np.int64)
+    return SecureScorer(channel, role, schema, codes, spec["max_count"], config, Ledger(role),
+                        _phase_labeller(channel, spec["mode"]))  # fmt: skip
+
+
+def _ln_outcome(scorer, channel, seconds: float) -> dict[str, Any]:
+    """What the parent needs of one party's run (picklable)."""
+    return {
+        "seconds": seconds,
+        "count_bits": scorer.count_bits,
+        "and_gates": scorer.yao.counters.and_gates,
+        "ots": scorer.yao.counters.ots + scorer.arith.counters.ots,
+        "stats": channel.stats.as_dict(),
+        "breakdown": channel.stats.breakdown(),
+    }
+
+
+def _ln_party_process(role: str, spec: dict, share: np.ndarray, shifts, connection, report, parent_pid: int) -> None:
+    """One party of ``bench ln --parties processes``: its scorer over a pipe (and the link
+    model's direction it sends on), a one-message start signal so that both clocks start
+    together, then its terms; reports counters and traffic."""
+    from ppbn.commands.bench_tables import PipeChannel
+    from ppbn.parties.shaper import Direction, parse_link
+    from ppbn.protocols.executor import exit_with_parent
+
+    exit_with_parent(parent_pid)
+    channel = None
+    try:
+        other = "bob" if role == "alice" else "alice"
+        link = Direction(f"{role}->{other}", parse_link(spec["link"])) if spec["link"] else None
+        channel = PipeChannel(connection, link, timeout_s=600)
+        scorer = _ln_scorer(role, channel, spec)
+        try:
+            channel.send("bench.ready", b"")
+            channel.recv("bench.ready", max_bytes=0)
+            channel.stats = type(channel.stats)()  # the start signal is not the protocol's
+            channel.stats.section = f"{spec['mode']}: setup"
+            started = time.perf_counter()
+            scorer.terms(share, shifts)
+            report.send({"role": role, **_ln_outcome(scorer, channel, time.perf_counter() - started)})
+        finally:
+            scorer.tables.close()
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
+        report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        if channel is not None:
+            channel.close()  # sends what is still queued, then closes the pipe
+        else:
+            connection.close()
+
+
+def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[str, dict]:
+    import multiprocessing
+    import os
+
+    from ppbn.commands.bench_tables import collect_reports
+
+    context = multiprocessing.get_context("spawn")
+    alice_end, bob_end = context.Pipe(duplex=True)
+    report_in, report_out = context.Pipe(duplex=False)
+    processes = [
+        context.Process(target=_ln_party_process, name=f"ppbn-{role}",
+                        args=(role, spec, shares[role], shifts, end, report_out, os.getpid()))  # fmt: skip
+        for role, end in (("alice", alice_end), ("bob", bob_end))
+    ]
+    for process in processes:
+        process.start()
+    return collect_reports(processes, report_in)
+
+
+def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[str, dict]:
+    from ppbn.parties.shaper import parse_link, shaped_memory_pair
+    from ppbn.protocols.channel import memory_channel_pair, run_two_party
+
+    pair = memory_channel_pair(timeout_s=600) if not spec["link"] else shaped_memory_pair(parse_link(spec["link"]), timeout_s=600)[0]
+    scorers = {role: _ln_scorer(role, end, spec) for role, end in zip(("alice", "bob"), pair, strict=True)}
+    started = time.perf_counter()
+    try:
+        run_two_party(
+            lambda _: scorers["alice"].terms(shares["alice"], shifts),
+            lambda _: scorers["bob"].terms(shares["bob"], shifts),
+            pair=pair,
+        )
+        seconds = time.perf_counter() - started
+    finally:
+        for scorer in scorers.values():
+            scorer.tables.close()
+    return {role: _ln_outcome(scorers[role], end, seconds) for role, end in zip(("alice", "bob"), pair, strict=True)}
+
+
+def _bench_ln(args: argparse.Namespace) -> int:
+    from ppbn.parties.shaper import parse_link
+    from ppbn.protocols.cost import term_cost
+    from ppbn.protocols.ot import OT_INLINE_BELOW
     from ppbn.protocols.yao import GC_INLINE_BELOW
 
     if args.count < 1:
@@ -190,69 +296,48 @@ def _bench_ln(args: argparse.Namespace) -> int:
         raise UserError("--workers must be at least 1")
     gc_below = GC_INLINE_BELOW if args.gc_inline_below is None else args.gc_inline_below
     ot_below = OT_INLINE_BELOW if args.ot_inline_below is None else args.ot_inline_below
-    from ppbn.parties.shaper import parse_link, shaped_memory_pair
-
     link = parse_link(args.link) if args.link else None
-    schema = Schema("id", (Variable("a", "alice", ("0", "1")), Variable("b", "bob", ("0", "1"))))
     rng = np.random.default_rng(args.seed)
     counts = rng.integers(0, args.max_count + 1, size=args.count).astype(np.uint64)
     alice_share = rng.integers(0, 2**63, size=args.count, dtype=np.uint64)
     shares = {"alice": alice_share, "bob": counts - alice_share}  # wraps mod 2^64
     rows: list[dict[str, Any]] = []
     by_kind: list[dict[str, Any]] = []
+    run = _ln_in_processes if args.parties == "processes" else _ln_in_threads
     for mode in args.modes.split(","):
         if mode not in SCORE_MODES:
             raise UserError(f"--modes: unknown score mode {mode!r}")
-        tables = TablesConfig(executor=args.executor, workers=args.workers)
-        config = SecureLearnConfig(
-            mode=mode, tables=tables, gc_inline_below=gc_below, ot_inline_below=ot_below
-        )
-        if link is None:
-            pair = memory_channel_pair(timeout_s=600)
-        else:
-            pair, _ = shaped_memory_pair(link, timeout_s=600)
-        scorers = {
-            role: SecureScorer(end, role, schema, np.zeros((args.max_count, 1), dtype=np.int64),
-                               args.max_count, config, Ledger(role), _phase_labeller(end, mode))  # fmt: skip
-            for role, end in zip(("alice", "bob"), pair, strict=True)
-        }
-        started = time.perf_counter()
-        alice, bob = scorers["alice"], scorers["bob"]
         shifts = [DEFAULT_ESS / 4] * args.count if mode == "bdeu" else None  # a_jk of a binary child, q = 2
-        try:
-            run_two_party(
-                lambda _, s=alice, a=shifts: s.terms(shares["alice"], a),
-                lambda _, s=bob, a=shifts: s.terms(shares["bob"], a),
-                pair=pair,
-            )
-            seconds = time.perf_counter() - started
-        finally:
-            for scorer in scorers.values():
-                scorer.tables.close()
-        model = term_cost(alice.count_bits, mode, shifts[0] if shifts else None)
+        parties = run(_ln_spec(args, mode, gc_below, ot_below), shares, shifts)
+        alice, bob = parties["alice"], parties["bob"]
+        seconds = max(alice["seconds"], bob["seconds"])
+        model = term_cost(alice["count_bits"], mode, shifts[0] if shifts else None)
         rows.append({
             "mode": mode,
             "evaluations": args.count,
             "seconds": round(seconds, 2),
             "evaluations_per_s": round(args.count / seconds),
-            "bytes_per_evaluation": round((pair[0].stats.bytes_sent + pair[1].stats.bytes_sent) / args.count),
+            "bytes_per_evaluation": round((alice["stats"]["bytes_sent"] + bob["stats"]["bytes_sent"]) / args.count),
             "model_bytes_per_evaluation": round(model.total),
-            "and_gates_per_evaluation": round(alice.yao.counters.and_gates / args.count),
-            "ots_per_evaluation": round((bob.yao.counters.ots + bob.arith.counters.ots) / args.count),
-            "bytes_alice_to_bob": pair[0].stats.bytes_sent,
-            "bytes_bob_to_alice": pair[0].stats.bytes_received,
-            "rounds": pair[0].stats.rounds,
+            "and_gates_per_evaluation": round(alice["and_gates"] / args.count),
+            "ots_per_evaluation": round(bob["ots"] / args.count),
+            "bytes_alice_to_bob": alice["stats"]["bytes_sent"],
+            "bytes_bob_to_alice": alice["stats"]["bytes_received"],
+            "rounds": alice["stats"]["rounds"],
         })  # fmt: skip
-        kinds = breakdown_rows(pair[0].stats.breakdown())
+        kinds = breakdown_rows(alice["breakdown"])
         for row in kinds:
             row["bytes_per_evaluation"] = round(row["total"] / args.count, 1)
             predicted = model.bytes_by_kind.get((row["phase"].split(": ", 1)[-1], row["kind"]))
             row["model_bytes_per_evaluation"] = None if predicted is None else round(predicted, 1)
         by_kind.extend(kinds)
+    transport = {
+        "processes": "two party processes joined by a pipe (each with its own pool)",
+        "threads": "in-memory channel, both parties in this process (2 threads)",
+    }[args.parties]
     report = {
         "what": "batched secure ln x and x ln x terms (normalisation circuit, OT lookups, share series)",
-        "transport": "in-memory channel, both parties in this process (2 threads)"
-        + (f", each message delayed by the link model {link.text}" if link else ""),
+        "transport": transport + (f", each message delayed by the link model {link.text}" if link else ""),
         "executor": {"kind": args.executor, "workers": args.workers, "gc_inline_below": gc_below,
                      "ot_inline_below": ot_below},  # fmt: skip
         **({"link": link.as_dict()} if link else {}),
@@ -357,12 +442,17 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "ln",
         help="batched secure ln x / x ln x evaluations per second",
         description="Shares of random counts through the secure term pipeline of each score "
-        "mode, both parties in this process over the in-memory channel.",
+        "mode, the two parties in two processes joined by a pipe (or in two threads of this "
+        "process over the in-memory channel).",
     )
     ln.add_argument("--count", type=int, default=20000, help="evaluations per mode (default 20000)")
     ln.add_argument("--max-count", type=int, default=20000, help="counts are uniform in [0, max] (default 20000)")
     ln.add_argument("--modes", default="yw,exact", help="comma list of score modes (default yw,exact)")
     ln.add_argument("--seed", type=int, default=1)
+    ln.add_argument("--parties", choices=("processes", "threads"), default="processes",
+                    help="processes: each party its own process, as two daemons are (default); threads: "
+                    "both in this process, sharing one interpreter lock (the figures before issue 12's "
+                    "last session)")  # fmt: skip
     ln.add_argument("--format", choices=("table", "json"), default="table")
     ln.add_argument("--link", metavar="RATE[/RTT]",
                     help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip

@@ -62,6 +62,7 @@ def _party(role: str, spec: dict, connection: Connection, report: Connection, ba
     from ppbn.protocols.psi import align_records
 
     exit_with_parent(parent_pid)
+    channel = None
     try:
         ids = synthetic_ids(role, spec["size"], spec["shared"], spec["seed"])
         channel = PipeChannel(connection, timeout_s=600, session=b"bench-psi")
@@ -92,7 +93,10 @@ def _party(role: str, spec: dict, connection: Connection, report: Connection, ba
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
     finally:
-        connection.close()
+        if channel is not None:
+            channel.close()  # sends what is still queued, then closes the pipe
+        else:
+            connection.close()
 
 
 def _run_ppbn(size: int, shared: int, seed: int) -> dict:

@@ -14,7 +14,9 @@ import argparse
 import json
 import multiprocessing
 import os
+import queue
 import secrets
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -324,20 +326,36 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
 
 
 class PipeChannel(Channel):
-    """A Channel over a multiprocessing pipe: the two parties in two processes."""
+    """A Channel over a multiprocessing pipe: the two parties in two processes.
+
+    Sends go through a queue that a thread drains into the pipe, so that ``send`` does not
+    wait for the peer to read, as on the daemons' gRPC channel: a protocol may send its next
+    message before it reads the peer's (the pipelined OLE chunks of ``arith.ole``), which
+    over a bare pipe would leave both ends blocked in ``send``."""
 
     def __init__(self, connection: Connection, link: Direction | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self._connection = connection
         self._link = link  # --link: this process's sending direction of the link model
+        self._outgoing: queue.Queue = queue.Queue()
+        self._send_failure: str | None = None
+        self._sender = threading.Thread(target=self._drain, daemon=True, name="pipe-sender")
+        self._sender.start()
+
+    def _drain(self) -> None:
+        while (item := self._outgoing.get()) is not None:
+            try:
+                self._connection.send(item)
+            except (BrokenPipeError, OSError) as exc:
+                self._send_failure = f"peer closed the pipe: {exc}"
+                return
 
     def _put(self, seq: int, tag: str, payload: bytes) -> None:
+        if self._send_failure:
+            raise PeerGone(self._send_failure)
         # the monotonic clock is system-wide on Linux, so the receiver can wait for the stamp
         arrives = self._link.schedule(len(payload) + len(tag), time.monotonic()) if self._link else 0.0
-        try:
-            self._connection.send((seq, tag, payload, arrives))
-        except (BrokenPipeError, OSError) as exc:
-            raise PeerGone(f"peer closed the pipe: {exc}") from None
+        self._outgoing.put((seq, tag, payload, arrives))
 
     def _get(self, timeout_s: float) -> tuple[int, str, bytes]:
         try:
@@ -352,6 +370,9 @@ class PipeChannel(Channel):
         return seq, tag, payload
 
     def close(self) -> None:
+        """Send what is queued (up to the timeout), then close the pipe."""
+        self._outgoing.put(None)
+        self._sender.join(self.timeout_s)
         self._connection.close()
 
 
@@ -413,6 +434,7 @@ def _party_process(
     from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
 
     exit_with_parent(parent_pid)
+    channel = None
     try:
         schema = Schema.from_dict(spec["schema"])
         config = TablesConfig(
@@ -450,7 +472,10 @@ def _party_process(
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
     finally:
-        connection.close()
+        if channel is not None:
+            channel.close()  # sends what is still queued, then closes the pipe
+        else:
+            connection.close()
 
 
 def _bench_tables(args: argparse.Namespace) -> int:

@@ -16,6 +16,11 @@ Validation is part of the contract: a peer that sends the wrong tag, an oversize
 payload, or an array of the wrong shape makes the receiver raise ``ProtocolError`` with a
 one-line message instead of crashing later or hanging.
 
+A transport's ``_put`` must not wait for the peer to read the message (up to a bound far
+above one protocol step's messages): protocols send their next message before they read
+the peer's where that overlaps work with the wire (``arith.ole``, lanes), which over a
+transport that blocks until the peer reads would leave both ends waiting in ``send``.
+
 Lanes: ``open_lane`` starts a second conversation over the same transport, so that two
 protocol steps can run side by side in two threads (the table phase of the next families
 while the current ones are scored, ``k2.SecureScorer``). A lane's frames carry its name in
