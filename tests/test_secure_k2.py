@@ -60,16 +60,23 @@ def _run(net, codes, config, keep_transcript=False):
     [("asia", "exact", 2), ("asia", "yw", 2), ("asia", "yw0", 3), ("asia", "bic", 2), ("sachs", "exact", 3), ("child", "yw0", 2)],
 )
 def test_secure_structure_and_parameters_equal_the_reference(network, mode, max_parents):
+    _learn_equal_to_the_reference(network, mode, max_parents, seed=11)
+
+
+def _learn_equal_to_the_reference(network: str, mode: str, max_parents: int, seed: int):
+    """Learn 2,000 sampled records securely; assert both parties got the reference's
+    structure, edge order and CPTs; return the channel pair."""
     net = load_network(network)
-    codes = sample(net, 2000, 11)
+    codes = sample(net, 2000, seed)
     config = SecureLearnConfig(max_parents=max_parents, mode=mode, tables=TEST_TABLES)
-    alice, bob, _, _ = _run(net, codes, config)
+    alice, bob, _, pair = _run(net, codes, config)
     reference = learn_reference(net.names, net.states, codes, max_parents, mode)
     assert alice.search.edges == reference.search.edges == bob.search.edges
     for v in net.names:
         np.testing.assert_allclose(alice.network.cpts[v], reference.network.cpts[v], atol=1e-9)
         np.testing.assert_array_equal(alice.network.cpts[v], bob.network.cpts[v])
         assert alice.network.unobserved.get(v, ()) == reference.network.unobserved.get(v, ())
+    return pair
 
 
 @pytest.mark.parametrize(("network", "mode", "max_parents"), [("asia", "exact", 2), ("sachs", "yw", 2)])
@@ -80,14 +87,7 @@ def test_pipelined_table_phase_gives_the_same_network(monkeypatch, network, mode
     from ppbn.protocols import k2
 
     monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 8)
-    net = load_network(network)
-    codes = sample(net, 2000, 12)
-    config = SecureLearnConfig(max_parents=max_parents, mode=mode, tables=TEST_TABLES)
-    alice, bob, _, pair = _run(net, codes, config)
-    reference = learn_reference(net.names, net.states, codes, max_parents, mode)
-    assert alice.search.edges == reference.search.edges == bob.search.edges
-    for v in net.names:
-        np.testing.assert_allclose(alice.network.cpts[v], reference.network.cpts[v], atol=1e-9)
+    pair = _learn_equal_to_the_reference(network, mode, max_parents, seed=12)
     assert pair[0]._lanes_opened >= 4  # several K2 steps, each in several groups
     kinds = pair[0].stats.by_kind
     on_lanes = {tag for (section, tag) in kinds if section == "tables"}  # the main thread labels nothing here

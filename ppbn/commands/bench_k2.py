@@ -215,7 +215,7 @@ def _ln_party_process(role: str, spec: dict, share: np.ndarray, shifts, connecti
     """One party of ``bench ln --parties processes``: its scorer over a pipe (and the link
     model's direction it sends on), a one-message start signal so that both clocks start
     together, then its terms; reports counters and traffic."""
-    from ppbn.commands.bench_tables import PipeChannel
+    from ppbn.commands.bench_tables import PipeChannel, close_party_end
     from ppbn.parties.shaper import Direction, parse_link
     from ppbn.protocols.executor import exit_with_parent
 
@@ -239,10 +239,7 @@ def _ln_party_process(role: str, spec: dict, share: np.ndarray, shifts, connecti
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
     finally:
-        if channel is not None:
-            channel.close()  # sends what is still queued, then closes the pipe
-        else:
-            connection.close()
+        close_party_end(channel, connection)
 
 
 def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[str, dict]:

@@ -57,7 +57,7 @@ def _digest(ids: list[str]) -> str:
 
 def _party(role: str, spec: dict, connection: Connection, report: Connection, barrier, parent_pid: int) -> None:
     """One party process: build its ids, wait for the peer, run the PSI, report."""
-    from ppbn.commands.bench_tables import PipeChannel, _peak_rss_mib
+    from ppbn.commands.bench_tables import PipeChannel, _peak_rss_mib, close_party_end
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.psi import align_records
 
@@ -93,10 +93,7 @@ def _party(role: str, spec: dict, connection: Connection, report: Connection, ba
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
     finally:
-        if channel is not None:
-            channel.close()  # sends what is still queued, then closes the pipe
-        else:
-            connection.close()
+        close_party_end(channel, connection)
 
 
 def _run_ppbn(size: int, shared: int, seed: int) -> dict:

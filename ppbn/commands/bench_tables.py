@@ -376,6 +376,14 @@ class PipeChannel(Channel):
         self._connection.close()
 
 
+def close_party_end(channel: PipeChannel | None, connection: Connection) -> None:
+    """End of a party process: send what the channel still queues, then close the pipe."""
+    if channel is not None:
+        channel.close()
+    else:
+        connection.close()
+
+
 def _peak_rss_mib(pid: int | str = "self") -> float:
     """VmHWM of one process: the peak resident set of its own address space (Linux)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -472,10 +480,7 @@ def _party_process(
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
     finally:
-        if channel is not None:
-            channel.close()  # sends what is still queued, then closes the pipe
-        else:
-            connection.close()
+        close_party_end(channel, connection)
 
 
 def _bench_tables(args: argparse.Namespace) -> int:
