@@ -254,8 +254,12 @@ class Channel(ABC):
                     raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
                 self._lanes.wait(min(remaining, 0.5))
         try:
+            first = True
             while True:
-                remaining = deadline - time.monotonic()
+                # the first read waits the whole timeout, so a transport's timeout message
+                # names it; reads after another lane's frame wait what is left of it
+                remaining = timeout_s if first else deadline - time.monotonic()
+                first = False
                 if remaining <= 0:
                     raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
                 with self._lanes:
