@@ -143,7 +143,9 @@ class _Workspace:
     """Scratch arrays sized for the largest step of one instance block, reused by every
     step and block."""
 
-    def __init__(self, schedule: Schedule, k: int, hash_rows: int) -> None:
+    def __init__(self, schedule: Schedule, blocks: list[slice], batch: int, hash_rows: int) -> None:
+        k = max((block.stop - block.start for block in blocks), default=0)  # the largest block
+        self.batch = batch  # instances of the whole batch: gate g's tweaks are 2 g K apart
         most = max((len(s.a) for s in schedule.steps if s.is_and), default=0) * k
         xor_most = max((len(s.a) for s in schedule.steps if not s.is_and), default=0) * k
         self.n_slots = schedule.n_slots
@@ -241,8 +243,7 @@ def garble(
     tables = np.empty(shape, dtype=np.uint64) if tables_out is None else tables_out
     out_zero = np.empty((len(schedule.output_slots), k, 2), dtype=np.uint64)
     blocks = instance_blocks(schedule, k, block_instances)
-    work = _Workspace(schedule, blocks[0].stop - blocks[0].start if blocks else 0, hash_rows=4)
-    work.batch = k
+    work = _Workspace(schedule, blocks, k, hash_rows=4)
     work.tile_delta(delta)
     for block in blocks:
         state = work.block_state(block.stop - block.start)
@@ -315,8 +316,7 @@ def evaluate_garbled(
         raise ValueError(f"garbled tables have shape {tables.shape}, expected {(2, schedule.n_and, k, 2)}")
     out = np.empty((len(schedule.output_slots), k, 2), dtype=np.uint64)
     blocks = instance_blocks(schedule, k, block_instances)
-    work = _Workspace(schedule, blocks[0].stop - blocks[0].start if blocks else 0, hash_rows=2)
-    work.batch = k
+    work = _Workspace(schedule, blocks, k, hash_rows=2)
     for block in blocks:
         state = work.block_state(block.stop - block.start)
         state[ONE_SLOT] = 0

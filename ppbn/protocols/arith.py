@@ -206,15 +206,11 @@ def _short_cot_send(session: ArithSession, delta: np.ndarray, positions: np.ndar
     return pad0
 
 
-def _short_cot_prepare(session: ArithSession, choices: np.ndarray) -> np.ndarray:
-    """Bob, first half of the receiving side of ``_short_cot_send``: send the extension's u
-    messages for ``choices`` and return his pads. Split from ``_short_cot_finish`` so that
-    he can send the next chunk's u before this chunk's corrections arrive (``ole``)."""
-    return session.ot_receiver().pads(choices)
-
-
 def _short_cot_finish(session: ArithSession, pads: np.ndarray, choices: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """Bob, second half: receive the corrections and apply them to ``pads`` (in place);
+    """Bob, the receiving side of ``_short_cot_send``, after ``OTReceiver.pads`` sent the u
+    messages of ``choices`` (``_OleChunk.prepare``, so that he can send the next chunk's u
+    before this chunk's corrections arrive): receive the corrections and apply them to
+    ``pads`` (in place);
     bytes beyond each kept length hold garbage that the caller's shift by the position
     removes."""
     m = choices.shape[0]
@@ -312,7 +308,7 @@ class _OleChunk:
             width = int(self.used[row].sum())
             raise ValueError(f"OLE input {self.start + row} does not fit in {width} bits")
         selected = np.ascontiguousarray(choices[:, :top][self.used])
-        return selected, _short_cot_prepare(session, selected)
+        return selected, session.ot_receiver().pads(selected)
 
 
 # -- truncation and multiplication -----------------------------------------------------

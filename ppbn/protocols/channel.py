@@ -253,13 +253,11 @@ class Channel(ABC):
                 if remaining <= 0:
                     raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
                 self._lanes.wait(min(remaining, 0.5))
+        # the first read waits the whole timeout, so a transport's timeout message names it;
+        # reads after another lane's frame wait what is left of it
+        remaining = timeout_s
         try:
-            first = True
             while True:
-                # the first read waits the whole timeout, so a transport's timeout message
-                # names it; reads after another lane's frame wait what is left of it
-                remaining = timeout_s if first else deadline - time.monotonic()
-                first = False
                 if remaining <= 0:
                     raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
                 with self._lanes:
@@ -280,6 +278,7 @@ class Channel(ABC):
                     self._waiting[name].append((seq, inner, payload))
                     self._waiting_bytes += len(payload)
                     self._lanes.notify_all()
+                remaining = deadline - time.monotonic()
         finally:
             with self._lanes:
                 self._reading = False

@@ -443,9 +443,8 @@ class SecureScorer:
         link the table phase costs next to nothing. Both parties split alike: the families
         and their sizes are public."""
         sizes = [math.prod(self.schema.cardinality(v) for v in fam[:-1]) * (self.schema.cardinality(fam[-1]) + 1) for fam in families]
-        count = max(1, min(PIPELINE_GROUPS, sum(sizes) // PIPELINE_MIN_TERMS, len(families)))
-        if not self.config.overlap_tables:
-            count = 1
+        most = min(PIPELINE_GROUPS, sum(sizes) // PIPELINE_MIN_TERMS, len(families)) if self.config.overlap_tables else 1
+        count = max(1, most)
         target = sum(sizes) / count
         groups: list[list[Family]] = []
         done = 0
