@@ -78,6 +78,7 @@ def test_products_are_exact_without_truncation():
             "ots": 256 * n,
             "multiplications": n,
             "truncations": 0,
+            "lifts": 0,
             "lookups": 0,
         }
 
@@ -156,6 +157,70 @@ def test_ole_sends_only_the_correction_bits_that_survive_the_shift():
     assert ring.to_ints(ring.add(za, zb)) == [(p * q) % M for p, q in zip(a, b, strict=True)]
     with pytest.raises(ValueError, match="OLE input 2 does not fit in 8 bits"):
         two_party(arith.ole, (ring.from_ints(a), widths), (ring.from_ints([1, 1, 256, 1, 1]), widths))
+
+
+def test_ole_in_a_smaller_ring_is_right_there_and_sends_its_bits_only():
+    """A product that ends in an opening of L bits needs its OLE only mod 2^L: OT i's
+    correction keeps ceil((L - i) / 8) bytes, per value's own ring."""
+    n, bits, ring_bits = 300, 54, 69
+    a = [random.randrange(M) for _ in range(n)]
+    b = [random.randrange(2**bits) for _ in range(n)]
+    pair = memory_channel_pair(keep_transcript=True)
+    za, zb, _ = two_party(arith.ole, (ring.from_ints(a), bits, ring_bits), (ring.from_ints(b), bits, ring_bits), pair=pair)
+    low = (1 << ring_bits) - 1
+    assert [v & low for v in ring.to_ints(ring.add(za, zb))] == [(p * q) & low for p, q in zip(a, b, strict=True)]
+    sent = sum(len(m) for m in _bob_messages(pair, "arith.ole.y"))
+    assert sent == n * sum(-(-(ring_bits - i) // 8) for i in range(bits))
+    widths, rings = np.array([1, 60, 8, 64]), np.array([1, 128, 9, 100])
+    b = [1, 2**60 - 1, 255, 2**64 - 1]
+    a = [M - 1] * len(b)
+    za, zb, _ = two_party(arith.ole, (ring.from_ints(a), widths, rings), (ring.from_ints(b), widths, rings))
+    got = ring.to_ints(ring.add(za, zb))
+    assert [g % (1 << int(r)) for g, r in zip(got, rings, strict=True)] == [(p * q) % (1 << int(r)) for p, q, r in zip(a, b, rings, strict=True)]
+    with pytest.raises(ValueError, match="wider than its ring"):
+        two_party(arith.ole, (ring.from_ints([3]), 9, 8), (ring.from_ints([3]), 9, 8))
+
+
+def _garbage_above(values: list[int], ring_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shares of values that are right only mod 2^ring_bits: both carry random high bits."""
+    xa, xb = share(values)
+    noise = ring.from_ints([random.randrange(M) >> ring_bits << ring_bits for _ in values])
+    return ring.add(xa, noise), ring.add(xb, noise)
+
+
+def test_lift_and_truncation_open_in_the_ring_of_their_bound():
+    bound = 28
+    ring_bits = arith.opening_ring(bound)
+    edge = 2**bound - 1
+    x = [edge, -edge, 0, 1, -1] + [random.randrange(-edge, edge) for _ in range(2000)]
+    xa, xb = _garbage_above(x, ring_bits)
+    pair = memory_channel_pair(keep_transcript=True)
+    za, zb, (sa, _) = two_party(arith.lift, (xa, bound), (xb, bound), pair=pair)
+    assert reveal(za, zb) == x
+    assert sa.counters.lifts == len(x)
+    (msg,) = _bob_messages(pair, "arith.lift")
+    assert len(msg) == len(x) * -(-ring_bits // 8)  # 9 bytes, not 16
+    za, zb, _ = two_party(arith.truncate, (xa, 10, bound), (xb, 10, bound))
+    floor_check(reveal(za, zb), x, 10)
+
+
+def test_exact_products_of_small_operands_run_in_a_small_ring_and_are_lifted():
+    """m r_j (K' x 13 bits), exact: the OLE runs mod 2^(K' + 13 + 41), then one lift."""
+    bounds = (15, 13)
+    x = [2**15 - 1, -(2**15) + 1, 0, 1] + [random.randrange(-(2**15), 2**15) for _ in range(1500)]
+    y = [2**13 - 1, 2**13 - 1, -5, -(2**13) + 1] + [random.randrange(-(2**13), 2**13) for _ in range(1500)]
+    (xa, xb), (ya, yb) = share(x), share(y)
+    pair = memory_channel_pair(keep_transcript=True)
+    za, zb, (sa, _) = two_party(arith.mul, (xa, ya, 0, 0, bounds), (xb, yb, 0, 0, bounds), pair=pair)
+    assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
+    assert sa.counters.lifts == len(x)
+    ring_bits = arith.product_ring(0, 0, bounds)
+    assert ring_bits == 28 + STAT_BITS + 1
+    widths = [arith.reshared_width(b) for b in bounds]
+    sent = sum(len(m) for m in _bob_messages(pair, "arith.ole.y"))
+    assert sent == len(x) * sum(-(-(ring_bits - i) // 8) for w in widths for i in range(w))
+    # an exact product near the ring's top keeps the full ring and needs no lift
+    assert arith.product_ring(0, 0, (43, 43)) == 128
 
 
 def test_truncation_holds_up_to_the_bound():

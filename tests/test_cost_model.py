@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ppbn.cli import main
-from ppbn.protocols.cost import CountingBackend, ole_bytes, term_cost
+from ppbn.protocols.cost import CountingBackend, Product, term_cost
 
 
 def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
@@ -24,10 +24,13 @@ def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
 def test_model_counts_what_the_term_arithmetic_multiplies() -> None:
     yw, exact = term_cost(15, "yw"), term_cost(15, "exact")
     assert yw.and_gates < exact.and_gates and yw.ots < exact.ots and yw.total < exact.total
-    # a Gilboa OLE of w bits: 4 bytes of u per OT and 16 bytes of correction shrinking by one
-    # byte every 8 bits of position
-    assert ole_bytes(1) == 4 + 16 and ole_bytes(9) == 9 * 4 + 8 * 16 + 15
+    # a Gilboa OLE of a w-bit input in Z_2^L: OT i keeps ceil((L - i) / 8) correction bytes
+    assert Product((-40,), 128, None).correction_bytes() == 16  # width 1
+    assert Product((-32,), 128, None).correction_bytes() == 8 * 16 + 15  # width 9
+    assert Product((-32,), 70, None).correction_bytes() == 6 * 9 + 3 * 8  # 70..65 bits, then 64..62
     be = CountingBackend()
-    be.mul("x", "y", 48, 80, (20, 30))
-    be.square("x", 0, 0, 10)
-    assert (be.products, be.squares, be.truncations) == ([(20, 30)], [10], 1)
+    be.mul("x", "y", 48, 80, (20, 30))  # truncated: the ring of its opening, 80 + 41 bits
+    be.square("x", 0, 0, 10)  # exact and small: lifted from 20 + 41 bits (at least 51 wide)
+    be.mul("x", "y", 0, 0, (43, 43))  # exact near the top: the whole ring, no lift
+    assert be.products == [Product((20, 30), 121, None), Product((10,), 61, 20), Product((43, 43), 128, None)]
+    assert be.truncations == [80]

@@ -106,7 +106,7 @@ from ppbn.protocols.records import (
     party_check_records_for_miner,
 )
 
-PROTOCOL_VERSION = 3  # 3: the K2 table phase runs on channel lanes (k2.SecureScorer.scores)
+PROTOCOL_VERSION = 4  # 4: products in the ring of their bound (arith.product_ring); 3: table lanes
 JobInfo = party_pb2.JobInfo
 Frame = party_pb2.Frame
 AbortCode = party_pb2.AbortCode

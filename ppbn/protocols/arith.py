@@ -74,6 +74,7 @@ class ArithCounters:
     ots: int = 0
     multiplications: int = 0
     truncations: int = 0
+    lifts: int = 0
     lookups: int = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -81,6 +82,7 @@ class ArithCounters:
             "ots": self.ots,
             "multiplications": self.multiplications,
             "truncations": self.truncations,
+            "lifts": self.lifts,
             "lookups": self.lookups,
         }
 
@@ -168,27 +170,27 @@ def _check_bound(bound_bits: int) -> None:
 
 
 # -- correlated OT for Gilboa products --------------------------------------------------
-def _kept_bytes(positions: np.ndarray) -> np.ndarray:
-    """Bytes of the OT correction at bit position i of bob's input: ceil((128 - i) / 8).
-
-    That OT's outputs are multiplied by 2^i mod 2^128, so only their low 128 - i bits
-    count; the correction (little-endian, as ``ring`` lays elements out) is cut to them.
-    """
-    return (RING_BITS - positions + 7) // 8
-
-
-_KEPT_BY_POSITION = np.arange(16)[None, :] < _kept_bytes(np.arange(RING_BITS))[:, None]  # (128, 16)
+def _kept_bytes(remaining: np.ndarray) -> np.ndarray:
+    """Bytes of an OT correction that must be right in its low ``remaining`` bits: the OT of
+    bit i of a Gilboa product in the ring Z_2^L has its outputs multiplied by 2^i, so only
+    the low L - i bits count and the correction (little-endian, as ``ring`` lays elements
+    out) is cut to ceil((L - i) / 8) bytes."""
+    return (remaining + 7) // 8
 
 
-def _kept_mask(positions: np.ndarray) -> np.ndarray:
+_KEPT_BY_REMAINING = np.arange(16)[None, :] < _kept_bytes(np.arange(RING_BITS + 1))[:, None]  # (129, 16)
+
+
+def _kept_mask(remaining: np.ndarray) -> np.ndarray:
     """(m, 16) bool: the correction bytes each OT sends (``_kept_bytes``), row by row from a
-    table of the 128 positions (a take is 20x faster than comparing per OT)."""
-    return _KEPT_BY_POSITION.take(positions, axis=0)
+    table of the 129 lengths (a take is 20x faster than comparing per OT)."""
+    return _KEPT_BY_REMAINING.take(remaining, axis=0)
 
 
-def _short_cot_send(session: ArithSession, delta: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """Alice: random x0 (m, 2); bob obtains x0 + c_j delta_j mod 2^(128 - i_j) (i_j =
-    ``positions``), i.e. in the low 128 - i_j bits, which are all that survive his shift.
+def _short_cot_send(session: ArithSession, delta: np.ndarray, remaining: np.ndarray) -> np.ndarray:
+    """Alice: random x0 (m, 2); bob obtains x0 + c_j delta_j mod 2^(L_j - i_j) (``remaining``
+    = L_j - i_j for bit position i_j in the ring Z_2^L_j), the only bits that count after
+    his shift by i_j.
 
     Uses the extension pads of ``OTSender.pads`` (pad0 = H(q_j), pad1 = H(q_j ^ s)) and sends
     the correction pad1 ^ (pad0 + delta_j), cut to ``_kept_bytes`` of its position, in one
@@ -200,13 +202,13 @@ def _short_cot_send(session: ArithSession, delta: np.ndarray, positions: np.ndar
     pad0, pad1 = sender.pads(m)
     correction = ring.add(pad0, delta)
     correction ^= pad1
-    session.channel.send_array("arith.ole.y", correction.view(np.uint8).reshape(m, 16)[_kept_mask(positions)])
+    session.channel.send_array("arith.ole.y", correction.view(np.uint8).reshape(m, 16)[_kept_mask(remaining)])
     sender.ots += m
     session.counters.ots += m
     return pad0
 
 
-def _short_cot_finish(session: ArithSession, pads: np.ndarray, choices: np.ndarray, positions: np.ndarray) -> np.ndarray:
+def _short_cot_finish(session: ArithSession, pads: np.ndarray, choices: np.ndarray, remaining: np.ndarray) -> np.ndarray:
     """Bob, the receiving side of ``_short_cot_send``, after ``OTReceiver.pads`` sent the u
     messages of ``choices`` (``_OleChunk.prepare``, so that he can send the next chunk's u
     before this chunk's corrections arrive): receive the corrections and apply them to
@@ -214,7 +216,7 @@ def _short_cot_finish(session: ArithSession, pads: np.ndarray, choices: np.ndarr
     bytes beyond each kept length hold garbage that the caller's shift by the position
     removes."""
     m = choices.shape[0]
-    kept = _kept_mask(positions)
+    kept = _kept_mask(remaining)
     full = np.zeros((m, 16), dtype=np.uint8)
     full[kept] = session.channel.recv_array("arith.ole.y", np.uint8, (int(kept.sum()),))
     correction = full.view(np.uint64)
@@ -231,14 +233,18 @@ def _widths(bits: int | np.ndarray, n: int) -> np.ndarray:
     return widths
 
 
-def ole(session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING_BITS) -> np.ndarray:
-    """Shares of a * b mod 2^128 from alice's a and bob's b ((n, 2) ring vectors each);
-    bob's b must lie in [0, 2^bits) (all of Z_2^128 by default; ``bits`` may differ per value).
+def ole(
+    session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING_BITS, ring_bits: int | np.ndarray = RING_BITS
+) -> np.ndarray:
+    """Shares of a * b mod 2^ring_bits from alice's a and bob's b ((n, 2) ring vectors
+    each); bob's b must lie in [0, 2^bits) (all of Z_2^128 by default). ``bits`` and
+    ``ring_bits`` may differ per value, with bits <= ring_bits; the shares' bits above
+    ring_bits are garbage (``mul`` opens such a product through a ring of its bound).
 
     Gilboa: for each bit b_i, a correlated OT with correlation a (alice) and choice b_i
-    (bob), in the ring Z_2^(128 - i): alice gets x_i, bob x_i + b_i a; alice's share is
-    -sum 2^i x_i, bob's sum 2^i (x_i + b_i a); they add up to a b mod 2^128, and the
-    correction of OT i carries only ceil((128 - i) / 8) bytes (``_kept_bytes``). ``bits``
+    (bob), in the ring Z_2^(L - i), L = ring_bits: alice gets x_i, bob x_i + b_i a; alice's
+    share is -sum 2^i x_i, bob's sum 2^i (x_i + b_i a); they add up to a b mod 2^L, and the
+    correction of OT i carries only ceil((L - i) / 8) bytes (``_kept_bytes``). ``bits``
     OTs per value in chunks of ``CHUNK_OTS`` OTs: one extension block per call, because
     larger calls (8 blocks, 16 MB arrays) cost 40% more CPU here (cache misses). The chunks
     are pipelined: bob sends chunk i + 1's u messages before he waits for chunk i's
@@ -250,14 +256,18 @@ def ole(session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING
     values = _check_shares(values, "OLE input")
     n = values.shape[0]
     widths = _widths(bits, n)
+    rings = _widths(ring_bits, n)
+    if np.any(widths > rings):
+        raise ValueError("an OLE input cannot be wider than its ring")
     per_chunk = max(1, CHUNK_OTS // int(widths.max(initial=1)))
-    chunks = [_OleChunk.of(widths, start, min(n, start + per_chunk)) for start in range(0, n, per_chunk)]
+    chunks = [_OleChunk.of(widths, rings, start, min(n, start + per_chunk)) for start in range(0, n, per_chunk)]
     out = np.empty((n, 2), dtype=np.uint64)
     if session.is_alice:
         for chunk in chunks:
             rows = slice(chunk.start, chunk.stop)
             delta = np.repeat(values[rows], widths[rows], axis=0)
-            out[rows] = ring.neg(chunk.gather(ring.shl(_short_cot_send(session, delta, chunk.positions), chunk.positions)))
+            pads = _short_cot_send(session, delta, chunk.remaining)
+            out[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
         return out
     # Bob sends the next chunk's u before he waits for this chunk's corrections, so alice
     # works on chunk i + 1 while chunk i's corrections are on the wire.
@@ -265,7 +275,7 @@ def ole(session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING
     for index, chunk in enumerate(chunks):
         following = chunks[index + 1].prepare(session, values) if index + 1 < len(chunks) else None
         choices, pads = pending
-        received = _short_cot_finish(session, pads, choices, chunk.positions)
+        received = _short_cot_finish(session, pads, choices, chunk.remaining)
         out[chunk.start : chunk.stop] = chunk.gather(ring.shl(received, chunk.positions))
         pending = following
     return out
@@ -274,20 +284,23 @@ def ole(session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING
 @dataclass(frozen=True)
 class _OleChunk:
     """Values [start, stop) of an OLE: ``used`` (k, top) marks the OTs of each value (one
-    per bit below its width), ``positions`` the bit position of each OT in that order."""
+    per bit below its width), ``positions`` the bit position of each OT in that order and
+    ``remaining`` its value's ring bits minus that position (the bits its correction keeps)."""
 
     start: int
     stop: int
     used: np.ndarray
     positions: np.ndarray
+    remaining: np.ndarray
 
     @staticmethod
-    def of(widths: np.ndarray, start: int, stop: int) -> _OleChunk:
+    def of(widths: np.ndarray, rings: np.ndarray, start: int, stop: int) -> _OleChunk:
         chunk_widths = widths[start:stop]
         top = int(chunk_widths.max())
         used = _BIT_SHIFTS[None, :top] < chunk_widths[:, None]
         positions = np.broadcast_to(_BIT_SHIFTS[:top], used.shape)[used]
-        return _OleChunk(start, stop, used, positions)
+        remaining = (rings[start:stop, None] - _BIT_SHIFTS[None, :top])[used]
+        return _OleChunk(start, stop, used, positions, remaining)
 
     def gather(self, shifted: np.ndarray) -> np.ndarray:
         """Per value, the sum of its OTs' shifted outputs."""
@@ -312,16 +325,44 @@ class _OleChunk:
 
 
 # -- truncation and multiplication -----------------------------------------------------
+def opening_ring(bound_bits: int) -> int:
+    """Bits of the ring in which a value below 2^bound_bits is opened (``truncate``,
+    ``lift``): x + r, r of bound_bits + STAT_BITS bits, is a signed number of one bit more,
+    so x need only be right modulo 2^(bound_bits + STAT_BITS + 1) and that is all alice sends."""
+    return bound_bits + STAT_BITS + 1
+
+
+def _masked_open(session: ArithSession, x: np.ndarray, bits: int, bound_bits: int, kind: str) -> np.ndarray:
+    """Alice sends x_alice + r mod 2^L (L = ``opening_ring``, ceil(L / 8) bytes) for r
+    uniform in [-2^(m-1), 2^(m-1)), m = bound_bits + STAT_BITS; bob reads c = x + r as a
+    signed L-bit number and keeps floor(c / 2^bits), alice -floor(r / 2^bits)."""
+    n = x.shape[0]
+    ring_bits = opening_ring(bound_bits)
+    width = (ring_bits + 7) // 8
+    if session.is_alice:
+        mask = session.random.signed_below(n, bound_bits + STAT_BITS)
+        masked = ring.add(x, mask).view(np.uint8).reshape(n, 16)
+        session.channel.send_array(kind, np.ascontiguousarray(masked[:, :width]))
+        return ring.neg(ring.sar(mask, bits))
+    received = np.zeros((n, 16), dtype=np.uint8)
+    received[:, :width] = session.channel.recv_array(kind, np.uint8, (n, width))
+    spare = RING_BITS - ring_bits  # sign-extend c from its L bits
+    opened = ring.sar(ring.shl(ring.add(x, received.view(np.uint64)), spare), spare)
+    return ring.sar(session.opened("truncate", opened), bits)
+
+
 def _truncate(
     session: ArithSession, x: np.ndarray, bits: int, bound_bits: int = MAX_BOUND_BITS
 ) -> np.ndarray:
     """Shares of floor(x / 2^bits) or floor(x / 2^bits) + 1, for shared x with |x| < 2^bound_bits.
 
     Alice draws r uniform in [-2^(m-1), 2^(m-1)), m = bound_bits + STAT_BITS <= 127, and
-    sends x_alice + r; bob reads c = x + r (no wrap-around: |c| < 2^126 + 2^bound_bits)
-    as a signed value and keeps floor(c / 2^bits); alice keeps -floor(r / 2^bits). The two
-    floors differ from floor(x / 2^bits) by the carry of the low bits: 0 or 1.
-    (The brief's mask [0, 2^m) is centred here, which buys one bit of range.)
+    sends x_alice + r; bob reads c = x + r (no wrap-around: |c| < 2^(m-1) + 2^bound_bits
+    <= 2^m) as a signed value and keeps floor(c / 2^bits); alice keeps -floor(r / 2^bits).
+    The two floors differ from floor(x / 2^bits) by the carry of the low bits: 0 or 1.
+    (The brief's mask [0, 2^m) is centred here, which buys one bit of range.) c has m + 1
+    signed bits, so x need only be right modulo 2^(m + 1) (a product in a smaller ring,
+    ``mul``) and alice sends only those bits (``opening_ring``).
 
     Security: bob sees c = x + r, whose distribution is within statistical distance
     |x| / 2^m < 2^-STAT_BITS of r's, whatever x is. Alice sees nothing.
@@ -330,22 +371,27 @@ def _truncate(
     if not 0 < bits < RING_BITS:
         raise ValueError("bits must lie in [1, 127]")
     _check_bound(bound_bits)
-    n = x.shape[0]
-    session.counters.truncations += n
-    if session.is_alice:
-        mask = session.random.signed_below(n, bound_bits + STAT_BITS)
-        session.channel.send_array("arith.trunc", ring.add(x, mask))
-        return ring.neg(ring.sar(mask, bits))
-    opened = session.opened("truncate", ring.add(x, session.channel.recv_array("arith.trunc", np.uint64, (n, 2))))
-    return ring.sar(opened, bits)
+    session.counters.truncations += x.shape[0]
+    return _masked_open(session, x, bits, bound_bits, "arith.trunc")
 
 
 truncate = _truncate  # public name; ``mul`` and ``mul_public`` take a parameter of this name
 
 
+def lift(session: ArithSession, x: np.ndarray, bound_bits: int) -> np.ndarray:
+    """Shares mod 2^128 of x, |x| < 2^bound_bits, from shares that are right only modulo
+    2^``opening_ring``(bound_bits): the masked opening of ``truncate`` without the shift,
+    so the result is exactly x (alice -r, bob c = x + r). Security: that of ``truncate``."""
+    x = _check_shares(x, "lift input")
+    _check_bound(bound_bits)
+    session.counters.lifts += x.shape[0]
+    return _masked_open(session, x, 0, bound_bits, "arith.lift")
+
+
 def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> np.ndarray:
     """Small shares of x, |x| < 2^bits: alice's becomes -r, bob's x + r, with r uniform in
-    [-2^(m-1), 2^(m-1)), m = bits + STAT_BITS; bob's is then a signed (m + 1)-bit integer.
+    [-2^(m-1), 2^(m-1)), m = bits + STAT_BITS; bob's is then a signed (m + 1)-bit integer
+    (``reshared_width``).
     Security: bob sees x + r, as in ``truncate``."""
     n = x.shape[0]
     if session.is_alice:
@@ -368,13 +414,48 @@ def _operand_widths(operand_bits: int | tuple[int, int] | None) -> tuple[int, in
     return pair
 
 
-def _small_ole(session: ArithSession, mine: np.ndarray, widths: np.ndarray) -> np.ndarray:
+def reshared_width(bound_bits: int) -> int:
+    """Bits of bob's reshared share of a value below 2^bound_bits (``_reshare``): the OTs
+    its OLE needs."""
+    return bound_bits + STAT_BITS + 1
+
+
+LIFT_SAVING_BITS = 8  # an exact product is lifted only if its ring saves a byte per OT
+
+
+def product_ring(truncate: int, bound_bits: int, bounds: tuple[int, int]) -> int:
+    """The ring a product of reshared operands below 2^bounds[0] and 2^bounds[1] is
+    computed in: that of the masked opening it ends in (``opening_ring``), the truncation's
+    or, for an exact product (truncate = 0), a ``lift`` of |x y| < 2^(bx + by) when that
+    ring is at least LIFT_SAVING_BITS short of 128 (each OT's correction is then a byte
+    shorter, which pays for the lift's message); never narrower than the OLE inputs."""
+    if truncate:
+        ring_bits = opening_ring(bound_bits)
+    elif sum(bounds) <= MAX_BOUND_BITS and opening_ring(sum(bounds)) <= RING_BITS - LIFT_SAVING_BITS:
+        ring_bits = opening_ring(sum(bounds))
+    else:
+        return RING_BITS
+    return max(ring_bits, *(reshared_width(b) for b in bounds))
+
+
+def _small_ole(session: ArithSession, mine: np.ndarray, widths: np.ndarray, ring_bits: int) -> np.ndarray:
     """OLE on bob's reshared inputs, signed and below 2^(w - 1): he feeds them plus 2^(w - 1)
-    (``w`` OTs each) and alice subtracts her input times 2^(w - 1)."""
+    (``w`` OTs each) and alice subtracts her input times 2^(w - 1); right mod 2^ring_bits."""
     offsets = ring.shl(ring.constant(1), widths - 1)
     if session.is_alice:
-        return ring.sub(ole(session, mine, widths), ring.mul(mine, offsets))
-    return ole(session, ring.add(mine, offsets), widths)
+        return ring.sub(ole(session, mine, widths, ring_bits), ring.mul(mine, offsets))
+    return ole(session, ring.add(mine, offsets), widths, ring_bits)
+
+
+def _finish_product(
+    session: ArithSession, product: np.ndarray, truncate: int, bound_bits: int, ring_bits: int, exact_bits: int
+) -> np.ndarray:
+    """A product right mod 2^ring_bits as shares mod 2^128: truncated, lifted (an exact
+    product below 2^exact_bits in a smaller ring) or as it is."""
+    session.counters.multiplications += product.shape[0]
+    if truncate:
+        return _truncate(session, product, truncate, bound_bits)
+    return product if ring_bits == RING_BITS else lift(session, product, exact_bits)
 
 
 def mul(
@@ -393,10 +474,12 @@ def mul(
     With ``operand_bits`` (|x| < 2^bx and |y| < 2^by for a pair (bx, by), or one bound for
     both, each at most MAX_BOUND_BITS) the inputs are first reshared into small integer
     shares (one message from alice per operand): bob's share of x then has
-    bx + STAT_BITS + 1 bits, and the OLE needs that many OTs per value instead of 128.
+    bx + STAT_BITS + 1 bits, and the OLE needs that many OTs per value instead of 128;
+    and the OLE runs in the ring of the opening that follows (``product_ring``), so each
+    OT's correction is as short as the product's bound allows.
 
     Security: that of ``ole`` (nothing but uniform OT traffic) and of ``truncate`` (and of
-    the resharing, a masked opening like ``truncate``'s).
+    the resharing and the lift, masked openings like ``truncate``'s).
     """
     x = _check_shares(x, "x")
     y = _check_shares(y, "y")
@@ -404,18 +487,18 @@ def mul(
         raise ValueError(f"x and y differ in shape: {x.shape} vs {y.shape}")
     n = x.shape[0]
     bounds = _operand_widths(operand_bits)
-    if bounds is not None:
-        x, y = _reshare(session, x, bounds[0]), _reshare(session, y, bounds[1])
-    mine = np.concatenate([x, y] if session.is_alice else [y, x])
     if bounds is None:
+        mine = np.concatenate([x, y] if session.is_alice else [y, x])
+        ring_bits, exact_bits = RING_BITS, 0
         cross = ole(session, mine)
     else:  # bob's first n inputs are his shares of y, the next n of x
-        cross = _small_ole(session, mine, np.repeat([bounds[1] + STAT_BITS + 1, bounds[0] + STAT_BITS + 1], n))
+        x, y = _reshare(session, x, bounds[0]), _reshare(session, y, bounds[1])
+        mine = np.concatenate([x, y] if session.is_alice else [y, x])
+        ring_bits, exact_bits = product_ring(truncate, bound_bits, bounds), sum(bounds)
+        widths = np.repeat([reshared_width(bounds[1]), reshared_width(bounds[0])], n)
+        cross = _small_ole(session, mine, widths, ring_bits)
     product = ring.add(ring.add(ring.mul(x, y), cross[:n]), cross[n:])
-    session.counters.multiplications += n
-    if not truncate:
-        return product
-    return _truncate(session, product, truncate, bound_bits)
+    return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
 
 
 def square(
@@ -433,16 +516,15 @@ def square(
     x = _check_shares(x, "x")
     n = x.shape[0]
     if operand_bits is None:
+        ring_bits, exact_bits = RING_BITS, 0
         cross = ole(session, x)
     else:
         _check_bound(operand_bits)
         x = _reshare(session, x, operand_bits)
-        cross = _small_ole(session, x, np.full(n, operand_bits + STAT_BITS + 1))
+        ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
+        cross = _small_ole(session, x, np.full(n, reshared_width(operand_bits)), ring_bits)
     product = ring.add(ring.mul(x, x), ring.shl(cross, 1))
-    session.counters.multiplications += n
-    if not truncate:
-        return product
-    return _truncate(session, product, truncate, bound_bits)
+    return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
 
 
 def mul_public(
@@ -738,7 +820,11 @@ __all__ = [
     "lookup_many",
     "mul",
     "mul_public",
+    "lift",
     "ole",
+    "opening_ring",
+    "product_ring",
+    "reshared_width",
     "square",
     "table_entry_bits",
     "truncate",

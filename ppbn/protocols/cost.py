@@ -7,8 +7,10 @@ A term is one count through ``SecureScorer.terms``: the normalisation circuit un
 the table lookups, and the share arithmetic of ``fixedpoint.terms_on`` (products, squares,
 truncations), whose operand bounds a ``CountingBackend`` records by running the very same
 function. Per OT the extension costs ``ot.CHUNKS / 8`` bytes of the receiver's u message
-(SoftSpokenOT); a Gilboa product's OT at bit i adds its correction of ceil((128 - i) / 8)
-bytes, a Yao input OT or a lookup OT a 16-byte correction. Message framing (tags and
+(SoftSpokenOT); a Gilboa product's OT at bit i adds its correction of ceil((L - i) / 8)
+bytes in the product's ring Z_2^L (``arith.product_ring``), a Yao input OT or a lookup OT
+a 16-byte correction; a truncation or lift of a value below 2^b sends ceil((b + 41) / 8)
+bytes (``arith.opening_ring``). Message framing (tags and
 sizes) is not modelled: a few bytes per message, nothing per term in large batches.
 """
 
@@ -39,14 +41,31 @@ U_BYTES = CHUNKS // 8  # the OT receiver's u message per OT
 BLOCK = 16  # a ring element, a wire label, an OT correction
 
 
+@dataclass(frozen=True)
+class Product:
+    """One product of the term arithmetic as the secure backend runs it: operand bounds,
+    the ring its OLE runs in (``arith.product_ring``) and whether it ends in a lift."""
+
+    operand_bits: tuple[int, ...]  # one bound for a square, two for a product
+    ring_bits: int
+    lifted_bits: int | None  # the bound of a lifted exact product
+
+    @property
+    def widths(self) -> list[int]:
+        return [arith.reshared_width(b) for b in self.operand_bits]
+
+    def correction_bytes(self) -> int:
+        """Bytes of the OLE corrections: OT i of each operand keeps ceil((L - i) / 8)."""
+        return sum((self.ring_bits - i + 7) // 8 for w in self.widths for i in range(w))
+
+
 @dataclass
 class CountingBackend:
     """``fixedpoint.Backend`` that computes nothing and records what the secure backend
-    would send: each product's operand bounds, each square's, each truncation."""
+    would send: each product (``Product``) and the bound of each truncation."""
 
-    products: list[tuple[int, int]] = field(default_factory=list)
-    squares: list[int] = field(default_factory=list)
-    truncations: int = 0
+    products: list[Product] = field(default_factory=list)
+    truncations: list[int] = field(default_factory=list)
 
     def add(self, x, y):
         return x
@@ -64,26 +83,26 @@ class CountingBackend:
         return like
 
     def truncate(self, x, bits: int, bound_bits: int):
-        self.truncations += 1
+        self.truncations.append(bound_bits)
         return x
 
-    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
-        self.products.append(operand_bits)
+    def _product(self, x, bits: int, bound_bits: int, operand_bits: tuple[int, ...]):
+        pair = operand_bits * 2 if len(operand_bits) == 1 else operand_bits
+        ring_bits = arith.product_ring(bits, bound_bits, pair)
+        lifted = sum(pair) if not bits and ring_bits < ring.BITS else None
+        self.products.append(Product(operand_bits, ring_bits, lifted))
         return self.truncate(x, bits, bound_bits) if bits else x
+
+    def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
+        return self._product(x, bits, bound_bits, tuple(operand_bits))
 
     def square(self, x, bits: int, bound_bits: int, operand_bits: int):
-        self.squares.append(operand_bits)
-        return self.truncate(x, bits, bound_bits) if bits else x
+        return self._product(x, bits, bound_bits, (operand_bits,))
 
 
-def ole_bytes(width: int) -> int:
-    """One Gilboa OLE of a ``width``-bit input: u and the shortened correction per OT."""
-    return sum(U_BYTES + (ring.BITS - i + 7) // 8 for i in range(width))
-
-
-def reshared_width(bound: int) -> int:
-    """OTs of an operand below 2^bound after resharing (``arith.mul``)."""
-    return bound + STAT_BITS + 1
+def opening_bytes(bound_bits: int) -> int:
+    """Bytes of one masked opening (truncation or lift) of a value below 2^bound_bits."""
+    return (arith.opening_ring(bound_bits) + 7) // 8
 
 
 def table_bytes(table: tuple[int, ...]) -> int:
@@ -131,18 +150,18 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     inv = inv_on(be, "r", "P", k_bits, shift_frac) if mode in ("exact", "bdeu") else None
     coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
     terms_on(be, mode, count_bits, reduced_argument_on(be, "f", "r", k_bits), "x2", "K", "J", "C", inv, coefficients)
-    widths = [reshared_width(b) for pair in be.products for b in pair] + [reshared_width(b) for b in be.squares]
-    share_ots = sum(widths) + lookup_ots
+    share_ots = sum(sum(p.widths) for p in be.products) + lookup_ots
     kinds = {
         (YAO, "yao.tables"): 2 * BLOCK * garbled.schedule.n_and,
         (YAO, "yao.garbler_labels"): BLOCK * garbler_bits,
         (YAO, "ot.ext.u"): U_BYTES * count_bits,  # the evaluator's count share, by OT
         (YAO, "ot.ext.y"): BLOCK * count_bits,
         (YAO, "yao.decode"): decode_bits / 8,
-        (SHARES, "arith.ole.y"): sum(ole_bytes(w) - U_BYTES * w for w in widths),
+        (SHARES, "arith.ole.y"): sum(p.correction_bytes() for p in be.products),
         (SHARES, "ot.ext.u"): U_BYTES * share_ots,
         (SHARES, "arith.lookup"): sum(table_bytes(t) for group in tables for t in group),
-        (SHARES, "arith.reshare"): BLOCK * (2 * len(be.products) + len(be.squares)),
-        (SHARES, "arith.trunc"): BLOCK * be.truncations,
+        (SHARES, "arith.reshare"): BLOCK * sum(len(p.operand_bits) for p in be.products),
+        (SHARES, "arith.trunc"): sum(opening_bytes(b) for b in be.truncations),
+        (SHARES, "arith.lift"): sum(opening_bytes(p.lifted_bits) for p in be.products if p.lifted_bits is not None),
     }
     return TermCost(kinds, garbled.schedule.n_and, count_bits + share_ots)
