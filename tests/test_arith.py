@@ -223,6 +223,63 @@ def test_exact_products_of_small_operands_run_in_a_small_ring_and_are_lifted():
     assert arith.product_ring(0, 0, (43, 43)) == 128
 
 
+def _xor_bits(values: list[int], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random XOR shares of the bits of each value, (n, width) 0/1 each."""
+    plain = (
+        np.array(values, dtype=np.uint64)[:, None] >> np.arange(width, dtype=np.uint64)
+    ) & np.uint64(1)
+    alice = np.random.default_rng(len(values)).integers(0, 2, plain.shape).astype(np.uint8)
+    return alice, plain.astype(np.uint8) ^ alice
+
+
+@pytest.mark.parametrize(("width", "y_bits"), [(16, 54), (14, 13), (1, 1), (40, 87)])
+def test_bit_mul_multiplies_xor_shared_bits_exactly(width, y_bits):
+    """x2 (K + 1 bits) times ln, f (K' - 1 bits) times r_j, and the edges: exact, 2w OTs
+    per value, one lift when the product's ring is short of 128 (not at 40 + 87 bits)."""
+    top = 2**width - 1
+    edge = 2**y_bits - 1
+    x = [top, top, 0, 1, top] + [random.randrange(2**width) for _ in range(700)]
+    y = [edge, -edge, edge, -1, 0] + [random.randrange(-edge, edge + 1) for _ in range(700)]
+    a, b = _xor_bits(x, width)
+    ya, yb = share(y)
+    pair = memory_channel_pair(keep_transcript=True)
+    za, zb, (sa, sb) = two_party(arith.bit_mul, (a, ya, y_bits), (b, yb, y_bits), pair=pair)
+    assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
+    assert sa.counters.ots == sb.counters.ots == 2 * width * len(x)
+    lifted = width + y_bits <= MAX_BOUND_BITS
+    assert sa.counters.lifts == (len(x) if lifted else 0)
+    ring_bits = arith.opening_ring(width + y_bits) if lifted else 128
+    forward = sum(len(m) for m in _bob_messages(pair, "arith.bits.y"))
+    assert forward == len(x) * sum(-(-(ring_bits - i) // 8) for i in range(width))
+
+
+def test_bit_mul_corrections_do_not_depend_on_the_values():
+    """Each party's corrections are masked by pads of choices it does not hold: uniform
+    bytes, whether the bits and y are all zero or random."""
+    n, width = 500, 12
+    seen = []
+    for x, y in (
+        ([0] * n, [0] * n),
+        (
+            [random.randrange(2**width) for _ in range(n)],
+            [random.randrange(-(2**40), 2**40) for _ in range(n)],
+        ),
+    ):
+        a, b = _xor_bits(x, width)
+        ya, yb = share(y)
+        pair = memory_channel_pair(keep_transcript=True)
+        two_party(arith.bit_mul, (a, ya, 41), (b, yb, 41), pair=pair)
+        to_bob = np.frombuffer(b"".join(_bob_messages(pair, "arith.bits.y")), dtype=np.uint8)
+        to_alice = np.frombuffer(
+            b"".join(p for t, p in pair[0].transcript if t == "arith.bits.r"), dtype=np.uint8
+        )
+        seen.append((to_bob, to_alice))
+    for received in (r for pair_ in seen for r in pair_):
+        assert stats.chisquare(np.bincount(received, minlength=256)).pvalue > 1e-4
+    for side in range(2):
+        assert stats.ks_2samp(seen[0][side], seen[1][side]).pvalue > 1e-4
+
+
 def test_truncation_holds_up_to_the_bound():
     edge = 2**MAX_BOUND_BITS - 1
     x = [edge, -edge, 0, -1, 1, 2**FRAC, -(2**FRAC)] + [

@@ -40,13 +40,9 @@ def _normalise_shared(circuit, xs, k_bits, rng):
     return evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads}), pads
 
 
-def _signed(value: int, width: int) -> int:
-    return value - (1 << width) if value >> (width - 1) else value
-
-
 def _shared(out, spec, i: int) -> dict[str, int]:
-    """The shared outputs of instance i (``shared_outputs``)."""
-    return {name: _signed(int(out[name][i]), o.width) for name, o in shared_outputs(spec).items()}
+    """The shared outputs of instance i (``shared_outputs``: unsigned, bit-shared)."""
+    return {name: int(out[name][i]) for name in shared_outputs(spec)}
 
 
 def _model_shared(nm, mode: str) -> dict[str, int]:
@@ -93,7 +89,7 @@ def test_bdeu_normalisation_circuit_matches_model(a, max_count):
 @pytest.mark.parametrize("mode", ["yw", "yw0", "bic", "exact", "bdeu"])
 @pytest.mark.parametrize("k_bits", [8, 9])
 def test_narrow_outputs_hold_every_count_exactly(mode, k_bits):
-    """Every x < 2^K (bdeu: every x whose shifted value fits): f and x2 read as signed
+    """Every x < 2^K (bdeu: every x whose shifted value fits): f and x2 read as unsigned
     integers of their ``shared_outputs`` width are the model's values, and
     (except bdeu, whose counts reach only some mantissas) every width is needed by some x."""
     shift = Shift(1.3, shift_frac_for(k_bits)) if mode == "bdeu" else None
@@ -109,9 +105,8 @@ def test_narrow_outputs_hold_every_count_exactly(mode, k_bits):
         assert _shared(out, spec, i) == _model_shared(nm, mode), x
         assert int(out["k_masked"][i]) ^ int(pads["mu_k"][i]) == nm.k
         assert int(out["j_masked"][i]) ^ int(pads["mu_j"][i]) == nm.j
-        for name, o in shared_outputs(spec).items():
-            v = _signed(int(out[name][i]), o.width)
-            needed[name] = max(needed[name], (v if v >= 0 else -v - 1).bit_length() + 1)
+        for name in shared_outputs(spec):
+            needed[name] = max(needed[name], int(out[name][i]).bit_length())
     if mode != "bdeu":
         assert needed == {name: o.width for name, o in shared_outputs(spec).items()}
 

@@ -317,6 +317,40 @@ def test_large_batches_are_sent_in_chunks(monkeypatch: pytest.MonkeyPatch) -> No
     assert tags.count("ot.ext.y") == -(-16 * k // 256)
 
 
+# -- bit shares ---------------------------------------------------------------------------
+@pytest.mark.parametrize("garbler_holds_g", [True, False])
+def test_bit_shares_xor_to_the_value_and_cost_no_message(garbler_holds_g: bool) -> None:
+    """Each party's share of a ``bit-shares`` output is its permute or colour bits: they
+    XOR to the value, no decoding bits are sent for it, and the evaluator's are uniform
+    whatever the value (here all zeros against all ones)."""
+    width, n = 9, 3000
+    circuit = _xor_circuit(width)
+    modes = {"v": Reveal.BIT_SHARES}
+    seen = []
+    for value in (0, (1 << width) - 1):
+        g = [random.getrandbits(width) for _ in range(n)]
+        e = [value ^ x for x in g]
+        pair = memory_channel_pair(keep_transcript=True)
+        garbler_side, evaluator_side = (
+            ({"g": g}, {"e": e}) if garbler_holds_g else ({"e": e}, {"g": g})
+        )
+        ra, rb = run_two_party(
+            lambda ch, inputs=garbler_side: YaoParty(ch).run(
+                circuit, garbler=True, inputs=inputs, outputs=modes
+            ),
+            lambda ch, inputs=evaluator_side: YaoParty(ch).run(
+                circuit, garbler=False, inputs=inputs, outputs=modes
+            ),
+            pair=pair,
+        )
+        assert [int(a) ^ int(b) for a, b in zip(ra["v"], rb["v"], strict=True)] == [value] * n
+        assert not [t for t, _ in pair[0].transcript + pair[1].transcript if t == "yao.decode"]
+        seen.append(values_to_bits(rb["v"], width).ravel())
+    for bits in seen:
+        assert stats.binomtest(int(bits.sum()), bits.size).pvalue > 1e-4
+    assert stats.chi2_contingency([np.bincount(s, minlength=2) for s in seen]).pvalue > 1e-4
+
+
 # -- integer shares -----------------------------------------------------------------------
 def _xor_circuit(width: int) -> Circuit:
     """v = g ^ e: the garbler and the evaluator each hold half of the output's bits."""

@@ -7,7 +7,7 @@ Each function builds (once, cached) a circuit whose plaintext behaviour is speci
   extended to the score modes: from two shares of a count x it produces the mantissa's
   fraction f (from which the share arithmetic forms the reduced argument u and, in the
   exact mode, 2^-k r_j) and the multiplier x2, each at its natural width
-  (``shared_outputs``) for Yao's integer shares, and the lookup indices k, j (and
+  (``shared_outputs``) for Yao's bit shares, and the lookup indices k, j (and
   the C-table index) masked with garbler-chosen pads, so the evaluator can fetch table
   entries by OT without learning them. Replacing alpha = 0 by beta = 1 (Yang-Wright
   Sec. 6.4) is the gate g = [x >= T]: below it every ln part is 0, and the zero
@@ -54,8 +54,8 @@ class NormalisationSpec:
 
 @dataclass(frozen=True)
 class SharedOutput:
-    """An output of the normalisation circuit that becomes ring shares: a signed
-    ``width``-bit integer, the value of ``fixedpoint.normalise``."""
+    """An output of the normalisation circuit that the parties get as XOR shares of its
+    bits: an unsigned ``width``-bit integer, the value of ``fixedpoint.normalise``."""
 
     width: int
 
@@ -66,13 +66,12 @@ def shared_outputs(spec: NormalisationSpec) -> dict[str, SharedOutput]:
     With K' = count_bits + shift_frac the normalised value X < 2^K' is 2^k M / 2^(K'-1)
     with the mantissa M in [2^(K'-1), 2^K') and k <= K' - 1; gated off, both outputs are 0.
 
-    - f = M - 2^(K'-1) < 2^(K'-1), the mantissa's fraction: one more bit, 0, reads it as
-      signed. The share arithmetic turns it into u = (2^(K'-1) + f) r_j - 2^P
-      (``fixedpoint.reduced_argument_on``), so neither the reciprocal table nor the
-      product is garbled.
-    - x2 = 2x + 1 (bic: 2x) < 2^(count_bits + 1): one more bit, 0, reads it as signed.
+    - f = M - 2^(K'-1) < 2^(K'-1), the mantissa's fraction. The share arithmetic turns it
+      into u = (2^(K'-1) + f) r_j - 2^P (``fixedpoint.reduced_argument_on``), so neither
+      the reciprocal table nor the product is garbled.
+    - x2 = 2x + 1 (bic: 2x) < 2^(count_bits + 1).
     """
-    return {"f": SharedOutput(spec.count_bits + spec.shift_frac), "x2": SharedOutput(spec.count_bits + 2)}
+    return {"f": SharedOutput(spec.count_bits + spec.shift_frac - 1), "x2": SharedOutput(spec.count_bits + 1)}
 
 
 def select_constant(b: CircuitBuilder, index: Sequence[int], table: Sequence[int], width: int) -> Bits:
@@ -103,7 +102,7 @@ def c_index_bits(mode: str) -> int:
 @lru_cache(maxsize=32)
 def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     """Inputs xa, xb (count shares mod 2^K), garbler pads mu_k, mu_j[, mu_c]; outputs f
-    and x2 as the signed integers of ``shared_outputs`` (to be shared) and the masked
+    and x2 as the unsigned integers of ``shared_outputs`` (to be shared) and the masked
     indices k, j[, c] (for the evaluator). See ``fixedpoint.normalise`` for the values."""
     x_bits, mode = spec.count_bits, spec.mode
     frac, t_bits, r_bits = spec.frac, spec.mantissa_bits, spec.recip_bits
@@ -138,7 +137,7 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     mantissa, position, zero = bl.normalize(b, value)
     j = gate(mantissa[k_bits - 1 - t_bits : k_bits - 1])
     k = gate(position)
-    b.output("f", gate(mantissa[: k_bits - 1]) + [ZERO])
+    b.output("f", gate(mantissa[: k_bits - 1]))
 
     # g = 0 means x < T = 2^low: the bits of x from low up are 0 already
     low_bit = ZERO if mode == "bic" else ONE

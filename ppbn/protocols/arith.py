@@ -67,6 +67,7 @@ MAX_TABLE_BITS = 10
 _BIT_SHIFTS = np.arange(RING_BITS, dtype=np.int64)
 LOOKUP_PROTOCOL = b"ppbn/arith/lookup"
 OT_INSTANCE = b"arith"
+REVERSE_OT_INSTANCE = b"arith.reverse"  # bob sends, alice receives (``bit_mul``)
 
 
 @dataclass
@@ -120,6 +121,7 @@ class ArithSession:
         self.hash = FixedKeyHash(LOOKUP_PROTOCOL, channel.session)
         self._sender: OTSender | None = None
         self._receiver: OTReceiver | None = None
+        self._reverse: OTSender | OTReceiver | None = None
         self._lookup_tweak = 0
         self._ot_options = {
             "dh_bits": self.dh_bits, "instance": OT_INSTANCE, "seeds": seeds,
@@ -149,6 +151,19 @@ class ArithSession:
         if self._receiver is None:
             self._receiver = OTReceiver(self.channel, **self._ot_options)
         return self._receiver
+
+    def reverse_ot(self) -> OTSender | OTReceiver:
+        """The extension that runs the other way (bob sends, alice receives), its set-up
+        done on first use by both parties at the same point (``bit_mul``)."""
+        if self._reverse is None:
+            options = {**self._ot_options, "instance": REVERSE_OT_INSTANCE}
+            self._reverse = (
+                OTReceiver(self.channel, **options)
+                if self.is_alice
+                else OTSender(self.channel, **options)
+            )
+            self._reverse.start()
+        return self._reverse
 
     def next_tweaks(self, count: int) -> int:
         """Reserve ``count`` hash tweaks for lookups (both parties advance in step)."""
@@ -187,29 +202,32 @@ def _kept_mask(remaining: np.ndarray) -> np.ndarray:
     return _KEPT_BY_REMAINING.take(remaining, axis=0)
 
 
-def _short_cot_send(session: ArithSession, delta: np.ndarray, remaining: np.ndarray) -> np.ndarray:
-    """Alice: random x0 (m, 2); bob obtains x0 + c_j delta_j mod 2^(L_j - i_j) (``remaining``
-    = L_j - i_j for bit position i_j in the ring Z_2^L_j), the only bits that count after
-    his shift by i_j.
+def _short_cot_send(
+    session: ArithSession, sender: OTSender, delta: np.ndarray, remaining: np.ndarray, kind: str
+) -> np.ndarray:
+    """The OT sender (alice, or bob on the reverse extension): random x0 (m, 2); the
+    receiver obtains x0 + c_j delta_j mod 2^(L_j - i_j) (``remaining`` = L_j - i_j for bit
+    position i_j in the ring Z_2^L_j), the only bits that count after the shift by i_j.
 
     Uses the extension pads of ``OTSender.pads`` (pad0 = H(q_j), pad1 = H(q_j ^ s)) and sends
     the correction pad1 ^ (pad0 + delta_j), cut to ``_kept_bytes`` of its position, in one
-    "arith.ole.y" message: a bob with c_j = 1 holds pad1 and recovers pad0 + delta_j in
-    those bytes; pad1 is unknown to a bob with c_j = 0, so the correction is uniform.
+    ``kind`` message: a receiver with c_j = 1 holds pad1 and recovers pad0 + delta_j in
+    those bytes; pad1 is unknown to one with c_j = 0, so the correction is uniform.
     """
-    sender = session.ot_sender()
     m = delta.shape[0]
     pad0, pad1 = sender.pads(m)
     correction = ring.add(pad0, delta)
     correction ^= pad1
-    session.channel.send_array("arith.ole.y", correction.view(np.uint8).reshape(m, 16)[_kept_mask(remaining)])
+    session.channel.send_array(kind, correction.view(np.uint8).reshape(m, 16)[_kept_mask(remaining)])
     sender.ots += m
     session.counters.ots += m
     return pad0
 
 
-def _short_cot_finish(session: ArithSession, pads: np.ndarray, choices: np.ndarray, remaining: np.ndarray) -> np.ndarray:
-    """Bob, the receiving side of ``_short_cot_send``, after ``OTReceiver.pads`` sent the u
+def _short_cot_finish(
+    session: ArithSession, pads: np.ndarray, choices: np.ndarray, remaining: np.ndarray, kind: str
+) -> np.ndarray:
+    """The receiving side of ``_short_cot_send``, after ``OTReceiver.pads`` sent the u
     messages of ``choices`` (``_OleChunk.prepare``, so that he can send the next chunk's u
     before this chunk's corrections arrive): receive the corrections and apply them to
     ``pads`` (in place);
@@ -218,7 +236,7 @@ def _short_cot_finish(session: ArithSession, pads: np.ndarray, choices: np.ndarr
     m = choices.shape[0]
     kept = _kept_mask(remaining)
     full = np.zeros((m, 16), dtype=np.uint8)
-    full[kept] = session.channel.recv_array("arith.ole.y", np.uint8, (int(kept.sum()),))
+    full[kept] = session.channel.recv_array(kind, np.uint8, (int(kept.sum()),))
     correction = full.view(np.uint64)
     pads ^= correction & np.negative(choices.astype(np.uint64))[:, None]
     session.counters.ots += m
@@ -266,7 +284,9 @@ def ole(
         for chunk in chunks:
             rows = slice(chunk.start, chunk.stop)
             delta = np.repeat(values[rows], widths[rows], axis=0)
-            pads = _short_cot_send(session, delta, chunk.remaining)
+            pads = _short_cot_send(
+                session, session.ot_sender(), delta, chunk.remaining, "arith.ole.y"
+            )
             out[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
         return out
     # Bob sends the next chunk's u before he waits for this chunk's corrections, so alice
@@ -275,7 +295,7 @@ def ole(
     for index, chunk in enumerate(chunks):
         following = chunks[index + 1].prepare(session, values) if index + 1 < len(chunks) else None
         choices, pads = pending
-        received = _short_cot_finish(session, pads, choices, chunk.remaining)
+        received = _short_cot_finish(session, pads, choices, chunk.remaining, "arith.ole.y")
         out[chunk.start : chunk.stop] = chunk.gather(ring.shl(received, chunk.positions))
         pending = following
     return out
@@ -423,18 +443,21 @@ def reshared_width(bound_bits: int) -> int:
 LIFT_SAVING_BITS = 8  # an exact product is lifted only if its ring saves a byte per OT
 
 
+def exact_ring(bound_bits: int) -> int:
+    """The ring of an exact product below 2^bound_bits: that of its ``lift`` when it is at
+    least LIFT_SAVING_BITS short of 128 (each OT's correction is then a byte shorter, which
+    pays for the lift's message), else the whole ring (no lift)."""
+    if bound_bits <= MAX_BOUND_BITS and opening_ring(bound_bits) <= RING_BITS - LIFT_SAVING_BITS:
+        return opening_ring(bound_bits)
+    return RING_BITS
+
+
 def product_ring(truncate: int, bound_bits: int, bounds: tuple[int, int]) -> int:
     """The ring a product of reshared operands below 2^bounds[0] and 2^bounds[1] is
     computed in: that of the masked opening it ends in (``opening_ring``), the truncation's
-    or, for an exact product (truncate = 0), a ``lift`` of |x y| < 2^(bx + by) when that
-    ring is at least LIFT_SAVING_BITS short of 128 (each OT's correction is then a byte
-    shorter, which pays for the lift's message); never narrower than the OLE inputs."""
-    if truncate:
-        ring_bits = opening_ring(bound_bits)
-    elif sum(bounds) <= MAX_BOUND_BITS and opening_ring(sum(bounds)) <= RING_BITS - LIFT_SAVING_BITS:
-        ring_bits = opening_ring(sum(bounds))
-    else:
-        return RING_BITS
+    or, for an exact product (truncate = 0), ``exact_ring`` of |x y| < 2^(bx + by); never
+    narrower than the OLE inputs."""
+    ring_bits = opening_ring(bound_bits) if truncate else exact_ring(sum(bounds))
     return max(ring_bits, *(reshared_width(b) for b in bounds))
 
 
@@ -525,6 +548,73 @@ def square(
         cross = _small_ole(session, x, np.full(n, reshared_width(operand_bits)), ring_bits)
     product = ring.add(ring.mul(x, x), ring.shl(cross, 1))
     return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
+
+
+def _bits_value(bits: np.ndarray) -> np.ndarray:
+    """The integers sum_i 2^i bits[:, i] of (n, w) bits, w <= 64, as a ring vector."""
+    weights = np.left_shift(np.uint64(1), np.arange(bits.shape[1], dtype=np.uint64))
+    return ring.from_uint64((bits.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64))
+
+
+def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int) -> np.ndarray:
+    """Shares of x * y, exact, for x = sum_i 2^i (a_i XOR b_i) given as XOR shares of its w
+    bits ((n, w) 0/1 arrays, w <= 64: alice's a, bob's b; Yao's ``bit-shares``) and shared
+    y, |y| < 2^y_bits, as ring vectors.
+
+    (a XOR b) y = a y_A + b (1 - 2a) y_A + b y_B + a (1 - 2b) y_B: a y_A and b y_B are
+    local, the other two are correlated OTs, one per bit each way: bob chooses with b_i
+    on alice's correlation (1 - 2a_i) y_A (the extension of ``ole``), alice with a_i on
+    bob's (1 - 2b_i) y_B (``ArithSession.reverse_ot``). As in ``ole``, the OT of bit i
+    works mod 2^(L - i), L = ``exact_ring``(w + y_bits), and a ``lift`` follows when
+    L < 128. 2w OTs per value and y needs no resharing, where ``mul`` on reshared
+    operands costs w + y_bits + 82 OTs and the circuit b + 40 AND gates to make ring
+    shares of x (Yao's ``integer-shares``). Both parties send their u, then their
+    corrections: one round trip.
+
+    Security: each party sees only the u messages and corrections of OTs in which it holds
+    the choice bits or the correlation, uniform given its inputs (OT security, as in ``ole``).
+    """
+    y = _check_shares(y, "y")
+    bits = np.asarray(bits, dtype=np.uint8)
+    n = y.shape[0]
+    if (
+        bits.ndim != 2
+        or bits.shape[0] != n
+        or not 1 <= bits.shape[1] <= 64
+        or bits.max(initial=0) > 1
+    ):
+        raise ValueError(
+            f"bits must be an ({n}, w) array of 0/1 with 1 <= w <= 64, got {bits.shape}"
+        )
+    _check_bound(y_bits)
+    if n == 0:
+        return np.zeros((0, 2), dtype=np.uint64)
+    width = bits.shape[1]
+    ring_bits = exact_ring(width + y_bits)
+    positions = np.tile(_BIT_SHIFTS[:width], n)
+    remaining = ring_bits - positions
+    choices = np.ascontiguousarray(bits.reshape(-1))
+    negated = np.repeat(ring.neg(y), width, axis=0)
+    correlation = np.repeat(y, width, axis=0)
+    correlation[choices == 1] = negated[choices == 1]  # (1 - 2 c_i) y, per bit
+    forward = session.ot_sender() if session.is_alice else session.ot_receiver()
+    forward.start()  # both set-ups before either party's u goes out
+    reverse = session.reverse_ot()
+    if session.is_alice:  # her u first, then the forward OTs, then the reverse corrections
+        reverse_pads = reverse.pads(choices)
+        sent = _short_cot_send(session, forward, correlation, remaining, "arith.bits.y")
+        received = _short_cot_finish(session, reverse_pads, choices, remaining, "arith.bits.r")
+    else:
+        forward_pads = forward.pads(choices)
+        sent = _short_cot_send(session, reverse, correlation, remaining, "arith.bits.r")
+        received = _short_cot_finish(session, forward_pads, choices, remaining, "arith.bits.y")
+    # own bits times own share, minus what this party's OTs sent, plus what they received
+    shifted = ring.sub(ring.shl(received, positions), ring.shl(sent, positions))
+    product = ring.add(
+        ring.mul(_bits_value(bits), y), ring.sum(shifted.reshape(n, width, 2), axis=1)
+    )
+    session.counters.multiplications += n
+    return product if ring_bits == RING_BITS else lift(session, product, width + y_bits)
 
 
 def mul_public(
@@ -820,6 +910,8 @@ __all__ = [
     "lookup_many",
     "mul",
     "mul_public",
+    "bit_mul",
+    "exact_ring",
     "lift",
     "ole",
     "opening_ring",

@@ -22,7 +22,6 @@ from ppbn.circuits.scoring import c_index_bits, index_bits, normalisation_circui
 from ppbn.protocols import arith, ring, yao
 from ppbn.protocols.fixedpoint import (
     MANTISSA_BITS,
-    STAT_BITS,
     TABLES_ON_J,
     Shift,
     ShiftCoefficients,
@@ -59,12 +58,30 @@ class Product:
         return sum((self.ring_bits - i + 7) // 8 for w in self.widths for i in range(w))
 
 
+@dataclass(frozen=True)
+class BitProduct:
+    """One ``arith.bit_mul``: x of ``width`` XOR-shared bits times y below 2^y_bits, one OT
+    per bit each way in the ring of ``arith.exact_ring``, lifted when that is short of 128."""
+
+    width: int
+    y_bits: int
+
+    @property
+    def ring_bits(self) -> int:
+        return arith.exact_ring(self.width + self.y_bits)
+
+    def correction_bytes(self) -> int:
+        """Bytes of one direction's corrections."""
+        return sum((self.ring_bits - i + 7) // 8 for i in range(self.width))
+
+
 @dataclass
 class CountingBackend:
     """``fixedpoint.Backend`` that computes nothing and records what the secure backend
-    would send: each product (``Product``) and the bound of each truncation."""
+    would send: each product (``Product``, ``BitProduct``) and the bound of each truncation."""
 
     products: list[Product] = field(default_factory=list)
+    bit_products: list[BitProduct] = field(default_factory=list)
     truncations: list[int] = field(default_factory=list)
 
     def add(self, x, y):
@@ -98,6 +115,10 @@ class CountingBackend:
 
     def square(self, x, bits: int, bound_bits: int, operand_bits: int):
         return self._product(x, bits, bound_bits, (operand_bits,))
+
+    def bit_mul(self, x, y, x_bits: int, y_bits: int):
+        self.bit_products.append(BitProduct(x_bits, y_bits))
+        return y
 
 
 def opening_bytes(bound_bits: int) -> int:
@@ -139,7 +160,9 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     k_bits = count_bits + shift_frac
     index = {"k": index_bits(k_bits), "j": MANTISSA_BITS, "c": c_index_bits(mode)}
     garbler_bits = count_bits + sum(index.values())  # its count share and its index pads
-    decode_bits = sum(garbled.output(name).width for name in outputs)
+    decode_bits = sum(
+        garbled.output(name).width for name, how in outputs.items() if how != yao.Reveal.BIT_SHARES
+    )
 
     be = CountingBackend()
     tables = [tables_on_k(mode, count_bits, shift_frac), list(TABLES_ON_J)]
@@ -150,7 +173,10 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     inv = inv_on(be, "r", "P", k_bits, shift_frac) if mode in ("exact", "bdeu") else None
     coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
     terms_on(be, mode, count_bits, reduced_argument_on(be, "f", "r", k_bits), "x2", "K", "J", "C", inv, coefficients)
-    share_ots = sum(sum(p.widths) for p in be.products) + lookup_ots
+    bit_ots = sum(2 * p.width for p in be.bit_products)
+    share_ots = sum(sum(p.widths) for p in be.products) + bit_ots + lookup_ots
+    lifted = [p.lifted_bits for p in be.products if p.lifted_bits is not None]
+    lifted += [p.width + p.y_bits for p in be.bit_products if p.ring_bits < ring.BITS]
     kinds = {
         (YAO, "yao.tables"): 2 * BLOCK * garbled.schedule.n_and,
         (YAO, "yao.garbler_labels"): BLOCK * garbler_bits,
@@ -162,6 +188,8 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
         (SHARES, "arith.lookup"): sum(table_bytes(t) for group in tables for t in group),
         (SHARES, "arith.reshare"): BLOCK * sum(len(p.operand_bits) for p in be.products),
         (SHARES, "arith.trunc"): sum(opening_bytes(b) for b in be.truncations),
-        (SHARES, "arith.lift"): sum(opening_bytes(p.lifted_bits) for p in be.products if p.lifted_bits is not None),
+        (SHARES, "arith.lift"): sum(opening_bytes(b) for b in lifted),
+        (SHARES, "arith.bits.y"): sum(p.correction_bytes() for p in be.bit_products),
+        (SHARES, "arith.bits.r"): sum(p.correction_bytes() for p in be.bit_products),
     }
     return TermCost(kinds, garbled.schedule.n_and, count_bits + share_ots)

@@ -286,13 +286,13 @@ def c_table(mode: str, shift: Shift | None = None) -> tuple[int, ...] | None:
 
 
 def reduced_argument_on(be: Backend, f, r, k_bits: int):
-    """u * 2^FRAC from the circuit's mantissa fraction f and the looked-up r_j * 2^RECIP_BITS
-    (``RECIPROCALS``): (2^(K'-1) + f) r_j - 2^P is m r_j - 1 at scale 2^P, P = K' - 1 +
-    RECIP_BITS <= FRAC, an exact integer product (the gated f = 0, j = 0 gives 0)."""
+    """u * 2^FRAC from the circuit's mantissa fraction f (K' - 1 bits, XOR-shared) and the
+    looked-up r_j * 2^RECIP_BITS (``RECIPROCALS``): f r_j + 2^(K'-1) r_j - 2^P is m r_j - 1
+    at scale 2^P, P = K' - 1 + RECIP_BITS <= FRAC, an exact integer product (the gated
+    f = 0, j = 0 gives 0)."""
     prod_frac = k_bits - 1 + RECIP_BITS
-    m = be.add(f, be.constant(1 << (k_bits - 1), f))
-    product = be.mul(m, r, 0, 0, (k_bits, RECIP_BITS + 1))
-    return be.scale(be.sub(product, be.constant(1 << prod_frac, f)), 1 << (FRAC - prod_frac))
+    product = be.add(be.bit_mul(f, r, k_bits - 1, RECIP_BITS + 1), be.scale(r, 1 << (k_bits - 1)))
+    return be.scale(be.sub(product, be.constant(1 << prod_frac, r)), 1 << (FRAC - prod_frac))
 
 
 def inv_on(be: Backend, r, power, k_bits: int, shift_frac: int):
@@ -346,6 +346,11 @@ class Backend(Protocol):
         ...
     def square(self, x, bits: int, bound_bits: int, operand_bits: int):
         """mul(x, x, ...) for |x| < 2^operand_bits (the secure backend: half the OTs)."""
+        ...
+
+    def bit_mul(self, x, y, x_bits: int, y_bits: int):
+        """x * y, exact, for 0 <= x < 2^x_bits held bit by bit (the normalisation circuit's
+        XOR-shared f and x2) and |y| < 2^y_bits (the secure backend: 2 OTs per bit of x)."""
         ...
 
 
@@ -406,13 +411,13 @@ def terms_on(
     u2, u3, u4 = powers_on(be, u)
     ln = be.add(be.add(k_ln2, ln_r), LN1P.evaluate(be, u, u2, u3, u4))
     if mode in ("yw", "yw0", "bic"):
-        term = be.mul(x2, ln, 0, 0, (x2_bits, FRAC + 6))
+        term = be.bit_mul(x2, ln, x2_bits, FRAC + 6)
         return be.add(term, c_entry) if mode == "yw0" else term
     if mode not in ("exact", "bdeu"):
         raise ValueError(f"unknown score mode {mode!r}")
     if (mode == "bdeu") != (shifts is not None):
         raise ValueError("the bdeu mode, and only it, takes shift coefficients")
-    term = be.mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), 0, 0, (x2_bits, FRAC + 6))
+    term = be.bit_mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), x2_bits, FRAC + 6)
     inv_x = be.add(inv, be.mul(inv, INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), FRAC, check_bound(2 * (FRAC - 6) + 1), (FRAC - 5, FRAC - 5)))
     inv_x2 = be.square(inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
     if shifts is None:
@@ -461,6 +466,10 @@ class PlainBackend:
 
     def square(self, x, bits, bound_bits, operand_bits):
         return self.mul(x, x, bits, bound_bits, (operand_bits, operand_bits))
+
+    def bit_mul(self, x, y, x_bits, y_bits):
+        assert all(0 <= a < (1 << x_bits) for a in x), "bit operand out of range"
+        return self.mul(x, y, 0, 0, (x_bits, y_bits))
 
 
 def term_fixed_many(xs: list[int], count_bits: int, mode: str, shifts: list[Shift] | None = None) -> list[int]:

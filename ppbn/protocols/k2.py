@@ -9,8 +9,9 @@ from shares only:
    Paillier, packed, cached across waves).
 2. For every cell count alpha_ijk and row count (alpha_ij, or l_ij = alpha_ij + d - 1),
    the normalisation circuit (``circuits/scoring``) turns the count shares into shares of
-   the mantissa's fraction f and of the multiplier (each output at its own width, shared
-   into the ring by Yao's ``integer-shares`` mode), and masked lookup indices; the tables
+   the mantissa's fraction f and of the multiplier (each output at its own width, as XOR
+   shares of its bits by Yao's ``bit-shares`` mode, which ``arith.bit_mul`` multiplies into
+   the ring), and masked lookup indices; the tables
    on those indices are fetched by OT in one round (``arith.lookup_batch``); the reduced
    argument u = m r_j - 1, the Lindell-Pinkas series, the products and the Stirling terms
    are evaluated on shares (``fixedpoint.terms_on`` with the
@@ -30,9 +31,10 @@ Alice garbles every circuit and is the OT sender; bob evaluates. The base OTs ru
 group that matches the Paillier key size (``SecureLearnConfig.dh_bits``), and every hash
 is keyed by its protocol id and the channel's session label (the job id on the daemons),
 so a job's garbling, OT and lookups share no fixed-key permutation with another job's.
-What each party sees: garbled tables and labels (Yao), OT messages, masked truncation
-openings and bob's integer shares of the normalisation outputs (statistically hidden,
-2^-40), masked table indices (uniform), Paillier
+What each party sees: garbled tables and labels (Yao), OT messages (those of
+``arith.bit_mul`` in both directions), masked truncation and lift openings (statistically
+hidden, 2^-40), colour bits of the normalisation outputs (uniform), masked table indices
+(uniform), Paillier
 ciphertexts and masked slots (statistically hidden), and the revealed decisions and
 parameters.
 """
@@ -191,6 +193,11 @@ class SecureBackend:
     def square(self, x, bits: int, bound_bits: int, operand_bits: int):
         return arith.square(self.session, x, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits)
 
+    def bit_mul(self, x, y, x_bits: int, y_bits: int):
+        if x.shape[1] != x_bits:
+            raise ValueError(f"{x.shape[1]} shared bits for a {x_bits}-bit operand")
+        return arith.bit_mul(self.session, x, y, y_bits)
+
 
 def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float = 1.0, ess: float = 0.0) -> int:
     """Width of the decision circuit: |family score| * 2^SCORE_FRAC < 2^(width - 3).
@@ -217,11 +224,20 @@ PIPELINE_GROUPS = 4  # a batch of families is scored in up to this many groups .
 PIPELINE_MIN_TERMS = 2048  # ... of at least this many secure terms each
 
 
+def _unpack_bits(values: np.ndarray, width: int) -> np.ndarray:
+    """(n, width) 0/1 bits of Yao's API values (uint64, width <= 64)."""
+    shifts = np.arange(width, dtype=np.uint64)
+    return ((np.asarray(values, dtype=np.uint64)[:, None] >> shifts) & np.uint64(1)).astype(
+        np.uint8
+    )
+
+
 def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
-    """Who gets what of the normalisation circuit: f and x2 as integer shares, each at its
-    own width (``shared_outputs``), the masked table indices to the evaluator."""
+    """Who gets what of the normalisation circuit: f and x2 as XOR shares of their bits
+    (``shared_outputs``; ``arith.bit_mul`` takes them), the masked table indices to the
+    evaluator."""
     masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(spec.mode) else [])
-    return {**dict.fromkeys(shared_outputs(spec), Reveal.INTEGER_SHARES), **dict.fromkeys(masked, Reveal.EVALUATOR)}
+    return {**dict.fromkeys(shared_outputs(spec), Reveal.BIT_SHARES), **dict.fromkeys(masked, Reveal.EVALUATOR)}
 
 
 class SecureScorer:
@@ -317,14 +333,15 @@ class SecureScorer:
 
     # -- terms ----------------------------------------------------------------------------
     def _normalise(self, x_shares: np.ndarray, shift: Shift | None) -> tuple[dict, dict[str, np.ndarray]]:
-        """One run of the normalisation circuit: ring shares of f and x2 (``fixedpoint.normalise``),
-        and this party's view of the masked table indices (alice's pads, bob's masked values)."""
+        """One run of the normalisation circuit: XOR shares of the bits of f and x2 ((n, w)
+        0/1 arrays; ``fixedpoint.normalise``), and this party's view of the masked table
+        indices (alice's pads, bob's masked values)."""
         mode = self.config.mode
         spec = normalisation_spec(self.count_bits, mode, shift)
         circuit = normalisation_circuit(spec)
         n = x_shares.shape[0]
         outputs = normalisation_modes(spec)
-        shared = [name for name, how in outputs.items() if how == Reveal.INTEGER_SHARES]
+        shared = {name: out.width for name, out in shared_outputs(spec).items()}
         masked = [name for name, how in outputs.items() if how == Reveal.EVALUATOR]
         low = x_shares & np.uint64((1 << self.count_bits) - 1)
         if self.role == GARBLER:
@@ -337,9 +354,10 @@ class SecureScorer:
                 circuit, garbler=True, outputs=outputs,
                 inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
             )  # fmt: skip
-            return {name: out[name] for name in shared}, pads
+            return {name: _unpack_bits(out[name], w) for name, w in shared.items()}, pads
         out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
-        return {name: out[name] for name in shared}, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
+        bits = {name: _unpack_bits(out[name], w) for name, w in shared.items()}
+        return bits, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
 
     def terms(self, x_shares: np.ndarray, shifts: Sequence[float] | None = None) -> np.ndarray:
         """Shares of the cell/row term of every count (uint64 shares in, ring shares out);
@@ -361,10 +379,11 @@ class SecureScorer:
         self.phase("ln terms (shares)")
 
         def gathered(name: str) -> np.ndarray:
-            values = np.empty((n, 2), dtype=np.uint64)
+            first = next(iter(runs.values()))[0][name]
+            bits = np.empty((n, first.shape[1]), dtype=np.uint8)
             for a, idx in groups.items():
-                values[idx] = runs[a][0][name]
-            return values
+                bits[idx] = runs[a][0][name]
+            return bits
 
         def index(name: str) -> np.ndarray:
             out = np.zeros(n, dtype=np.uint64)

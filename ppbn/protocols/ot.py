@@ -521,6 +521,13 @@ class OTSender:
         self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
 
+    def start(self) -> None:
+        """Run the set-up now (else it runs in the first call), so that its messages come
+        before any other message this party sends or awaits (``arith.bit_mul`` runs an
+        extension each way at once)."""
+        if self._keys is None:
+            self._setup()
+
     def pads(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Receive the receiver's u messages of the next m OTs; return (H(q_j), H(q_j ^ s)),
         each (m, 2) uint64: the receiver holds the pad of its choice bit only."""
@@ -609,6 +616,11 @@ class OTReceiver:
         self.channel.send_array("ot.ext.ggm", masked)
         self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
+
+    def start(self) -> None:
+        """Run the set-up now (as ``OTSender.start``)."""
+        if self._keys is None:
+            self._setup()
 
     def _pads(self, choices: np.ndarray) -> np.ndarray:
         """Send u for each block; return the pads H(t_j, j) (m, 2) uint64."""

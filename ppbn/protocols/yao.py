@@ -23,6 +23,12 @@ Output modes (``Reveal``) of an output bundle of width b:
 - ``shares``: fresh additive shares mod 2^b. The circuit is extended with a garbler input
   ``mask`` of b bits and outputs value - mask mod 2^b to the evaluator; the garbler's
   share is the uniformly random mask. Costs b AND gates (its labels come from a seed).
+- ``bit-shares``: XOR shares of each bit, for free: the garbler's share is the permute
+  bit of the output wire's zero-label (the decoding bit, which is then not sent), the
+  evaluator's the colour bit of the label it holds; they XOR to the bit (point and permute,
+  ZRE15 Sec. 3). The evaluator's colour bit is uniform and independent of the value, as
+  every colour bit it sees. No gates, no messages; ``arith.bit_mul`` multiplies such bits
+  into ring shares.
 - ``integer-shares``: the bundle is a signed two's-complement b-bit value v, shared as
   ring vectors mod 2^128 (``ppbn.protocols.ring``). The circuit computes v' = v + 2^(b-1)
   in [0, 2^b) (the top bit flipped, free) and outputs to the evaluator the integer
@@ -126,6 +132,7 @@ class Reveal(StrEnum):
     BOTH = "both"
     SHARES = "shares"
     INTEGER_SHARES = "integer-shares"
+    BIT_SHARES = "bit-shares"
 
 
 def integer_share_width(width: int) -> int:
@@ -411,6 +418,17 @@ class YaoParty:
             pos += b.width
         return np.array(rows, dtype=np.intp)
 
+    @classmethod
+    def _bit_shares(
+        cls, circuit: Circuit, modes: Mapping[str, Reveal], bits: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """This party's XOR shares of the ``bit-shares`` outputs: the garbler's decoding
+        bits or the evaluator's colour bits (``bits``, one row per output bit)."""
+        names = [b.name for b in circuit.outputs if modes[b.name] == Reveal.BIT_SHARES]
+        return (
+            cls._split(circuit, bits[cls._output_rows(circuit, set(names))], names) if names else {}
+        )
+
     @staticmethod
     def _split(circuit: Circuit, bits_by_row: np.ndarray, wanted: list[str]) -> dict[str, np.ndarray]:
         out, pos = {}, 0
@@ -465,11 +483,11 @@ class YaoParty:
             self.channel.send_array("yao.tables", tables)
             out_zero[:, chunk] = chunk_out
         decode = permute_bits(out_zero)  # (n_output_bits, k)
-        to_evaluator = {n for n, m in modes.items() if m != Reveal.GARBLER}
+        to_evaluator = {n for n, m in modes.items() if m not in (Reveal.GARBLER, Reveal.BIT_SHARES)}
         eval_rows = self._output_rows(full, to_evaluator)
         if eval_rows.size:
             self._send_bits("yao.decode", decode[eval_rows])
-        result: dict[str, np.ndarray] = {}
+        result = self._bit_shares(full, modes, decode)
         garbler_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.GARBLER]
         both_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.BOTH]
         g_rows = self._output_rows(full, set(garbler_names))
@@ -529,9 +547,9 @@ class YaoParty:
         for chunk, chunk_out in zip(chunks, executor.map(evaluate_chunk, tasks()), strict=True):
             out_labels[:, chunk] = chunk_out
         permuted = permute_bits(out_labels)
-        result: dict[str, np.ndarray] = {}
+        result = self._bit_shares(full, modes, permuted)
         order = [b.name for b in full.outputs]
-        to_me = [n for n in order if modes[n] != Reveal.GARBLER]
+        to_me = [n for n in order if modes[n] not in (Reveal.GARBLER, Reveal.BIT_SHARES)]
         my_rows = self._output_rows(full, set(to_me))
         if my_rows.size:
             decoded = permuted[my_rows] ^ self._bits("yao.decode", my_rows.size, k)
