@@ -107,7 +107,7 @@ def _circuit() -> Circuit:
 
 def _yao_run(alice_executor: Executor | None, bob_executor: Executor | None) -> tuple[list, list]:
     """300 instances in chunks of 20 with fixed seeds: both parties' outputs (shares
-    included) and both transcripts (garbler labels, tables, decode bits, OT messages)."""
+    included) and both transcripts (label seed, tables, decode bits, OT messages)."""
     circuit, k = _circuit(), 300
     rng = np.random.default_rng(8)
     xs, ys = rng.integers(0, 2**16, size=k), rng.integers(0, 2**16, size=k)
@@ -153,14 +153,14 @@ def test_the_garblers_secrets_reach_only_its_own_executor(monkeypatch: pytest.Mo
     garbled = [args for name, args in alice.tasks if name == "garble_chunk"]
     delta = garbled[0][3].tobytes()
     assert all(args[3].tobytes() == delta for args in garbled)  # one R for the whole run
-    seeds = {args[-1] for args in garbled}
-    assert len(seeds) == len(garbled)  # a fresh seed for each chunk's input labels
-    assert all(args[8].size == 16 for args in garbled)  # the sum's mask rows, labelled from a seed
-    assert len({args[10] for args in garbled}) == len(garbled)  # a public mask-label key per chunk
+    # x's 16 rows and the sum's 16 mask rows are labelled from the seed, with alice's bits
+    assert all(args[6].size == 32 and args[7].shape[0] == 32 for args in garbled)
+    assert len({args[8] for args in garbled}) == len(garbled)  # a public label key per chunk
+    input_bits = [args[7].tobytes() for args in garbled]
     for _, args in bob.tasks:
         for arg in args:
             raw = arg.tobytes() if isinstance(arg, np.ndarray) else arg if isinstance(arg, bytes) else b""
-            assert delta not in raw and not any(seed in raw for seed in seeds)
+            assert delta not in raw and not any(bits == raw for bits in input_bits)
 
 
 def test_learn_job_is_the_same_with_every_batch_on_the_pool() -> None:

@@ -263,7 +263,8 @@ def test_disagreeing_parties_get_a_protocol_error() -> None:
 
 
 def test_evaluator_view_does_not_depend_on_garbler_inputs() -> None:
-    """Same message tags and sizes, and balanced permute bits, whatever the garbler holds."""
+    """Same message tags and sizes, and balanced colour bits of the garbler's input labels
+    (which the evaluator derives from the run's seed: none is sent), whatever the garbler holds."""
     b = B.CircuitBuilder()
     x, y = b.input("x", 32), b.input("y", 32)
     b.output("lt", [B.less_than(b, x, y)])
@@ -282,7 +283,9 @@ def test_evaluator_view_does_not_depend_on_garbler_inputs() -> None:
             pair=pair,
         )
         transcript = pair[1].transcript
-        labels = np.frombuffer(dict(transcript)["yao.garbler_labels"], dtype=np.uint64)[0::2]
+        assert "yao.garbler_labels" not in dict(transcript)
+        key = yao.label_key(pair[1].session, dict(transcript)["yao.label_seed"], 0)
+        labels = yao.seeded_labels(key, 64, k)[..., 0]  # x's 32 wires and the sum's mask
         views.append(([(tag, len(p)) for tag, p in transcript], float(np.mean(labels & np.uint64(1)))))
         # the evaluator's share of a known sum is spread out, not the sum itself
         sums = np.array([(garbler_value + v) % 2**32 for v in ys], dtype=np.uint64)
@@ -313,7 +316,7 @@ def test_large_batches_are_sent_in_chunks(monkeypatch: pytest.MonkeyPatch) -> No
     )
     assert (got["max"] == np.maximum(xs, ys)).all()
     tags = [tag for tag, _ in pair[1].transcript]
-    assert tags.count("yao.tables") == tags.count("yao.garbler_labels") > 1
+    assert tags.count("yao.tables") > 1 and "yao.garbler_labels" not in tags  # labels from the seed
     assert tags.count("ot.ext.y") == -(-16 * k // 256)
 
 
@@ -405,13 +408,13 @@ def test_integer_shares_reconstruct_any_value(data: st.DataObject) -> None:
 
 def test_integer_shares_cost_follows_the_width_not_the_ring() -> None:
     """b + STAT_BITS AND gates per instance, against 128 for ``shares`` of the same value
-    widened to the ring, and no mask labels sent: one seed per run."""
+    widened to the ring, and no garbler labels sent (its input's or the mask's): one seed
+    per run."""
     width, k = 21, 10
     pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
     _integer_shares(width, list(range(k)), pair=pair)
-    labels = sum(len(p) for t, p in pair[1].transcript if t == "yao.garbler_labels")
-    assert labels == 16 * k * width  # its input g only: the mask's labels come from the seed
-    assert [len(p) for t, p in pair[1].transcript if t == "yao.mask_seed"] == [yao.MASK_SEED_BYTES]
+    assert not [t for t, _ in pair[1].transcript if t == "yao.garbler_labels"]
+    assert [len(p) for t, p in pair[1].transcript if t == "yao.label_seed"] == [yao.LABEL_SEED_BYTES]
     circuit = _xor_circuit(width)
     full = yao._with_share_outputs(circuit, (("v", Reveal.INTEGER_SHARES),))
     assert full.schedule.n_and - circuit.schedule.n_and == width + STAT_BITS
@@ -480,6 +483,16 @@ def _mask_rows(circuit: Circuit, modes) -> tuple[Circuit, np.ndarray]:
     return full, np.array(rows, dtype=np.intp)
 
 
+def _rows_of(circuit: Circuit, name: str) -> np.ndarray:
+    """The input rows of one bundle."""
+    pos = 0
+    for bundle in circuit.inputs:
+        if bundle.name == name:
+            return np.arange(pos, pos + bundle.width)
+        pos += bundle.width
+    raise KeyError(name)
+
+
 def _masked_run(width: int, gs, es, modes, alice_garbles: bool = True, seed: bytes | None = None):
     """(garbler result, evaluator result, the evaluator's transcript)."""
     circuit = _masked_circuit(width)
@@ -515,9 +528,9 @@ def _check_masked_outputs(width: int, gs, es, g, e) -> None:
 def test_mask_labels_are_not_sent_and_outputs_stay_right_over_chunks(
     alice_garbles: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The garbler's labels drop by exactly 16 bytes x mask bits per instance (to what the
-    same circuit costs with no shared output), one 16-byte seed per run replaces them, and
-    outputs are right for many instances over many chunks."""
+    """No garbler input label is sent, mask or not: one 16-byte seed per run replaces
+    them, with or without shared outputs, and outputs are right for many instances over
+    many chunks."""
     width, k = 12, 700
     circuit = _masked_circuit(width)
     full, mask_rows = _mask_rows(circuit, MASKED_MODES)
@@ -530,13 +543,11 @@ def test_mask_labels_are_not_sent_and_outputs_stay_right_over_chunks(
     g, e, transcript = _masked_run(width, gs, es, MASKED_MODES, alice_garbles)
     _check_masked_outputs(width, gs, es, g, e)
     tags = [t for t, _ in transcript]
-    assert tags.count("yao.garbler_labels") == tags.count("yao.tables") == -(-k // 64)
-    assert tags.count("yao.mask_seed") == 1
-    sent = sum(len(p) for t, p in transcript if t == "yao.garbler_labels")
-    garbler_bits = sum(b.width for b in full.inputs if b.name != "e")  # g and the masks
-    assert sent == 16 * k * garbler_bits - 16 * k * mask_rows.size
+    assert tags.count("yao.tables") == -(-k // 64) and "yao.garbler_labels" not in tags
+    assert [len(p) for t, p in transcript if t == "yao.label_seed"] == [yao.LABEL_SEED_BYTES]
     _, _, plain = _masked_run(width, gs, es, PLAIN_MODES, alice_garbles)
-    assert sent == sum(len(p) for t, p in plain if t == "yao.garbler_labels") == 16 * k * width
+    assert [len(p) for t, p in plain if t == "yao.label_seed"] == [yao.LABEL_SEED_BYTES]
+    assert "yao.garbler_labels" not in [t for t, _ in plain]
 
 
 @settings(max_examples=12, deadline=None)
@@ -599,11 +610,12 @@ def test_evaluator_mask_labels_do_not_depend_on_the_mask(monkeypatch: pytest.Mon
     labels_flipped, r_flipped, transcript_flipped = _evaluator_mask_labels(monkeypatch, flip=True)
     assert (r ^ r_flipped).all()
     np.testing.assert_array_equal(labels, labels_flipped)
-    for tag in ("yao.mask_seed", "yao.garbler_labels"):
-        assert [p for t, p in transcript if t == tag] == [p for t, p in transcript_flipped if t == tag]
-    seed = dict(transcript)["yao.mask_seed"]
-    rows = labels.shape[0]
-    chunks = [yao.mask_labels(yao.mask_label_key(b"", seed, start), rows, 100) for start in (0, 100, 200)]
+    assert [p for t, p in transcript if t == "yao.label_seed"] == [p for t, p in transcript_flipped if t == "yao.label_seed"]
+    seed = dict(transcript)["yao.label_seed"]
+    full, mask_rows = _mask_rows(_masked_circuit(10), MASKED_MODES)
+    seeded = np.concatenate([_rows_of(full, b.name) for b in full.inputs if b.name != "e"])  # g and the masks
+    at = np.searchsorted(seeded, mask_rows)
+    chunks = [yao.seeded_labels(yao.label_key(b"", seed, start), seeded.size, 100)[at] for start in (0, 100, 200)]
     np.testing.assert_array_equal(labels, np.concatenate(chunks, axis=1))
 
 
@@ -623,12 +635,12 @@ def test_evaluator_mask_labels_are_balanced_and_independent_of_r(monkeypatch: py
 def test_mask_label_keys_are_separated() -> None:
     """A key per session, seed and chunk, framed, and not the fixed garbling key."""
     seed = bytes(range(16))
-    base = yao.mask_label_key(b"job-1", seed, 0)
+    base = yao.label_key(b"job-1", seed, 0)
     others = {
-        yao.mask_label_key(b"job-2", seed, 0),
-        yao.mask_label_key(b"job-1", bytes(16), 0),
-        yao.mask_label_key(b"job-1", seed, 64),
-        yao.mask_label_key(b"job-1" + seed[:1], seed[1:], 0),
+        yao.label_key(b"job-2", seed, 0),
+        yao.label_key(b"job-1", bytes(16), 0),
+        yao.label_key(b"job-1", seed, 64),
+        yao.label_key(b"job-1" + seed[:1], seed[1:], 0),
     }
     assert len(others) == 4 and base not in others
     assert base[:16] != fixed_key(YAO_PROTOCOL, b"job-1")

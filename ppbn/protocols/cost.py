@@ -3,7 +3,8 @@ and rounds, derived from the same constants, circuits and term arithmetic the pr
 so ``ppbn bench ln`` can print what the model predicts next to what the channel counted.
 
 A term is one count through ``SecureScorer.terms``: the normalisation circuit under Yao
-(garbled AND tables, the garbler's input labels, the evaluator's input OTs, decoding bits),
+(garbled AND tables, the evaluator's input OTs, decoding bits; the garbler's input labels
+follow from a 16-byte seed per run),
 the table lookups, and the share arithmetic of ``fixedpoint.terms_on`` (products, squares,
 truncations), whose operand bounds a ``CountingBackend`` records by running the very same
 function. Per OT the extension costs ``ot.CHUNKS / 8`` bytes of the receiver's u message
@@ -18,10 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ppbn.circuits.scoring import c_index_bits, index_bits, normalisation_circuit
+from ppbn.circuits.scoring import normalisation_circuit
 from ppbn.protocols import arith, ring, yao
 from ppbn.protocols.fixedpoint import (
-    MANTISSA_BITS,
     TABLES_ON_J,
     Shift,
     ShiftCoefficients,
@@ -158,8 +158,6 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     outputs = normalisation_modes(spec)
     garbled = yao.garbled_circuit(circuit, outputs)
     k_bits = count_bits + shift_frac
-    index = {"k": index_bits(k_bits), "j": MANTISSA_BITS, "c": c_index_bits(mode)}
-    garbler_bits = count_bits + sum(index.values())  # its count share and its index pads
     decode_bits = sum(
         garbled.output(name).width for name, how in outputs.items() if how != yao.Reveal.BIT_SHARES
     )
@@ -179,7 +177,6 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     lifted += [p.width + p.y_bits for p in be.bit_products if p.ring_bits < ring.BITS]
     kinds = {
         (YAO, "yao.tables"): 2 * BLOCK * garbled.schedule.n_and,
-        (YAO, "yao.garbler_labels"): BLOCK * garbler_bits,
         (YAO, "ot.ext.u"): U_BYTES * count_bits,  # the evaluator's count share, by OT
         (YAO, "ot.ext.y"): BLOCK * count_bits,
         (YAO, "yao.decode"): decode_bits / 8,

@@ -11,8 +11,8 @@ Computation", J. Cryptology 2009, Sec. 3, with half-gates garbling from
 2. Evaluator input labels by correlated OT extension (``ppbn.protocols.ot``) with
    correlation R: the garbler's zero-label of an evaluator input bit is its OT output.
 3. In instance chunks (at most ``CHUNK_BYTES`` per message, so the evaluator starts
-   while the garbler goes on), the garbler sends the labels of its own input bits (mask
-   bits excepted: see "Mask labels from a seed") and the garbled tables; then the
+   while the garbler goes on), the garbler sends the garbled tables (the labels of its
+   own input bits follow from a seed: see "Garbler input labels from a seed"); then the
    decoding bits of the outputs the evaluator learns.
 4. The evaluator evaluates and returns, for outputs the garbler learns, the permute bits
    of its output labels (the garbler decodes them) and, for outputs both learn, the values.
@@ -40,15 +40,17 @@ Output modes (``Reveal``) of an output bundle of width b:
   statistical distance v' / 2^(b + STAT_BITS) < 2^-STAT_BITS of r's, whatever v is (the
   argument of ``arith.truncate``); the garbler learns nothing new.
 
-Mask labels from a seed (issue 12): a garbler input bit that is uniformly random and used
-only as a mask needs no label transfer, a folklore optimisation of free-XOR garbling. Per
-run with masks the garbler draws a public seed s of ``MASK_SEED_BYTES`` from its
-``TaskSeeds`` and sends it once ("yao.mask_seed") instead of 16 bytes per mask bit and
-instance. For each chunk both parties expand A = AES-256-CTR under ``mask_label_key``
-(SHA-256 under its own domain label ``MASK_LABEL_DOMAIN`` of the protocol id, session, s and
-the chunk's first instance: a key no other derivation in ppbn produces). The garbler draws
-the mask r itself, as before, and sets the zero-label of mask wire i to
-L_i^0 = A_i XOR r_i R, so the active label L_i^(r_i) is A_i, which the evaluator computes.
+Garbler input labels from a seed (issue 12): no garbler input bit needs a label transfer
+(first done for the random masks of the shared outputs, a folklore optimisation of
+free-XOR garbling, then for every garbler input: the argument below never uses that the
+bit is random). Per run the garbler draws a public seed s of ``LABEL_SEED_BYTES`` from its
+``TaskSeeds`` and sends it once ("yao.label_seed") instead of 16 bytes per input bit and
+instance. For each chunk both parties expand A = AES-256-CTR under ``label_key``
+(SHA-256 under its own domain label ``LABEL_DOMAIN`` of the protocol id, session, s and
+the chunk's first instance: a key no other derivation in ppbn produces). The garbler's input
+bit r_i (a mask it draws itself, or a bit of its own input) sets the zero-label of wire i
+to L_i^0 = A_i XOR r_i R, so the active label L_i^(r_i) is A_i, which the evaluator
+computes.
 Why the evaluator's view does not change: it still holds exactly one label per wire, and
 that label, A_i, is a function of s alone, drawn independently of r and of R; in the plain
 protocol the active label L^0 XOR r R is likewise independent of r because L^0 is uniform.
@@ -57,9 +59,9 @@ half-gates (ZRE15; the hash is circular-correlation robust for inputs the advers
 needs of the input labels only that R be uniform, secret and independent of them, not that
 the evaluator's active labels be secret: a simulator draws s itself. The evaluator's colour
 bit lsb(A_i) = p_i XOR r_i (p_i the wire's permute bit) is, as before, independent of r_i.
-The mask stays uniform and known to the garbler only (drawn from its ``TaskSeeds``, never
-sent), and the garbler's share derives from it as before. s is public; R, r and the label
-seeds never leave the garbler.
+A mask stays uniform and known to the garbler only (drawn from its ``TaskSeeds``, never
+sent), and the garbler's share derives from it as before. s is public; R and the input
+bits r never leave the garbler.
 
 Domain separation: garbling hashes with ``FixedKeyHash(YAO_PROTOCOL, channel.session)``,
 whose fixed AES key is derived from the protocol id and the job's session label (see
@@ -69,12 +71,12 @@ instance b"yao" of ``ppbn.protocols.ot``. ``dh_bits`` selects the base-OT group
 
 Executor (issue 14): each instance chunk of step 3 is garbled by ``garble_chunk`` and
 evaluated by ``evaluate_chunk``, pure functions of the schedule, the chunk's tweak base,
-its labels and (garbler) R, the chunk's mask-label key and a per-chunk seed for its own
-input labels (the evaluator expands the mask labels in the job thread). A run of at least
-``gc_inline_below`` AND gates x instances sends them to the party's own executor; the
-chunks and tweaks are those of the message framing, so tables, labels and outputs are the
-same bytes inline or on a pool. R, the label seeds and the output masks come from the
-party's ``TaskSeeds`` and never reach the peer's executor.
+its labels and (garbler) R, its input bits and the chunk's label key (the evaluator
+expands the seeded labels in the job thread). A run of at least ``gc_inline_below`` AND
+gates x instances sends them to the party's own executor; the chunks and tweaks are those
+of the message framing, so tables, labels and outputs are the same bytes inline or on a
+pool. R and the output masks come from the party's ``TaskSeeds`` and never reach the
+peer's executor.
 
 Either party may garble any run; each party's inputs are the bundles it passes, the rest
 belong to the peer. Values: numpy uint64 arrays for bundles of at most 64 bits, numpy
@@ -118,8 +120,8 @@ CHUNK_BYTES = 16 * 1024 * 1024
 # a host with spare cores sets the policy's gc_inline_below lower.
 GC_INLINE_BELOW = 1 << 40
 MASK_PREFIX = "yao.mask."
-MASK_SEED_BYTES = 16
-MASK_LABEL_DOMAIN = b"ppbn yao mask labels v1"
+LABEL_SEED_BYTES = 16
+LABEL_DOMAIN = b"ppbn yao input labels v2"
 YAO_PROTOCOL = b"ppbn/yao/half-gates"
 OT_INSTANCE = b"yao"
 
@@ -211,17 +213,18 @@ def _delta(stream: RandomStream) -> np.ndarray:
     return delta
 
 
-def mask_label_key(session: bytes, seed: bytes, first: int) -> bytes:
-    """The public AES-256 key of the mask labels of the chunk whose first instance is
-    ``first``, in a run with mask seed ``seed``: its own SHA-256 domain, so it never equals
-    a key or label derived for anything else (module doc, "Mask labels from a seed")."""
+def label_key(session: bytes, seed: bytes, first: int) -> bytes:
+    """The public AES-256 key of the garbler's input labels in the chunk whose first
+    instance is ``first``, in a run with label seed ``seed``: its own SHA-256 domain, so it
+    never equals a key or label derived for anything else (module doc, "Garbler input
+    labels from a seed")."""
     framed = length_prefixed(YAO_PROTOCOL, session, seed, first.to_bytes(8, "big"))
-    return hashlib.sha256(MASK_LABEL_DOMAIN + framed).digest()
+    return hashlib.sha256(LABEL_DOMAIN + framed).digest()
 
 
-def mask_labels(key: bytes, rows: int, size: int) -> np.ndarray:
-    """The evaluator's active labels A of ``rows`` mask wires x ``size`` instances, (rows,
-    size, 2) uint64: both parties compute them, so the garbler need not send them."""
+def seeded_labels(key: bytes, rows: int, size: int) -> np.ndarray:
+    """The evaluator's active labels A of ``rows`` garbler input wires x ``size`` instances,
+    (rows, size, 2) uint64: both parties compute them, so the garbler need not send them."""
     return _labels(RandomStream(key), (rows, size))
 
 
@@ -235,36 +238,27 @@ def garble_chunk(
     session: bytes,
     tweak: int,
     delta: np.ndarray,
-    own_rows: np.ndarray,
-    own_bits: np.ndarray,
-    peer_rows: np.ndarray,
-    peer_zero: np.ndarray,
-    mask_rows: np.ndarray,
-    mask_bits: np.ndarray,
-    mask_key: bytes,
-    seed: bytes,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ot_rows: np.ndarray,
+    ot_zero: np.ndarray,
+    seeded_rows: np.ndarray,
+    seeded_bits: np.ndarray,
+    seed_key: bytes,
+) -> tuple[np.ndarray, np.ndarray]:
     """Garble one chunk of instances, a pure function for the garbler's own executor.
 
-    The zero-labels of the garbler's labelled input rows ``own_rows`` are drawn from
-    ``seed``; those of the evaluator's rows ``peer_rows`` are its OT outputs ``peer_zero``;
-    those of its mask rows ``mask_rows`` are A XOR r R with A = ``mask_labels(mask_key)``
-    and r = ``mask_bits``, so that the evaluator's active label is A (module doc).
-    ``own_bits``, ``mask_bits``: (rows, instances) input bits (zero rows when there are
-    none). Returns the active labels of the labelled inputs, the half-gates tables (ZRE15
-    Sec. 3, ``circuits.garble``) and the output zero-labels. R, the seed, the masks and the
-    OT outputs never leave this party: the executor is its own.
+    The zero-labels of the evaluator's input rows ``ot_rows`` are its OT outputs
+    ``ot_zero``; those of the garbler's own rows ``seeded_rows`` are A XOR r R with
+    A = ``seeded_labels(seed_key)`` and r = ``seeded_bits`` ((rows, instances) input bits),
+    so that the evaluator's active label is A (module doc). Returns the half-gates tables
+    (ZRE15 Sec. 3, ``circuits.garble``) and the output zero-labels. R, the input bits and
+    the OT outputs never leave this party: the executor is its own.
     """
-    size = own_bits.shape[1]
+    size = seeded_bits.shape[1]
     zero = np.empty((len(schedule.input_slots), size, 2), dtype=np.uint64)
-    zero[peer_rows] = peer_zero
-    own_zero = _labels(RandomStream(seed), (own_rows.size, size))
-    zero[own_rows] = own_zero
-    if mask_rows.size:
-        zero[mask_rows] = mask_labels(mask_key, mask_rows.size, size) ^ _times_delta(mask_bits, delta)
-    active = own_zero ^ _times_delta(own_bits, delta)
-    tables, out_zero = garble(schedule, zero, delta, tweak, FixedKeyHash(YAO_PROTOCOL, session))
-    return active, tables, out_zero
+    zero[ot_rows] = ot_zero
+    if seeded_rows.size:
+        zero[seeded_rows] = seeded_labels(seed_key, seeded_rows.size, size) ^ _times_delta(seeded_bits, delta)
+    return garble(schedule, zero, delta, tweak, FixedKeyHash(YAO_PROTOCOL, session))
 
 
 def evaluate_chunk(schedule: Schedule, session: bytes, tweak: int, labels: np.ndarray, tables: np.ndarray) -> np.ndarray:
@@ -342,16 +336,19 @@ class YaoParty:
             raise ValueError("at least one instance is needed")
         shared = _shared_outputs(circuit, modes)
         full = _with_share_outputs(circuit, shared)
-        masked = {MASK_PREFIX + n for n, _ in shared}
+        # every garbler input is labelled from the run's seed (module doc): the masks and
+        # the garbler's own bundles, which the evaluator knows as the ones it does not hold
+        garbler_inputs = set(values) if garbler else {b.name for b in circuit.inputs} - set(values)
+        seeded = {MASK_PREFIX + n for n, _ in shared} | garbler_inputs
         if garbler:
             stream = RandomStream(self._seeds.next())
             masks = {n: _random_values(stream, full.input(MASK_PREFIX + n).width, k) for n, _ in shared}
             values.update({MASK_PREFIX + n: v for n, v in masks.items()})
-            result = self._garble_side(full, values, modes, k, masked)
+            result = self._garble_side(full, values, modes, k, seeded)
             for n, m in shared:  # the garbler's share: the mask, or -r in the ring
                 result[n] = ring.neg(_ring_values(masks[n])) if m == Reveal.INTEGER_SHARES else masks[n]
         else:
-            result = self._evaluate_side(full, values, modes, k, masked)
+            result = self._evaluate_side(full, values, modes, k, seeded)
             for n in (n for n, m in shared if m == Reveal.INTEGER_SHARES):
                 offset = ring.constant(1 << (circuit.output(n).width - 1))
                 result[n] = ring.sub(_ring_values(result[n]), offset)
@@ -382,30 +379,25 @@ class YaoParty:
 
     @staticmethod
     def _partition(
-        circuit: Circuit, mine: set[str], masked: set[str], values: Mapping[str, np.ndarray], k: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Input rows of this party's labelled bundles, of the peer's, and of the garbler's
-        masks (``masked``, labelled from a seed); this party's bits of its labelled rows and
-        of the mask rows (each (rows, k), empty when it holds none)."""
-        rows: dict[str, list[int]] = {"own": [], "peer": [], "mask": []}
-        bits: dict[str, list[np.ndarray]] = {"own": [], "mask": []}
+        circuit: Circuit, seeded: set[str], values: Mapping[str, np.ndarray], k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Input rows of the evaluator's bundles (labelled by OT) and of the garbler's
+        (``seeded``: labelled from the run's seed), and this party's bits of the rows it
+        holds ((rows, k), the garbler's of the seeded rows, the evaluator's of the others)."""
+        rows: dict[bool, list[int]] = {False: [], True: []}
+        bits: list[np.ndarray] = []
         pos = 0
         for b in circuit.inputs:
-            kind = "mask" if b.name in masked else "own" if b.name in mine else "peer"
-            rows[kind] += range(pos, pos + b.width)
+            rows[b.name in seeded] += range(pos, pos + b.width)
             if b.name in values:
-                bits[kind].append(values_to_bits(values[b.name], b.width))
+                bits.append(values_to_bits(values[b.name], b.width))
             pos += b.width
-        own, peer, mask = (np.array(rows[kind], dtype=np.intp) for kind in ("own", "peer", "mask"))
-        own_bits, mask_bits = (
-            np.concatenate(bits[kind], axis=0) if bits[kind] else np.empty((0, k), dtype=np.uint8)
-            for kind in ("own", "mask")
-        )
-        return own, peer, mask, own_bits, mask_bits
+        mine = np.concatenate(bits, axis=0) if bits else np.empty((0, k), dtype=np.uint8)
+        return np.array(rows[False], dtype=np.intp), np.array(rows[True], dtype=np.intp), mine
 
     @staticmethod
-    def _chunks(circuit: Circuit, k: int, garbler_bits: int) -> list[slice]:
-        per_instance = max(1, 32 * circuit.schedule.n_and, 16 * garbler_bits)
+    def _chunks(circuit: Circuit, k: int) -> list[slice]:
+        per_instance = max(1, 32 * circuit.schedule.n_and)
         per = max(1, CHUNK_BYTES // per_instance)
         return [slice(s, min(k, s + per)) for s in range(0, k, per)]
 
@@ -448,38 +440,35 @@ class YaoParty:
 
     # -- garbler -----------------------------------------------------------------------
     def _garble_side(
-        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int, masked: set[str]
+        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int, seeded: set[str]
     ) -> dict[str, np.ndarray]:
         mine = set(values)
         self.channel.send("yao.header", self._header(full, k, sorted(mine), modes, self._tweak_base))
         delta = _delta(RandomStream(self._seeds.next()))
         sched = full.schedule
-        own_rows, peer_rows, mask_rows, bits, mask_bits = self._partition(full, mine, masked, values, k)
-        mask_seed = b""
-        if mask_rows.size:  # public: the evaluator's mask labels follow from it (module doc)
-            mask_seed = self._seeds.next()[:MASK_SEED_BYTES]
-            self.channel.send("yao.mask_seed", mask_seed)
+        ot_rows, seeded_rows, seeded_bits = self._partition(full, seeded, values, k)
+        seed = b""
+        if seeded_rows.size:  # public: the evaluator's labels of the garbler's inputs follow from it
+            seed = self._seeds.next()[:LABEL_SEED_BYTES]
+            self.channel.send("yao.label_seed", seed)
         session = self.channel.session
-        peer_zero = np.empty((len(peer_rows), k, 2), dtype=np.uint64)
-        if peer_rows.size:
+        ot_zero = np.empty((len(ot_rows), k, 2), dtype=np.uint64)
+        if ot_rows.size:
             if self._ot_sender is None:
                 self._ot_sender = OTSender(self.channel, **self._ot_options)
             ots_before = self._ot_sender.ots
-            peer_zero = self._ot_sender.send_correlated(len(peer_rows) * k, delta).reshape(len(peer_rows), k, 2)
+            ot_zero = self._ot_sender.send_correlated(len(ot_rows) * k, delta).reshape(len(ot_rows), k, 2)
             self.counters.ots += self._ot_sender.ots - ots_before
-        chunks = self._chunks(full, k, len(own_rows))
+        chunks = self._chunks(full, k)
         tweaks = [self._tweak_base + 2 * sched.n_and * c.start for c in chunks]
         tasks = (
-            (sched, session, tweak, delta, own_rows, np.ascontiguousarray(bits[:, chunk]), peer_rows,
-             np.ascontiguousarray(peer_zero[:, chunk]), mask_rows, np.ascontiguousarray(mask_bits[:, chunk]),
-             mask_label_key(session, mask_seed, chunk.start) if mask_rows.size else b"", self._seeds.next())
+            (sched, session, tweak, delta, ot_rows, np.ascontiguousarray(ot_zero[:, chunk]), seeded_rows,
+             np.ascontiguousarray(seeded_bits[:, chunk]), label_key(session, seed, chunk.start) if seed else b"")
             for chunk, tweak in zip(chunks, tweaks, strict=True)
         )  # fmt: skip
         out_zero = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
         executor = executor_for(self._executor, sched.n_and * k, self._gc_inline_below)
-        for chunk, (active, tables, chunk_out) in zip(chunks, executor.map(garble_chunk, tasks), strict=True):
-            if own_rows.size:
-                self.channel.send_array("yao.garbler_labels", active)
+        for chunk, (tables, chunk_out) in zip(chunks, executor.map(garble_chunk, tasks), strict=True):
             self.channel.send_array("yao.tables", tables)
             out_zero[:, chunk] = chunk_out
         decode = permute_bits(out_zero)  # (n_output_bits, k)
@@ -501,7 +490,7 @@ class YaoParty:
 
     # -- evaluator -----------------------------------------------------------------------
     def _evaluate_side(
-        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int, masked: set[str]
+        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int, seeded: set[str]
     ) -> dict[str, np.ndarray]:
         mine = set(values)
         garbler_bundles = sorted(b.name for b in full.inputs if b.name not in mine)
@@ -514,30 +503,26 @@ class YaoParty:
         sched = full.schedule
         session = self.channel.session
         labels = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
-        own_rows, peer_rows, mask_rows, own_bits, _ = self._partition(full, mine, masked, values, k)
-        mask_seed = b""
-        if mask_rows.size:
-            mask_seed = self.channel.recv("yao.mask_seed", max_bytes=MASK_SEED_BYTES)
-            if len(mask_seed) != MASK_SEED_BYTES:
-                raise ProtocolError(f"yao.mask_seed has {len(mask_seed)} bytes, expected {MASK_SEED_BYTES}")
-        if own_rows.size:
+        ot_rows, seeded_rows, own_bits = self._partition(full, seeded, values, k)
+        seed = b""
+        if seeded_rows.size:
+            seed = self.channel.recv("yao.label_seed", max_bytes=LABEL_SEED_BYTES)
+            if len(seed) != LABEL_SEED_BYTES:
+                raise ProtocolError(f"yao.label_seed has {len(seed)} bytes, expected {LABEL_SEED_BYTES}")
+        if ot_rows.size:
             if self._ot_receiver is None:
                 self._ot_receiver = OTReceiver(self.channel, **self._ot_options)
             ots_before = self._ot_receiver.ots
             choices = own_bits.reshape(-1)
-            labels[own_rows] = self._ot_receiver.receive_correlated(choices).reshape(len(own_rows), k, 2)
+            labels[ot_rows] = self._ot_receiver.receive_correlated(choices).reshape(len(ot_rows), k, 2)
             self.counters.ots += self._ot_receiver.ots - ots_before
-        chunks = self._chunks(full, k, len(peer_rows))
+        chunks = self._chunks(full, k)
 
         def tasks():
             for chunk in chunks:
                 size = chunk.stop - chunk.start
-                if peer_rows.size:
-                    got_labels = self.channel.recv_array("yao.garbler_labels", np.uint64, (len(peer_rows), size, 2))
-                    labels[peer_rows, chunk] = got_labels
-                if mask_rows.size:  # the active labels of the garbler's masks, from the public seed
-                    key = mask_label_key(session, mask_seed, chunk.start)
-                    labels[mask_rows, chunk] = mask_labels(key, mask_rows.size, size)
+                if seeded_rows.size:  # the active labels of the garbler's inputs, from the public seed
+                    labels[seeded_rows, chunk] = seeded_labels(label_key(session, seed, chunk.start), seeded_rows.size, size)
                 tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
                 tweak = self._tweak_base + 2 * sched.n_and * chunk.start
                 yield sched, session, tweak, np.ascontiguousarray(labels[:, chunk]), tables
