@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 
 from ppbn.bn.scores import family_score
 from ppbn.protocols.fixedpoint import (
+    FACTORIAL_TABLE,
     FRAC,
     RECIPROCALS,
     SCORE_FRAC,
     PlainBackend,
     Shift,
     count_bits_for,
+    exact_c_index,
     inv_on,
     inv_power_table,
     ln_fixed,
@@ -105,3 +107,15 @@ def test_u_and_inv_from_f_and_the_tables_are_the_normalised_values(mode, count_b
     if mode in ("exact", "bdeu"):
         powers = inv_power_table(count_bits, shift_frac)
         assert inv_on(be, r, [powers[n.k] for n in nms], k_bits, shift_frac) == [n.inv for n in nms]
+
+
+def test_exact_c_table_has_64_entries_and_every_count_reads_its_own():
+    """ln x! below 64 (x = 1 reading ln 0! = 0 at entry 0), the Stirling constant (its
+    own entry, 1) from 64 up: a 6-bit index."""
+    assert len(FACTORIAL_TABLE) == 64
+    stirling = FACTORIAL_TABLE[exact_c_index(64)]
+    assert stirling == FACTORIAL_TABLE[exact_c_index(10**6)] != 0
+    for x in range(64):
+        assert FACTORIAL_TABLE[exact_c_index(x)] == round(math.lgamma(x + 1) * 2**SCORE_FRAC), x
+    assert exact_c_index(1) == 0 and exact_c_index(64) == 1
+    assert len({exact_c_index(x) for x in range(65)}) == 64

@@ -96,7 +96,7 @@ def index_bits(count_bits: int) -> int:
 
 
 def c_index_bits(mode: str) -> int:
-    return {"exact": 7, "bdeu": 7, "yw0": 1}.get(mode, 0)
+    return {"exact": 6, "bdeu": 7, "yw0": 1}.get(mode, 0)
 
 
 @lru_cache(maxsize=32)
@@ -145,7 +145,13 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     b.output("x2", bl.zero_extend(x2, widths["x2"]))
     b.output("k_masked", [b.xor(a, m) for a, m in zip(k, mu_k, strict=True)])
     b.output("j_masked", [b.xor(a, m) for a, m in zip(j, mu_j, strict=True)])
-    if mode in ("exact", "bdeu"):
+    if mode == "exact":  # fixedpoint.exact_c_index: x below 64, but 0 for x = 1, 1 for x >= 64
+        not_g = b.inv(g)
+        above_one = b.inv(bl.is_zero(b, x[1:6]))  # with bit 0 set: x > 1 (below 64)
+        c0 = b.xor(g, b.and_(not_g, b.and_(x[0], above_one)))
+        c = [c0] + [b.and_(not_g, v) for v in x[1:6]]
+        b.output("c_masked", [b.xor(a, m) for a, m in zip(c, mu_c, strict=True)])
+    elif mode == "bdeu":
         not_g = b.inv(g)
         c = [b.and_(not_g, v) for v in x[:6]] + [g]
         b.output("c_masked", [b.xor(a, m) for a, m in zip(c, mu_c, strict=True)])

@@ -65,7 +65,10 @@ MANTISSA_BITS = 6  # t: index bits of the reciprocal table
 RECIP_BITS = 12  # fractional bits of r_j
 SERIES_DEGREE = 7
 EXACT_TABLE_SIZE = 64  # exact mode: ln x! from a table below this count
-EXACT_OVERFLOW_INDEX = EXACT_TABLE_SIZE  # the C-table entry used for x >= 64
+EXACT_OVERFLOW_INDEX = EXACT_TABLE_SIZE  # the bdeu C-table entry used for x >= 64
+# The exact C-table has 64 entries: ln 0! = ln 1! = 0, so x = 1 reads entry 0 and entry 1
+# holds the Stirling constant for x >= 64 (a 6-bit index, half the table a 7-bit one needs)
+EXACT_STIRLING_INDEX = 1
 
 
 def _fixed(value: float | Fraction, frac: int = FRAC) -> int:
@@ -112,11 +115,21 @@ def _stirling_constant() -> int:
 
 
 def factorial_table() -> tuple[int, ...]:
-    """C-table of the exact mode: ln x! * 2^SCORE_FRAC for x < 64, then the Stirling constant."""
+    """C-table of the exact mode, 64 entries: ln x! * 2^SCORE_FRAC at index x for x < 64,
+    except that x = 1 shares entry 0 (ln 1! = ln 0! = 0) and entry 1 is the Stirling
+    constant of x >= 64 (``exact_c_index``)."""
     values = [_fixed(Fraction(math.lgamma(x + 1)), SCORE_FRAC) for x in range(EXACT_TABLE_SIZE)]
-    values.append(_stirling_constant())
-    values += [0] * (2 * EXACT_TABLE_SIZE - len(values))  # 7-bit index, unused entries 0
+    if values[0] != values[1]:
+        raise AssertionError("ln 0! and ln 1! must share an entry")
+    values[EXACT_STIRLING_INDEX] = _stirling_constant()
     return tuple(values)
+
+
+def exact_c_index(x: int) -> int:
+    """The exact mode's C-table index of a count: x, but 0 for x = 1 and 1 for x >= 64."""
+    if x >= EXACT_TABLE_SIZE:
+        return EXACT_STIRLING_INDEX
+    return 0 if x == 1 else x
 
 
 FACTORIAL_TABLE = factorial_table()
@@ -213,7 +226,7 @@ class Normalised:
     u: int  # (m r_j - 1) * 2^FRAC, exact (0 when gated)
     x2: int  # 2x + 1 (yw, exact) or 2x (bic) when gated on, else 0
     inv: int  # exact mode: 2^-k r_j * 2^FRAC (0 when gated)
-    c_index: int  # C-table index: exact min(x, 64); yw0 [x == 0]; else 0
+    c_index: int  # C-table index: exact ``exact_c_index``; bdeu min(x, 64); yw0 [x == 0]; else 0
 
 
 def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) -> Normalised:
@@ -225,7 +238,9 @@ def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) ->
         raise ValueError("the bdeu mode, and only it, takes a shift")
     gate = int(x >= threshold(mode))
     c_index = 0
-    if mode in ("exact", "bdeu"):
+    if mode == "exact":
+        c_index = exact_c_index(x)
+    elif mode == "bdeu":
         c_index = min(x, EXACT_OVERFLOW_INDEX)
     elif mode == "yw0":
         c_index = int(x == 0)
