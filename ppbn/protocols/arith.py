@@ -157,11 +157,7 @@ class ArithSession:
         done on first use by both parties at the same point (``bit_mul``)."""
         if self._reverse is None:
             options = {**self._ot_options, "instance": REVERSE_OT_INSTANCE}
-            self._reverse = (
-                OTReceiver(self.channel, **options)
-                if self.is_alice
-                else OTSender(self.channel, **options)
-            )
+            self._reverse = OTReceiver(self.channel, **options) if self.is_alice else OTSender(self.channel, **options)
             self._reverse.start()
         return self._reverse
 
@@ -284,9 +280,7 @@ def ole(
         for chunk in chunks:
             rows = slice(chunk.start, chunk.stop)
             delta = np.repeat(values[rows], widths[rows], axis=0)
-            pads = _short_cot_send(
-                session, session.ot_sender(), delta, chunk.remaining, "arith.ole.y"
-            )
+            pads = _short_cot_send(session, session.ot_sender(), delta, chunk.remaining, "arith.ole.y")
             out[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
         return out
     # Bob sends the next chunk's u before he waits for this chunk's corrections, so alice
@@ -577,15 +571,8 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     y = _check_shares(y, "y")
     bits = np.asarray(bits, dtype=np.uint8)
     n = y.shape[0]
-    if (
-        bits.ndim != 2
-        or bits.shape[0] != n
-        or not 1 <= bits.shape[1] <= 64
-        or bits.max(initial=0) > 1
-    ):
-        raise ValueError(
-            f"bits must be an ({n}, w) array of 0/1 with 1 <= w <= 64, got {bits.shape}"
-        )
+    if bits.ndim != 2 or bits.shape[0] != n or not 1 <= bits.shape[1] <= 64 or bits.max(initial=0) > 1:
+        raise ValueError(f"bits must be an ({n}, w) array of 0/1 with 1 <= w <= 64, got {bits.shape}")
     _check_bound(y_bits)
     if n == 0:
         return np.zeros((0, 2), dtype=np.uint64)
@@ -610,9 +597,7 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
         received = _short_cot_finish(session, forward_pads, choices, remaining, "arith.bits.y")
     # own bits times own share, minus what this party's OTs sent, plus what they received
     shifted = ring.sub(ring.shl(received, positions), ring.shl(sent, positions))
-    product = ring.add(
-        ring.mul(_bits_value(bits), y), ring.sum(shifted.reshape(n, width, 2), axis=1)
-    )
+    product = ring.add(ring.mul(_bits_value(bits), y), ring.sum(shifted.reshape(n, width, 2), axis=1))
     session.counters.multiplications += n
     return product if ring_bits == RING_BITS else lift(session, product, width + y_bits)
 
@@ -904,15 +889,15 @@ __all__ = [
     "MAX_BOUND_BITS",
     "ArithCounters",
     "ArithSession",
+    "bit_mul",
     "entry_bytes",
+    "exact_ring",
+    "lift",
     "lookup",
     "lookup_batch",
     "lookup_many",
     "mul",
     "mul_public",
-    "bit_mul",
-    "exact_ring",
-    "lift",
     "ole",
     "opening_ring",
     "product_ring",

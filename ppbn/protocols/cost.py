@@ -158,9 +158,7 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     outputs = normalisation_modes(spec)
     garbled = yao.garbled_circuit(circuit, outputs)
     k_bits = count_bits + shift_frac
-    decode_bits = sum(
-        garbled.output(name).width for name, how in outputs.items() if how != yao.Reveal.BIT_SHARES
-    )
+    decode_bits = sum(garbled.output(name).width for name, how in outputs.items() if how != yao.Reveal.BIT_SHARES)
 
     be = CountingBackend()
     tables = [tables_on_k(mode, count_bits, shift_frac), list(TABLES_ON_J)]

@@ -227,9 +227,7 @@ PIPELINE_MIN_TERMS = 2048  # ... of at least this many secure terms each
 def _unpack_bits(values: np.ndarray, width: int) -> np.ndarray:
     """(n, width) 0/1 bits of Yao's API values (uint64, width <= 64)."""
     shifts = np.arange(width, dtype=np.uint64)
-    return ((np.asarray(values, dtype=np.uint64)[:, None] >> shifts) & np.uint64(1)).astype(
-        np.uint8
-    )
+    return ((np.asarray(values, dtype=np.uint64)[:, None] >> shifts) & np.uint64(1)).astype(np.uint8)
 
 
 def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
