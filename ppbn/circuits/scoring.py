@@ -126,7 +126,6 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     value = x
     if spec.shift_frac:
         value = bl.add(b, [ZERO] * spec.shift_frac + x, bl.constant(spec.shift, k_bits))
-    widths = {name: out.width for name, out in shared_outputs(spec).items()}
     # With T = 1 and no shift the gate is off only at x = 0, whose mantissa and position
     # are 0: k = j = f = 0 with no gate at all.
     ungated = low == 0 and not spec.shift_frac
@@ -142,7 +141,7 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     # g = 0 means x < T = 2^low: the bits of x from low up are 0 already
     low_bit = ZERO if mode == "bic" else ONE
     x2 = [b.and_(g, low_bit), *_gate(b, g, x[:low]), *x[low:]]
-    b.output("x2", bl.zero_extend(x2, widths["x2"]))
+    b.output("x2", x2)  # K + 1 bits, the width of ``shared_outputs``
     b.output("k_masked", [b.xor(a, m) for a, m in zip(k, mu_k, strict=True)])
     b.output("j_masked", [b.xor(a, m) for a, m in zip(j, mu_j, strict=True)])
     if mode == "exact":  # fixedpoint.exact_c_index: x below 64, but 0 for x = 1, 1 for x >= 64

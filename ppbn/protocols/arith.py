@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppbn.circuits.garble import FixedKeyHash
+from ppbn.circuits.ir import bits_to_values
 from ppbn.protocols import ring
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.executor import ExecutorSource
@@ -346,6 +347,9 @@ def opening_ring(bound_bits: int) -> int:
     return bound_bits + STAT_BITS + 1
 
 
+_OPENED_AS = {"arith.trunc": "truncate", "arith.lift": "lift"}  # ``ArithSession.opened`` labels
+
+
 def _masked_open(session: ArithSession, x: np.ndarray, bits: int, bound_bits: int, kind: str) -> np.ndarray:
     """Alice sends x_alice + r mod 2^L (L = ``opening_ring``, ceil(L / 8) bytes) for r
     uniform in [-2^(m-1), 2^(m-1)), m = bound_bits + STAT_BITS; bob reads c = x + r as a
@@ -362,7 +366,7 @@ def _masked_open(session: ArithSession, x: np.ndarray, bits: int, bound_bits: in
     received[:, :width] = session.channel.recv_array(kind, np.uint8, (n, width))
     spare = RING_BITS - ring_bits  # sign-extend c from its L bits
     opened = ring.sar(ring.shl(ring.add(x, received.view(np.uint64)), spare), spare)
-    return ring.sar(session.opened("truncate", opened), bits)
+    return ring.sar(session.opened(_OPENED_AS[kind], opened), bits)
 
 
 def _truncate(
@@ -430,8 +434,9 @@ def _operand_widths(operand_bits: int | tuple[int, int] | None) -> tuple[int, in
 
 def reshared_width(bound_bits: int) -> int:
     """Bits of bob's reshared share of a value below 2^bound_bits (``_reshare``): the OTs
-    its OLE needs."""
-    return bound_bits + STAT_BITS + 1
+    its OLE needs. The share is the masked x + r of an opening, so its width is that of
+    ``opening_ring``."""
+    return opening_ring(bound_bits)
 
 
 LIFT_SAVING_BITS = 8  # an exact product is lifted only if its ring saves a byte per OT
@@ -544,12 +549,6 @@ def square(
     return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
 
 
-def _bits_value(bits: np.ndarray) -> np.ndarray:
-    """The integers sum_i 2^i bits[:, i] of (n, w) bits, w <= 64, as a ring vector."""
-    weights = np.left_shift(np.uint64(1), np.arange(bits.shape[1], dtype=np.uint64))
-    return ring.from_uint64((bits.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64))
-
-
 def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int) -> np.ndarray:
     """Shares of x * y, exact, for x = sum_i 2^i (a_i XOR b_i) given as XOR shares of its w
     bits ((n, w) 0/1 arrays, w <= 64: alice's a, bob's b; Yao's ``bit-shares``) and shared
@@ -581,9 +580,9 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     positions = np.tile(_BIT_SHIFTS[:width], n)
     remaining = ring_bits - positions
     choices = np.ascontiguousarray(bits.reshape(-1))
-    negated = np.repeat(ring.neg(y), width, axis=0)
     correlation = np.repeat(y, width, axis=0)
-    correlation[choices == 1] = negated[choices == 1]  # (1 - 2 c_i) y, per bit
+    flipped = choices == 1
+    correlation[flipped] = ring.neg(correlation[flipped])  # (1 - 2 c_i) y, per bit
     forward = session.ot_sender() if session.is_alice else session.ot_receiver()
     forward.start()  # both set-ups before either party's u goes out
     reverse = session.reverse_ot()
@@ -595,9 +594,10 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
         forward_pads = forward.pads(choices)
         sent = _short_cot_send(session, reverse, correlation, remaining, "arith.bits.r")
         received = _short_cot_finish(session, forward_pads, choices, remaining, "arith.bits.y")
-    # own bits times own share, minus what this party's OTs sent, plus what they received
-    shifted = ring.sub(ring.shl(received, positions), ring.shl(sent, positions))
-    product = ring.add(ring.mul(_bits_value(bits), y), ring.sum(shifted.reshape(n, width, 2), axis=1))
+    # own bits times own share, plus what this party's OTs received minus what they sent
+    shifted = ring.shl(ring.sub(received, sent), positions)
+    own = ring.mul(ring.from_uint64(bits_to_values(bits.T)), y)
+    product = ring.add(own, ring.sum(shifted.reshape(n, width, 2), axis=1))
     session.counters.multiplications += n
     return product if ring_bits == RING_BITS else lift(session, product, width + y_bits)
 

@@ -56,6 +56,7 @@ from ppbn.bn.model import BayesNet
 from ppbn.bn.params import cpt_from_counts
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import DEFAULT_ESS, pub
+from ppbn.circuits.ir import values_to_bits
 from ppbn.circuits.scoring import (
     PARAM_FRAC,
     NormalisationSpec,
@@ -224,12 +225,6 @@ PIPELINE_GROUPS = 4  # a batch of families is scored in up to this many groups .
 PIPELINE_MIN_TERMS = 2048  # ... of at least this many secure terms each
 
 
-def _unpack_bits(values: np.ndarray, width: int) -> np.ndarray:
-    """(n, width) 0/1 bits of Yao's API values (uint64, width <= 64)."""
-    shifts = np.arange(width, dtype=np.uint64)
-    return ((np.asarray(values, dtype=np.uint64)[:, None] >> shifts) & np.uint64(1)).astype(np.uint8)
-
-
 def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
     """Who gets what of the normalisation circuit: f and x2 as XOR shares of their bits
     (``shared_outputs``; ``arith.bit_mul`` takes them), the masked table indices to the
@@ -352,9 +347,9 @@ class SecureScorer:
                 circuit, garbler=True, outputs=outputs,
                 inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
             )  # fmt: skip
-            return {name: _unpack_bits(out[name], w) for name, w in shared.items()}, pads
+            return {name: values_to_bits(out[name], w).T for name, w in shared.items()}, pads
         out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
-        bits = {name: _unpack_bits(out[name], w) for name, w in shared.items()}
+        bits = {name: values_to_bits(out[name], w).T for name, w in shared.items()}
         return bits, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
 
     def terms(self, x_shares: np.ndarray, shifts: Sequence[float] | None = None) -> np.ndarray:
