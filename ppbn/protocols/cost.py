@@ -40,6 +40,12 @@ U_BYTES = CHUNKS // 8  # the OT receiver's u message per OT
 BLOCK = 16  # a ring element, a wire label, an OT correction
 
 
+def correction_bytes(width: int, ring_bits: int) -> int:
+    """Bytes of the corrections of the ``width`` OTs of one input in Z_2^ring_bits: OT i
+    keeps ceil((ring_bits - i) / 8) (``arith._kept_bytes``)."""
+    return sum((ring_bits - i + 7) // 8 for i in range(width))
+
+
 @dataclass(frozen=True)
 class Product:
     """One product of the term arithmetic as the secure backend runs it: operand bounds,
@@ -54,8 +60,8 @@ class Product:
         return [arith.reshared_width(b) for b in self.operand_bits]
 
     def correction_bytes(self) -> int:
-        """Bytes of the OLE corrections: OT i of each operand keeps ceil((L - i) / 8)."""
-        return sum((self.ring_bits - i + 7) // 8 for w in self.widths for i in range(w))
+        """Bytes of the OLE corrections, those of each operand's OTs."""
+        return sum(correction_bytes(w, self.ring_bits) for w in self.widths)
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class BitProduct:
 
     def correction_bytes(self) -> int:
         """Bytes of one direction's corrections."""
-        return sum((self.ring_bits - i + 7) // 8 for i in range(self.width))
+        return correction_bytes(self.width, self.ring_bits)
 
 
 @dataclass
