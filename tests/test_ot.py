@@ -16,8 +16,11 @@ from ppbn.protocols.ot import (
     CHUNKS,
     DH_GROUPS,
     LEAVES,
+    SUBFIELD_BITS,
+    ColumnStreams,
     OTReceiver,
     OTSender,
+    _chunk_sums,
     _exponent,
     base_ot_receive,
     base_ot_send,
@@ -212,8 +215,8 @@ def test_punctured_tree_gives_every_leaf_but_the_point(root: bytes, point: int) 
     assert got[point] == bytes(16)  # the one leaf the sender must not know
 
 
-def test_receiver_sends_a_quarter_of_iknp_and_its_messages_look_uniform() -> None:
-    """u = R ^ c per chunk: 32 bits per OT, and uniform whatever the choices (all 0 or all 1)."""
+def test_receiver_sends_an_eighth_of_iknp_and_its_messages_look_uniform() -> None:
+    """u = R ^ c per chunk: 16 bits per OT (k = 8), and uniform whatever the choices (all 0 or all 1)."""
     m = 8192
     seen = []
     for value in (0, 1):
@@ -221,8 +224,26 @@ def test_receiver_sends_a_quarter_of_iknp_and_its_messages_look_uniform() -> Non
         choices = np.full(m, value, np.uint8)
         run_two_party(lambda ch: OTSender(ch).pads(m), lambda ch, c=choices: OTReceiver(ch).pads(c), pair=pair)
         (u,) = [p for tag, p in pair[0].transcript if tag == "ot.ext.u"]
-        assert len(u) == CHUNKS * m // 8
+        assert len(u) == CHUNKS * m // 8 == 2 * m
         seen.append(np.frombuffer(u, dtype=np.uint8))
     for u in seen:
         assert stats.chisquare(np.bincount(u, minlength=256)).pvalue > 1e-4
     assert stats.ks_2samp(seen[0], seen[1]).pvalue > 1e-4
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 200), st.integers(1, 40))
+def test_chunk_sums_are_the_xors_over_the_leaves_with_each_bit_set(offset: int, width: int) -> None:
+    """The halving in ``_chunk_sums`` against the definition: S[i, b] is the XOR of chunk i's
+    leaf streams x with bit b of x set and T[i] that of all of them, at any offset of the
+    streams (an open set of streams read in order, and streams opened at the offset)."""
+    keys = RandomStream(b"chunk sums".ljust(32, b"\0")).bytes(16 * CHUNKS * LEAVES)
+    leaves = ColumnStreams(keys).read(0, offset + width)[:, offset:].reshape(CHUNKS, LEAVES, width)
+    has_bit = (np.arange(LEAVES)[None, :] >> np.arange(SUBFIELD_BITS)[:, None]) & 1  # (k, 2^k)
+    expected = np.stack([np.bitwise_xor.reduce(leaves[:, has_bit[b] == 1], axis=1) for b in range(SUBFIELD_BITS)], axis=1)
+    opened = ColumnStreams(keys)
+    opened.read(0, offset)
+    for source in (keys, opened):
+        sums, totals = _chunk_sums(source, offset, width)
+        np.testing.assert_array_equal(sums, expected)
+        np.testing.assert_array_equal(totals, np.bitwise_xor.reduce(leaves, axis=1))

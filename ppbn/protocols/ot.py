@@ -26,7 +26,7 @@ Extension: SoftSpokenOT (Roy, CRYPTO 2022), semi-honest, with k = ``SUBFIELD_BIT
 IKNP correlation (Ishai, Kilian, Nissim and Petrank, CRYPTO 2003, Sec. 3: the sender holds
 q_j = t_j ^ c_j s for its secret s and the receiver's t_j and choice c_j) from KAPPA / k
 small VOLEs instead of KAPPA base-OT columns, so the receiver sends KAPPA / k bits per OT
-(32) instead of KAPPA (128). Set-up: the receiver grows a GGM tree of 2^k leaves per
+(16) instead of KAPPA (128). Set-up: the receiver grows a GGM tree of 2^k leaves per
 chunk of k bits of s; by KAPPA base OTs in the reverse direction (k per chunk, each
 carrying a level's XOR of left or right children under the base keys) the sender learns
 every leaf but the one at its chunk of s (a punctured PRF). Each leaf is an AES-CTR PRG
@@ -59,6 +59,7 @@ Both ends count completed OTs in ``ots``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gmpy2
@@ -119,9 +120,12 @@ DH_GROUPS = {
 DEFAULT_DH_BITS = 2048
 KAPPA = 128  # base OTs, the computational security parameter
 # SoftSpokenOT's k: the receiver sends KAPPA / k bits per OT (IKNP is k = 1) and each party
-# expands KAPPA / k x 2^k PRG streams instead of KAPPA or 2 KAPPA. k = 4: 4 bytes of u per
-# OT instead of 16, for about twice IKNP's AES output.
-SUBFIELD_BITS = 4
+# expands KAPPA / k x 2^k PRG streams instead of KAPPA or 2 KAPPA. k = 8: 2 bytes of u per
+# OT instead of 16 (k = 4: 4), for 4,096 bits of AES-CTR output per OT (k = 4: 512). The
+# u messages are a fifth of the bytes of a secure ln term at k = 4 and go the way that
+# carries less (bob to alice for the share arithmetic), so the link has the spare time;
+# the extension's CPU is about twice k = 4's (``_chunk_sums``).
+SUBFIELD_BITS = 8
 CHUNKS = KAPPA // SUBFIELD_BITS  # small VOLEs, one per k bits of s
 LEAVES = 1 << SUBFIELD_BITS  # PRG seeds per small VOLE
 CHUNK_OTS = 1 << 17  # OTs per extension message: u is 0.5 MB, y at most 4 MB
@@ -129,7 +133,7 @@ CHUNK_OTS = 1 << 17  # OTs per extension message: u is 0.5 MB, y at most 4 MB
 # yao.GC_INLINE_BELOW: the pool was slower here at every size; the policy's ot_inline_below)
 OT_INLINE_BELOW = 1 << 40
 BASE_OT_PROTOCOL = b"ppbn/ot/base/co15"
-EXTENSION_PROTOCOL = b"ppbn/ot/softspoken-k4"
+EXTENSION_PROTOCOL = b"ppbn/ot/softspoken-k8"
 
 
 def dh_bits_for(key_bits: int) -> int:
@@ -300,16 +304,24 @@ class ColumnStreams:
 
     def read(self, offset: int, width: int) -> np.ndarray:
         """Bytes [offset, offset + width) of each stream, as (columns, width) uint8."""
+        (rows,) = [rows for _, rows in self.read_groups(offset, width, len(self._streams))]
+        return rows
+
+    def read_groups(self, offset: int, width: int, group: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Bytes [offset, offset + width) of the streams ``group`` at a time: yields (first
+        stream, (group, width) uint8) views of one reused buffer, so a caller that reduces
+        each group before the next keeps it in cache."""
         if offset != self.offset:
             self._open(offset)
         zeros = bytes(width)
         # each stream writes its row in place; update_into wants 15 spare bytes after it
-        flat = np.empty(len(self._streams) * width + 16, dtype=np.uint8)
+        flat = np.empty(group * width + 16, dtype=np.uint8)
         view = memoryview(flat)
-        for row, stream in enumerate(self._streams):
-            stream.update_into(zeros, view[row * width : (row + 1) * width + 16])
+        for first in range(0, len(self._streams), group):
+            for row, stream in enumerate(self._streams[first : first + group]):
+                stream.update_into(zeros, view[row * width : (row + 1) * width + 16])
+            yield first, flat[: group * width].reshape(group, width)
         self.offset = offset + width
-        return flat[: len(self._streams) * width].reshape(len(self._streams), width)
 
 
 def prg_columns(keys: bytes | ColumnStreams, offset: int, width: int) -> np.ndarray:
@@ -413,20 +425,27 @@ def chunk_points(s_bits: np.ndarray) -> np.ndarray:
     return np.packbits(s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
 
 
-def _bit_sums(leaf_columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(S, T) of (CHUNKS, LEAVES, w) leaf streams: S[i, b] the XOR of chunk i's streams over
-    the leaves x with bit b set, T[i] the XOR of all 16. Strided views of the leaves, no
-    copies: leaf x = (x >> (b + 1), bit b, x & (2^b - 1)) in a reshape."""
-    chunks, leaves, width = leaf_columns.shape
-    sums = np.empty((chunks, SUBFIELD_BITS, width), dtype=np.uint8)
-    for bit in range(SUBFIELD_BITS):
-        split = leaf_columns.reshape(chunks, leaves >> (bit + 1), 2, 1 << bit, width)[:, :, 1]
-        np.bitwise_xor.reduce(split, axis=(1, 2), out=sums[:, bit])
-    return sums, np.bitwise_xor.reduce(leaf_columns, axis=1)
+def _chunk_sums(keys: bytes | ColumnStreams, offset: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(S, T) of each chunk's 2^k leaf streams at bytes [offset, offset + width): S[i, b]
+    the XOR of chunk i's streams over the leaves x with bit b set, T[i] the XOR of all.
 
-
-def _leaf_columns(keys: bytes | ColumnStreams, offset: int, width: int) -> np.ndarray:
-    return prg_columns(keys, offset, width).reshape(CHUNKS, LEAVES, width)
+    One chunk at a time, so its 2^k streams are reduced while in cache, and by halving:
+    the leaves with the top bit set are the upper half, and the upper half XORed onto the
+    lower keeps, for every lower bit, the XOR over the leaves with that bit set. All k
+    sums and T cost 2 (2^k - 1) row XORs instead of k 2^(k-1) + 2^k."""
+    streams = keys if isinstance(keys, ColumnStreams) else ColumnStreams(keys, offset)
+    sums = np.empty((CHUNKS, SUBFIELD_BITS, width), dtype=np.uint8)
+    totals = np.empty((CHUNKS, width), dtype=np.uint8)
+    folded = np.empty((LEAVES // 2, width), dtype=np.uint8)
+    for first, leaves in streams.read_groups(offset, width, LEAVES):
+        chunk, rows = first // LEAVES, leaves
+        for bit in range(SUBFIELD_BITS - 1, -1, -1):
+            half = rows.shape[0] // 2
+            np.bitwise_xor.reduce(rows[half:], axis=0, out=sums[chunk, bit])
+            np.bitwise_xor(rows[:half], rows[half:], out=folded[:half])
+            rows = folded[:half]
+        totals[chunk] = rows[0]
+    return sums, totals
 
 
 def sender_block(
@@ -441,10 +460,9 @@ def sender_block(
     u_i = R_i ^ c, so the column q^(ik + b) = w_ib ^ s_ib u_i = v_ib ^ s_ib c: IKNP's
     q_j = t_j ^ c_j s in rows. The pads are H(q_j, j) and H(q_j ^ s, j) of OTs ``first`` ..
     ``first + size - 1``."""
-    leaves = _leaf_columns(keys, offset, u.shape[1])
     # w_ib: the leaves x with bit b of x ^ d_i set, i.e. x_b != d_ib: S_ib if d_ib = 0, else
     # the leaves with bit b clear, T_i ^ S_ib (the punctured leaf r_{d_i} is in neither sum)
-    with_bit, total = _bit_sums(leaves)
+    with_bit, total = _chunk_sums(keys, offset, u.shape[1])
     cols = with_bit.reshape(KAPPA, -1)
     flipped = s_bits.astype(bool)  # d_ib, and the rows where q adds u_i (see above)
     cols[flipped] ^= np.repeat(total ^ u, SUBFIELD_BITS, axis=0)[flipped]
@@ -465,8 +483,7 @@ def receiver_block(
     padded = _padded(size)
     bits = np.zeros(padded, dtype=np.uint8)
     bits[:size] = choices
-    leaves = _leaf_columns(keys, offset, padded // 8)
-    with_bit, u = _bit_sums(leaves)
+    with_bit, u = _chunk_sums(keys, offset, padded // 8)
     t_cols = with_bit.reshape(KAPPA, -1)
     u ^= np.packbits(bits, bitorder="little")
     t_rows = np.ascontiguousarray(transpose_bits(t_cols).view(np.uint64)[:size])
