@@ -123,7 +123,7 @@ def test_ole_refuses_inputs_wider_than_declared():
         two_party(arith.ole, (ring.from_ints([3]), 8), (ring.from_ints([256]), 8))
 
 
-def test_squares_take_one_ole_and_products_take_each_operands_width():
+def test_squares_take_one_ole_and_products_choose_with_the_narrower_operand():
     x = [2**43 - 1, -(2**43) + 1, 0, 1, -1] + [random.randrange(-(2**43), 2**43) for _ in range(2000)]
     xa, xb = share(x)
     za, zb, (sa, _) = two_party(arith.square, (xa, FRAC, 87, 44), (xb, FRAC, 87, 44))
@@ -137,7 +137,30 @@ def test_squares_take_one_ole_and_products_take_each_operands_width():
     (sa_, sb_), (la, lb) = share(small), share(large)
     za, zb, (sa, _) = two_party(arith.mul, (sa_, la, 0, 87, (17, 54)), (sb_, lb, 0, 87, (17, 54)))
     assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
-    assert sa.counters.ots == len(small) * (17 + 54 + 2 * (STAT_BITS + 1))
+    assert sa.counters.ots == len(small) * 2 * (17 + STAT_BITS + 1)  # both cross terms choose with x2's bits
+    za, zb, _ = two_party(arith.mul, (la, sa_, 0, 87, (54, 17)), (lb, sb_, 0, 87, (54, 17)))  # the other order
+    assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
+
+
+@pytest.mark.parametrize(("forward_n", "reverse_n"), [(2500, 300), (300, 2500), (0, 1100), (1100, 0)])
+def test_ole_two_way_interleaves_directions_of_different_lengths(forward_n, reverse_n):
+    """Forward (alice's a, bob's b) and reverse (bob's a, alice's b) batches at once, with
+    128-bit choices (1,024 values per chunk), so one direction has more chunks than the
+    other: each product is right, and each direction's corrections go its own way."""
+    a_f, b_f = [random.randrange(M) for _ in range(forward_n)], [random.randrange(M) for _ in range(forward_n)]
+    a_r, b_r = [random.randrange(M) for _ in range(reverse_n)], [random.randrange(2**60) for _ in range(reverse_n)]
+    pair = memory_channel_pair(keep_transcript=True)
+    (fa, ra), (fb, rb), (sa, sb) = two_party(
+        arith.ole_two_way,
+        (arith.OlePart(ring.from_ints(a_f)), arith.OlePart(ring.from_ints(b_r), 60, 100)),
+        (arith.OlePart(ring.from_ints(b_f)), arith.OlePart(ring.from_ints(a_r), 60, 100)),
+        pair=pair,
+    )
+    assert ring.to_ints(ring.add(fa, fb)) == [(p * q) % M for p, q in zip(a_f, b_f, strict=True)]
+    assert [v % 2**100 for v in ring.to_ints(ring.add(ra, rb))] == [(p * q) % 2**100 for p, q in zip(a_r, b_r, strict=True)]
+    assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == forward_n * sum(-(-(128 - i) // 8) for i in range(128))
+    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == reverse_n * sum(-(-(100 - i) // 8) for i in range(60))
+    assert sa.counters.ots == sb.counters.ots == 128 * forward_n + 60 * reverse_n
 
 
 def test_ole_sends_only_the_correction_bits_that_survive_the_shift():
@@ -216,9 +239,10 @@ def test_exact_products_of_small_operands_run_in_a_small_ring_and_are_lifted():
     assert sa.counters.lifts == len(x)
     ring_bits = arith.product_ring(0, 0, bounds)
     assert ring_bits == 28 + STAT_BITS + 1
-    widths = [arith.reshared_width(b) for b in bounds]
-    sent = sum(len(m) for m in _bob_messages(pair, "arith.ole.y"))
-    assert sent == len(x) * sum(-(-(ring_bits - i) // 8) for w in widths for i in range(w))
+    # one OLE each way, each choosing with the narrower operand's 13 + 41 bits
+    per_direction = len(x) * sum(-(-(ring_bits - i) // 8) for i in range(arith.reshared_width(13)))
+    assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == per_direction
+    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == per_direction
     # an exact product near the ring's top keeps the full ring and needs no lift
     assert arith.product_ring(0, 0, (43, 43)) == 128
 
@@ -499,6 +523,31 @@ def test_series_on_shares_reproduces_the_fixedpoint_model():
 # -- what bob sees ---------------------------------------------------------------------
 def _bob_messages(pair, tag: str) -> list[bytes]:
     return [payload for t, payload in pair[1].transcript if t == tag]
+
+
+def _alice_messages(pair, tag: str) -> list[bytes]:
+    return [payload for t, payload in pair[0].transcript if t == tag]
+
+
+def test_ole_corrections_do_not_depend_on_bobs_input_in_reverse():
+    """The reverse direction of ``ole_two_way``: alice's choice bits are all 0, so the
+    corrections she receives must be uniform, for bob's a = 0 as for a random a."""
+    n = 400
+    seen = []
+    empty = arith.OlePart(np.zeros((0, 2), dtype=np.uint64))
+    for a in ([0] * n, [random.randrange(M) for _ in range(n)]):
+        pair = memory_channel_pair(keep_transcript=True)
+        two_party(
+            arith.ole_two_way,
+            (empty, arith.OlePart(ring.from_ints([0] * n), 64)),
+            (empty, arith.OlePart(ring.from_ints(a), 64)),
+            pair=pair,
+        )
+        seen.append(np.frombuffer(b"".join(_alice_messages(pair, "arith.ole.r")), dtype=np.uint8))
+        assert not _bob_messages(pair, "arith.ole.y")
+    for received in seen:
+        assert stats.chisquare(np.bincount(received, minlength=256)).pvalue > 1e-4
+    assert stats.ks_2samp(seen[0], seen[1]).pvalue > 1e-4
 
 
 def test_ole_corrections_do_not_depend_on_alices_input():

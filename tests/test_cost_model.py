@@ -13,7 +13,7 @@ def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
     assert main(["bench", "ln", "--count", "400", "--modes", "yw,exact,bdeu", "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     modelled = [row for row in report["bytes_by_mode_and_kind"] if row["model_bytes_per_evaluation"] is not None]
-    assert {row["kind"] for row in modelled} >= {"yao.tables", "arith.ole.y", "arith.bits.y", "arith.bits.r", "arith.lift", "ot.ext.u", "arith.lookup"}
+    assert {row["kind"] for row in modelled} >= {"yao.tables", "arith.ole.y", "arith.ole.r", "arith.reshare", "arith.bits.y", "arith.bits.r", "arith.lift", "ot.ext.u", "arith.lookup"}
     for row in modelled:  # framing (a tag and a size per message) is all the model leaves out
         assert abs(row["bytes_per_evaluation"] - row["model_bytes_per_evaluation"]) <= 0.002 * row["bytes_per_evaluation"] + 1, row
     for mode in report["modes"]:
@@ -34,4 +34,7 @@ def test_model_counts_what_the_term_arithmetic_multiplies() -> None:
     be.square("x", 0, 0, 10)  # exact and small: lifted from 20 + 41 bits (at least 51 wide)
     be.mul("x", "y", 0, 0, (43, 43))  # exact near the top: the whole ring, no lift
     assert be.products == [Product((20, 30), 121, None), Product((10,), 61, 20), Product((43, 43), 128, None)]
+    # a product's two cross terms both choose with the narrower operand, one OLE each way
+    assert (be.products[0].oles, be.products[0].choice_width) == (2, 20 + 41)
+    assert (be.products[1].oles, be.products[1].choice_width) == (1, 10 + 41)
     assert be.truncations == [80]

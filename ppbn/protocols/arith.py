@@ -3,8 +3,11 @@
 Two parties, semi-honest (DESIGN.md "Security model"). A shared vector x is held as
 x = x_alice + x_bob mod 2^128, each share an (n, 2) uint64 ring vector (``ring``), values
 in the fixed-point format of ``fixedpoint`` (two's complement, FRAC fractional bits). Both
-parties call the same function with their own share and their own ``ArithSession``; alice
-is always the OT sender, bob the receiver. Everything is batched over n values.
+parties call the same function with their own share and their own ``ArithSession``. Two OT
+extensions run over the channel: the forward one (alice sends, bob chooses) and the
+reverse one (bob sends, alice chooses); products put one OLE on each (``ole_two_way``), so
+their bytes split evenly between the two directions of the link. Everything is batched
+over n values.
 
 Building blocks and where they come from:
 - Additive correlated OT on top of the OT extension of ``ot`` (the correlated-OT
@@ -15,9 +18,10 @@ Building blocks and where they come from:
   Gilboa product works mod 2^(128 - i) and sends only those bits (the shortened messages of
   the OT-based multiplication triples of Demmler, Schneider and Zohner, ABY, NDSS 2015).
 - Gilboa's OT-based oblivious linear evaluation (Gilboa, CRYPTO 1999; the OT-based
-  multiplication that Yang-Wright 5.4 allows for the ln series): shares of a b from
-  alice's a and bob's b with one correlated OT per bit of b. A square needs one cross
-  term, so one OLE instead of two.
+  multiplication that Yang-Wright 5.4 allows for the ln series): shares of a b from one
+  party's a and the other's b with one correlated OT per bit of b. A product's two cross
+  terms both choose with the narrower operand's bits, one OLE each way; a square needs
+  one cross term, so one OLE instead of two.
 - Truncation by masked opening (the probabilistic truncation of Catrina and Saxena,
   FC 2010, for two parties): bob opens x + r for alice's bounded mask r, statistically
   hiding with STAT_BITS; the result is floor(x / 2^t) or one more.
@@ -46,7 +50,7 @@ import numpy as np
 from ppbn.circuits.garble import FixedKeyHash
 from ppbn.circuits.ir import bits_to_values
 from ppbn.protocols import ring
-from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.channel import Channel
 from ppbn.protocols.executor import ExecutorSource
 from ppbn.protocols.fixedpoint import FRAC, RING_BITS, STAT_BITS
 from ppbn.protocols.ot import (
@@ -248,6 +252,19 @@ def _widths(bits: int | np.ndarray, n: int) -> np.ndarray:
     return widths
 
 
+OLE_KINDS = {ALICE: "arith.ole.y", BOB: "arith.ole.r"}  # the corrections, by the OT sender
+
+
+@dataclass(frozen=True)
+class OlePart:
+    """One party's inputs to the OLEs of one direction: its values (the sender's a, or the
+    chooser's b, in [0, 2^bits)), each value's ``bits`` (OTs) and ``ring_bits``."""
+
+    values: np.ndarray
+    bits: int | np.ndarray = RING_BITS
+    ring_bits: int | np.ndarray = RING_BITS
+
+
 def ole(
     session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING_BITS, ring_bits: int | np.ndarray = RING_BITS
 ) -> np.ndarray:
@@ -268,32 +285,79 @@ def ole(
     Security: bob sees OT outputs and corrections, uniform given his bits (OT security);
     alice sees only the messages of the OT extension, uniform given her inputs.
     """
-    values = _check_shares(values, "OLE input")
-    n = values.shape[0]
-    widths = _widths(bits, n)
-    rings = _widths(ring_bits, n)
+    empty = OlePart(np.zeros((0, 2), dtype=np.uint64))
+    return ole_two_way(session, OlePart(values, bits, ring_bits), empty)[0]
+
+
+def ole_two_way(session: ArithSession, forward: OlePart, reverse: OlePart) -> tuple[np.ndarray, np.ndarray]:
+    """Two batches of OLEs at once: ``forward`` as ``ole`` (alice's a, bob's b) and
+    ``reverse`` with the roles swapped (bob's a, alice's b, on ``ArithSession.reverse_ot``).
+    Returns this party's shares of each batch.
+
+    Each party sends the corrections of the batch it is the OT sender of and the u messages
+    of the one it chooses in, so the bytes of two products split evenly between the two
+    directions of the link (with alice the sender of both, hers carried every correction).
+    Message order, the same at both parties: the u of the first chunk it chooses in, then
+    per step i the corrections of its chunk i as sender and the u of its chunk i + 1 as
+    chooser; it reads the peer's u of chunk i, then the corrections of chunk i, which is the
+    order in which the peer sent them. Both extensions are set up first, forward before
+    reverse, at both parties.
+
+    Security: that of ``ole`` in each direction.
+    """
+    mine = {ALICE: forward, BOB: reverse}
+    sending, choosing = (mine[ALICE], mine[BOB]) if session.is_alice else (mine[BOB], mine[ALICE])
+    sending_values, choosing_values = _check_shares(sending.values, "OLE input"), _check_shares(choosing.values, "OLE input")
+    send_chunks, send_widths = _ole_chunks(sending)
+    choose_chunks, _ = _ole_chunks(choosing)
+    send_ext, choose_ext = _ole_extensions(session, forward.values.shape[0] > 0, reverse.values.shape[0] > 0)
+    sender = ALICE if session.is_alice else BOB
+    send_kind, choose_kind = OLE_KINDS[sender], OLE_KINDS[BOB if session.is_alice else ALICE]
+    sent = np.empty_like(sending_values)
+    chosen = np.empty_like(choosing_values)
+    pending = choose_chunks[0].prepare(choose_ext, choosing_values) if choose_chunks else None
+    for step in range(max(len(send_chunks), len(choose_chunks))):
+        if step < len(send_chunks):
+            chunk = send_chunks[step]
+            rows = slice(chunk.start, chunk.stop)
+            delta = np.repeat(sending_values[rows], send_widths[rows], axis=0)
+            pads = _short_cot_send(session, send_ext, delta, chunk.remaining, send_kind)
+            sent[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
+        if step < len(choose_chunks):
+            # the next chunk's u goes out before this chunk's corrections are awaited, so the
+            # peer works on chunk i + 1 while chunk i's corrections are on the wire
+            following = choose_chunks[step + 1].prepare(choose_ext, choosing_values) if step + 1 < len(choose_chunks) else None
+            chunk = choose_chunks[step]
+            choices, pads = pending
+            received = _short_cot_finish(session, pads, choices, chunk.remaining, choose_kind)
+            chosen[chunk.start : chunk.stop] = chunk.gather(ring.shl(received, chunk.positions))
+            pending = following
+    return (sent, chosen) if session.is_alice else (chosen, sent)
+
+
+def _ole_chunks(part: OlePart) -> tuple[list[_OleChunk], np.ndarray]:
+    """The chunks of one direction's OLEs (at most ``CHUNK_OTS`` OTs each) and the widths."""
+    n = part.values.shape[0]
+    widths = _widths(part.bits, n)
+    rings = _widths(part.ring_bits, n)
     if np.any(widths > rings):
         raise ValueError("an OLE input cannot be wider than its ring")
     per_chunk = max(1, CHUNK_OTS // int(widths.max(initial=1)))
-    chunks = [_OleChunk.of(widths, rings, start, min(n, start + per_chunk)) for start in range(0, n, per_chunk)]
-    out = np.empty((n, 2), dtype=np.uint64)
-    if session.is_alice:
-        for chunk in chunks:
-            rows = slice(chunk.start, chunk.stop)
-            delta = np.repeat(values[rows], widths[rows], axis=0)
-            pads = _short_cot_send(session, session.ot_sender(), delta, chunk.remaining, "arith.ole.y")
-            out[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
-        return out
-    # Bob sends the next chunk's u before he waits for this chunk's corrections, so alice
-    # works on chunk i + 1 while chunk i's corrections are on the wire.
-    pending = chunks[0].prepare(session, values) if chunks else None
-    for index, chunk in enumerate(chunks):
-        following = chunks[index + 1].prepare(session, values) if index + 1 < len(chunks) else None
-        choices, pads = pending
-        received = _short_cot_finish(session, pads, choices, chunk.remaining, "arith.ole.y")
-        out[chunk.start : chunk.stop] = chunk.gather(ring.shl(received, chunk.positions))
-        pending = following
-    return out
+    return [_OleChunk.of(widths, rings, start, min(n, start + per_chunk)) for start in range(0, n, per_chunk)], widths
+
+
+def _ole_extensions(session: ArithSession, forward: bool, reverse: bool) -> tuple[OTSender | None, OTReceiver | None]:
+    """(this party's sending end, its choosing end) of the directions in use; with both,
+    the forward extension is set up before the reverse one at both parties."""
+    ends: dict[str, OTSender | OTReceiver] = {}
+    if forward:
+        ends[ALICE] = session.ot_sender() if session.is_alice else session.ot_receiver()
+        if reverse:
+            ends[ALICE].start()
+    if reverse:
+        ends[BOB] = session.reverse_ot()
+    mine, theirs = (ALICE, BOB) if session.is_alice else (BOB, ALICE)
+    return ends.get(mine), ends.get(theirs)
 
 
 @dataclass(frozen=True)
@@ -325,9 +389,9 @@ class _OleChunk:
         dense[self.used] = shifted
         return ring.sum(dense, axis=1)
 
-    def prepare(self, session: ArithSession, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bob: his choice bits (each value's bits below its width, which must hold it),
-        after sending their u messages; returns (choices, pads)."""
+    def prepare(self, receiver: OTReceiver, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The chooser: its choice bits (each value's bits below its width, which must hold
+        it), after sending their u messages; returns (choices, pads)."""
         top = self.used.shape[1]
         choices = ring.bits(values[self.start : self.stop])
         wide = choices[:, top:].any(axis=1) | (choices[:, :top] & ~self.used).any(axis=1)
@@ -336,7 +400,7 @@ class _OleChunk:
             width = int(self.used[row].sum())
             raise ValueError(f"OLE input {self.start + row} does not fit in {width} bits")
         selected = np.ascontiguousarray(choices[:, :top][self.used])
-        return selected, session.ot_receiver().pads(selected)
+        return selected, receiver.pads(selected)
 
 
 # -- truncation and multiplication -----------------------------------------------------
@@ -347,7 +411,7 @@ def opening_ring(bound_bits: int) -> int:
     return bound_bits + STAT_BITS + 1
 
 
-_OPENED_AS = {"arith.trunc": "truncate", "arith.lift": "lift"}  # ``ArithSession.opened`` labels
+_OPENED_AS = {"arith.trunc": "truncate", "arith.lift": "lift", "arith.reshare": "reshare"}  # ``ArithSession.opened`` labels
 
 
 def _masked_open(session: ArithSession, x: np.ndarray, bits: int, bound_bits: int, kind: str) -> np.ndarray:
@@ -408,19 +472,12 @@ def lift(session: ArithSession, x: np.ndarray, bound_bits: int) -> np.ndarray:
 
 def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> np.ndarray:
     """Small shares of x, |x| < 2^bits: alice's becomes -r, bob's x + r, with r uniform in
-    [-2^(m-1), 2^(m-1)), m = bits + STAT_BITS; bob's is then a signed (m + 1)-bit integer
-    (``reshared_width``).
+    [-2^(m-1), 2^(m-1)), m = bits + STAT_BITS; each is then a signed (m + 1)-bit integer
+    (``reshared_width``). It is ``lift``'s masked opening: alice sends only the low m + 1
+    bits of x_A + r, and bob reads x + r as a signed number of that width, so whatever
+    arrives, his share fits his OLE's choice bits.
     Security: bob sees x + r, as in ``truncate``."""
-    n = x.shape[0]
-    if session.is_alice:
-        mask = session.random.signed_below(n, bits + STAT_BITS)
-        session.channel.send_array("arith.reshare", ring.add(x, mask))
-        return ring.neg(mask)
-    shares = ring.add(x, session.channel.recv_array("arith.reshare", np.uint64, (n, 2)))
-    top = ring.sar(shares, bits + STAT_BITS)  # 0 or -1 for every value in [-2^m, 2^m)
-    if not np.all((top == 0).all(axis=1) | (top == np.uint64(2**64 - 1)).all(axis=1)):
-        raise ProtocolError(f"message 'arith.reshare': a value does not fit in {bits + STAT_BITS + 1} signed bits")
-    return session.opened("reshare", shares)
+    return _masked_open(session, x, 0, bits, "arith.reshare")
 
 
 def _operand_widths(operand_bits: int | tuple[int, int] | None) -> tuple[int, int] | None:
@@ -460,13 +517,23 @@ def product_ring(truncate: int, bound_bits: int, bounds: tuple[int, int]) -> int
     return max(ring_bits, *(reshared_width(b) for b in bounds))
 
 
-def _small_ole(session: ArithSession, mine: np.ndarray, widths: np.ndarray, ring_bits: int) -> np.ndarray:
-    """OLE on bob's reshared inputs, signed and below 2^(w - 1): he feeds them plus 2^(w - 1)
-    (``w`` OTs each) and alice subtracts her input times 2^(w - 1); right mod 2^ring_bits."""
-    offsets = ring.shl(ring.constant(1), widths - 1)
-    if session.is_alice:
-        return ring.sub(ole(session, mine, widths, ring_bits), ring.mul(mine, offsets))
-    return ole(session, ring.add(mine, offsets), widths, ring_bits)
+def _small_ole(
+    session: ArithSession, forward: np.ndarray, reverse: np.ndarray, width: int, ring_bits: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``ole_two_way`` on reshared inputs (this party's input of each direction), signed and
+    below 2^(w - 1) in magnitude, w = ``width``: the chooser feeds its input plus 2^(w - 1)
+    (w OTs each) and the sender subtracts its input times 2^(w - 1); right mod 2^ring_bits."""
+    offset = 1 << (width - 1)
+    inputs = {ALICE: forward, BOB: reverse}  # by the direction's OT sender
+    parts = [
+        OlePart(values if session.role == sender else ring.add(values, ring.constant(offset)), width, ring_bits)
+        for sender, values in inputs.items()
+    ]
+    shares = ole_two_way(session, *parts)
+    return tuple(
+        ring.sub(share, ring.mul_int(values, offset)) if session.role == sender else share
+        for (sender, values), share in zip(inputs.items(), shares, strict=True)
+    )
 
 
 def _finish_product(
@@ -495,10 +562,13 @@ def mul(
     are one OLE of 2n values (alice's [x_A; y_A] times bob's [y_B; x_B]), then ``truncate``.
     With ``operand_bits`` (|x| < 2^bx and |y| < 2^by for a pair (bx, by), or one bound for
     both, each at most MAX_BOUND_BITS) the inputs are first reshared into small integer
-    shares (one message from alice per operand): bob's share of x then has
-    bx + STAT_BITS + 1 bits, and the OLE needs that many OTs per value instead of 128;
-    and the OLE runs in the ring of the opening that follows (``product_ring``), so each
-    OT's correction is as short as the product's bound allows.
+    shares (one short message from alice per operand, ``_reshare``), each party's share of
+    x then has bx + STAT_BITS + 1 bits, and the cross terms are OLEs that choose with the
+    narrower operand's bits, one each way (``ole_two_way``): alice sends for x_A y_B and
+    bob for x_B y_A when by <= bx, so a product costs 2 (min(bx, by) + 41) OTs instead of
+    bx + by + 82, and its corrections split evenly between the two directions of the link.
+    The OLEs run in the ring of the opening that follows (``product_ring``), so each OT's
+    correction is as short as the product's bound allows.
 
     Security: that of ``ole`` (nothing but uniform OT traffic) and of ``truncate`` (and of
     the resharing and the lift, masked openings like ``truncate``'s).
@@ -513,13 +583,15 @@ def mul(
         mine = np.concatenate([x, y] if session.is_alice else [y, x])
         ring_bits, exact_bits = RING_BITS, 0
         cross = ole(session, mine)
-    else:  # bob's first n inputs are his shares of y, the next n of x
+        cross = ring.add(cross[:n], cross[n:])
+    else:
         x, y = _reshare(session, x, bounds[0]), _reshare(session, y, bounds[1])
-        mine = np.concatenate([x, y] if session.is_alice else [y, x])
         ring_bits, exact_bits = product_ring(truncate, bound_bits, bounds), sum(bounds)
-        widths = np.repeat([reshared_width(bounds[1]), reshared_width(bounds[0])], n)
-        cross = _small_ole(session, mine, widths, ring_bits)
-    product = ring.add(ring.add(ring.mul(x, y), cross[:n]), cross[n:])
+        wide, narrow = (x, y) if bounds[1] <= bounds[0] else (y, x)
+        # forward: alice's wide share times bob's narrow one; reverse: bob's wide times alice's narrow
+        forward, reverse = (wide, narrow) if session.is_alice else (narrow, wide)
+        cross = ring.add(*_small_ole(session, forward, reverse, reshared_width(min(bounds)), ring_bits))
+    product = ring.add(ring.mul(x, y), cross)
     return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
 
 
@@ -531,7 +603,9 @@ def square(
     operand_bits: int | None = None,
 ) -> np.ndarray:
     """Shares of x^2 (truncate = 0) or floor(x^2 / 2^truncate) (+1 possible), as ``mul``
-    (x, x) but with one OLE of n values: x^2 = x_A^2 + x_B^2 + 2 x_A x_B.
+    (x, x) but with one OLE per value: x^2 = x_A^2 + x_B^2 + 2 x_A x_B. With
+    ``operand_bits`` the first half of the values' OLEs go forward (alice sends) and the
+    rest in reverse (bob sends), so the corrections split evenly between the directions.
 
     Security: that of ``mul``.
     """
@@ -544,7 +618,8 @@ def square(
         _check_bound(operand_bits)
         x = _reshare(session, x, operand_bits)
         ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
-        cross = _small_ole(session, x, np.full(n, reshared_width(operand_bits)), ring_bits)
+        half = n // 2
+        cross = np.concatenate(_small_ole(session, x[:half], x[half:], reshared_width(operand_bits), ring_bits))
     product = ring.add(ring.mul(x, x), ring.shl(cross, 1))
     return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
 

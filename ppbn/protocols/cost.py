@@ -9,9 +9,10 @@ the table lookups, and the share arithmetic of ``fixedpoint.terms_on`` (products
 truncations), whose operand bounds a ``CountingBackend`` records by running the very same
 function. Per OT the extension costs ``ot.CHUNKS / 8`` bytes of the receiver's u message
 (SoftSpokenOT); a Gilboa product's OT at bit i adds its correction of ceil((L - i) / 8)
-bytes in the product's ring Z_2^L (``arith.product_ring``), a Yao input OT or a lookup OT
-a 16-byte correction; a truncation or lift of a value below 2^b sends ceil((b + 41) / 8)
-bytes (``arith.opening_ring``). Message framing (tags and
+bytes in the product's ring Z_2^L (``arith.product_ring``), half of them each way
+(``arith.ole_two_way``), a Yao input OT or a lookup OT a 16-byte correction; a resharing,
+truncation or lift of a value below 2^b sends ceil((b + 41) / 8) bytes
+(``arith.opening_ring``). Message framing (tags and
 sizes) is not modelled: a few bytes per message, nothing per term in large batches.
 """
 
@@ -49,19 +50,26 @@ def correction_bytes(width: int, ring_bits: int) -> int:
 @dataclass(frozen=True)
 class Product:
     """One product of the term arithmetic as the secure backend runs it: operand bounds,
-    the ring its OLE runs in (``arith.product_ring``) and whether it ends in a lift."""
+    the ring its OLEs run in (``arith.product_ring``) and whether it ends in a lift."""
 
     operand_bits: tuple[int, ...]  # one bound for a square, two for a product
     ring_bits: int
     lifted_bits: int | None  # the bound of a lifted exact product
 
     @property
-    def widths(self) -> list[int]:
-        return [arith.reshared_width(b) for b in self.operand_bits]
+    def oles(self) -> int:
+        """OLEs per value: one for a square's cross term (half the values forward, half in
+        reverse), one each way for a product's two (``arith.mul``)."""
+        return len(self.operand_bits)
+
+    @property
+    def choice_width(self) -> int:
+        """OTs per OLE: the bits of the narrower operand's reshared share."""
+        return arith.reshared_width(min(self.operand_bits))
 
     def correction_bytes(self) -> int:
-        """Bytes of the OLE corrections, those of each operand's OTs."""
-        return sum(correction_bytes(w, self.ring_bits) for w in self.widths)
+        """Bytes of the corrections of one OLE."""
+        return correction_bytes(self.choice_width, self.ring_bits)
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,8 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
     terms_on(be, mode, count_bits, reduced_argument_on(be, "f", "r", k_bits), "x2", "K", "J", "C", inv, coefficients)
     bit_ots = sum(2 * p.width for p in be.bit_products)
-    share_ots = sum(sum(p.widths) for p in be.products) + bit_ots + lookup_ots
+    share_ots = sum(p.oles * p.choice_width for p in be.products) + bit_ots + lookup_ots
+    each_way = sum(p.oles * p.correction_bytes() for p in be.products) / 2  # ``arith.ole_two_way``
     lifted = [p.lifted_bits for p in be.products if p.lifted_bits is not None]
     lifted += [p.width + p.y_bits for p in be.bit_products if p.ring_bits < ring.BITS]
     kinds = {
@@ -184,10 +193,11 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
         (YAO, "ot.ext.u"): U_BYTES * count_bits,  # the evaluator's count share, by OT
         (YAO, "ot.ext.y"): BLOCK * count_bits,
         (YAO, "yao.decode"): decode_bits / 8,
-        (SHARES, "arith.ole.y"): sum(p.correction_bytes() for p in be.products),
+        (SHARES, "arith.ole.y"): each_way,
+        (SHARES, "arith.ole.r"): each_way,
         (SHARES, "ot.ext.u"): U_BYTES * share_ots,
         (SHARES, "arith.lookup"): sum(table_bytes(t) for group in tables for t in group),
-        (SHARES, "arith.reshare"): BLOCK * sum(len(p.operand_bits) for p in be.products),
+        (SHARES, "arith.reshare"): sum(opening_bytes(b) for p in be.products for b in p.operand_bits),
         (SHARES, "arith.trunc"): sum(opening_bytes(b) for b in be.truncations),
         (SHARES, "arith.lift"): sum(opening_bytes(b) for b in lifted),
         (SHARES, "arith.bits.y"): sum(p.correction_bytes() for p in be.bit_products),

@@ -121,10 +121,9 @@ DEFAULT_DH_BITS = 2048
 KAPPA = 128  # base OTs, the computational security parameter
 # SoftSpokenOT's k: the receiver sends KAPPA / k bits per OT (IKNP is k = 1) and each party
 # expands KAPPA / k x 2^k PRG streams instead of KAPPA or 2 KAPPA. k = 8: 2 bytes of u per
-# OT instead of 16 (k = 4: 4), for 4,096 bits of AES-CTR output per OT (k = 4: 512). The
-# u messages are a fifth of the bytes of a secure ln term at k = 4 and go the way that
-# carries less (bob to alice for the share arithmetic), so the link has the spare time;
-# the extension's CPU is about twice k = 4's (``_chunk_sums``).
+# OT instead of 16 (k = 4: 4), for 4,096 bits of AES-CTR output per OT (k = 4: 512): the
+# u messages were a fifth of the bytes of a secure ln term at k = 4, and the extension's
+# CPU is about twice k = 4's (``_chunk_sums``; measured in README "A third wire diet").
 SUBFIELD_BITS = 8
 CHUNKS = KAPPA // SUBFIELD_BITS  # small VOLEs, one per k bits of s
 LEAVES = 1 << SUBFIELD_BITS  # PRG seeds per small VOLE
