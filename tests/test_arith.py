@@ -126,9 +126,14 @@ def test_ole_refuses_inputs_wider_than_declared():
 def test_squares_take_one_ole_and_products_choose_with_the_narrower_operand():
     x = [2**43 - 1, -(2**43) + 1, 0, 1, -1] + [random.randrange(-(2**43), 2**43) for _ in range(2000)]
     xa, xb = share(x)
-    za, zb, (sa, _) = two_party(arith.square, (xa, FRAC, 87, 44), (xb, FRAC, 87, 44))
+    pair = memory_channel_pair(keep_transcript=True)
+    za, zb, (sa, _) = two_party(arith.square, (xa, FRAC, 87, 44), (xb, FRAC, 87, 44), pair=pair)
     floor_check(reveal(za, zb), [v * v for v in x], FRAC)
     assert sa.counters.ots == len(x) * (44 + STAT_BITS + 1)
+    # a square's OLEs run in reverse: bob sends every correction, in the ring of 87 + 41 bits
+    assert not _bob_messages(pair, "arith.ole.y")
+    ring_bits = arith.opening_ring(87)
+    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == len(x) * sum(-(-(ring_bits - i) // 8) for i in range(44 + STAT_BITS + 1))
     za, zb, _ = two_party(arith.square, (xa, 0), (xb, 0))
     assert reveal(za, zb) == [v * v for v in x]
     # a count-sized operand (x2 < 2^17) times an ln-sized one (< 2^54), exact

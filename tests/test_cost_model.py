@@ -35,6 +35,6 @@ def test_model_counts_what_the_term_arithmetic_multiplies() -> None:
     be.mul("x", "y", 0, 0, (43, 43))  # exact near the top: the whole ring, no lift
     assert be.products == [Product((20, 30), 121, None), Product((10,), 61, 20), Product((43, 43), 128, None)]
     # a product's two cross terms both choose with the narrower operand, one OLE each way
-    assert (be.products[0].oles, be.products[0].choice_width) == (2, 20 + 41)
-    assert (be.products[1].oles, be.products[1].choice_width) == (1, 10 + 41)
+    assert (be.products[0].oles, be.products[0].forward_oles, be.products[0].choice_width) == (2, 1, 20 + 41)
+    assert (be.products[1].oles, be.products[1].forward_oles, be.products[1].choice_width) == (1, 0, 10 + 41)
     assert be.truncations == [80]

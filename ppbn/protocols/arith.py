@@ -604,8 +604,9 @@ def square(
 ) -> np.ndarray:
     """Shares of x^2 (truncate = 0) or floor(x^2 / 2^truncate) (+1 possible), as ``mul``
     (x, x) but with one OLE per value: x^2 = x_A^2 + x_B^2 + 2 x_A x_B. With
-    ``operand_bits`` the first half of the values' OLEs go forward (alice sends) and the
-    rest in reverse (bob sends), so the corrections split evenly between the directions.
+    ``operand_bits`` the OLEs run in reverse (bob sends the corrections): alice's
+    direction of the link already carries the garbled tables, the lookups and the
+    openings, and a square, unlike a product, can choose either way at the same cost.
 
     Security: that of ``mul``.
     """
@@ -618,8 +619,7 @@ def square(
         _check_bound(operand_bits)
         x = _reshare(session, x, operand_bits)
         ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
-        half = n // 2
-        cross = np.concatenate(_small_ole(session, x[:half], x[half:], reshared_width(operand_bits), ring_bits))
+        cross = _small_ole(session, x[:0], x, reshared_width(operand_bits), ring_bits)[1]
     product = ring.add(ring.mul(x, x), ring.shl(cross, 1))
     return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
 

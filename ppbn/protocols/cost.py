@@ -9,8 +9,8 @@ the table lookups, and the share arithmetic of ``fixedpoint.terms_on`` (products
 truncations), whose operand bounds a ``CountingBackend`` records by running the very same
 function. Per OT the extension costs ``ot.CHUNKS / 8`` bytes of the receiver's u message
 (SoftSpokenOT); a Gilboa product's OT at bit i adds its correction of ceil((L - i) / 8)
-bytes in the product's ring Z_2^L (``arith.product_ring``), half of them each way
-(``arith.ole_two_way``), a Yao input OT or a lookup OT a 16-byte correction; a resharing,
+bytes in the product's ring Z_2^L (``arith.product_ring``; a product's two OLEs go one
+each way, a square's in reverse: ``arith.ole_two_way``), a Yao input OT or a lookup OT a 16-byte correction; a resharing,
 truncation or lift of a value below 2^b sends ceil((b + 41) / 8) bytes
 (``arith.opening_ring``). Message framing (tags and
 sizes) is not modelled: a few bytes per message, nothing per term in large batches.
@@ -58,9 +58,14 @@ class Product:
 
     @property
     def oles(self) -> int:
-        """OLEs per value: one for a square's cross term (half the values forward, half in
-        reverse), one each way for a product's two (``arith.mul``)."""
+        """OLEs per value: one for a square's cross term (in reverse, ``arith.square``),
+        one each way for a product's two (``arith.mul``)."""
         return len(self.operand_bits)
+
+    @property
+    def forward_oles(self) -> int:
+        """Of ``oles``, those alice sends the corrections of (``arith.ole.y``)."""
+        return self.oles - 1
 
     @property
     def choice_width(self) -> int:
@@ -185,7 +190,8 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     terms_on(be, mode, count_bits, reduced_argument_on(be, "f", "r", k_bits), "x2", "K", "J", "C", inv, coefficients)
     bit_ots = sum(2 * p.width for p in be.bit_products)
     share_ots = sum(p.oles * p.choice_width for p in be.products) + bit_ots + lookup_ots
-    each_way = sum(p.oles * p.correction_bytes() for p in be.products) / 2  # ``arith.ole_two_way``
+    forward = sum(p.forward_oles * p.correction_bytes() for p in be.products)  # ``arith.ole_two_way``
+    reverse = sum((p.oles - p.forward_oles) * p.correction_bytes() for p in be.products)
     lifted = [p.lifted_bits for p in be.products if p.lifted_bits is not None]
     lifted += [p.width + p.y_bits for p in be.bit_products if p.ring_bits < ring.BITS]
     kinds = {
@@ -193,8 +199,8 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
         (YAO, "ot.ext.u"): U_BYTES * count_bits,  # the evaluator's count share, by OT
         (YAO, "ot.ext.y"): BLOCK * count_bits,
         (YAO, "yao.decode"): decode_bits / 8,
-        (SHARES, "arith.ole.y"): each_way,
-        (SHARES, "arith.ole.r"): each_way,
+        (SHARES, "arith.ole.y"): forward,
+        (SHARES, "arith.ole.r"): reverse,
         (SHARES, "ot.ext.u"): U_BYTES * share_ots,
         (SHARES, "arith.lookup"): sum(table_bytes(t) for group in tables for t in group),
         (SHARES, "arith.reshare"): sum(opening_bytes(b) for p in be.products for b in p.operand_bits),
