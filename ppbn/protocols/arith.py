@@ -611,7 +611,6 @@ def square(
     Security: that of ``mul``.
     """
     x = _check_shares(x, "x")
-    n = x.shape[0]
     if operand_bits is None:
         ring_bits, exact_bits = RING_BITS, 0
         cross = ole(session, x)
