@@ -7,7 +7,9 @@ import math
 import gmpy2
 import numpy as np
 import pytest
+from scipy import stats
 
+from ppbn.protocols import paillier
 from ppbn.protocols.channel import ProtocolError
 from ppbn.protocols.executor import LocalExecutor
 from ppbn.protocols.paillier import (
@@ -15,12 +17,14 @@ from ppbn.protocols.paillier import (
     KeyPair,
     OpCounters,
     PublicKey,
+    check_randomizer_base,
     decode_ciphertexts,
     decrypt_bytes,
     encode_ciphertexts,
     encrypt_bit_rows,
-    full_randomizers,
     multiply_by_label,
+    rerandomizer_spec,
+    rerandomizers_bytes,
     validate_ciphertext,
 )
 
@@ -60,7 +64,7 @@ def test_homomorphic_sum(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
 
 
 def test_randomizers_are_nth_residues_in_the_base_subgroup(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
-    for r in crt_encryptor.fresh_randomizers(5) + full_randomizers(keys.public.n, 2):
+    for r in crt_encryptor.fresh_randomizers(5):
         assert _is_nth_residue(r, keys)
     # the fixed-base table holds g^(d 2^(w i)): compare with direct exponentiation
     plain = FastEncryptor(keys.public, base=int(crt_encryptor.base))
@@ -182,3 +186,65 @@ def test_2048_bit_key_round_trip() -> None:
     assert keys.decrypt(c) == 2**2000 + 1
     with pytest.raises(ValueError):
         KeyPair.generate(1536)
+
+
+def _rerandomizers(spec: tuple, count: int, seed: bytes) -> list[int]:
+    width = PublicKey(spec[0]).ciphertext_bytes
+    blob = rerandomizers_bytes(spec, count, seed)
+    return [int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
+
+
+def test_rerandomizers_are_long_powers_of_the_key_owners_base(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+    """g^b with b of bits(N) + 40 bits: the same values by the fixed-base table as by direct
+    exponentiation (a small task with no table yet), each an N-th residue in <g>."""
+    spec = rerandomizer_spec(keys.public, crt_encryptor.base, 40)
+    assert spec[2] == keys.public.bits + 40
+    paillier._ENCRYPTORS.pop(spec, None)
+    seed = bytes(range(32))
+    direct = _rerandomizers(spec, 3, seed)
+    tabled = _rerandomizers(spec, paillier.REPLY_TABLE_FROM, seed)[:3]  # builds the table
+    assert direct == tabled and len(set(direct)) == 3
+    assert spec in paillier._ENCRYPTORS
+    windows = -(-spec[2] // spec[3])
+    (row,) = paillier._exponent_digits(1, windows, spec[3], seed)
+    b = sum(d << (spec[3] * i) for i, d in enumerate(row))
+    assert direct[0] == gmpy2.powmod(crt_encryptor.base, b, keys.public.nsquare)
+    assert all(_is_nth_residue(r, keys) for r in direct)
+
+
+@pytest.mark.parametrize(
+    ("base", "reason"),
+    [(lambda k: 0, "out of range"), (lambda k: k.public.nsquare, "out of range"), (lambda k: 1, "order at most 2"),
+     (lambda k: k.public.nsquare - 1, "order at most 2"), (lambda k: int(k.private.p), "not invertible")],
+)
+def test_a_degenerate_randomizer_base_is_refused(keys: KeyPair, base, reason: str) -> None:
+    with pytest.raises(ProtocolError, match=reason):
+        check_randomizer_base(base(keys), keys.public, "tables.randomizer_base")
+
+
+def test_the_key_owner_cannot_tell_which_ciphertexts_a_rerandomized_product_holds(keys: KeyPair) -> None:
+    """What the key owner can compute of a returned product's randomizer x: its N-th root
+    y mod N (it knows lambda) and y's Legendre symbols mod p and q. With g = h^N for an h
+    that is a non-residue mod p and mod q, every element of <g> has equal symbols, so a
+    randomizer g^e shows the parity of e: for the empty product (randomizer 1) and for a
+    product of 12 of the key owner's own ciphertexts, each re-randomized by g^b, the two
+    symbol pairs (-1, -1) and (1, 1) come up equally often and alike for both products.
+    Without the re-randomization the empty product would always show (1, 1)."""
+    p, q, n = int(keys.private.p), int(keys.private.q), keys.public.n
+    nsq = keys.public.nsquare
+    h = next(h for h in range(2, 1000) if gmpy2.legendre(h, p) == gmpy2.legendre(h, q) == -1)
+    encryptor = FastEncryptor(keys.public, base=int(gmpy2.powmod(h, n, nsq)), factors=(p, q))
+    root = int(gmpy2.invert(n, gmpy2.lcm(p - 1, q - 1)))
+    spec = rerandomizer_spec(keys.public, encryptor.base, 40)
+    product = 1
+    for c in encryptor.encrypt_many([0] * 12):
+        product = product * c % nsq
+    seen = []
+    for index, start in enumerate((1, product)):
+        counts = {(-1, -1): 0, (1, 1): 0}
+        for rho in _rerandomizers(spec, 800, bytes([index]) * 32):
+            y = gmpy2.powmod(start * rho % nsq % n, root, n)
+            counts[(gmpy2.legendre(y, p), gmpy2.legendre(y, q))] += 1  # a KeyError if unequal
+        assert stats.binomtest(counts[(1, 1)], 800).pvalue > 1e-4, counts
+        seen.append(list(counts.values()))
+    assert stats.chi2_contingency(np.array(seen)).pvalue > 1e-4

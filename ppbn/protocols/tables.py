@@ -14,9 +14,10 @@ pass (DESIGN.md, "Where the cost is"):
    (homomorphic sum: slot (S_X, x) then holds alpha(x, y)). Y first aggregates over the
    joint configurations of a *cluster* of its subsets and marginalises the products, so a
    record costs one multiplication per cluster instead of one per subset.
-3. Y adds a fresh mask r < 2^(bits(n) + sigma) to every slot, re-randomizes with a full
-   randomizer (paillier.py: the key owner could otherwise look at the randomizer), and
-   returns; X decrypts. Slot value v = alpha + r is statistically hidden (distance
+3. Y adds a fresh mask r < 2^(bits(n) + sigma) to every slot, re-randomizes with g^b for
+   X's encryptor base g and b uniform of bits(N) + sigma bits (paillier.py: the key owner
+   could otherwise look at the randomizer; g^b makes it uniform over <g>, which holds the
+   randomizers of all X's ciphertexts), and returns; X decrypts. Slot value v = alpha + r is statistically hidden (distance
    <= 2^-sigma). Shares: X holds v mod 2^64, Y holds -r mod 2^64; their sum mod 2^64 is
    alpha. The shares are statistically hiding, not uniform in Z_2^64.
 
@@ -36,7 +37,7 @@ from public data). A family held entirely by one party is counted by that party:
 share is the count table itself (its own data) and the other party's share is zero.
 The bulk work runs on the party's own executor (``executor.py``): X's encryption of
 record chunks and decryption of the returned pieces, Y's products per chunk, combined in
-a tree, and Y's full randomizers. Randomness is drawn in this thread as per-task seeds,
+a tree, and Y's re-randomizers. Randomness is drawn in this thread as per-task seeds,
 so the shares and the transcript are the same whichever executor ran the tasks.
 Every received message is validated (the peer's Paillier modulus by
 ``PublicKey.from_bytes`` against the locally configured key size, sizes, ciphertexts in
@@ -67,6 +68,7 @@ from ppbn.protocols.paillier import (
     KeyPair,
     OpCounters,
     PublicKey,
+    check_randomizer_base,
     combine_products,
     decode_ciphertexts,
     decrypt_bytes,
@@ -74,19 +76,20 @@ from ppbn.protocols.paillier import (
     encrypt_bit_rows,
     fast_randomizers_bytes,
     forget_encryptor,
-    full_randomizers_bytes,
     multiply_by_label,
     remember_encryptor,
+    rerandomizer_spec,
+    rerandomizers_bytes,
 )
 from ppbn.protocols.seeds import SEED_BYTES, RandomStream, TaskSeeds
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: re-randomizers over the key owner's encryptor base
 TABLES_PROTOCOL = b"ppbn/tables"
 ROLES = ("alice", "bob")
 SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
 RETURN_PIECE = 4096  # masked ciphertexts per message
-TASK_PIECE = 512  # decryptions or full randomizers per task: fixed, so seeds never depend on workers
+TASK_PIECE = 512  # decryptions or re-randomizers per task: fixed, so seeds never depend on workers
 TREE_FANIN = 16  # chunk products combined per node of the aggregation tree
 # A missing cell (``--missing available-case``, ``parties.data.MISSING_CODE``): the record
 # has no configuration of any subset containing that variable, so its indicator row for
@@ -349,7 +352,7 @@ def _direction_plan(
 
 # Relative cost of operations, in multiplications mod N^2 (measured on 2048-bit keys).
 _COST_ENCRYPTION = 25
-_COST_RETURN = 2000  # a full randomizer plus a decryption
+_COST_RETURN = 1000  # a re-randomizer (~350) plus a decryption (~640)
 _COST_CIPHERTEXT_SENT = 2
 
 
@@ -841,6 +844,7 @@ def _encrypt_side(
     encryptor = session.encryptor
     assert encryptor is not None
     channel.send("tables.public_key", keys.public.to_bytes())
+    channel.send("tables.randomizer_base", encode_ciphertexts([encryptor.base], keys.public))
     n_records = codes.shape[0]
     executor = session.executor_for(n_records)
     fresh = [g for g, c in zip(plan.groups, plan.cached, strict=True) if not c]
@@ -964,16 +968,19 @@ def _aggregate_side(
     public = PublicKey.from_bytes(
         channel.recv("tables.public_key", max_bytes=(config.key_bits + 7) // 8), config.key_bits
     )
+    ct_bytes = public.ciphertext_bytes
+    (base,) = decode_ciphertexts(channel.recv("tables.randomizer_base", max_bytes=ct_bytes), 1, public, "tables.randomizer_base")
+    base = check_randomizer_base(base, public, "tables.randomizer_base")
     n_records = codes.shape[0]
     nsquare = mpz(public.nsquare)
     n_key = mpz(public.n)
-    ct_bytes = public.ciphertext_bytes
     executor = session.executor_for(n_records)
     sizes = [_configs(schema, sy) for _, sy in plan.pairs]
     total_returns = sum(sizes)
-    # full randomizers for the masked results: start early, they do not depend on the data
+    # re-randomizers of the masked results: start early, they do not depend on the data
+    spec = rerandomizer_spec(public, base, config.statistical_bits)
     randomizer_tasks = [
-        executor.submit(full_randomizers_bytes, public.n, min(TASK_PIECE, total_returns - i), session.seeds.next())
+        executor.submit(rerandomizers_bytes, spec, min(TASK_PIECE, total_returns - i), session.seeds.next())
         for i in range(0, total_returns, TASK_PIECE)
     ]
     masks = RandomStream(session.seeds.next())
