@@ -1,6 +1,6 @@
 """Per-task seeds: the table phase's randomness is drawn by the caller, expanded by tasks.
 
-A task that needs random values (fast randomizers, full randomizers) receives a 32-byte
+A task that needs random values (fast randomizers, re-randomizers) receives a 32-byte
 seed and expands it with AES-256 in counter mode; the masks of the aggregating party come
 from a stream of the same kind. Because the seeds are drawn in program order by the
 party's own thread, the values do not depend on which executor ran a task, on how many
