@@ -5,9 +5,10 @@ x = x_alice + x_bob mod 2^128, each share an (n, 2) uint64 ring vector (``ring``
 in the fixed-point format of ``fixedpoint`` (two's complement, FRAC fractional bits). Both
 parties call the same function with their own share and their own ``ArithSession``. Two OT
 extensions run over the channel: the forward one (alice sends, bob chooses) and the
-reverse one (bob sends, alice chooses); products put one OLE on each (``ole_two_way``), so
-their bytes split evenly between the two directions of the link. Everything is batched
-over n values.
+reverse one (bob sends, alice chooses); a product puts one of its two OLEs on each
+(``ole_two_way``) and a square its one on the reverse extension, so the OLE bytes lean
+towards bob's direction, which carries less of the rest. Everything is batched over n
+values.
 
 Building blocks and where they come from:
 - Additive correlated OT on top of the OT extension of ``ot`` (the correlated-OT
