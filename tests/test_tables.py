@@ -224,6 +224,23 @@ def test_malformed_ciphertexts_are_refused(monkeypatch, kind: str) -> None:
         run_both(schema, split(schema, full), crossing_families(schema, 2))
 
 
+def test_a_degenerate_randomizer_base_is_refused_by_the_aggregator(monkeypatch) -> None:
+    """The aggregating party raises each returned product to g^b for the key owner's base g
+    (``tables.randomizer_base``): a base of order at most 2 would leave the products'
+    randomizers as they were, so it is refused before anything is returned."""
+
+    class AnnouncesOne(tables.FastEncryptor):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.base = tables.mpz(1)
+
+    schema = make_schema([2, 2], ["alice", "bob"])
+    full = np.array([[0, 1], [1, 1], [1, 0]])
+    monkeypatch.setattr(tables, "FastEncryptor", AnnouncesOne)
+    with pytest.raises(ProtocolError, match="tables.randomizer_base: the base has order at most 2"):
+        run_both(schema, split(schema, full), crossing_families(schema, 2))
+
+
 def test_peers_must_agree_on_the_record_count() -> None:
     schema = make_schema([2, 2], ["alice", "bob"])
     parts = {"alice": np.zeros((5, 1), dtype=np.int64), "bob": np.zeros((6, 1), dtype=np.int64)}
