@@ -306,14 +306,14 @@ def ole_two_way(session: ArithSession, forward: OlePart, reverse: OlePart) -> tu
 
     Security: that of ``ole`` in each direction.
     """
-    mine = {ALICE: forward, BOB: reverse}
-    sending, choosing = (mine[ALICE], mine[BOB]) if session.is_alice else (mine[BOB], mine[ALICE])
+    peer = BOB if session.is_alice else ALICE
+    by_sender = {ALICE: forward, BOB: reverse}
+    sending, choosing = by_sender[session.role], by_sender[peer]
     sending_values, choosing_values = _check_shares(sending.values, "OLE input"), _check_shares(choosing.values, "OLE input")
     send_chunks, send_widths = _ole_chunks(sending)
     choose_chunks, _ = _ole_chunks(choosing)
     send_ext, choose_ext = _ole_extensions(session, forward.values.shape[0] > 0, reverse.values.shape[0] > 0)
-    sender = ALICE if session.is_alice else BOB
-    send_kind, choose_kind = OLE_KINDS[sender], OLE_KINDS[BOB if session.is_alice else ALICE]
+    send_kind, choose_kind = OLE_KINDS[session.role], OLE_KINDS[peer]
     sent = np.empty_like(sending_values)
     chosen = np.empty_like(choosing_values)
     pending = choose_chunks[0].prepare(choose_ext, choosing_values) if choose_chunks else None
@@ -357,8 +357,7 @@ def _ole_extensions(session: ArithSession, forward: bool, reverse: bool) -> tupl
             ends[ALICE].start()
     if reverse:
         ends[BOB] = session.reverse_ot()
-    mine, theirs = (ALICE, BOB) if session.is_alice else (BOB, ALICE)
-    return ends.get(mine), ends.get(theirs)
+    return ends.get(session.role), ends.get(BOB if session.is_alice else ALICE)
 
 
 @dataclass(frozen=True)
