@@ -151,6 +151,22 @@ def test_fixed_multiply_and_divide(width: int, frac: int) -> None:
             assert got["divs"][i] == expected % mod
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 20), st.integers(0, 48), st.data())
+def test_fraction_matches_floor_division(width: int, frac: int, data: st.DataObject) -> None:
+    """floor(x 2^f / y) for 0 <= x <= y, y > 0, with the edges y = 1, x = 0 and x = y."""
+    top = (1 << width) - 1
+    ys = [1, top, *data.draw(st.lists(st.integers(1, top), min_size=1, max_size=12))]
+    xs = [data.draw(st.integers(0, y)) for y in ys]
+    xs, ys = xs + [0, top, ys[2]], ys + [top, top, ys[2]]
+
+    def build(b: B.CircuitBuilder) -> None:
+        b.output("q", B.fraction(b, b.input("x", width), b.input("y", width), frac))
+
+    got = run(build, {"x": xs, "y": ys})
+    assert got["q"] == [(x << frac) // y for x, y in zip(xs, ys, strict=True)]
+
+
 def reference_argmax(values: list[int], tolerance: int) -> int:
     best = max(values)
     return next(i for i, v in enumerate(values) if v >= best - tolerance)
@@ -196,6 +212,7 @@ def test_and_counts_near_textbook_minimum() -> None:
         f = width // 2
         assert c[f"fixed_multiply(f={f})"] <= (width + f) ** 2
         assert c[f"fixed_divide(f={f})"] <= (width + f) * width
+        assert c[f"fraction(f={f})"] == (f + 1) * width
 
 
 @settings(max_examples=25, deadline=None)

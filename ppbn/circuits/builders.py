@@ -433,6 +433,27 @@ def divide(b: CircuitBuilder, x: Sequence[int], y: Sequence[int]) -> tuple[Bits,
     return quotient, add(b, rem[: len(y)], fix)
 
 
+def fraction(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_bits: int) -> Bits:
+    """floor(x 2^f / y) for 0 <= x <= y, y > 0 (a CPT entry, Yang-Wright Sec. 7.1), in f + 1 bits.
+
+    The quotient is at most 2^f, so the long division starts from the partial remainder
+    floor(x / 2) < y and runs only the f + 1 steps that can set a quotient bit: (f + 1) d
+    ANDs for a d-bit y, where ``fixed_divide`` at a common width l >= f + 1 runs l + f steps
+    of l ANDs. Outside the precondition the output is meaningless.
+    """
+    d = _same_width(x, y)
+    y_ext = zero_extend(y, d + 1)
+    rem = zero_extend(list(x[1:]), d + 1)
+    subtract = ONE
+    quotient: Bits = [ZERO] * (frac_bits + 1)
+    for i, bit in zip(range(frac_bits, -1, -1), [x[0]] + [ZERO] * frac_bits, strict=True):
+        shifted = [bit, *rem[:d]]  # 2 rem + bit mod 2^(d+1)
+        rem = add(b, shifted, [b.xor(v, subtract) for v in y_ext], subtract)
+        subtract = b.inv(rem[-1])
+        quotient[i] = subtract
+    return quotient
+
+
 def fixed_divide(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_bits: int, signed: bool = False) -> Bits:
     """x / y for l-bit fixed-point values with f fractional bits: floor(x 2^f / y) mod 2^l.
 
@@ -481,4 +502,5 @@ def and_counts(width: int, k: int = 4, frac_bits: int | None = None) -> dict[str
         f"fixed_multiply_signed(f={f})": cost(lambda b: fixed_multiply(b, *two(b), f, signed=True)),
         f"fixed_divide(f={f})": cost(lambda b: fixed_divide(b, *two(b), f)),
         f"fixed_divide_signed(f={f})": cost(lambda b: fixed_divide(b, *two(b), f, signed=True)),
+        f"fraction(f={f})": cost(lambda b: fraction(b, *two(b), f)),
     }

@@ -31,7 +31,6 @@ from ppbn.circuits.ir import Circuit
 
 PARAM_FRAC = 40  # fractional bits of secure CPT entries (2^-40 ~ 9e-13)
 PARAM_BITS = 64  # CPT entries and their shares live in Z_2^64
-SHARE_BITS = 64  # counts arrive as shares mod 2^64
 
 
 @dataclass(frozen=True)
@@ -254,22 +253,23 @@ def select_circuit(groups: int, block: int) -> Circuit:
 
 @lru_cache(maxsize=64)
 def division_circuit(count_bits: int, states: int) -> Circuit:
-    """Inputs na, nb (alpha_ijk shares), da, db (alpha_ij shares) mod 2^64; outputs theta =
-    floor(alpha_ijk 2^PARAM_FRAC / alpha_ij) (or round(2^PARAM_FRAC / d) when alpha_ij = 0)
-    in PARAM_BITS bits, and the flag unobserved = [alpha_ij = 0]."""
+    """Inputs na, nb (alpha_ijk shares), da, db (alpha_ij shares) mod 2^count_bits (the
+    low bits of the shares mod 2^64); outputs theta = floor(alpha_ijk 2^PARAM_FRAC /
+    alpha_ij) (or round(2^PARAM_FRAC / d) when alpha_ij = 0) in PARAM_BITS bits, and the
+    flag unobserved = [alpha_ij = 0]. alpha_ijk <= alpha_ij, so ``fraction`` needs only
+    PARAM_FRAC + 1 steps of count_bits ANDs."""
     b = CircuitBuilder()
-    width = max(count_bits, PARAM_FRAC + 1)
+
     def shared_count(a: str, c: str) -> Bits:
-        total = bl.add(b, b.input(a, SHARE_BITS)[:count_bits], b.input(c, SHARE_BITS)[:count_bits])
-        return bl.zero_extend(total, width)
+        return bl.add(b, b.input(a, count_bits), b.input(c, count_bits))
 
     num = shared_count("na", "nb")
     den = shared_count("da", "db")
     unobserved = bl.is_zero(b, den)
-    quotient = bl.fixed_divide(b, num, den, PARAM_FRAC)
-    uniform = bl.constant(round((1 << PARAM_FRAC) / states), width)
+    quotient = bl.fraction(b, num, den, PARAM_FRAC)
+    uniform = bl.constant(round((1 << PARAM_FRAC) / states), PARAM_FRAC + 1)
     theta = bl.mux(b, unobserved, uniform, quotient)
-    b.output("theta", bl.zero_extend(theta[: PARAM_FRAC + 1], PARAM_BITS))
+    b.output("theta", bl.zero_extend(theta, PARAM_BITS))
     b.output("unobserved", [unobserved])
     return b.build()
 

@@ -769,8 +769,9 @@ def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]],
     the paper's shortcut for case 2 would let the parents' owner learn the counts
     alpha_ijk in the clear (derivable from the public CPT and its own alpha_ij, but not
     under the owner and shared disclosure modes, and not an output in the ledger's
-    sense); the division costs a few thousand AND gates per cell. One division run per
-    group of variables with the same number of states and the same owner."""
+    sense); the division costs about (PARAM_FRAC + 1) count_bits AND gates per cell
+    (``builders.fraction``). One division run per group of variables with the same number
+    of states and the same owner."""
     if disclosure not in DISCLOSURES:
         raise ValueError(f"disclosure must be one of {DISCLOSURES}")
     started = time.perf_counter()
@@ -787,13 +788,14 @@ def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]],
     suffix = "a" if role == GARBLER else "b"
     for (d, owner), variables in sorted(groups.items()):
         cells = [scorer.count_shares[families[v]].reshape(-1, d) for v in variables]
-        numerators = np.concatenate([c.ravel() for c in cells]).astype(np.uint64)
-        denominators = np.concatenate([np.repeat(c.sum(axis=1, dtype=np.uint64), d) for c in cells])
+        low = np.uint64((1 << scorer.count_bits) - 1)  # counts fit: shares mod 2^count_bits suffice
+        numerators = np.concatenate([c.ravel() for c in cells]).astype(np.uint64) & low
+        denominators = np.concatenate([np.repeat(c.sum(axis=1, dtype=np.uint64), d) for c in cells]) & low
         reveal = _reveal_for(disclosure, owner)
         out = scorer.yao.run(
             division_circuit(scorer.count_bits, d),
             garbler=role == GARBLER,
-            inputs={f"n{suffix}": numerators, f"d{suffix}": denominators.astype(np.uint64)},
+            inputs={f"n{suffix}": numerators, f"d{suffix}": denominators},
             outputs={"theta": reveal, "unobserved": reveal},
         )
         if "theta" not in out:
