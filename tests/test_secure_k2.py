@@ -111,9 +111,19 @@ def test_secure_scores_reconstruct_to_the_plaintext_scores():
     schema = _schema(net)
     column = {v: i for i, v in enumerate(net.names)}
     count = joined_count_fn(net.names, net.states, codes)
-    keys = [("dysp", ()), ("dysp", ("bronc",)), ("dysp", ("bronc", "either")), ("xray", ("either", "lung"))]
-    for mode in ("exact", "yw", "yw0", "bic"):
-        config = SecureLearnConfig(max_parents=2, mode=mode, tables=TEST_TABLES)
+    # owners alternate: bob's dysp alone and with bob's either (all terms local to bob);
+    # alice's parents with bob's child and the reverse (rows local); mixed parents
+    keys = [
+        ("dysp", ()), ("dysp", ("either",)), ("dysp", ("bronc",)), ("xray", ("either", "lung")),
+        ("dysp", ("bronc", "either")),
+    ]  # fmt: skip
+    # secure terms: the crossing families' cells (4 + 8 + 8), the mixed parents' rows (4);
+    # under available-case the rows of the single-owner parents too (2 + 4)
+    for mode, available_case, secure_terms in [
+        ("exact", False, 24), ("yw", False, 24), ("yw0", False, 24), ("bic", False, 24), ("bdeu", False, 24),
+        ("exact", True, 30),
+    ]:  # fmt: skip
+        config = SecureLearnConfig(max_parents=2, mode=mode, tables=TEST_TABLES, available_case=available_case)
         pair = memory_channel_pair(timeout_s=300)
         scorers = {
             role: SecureScorer(
@@ -132,6 +142,10 @@ def test_secure_scores_reconstruct_to_the_plaintext_scores():
             secure = ring.to_signed(ring.add(a, b).reshape(1, 2))[0] / 2**SCORE_FRAC
             table = count((*parents, child)).reshape(-1, net.cardinality(child))
             assert secure == pytest.approx(family_score(table, mode), abs=1e-6), (mode, child, parents)
+        assert scorers["alice"].evaluations == scorers["bob"].evaluations == secure_terms, mode
+        # alice's share of bob's own family is the public term alone: she computed none of it
+        public = int(round(scorers["alice"].public_term(2, 2) * 2**SCORE_FRAC)) % ring.MODULUS
+        assert ring.to_ints(shares_a[1].reshape(1, 2)) == [public]
 
 
 @pytest.mark.parametrize("disclosure", ["public", "owner", "shared"])

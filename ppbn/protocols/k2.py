@@ -81,6 +81,7 @@ from ppbn.protocols.fixedpoint import (
     reduced_argument_on,
     shift_frac_for,
     tables_on_k,
+    term_fixed_many,
     terms_on,
 )
 from ppbn.protocols.hc import ResumableMoveOracle, SecureMoveOracle
@@ -282,7 +283,8 @@ class SecureScorer:
         # complete in given too; recomputed after a resume, never checkpointed
         self.paired_shares: dict[tuple[str, tuple[str, ...], str], np.ndarray] = {}
         # the sum of the cell terms of each set of variables (``_score_cells``); not checkpointed
-        self.cell_sums: dict[frozenset[str], np.ndarray] = {}
+        self.cell_sums: dict[frozenset[str], int] = {}
+        self._term_memo: dict[float | None, dict[int, int]] = {}  # ``_own_terms``: shift -> count -> term
         self.evaluations = 0
 
     def phase(self, name: str) -> None:
@@ -440,8 +442,7 @@ class SecureScorer:
                 following = _Background(self.table_shares, groups[index + 1], self.channel.open_lane())
             tables = self.table_shares(families)  # computed by now: a lookup
             cells = [tables[fam].reshape(-1, self.schema.cardinality(fam[-1])) for fam in families]
-            sets = [frozenset(fam) for fam in families]
-            for family, share in zip(families, self._score_cells(cells, sets), strict=True):
+            for family, share in zip(families, self._score_cells(cells, families, cache_cells=True), strict=True):
                 self.score_shares[(family[-1], frozenset(family[:-1]))] = share
             if following is not None:
                 self.channel.close_lane(following.join())
@@ -480,55 +481,102 @@ class SecureScorer:
                 tables[fam].sum(axis=len(fam) - 2, dtype=np.uint64).reshape(-1, self.schema.cardinality(fam[-1]))
                 for fam in families
             ]
-            for key, share in zip(wanted, self._score_cells(cells), strict=True):
+            # the rows count the records complete in the given variable too: not the parents' owner's own counts
+            for key, share in zip(wanted, self._score_cells(cells, families, own_rows=False), strict=True):
                 self.paired_shares[key] = share
         return [self.paired_shares[k] for k in keys]
 
     def _score_cells(
-        self, tables: Sequence[np.ndarray], sets: Sequence[frozenset[str]] | None = None
+        self, tables: Sequence[np.ndarray], families: Sequence[Family], *, cache_cells: bool = False, own_rows: bool = True
     ) -> list[np.ndarray]:
         """Score shares of (q, d) count-table shares: cell terms - row terms + public term.
 
-        With ``sets`` (each table's variables), the sum of the cell terms is kept per set:
-        every mode's cell term is a function of the cell count alone (and, for bdeu, of
-        ess / (q d), also a property of the set), so u | v and v | u share it and only their
-        row terms differ."""
+        A term whose count one party knows in the clear is computed by that party alone
+        (``_own_terms``), its peer's share of it being zero; only the others run securely:
+        - a family whose variables one party holds entirely (its table share is the table
+          itself, ``tables``): all its terms;
+        - with ``own_rows`` and complete records (not available-case), a family whose
+          parents one party holds: its row counts alpha_ij, that party's own counts of
+          its parents' configurations.
+        Both parties choose alike from public data (owners, the missing rule), and neither
+        learns more: the secure terms would give it a share of values its peer knows.
+
+        With ``cache_cells`` (``families`` are then the tables' variables, child last) the
+        sum of the cell terms is kept per set of variables: every mode's cell term is a
+        function of the cell count alone (and, for bdeu, of ess / (q d), also a property
+        of the set), so u | v and v | u share it and only their row terms differ."""
         mode, ess = self.config.mode, self.config.ess
         pieces, layout, shifts = [], [], []
         fresh_sets: set[frozenset[str]] = set()
-        for i, cells in enumerate(tables):
+        for cells, family in zip(tables, families, strict=True):
             q, d = cells.shape
-            rows = cells.sum(axis=1, dtype=np.uint64)
-            if mode not in ("bic", "bdeu") and self.role == GARBLER:
-                rows = rows + np.uint64(d - 1)
-            key = None if sets is None else sets[i]
+            owner = _local_owner(self.schema, family)
+            row_owner = owner
+            if owner is None and own_rows and not self.config.available_case and len(family) > 1:
+                row_owner = _local_owner(self.schema, family[:-1])
+            key = frozenset(family) if cache_cells else None
             fresh = key is None or (key not in self.cell_sums and key not in fresh_sets)
             if key is not None and fresh:
                 fresh_sets.add(key)
-            if fresh:
+            cell_shift = ess / (q * d) if mode == "bdeu" else None  # bdeu's a_jk
+            row_shift = ess / q if mode == "bdeu" else None  # bdeu's a_j
+            row_offset = 0 if mode in ("bic", "bdeu") else d - 1  # rows l_ij = alpha_ij + d - 1
+            own_cells = own_rows_sum = 0
+            if owner == self.role and fresh:
+                own_cells = self._own_terms(cells.ravel(), cell_shift)
+            elif owner is None and fresh:
                 pieces.append(cells.ravel())
-                shifts += [ess / (q * d)] * cells.size  # bdeu's a_jk
-            pieces.append(rows)
-            shifts += [ess / q] * rows.size  # bdeu's a_j
-            layout.append((cells.size if fresh else 0, rows.size, q, d, key))
-        terms = self.terms(np.concatenate(pieces).astype(np.uint64), shifts if mode == "bdeu" else None)
+                shifts += [cell_shift] * cells.size
+            if row_owner == self.role:
+                rows = cells.sum(axis=1, dtype=np.uint64) if owner else self._parent_counts(family[:-1])
+                own_rows_sum = self._own_terms(rows + np.uint64(row_offset), row_shift)
+            elif row_owner is None:
+                rows = cells.sum(axis=1, dtype=np.uint64)
+                pieces.append(rows + np.uint64(row_offset) if self.role == GARBLER else rows)
+                shifts += [row_shift] * q
+            n_cells = cells.size if owner is None and fresh else 0
+            layout.append((n_cells, q if row_owner is None else 0, fresh, own_cells, own_rows_sum, q, d, key))
+        terms = None
+        if pieces:
+            terms = self.terms(np.concatenate(pieces).astype(np.uint64), shifts if mode == "bdeu" else None)
+
+        def secure_sum(start: int, stop: int) -> int:
+            return ring.to_ints(ring.sum(terms[start:stop]))[0] if stop > start else 0
+
         offset = 0
         out = []
-        for n_cells, n_rows, q, d, key in layout:
-            if n_cells:
-                cell_sum = ring.sum(terms[offset : offset + n_cells])
-                if key is not None:
-                    self.cell_sums[key] = cell_sum
-            else:
-                cell_sum = self.cell_sums[key]
-            row_sum = ring.sum(terms[offset + n_cells : offset + n_cells + n_rows])
+        for n_cells, n_rows, fresh, own_cells, own_rows_sum, q, d, key in layout:
+            cell_sum = own_cells + secure_sum(offset, offset + n_cells)  # Python ints, reduced by ring.constant
+            if key is not None:
+                cell_sum = self.cell_sums.setdefault(key, cell_sum) if fresh else self.cell_sums[key]
+            share = cell_sum - own_rows_sum - secure_sum(offset + n_cells, offset + n_cells + n_rows)
             offset += n_cells + n_rows
-            share = ring.sub(cell_sum, row_sum)
             if self.role == GARBLER:
-                public = int(round(self.public_term(q, d) * (1 << SCORE_FRAC)))
-                share = ring.add(share, ring.constant(public))
-            out.append(share)
+                share += int(round(self.public_term(q, d) * (1 << SCORE_FRAC)))
+            out.append(ring.constant(share))
         return out
+
+    def _own_terms(self, counts: np.ndarray, shift: float | None) -> int:
+        """The sum of the terms of counts this party knows in the clear, each as the secure
+        path computes it (``fixedpoint.term_fixed_many``, the model the secure terms
+        reproduce to a unit in the last place per truncation), memoised per count."""
+        memo = self._term_memo.setdefault(shift, {})
+        values, repeats = np.unique(np.asarray(counts, dtype=np.uint64), return_counts=True)
+        fresh = [int(v) for v in values if int(v) not in memo]
+        if fresh:
+            per_count = None if shift is None else [Shift(shift, self.shift_frac)] * len(fresh)
+            memo.update(zip(fresh, term_fixed_many(fresh, self.count_bits, self.config.mode, per_count), strict=True))
+        return sum(memo[int(v)] * int(r) for v, r in zip(values, repeats, strict=True))
+
+    def _parent_counts(self, parents: Family) -> np.ndarray:
+        """alpha_ij from this party's own columns: the records of each configuration of
+        ``parents`` (all its own), in any order (only their terms' sum is used)."""
+        columns = {v.name: j for j, v in enumerate(self.schema.owned_by(self.role))}
+        parts = tuple(self.codes[:, columns[v]] for v in parents)
+        if any((part < 0).any() for part in parts):
+            raise ValueError("a missing cell outside available-case analysis: the loader should have refused it")
+        configs = np.ravel_multi_index(parts, self.schema.cardinalities(parents))
+        return np.bincount(configs, minlength=math.prod(self.schema.cardinalities(parents))).astype(np.uint64)
 
 
 class _Background:
