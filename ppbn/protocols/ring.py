@@ -104,9 +104,10 @@ def add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x + y mod 2^128 (broadcasting over leading axes)."""
     x_lo, x_hi = _words(x)
     y_lo, y_hi = _words(y)
-    low = x_lo + y_lo
-    high = x_hi + y_hi
-    high += low < x_lo
+    with np.errstate(over="ignore"):  # words wrap mod 2^64 by design; numpy warns for 0-d ones
+        low = x_lo + y_lo
+        high = x_hi + y_hi
+        high += low < x_lo
     return _join(low, high)
 
 
@@ -114,9 +115,10 @@ def sub(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x - y mod 2^128."""
     x_lo, x_hi = _words(x)
     y_lo, y_hi = _words(y)
-    low = x_lo - y_lo
-    high = x_hi - y_hi
-    high -= x_lo < y_lo
+    with np.errstate(over="ignore"):  # as in ``add``
+        low = x_lo - y_lo
+        high = x_hi - y_hi
+        high -= x_lo < y_lo
     return _join(low, high)
 
 
