@@ -78,8 +78,9 @@ def random_case(draw):
 
 
 @settings(max_examples=12, deadline=None)
-@given(random_case())
-def test_shares_reconstruct_counts(case) -> None:
+@given(random_case(), st.booleans())
+def test_shares_reconstruct_counts(case, complete_records: bool) -> None:
+    """Also with the last configuration of each encrypted subset derived (complete records)."""
     cards, owners, n, seed, max_size = case
     schema = make_schema(cards, owners)
     rng = np.random.default_rng(seed)
@@ -90,7 +91,8 @@ def test_shares_reconstruct_counts(case) -> None:
     alice_vars = [v.name for v in schema.owned_by("alice")]
     families.append(tuple(alice_vars[:2]))
     families.append((schema.owned_by("bob")[0].name,))
-    alice, bob, _ = run_both(schema, split(schema, full), families)
+    config = TablesConfig(key_bits=1024, chunk_size=64, complete_records=complete_records)
+    alice, bob, _ = run_both(schema, split(schema, full), families, config)
     assert set(alice) == set(bob) == set(families)
     counts = reconstruct(alice, bob)
     for family in families:
@@ -239,6 +241,38 @@ def test_a_degenerate_randomizer_base_is_refused_by_the_aggregator(monkeypatch) 
     monkeypatch.setattr(tables, "FastEncryptor", AnnouncesOne)
     with pytest.raises(ProtocolError, match="tables.randomizer_base: the base has order at most 2"):
         run_both(schema, split(schema, full), crossing_families(schema, 2))
+
+
+def test_derived_configurations_save_slots_and_need_complete_records() -> None:
+    """Complete records: binary subsets take one slot instead of two, so alice's 21 binary
+    variables fit one ciphertext per record (21 slots of 47 bits in a 1024-bit key) instead
+    of three (ten 2-slot subsets per ciphertext); the setting must match at both parties,
+    and a missing cell is refused."""
+    schema = make_schema([2] * 22, ["alice"] * 21 + ["bob"])
+    rng = np.random.default_rng(3)
+    full = rng.integers(0, 2, (50, 22))
+    families = crossing_families(schema, 2)
+    sent = {}
+    for complete in (False, True):
+        config = TablesConfig(key_bits=1024, chunk_size=64, complete_records=complete, serial_below=1 << 20)
+        alice, bob, counters = run_both(schema, split(schema, full), families, config)
+        counts = reconstruct(alice, bob)
+        for family in families:
+            np.testing.assert_array_equal(counts[family], plaintext_counts(schema, full, family))
+        sent[complete] = counters["alice"].ciphertexts_sent
+    assert sent == {False: 3 * 50, True: 50}
+    pair = memory_channel_pair(timeout_s=30)
+    configs = {role: TablesConfig(key_bits=1024, complete_records=role == "alice") for role in ("alice", "bob")}
+
+    def party(role):
+        return lambda ch: run_tables(ch, role, schema, split(schema, full)[role], families, configs[role])
+
+    with pytest.raises(ProtocolError, match="complete-records setting"):
+        run_two_party(party("alice"), party("bob"), timeout_s=30, pair=pair)
+    parts = split(schema, full)
+    parts["alice"][0, 0] = -1
+    with pytest.raises(ValueError, match="missing cell"):
+        run_both(schema, parts, families, TablesConfig(key_bits=1024, complete_records=True))
 
 
 def test_peers_must_agree_on_the_record_count() -> None:

@@ -111,6 +111,7 @@ def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str
         key_bits=params["key_bits"],
         statistical_bits=params["statistical_bits"],
         chunk_size=params["chunk_size"],
+        complete_records=context.data.missing_rule != "available-case",
         # one run_tables call per job: no later call could reuse cached ciphertexts
         **{**context.policy.tables_settings(), "cache_bytes": 0, "spill_bytes": 0},
     )

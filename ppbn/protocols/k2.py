@@ -45,7 +45,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -259,7 +259,8 @@ class SecureScorer:
         self.ledger = ledger
         self.progress = progress
         self.paillier = paillier if paillier is not None else OpCounters()
-        self.tables = TablesSession(config.tables)
+        # records are complete unless available-case: the table phase may derive counts (``tables``)
+        self.tables = TablesSession(replace(config.tables, complete_records=not config.available_case))
         # the garbled phases share the party's executor (and seeds) with the table phase
         batches = {"seeds": self.tables.seeds, "executor": lambda: self.tables.executor}
         self.yao = YaoParty(channel, dh_bits=config.dh_bits, gc_inline_below=config.gc_inline_below,

@@ -14,6 +14,11 @@ pass (DESIGN.md, "Where the cost is"):
    (homomorphic sum: slot (S_X, x) then holds alpha(x, y)). Y first aggregates over the
    joint configurations of a *cluster* of its subsets and marginalises the products, so a
    record costs one multiplication per cluster instead of one per subset.
+   With complete records (``TablesConfig.complete_records``: any ``--missing`` rule but
+   available-case, agreed in the hello) the last configuration of each subset gets no
+   slot: every record has exactly one configuration of S_X, so its count is Y's own count
+   of y less the others (``_assemble``), which saves 1/|S_X| of the slots (half for a
+   binary variable), and with them encryptions, products, ciphertexts and returns.
 3. Y adds a fresh mask r < 2^(bits(n) + sigma) to every slot, re-randomizes with g^b for
    X's encryptor base g and b uniform of bits(N) + sigma bits (paillier.py: the key owner
    could otherwise look at the randomizer; g^b makes it uniform over <g>, which holds the
@@ -83,7 +88,7 @@ from ppbn.protocols.paillier import (
 )
 from ppbn.protocols.seeds import SEED_BYTES, RandomStream, TaskSeeds
 
-PROTOCOL_VERSION = 2  # 2: re-randomizers over the key owner's encryptor base
+PROTOCOL_VERSION = 3  # 2: re-randomizers over the key owner's encryptor base; 3: derived last configuration
 TABLES_PROTOCOL = b"ppbn/tables"
 ROLES = ("alice", "bob")
 SHARE_MODULUS = 1 << 64
@@ -105,8 +110,8 @@ Progress = Callable[[str, int, int], None]
 class TablesConfig:
     """Parameters both parties must agree on (checked in the hello), plus local tuning.
 
-    ``key_bits``, ``statistical_bits`` and ``chunk_size`` are compared with the peer; the
-    rest is this party's own (its local policy): ``executor`` (local, ray or inline),
+    ``key_bits``, ``statistical_bits``, ``chunk_size`` and ``complete_records`` are compared
+    with the peer; the rest is this party's own (its local policy): ``executor`` (local, ray or inline),
     ``workers``, ``ray_address``, ``cache_bytes`` of ciphertexts kept in memory for later
     calls of a session and ``spill_bytes`` more in a memory-mapped file in ``spill_dir``
     (default: the system's temporary folder), ``serial_below``, and ``seed`` (tests only:
@@ -116,6 +121,9 @@ class TablesConfig:
     key_bits: int = DEFAULT_KEY_BITS
     statistical_bits: int = 40
     chunk_size: int = 4096
+    # no missing cells (any --missing rule but available-case): X encrypts no slot for the
+    # last configuration of each subset, derived from Y's own counts (``_assemble``)
+    complete_records: bool = False
     workers: int | None = None  # None: one per core
     cache_bytes: int = 768 * 2**20  # ciphertexts kept in memory for later calls of a session
     serial_below: int = 4096  # fewer records than this: everything in this process
@@ -262,6 +270,12 @@ def _configs(schema: Schema, subset: Sequence[str]) -> int:
     return math.prod(schema.cardinalities(subset))
 
 
+def _encoded(schema: Schema, subset: Sequence[str], complete_records: bool) -> int:
+    """Slots of X's subset: one per configuration, but the last when records are complete
+    (its count is Y's count of the configuration y less the others, ``_assemble``)."""
+    return _configs(schema, subset) - int(complete_records)
+
+
 def _canonical(schema: Schema, names: Sequence[str]) -> Subset:
     order = {n: i for i, n in enumerate(schema.names)}
     return tuple(sorted(names, key=order.__getitem__))
@@ -272,11 +286,11 @@ def slot_bits(n_records: int, statistical_bits: int) -> int:
     return n_records.bit_length() + statistical_bits + 1
 
 
-def _pack(schema: Schema, subsets: Sequence[Subset], capacity: int) -> list[Group]:
-    """First-fit decreasing of the subsets' configurations into ciphertexts of ``capacity`` slots."""
+def _pack(schema: Schema, subsets: Sequence[Subset], capacity: int, complete_records: bool) -> list[Group]:
+    """First-fit decreasing of the subsets' encoded configurations into ciphertexts of ``capacity`` slots."""
     pieces = []
     for subset in subsets:
-        total = _configs(schema, subset)
+        total = _encoded(schema, subset, complete_records)
         pieces.extend(Slice(subset, start, min(start + capacity, total)) for start in range(0, total, capacity))
     pieces.sort(key=lambda s: -s.size)
     bins: list[list[Slice]] = []
@@ -314,6 +328,7 @@ def _direction_plan(
     capacity: int,
     cached_groups: Sequence[Group],
     cluster_limit: int,
+    complete_records: bool,
 ) -> DirectionPlan:
     x_subsets = sorted({sx for sx, _ in pairs_needed}, key=lambda s: (len(s), s))
     coverage: dict[Subset, list[tuple[int, int, Slice]]] = {}
@@ -325,7 +340,7 @@ def _direction_plan(
     fresh = []
     for subset in x_subsets:
         found = coverage.get(subset, [])
-        if sum(p.size for _, _, p in found) == _configs(schema, subset):
+        if sum(p.size for _, _, p in found) == _encoded(schema, subset, complete_records):
             locate[subset] = found
             used_cached.extend(gi for gi, _, _ in found if gi not in used_cached)
         else:
@@ -334,7 +349,7 @@ def _direction_plan(
     groups = [cached_groups[gi] for gi in sorted(used_cached)]
     cached = [True] * len(groups)
     locate = {s: [(renumber[gi], off, p) for gi, off, p in where] for s, where in locate.items()}
-    for group in _pack(schema, fresh, capacity):
+    for group in _pack(schema, fresh, capacity, complete_records):
         gi = len(groups)
         groups.append(group)
         cached.append(False)
@@ -411,7 +426,7 @@ def make_plan(
 
     def covered(role: str, subset: Subset) -> bool:
         total = sum(p.size for g in cached[role] for p in g.slices if p.subset == subset)
-        return total == _configs(schema, subset)
+        return total == _encoded(schema, subset, config.complete_records)
 
     share_count: dict[tuple[str, Subset], int] = {}
     for a, b in crossing:
@@ -434,7 +449,9 @@ def make_plan(
                 if who == role
             ]
             if pairs:
-                plans.append(_direction_plan(schema, role, pairs, capacity, cached[role], cluster_limit))
+                plans.append(
+                    _direction_plan(schema, role, pairs, capacity, cached[role], cluster_limit, config.complete_records)
+                )
         cost = sum(_plan_cost(schema, p, n_records) for p in plans)
         if best is None or cost < best[0]:
             best = (cost, plans)
@@ -681,6 +698,7 @@ def _hello(
         config.key_bits,
         config.statistical_bits,
         config.chunk_size,
+        int(config.complete_records),
         _digest(channel.session, schema.fingerprint(), families),
         len(session.held),
         len(session.sent),
@@ -693,12 +711,13 @@ def _hello(
         "key bits",
         "statistical bits",
         "chunk size",
+        "complete-records setting (the --missing rule)",
         "family list or session",
     ]
     for name, a, b in zip(names, mine, theirs, strict=False):
         if a != b:
             raise ProtocolError(f"tables: the {name} differs between the parties (peer {b}, here {a})")
-    held_count, sent_count = theirs[6], theirs[7]
+    held_count, sent_count = theirs[7], theirs[8]
     if held_count > MAX_CACHE_ENTRIES or sent_count > MAX_CACHE_ENTRIES:
         raise ProtocolError("tables: peer announced an absurd number of cached groups")
     channel.send_u64s("tables.cache", sorted(session.held) + sorted(session.sent))
@@ -722,6 +741,8 @@ def _run(
     families = _check_inputs(schema, role, codes, families_in)
     n_records = int(codes.shape[0])
     config = session.config
+    if config.complete_records and codes.size and codes.min() < 0:
+        raise ValueError("tables: a missing cell, but complete records were agreed (only available-case allows them)")
     usable = _hello(channel, schema, n_records, families, session)
     cached = {role: usable["mine"], other(role): usable["theirs"]}
     plan = make_plan(schema, families, n_records, config, cached)
@@ -744,7 +765,13 @@ def _run(
             pair_shares = _aggregate_side(
                 channel, schema, codes, columns, direction, session, counters, progress, width
             )
-        _assemble(schema, families, direction, pair_shares, result)
+        y_counts = None
+        if config.complete_records and direction.aggregator == role:
+            aggregated = {sy for _, sy in direction.pairs}
+            y_counts = {
+                sy: np.bincount(_config_index(schema, codes, columns, sy), minlength=_configs(schema, sy)) for sy in aggregated
+            }
+        _assemble(schema, families, direction, pair_shares, result, config.complete_records, y_counts)
     return result
 
 
@@ -1079,8 +1106,15 @@ def _assemble(
     plan: DirectionPlan,
     pair_shares: list[np.ndarray],
     result: dict[Family, np.ndarray],
+    complete_records: bool,
+    y_counts: dict[Subset, np.ndarray] | None,
 ) -> None:
-    """Cut each family's table out of the per-(group, S_Y) slot shares and order its axes."""
+    """Cut each family's table out of the per-(group, S_Y) slot shares and order its axes.
+
+    With complete records X's last configuration x* has no slot: every record with S_Y = y
+    has one configuration of S_X, so alpha(x*, y) = n_y - sum_{x != x*} alpha(x, y), and
+    the shares are X's -sum_x v_x and Y's n_y - sum_x (-r_x) (``y_counts``: Y's own n_y
+    per configuration of each S_Y; None at X)."""
     pair_index = {pair: i for i, pair in enumerate(plan.pairs)}
     wanted = set(plan.pairs_needed)
     for family in families:
@@ -1092,6 +1126,10 @@ def _assemble(
         for gi, offset, piece in plan.locate[sx]:
             slot_shares = pair_shares[pair_index[(gi, sy)]]
             table[piece.start : piece.stop, :] = slot_shares[:, offset : offset + piece.size].T
+        if complete_records:  # uint64 arithmetic wraps mod 2^64, the share modulus
+            others = table[:-1].sum(axis=0, dtype=np.uint64)
+            base = np.zeros(table.shape[1], dtype=np.uint64) if y_counts is None else y_counts[sy].astype(np.uint64)
+            table[-1] = base - others
         axes = sx + sy
         shaped = table.reshape(schema.cardinalities(sx) + schema.cardinalities(sy))
         result[family] = np.ascontiguousarray(np.transpose(shaped, [axes.index(v) for v in family]))
