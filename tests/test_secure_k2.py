@@ -94,6 +94,30 @@ def test_pipelined_table_phase_gives_the_same_network(monkeypatch, network, mode
     assert on_lanes and all(tag.startswith("tables.") for tag in on_lanes)
 
 
+def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
+    """Groups follow the families' secure terms (a local family weighs nothing) and the
+    first group, whose table phase nothing overlaps, gets about half a share."""
+    from ppbn.protocols import k2
+
+    monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 1)
+    net = load_network("child")
+    schema = _schema(net)
+    pair = memory_channel_pair(timeout_s=30)
+    scorer = SecureScorer(pair[0], "alice", schema, np.zeros((10, 10), dtype=np.int64), 10,
+                          SecureLearnConfig(tables=TEST_TABLES), Ledger("alice"))  # fmt: skip
+    names = net.names
+    families = [(names[i], names[j]) for i in range(len(names)) for j in range(len(names)) if i != j]
+    groups = scorer._pipeline_groups(families)
+    assert [f for g in groups for f in g] == families and len(groups) == k2.PIPELINE_GROUPS
+    weights = [sum(scorer._secure_terms(f) for f in g) for g in groups]
+    local = [f for f in families if schema.owner(f[0]) == schema.owner(f[1])]
+    assert local and all(scorer._secure_terms(f) == 0 for f in local)
+    share = sum(weights) / (len(groups) - 0.5)
+    largest = max(scorer._secure_terms(f) for f in families)
+    assert abs(weights[0] - share / 2) <= largest
+    assert all(abs(w - share) <= 2 * largest for w in weights[1:])
+
+
 def test_overlap_off_keeps_the_table_phase_on_the_channel(monkeypatch):
     from ppbn.protocols import k2
 

@@ -454,20 +454,37 @@ class SecureScorer:
         (q (d + 1) each), at most ``PIPELINE_GROUPS`` of at least ``PIPELINE_MIN_TERMS``:
         group i + 1's table phase (Paillier, CPU) runs on a lane of the channel while group
         i's terms (garbled circuits and OT, mostly bytes on the wire) run here, so on a slow
-        link the table phase costs next to nothing. Both parties split alike: the families
-        and their sizes are public."""
-        sizes = [math.prod(self.schema.cardinality(v) for v in fam[:-1]) * (self.schema.cardinality(fam[-1]) + 1) for fam in families]
+        link the table phase costs next to nothing. A family's size is its secure terms
+        (``_term_owners``: none for a local family, which needs no table phase either), and
+        the first group gets half a share: its table phase is the one nothing overlaps.
+        Both parties split alike: the families and their sizes are public."""
+        sizes = [self._secure_terms(fam) for fam in families]
         most = min(PIPELINE_GROUPS, sum(sizes) // PIPELINE_MIN_TERMS, len(families)) if self.config.overlap_tables else 1
         count = max(1, most)
-        target = sum(sizes) / count
+        share = sum(sizes) / (count - 0.5) if count > 1 else 0.0
         groups: list[list[Family]] = []
         done = 0
         for family, size in zip(families, sizes, strict=True):
-            if not groups or (len(groups) < count and done >= target * len(groups)):
+            if not groups or (len(groups) < count and done >= share * (len(groups) - 0.5)):
                 groups.append([])
             groups[-1].append(family)
             done += size
         return groups
+
+    def _term_owners(self, family: Family, own_rows: bool) -> tuple[str | None, str | None]:
+        """Who computes a family's cell terms and its row terms alone (None: securely),
+        ``_score_cells``: the party holding the whole family computes both; with ``own_rows``
+        and complete records, the party holding all the parents computes the rows."""
+        owner = _local_owner(self.schema, family)
+        if owner is None and own_rows and not self.config.available_case and len(family) > 1:
+            return None, _local_owner(self.schema, family[:-1])
+        return owner, owner
+
+    def _secure_terms(self, family: Family) -> int:
+        """The family's terms that run securely (cells and rows, each once)."""
+        q = math.prod(self.schema.cardinality(v) for v in family[:-1])
+        owner, row_owner = self._term_owners(family, own_rows=True)
+        return (0 if owner else q * self.schema.cardinality(family[-1])) + (0 if row_owner else q)
 
     def paired_scores(self, keys: Sequence[tuple[str, tuple[str, ...], str]]) -> list[np.ndarray]:
         """Shares of the score of (child, parents) on the records complete in ``given`` too:
@@ -511,10 +528,7 @@ class SecureScorer:
         fresh_sets: set[frozenset[str]] = set()
         for cells, family in zip(tables, families, strict=True):
             q, d = cells.shape
-            owner = _local_owner(self.schema, family)
-            row_owner = owner
-            if owner is None and own_rows and not self.config.available_case and len(family) > 1:
-                row_owner = _local_owner(self.schema, family[:-1])
+            owner, row_owner = self._term_owners(family, own_rows)
             key = frozenset(family) if cache_cells else None
             fresh = key is None or (key not in self.cell_sums and key not in fresh_sets)
             if key is not None and fresh:
