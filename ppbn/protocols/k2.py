@@ -451,7 +451,7 @@ class SecureScorer:
 
     def _pipeline_groups(self, families: list[Family]) -> list[list[Family]]:
         """The families of one batch in consecutive groups of about equal secure terms
-        (q (d + 1) each), at most ``PIPELINE_GROUPS`` of at least ``PIPELINE_MIN_TERMS``:
+        (``_secure_terms``), at most ``PIPELINE_GROUPS`` of at least ``PIPELINE_MIN_TERMS``:
         group i + 1's table phase (Paillier, CPU) runs on a lane of the channel while group
         i's terms (garbled circuits and OT, mostly bytes on the wire) run here, so on a slow
         link the table phase costs next to nothing. A family's size is its secure terms

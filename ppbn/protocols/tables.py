@@ -110,9 +110,9 @@ Progress = Callable[[str, int, int], None]
 class TablesConfig:
     """Parameters both parties must agree on (checked in the hello), plus local tuning.
 
-    ``key_bits``, ``statistical_bits``, ``chunk_size`` and ``complete_records`` are compared
-    with the peer; the rest is this party's own (its local policy): ``executor`` (local, ray or inline),
-    ``workers``, ``ray_address``, ``cache_bytes`` of ciphertexts kept in memory for later
+    ``key_bits``, ``statistical_bits``, ``chunk_size`` and ``complete_records`` are
+    compared with the peer; the rest is this party's own (its local policy): ``executor``
+    (local, ray or inline), ``workers``, ``ray_address``, ``cache_bytes`` of ciphertexts kept in memory for later
     calls of a session and ``spill_bytes`` more in a memory-mapped file in ``spill_dir``
     (default: the system's temporary folder), ``serial_below``, and ``seed`` (tests only:
     every random value of the table phase derived from it, so runs repeat exactly).
