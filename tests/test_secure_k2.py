@@ -137,15 +137,17 @@ def test_secure_scores_reconstruct_to_the_plaintext_scores():
     count = joined_count_fn(net.names, net.states, codes)
     # owners alternate: bob's dysp alone and with bob's either (all terms local to bob);
     # alice's parents with bob's child and the reverse (rows local); mixed parents
+    # and two children (both binary) of the same mixed parents, whose rows are run once
     keys = [
         ("dysp", ()), ("dysp", ("either",)), ("dysp", ("bronc",)), ("xray", ("either", "lung")),
-        ("dysp", ("bronc", "either")),
+        ("dysp", ("bronc", "either")), ("xray", ("bronc", "either")),
     ]  # fmt: skip
-    # secure terms: the crossing families' cells (4 + 8 + 8), the mixed parents' rows (4);
-    # under available-case the rows of the single-owner parents too (2 + 4)
+    # secure terms: the crossing families' cells (4 + 8 + 8 + 8), the mixed parents' rows
+    # (4, once); under available-case the rows of the single-owner parents too (2 + 4) and
+    # the mixed parents' rows per child (4 more)
     for mode, available_case, secure_terms in [
-        ("exact", False, 24), ("yw", False, 24), ("yw0", False, 24), ("bic", False, 24), ("bdeu", False, 24),
-        ("exact", True, 30),
+        ("exact", False, 32), ("yw", False, 32), ("yw0", False, 32), ("bic", False, 32), ("bdeu", False, 32),
+        ("exact", True, 42),
     ]:  # fmt: skip
         config = SecureLearnConfig(max_parents=2, mode=mode, tables=TEST_TABLES, available_case=available_case)
         pair = memory_channel_pair(timeout_s=300)

@@ -285,6 +285,8 @@ class SecureScorer:
         self.paired_shares: dict[tuple[str, tuple[str, ...], str], np.ndarray] = {}
         # the sum of the cell terms of each set of variables (``_score_cells``); not checkpointed
         self.cell_sums: dict[frozenset[str], int] = {}
+        # the sum of the secure row terms per (parents, row offset, bdeu shift); not checkpointed
+        self.row_sums: dict[tuple[frozenset[str], int, float | None], int] = {}
         self._term_memo: dict[float | None, dict[int, int]] = {}  # ``_own_terms``: shift -> count -> term
         self.evaluations = 0
 
@@ -481,7 +483,8 @@ class SecureScorer:
         return owner, owner
 
     def _secure_terms(self, family: Family) -> int:
-        """The family's terms that run securely (cells and rows, each once)."""
+        """The family's terms that run securely: at most its cells and rows (fewer when a
+        family scored before shares them, ``_score_cells``)."""
         q = math.prod(self.schema.cardinality(v) for v in family[:-1])
         owner, row_owner = self._term_owners(family, own_rows=True)
         return (0 if owner else q * self.schema.cardinality(family[-1])) + (0 if row_owner else q)
@@ -522,10 +525,14 @@ class SecureScorer:
         With ``cache_cells`` (``families`` are then the tables' variables, child last) the
         sum of the cell terms is kept per set of variables: every mode's cell term is a
         function of the cell count alone (and, for bdeu, of ess / (q d), also a property
-        of the set), so u | v and v | u share it and only their row terms differ."""
+        of the set), so u | v and v | u share it and only their row terms differ. With
+        complete records, so is the sum of the secure row terms per set of parents (with
+        the row offset d - 1 and bdeu's ess / q): alpha_ij counts every record with parent
+        configuration j whatever the child, so children of equal d share it."""
         mode, ess = self.config.mode, self.config.ess
         pieces, layout, shifts = [], [], []
         fresh_sets: set[frozenset[str]] = set()
+        fresh_rows: set[tuple[frozenset[str], int, float | None]] = set()
         for cells, family in zip(tables, families, strict=True):
             q, d = cells.shape
             owner, row_owner = self._term_owners(family, own_rows)
@@ -536,6 +543,12 @@ class SecureScorer:
             cell_shift = ess / (q * d) if mode == "bdeu" else None  # bdeu's a_jk
             row_shift = ess / q if mode == "bdeu" else None  # bdeu's a_j
             row_offset = 0 if mode in ("bic", "bdeu") else d - 1  # rows l_ij = alpha_ij + d - 1
+            row_key = None
+            if row_owner is None and cache_cells and not self.config.available_case:
+                row_key = (frozenset(family[:-1]), row_offset, row_shift)
+            rows_fresh = row_key is None or (row_key not in self.row_sums and row_key not in fresh_rows)
+            if row_key is not None and rows_fresh:
+                fresh_rows.add(row_key)
             own_cells = own_rows_sum = 0
             if owner == self.role and fresh:
                 own_cells = self._own_terms(cells.ravel(), cell_shift)
@@ -545,12 +558,13 @@ class SecureScorer:
             if row_owner == self.role:
                 rows = cells.sum(axis=1, dtype=np.uint64) if owner else self._parent_counts(family[:-1])
                 own_rows_sum = self._own_terms(rows + np.uint64(row_offset), row_shift)
-            elif row_owner is None:
+            elif row_owner is None and rows_fresh:
                 rows = cells.sum(axis=1, dtype=np.uint64)
                 pieces.append(rows + np.uint64(row_offset) if self.role == GARBLER else rows)
                 shifts += [row_shift] * q
             n_cells = cells.size if owner is None and fresh else 0
-            layout.append((n_cells, q if row_owner is None else 0, fresh, own_cells, own_rows_sum, q, d, key))
+            n_rows = q if row_owner is None and rows_fresh else 0
+            layout.append((n_cells, n_rows, fresh, own_cells, own_rows_sum, q, d, key, rows_fresh, row_key))
         terms = None
         if pieces:
             terms = self.terms(np.concatenate(pieces).astype(np.uint64), shifts if mode == "bdeu" else None)
@@ -560,11 +574,14 @@ class SecureScorer:
 
         offset = 0
         out = []
-        for n_cells, n_rows, fresh, own_cells, own_rows_sum, q, d, key in layout:
+        for n_cells, n_rows, fresh, own_cells, own_rows_sum, q, d, key, rows_fresh, row_key in layout:
             cell_sum = own_cells + secure_sum(offset, offset + n_cells)  # Python ints, reduced by ring.constant
             if key is not None:
                 cell_sum = self.cell_sums.setdefault(key, cell_sum) if fresh else self.cell_sums[key]
-            share = cell_sum - own_rows_sum - secure_sum(offset + n_cells, offset + n_cells + n_rows)
+            row_sum = own_rows_sum + secure_sum(offset + n_cells, offset + n_cells + n_rows)
+            if row_key is not None:
+                row_sum = self.row_sums.setdefault(row_key, row_sum) if rows_fresh else self.row_sums[row_key]
+            share = cell_sum - row_sum
             offset += n_cells + n_rows
             if self.role == GARBLER:
                 share += int(round(self.public_term(q, d) * (1 << SCORE_FRAC)))
