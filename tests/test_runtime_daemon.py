@@ -392,3 +392,25 @@ def test_killed_peer_fails_the_job_and_the_survivor_keeps_serving(pair):
         if bob.poll() is None:
             os.killpg(bob.pid, signal.SIGKILL)
             bob.wait(5)
+
+
+def test_probe_loop_ends_quietly_when_stop_closes_its_channel():
+    """stop() closes the peer channels while the probe thread may be inside a handshake:
+    grpc then raises ValueError ("closed channel"), which ends the loop when stopping and
+    propagates otherwise."""
+    import threading
+    from types import SimpleNamespace
+
+    stopping = threading.Event()
+
+    def closed_by_stop(role):  # stop() ran while this handshake was on its way
+        stopping.set()
+        raise ValueError("Cannot invoke RPC on closed channel!")
+
+    def closed(role):
+        raise ValueError("Cannot invoke RPC on closed channel!")
+
+    PartyDaemon._probe_loop(SimpleNamespace(_stopping=stopping, peer_roles=["bob"], handshake_peer=closed_by_stop))
+    stopping.clear()
+    with pytest.raises(ValueError, match="closed channel"):
+        PartyDaemon._probe_loop(SimpleNamespace(_stopping=stopping, peer_roles=["bob"], handshake_peer=closed))

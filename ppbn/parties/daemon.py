@@ -608,7 +608,12 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
     def _probe_loop(self) -> None:
         while not self._stopping.is_set():
             for role in self.peer_roles:
-                ok, message = self.handshake_peer(role)
+                try:
+                    ok, message = self.handshake_peer(role)
+                except ValueError:  # grpc: "Cannot invoke RPC on closed channel!", which only stop() does
+                    if self._stopping.is_set():
+                        return
+                    raise
                 if self._stopping.is_set():
                     return
                 self._set_peer_state(role, ok, message)
