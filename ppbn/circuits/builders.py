@@ -404,15 +404,19 @@ def fixed_multiply(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_b
     return multiply(b, extend(x, width), extend(y, width), width)[frac_bits:]
 
 
-def _nonrestoring(b: CircuitBuilder, x: Sequence[int], y: Sequence[int]) -> tuple[Bits, Bits]:
+def _nonrestoring(
+    b: CircuitBuilder, x: Sequence[int], y: Sequence[int], start: Sequence[int] = ()
+) -> tuple[Bits, Bits]:
     """Quotient bits and the final signed (d + 1)-bit partial remainder, in [-y, y).
 
     Each step adds or subtracts y from 2 rem + x_i depending on the sign of rem; the result
-    fits in d + 1 bits, so the step is a (d + 1)-bit adder with carry-in: d ANDs.
+    fits in d + 1 bits, so the step is a (d + 1)-bit adder with carry-in: d ANDs. ``start``
+    is the initial partial remainder (0 <= start < y; zero by default): the dividend's
+    higher bits when the caller knows they give no quotient bit.
     """
     d = len(y)
     y_ext = zero_extend(y, d + 1)
-    rem = [ZERO] * (d + 1)
+    rem = zero_extend(list(start), d + 1)
     subtract = ONE
     quotient: Bits = [ZERO] * len(x)
     for i in range(len(x) - 1, -1, -1):
@@ -441,16 +445,8 @@ def fraction(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_bits: i
     ANDs for a d-bit y, where ``fixed_divide`` at a common width l >= f + 1 runs l + f steps
     of l ANDs. Outside the precondition the output is meaningless.
     """
-    d = _same_width(x, y)
-    y_ext = zero_extend(y, d + 1)
-    rem = zero_extend(list(x[1:]), d + 1)
-    subtract = ONE
-    quotient: Bits = [ZERO] * (frac_bits + 1)
-    for i, bit in zip(range(frac_bits, -1, -1), [x[0]] + [ZERO] * frac_bits, strict=True):
-        shifted = [bit, *rem[:d]]  # 2 rem + bit mod 2^(d+1)
-        rem = add(b, shifted, [b.xor(v, subtract) for v in y_ext], subtract)
-        subtract = b.inv(rem[-1])
-        quotient[i] = subtract
+    _same_width(x, y)
+    quotient, _ = _nonrestoring(b, [ZERO] * frac_bits + [x[0]], y, start=x[1:])
     return quotient
 
 

@@ -88,7 +88,14 @@ from ppbn.protocols.hc import ResumableMoveOracle, SecureMoveOracle
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.ot import OT_INLINE_BELOW, dh_bits_for
 from ppbn.protocols.paillier import OpCounters
-from ppbn.protocols.tables import TablesConfig, TablesSession, per_alpha_cost, run_tables
+from ppbn.protocols.tables import (
+    MISSING,
+    TablesConfig,
+    TablesSession,
+    config_index,
+    per_alpha_cost,
+    run_tables,
+)
 from ppbn.protocols.yao import GC_INLINE_BELOW, Reveal, YaoParty
 
 DISCLOSURES = ("public", "owner", "shared")
@@ -604,10 +611,9 @@ class SecureScorer:
         """alpha_ij from this party's own columns: the records of each configuration of
         ``parents`` (all its own), in any order (only their terms' sum is used)."""
         columns = {v.name: j for j, v in enumerate(self.schema.owned_by(self.role))}
-        parts = tuple(self.codes[:, columns[v]] for v in parents)
-        if any((part < 0).any() for part in parts):
+        configs = config_index(self.schema, self.codes, columns, parents)
+        if (configs == MISSING).any():
             raise ValueError("a missing cell outside available-case analysis: the loader should have refused it")
-        configs = np.ravel_multi_index(parts, self.schema.cardinalities(parents))
         return np.bincount(configs, minlength=math.prod(self.schema.cardinalities(parents))).astype(np.uint64)
 
 

@@ -751,7 +751,7 @@ def _run(
     for family in plan.local:
         shape = schema.cardinalities(family)
         if schema.owner(family[0]) == role:
-            index = _config_index(schema, codes, columns, family)
+            index = config_index(schema, codes, columns, family)
             index = index[index != MISSING]
             table = np.bincount(index, minlength=math.prod(shape)).astype(np.uint64).reshape(shape)
         else:
@@ -769,13 +769,13 @@ def _run(
         if config.complete_records and direction.aggregator == role:
             aggregated = {sy for _, sy in direction.pairs}
             y_counts = {
-                sy: np.bincount(_config_index(schema, codes, columns, sy), minlength=_configs(schema, sy)) for sy in aggregated
+                sy: np.bincount(config_index(schema, codes, columns, sy), minlength=_configs(schema, sy)) for sy in aggregated
             }
         _assemble(schema, families, direction, pair_shares, result, config.complete_records, y_counts)
     return result
 
 
-def _config_index(schema: Schema, codes: np.ndarray, columns: dict[str, int], subset: Subset) -> np.ndarray:
+def config_index(schema: Schema, codes: np.ndarray, columns: dict[str, int], subset: Subset) -> np.ndarray:
     """Each record's configuration of ``subset``, or MISSING when any of its variables is
     missing: the available-case rule, applied by each party to its own columns (a record
     counts in a cell only if neither party's part of the family is missing)."""
@@ -817,7 +817,7 @@ def _positions(schema: Schema, block: np.ndarray, columns: dict[str, int], group
     """X's task input for a chunk: per record and slice, the bit to set (-1: none)."""
     positions = np.full((block.shape[0], len(group.slices)), -1, dtype=np.int64)
     for j, (offset, piece) in enumerate(zip(group.offsets(), group.slices, strict=True)):
-        cfg = _config_index(schema, block, columns, piece.subset)
+        cfg = config_index(schema, block, columns, piece.subset)
         inside = (cfg >= piece.start) & (cfg < piece.stop)
         positions[inside, j] = width * (offset + cfg[inside] - piece.start)
     return positions
