@@ -248,3 +248,12 @@ def test_the_key_owner_cannot_tell_which_ciphertexts_a_rerandomized_product_hold
         assert stats.binomtest(counts[(1, 1)], 800).pvalue > 1e-4, counts
         seen.append(list(counts.values()))
     assert stats.chi2_contingency(np.array(seen)).pvalue > 1e-4
+
+
+def test_fixed_base_tables_are_built_on_first_use(keys: KeyPair) -> None:
+    """A party whose workers encrypt never builds the tables in its own process: the
+    constructor only picks the base; the first randomizer builds them."""
+    encryptor = FastEncryptor(keys.public, factors=(int(keys.private.p), int(keys.private.q)))
+    assert encryptor._built is None
+    (rho,) = encryptor.fresh_randomizers(1)
+    assert encryptor._built is not None and _is_nth_residue(int(rho), keys)

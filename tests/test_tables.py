@@ -304,3 +304,33 @@ def test_cached_parts_of_both_parties_serve_a_mixed_plan() -> None:
     last = seen[2]
     assert last["alice"].encryptions < n and last["bob"].encryptions < n
     assert last["alice"].decryptions > 0 and last["bob"].decryptions > 0
+
+
+def test_background_preparation_makes_the_keys_once_and_the_run_uses_them() -> None:
+    """``prepare_in_background`` makes the key pair early; a table run (which needs it at
+    once) waits for that key instead of making a second one, and the counts are right."""
+    schema = make_schema([2, 3, 2], ["alice", "bob", "alice"])
+    rng = np.random.default_rng(11)
+    full = np.stack([rng.integers(0, c, 200) for c in schema.cardinalities()], axis=1)
+    config = TablesConfig(key_bits=1024, chunk_size=64, workers=2, serial_below=0)
+    families = crossing_families(schema, 2)
+    with TablesSession(config) as s_alice, TablesSession(config) as s_bob:
+        for session in (s_alice, s_bob):
+            session.prepare_in_background(len(full))
+        early = s_alice.own_keys()  # waits for the background key, never makes another
+        assert s_alice.own_keys() is early and s_alice.keys is early
+        alice, bob, _ = run_both(schema, split(schema, full), families, config, {"alice": s_alice, "bob": s_bob})
+        assert s_alice.keys is early
+    for family, table in reconstruct(alice, bob).items():
+        index = [schema.names.index(v) for v in family]
+        expected = np.zeros(table.shape, dtype=np.int64)
+        np.add.at(expected, tuple(full[:, index].T), 1)
+        assert (table == expected).all()
+    assert s_alice._preparing is None  # close() joined the thread
+
+
+def test_background_preparation_is_skipped_once_keys_exist() -> None:
+    with TablesSession(TEST_CONFIG) as session:
+        keys = session.own_keys()
+        session.prepare_in_background(10)
+        assert session._preparing is None and session.keys is keys

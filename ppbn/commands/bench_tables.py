@@ -106,6 +106,7 @@ def _bench_paillier(args: argparse.Namespace) -> int:
     keys = KeyPair.generate(args.key_bits)
     start = time.perf_counter()
     fast = FastEncryptor(keys.public, factors=(int(keys.private.p), int(keys.private.q)))
+    fast.build_tables()
     setup_s = time.perf_counter() - start
     public_only = FastEncryptor(keys.public, base=int(fast.base))
     phe_key = keys.public.phe_key()

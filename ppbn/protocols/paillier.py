@@ -274,8 +274,10 @@ def _exponent_digits(count: int, windows: int, window_bits: int, seed: bytes | N
 class FastEncryptor:
     """Encrypts under ``public`` with short-exponent fixed-base randomizers (see module doc).
 
-    The tables are built in the constructor, i.e. before the job starts. ``base`` lets a
-    worker process rebuild the same encryptor (``spec``); it is secret to this party.
+    The tables are built on first use: a party whose encryption runs in worker processes
+    never builds them here (each worker builds its own, ``_task_encryptor``), and the
+    public key goes out without waiting for them. ``base`` lets a worker process rebuild
+    the same encryptor (``spec``); it is secret to this party.
     Given the key owner's ``factors`` (p, q), the tables are kept mod p^2 and mod q^2 and
     results joined by the CRT: the same values, about 1.5 times faster. In ppbn the
     encrypting party always owns the key, so tables.py uses this form.
@@ -308,8 +310,20 @@ class FastEncryptor:
                 raise ValueError("factors do not match the public key")
             self._moduli = [p * p, q * q]
             self._p2_inverse = gmpy2.invert(self._moduli[0], self._moduli[1])
-        self._tables = [self._build_table(modulus) for modulus in self._moduli]
+        self._built: list[list[list[mpz]]] | None = None
+        self._build_lock = threading.Lock()
         self._pool: deque[mpz] = deque()
+
+    def build_tables(self) -> None:
+        """Build the fixed-base tables now rather than on first use (to time them apart)."""
+        _ = self._tables
+
+    @property
+    def _tables(self) -> list[list[list[mpz]]]:
+        with self._build_lock:
+            if self._built is None:
+                self._built = [self._build_table(modulus) for modulus in self._moduli]
+            return self._built
 
     def _build_table(self, modulus: mpz) -> list[list[mpz]]:
         size = 1 << self.window_bits
@@ -344,9 +358,10 @@ class FastEncryptor:
         exponents from ``seed`` (a task's seed), or from the OS when there is none."""
         out = []
         windows = range(1, self.windows)
+        tables = self._tables
         for row in self._digits(count, seed):
             residues = []
-            for table, modulus in zip(self._tables, self._moduli, strict=True):
+            for table, modulus in zip(tables, self._moduli, strict=True):
                 acc = table[0][row[0]]
                 for i in windows:
                     acc = acc * table[i][row[i]] % modulus

@@ -52,11 +52,13 @@ mismatch raises ProtocolError.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import math
 import mmap
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -535,32 +537,77 @@ class TablesSession:
     seeds: TaskSeeds = field(init=False)
     _executor: Executor | None = field(default=None, init=False, repr=False)
     _spill: _SpillFile | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _keys_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _key_seed: bytes | None = field(default=None, init=False, repr=False)
+    _preparing: threading.Thread | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.seeds = TaskSeeds(self.config.seed)
 
     @property
     def executor(self) -> Executor:
-        if self._executor is None:
-            self._executor = make_executor(self.config.executor_spec())
-        return self._executor
+        with self._lock:
+            if self._executor is None:
+                self._executor = make_executor(self.config.executor_spec())
+            return self._executor
 
     def executor_for(self, n_records: int) -> Executor:
         """The session's executor, or this process for fewer than ``serial_below`` records."""
         return InlineExecutor() if n_records < self.config.serial_below else self.executor
 
     def own_keys(self) -> KeyPair:
-        """This party's key pair and fast encryptor, made on first use (before any streaming)."""
-        if self.keys is None:
-            self.keys = KeyPair.generate(self.config.key_bits)
-        if self.encryptor is None:
-            self.encryptor = FastEncryptor(
-                self.keys.public,
-                factors=(int(self.keys.private.p), int(self.keys.private.q)),
-                stream=RandomStream(self.seeds.next()),
-            )
-            remember_encryptor(self.encryptor)
-        return self.keys
+        """This party's key pair and fast encryptor: made on first use (before any streaming),
+        or already by ``prepare_in_background`` (waited for if it is making them)."""
+        key_seed = self._take_key_seed()
+        with self._keys_lock:
+            if self.keys is None:
+                self.keys = KeyPair.generate(self.config.key_bits)
+            if self.encryptor is None:
+                private = self.keys.private
+                self.encryptor = FastEncryptor(
+                    self.keys.public, factors=(int(private.p), int(private.q)), stream=RandomStream(key_seed)
+                )
+                remember_encryptor(self.encryptor)
+            return self.keys
+
+    def _take_key_seed(self) -> bytes:
+        with self._lock:
+            if self._key_seed is None:
+                self._key_seed = self.seeds.next()
+            return self._key_seed
+
+    def prepare_in_background(self, n_records: int) -> None:
+        """Start making the key pair and fixed-base tables, and warming the workers (each
+        builds its own tables), in a daemon thread, so that the first table phase this party
+        encrypts in finds them ready instead of spending 2-3 s on them (phe's key generation,
+        spawning the pool, 0.5-1 s of tables per process) while the peer waits. The work is
+        the same as on first use (``own_keys``, which waits for it), only earlier; workers
+        are warmed only for a job big enough to use them (``executor_for``)."""
+        if self._preparing is not None or self.encryptor is not None:
+            return
+        self._take_key_seed()  # drawn here, in the job thread, so fixed seeds still repeat
+        warm = n_records >= self.config.serial_below
+        self._preparing = threading.Thread(target=self._prepare, args=(warm,), daemon=True, name="tables-prepare")
+        self._preparing.start()
+
+    def _prepare(self, warm: bool) -> None:
+        # Errors are left to the job: ``own_keys`` on first use makes the keys again and
+        # raises, and a broken pool fails the job's own tasks with ExecutorError.
+        with contextlib.suppress(Exception):
+            executor = self.executor if warm else InlineExecutor()
+            spawned = executor.submit(int, 0)  # a local pool starts its workers while the key is made
+            self.own_keys()
+            spawned.result()
+            self._warm_workers(executor)
+
+    def _warm_workers(self, executor: Executor) -> None:
+        """A task per worker that builds its fixed-base tables (its value is dropped: no seed spent)."""
+        encryptor = self.encryptor
+        assert encryptor is not None
+        warm = [(encryptor.spec, 1, bytes(SEED_BYTES))] * (0 if executor.kind == "inline" else executor.workers)
+        for _ in executor.map(fast_randomizers_bytes, warm):
+            pass
 
     def prepare(self, randomizers: int = 0) -> None:
         """Set up before the job: key pair, fixed-base tables, warm workers, and optionally a
@@ -572,15 +619,13 @@ class TablesSession:
         encryptor = self.encryptor
         assert encryptor is not None
         executor = self.executor
-        spec = encryptor.spec
         items = [
-            (spec, min(TASK_PIECE, randomizers - i), self.seeds.next()) for i in range(0, randomizers, TASK_PIECE)
+            (encryptor.spec, min(TASK_PIECE, randomizers - i), self.seeds.next())
+            for i in range(0, randomizers, TASK_PIECE)
         ]
-        # and a task per worker that builds its tables (its value is dropped: no seed spent)
-        warm = [(spec, 1, bytes(SEED_BYTES))] * (0 if executor.kind == "inline" else executor.workers)
-        for index, payload in enumerate(executor.map(fast_randomizers_bytes, items + warm)):
-            if index < len(items):
-                encryptor.add_to_pool(payload)
+        for payload in executor.map(fast_randomizers_bytes, items):
+            encryptor.add_to_pool(payload)
+        self._warm_workers(executor)
 
     def hold(self, group: Group, size: int) -> _Held | None:
         """Where to keep ``size`` bytes of the peer's ciphertexts of ``group``: in memory,
@@ -596,6 +641,9 @@ class TablesSession:
         return None
 
     def close(self) -> None:
+        if self._preparing is not None:
+            self._preparing.join()
+            self._preparing = None
         if self._executor is not None:
             self._executor.close()
             self._executor = None
