@@ -268,7 +268,6 @@ class SecureScorer:
         self.paillier = paillier if paillier is not None else OpCounters()
         # records are complete unless available-case: the table phase may derive counts (``tables``)
         self.tables = TablesSession(replace(config.tables, complete_records=not config.available_case))
-        self.tables.prepare_in_background(n_records)
         # the garbled phases share the party's executor (and seeds) with the table phase
         batches = {"seeds": self.tables.seeds, "executor": lambda: self.tables.executor}
         self.yao = YaoParty(channel, dh_bits=config.dh_bits, gc_inline_below=config.gc_inline_below,
@@ -992,6 +991,7 @@ def learn_secure(
         scorer.count_shares.update(resume.count_shares)
         scorer.score_shares.update(resume.score_shares)
     try:
+        scorer.tables.prepare_in_background(n_records)  # the key pair and warm workers, off the critical path
         order = tuple(config.order or schema.names)
 
         def k2_progress(step: int, total: int, label: str) -> None:
