@@ -602,11 +602,14 @@ class TablesSession:
             self._warm_workers(executor)
 
     def _warm_workers(self, executor: Executor) -> None:
-        """A task per worker that builds its fixed-base tables (its value is dropped: no seed spent)."""
+        """A task per worker that builds its fixed-base tables (its value is dropped: no seed
+        spent); inline, this process's tables."""
         encryptor = self.encryptor
         assert encryptor is not None
-        warm = [(encryptor.spec, 1, bytes(SEED_BYTES))] * (0 if executor.kind == "inline" else executor.workers)
-        for _ in executor.map(fast_randomizers_bytes, warm):
+        if executor.kind == "inline":
+            encryptor.build_tables()
+            return
+        for _ in executor.map(fast_randomizers_bytes, [(encryptor.spec, 1, bytes(SEED_BYTES))] * executor.workers):
             pass
 
     def prepare(self, randomizers: int = 0) -> None:
