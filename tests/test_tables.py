@@ -334,3 +334,13 @@ def test_background_preparation_is_skipped_once_keys_exist() -> None:
         keys = session.own_keys()
         session.prepare_in_background(10)
         assert session._preparing is None and session.keys is keys
+
+
+def test_a_small_job_gets_its_key_early_but_builds_no_tables_until_it_encrypts() -> None:
+    """Below ``serial_below`` everything runs in this process: the background makes the key
+    only, so a job refused early (the fuzz suite's) keeps no tables in the daemon."""
+    with TablesSession(TEST_CONFIG) as session:
+        session.prepare_in_background(10)
+        session._preparing.join()
+        assert session.keys is not None and session.encryptor is not None
+        assert session.encryptor._built is None

@@ -578,12 +578,14 @@ class TablesSession:
             return self._key_seed
 
     def prepare_in_background(self, n_records: int) -> None:
-        """Start making the key pair and fixed-base tables, and warming the workers (each
-        builds its own tables), in a daemon thread, so that the first table phase this party
-        encrypts in finds them ready instead of spending 2-3 s on them (phe's key generation,
-        spawning the pool, 0.5-1 s of tables per process) while the peer waits. The work is
-        the same as on first use (``own_keys``, which waits for it), only earlier; workers
-        are warmed only for a job big enough to use them (``executor_for``)."""
+        """Start making the key pair, and warming the workers (each builds its own fixed-base
+        tables), in a daemon thread, so that the first table phase this party encrypts in
+        finds them ready instead of spending 2-3 s on them (phe's key generation, spawning
+        the pool, 0.5-1 s of tables per process) while the peer waits. The work is the same
+        as on first use (``own_keys``, which waits for it), only earlier. Workers are warmed
+        only for a job big enough to use them (``executor_for``); a smaller job gets only
+        its key early, and this process builds no tables until it encrypts (a job refused
+        early keeps no 50 MB of them)."""
         if self._preparing is not None or self.encryptor is not None:
             return
         self._take_key_seed()  # drawn here, in the job thread, so fixed seeds still repeat
@@ -595,7 +597,10 @@ class TablesSession:
         # Errors are left to the job: ``own_keys`` on first use makes the keys again and
         # raises, and a broken pool fails the job's own tasks with ExecutorError.
         with contextlib.suppress(Exception):
-            executor = self.executor if warm else InlineExecutor()
+            if not warm:  # everything runs in this process: its tables are built on first use
+                self.own_keys()
+                return
+            executor = self.executor
             spawned = executor.submit(int, 0)  # a local pool starts its workers while the key is made
             self.own_keys()
             spawned.result()
