@@ -222,6 +222,23 @@ def test_a_frame_for_no_open_lane_and_leftovers_are_protocol_errors(pair):
         bob.close_lane(lane_b)
 
 
+def test_a_frame_for_the_next_lane_waits_until_it_opens_and_a_closed_lane_refuses(pair):
+    """The peer's thread on a new lane may send before this party opens its end (the split
+    ln terms do, ``k2.SecureScorer.terms``): the frame waits; a closed lane's does not."""
+    alice, bob = pair
+    lane_a = alice.open_lane()
+    lane_a.send("t.early", b"1")
+    alice.send("hello", b"main")
+    assert bob.recv("hello") == b"main"  # read past lane1's frame before bob opened lane1
+    lane_b = bob.open_lane()
+    assert lane_b.recv("t.early") == b"1"
+    bob.close_lane(lane_b)
+    alice.close_lane(lane_a)
+    alice._put(1, "lane1|t.late", b"x")  # as a peer would: a frame for a lane both closed
+    with pytest.raises(ProtocolError, match="'lane1|t.late': no such lane is open"):
+        bob.recv("hello")
+
+
 def test_frames_waiting_for_a_lane_are_bounded(monkeypatch, pair):
     from ppbn.protocols import channel as channel_module
 

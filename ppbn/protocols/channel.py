@@ -26,8 +26,10 @@ protocol steps can run side by side in two threads (the table phase of the next 
 while the current ones are scored, ``k2.SecureScorer``). A lane's frames carry its name in
 the tag ("lane1|tables.masked"); whichever thread reads the transport hands frames of the
 other conversation to it. Both parties open lanes at the same points of their protocol,
-so they agree on the names (numbered in opening order); a frame for a lane that is not
-open is a ``ProtocolError``, and the frames waiting for a lane are bounded in bytes.
+so they agree on the names (numbered in opening order). The peer's thread on a new lane
+may send before this party's opens its end, so a frame for one of the next
+``EARLY_LANES`` lanes waits for it; a frame for a lane already closed, or further ahead,
+is a ``ProtocolError``, and the frames waiting for lanes are bounded in bytes.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 LANE_MARK = "|"  # never part of a protocol's own tags
 MAIN_LANE = ""
 LANE_BACKLOG_BYTES = 256 * 1024 * 1024  # frames read for a lane before it asked for them
+EARLY_LANES = 2  # lanes not yet opened here whose frames may arrive (the peer opened them first)
 
 
 class ProtocolError(Exception):
@@ -211,14 +214,24 @@ class Channel(ABC):
         return payload
 
     # -- lanes ----------------------------------------------------------------------
-    def open_lane(self) -> LaneChannel:
+    def open_lane(self, session: bytes | None = None) -> LaneChannel:
         """A second conversation over this channel, for another thread (module doc); the
-        peer opens its end at the same point of the protocol. Close it with ``close_lane``."""
+        peer opens its end at the same point of the protocol. Close it with ``close_lane``.
+        ``session`` gives the lane its own session label (default: this channel's), so that
+        hashes keyed by it (garbling, OT, lookups) are domain-separated from this channel's."""
         with self._lanes:
             self._lanes_opened += 1
             name = f"lane{self._lanes_opened}"
-            self._waiting[name] = deque()
-        return LaneChannel(self, name)
+            self._waiting.setdefault(name, deque())  # frames may be waiting already
+        return LaneChannel(self, name, session)
+
+    def _is_early_lane(self, name: str) -> bool:
+        """``name`` is one of the next ``EARLY_LANES`` lanes, not yet opened here (call
+        with ``_lanes`` held)."""
+        prefix, _, number = name.partition("lane")
+        if prefix or not number.isdigit():
+            return False
+        return self._lanes_opened < int(number) <= self._lanes_opened + EARLY_LANES
 
     def close_lane(self, lane: LaneChannel) -> None:
         """End a lane whose conversation is over: its counters (and transcript) join this
@@ -229,9 +242,16 @@ class Channel(ABC):
                 self._waiting_bytes -= sum(len(frame[2]) for frame in left)
         if left:
             raise ProtocolError(f"peer sent {len(left)} more messages on {lane.name} than the protocol has")
+        self.settle_lane(lane)
+
+    def settle_lane(self, lane: LaneChannel) -> None:
+        """Move a lane's counters (and transcript) so far into this channel's, and keep the
+        lane open: a lane that lives for a whole job reports its traffic step by step."""
         self.stats.add(lane.stats)
+        lane.stats = ChannelStats(section=lane.stats.section)
         if self.transcript is not None and lane.transcript is not None:
             self.transcript.extend(lane.transcript)
+            lane.transcript.clear()
 
     def _receive_frame(self, max_bytes: int) -> tuple[int, str, bytes]:
         return self._frame_for(MAIN_LANE, max_bytes, self.timeout_s)
@@ -272,7 +292,9 @@ class Channel(ABC):
                     return seq, inner, payload
                 with self._lanes:
                     if name not in self._waiting:
-                        raise ProtocolError(f"message {tag!r}: no such lane is open")
+                        if not self._is_early_lane(name):
+                            raise ProtocolError(f"message {tag!r}: no such lane is open")
+                        self._waiting[name] = deque()
                     if self._waiting_bytes + len(payload) > LANE_BACKLOG_BYTES:
                         raise ProtocolError(f"message {tag!r}: over {LANE_BACKLOG_BYTES} bytes wait for other lanes")
                     self._waiting[name].append((seq, inner, payload))
@@ -331,10 +353,10 @@ class LaneChannel(Channel):
     """One lane of a channel (``Channel.open_lane``): its own sequence numbers, counters
     and transcript over the parent's transport."""
 
-    def __init__(self, parent: Channel, name: str) -> None:
+    def __init__(self, parent: Channel, name: str, session: bytes | None = None) -> None:
         super().__init__(
             timeout_s=parent.timeout_s, max_message_bytes=parent.max_message_bytes,
-            keep_transcript=parent.transcript is not None, session=parent.session,
+            keep_transcript=parent.transcript is not None, session=parent.session if session is None else session,
         )  # fmt: skip
         self.parent = parent
         self.name = name
@@ -350,7 +372,7 @@ class LaneChannel(Channel):
     def _receive_frame(self, max_bytes: int) -> tuple[int, str, bytes]:
         return self.parent._frame_for(self.name, max_bytes, self.timeout_s)
 
-    def open_lane(self) -> LaneChannel:
+    def open_lane(self, session: bytes | None = None) -> LaneChannel:
         raise ProtocolError("lanes open on the channel itself, not on a lane")
 
 
