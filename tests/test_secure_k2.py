@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -63,12 +64,12 @@ def test_secure_structure_and_parameters_equal_the_reference(network, mode, max_
     _learn_equal_to_the_reference(network, mode, max_parents, seed=11)
 
 
-def _learn_equal_to_the_reference(network: str, mode: str, max_parents: int, seed: int):
+def _learn_equal_to_the_reference(network: str, mode: str, max_parents: int, seed: int, **options):
     """Learn 2,000 sampled records securely; assert both parties got the reference's
     structure, edge order and CPTs; return the channel pair."""
     net = load_network(network)
     codes = sample(net, 2000, seed)
-    config = SecureLearnConfig(max_parents=max_parents, mode=mode, tables=TEST_TABLES)
+    config = SecureLearnConfig(max_parents=max_parents, mode=mode, tables=TEST_TABLES, **options)
     alice, bob, _, pair = _run(net, codes, config)
     reference = learn_reference(net.names, net.states, codes, max_parents, mode)
     assert alice.search.edges == reference.search.edges == bob.search.edges
@@ -92,6 +93,35 @@ def test_pipelined_table_phase_gives_the_same_network(monkeypatch, network, mode
     kinds = pair[0].stats.by_kind
     on_lanes = {tag for (section, tag) in kinds if section == "tables"}  # the main thread labels nothing here
     assert on_lanes and all(tag.startswith("tables.") for tag in on_lanes)
+
+
+@pytest.mark.parametrize(("network", "mode", "max_parents"), [("asia", "exact", 2), ("sachs", "bdeu", 2)])
+def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, mode, max_parents):
+    """Every batch of terms runs as two halves side by side, the second on the terms lane
+    with its own OTs, garbling and hashes (``SecureScorer.terms``): the result is still the
+    reference's (bdeu: the shifts split with the counts), and the lane's bytes are counted
+    under the same phases as the main thread's."""
+    from ppbn.protocols import k2
+
+    opened = []
+    lane_engine = k2.SecureScorer._lane_engine
+    monkeypatch.setattr(k2.SecureScorer, "_lane_engine", lambda self: opened.append(self.role) or lane_engine(self))
+    learn = k2.learn_secure
+
+    def labelling(channel, *args, **kwargs):  # as the daemon does: each phase labels the bytes after it
+        def progress(message: str, done: int, total: int) -> None:
+            if message.startswith("phase "):
+                channel.stats.section = message[len("phase ") :]
+
+        return learn(channel, *args, **{**kwargs, "progress": progress})
+
+    monkeypatch.setattr(sys.modules[__name__], "learn_secure", labelling)
+    pair = _learn_equal_to_the_reference(network, mode, max_parents, seed=13, split_terms_from=2)
+    assert opened.count("alice") >= 2 and opened.count("bob") >= 2  # several batches, each split
+    by_kind = pair[0].stats.by_kind
+    share_sections = {section for (section, tag) in by_kind if tag.startswith("arith.")}
+    assert share_sections == {"ln terms (shares)"}  # the lane's too: none under another phase
+    assert ("ln terms (Yao)", "yao.tables") in by_kind
 
 
 def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
@@ -247,14 +277,17 @@ def _skewed_asia():
 DESIGN_EFFECT = 4  # one share is masked and sent up to 4 times (u in u*u and u^2*u, ...)
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one lane", "terms split"])
 @pytest.mark.parametrize("party", [0, 1], ids=["alice", "bob"])
-def test_what_a_party_receives_does_not_depend_on_the_data(party):
+def test_what_a_party_receives_does_not_depend_on_the_data(party, split):
     """Two data sets with very different counts that give the same network (structure and
     edge order; CPTs kept as shares): under every message tag and byte position, the
     profile of the bytes a party receives or opens (its view) is the same (chi-square, deflated by the
     design effect of reused shares, Bonferroni over all tests). Paillier traffic is
     excluded: its ciphertexts depend on the fresh key (tested in test_tables.py)."""
-    config = SecureLearnConfig(max_parents=2, mode="exact", disclosure="shared", tables=TEST_TABLES)
+    config = SecureLearnConfig(
+        max_parents=2, mode="exact", disclosure="shared", tables=TEST_TABLES, split_terms_from=2 if split else 1 << 40
+    )
     runs = []
     for net, seed in ((load_network("asia"), 21), (_skewed_asia(), 22)):
         codes = sample(net, 1500, seed)

@@ -88,6 +88,7 @@ from ppbn.protocols.hc import ResumableMoveOracle, SecureMoveOracle
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.ot import OT_INLINE_BELOW, dh_bits_for
 from ppbn.protocols.paillier import OpCounters
+from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.tables import (
     MISSING,
     TablesConfig,
@@ -101,6 +102,8 @@ from ppbn.protocols.yao import GC_INLINE_BELOW, Reveal, YaoParty
 DISCLOSURES = ("public", "owner", "shared")
 GARBLER = "alice"
 Family = tuple[str, ...]
+SPLIT_TERMS_FROM = 1024  # a batch of this many secure terms or more runs as two halves side by side
+TERMS_LANE_SESSION = b"|terms lane"  # the second half's lane: its own session label, so its own hashes
 Progress = Callable[[str, int, int], None]
 
 
@@ -142,6 +145,10 @@ class SecureLearnConfig:
     # score a batch of families in groups, the next group's table phase on a lane of the
     # channel while this group's terms run (``SecureScorer.scores``); both parties agree
     overlap_tables: bool = True
+    # with overlap_tables, a batch of at least this many secure terms runs as two halves
+    # side by side, the second on a lane of its own (``SecureScorer.terms``); both parties
+    # use this constant (a test lowers it in both)
+    split_terms_from: int = SPLIT_TERMS_FROM
     # this party's own (never negotiated): garbled runs of fewer AND gates x instances, and
     # OT-extension calls of fewer OTs, stay in the job thread instead of the executor
     gc_inline_below: int = GC_INLINE_BELOW
@@ -206,6 +213,25 @@ class SecureBackend:
         if x.shape[1] != x_bits:
             raise ValueError(f"{x.shape[1]} shared bits for a {x_bits}-bit operand")
         return arith.bit_mul(self.session, x, y, y_bits)
+
+
+@dataclass
+class _TermsEngine:
+    """One conversation's sessions for secure terms: the job's own (on the channel), or a
+    second set on a lane of its own (``SecureScorer._lane_engine``) that runs half of a
+    large batch beside it. Each set has its own base OTs, OT extensions, garbling tweaks
+    and, on the lane, hashes keyed by the lane's own session label."""
+
+    yao: YaoParty
+    arith: arith.ArithSession
+    backend: SecureBackend
+
+
+def _add_counters(into: object, moved: object) -> None:
+    """Add the integer counters of ``moved`` (a counters dataclass) to ``into``'s, and zero them."""
+    for name, value in vars(moved).items():
+        setattr(into, name, getattr(into, name) + value)
+        setattr(moved, name, 0)
 
 
 def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float = 1.0, ess: float = 0.0) -> int:
@@ -276,6 +302,11 @@ class SecureScorer:
             channel, role, keep_openings, dh_bits=config.dh_bits, ot_inline_below=config.ot_inline_below, **batches
         )
         self.backend = SecureBackend(self.arith, role)
+        self._engine = _TermsEngine(self.yao, self.arith, self.backend)
+        self._lane: tuple[Channel, _TermsEngine] | None = None  # ``_lane_engine``, opened on first use
+        self._lane_seeds = self.tables.seeds.next() if self.tables.seeds.fixed else None
+        self._sections: dict[str, str] = {}  # phase -> the channel's byte section the party layer gave it
+        self._announced = threading.Condition()  # ``_sections`` grew
         self.clock = PhaseClock()
         max_d = max(v.cardinality for v in schema.variables)
         bdeu = config.mode == "bdeu"
@@ -301,6 +332,34 @@ class SecureScorer:
         """Announce a protocol phase (the daemon names it when a peer fails)."""
         if self.progress is not None:
             self.progress(f"phase {name}", 0, 0)
+        with self._announced:
+            self._sections[name] = self.channel.stats.section
+            self._announced.notify_all()
+
+    def _section_of(self, phase: str) -> str:
+        """The byte section the party layer gave ``phase`` on the channel (a lane labels its
+        bytes alike): the first time, once the main thread has announced it."""
+        with self._announced:
+            self._announced.wait_for(lambda: phase in self._sections, timeout=self.channel.timeout_s)
+            return self._sections.get(phase, self.channel.stats.section)
+
+    def _lane_engine(self) -> tuple[Channel, _TermsEngine]:
+        """The second set of term sessions, on a lane opened once per job at the first
+        split batch (both parties reach it at the same point: the batch sizes are public).
+        Its randomness is its own: a fixed test seed derives the lane's seeds in the
+        constructor, so a run still repeats whatever the threads' interleaving."""
+        if self._lane is None:
+            lane = self.channel.open_lane(session=self.channel.session + TERMS_LANE_SESSION)
+            config = self.config
+            batches = {"seeds": TaskSeeds(self._lane_seeds), "executor": lambda: self.tables.executor}
+            yao = YaoParty(lane, dh_bits=config.dh_bits, gc_inline_below=config.gc_inline_below,
+                           ot_inline_below=config.ot_inline_below, **batches)  # fmt: skip
+            session = arith.ArithSession(
+                lane, self.role, self.arith.openings is not None, dh_bits=config.dh_bits,
+                ot_inline_below=config.ot_inline_below, **batches,
+            )  # fmt: skip
+            self._lane = (lane, _TermsEngine(yao, session, SecureBackend(session, self.role)))
+        return self._lane
 
     # -- tables -------------------------------------------------------------------------
     def table_shares(self, families: Sequence[Family], lane: Channel | None = None) -> dict[Family, np.ndarray]:
@@ -337,7 +396,7 @@ class SecureScorer:
         return {f: self.count_shares[f] for f in families}
 
     # -- terms ----------------------------------------------------------------------------
-    def _normalise(self, x_shares: np.ndarray, shift: Shift | None) -> tuple[dict, dict[str, np.ndarray]]:
+    def _normalise(self, yao: YaoParty, x_shares: np.ndarray, shift: Shift | None) -> tuple[dict, dict[str, np.ndarray]]:
         """One run of the normalisation circuit: XOR shares of the bits of f and x2 ((n, w)
         0/1 arrays; ``fixedpoint.normalise``), and this party's view of the masked table
         indices (alice's pads, bob's masked values)."""
@@ -355,33 +414,84 @@ class SecureScorer:
                 "k": index_bits(self.count_bits + spec.shift_frac), "j": spec.mantissa_bits, "c": c_index_bits(mode)
             }
             pads = {name: rng.uint64(n) & np.uint64((1 << w) - 1) for name, w in widths.items() if w}
-            out = self.yao.run(
+            out = yao.run(
                 circuit, garbler=True, outputs=outputs,
                 inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
             )  # fmt: skip
             return {name: values_to_bits(out[name], w).T for name, w in shared.items()}, pads
-        out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
+        out = yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
         bits = {name: values_to_bits(out[name], w).T for name, w in shared.items()}
         return bits, {m[0]: np.asarray(out[m], dtype=np.uint64) for m in masked}
 
     def terms(self, x_shares: np.ndarray, shifts: Sequence[float] | None = None) -> np.ndarray:
         """Shares of the cell/row term of every count (uint64 shares in, ring shares out);
         bdeu: lnG(x + a) with the public shift a of each count (``shifts``), one
-        normalisation circuit and one C-table per distinct shift."""
+        normalisation circuit and one C-table per distinct shift.
+
+        With ``overlap_tables`` a batch of at least ``split_terms_from`` terms runs as two
+        halves side by side, the second in a thread on the terms lane (``_lane_engine``):
+        each product layer is compute, then bytes both ways, then compute, so one half's
+        compute overlaps the other's transfer and round trips. The halves are the same
+        computation on fewer terms, each on its own OTs, garbling and masks, and both
+        parties split alike (n is public)."""
         mode = self.config.mode
         n = x_shares.shape[0]
         if (mode == "bdeu") != (shifts is not None):
             raise ValueError("the bdeu mode, and only it, takes shifts")
+        self.phase("ln terms (Yao)")  # two names, so the daemon can count bytes per step
+        if not (self.config.overlap_tables and n >= max(2, self.config.split_terms_from)):
+            result = self._terms_on(self._engine, x_shares, shifts, self.phase, self.clock)
+            self.evaluations += n
+            return result
+        half = n // 2
+        lane, engine = self._lane_engine()
+
+        def mark(phase: str) -> None:  # the lane's bytes go to the section its phase has on the channel
+            lane.stats.section = self._section_of(phase)
+
+        mark("ln terms (Yao)")
+        second = _Background(
+            lane.name, self._terms_on, engine, x_shares[half:], None if shifts is None else shifts[half:], mark, None
+        )
+        first = self._terms_on(self._engine, x_shares[:half], None if shifts is None else shifts[:half], self.phase, self.clock)
+        started = time.perf_counter()
+        rest = second.join()
+        self.clock.add("ln and x ln x (shares)", started)
+        self.channel.settle_lane(lane)
+        _add_counters(self.yao.counters, engine.yao.counters)
+        _add_counters(self.arith.counters, engine.arith.counters)
+        if self.arith.openings is not None:
+            self.arith.openings.extend(engine.arith.openings)
+            engine.arith.openings.clear()
+        self.evaluations += n
+        return np.concatenate([first, rest])
+
+    def _terms_on(
+        self,
+        engine: _TermsEngine,
+        x_shares: np.ndarray,
+        shifts: Sequence[float] | None,
+        mark: Callable[[str], None],
+        clock: PhaseClock | None,
+    ) -> np.ndarray:
+        """``terms`` on one set of sessions: the normalisation circuit, one round of lookups,
+        then the products of ``fixedpoint.terms_on``; ``mark`` names the phase of the
+        products when it starts, ``clock`` (the main thread's only) takes the times."""
+        mode = self.config.mode
+        n = x_shares.shape[0]
         groups: dict[float | None, np.ndarray] = {None: np.arange(n)}
         if shifts is not None:
             values = np.asarray(shifts, dtype=float)
             groups = {float(a): np.flatnonzero(values == a) for a in np.unique(values)}
-        self.phase("ln terms (Yao)")  # two names, so the daemon can count bytes per step
+        started = time.perf_counter()  # the caller named the phase "ln terms (Yao)"
+        runs = {
+            a: self._normalise(engine.yao, x_shares[idx], None if a is None else Shift(a, self.shift_frac))
+            for a, idx in groups.items()
+        }
+        if clock is not None:
+            clock.add("normalise (Yao)", started)
         started = time.perf_counter()
-        runs = {a: self._normalise(x_shares[idx], None if a is None else Shift(a, self.shift_frac)) for a, idx in groups.items()}
-        self.clock.add("normalise (Yao)", started)
-        started = time.perf_counter()
-        self.phase("ln terms (shares)")
+        mark("ln terms (shares)")
 
         def gathered(name: str) -> np.ndarray:
             first = next(iter(runs.values()))[0][name]
@@ -405,9 +515,9 @@ class SecureScorer:
             requests.append(([c_table(mode)], index("c")))
         elif mode == "bdeu":
             requests += [([c_table(mode, Shift(a, self.shift_frac))], runs[a][1]["c"]) for a in groups]
-        on_k, (ln_r, reciprocal), *on_c = arith.lookup_batch(self.arith, requests)
+        on_k, (ln_r, reciprocal), *on_c = arith.lookup_batch(engine.arith, requests)
         k_ln2 = on_k[0]
-        inv = inv_on(self.backend, reciprocal, on_k[1], k_bits, shift_frac) if mode in ("exact", "bdeu") else None
+        inv = inv_on(engine.backend, reciprocal, on_k[1], k_bits, shift_frac) if mode in ("exact", "bdeu") else None
         c_entry = None
         if mode in ("exact", "yw0"):
             c_entry = on_c[0][0]
@@ -419,11 +529,11 @@ class SecureScorer:
         if shifts is not None:
             coefficients = ShiftCoefficients.of([Shift(float(a), self.shift_frac) for a in shifts])
         result = terms_on(
-            self.backend, mode, self.count_bits, reduced_argument_on(self.backend, gathered("f"), reciprocal, k_bits),
+            engine.backend, mode, self.count_bits, reduced_argument_on(engine.backend, gathered("f"), reciprocal, k_bits),
             gathered("x2"), k_ln2, ln_r, c_entry, inv, coefficients,
         )  # fmt: skip
-        self.clock.add("ln and x ln x (shares)", started)
-        self.evaluations += n
+        if clock is not None:
+            clock.add("ln and x ln x (shares)", started)
         return result
 
     # -- family scores -------------------------------------------------------------------
@@ -449,13 +559,15 @@ class SecureScorer:
         for index, families in enumerate(groups):
             following = None
             if index + 1 < len(groups):
-                following = _Background(self.table_shares, groups[index + 1], self.channel.open_lane())
+                lane = self.channel.open_lane()
+                following = _Background(lane.name, self.table_shares, groups[index + 1], lane)
             tables = self.table_shares(families)  # computed by now: a lookup
             cells = [tables[fam].reshape(-1, self.schema.cardinality(fam[-1])) for fam in families]
             for family, share in zip(families, self._score_cells(cells, families, cache_cells=True), strict=True):
                 self.score_shares[(family[-1], frozenset(family[:-1]))] = share
             if following is not None:
-                self.channel.close_lane(following.join())
+                following.join()
+                self.channel.close_lane(lane)
         return [self.score_shares[(c, frozenset(ps))] for c, ps in keys]
 
     def _pipeline_groups(self, families: list[Family]) -> list[list[Family]]:
@@ -618,19 +730,20 @@ class SecureScorer:
 
 
 class _Background:
-    """``table_shares(families, lane)`` in a daemon thread; ``join`` returns the lane once
-    the phase is done, or raises what the thread raised. A daemon thread, because if the
-    main thread fails the job's channel is closed and the lane's reads end with it."""
+    """``work(*args)`` in a daemon thread (a table phase, or half of a batch of terms, on a
+    lane); ``join`` returns its result, or raises what the thread raised. A daemon thread,
+    because if the main thread fails the job's channel is closed and the lane's reads end
+    with it."""
 
-    def __init__(self, table_shares: Callable, families: list[Family], lane) -> None:
-        self.lane = lane
+    def __init__(self, name: str, work: Callable, *args) -> None:
+        self.result = None
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(table_shares, families), daemon=True, name=lane.name)
+        self.thread = threading.Thread(target=self._run, args=(work, args), daemon=True, name=name)
         self.thread.start()
 
-    def _run(self, table_shares: Callable, families: list[Family]) -> None:
+    def _run(self, work: Callable, args: tuple) -> None:
         try:
-            table_shares(families, self.lane)
+            self.result = work(*args)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread by join
             self.error = exc
 
@@ -638,7 +751,7 @@ class _Background:
         self.thread.join()
         if self.error is not None:
             raise self.error
-        return self.lane
+        return self.result
 
 
 class SecureOracle:
