@@ -344,3 +344,39 @@ def test_a_small_job_gets_its_key_early_but_builds_no_tables_until_it_encrypts()
         session._preparing.join()
         assert session.keys is not None and session.encryptor is not None
         assert session.encryptor._built is None
+
+
+def test_rerandomizers_made_ahead_are_handed_out_once_in_order() -> None:
+    """``top_up_rerandomizers`` makes re-randomizers for the next phase as aggregator;
+    ``rerandomizers`` hands them out first, splits a piece it needs only part of (the rest
+    stays for later), and makes what is missing new: no value twice, each an encryption of
+    0 under the peer's key. Another key drops them; an inline executor makes none ahead."""
+    from ppbn.protocols.executor import InlineExecutor
+    from ppbn.protocols.paillier import rerandomizer_spec
+
+    config = TablesConfig(key_bits=1024, workers=2, serial_below=0)
+    with TablesSession(config) as peer, TablesSession(config) as session:
+        keys = peer.own_keys()
+        spec = rerandomizer_spec(keys.public, peer.encryptor.base, 40)
+        width = keys.public.ciphertext_bytes
+        executor = session.executor
+
+        def values(pieces) -> list[int]:
+            blob = b"".join(p if isinstance(p, bytes) else p.result() for p in pieces)
+            return [int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
+
+        session.top_up_rerandomizers(spec, 5, executor)
+        session.top_up_rerandomizers(spec, 5, executor)  # already waiting: nothing more
+        assert sum(size for size, _ in session._reserve) == 5
+        first = values(session.rerandomizers(spec, 3, executor))
+        assert len(first) == 3 and sum(size for size, _ in session._reserve) == 2
+        second = values(session.rerandomizers(spec, 4, executor))  # 2 made ahead, 2 new
+        assert len(second) == 4 and not session._reserve
+        assert len(set(first + second)) == 7
+        assert all(keys.decrypt(value) == 0 for value in first + second)
+        session.top_up_rerandomizers(spec, 2, executor)
+        own = session.own_keys()
+        other = rerandomizer_spec(own.public, session.encryptor.base, 40)
+        assert len(values(session.rerandomizers(other, 1, executor))) == 1 and not session._reserve
+        session.top_up_rerandomizers(spec, 3, InlineExecutor())
+        assert not session._reserve

@@ -59,6 +59,7 @@ import math
 import mmap
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -97,6 +98,7 @@ SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
 RETURN_PIECE = 4096  # masked ciphertexts per message
 TASK_PIECE = 512  # decryptions or re-randomizers per task: fixed, so seeds never depend on workers
+RESERVE_RERANDOMIZERS = 1024  # at most this many made ahead for the next phase (0.5 MB at 2048 bits)
 TREE_FANIN = 16  # chunk products combined per node of the aggregation tree
 # A missing cell (``--missing available-case``, ``parties.data.MISSING_CODE``): the record
 # has no configuration of any subset containing that variable, so its indicator row for
@@ -541,6 +543,11 @@ class TablesSession:
     _keys_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _key_seed: bytes | None = field(default=None, init=False, repr=False)
     _preparing: threading.Thread | None = field(default=None, init=False, repr=False)
+    # re-randomizers made ahead for the next phase as aggregator (``rerandomizers``): the
+    # spec they are for, and pieces as (count, pending task or payload)
+    _reserve_spec: tuple | None = field(default=None, init=False, repr=False)
+    _reserve: deque = field(default_factory=deque, init=False, repr=False)
+    _reserve_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.seeds = TaskSeeds(self.config.seed)
@@ -634,6 +641,47 @@ class TablesSession:
         for payload in executor.map(fast_randomizers_bytes, items):
             encryptor.add_to_pool(payload)
         self._warm_workers(executor)
+
+    def rerandomizers(self, spec: tuple, count: int, executor: Executor) -> list[Pending | bytes]:
+        """``count`` re-randomizers for the peer's key ``spec`` (``paillier.rerandomizer_spec``),
+        as pieces (payloads, or tasks whose results are payloads) in order: first those made
+        ahead (``top_up_rerandomizers``), then new tasks. Each is handed out once."""
+        pieces: list[Pending | bytes] = []
+        with self._reserve_lock:
+            if self._reserve_spec != spec:
+                self._reserve.clear()
+            while count > 0 and self._reserve:
+                size, piece = self._reserve.popleft()
+                if size > count:  # split: the rest stays for the next phase
+                    payload = piece if isinstance(piece, bytes) else piece.result()
+                    cut = len(payload) // size * count
+                    self._reserve.appendleft((size - count, payload[cut:]))
+                    piece, size = payload[:cut], count
+                pieces.append(piece)
+                count -= size
+        pieces += [
+            executor.submit(rerandomizers_bytes, spec, min(TASK_PIECE, count - i), self.seeds.next())
+            for i in range(0, count, TASK_PIECE)
+        ]
+        return pieces
+
+    def top_up_rerandomizers(self, spec: tuple, count: int, executor: Executor) -> None:
+        """Start making re-randomizers for the next phase as aggregator, up to ``count``
+        (capped at ``RESERVE_RERANDOMIZERS``) waiting: they depend on nothing but the peer's
+        key, and the tasks queue behind this phase's, so they run in the next steps' gaps
+        (the garbled and share phases leave the workers idle) instead of in the next table
+        phase, which nothing overlaps at the start of a K2 step. Not for an inline executor,
+        where making them ahead would only delay this phase's end."""
+        if executor.kind == "inline":
+            return
+        with self._reserve_lock:
+            if self._reserve_spec != spec:
+                self._reserve.clear()
+                self._reserve_spec = spec
+            missing = min(count, RESERVE_RERANDOMIZERS) - sum(size for size, _ in self._reserve)
+            for i in range(0, max(0, missing), TASK_PIECE):
+                size = min(TASK_PIECE, missing - i)
+                self._reserve.append((size, executor.submit(rerandomizers_bytes, spec, size, self.seeds.next())))
 
     def hold(self, group: Group, size: int) -> _Held | None:
         """Where to keep ``size`` bytes of the peer's ciphertexts of ``group``: in memory,
@@ -1062,10 +1110,7 @@ def _aggregate_side(
     total_returns = sum(sizes)
     # re-randomizers of the masked results: start early, they do not depend on the data
     spec = rerandomizer_spec(public, base, config.statistical_bits)
-    randomizer_tasks = [
-        executor.submit(rerandomizers_bytes, spec, min(TASK_PIECE, total_returns - i), session.seeds.next())
-        for i in range(0, total_returns, TASK_PIECE)
-    ]
+    randomizer_pieces = session.rerandomizers(spec, total_returns, executor)
     masks = RandomStream(session.seeds.next())
     accumulators: list[list[list[mpz | None]]] = []
     fresh_total = n_records * sum(not c for c in plan.cached)
@@ -1102,8 +1147,8 @@ def _aggregate_side(
             session.held[digest] = keep
     # marginalise each cluster to the subsets it serves
     randomizers = []
-    for task in randomizer_tasks:
-        blob = task.result()
+    for piece in randomizer_pieces:
+        blob = piece if isinstance(piece, bytes) else piece.result()
         randomizers.extend(
             mpz(int.from_bytes(blob[i : i + ct_bytes], "big")) for i in range(0, len(blob), ct_bytes)
         )
@@ -1153,6 +1198,7 @@ def _aggregate_side(
         piece = outgoing[i : i + RETURN_PIECE]
         channel.send("tables.masked", encode_ciphertexts(piece, public))
         counters.add(ciphertexts_sent=len(piece))
+    session.top_up_rerandomizers(spec, total_returns, executor)  # for the next phase as aggregator
     return shares
 
 
