@@ -64,8 +64,11 @@ def test_learn_parameters_are_checked(asia_dir):
     assert check_learn_params({}, schema)["score"] == "exact"
     assert check_learn_params({}, schema)["overlap_tables"] is True
     assert check_learn_params({"overlap_tables": False}, schema)["overlap_tables"] is False
+    assert check_learn_params({}, schema)["split_terms"] is False
+    assert check_learn_params({"split_terms": True}, schema)["split_terms"] is True
     for bad, message in [
         ({"overlap_tables": "yes"}, "overlap_tables must be true or false"),
+        ({"split_terms": 1}, "split_terms must be true or false"),
         ({"score": "nope"}, "score must be one of"),
         ({"tau": 0}, "tau must be a number"),
         ({"max_parents": 99}, "max_parents must be an integer"),

@@ -116,7 +116,7 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
         return learn(channel, *args, **{**kwargs, "progress": progress})
 
     monkeypatch.setattr(sys.modules[__name__], "learn_secure", labelling)
-    pair = _learn_equal_to_the_reference(network, mode, max_parents, seed=13, split_terms_from=2)
+    pair = _learn_equal_to_the_reference(network, mode, max_parents, seed=13, split_terms=True, split_terms_from=2)
     assert opened.count("alice") >= 2 and opened.count("bob") >= 2  # several batches, each split
     by_kind = pair[0].stats.by_kind
     share_sections = {section for (section, tag) in by_kind if tag.startswith("arith.")}
@@ -286,7 +286,7 @@ def test_what_a_party_receives_does_not_depend_on_the_data(party, split):
     design effect of reused shares, Bonferroni over all tests). Paillier traffic is
     excluded: its ciphertexts depend on the fresh key (tested in test_tables.py)."""
     config = SecureLearnConfig(
-        max_parents=2, mode="exact", disclosure="shared", tables=TEST_TABLES, split_terms_from=2 if split else 1 << 40
+        max_parents=2, mode="exact", disclosure="shared", tables=TEST_TABLES, split_terms=split, split_terms_from=2
     )
     runs = []
     for net, seed in ((load_network("asia"), 21), (_skewed_asia(), 22)):

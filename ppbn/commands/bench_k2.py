@@ -69,7 +69,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
                           {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
         refuse_on_private_paths(args)
         params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits,
-                  "overlap_tables": args.overlap_tables == "on"}  # fmt: skip
+                  "overlap_tables": args.overlap_tables == "on", "split_terms": args.split_terms == "on"}  # fmt: skip
         if args.score == "bdeu":
             params["ess"] = args.ess
         params.update(hc_job_params(args))
@@ -101,6 +101,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "executor": pair.policy.executor if pair.policy else "local",
             "workers": pair.policy.workers if pair.policy else None,
             "overlap_tables": args.overlap_tables,
+            "split_terms": args.split_terms,
             "wall_s": round(wall, 2),
             "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
             "bytes_sent": {r: s["bytes_sent"] for r, s in parties.items()},

@@ -55,6 +55,7 @@ DEFAULTS = {
     "disclosure": "public",
     "key_bits": TablesConfig.key_bits,
     "overlap_tables": True,  # k2.SecureScorer.scores: the next families' table phase on a lane
+    "split_terms": False,  # k2.SecureScorer.terms: each batch of terms in two halves on two lanes
     **SEARCH_DEFAULTS,
 }
 
@@ -77,6 +78,8 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
         raise ParameterError("key_bits", f"learn: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
     if not isinstance(out["overlap_tables"], bool):
         raise ParameterError("overlap_tables", "learn: overlap_tables must be true or false")
+    if not isinstance(out["split_terms"], bool):
+        raise ParameterError("split_terms", "learn: split_terms must be true or false")
     if out["order"] is not None:
         order = out["order"]
         if not isinstance(order, list) or not all(isinstance(v, str) for v in order) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
@@ -255,6 +258,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         hc=hc_options_from(params, schema),
         ess=float(params["ess"]),
         overlap_tables=params["overlap_tables"],
+        split_terms=params["split_terms"],
     )
 
     if params["key_bits"] == TEST_ONLY_KEY_BITS:

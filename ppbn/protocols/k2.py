@@ -145,9 +145,11 @@ class SecureLearnConfig:
     # score a batch of families in groups, the next group's table phase on a lane of the
     # channel while this group's terms run (``SecureScorer.scores``); both parties agree
     overlap_tables: bool = True
-    # with overlap_tables, a batch of at least this many secure terms runs as two halves
-    # side by side, the second on a lane of its own (``SecureScorer.terms``); both parties
-    # use this constant (a test lowers it in both)
+    # a batch of at least ``split_terms_from`` secure terms runs as two halves side by side,
+    # the second on a lane of its own (``SecureScorer.terms``): for a slow link, where it
+    # overlaps one half's compute with the other's transfer; on a fast link or one shared
+    # host the extra thread costs more CPU than it hides (README). Both parties agree
+    split_terms: bool = False
     split_terms_from: int = SPLIT_TERMS_FROM
     # this party's own (never negotiated): garbled runs of fewer AND gates x instances, and
     # OT-extension calls of fewer OTs, stay in the job thread instead of the executor
@@ -428,7 +430,7 @@ class SecureScorer:
         bdeu: lnG(x + a) with the public shift a of each count (``shifts``), one
         normalisation circuit and one C-table per distinct shift.
 
-        With ``overlap_tables`` a batch of at least ``split_terms_from`` terms runs as two
+        With ``split_terms`` a batch of at least ``split_terms_from`` terms runs as two
         halves side by side, the second in a thread on the terms lane (``_lane_engine``):
         each product layer is compute, then bytes both ways, then compute, so one half's
         compute overlaps the other's transfer and round trips. The halves are the same
@@ -439,7 +441,7 @@ class SecureScorer:
         if (mode == "bdeu") != (shifts is not None):
             raise ValueError("the bdeu mode, and only it, takes shifts")
         self.phase("ln terms (Yao)")  # two names, so the daemon can count bytes per step
-        if not (self.config.overlap_tables and n >= max(2, self.config.split_terms_from)):
+        if not (self.config.split_terms and n >= max(2, self.config.split_terms_from)):
             result = self._terms_on(self._engine, x_shares, shifts, self.phase, self.clock)
             self.evaluations += n
             return result

@@ -700,6 +700,8 @@ class TablesSession:
         if self._preparing is not None:
             self._preparing.join()
             self._preparing = None
+        with self._reserve_lock:
+            self._reserve.clear()  # tasks not yet started are cancelled with the pool
         if self._executor is not None:
             self._executor.close()
             self._executor = None
