@@ -297,14 +297,8 @@ class SecureScorer:
         # records are complete unless available-case: the table phase may derive counts (``tables``)
         self.tables = TablesSession(replace(config.tables, complete_records=not config.available_case))
         # the garbled phases share the party's executor (and seeds) with the table phase
-        batches = {"seeds": self.tables.seeds, "executor": lambda: self.tables.executor}
-        self.yao = YaoParty(channel, dh_bits=config.dh_bits, gc_inline_below=config.gc_inline_below,
-                            ot_inline_below=config.ot_inline_below, **batches)  # fmt: skip
-        self.arith = arith.ArithSession(
-            channel, role, keep_openings, dh_bits=config.dh_bits, ot_inline_below=config.ot_inline_below, **batches
-        )
-        self.backend = SecureBackend(self.arith, role)
-        self._engine = _TermsEngine(self.yao, self.arith, self.backend)
+        self._engine = self._terms_engine(channel, self.tables.seeds, keep_openings)
+        self.yao, self.arith, self.backend = self._engine.yao, self._engine.arith, self._engine.backend
         self._lane: tuple[Channel, _TermsEngine] | None = None  # ``_lane_engine``, opened on first use
         self._lane_seeds = self.tables.seeds.next() if self.tables.seeds.fixed else None
         self._sections: dict[str, str] = {}  # phase -> the channel's byte section the party layer gave it
@@ -345,6 +339,17 @@ class SecureScorer:
             self._announced.wait_for(lambda: phase in self._sections, timeout=self.channel.timeout_s)
             return self._sections.get(phase, self.channel.stats.section)
 
+    def _terms_engine(self, channel: Channel, seeds: TaskSeeds, keep_openings: bool) -> _TermsEngine:
+        """Garbling and share-arithmetic sessions over ``channel``, on the party's executor."""
+        config = self.config
+        batches = {"seeds": seeds, "executor": lambda: self.tables.executor}
+        yao = YaoParty(channel, dh_bits=config.dh_bits, gc_inline_below=config.gc_inline_below,
+                       ot_inline_below=config.ot_inline_below, **batches)  # fmt: skip
+        session = arith.ArithSession(
+            channel, self.role, keep_openings, dh_bits=config.dh_bits, ot_inline_below=config.ot_inline_below, **batches
+        )
+        return _TermsEngine(yao, session, SecureBackend(session, self.role))
+
     def _lane_engine(self) -> tuple[Channel, _TermsEngine]:
         """The second set of term sessions, on a lane opened once per job at the first
         split batch (both parties reach it at the same point: the batch sizes are public).
@@ -352,15 +357,7 @@ class SecureScorer:
         constructor, so a run still repeats whatever the threads' interleaving."""
         if self._lane is None:
             lane = self.channel.open_lane(session=self.channel.session + TERMS_LANE_SESSION)
-            config = self.config
-            batches = {"seeds": TaskSeeds(self._lane_seeds), "executor": lambda: self.tables.executor}
-            yao = YaoParty(lane, dh_bits=config.dh_bits, gc_inline_below=config.gc_inline_below,
-                           ot_inline_below=config.ot_inline_below, **batches)  # fmt: skip
-            session = arith.ArithSession(
-                lane, self.role, self.arith.openings is not None, dh_bits=config.dh_bits,
-                ot_inline_below=config.ot_inline_below, **batches,
-            )  # fmt: skip
-            self._lane = (lane, _TermsEngine(yao, session, SecureBackend(session, self.role)))
+            self._lane = (lane, self._terms_engine(lane, TaskSeeds(self._lane_seeds), self.arith.openings is not None))
         return self._lane
 
     # -- tables -------------------------------------------------------------------------

@@ -648,8 +648,7 @@ class TablesSession:
         ahead (``top_up_rerandomizers``), then new tasks. Each is handed out once."""
         pieces: list[Pending | bytes] = []
         with self._reserve_lock:
-            if self._reserve_spec != spec:
-                self._reserve.clear()
+            self._reserve_for(spec)
             while count > 0 and self._reserve:
                 size, piece = self._reserve.popleft()
                 if size > count:  # split: the rest stays for the next phase
@@ -675,13 +674,17 @@ class TablesSession:
         if executor.kind == "inline":
             return
         with self._reserve_lock:
-            if self._reserve_spec != spec:
-                self._reserve.clear()
-                self._reserve_spec = spec
+            self._reserve_for(spec)
             missing = min(count, RESERVE_RERANDOMIZERS) - sum(size for size, _ in self._reserve)
             for i in range(0, max(0, missing), TASK_PIECE):
                 size = min(TASK_PIECE, missing - i)
                 self._reserve.append((size, executor.submit(rerandomizers_bytes, spec, size, self.seeds.next())))
+
+    def _reserve_for(self, spec: tuple) -> None:
+        """Keep the reserve only for ``spec``'s key: another key drops it (``_reserve_lock`` held)."""
+        if self._reserve_spec != spec:
+            self._reserve.clear()
+            self._reserve_spec = spec
 
     def hold(self, group: Group, size: int) -> _Held | None:
         """Where to keep ``size`` bytes of the peer's ciphertexts of ``group``: in memory,
