@@ -102,7 +102,7 @@ def test_mul_with_operand_bounds_is_within_one_ulp(pairs):
     (xa, xb), (ya, yb) = share(x), share(y)
     za, zb, (sa, _) = two_party(arith.mul, (xa, ya, FRAC, 87, 44), (xb, yb, FRAC, 87, 44))
     floor_check(reveal(za, zb), [p * q for p, q in zip(x, y, strict=True)], FRAC)
-    assert sa.counters.ots == 2 * len(x) * (44 + STAT_BITS + 1)
+    assert sa.counters.ots == 2 * len(x) * (arith.reshared_width(44) + 1)  # 44 + 3 each way
 
 
 def test_exact_mul_with_operand_bounds_at_the_edges():
@@ -124,16 +124,20 @@ def test_ole_refuses_inputs_wider_than_declared():
 
 
 def test_squares_take_one_ole_and_products_choose_with_the_narrower_operand():
+    """A square: b + 3 OTs in reverse (alice chooses with her reshared share and its top
+    bit) and one forward OT for the wrap term; a product: b + 3 OTs each way, b the
+    narrower operand's bound."""
     x = [2**43 - 1, -(2**43) + 1, 0, 1, -1] + [random.randrange(-(2**43), 2**43) for _ in range(2000)]
     xa, xb = share(x)
     pair = memory_channel_pair(keep_transcript=True)
     za, zb, (sa, _) = two_party(arith.square, (xa, FRAC, 87, 44), (xb, FRAC, 87, 44), pair=pair)
     floor_check(reveal(za, zb), [v * v for v in x], FRAC)
-    assert sa.counters.ots == len(x) * (44 + STAT_BITS + 1)
-    # a square's OLEs run in reverse: bob sends every correction, in the ring of 87 + 41 bits
-    assert not _bob_messages(pair, "arith.ole.y")
+    assert sa.counters.ots == len(x) * (44 + 4)
+    # a square's OLE runs in reverse: bob sends its corrections, in the ring of 87 + 41 bits;
+    # alice sends only the wrap OT's, one per value in the ring's top 128 - 46 bits
     ring_bits = arith.opening_ring(87)
-    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == len(x) * sum(-(-(ring_bits - i) // 8) for i in range(44 + STAT_BITS + 1))
+    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == len(x) * sum(-(-(ring_bits - i) // 8) for i in range(44 + 3))
+    assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == len(x) * -(-(ring_bits - 46) // 8)
     za, zb, _ = two_party(arith.square, (xa, 0), (xb, 0))
     assert reveal(za, zb) == [v * v for v in x]
     # a count-sized operand (x2 < 2^17) times an ln-sized one (< 2^54), exact
@@ -142,7 +146,7 @@ def test_squares_take_one_ole_and_products_choose_with_the_narrower_operand():
     (sa_, sb_), (la, lb) = share(small), share(large)
     za, zb, (sa, _) = two_party(arith.mul, (sa_, la, 0, 87, (17, 54)), (sb_, lb, 0, 87, (17, 54)))
     assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
-    assert sa.counters.ots == len(small) * 2 * (17 + STAT_BITS + 1)  # both cross terms choose with x2's bits
+    assert sa.counters.ots == len(small) * 2 * (17 + 3)  # both cross terms choose with x2's bits
     za, zb, _ = two_party(arith.mul, (la, sa_, 0, 87, (54, 17)), (lb, sb_, 0, 87, (54, 17)))  # the other order
     assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
 
@@ -244,8 +248,8 @@ def test_exact_products_of_small_operands_run_in_a_small_ring_and_are_lifted():
     assert sa.counters.lifts == len(x)
     ring_bits = arith.product_ring(0, 0, bounds)
     assert ring_bits == 28 + STAT_BITS + 1
-    # one OLE each way, each choosing with the narrower operand's 13 + 41 bits
-    per_direction = len(x) * sum(-(-(ring_bits - i) // 8) for i in range(arith.reshared_width(13)))
+    # one OLE each way, each choosing with the narrower operand's reshared 13 + 2 bits and their top bit
+    per_direction = len(x) * sum(-(-(ring_bits - i) // 8) for i in range(arith.reshared_width(13) + 1))
     assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == per_direction
     assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == per_direction
     # an exact product near the ring's top keeps the full ring and needs no lift

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ppbn.cli import main
-from ppbn.protocols.cost import CountingBackend, Product, term_cost
+from ppbn.protocols.cost import CountingBackend, Product, correction_bytes, term_cost
 
 
 def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
@@ -26,15 +26,20 @@ def test_model_counts_what_the_term_arithmetic_multiplies() -> None:
     yw, exact = term_cost(15, "yw"), term_cost(15, "exact")
     assert yw.and_gates < exact.and_gates and yw.ots < exact.ots and yw.total < exact.total
     # a Gilboa OLE of a w-bit input in Z_2^L: OT i keeps ceil((L - i) / 8) correction bytes
-    assert Product((-40,), 128, None).correction_bytes() == 16  # width 1
-    assert Product((-32,), 128, None).correction_bytes() == 8 * 16 + 15  # width 9
-    assert Product((-32,), 70, None).correction_bytes() == 6 * 9 + 3 * 8  # 70..65 bits, then 64..62
+    assert correction_bytes(1, 128) == 16
+    assert correction_bytes(9, 128) == 8 * 16 + 15
+    assert correction_bytes(9, 70) == 6 * 9 + 3 * 8  # 70..65 bits, then 64..62
     be = CountingBackend()
     be.mul("x", "y", 48, 80, (20, 30))  # truncated: the ring of its opening, 80 + 41 bits
-    be.square("x", 0, 0, 10)  # exact and small: lifted from 20 + 41 bits (at least 51 wide)
+    be.square("x", 0, 0, 10)  # exact and small: lifted from 20 + 41 bits
     be.mul("x", "y", 0, 0, (43, 43))  # exact near the top: the whole ring, no lift
     assert be.products == [Product((20, 30), 121, None), Product((10,), 61, 20), Product((43, 43), 128, None)]
-    # a product's two cross terms both choose with the narrower operand, one OLE each way
-    assert (be.products[0].oles, be.products[0].forward_oles, be.products[0].choice_width) == (2, 1, 20 + 41)
-    assert (be.products[1].oles, be.products[1].forward_oles, be.products[1].choice_width) == (1, 0, 10 + 41)
+    # a product's two cross terms both choose with the narrower operand's reshared 20 + 2
+    # bits and their top bit, one OLE each way
+    product, square = be.products[:2]
+    assert (product.forward_ots, product.reverse_ots, product.reshared_width) == (23, 23, 22)
+    assert product.forward_bytes() == product.reverse_bytes() == correction_bytes(23, 121)
+    # a square: one OLE in reverse, and one wrap OT forward in the ring's top 61 - 12 bits
+    assert (square.forward_ots, square.reverse_ots, square.reshared_width) == (1, 13, 12)
+    assert square.forward_bytes() == (61 - 12 + 7) // 8 and square.reverse_bytes() == correction_bytes(13, 61)
     assert be.truncations == [80]

@@ -259,11 +259,14 @@ OLE_KINDS = {ALICE: "arith.ole.y", BOB: "arith.ole.r"}  # the corrections, by th
 @dataclass(frozen=True)
 class OlePart:
     """One party's inputs to the OLEs of one direction: its values (the sender's a, or the
-    chooser's b, in [0, 2^bits)), each value's ``bits`` (OTs) and ``ring_bits``."""
+    chooser's b, in [0, 2^bits)), each value's ``bits`` (OTs) and ``ring_bits``; the sender
+    may give ``top``, per value the correlation of its top OT (bit bits - 1) in place of a
+    (``mul`` on a ``NarrowShare``)."""
 
     values: np.ndarray
     bits: int | np.ndarray = RING_BITS
     ring_bits: int | np.ndarray = RING_BITS
+    top: np.ndarray | None = None
 
 
 def ole(
@@ -322,6 +325,8 @@ def ole_two_way(session: ArithSession, forward: OlePart, reverse: OlePart) -> tu
             chunk = send_chunks[step]
             rows = slice(chunk.start, chunk.stop)
             delta = np.repeat(sending_values[rows], send_widths[rows], axis=0)
+            if sending.top is not None:
+                delta[np.cumsum(send_widths[rows]) - 1] = sending.top[rows]
             pads = _short_cot_send(session, send_ext, delta, chunk.remaining, send_kind)
             sent[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
         if step < len(choose_chunks):
@@ -411,7 +416,7 @@ def opening_ring(bound_bits: int) -> int:
     return bound_bits + STAT_BITS + 1
 
 
-_OPENED_AS = {"arith.trunc": "truncate", "arith.lift": "lift", "arith.reshare": "reshare"}  # ``ArithSession.opened`` labels
+_OPENED_AS = {"arith.trunc": "truncate", "arith.lift": "lift"}  # ``ArithSession.opened`` labels
 
 
 def _masked_open(session: ArithSession, x: np.ndarray, bits: int, bound_bits: int, kind: str) -> np.ndarray:
@@ -470,14 +475,57 @@ def lift(session: ArithSession, x: np.ndarray, bound_bits: int) -> np.ndarray:
     return _masked_open(session, x, 0, bound_bits, "arith.lift")
 
 
-def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> np.ndarray:
-    """Small shares of x, |x| < 2^bits: alice's becomes -r, bob's x + r, with r uniform in
-    [-2^(m-1), 2^(m-1)), m = bits + STAT_BITS; each is then a signed (m + 1)-bit integer
-    (``reshared_width``). It is ``lift``'s masked opening: alice sends only the low m + 1
-    bits of x_A + r, and bob reads x + r as a signed number of that width, so whatever
-    arrives, his share fits his OLE's choice bits.
-    Security: bob sees x + r, as in ``truncate``."""
-    return _masked_open(session, x, 0, bits, "arith.reshare")
+@dataclass(frozen=True)
+class NarrowShare:
+    """One party's share of x, |x| < 2^b, in Z_2^m, m = ``reshared_width``(b) (``_reshare``):
+    its share u in [0, 2^m) read as a signed m-bit number s = u - 2^m t, and t, the top
+    bit of u; x + 2^b = s_alice + s_bob + 2^m t_alice t_bob."""
+
+    signed: np.ndarray  # (n, 2) ring vector
+    top: np.ndarray  # (n,) uint64, 0 or 1
+
+    def choices(self, width: int) -> np.ndarray:
+        """This party's input to an OLE it chooses in, ``width`` = m: s + 2^(m - 1), in
+        [0, 2^m), plus t at bit m, so that the OLE's top OT (position m) multiplies by t."""
+        offset = ring.add(self.signed, ring.constant(1 << (width - 1)))
+        return ring.add(offset, ring.shl(ring.from_uint64(self.top), width))
+
+    def top_times(self, y: np.ndarray) -> np.ndarray:
+        """t y per value: the correlation of the top OT of an OLE this party sends in."""
+        return y & np.negative(self.top)[:, None]
+
+
+def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> NarrowShare:
+    """Shares of x, |x| < 2^bits, in Z_2^m, m = bits + 2 (``reshared_width``): alice sends
+    x_A + 2^bits + r mod 2^m (ceil(m / 8) bytes) for r uniform in Z_2^m and keeps
+    u_A = -r mod 2^m; bob keeps u_B = x_B plus what arrived, mod 2^m. Then u_A + u_B =
+    x' + 2^m w for x' = x + 2^bits in [0, 2^(m - 1)) and a wrap bit w, and w is the OR of
+    the two top bits: if either is set the sum is at least 2^(m - 1), which x' is not, so
+    it wrapped. Hence x' = s_A + s_B + 2^m t_A t_B with s the shares read as signed m-bit
+    numbers and t their top bits (the wrap of shares whose sum has a known top bit, as in
+    SiRNN, Rathee et al., IEEE S&P 2021, Sec. 4). An OLE with x's share as the choice then
+    needs m + 1 OTs (``NarrowShare.choices``) where a statistically masked integer share
+    needed bits + 41. Bob keeps only m bits of what arrives, so any message is a share.
+
+    Security: bob sees x' + r mod 2^m, uniform whatever x is (perfectly hiding); alice
+    sees nothing."""
+    n = x.shape[0]
+    width = reshared_width(bits)
+    spare = RING_BITS - width
+    size = (width + 7) // 8
+    if session.is_alice:
+        mask = session.random.uniform(n)
+        masked = ring.add(ring.add(x, ring.constant(1 << bits)), mask).view(np.uint8).reshape(n, 16)
+        session.channel.send_array("arith.reshare", np.ascontiguousarray(masked[:, :size]))
+        mine = ring.shl(ring.neg(mask), spare)
+    else:
+        received = np.zeros((n, 16), dtype=np.uint8)
+        received[:, :size] = session.channel.recv_array("arith.reshare", np.uint8, (n, size))
+        mine = ring.shl(ring.add(x, received.view(np.uint64)), spare)
+    share = NarrowShare(ring.sar(mine, spare), mine[:, 1] >> np.uint64(63))
+    if not session.is_alice:
+        session.opened("reshare", share.signed)
+    return share
 
 
 def _operand_widths(operand_bits: int | tuple[int, int] | None) -> tuple[int, int] | None:
@@ -490,10 +538,10 @@ def _operand_widths(operand_bits: int | tuple[int, int] | None) -> tuple[int, in
 
 
 def reshared_width(bound_bits: int) -> int:
-    """Bits of bob's reshared share of a value below 2^bound_bits (``_reshare``): the OTs
-    its OLE needs. The share is the masked x + r of an opening, so its width is that of
-    ``opening_ring``."""
-    return opening_ring(bound_bits)
+    """Bits m of a reshared share of a value below 2^bound_bits in magnitude (``_reshare``):
+    x + 2^b lies in [0, 2^(b + 1)), and one bit more keeps the top bit of the sum 0. An OLE
+    that chooses with the share takes m + 1 OTs (``NarrowShare.choices``)."""
+    return bound_bits + 2
 
 
 LIFT_SAVING_BITS = 8  # an exact product is lifted only if its ring saves a byte per OT
@@ -509,31 +557,12 @@ def exact_ring(bound_bits: int) -> int:
 
 
 def product_ring(truncate: int, bound_bits: int, bounds: tuple[int, int]) -> int:
-    """The ring a product of reshared operands below 2^bounds[0] and 2^bounds[1] is
-    computed in: that of the masked opening it ends in (``opening_ring``), the truncation's
-    or, for an exact product (truncate = 0), ``exact_ring`` of |x y| < 2^(bx + by); never
-    narrower than the OLE inputs."""
+    """The ring a product of operands below 2^bounds[0] and 2^bounds[1] is computed in:
+    that of the masked opening it ends in (``opening_ring``), the truncation's or, for an
+    exact product (truncate = 0), ``exact_ring`` of |x y| < 2^(bx + by); never narrower
+    than its OLEs' choices (``reshared_width`` of the narrower operand, plus the top bit)."""
     ring_bits = opening_ring(bound_bits) if truncate else exact_ring(sum(bounds))
-    return max(ring_bits, *(reshared_width(b) for b in bounds))
-
-
-def _small_ole(
-    session: ArithSession, forward: np.ndarray, reverse: np.ndarray, width: int, ring_bits: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """``ole_two_way`` on reshared inputs (this party's input of each direction), signed and
-    below 2^(w - 1) in magnitude, w = ``width``: the chooser feeds its input plus 2^(w - 1)
-    (w OTs each) and the sender subtracts its input times 2^(w - 1); right mod 2^ring_bits."""
-    offset = 1 << (width - 1)
-    inputs = {ALICE: forward, BOB: reverse}  # by the direction's OT sender
-    parts = [
-        OlePart(values if session.role == sender else ring.add(values, ring.constant(offset)), width, ring_bits)
-        for sender, values in inputs.items()
-    ]
-    shares = ole_two_way(session, *parts)
-    return tuple(
-        ring.sub(share, ring.mul_int(values, offset)) if session.role == sender else share
-        for (sender, values), share in zip(inputs.items(), shares, strict=True)
-    )
+    return max(ring_bits, reshared_width(min(bounds)) + 1)
 
 
 def _finish_product(
@@ -561,17 +590,20 @@ def mul(
     x y = x_A y_A + x_B y_B + x_A y_B + y_A x_B: the first two are local, the cross terms
     are one OLE of 2n values (alice's [x_A; y_A] times bob's [y_B; x_B]), then ``truncate``.
     With ``operand_bits`` (|x| < 2^bx and |y| < 2^by for a pair (bx, by), or one bound for
-    both, each at most MAX_BOUND_BITS) the inputs are first reshared into small integer
-    shares (one short message from alice per operand, ``_reshare``), each party's share of
-    x then has bx + STAT_BITS + 1 bits, and the cross terms are OLEs that choose with the
-    narrower operand's bits, one each way (``ole_two_way``): alice sends for x_A y_B and
-    bob for x_B y_A when by <= bx, so a product costs 2 (min(bx, by) + 41) OTs instead of
-    bx + by + 82, and its corrections split evenly between the two directions of the link.
-    The OLEs run in the ring of the opening that follows (``product_ring``), so each OT's
-    correction is as short as the product's bound allows.
+    both, each at most MAX_BOUND_BITS) the narrower operand, say y, is reshared in
+    Z_2^m, m = by + 2 (one short message from alice, ``_reshare``): y + 2^by = s_A + s_B +
+    2^m t_A t_B. Then x y = (s_A - 3 2^by) x_A + (s_B - 3 2^by) x_B (local) + one OLE each
+    way (``ole_two_way``): bob chooses with s_B + 2^(m - 1) and, at bit m, t_B against
+    alice's x_A, whose top OT carries t_A x_A instead; alice chooses likewise against bob's
+    x_B. Each OLE is m + 1 = by + 3 OTs (it was by + 41 with statistically masked
+    integer shares), and the corrections split evenly between the two directions of the
+    link. The OLEs run in the ring of the opening that follows (``product_ring``), so
+    each OT's correction is as short as the product's bound allows; the wider operand
+    enters as it is, shares mod 2^128 being right mod any 2^L.
 
-    Security: that of ``ole`` (nothing but uniform OT traffic) and of ``truncate`` (and of
-    the resharing and the lift, masked openings like ``truncate``'s).
+    Security: that of ``ole`` (nothing but uniform OT traffic), of ``_reshare`` (bob sees
+    a uniform element of Z_2^m) and of ``truncate`` (and of the lift, a masked opening
+    like ``truncate``'s).
     """
     x = _check_shares(x, "x")
     y = _check_shares(y, "y")
@@ -584,14 +616,20 @@ def mul(
         ring_bits, exact_bits = RING_BITS, 0
         cross = ole(session, mine)
         cross = ring.add(cross[:n], cross[n:])
+        product = ring.add(ring.mul(x, y), cross)
     else:
-        x, y = _reshare(session, x, bounds[0]), _reshare(session, y, bounds[1])
+        narrow_bits = min(bounds)
+        narrow, wide = (y, x) if bounds[1] <= bounds[0] else (x, y)
+        share = _reshare(session, narrow, narrow_bits)
+        width = reshared_width(narrow_bits)
         ring_bits, exact_bits = product_ring(truncate, bound_bits, bounds), sum(bounds)
-        wide, narrow = (x, y) if bounds[1] <= bounds[0] else (y, x)
-        # forward: alice's wide share times bob's narrow one; reverse: bob's wide times alice's narrow
-        forward, reverse = (wide, narrow) if session.is_alice else (narrow, wide)
-        cross = ring.add(*_small_ole(session, forward, reverse, reshared_width(min(bounds)), ring_bits))
-    product = ring.add(ring.mul(x, y), cross)
+        # as sender: its wide share, t times it on the top OT; as chooser: its narrow share
+        sending = OlePart(wide, width + 1, ring_bits, top=share.top_times(wide))
+        choosing = OlePart(share.choices(width), width + 1, ring_bits)
+        cross = ring.add(*ole_two_way(session, *((sending, choosing) if session.is_alice else (choosing, sending))))
+        # s times its own wide share, less 2^b of it (x = x' - 2^b) and 2^(m - 1) of it
+        # (the offset in the peer's choices): 3 2^b, as m - 1 = b + 1
+        product = ring.add(ring.mul(ring.sub(share.signed, ring.constant(3 << narrow_bits)), wide), cross)
     return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
 
 
@@ -604,22 +642,42 @@ def square(
 ) -> np.ndarray:
     """Shares of x^2 (truncate = 0) or floor(x^2 / 2^truncate) (+1 possible), as ``mul``
     (x, x) but with one OLE per value: x^2 = x_A^2 + x_B^2 + 2 x_A x_B. With
-    ``operand_bits`` the OLEs run in reverse (bob sends the corrections): alice's
-    direction of the link already carries the garbled tables, the lookups and the
-    openings, and a square, unlike a product, can choose either way at the same cost.
+    ``operand_bits`` (|x| < 2^b) x is reshared as in ``mul`` (x + 2^b = s_A + s_B + 2^m
+    t_A t_B, m = b + 2), and
+
+        x^2 = s_A (s_A - 2^(b+1)) + 2^(2b) + s_B (s_B - 2^(b+1)) + 2 s_A s_B
+              + 2^m t_A t_B (2 s_A + 2 s_B + 2^m - 2^(b+1)):
+
+    alice chooses with s_A + 2^(m - 1) and, at bit m, t_A against bob's 2 s_B, whose top
+    OT carries t_B (2 s_B + 2^m - 2^(b+1)) (m + 1 OTs in reverse: bob sends the
+    corrections, as alice's direction of the link already carries the garbled tables, the
+    lookups and the openings), and one forward OT, bob choosing with t_B against alice's
+    t_A 2 s_A, in Z_2^(L - m) and shifted by m. b + 4 OTs, where an integer share cost
+    b + 41.
 
     Security: that of ``mul``.
     """
     x = _check_shares(x, "x")
     if operand_bits is None:
         ring_bits, exact_bits = RING_BITS, 0
-        cross = ole(session, x)
+        product = ring.add(ring.mul(x, x), ring.shl(ole(session, x), 1))
     else:
         _check_bound(operand_bits)
-        x = _reshare(session, x, operand_bits)
+        share = _reshare(session, x, operand_bits)
+        width = reshared_width(operand_bits)
         ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
-        cross = _small_ole(session, x[:0], x, reshared_width(operand_bits), ring_bits)[1]
-    product = ring.add(ring.mul(x, x), ring.shl(cross, 1))
+        twice = ring.shl(share.signed, 1)
+        wrap = OlePart(share.top_times(twice) if session.is_alice else ring.from_uint64(share.top), 1, ring_bits - width)
+        if session.is_alice:
+            halves = OlePart(share.choices(width), width + 1, ring_bits)
+            local = ring.add(ring.mul(share.signed, ring.sub(share.signed, ring.constant(2 << operand_bits))), ring.constant(1 << 2 * operand_bits))
+        else:
+            top = share.top_times(ring.add(twice, ring.constant((1 << width) - (2 << operand_bits))))
+            halves = OlePart(twice, width + 1, ring_bits, top=top)
+            # less 2^(m - 1) 2 s_B, the offset in alice's choices
+            local = ring.mul(share.signed, ring.sub(share.signed, ring.constant(6 << operand_bits)))
+        low, high = ole_two_way(session, wrap, halves)
+        product = ring.add(local, ring.add(ring.shl(low, width), high))
     return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
 
 

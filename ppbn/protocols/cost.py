@@ -10,9 +10,11 @@ truncations), whose operand bounds a ``CountingBackend`` records by running the 
 function. Per OT the extension costs ``ot.CHUNKS / 8`` bytes of the receiver's u message
 (SoftSpokenOT); a Gilboa product's OT at bit i adds its correction of ceil((L - i) / 8)
 bytes in the product's ring Z_2^L (``arith.product_ring``; a product's two OLEs go one
-each way, a square's in reverse: ``arith.ole_two_way``), a Yao input OT or a lookup OT a 16-byte correction; a resharing,
-truncation or lift of a value below 2^b sends ceil((b + 41) / 8) bytes
-(``arith.opening_ring``). Message framing (tags and
+each way, a square's in reverse with one wrap OT forward: ``arith.ole_two_way``), a Yao
+input OT or a lookup OT a 16-byte correction; a product's OLEs choose with the narrower
+operand's share reshared in Z_2^(b + 2) and its top bit (b + 3 OTs; the resharing sends
+ceil((b + 2) / 8) bytes, ``arith._reshare``); a truncation or lift of a value below 2^b
+sends ceil((b + 41) / 8) bytes (``arith.opening_ring``). Message framing (tags and
 sizes) is not modelled: a few bytes per message, nothing per term in large batches.
 """
 
@@ -57,23 +59,32 @@ class Product:
     lifted_bits: int | None  # the bound of a lifted exact product
 
     @property
-    def oles(self) -> int:
-        """OLEs per value: one for a square's cross term (in reverse, ``arith.square``),
-        one each way for a product's two (``arith.mul``)."""
-        return len(self.operand_bits)
-
-    @property
-    def forward_oles(self) -> int:
-        """Of ``oles``, those alice sends the corrections of (``arith.ole.y``)."""
-        return self.oles - 1
+    def reshared_width(self) -> int:
+        """Bits m of the narrower operand's reshared share (``arith._reshare``)."""
+        return arith.reshared_width(min(self.operand_bits))
 
     @property
     def choice_width(self) -> int:
-        """OTs per OLE: the bits of the narrower operand's reshared share."""
-        return arith.reshared_width(min(self.operand_bits))
+        """OTs of each full OLE: the m bits of the share and its top bit."""
+        return self.reshared_width + 1
 
-    def correction_bytes(self) -> int:
-        """Bytes of the corrections of one OLE."""
+    @property
+    def forward_ots(self) -> int:
+        """OTs alice sends the corrections of (``arith.ole.y``): a product's OLE that bob
+        chooses in, or a square's one wrap OT (``arith.square``)."""
+        return self.choice_width if len(self.operand_bits) == 2 else 1
+
+    @property
+    def reverse_ots(self) -> int:
+        """OTs bob sends the corrections of (``arith.ole.r``): one full OLE."""
+        return self.choice_width
+
+    def forward_bytes(self) -> int:
+        if len(self.operand_bits) == 2:
+            return correction_bytes(self.choice_width, self.ring_bits)
+        return correction_bytes(1, self.ring_bits - self.reshared_width)  # the wrap OT, shifted by m
+
+    def reverse_bytes(self) -> int:
         return correction_bytes(self.choice_width, self.ring_bits)
 
 
@@ -189,9 +200,9 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
     terms_on(be, mode, count_bits, reduced_argument_on(be, "f", "r", k_bits), "x2", "K", "J", "C", inv, coefficients)
     bit_ots = sum(2 * p.width for p in be.bit_products)
-    share_ots = sum(p.oles * p.choice_width for p in be.products) + bit_ots + lookup_ots
-    forward = sum(p.forward_oles * p.correction_bytes() for p in be.products)  # ``arith.ole_two_way``
-    reverse = sum((p.oles - p.forward_oles) * p.correction_bytes() for p in be.products)
+    share_ots = sum(p.forward_ots + p.reverse_ots for p in be.products) + bit_ots + lookup_ots
+    forward = sum(p.forward_bytes() for p in be.products)  # ``arith.ole_two_way``
+    reverse = sum(p.reverse_bytes() for p in be.products)
     lifted = [p.lifted_bits for p in be.products if p.lifted_bits is not None]
     lifted += [p.width + p.y_bits for p in be.bit_products if p.ring_bits < ring.BITS]
     kinds = {
@@ -203,7 +214,7 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
         (SHARES, "arith.ole.r"): reverse,
         (SHARES, "ot.ext.u"): U_BYTES * share_ots,
         (SHARES, "arith.lookup"): sum(table_bytes(t) for group in tables for t in group),
-        (SHARES, "arith.reshare"): sum(opening_bytes(b) for p in be.products for b in p.operand_bits),
+        (SHARES, "arith.reshare"): sum((p.reshared_width + 7) // 8 for p in be.products),
         (SHARES, "arith.trunc"): sum(opening_bytes(b) for b in be.truncations),
         (SHARES, "arith.lift"): sum(opening_bytes(b) for b in lifted),
         (SHARES, "arith.bits.y"): sum(p.correction_bytes() for p in be.bit_products),

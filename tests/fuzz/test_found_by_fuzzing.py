@@ -7,24 +7,25 @@ import pytest
 
 from ppbn.protocols import arith, ring
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair
-from ppbn.protocols.fixedpoint import STAT_BITS
 
 
-@pytest.mark.parametrize("value", [2**100, 2**127, 1 << (20 + STAT_BITS + 1)])
+@pytest.mark.parametrize("value", [2**100, 2**127, 1 << 23, (1 << 24) - 1])
 def test_a_reshared_value_out_of_range_is_a_protocol_error(value):
     """A flipped byte in alice's 'arith.reshare' message made bob's OLE raise ValueError
-    (an internal error of the job). The message now carries only the low 61 bits of each
-    value (``arith._reshare``), so a full 16-byte element is refused for its size, and
-    whatever 8 bytes arrive, bob's share is a signed 61-bit number that fits his OLE."""
+    (an internal error of the job). The message carries only the low ceil(m / 8) bytes of
+    each value, m = 20 + 2 (``arith._reshare``), so a full 16-byte element is refused for
+    its size, and bob keeps only m bits of whatever 3 bytes arrive: his share is a signed
+    m-bit number and a top bit, which fit his OLE."""
     alice_end, bob_end = memory_channel_pair(timeout_s=5)
     alice_end.send_array("arith.reshare", ring.from_ints([3, value]))
     bob = arith.ArithSession(bob_end, "bob")
     with pytest.raises(ProtocolError, match="arith.reshare"):
         arith._reshare(bob, ring.from_ints([0, 0]), 20)
     alice_end, bob_end = memory_channel_pair(timeout_s=5)
-    alice_end.send_array("arith.reshare", ring.from_ints([3, value]).view(np.uint8).reshape(2, 16)[:, :8].copy())
-    shares = arith._reshare(arith.ArithSession(bob_end, "bob"), ring.from_ints([0, 0]), 20)
-    assert np.all(ring.sar(shares, 20 + STAT_BITS) == ring.sar(shares, 127))  # in range
+    alice_end.send_array("arith.reshare", ring.from_ints([3, value]).view(np.uint8).reshape(2, 16)[:, :3].copy())
+    share = arith._reshare(arith.ArithSession(bob_end, "bob"), ring.from_ints([0, 0]), 20)
+    assert np.all(ring.sar(share.signed, 21) == ring.sar(share.signed, 127))  # in range
+    assert set(share.top.tolist()) <= {0, 1}
 
 
 def test_an_honest_reshare_passes_the_range_check():
@@ -34,5 +35,6 @@ def test_an_honest_reshare_passes_the_range_check():
     x = ring.from_ints([5, (1 << 128) - 7, (1 << 20) - 1])  # 5, -7, 2^20 - 1 (alice's shares)
     mine = arith._reshare(alice, x, 20)
     theirs = arith._reshare(bob, ring.from_ints([0, 0, 0]), 20)
-    assert ring.to_signed(ring.add(mine, theirs)) == [5, -7, (1 << 20) - 1]
-    assert np.all(ring.sar(theirs, 20 + STAT_BITS) == ring.sar(theirs, 127))  # in range
+    wrap = ring.shl(ring.from_uint64(mine.top & theirs.top), 22)
+    assert ring.to_signed(ring.add(ring.add(mine.signed, theirs.signed), wrap)) == [5 + 2**20, -7 + 2**20, 2**21 - 1]
+    assert np.all(ring.sar(theirs.signed, 21) == ring.sar(theirs.signed, 127))  # in range
