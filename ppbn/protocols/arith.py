@@ -21,8 +21,9 @@ Building blocks and where they come from:
 - Gilboa's OT-based oblivious linear evaluation (Gilboa, CRYPTO 1999; the OT-based
   multiplication that Yang-Wright 5.4 allows for the ln series): shares of a b from one
   party's a and the other's b with one correlated OT per bit of b. A product's two cross
-  terms both choose with the narrower operand's bits, one OLE each way; a square needs
-  one cross term, so one OLE instead of two.
+  terms both choose with the narrower operand's share, reshared in Z_2^(b + 2), and its
+  top bit (the known-top-bit wrap of SiRNN, Rathee et al., IEEE S&P 2021), one OLE each
+  way; a square needs one cross term and one wrap OT instead of two OLEs.
 - Truncation by masked opening (the probabilistic truncation of Catrina and Saxena,
   FC 2010, for two parties): bob opens x + r for alice's bounded mask r, statistically
   hiding with STAT_BITS; the result is floor(x / 2^t) or one more.
@@ -99,8 +100,8 @@ class ArithSession:
 
     The OT extension (and its 128 base OTs) is set up on first use. Masks and shares come
     from ``ring.RandomRing`` (AES-CTR under an os.urandom key). With ``keep_openings`` the
-    session records every masked value this party reconstructs (bob's x + r in truncation
-    and resharing, his T[j] - rho in lookups): with the channel transcript that is its whole view, which the leak
+    session records every masked value this party reconstructs (bob's x + r in truncation,
+    his share of a resharing, his T[j] - rho in lookups): with the channel transcript that is its whole view, which the leak
     tests examine. ``dh_bits`` is the job's base-OT group (``ot.dh_bits_for(key_bits)``,
     the same at both parties). ``seeds``, ``executor`` and ``ot_inline_below`` go to this
     party's end of the OT extension (``ot.OTSender``, ``ot.OTReceiver``).
@@ -691,9 +692,9 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     on alice's correlation (1 - 2a_i) y_A (the extension of ``ole``), alice with a_i on
     bob's (1 - 2b_i) y_B (``ArithSession.reverse_ot``). As in ``ole``, the OT of bit i
     works mod 2^(L - i), L = ``exact_ring``(w + y_bits), and a ``lift`` follows when
-    L < 128. 2w OTs per value and y needs no resharing, where ``mul`` on reshared
-    operands costs w + y_bits + 82 OTs and the circuit b + 40 AND gates to make ring
-    shares of x (Yao's ``integer-shares``). Both parties send their u, then their
+    L < 128. 2w OTs per value and y needs no resharing, where ``mul`` costs
+    2 (min(w, y_bits) + 3) OTs and the circuit b + 40 AND gates to make ring shares of x
+    (Yao's ``integer-shares``). Both parties send their u, then their
     corrections: one round trip.
 
     Security: each party sees only the u messages and corrections of OTs in which it holds
