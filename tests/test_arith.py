@@ -256,6 +256,46 @@ def test_exact_products_of_small_operands_run_in_a_small_ring_and_are_lifted():
     assert arith.product_ring(0, 0, (43, 43)) == 128
 
 
+@given(st.integers(1, 60), st.integers(1, 60), st.data())
+@settings(max_examples=6, deadline=None)
+def test_products_and_squares_of_operands_at_their_bounds_are_exact(x_bits, y_bits, data):
+    """The reshared operand's wrap identity (x + 2^b = s_A + s_B + 2^m t_A t_B) at every
+    width: operands up to +-(2^b - 1), the narrower on either side, exact products and
+    squares against plain integers (random shares make every wrap case occur)."""
+
+    def values(bits):
+        edge = 2**bits - 1
+        rest = data.draw(st.lists(st.integers(-edge, edge), min_size=1, max_size=40))
+        return [edge, -edge, 0, 1, -1, edge, -edge, edge] + rest
+
+    x, y = values(x_bits), values(y_bits)
+    n = min(len(x), len(y))
+    x, y = x[:n], y[:n]
+    (xa, xb), (ya, yb) = share(x), share(y)
+    za, zb, (sa, sb) = two_party(arith.mul, (xa, ya, 0, 0, (x_bits, y_bits)), (xb, yb, 0, 0, (x_bits, y_bits)))
+    assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
+    assert sa.counters.ots == sb.counters.ots == 2 * n * (min(x_bits, y_bits) + 3)
+    za, zb, _ = two_party(arith.square, (xa, 0, 0, x_bits), (xb, 0, 0, x_bits))
+    assert reveal(za, zb) == [v * v for v in x]
+
+
+def test_what_bob_receives_when_a_value_is_reshared_is_uniform():
+    """Bob's reshared share is x + 2^b + r mod 2^m for r uniform in Z_2^m: its top bit
+    and its low byte are uniform whether x is 0 or at the bound (chi-square), and it
+    carries exactly ceil(m / 8) bytes per value."""
+    n, bits = 4000, 30
+    for x in ([0] * n, [2**bits - 1] * n, [-(2**bits) + 1] * n):
+        xa, xb = ring.from_ints(x), ring.from_ints([0] * n)  # alice holds x: only the mask hides it
+        pair = memory_channel_pair(keep_transcript=True)
+        _, bobs, _ = two_party(arith._reshare, (xa, bits), (xb, bits), pair=pair)
+        (msg,) = _bob_messages(pair, "arith.reshare")
+        assert len(msg) == n * -(-(bits + 2) // 8)
+        top = np.bincount(bobs.top.astype(np.int64), minlength=2)
+        assert stats.chisquare(top).pvalue > 1e-4
+        low = np.bincount(np.frombuffer(msg, dtype=np.uint8).reshape(n, -1)[:, 0], minlength=256)
+        assert stats.chisquare(low).pvalue > 1e-4
+
+
 def _xor_bits(values: list[int], width: int) -> tuple[np.ndarray, np.ndarray]:
     """Random XOR shares of the bits of each value, (n, width) 0/1 each."""
     plain = (
