@@ -80,11 +80,13 @@ class Product:
         return self.choice_width
 
     def forward_bytes(self) -> int:
+        """Bytes of alice's corrections per value."""
         if len(self.operand_bits) == 2:
             return correction_bytes(self.choice_width, self.ring_bits)
         return correction_bytes(1, self.ring_bits - self.reshared_width)  # the wrap OT, shifted by m
 
     def reverse_bytes(self) -> int:
+        """Bytes of bob's corrections per value."""
         return correction_bytes(self.choice_width, self.ring_bits)
 
 
