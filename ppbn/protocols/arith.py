@@ -668,11 +668,12 @@ def square(
         width = reshared_width(operand_bits)
         ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
         twice = ring.shl(share.signed, 1)
-        wrap = OlePart(share.top_times(twice) if session.is_alice else ring.from_uint64(share.top), 1, ring_bits - width)
         if session.is_alice:
+            wrap = OlePart(share.top_times(twice), 1, ring_bits - width)
             halves = OlePart(share.choices(width), width + 1, ring_bits)
             local = ring.add(ring.mul(share.signed, ring.sub(share.signed, ring.constant(2 << operand_bits))), ring.constant(1 << 2 * operand_bits))
         else:
+            wrap = OlePart(ring.from_uint64(share.top), 1, ring_bits - width)
             top = share.top_times(ring.add(twice, ring.constant((1 << width) - (2 << operand_bits))))
             halves = OlePart(twice, width + 1, ring_bits, top=top)
             # less 2^(m - 1) 2 s_B, the offset in alice's choices

@@ -444,15 +444,16 @@ class SecureScorer:
             return result
         half = n // 2
         lane, engine = self._lane_engine()
+        low, high = (None, None) if shifts is None else (shifts[:half], shifts[half:])
 
         def mark(phase: str) -> None:  # the lane's bytes go to the section its phase has on the channel
             lane.stats.section = self._section_of(phase)
 
         mark("ln terms (Yao)")
         second = _Background(
-            lane.name, self._terms_on, engine, x_shares[half:], None if shifts is None else shifts[half:], mark, None
+            lane.name, self._terms_on, engine, x_shares[half:], high, mark, None
         )
-        first = self._terms_on(self._engine, x_shares[:half], None if shifts is None else shifts[:half], self.phase, self.clock)
+        first = self._terms_on(self._engine, x_shares[:half], low, self.phase, self.clock)
         started = time.perf_counter()
         rest = second.join()
         self.clock.add("ln and x ln x (shares)", started)

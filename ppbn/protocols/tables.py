@@ -519,6 +519,11 @@ class _Held:
         return self.spill.read(*self.spilled[index])
 
 
+def piece_payload(piece: Pending | bytes) -> bytes:
+    """The bytes of a piece of re-randomizers: made already, or the result of its task."""
+    return piece if isinstance(piece, bytes) else piece.result()
+
+
 @dataclass
 class TablesSession:
     """State kept across ``run_tables`` calls of one job: keys, encryptor, executor, cache.
@@ -652,17 +657,13 @@ class TablesSession:
             while count > 0 and self._reserve:
                 size, piece = self._reserve.popleft()
                 if size > count:  # split: the rest stays for the next phase
-                    payload = piece if isinstance(piece, bytes) else piece.result()
+                    payload = piece_payload(piece)
                     cut = len(payload) // size * count
                     self._reserve.appendleft((size - count, payload[cut:]))
                     piece, size = payload[:cut], count
                 pieces.append(piece)
                 count -= size
-        pieces += [
-            executor.submit(rerandomizers_bytes, spec, min(TASK_PIECE, count - i), self.seeds.next())
-            for i in range(0, count, TASK_PIECE)
-        ]
-        return pieces
+        return pieces + [task for _, task in self._rerandomizer_tasks(spec, count, executor)]
 
     def top_up_rerandomizers(self, spec: tuple, count: int, executor: Executor) -> None:
         """Start making re-randomizers for the next phase as aggregator, up to ``count``
@@ -676,9 +677,12 @@ class TablesSession:
         with self._reserve_lock:
             self._reserve_for(spec)
             missing = min(count, RESERVE_RERANDOMIZERS) - sum(size for size, _ in self._reserve)
-            for i in range(0, max(0, missing), TASK_PIECE):
-                size = min(TASK_PIECE, missing - i)
-                self._reserve.append((size, executor.submit(rerandomizers_bytes, spec, size, self.seeds.next())))
+            self._reserve.extend(self._rerandomizer_tasks(spec, missing, executor))
+
+    def _rerandomizer_tasks(self, spec: tuple, count: int, executor: Executor) -> list[tuple[int, Pending]]:
+        """(size, task) for ``count`` new re-randomizers, in pieces of ``TASK_PIECE``."""
+        sizes = [min(TASK_PIECE, count - i) for i in range(0, max(0, count), TASK_PIECE)]
+        return [(size, executor.submit(rerandomizers_bytes, spec, size, self.seeds.next())) for size in sizes]
 
     def _reserve_for(self, spec: tuple) -> None:
         """Keep the reserve only for ``spec``'s key: another key drops it (``_reserve_lock`` held)."""
@@ -1153,7 +1157,7 @@ def _aggregate_side(
     # marginalise each cluster to the subsets it serves
     randomizers = []
     for piece in randomizer_pieces:
-        blob = piece if isinstance(piece, bytes) else piece.result()
+        blob = piece_payload(piece)
         randomizers.extend(
             mpz(int.from_bytes(blob[i : i + ct_bytes], "big")) for i in range(0, len(blob), ct_bytes)
         )
