@@ -37,12 +37,12 @@ def reveal(a: np.ndarray, b: np.ndarray) -> list[int]:
     return ring.to_signed(ring.add(a, b))
 
 
-def two_party(protocol, alice_args, bob_args, pair=None):
+def two_party(protocol, alice_args, bob_args, pair=None, keep_openings=False):
     """Run ``protocol(session, *args)`` at both parties; returns (alice_out, bob_out, sessions)."""
 
     def side(role, args):
         def run(channel):
-            session = ArithSession(channel, role)
+            session = ArithSession(channel, role, keep_openings)
             return protocol(session, *args), session
 
         return run
@@ -102,7 +102,7 @@ def test_mul_with_operand_bounds_is_within_one_ulp(pairs):
     (xa, xb), (ya, yb) = share(x), share(y)
     za, zb, (sa, _) = two_party(arith.mul, (xa, ya, FRAC, 87, 44), (xb, yb, FRAC, 87, 44))
     floor_check(reveal(za, zb), [p * q for p, q in zip(x, y, strict=True)], FRAC)
-    assert sa.counters.ots == 2 * len(x) * (arith.reshared_width(44) + 1)  # 44 + 3 each way
+    assert sa.counters.ots == 2 * len(x) * (arith.reshared_width(44) + 1) + len(x)  # 44 + 3 each way, one lift
 
 
 def test_exact_mul_with_operand_bounds_at_the_edges():
@@ -125,17 +125,18 @@ def test_ole_refuses_inputs_wider_than_declared():
 
 def test_squares_take_one_ole_and_products_choose_with_the_narrower_operand():
     """A square: b + 3 OTs in reverse (alice chooses with her reshared share and its top
-    bit) and one forward OT for the wrap term; a product: b + 3 OTs each way, b the
-    narrower operand's bound."""
+    bit), one forward OT for the wrap term and one to lift the result; a product: b + 3
+    OTs each way, b the narrower operand's bound, and the lift."""
     x = [2**43 - 1, -(2**43) + 1, 0, 1, -1] + [random.randrange(-(2**43), 2**43) for _ in range(2000)]
     xa, xb = share(x)
     pair = memory_channel_pair(keep_transcript=True)
     za, zb, (sa, _) = two_party(arith.square, (xa, FRAC, 87, 44), (xb, FRAC, 87, 44), pair=pair)
     floor_check(reveal(za, zb), [v * v for v in x], FRAC)
-    assert sa.counters.ots == len(x) * (44 + 4)
-    # a square's OLE runs in reverse: bob sends its corrections, in the ring of 87 + 41 bits;
-    # alice sends only the wrap OT's, one per value in the ring's top 128 - 46 bits
-    ring_bits = arith.opening_ring(87)
+    assert sa.counters.ots == len(x) * (44 + 4 + 1)
+    # a square's OLE runs in reverse: bob sends its corrections, in the ring of 87 + 3 bits;
+    # alice sends only the wrap OT's, one per value in the ring's top 90 - 46 bits
+    ring_bits = arith.product_ring(FRAC, 87, (44, 44))
+    assert ring_bits == 87 + 3
     assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == len(x) * sum(-(-(ring_bits - i) // 8) for i in range(44 + 3))
     assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == len(x) * -(-(ring_bits - 46) // 8)
     za, zb, _ = two_party(arith.square, (xa, 0), (xb, 0))
@@ -146,7 +147,7 @@ def test_squares_take_one_ole_and_products_choose_with_the_narrower_operand():
     (sa_, sb_), (la, lb) = share(small), share(large)
     za, zb, (sa, _) = two_party(arith.mul, (sa_, la, 0, 87, (17, 54)), (sb_, lb, 0, 87, (17, 54)))
     assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
-    assert sa.counters.ots == len(small) * 2 * (17 + 3)  # both cross terms choose with x2's bits
+    assert sa.counters.ots == len(small) * (2 * (17 + 3) + 1)  # both cross terms choose with x2's bits
     za, zb, _ = two_party(arith.mul, (la, sa_, 0, 87, (54, 17)), (lb, sb_, 0, 87, (54, 17)))  # the other order
     assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
 
@@ -220,24 +221,22 @@ def _garbage_above(values: list[int], ring_bits: int) -> tuple[np.ndarray, np.nd
     return ring.add(xa, noise), ring.add(xb, noise)
 
 
-def test_lift_and_truncation_open_in_the_ring_of_their_bound():
+def test_truncation_opens_in_the_ring_of_its_bound():
     bound = 28
     ring_bits = arith.opening_ring(bound)
     edge = 2**bound - 1
     x = [edge, -edge, 0, 1, -1] + [random.randrange(-edge, edge) for _ in range(2000)]
     xa, xb = _garbage_above(x, ring_bits)
     pair = memory_channel_pair(keep_transcript=True)
-    za, zb, (sa, _) = two_party(arith.lift, (xa, bound), (xb, bound), pair=pair)
-    assert reveal(za, zb) == x
-    assert sa.counters.lifts == len(x)
-    (msg,) = _bob_messages(pair, "arith.lift")
-    assert len(msg) == len(x) * -(-ring_bits // 8)  # 9 bytes, not 16
-    za, zb, _ = two_party(arith.truncate, (xa, 10, bound), (xb, 10, bound))
+    za, zb, _ = two_party(arith.truncate, (xa, 10, bound), (xb, 10, bound), pair=pair)
     floor_check(reveal(za, zb), x, 10)
+    (msg,) = _bob_messages(pair, "arith.trunc")
+    assert len(msg) == len(x) * -(-ring_bits // 8)  # 9 bytes, not 16
 
 
 def test_exact_products_of_small_operands_run_in_a_small_ring_and_are_lifted():
-    """m r_j (K' x 13 bits), exact: the OLE runs mod 2^(K' + 13 + 41), then one lift."""
+    """m r_j (K' x 13 bits), exact: the OLE runs mod 2^(K' + 13 + 2), then one lift: a wrap
+    OT whose correction keeps 128 - 30 bits, and one bit from bob per value."""
     bounds = (15, 13)
     x = [2**15 - 1, -(2**15) + 1, 0, 1] + [random.randrange(-(2**15), 2**15) for _ in range(1500)]
     y = [2**13 - 1, 2**13 - 1, -5, -(2**13) + 1] + [random.randrange(-(2**13), 2**13) for _ in range(1500)]
@@ -247,13 +246,15 @@ def test_exact_products_of_small_operands_run_in_a_small_ring_and_are_lifted():
     assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
     assert sa.counters.lifts == len(x)
     ring_bits = arith.product_ring(0, 0, bounds)
-    assert ring_bits == 28 + STAT_BITS + 1
+    assert ring_bits == 28 + 2
+    assert sum(len(m) for m in _bob_messages(pair, "arith.wrap")) == len(x) * -(-(128 - ring_bits) // 8)
+    assert sum(len(m) for m in _alice_messages(pair, "arith.wrap.d")) == -(-len(x) // 8)
     # one OLE each way, each choosing with the narrower operand's reshared 13 + 2 bits and their top bit
     per_direction = len(x) * sum(-(-(ring_bits - i) // 8) for i in range(arith.reshared_width(13) + 1))
     assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == per_direction
     assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == per_direction
     # an exact product near the ring's top keeps the full ring and needs no lift
-    assert arith.product_ring(0, 0, (43, 43)) == 128
+    assert arith.product_ring(0, 0, (59, 60)) == 128
 
 
 @given(st.integers(1, 60), st.integers(1, 60), st.data())
@@ -274,7 +275,8 @@ def test_products_and_squares_of_operands_at_their_bounds_are_exact(x_bits, y_bi
     (xa, xb), (ya, yb) = share(x), share(y)
     za, zb, (sa, sb) = two_party(arith.mul, (xa, ya, 0, 0, (x_bits, y_bits)), (xb, yb, 0, 0, (x_bits, y_bits)))
     assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
-    assert sa.counters.ots == sb.counters.ots == 2 * n * (min(x_bits, y_bits) + 3)
+    lifts = n if arith.exact_ring(x_bits + y_bits) < 128 else 0
+    assert sa.counters.ots == sb.counters.ots == 2 * n * (min(x_bits, y_bits) + 3) + lifts
     za, zb, _ = two_party(arith.square, (xa, 0, 0, x_bits), (xb, 0, 0, x_bits))
     assert reveal(za, zb) == [v * v for v in x]
 
@@ -294,6 +296,57 @@ def test_what_bob_receives_when_a_value_is_reshared_is_uniform():
         assert stats.chisquare(top).pvalue > 1e-4
         low = np.bincount(np.frombuffer(msg, dtype=np.uint8).reshape(n, -1)[:, 0], minlength=256)
         assert stats.chisquare(low).pvalue > 1e-4
+
+
+def test_what_each_party_receives_from_a_lift_is_uniform():
+    """A lift's wrap OT: bob receives alice's corrections, alice bob's bits d = t_B XOR c.
+    Both are uniform (chi-square) whether the product is 0 or at its bound, so the top bits
+    they hide stay hidden; and a product ends in one correction of ceil((128 - n) / 8)
+    bytes and one bit per value."""
+    n, bits = 4000, 30
+    bound = 2 * bits
+    for x in ([0] * n, [2**bits - 1] * n):
+        (xa, xb), (ya, yb) = share(x), share(x)
+        pair = memory_channel_pair(keep_transcript=True)
+        za, zb, _ = two_party(arith.mul, (xa, ya, 0, 0, bits), (xb, yb, 0, 0, bits), pair=pair)
+        assert reveal(za, zb) == [v * v for v in x]
+        (corrections,) = _bob_messages(pair, "arith.wrap")
+        (flips,) = _alice_messages(pair, "arith.wrap.d")
+        assert len(corrections) == n * -(-(128 - (bound + 2)) // 8) and len(flips) == -(-n // 8)
+        d = np.unpackbits(np.frombuffer(flips, dtype=np.uint8), count=n, bitorder="little")
+        assert stats.chisquare(np.bincount(d, minlength=2)).pvalue > 1e-4
+        assert stats.chisquare(np.bincount(np.frombuffer(corrections, dtype=np.uint8), minlength=256)).pvalue > 1e-4
+
+
+def test_deferred_lifts_complete_in_place_and_save_alice_a_round_per_product():
+    """Three chained products (u^2, u^3 = u^2 u with u^2 the narrower operand, then u^3 u^2):
+    with ``defer_lifts`` alice completes each lift in place when she next reads, after her
+    next product's first messages are out; the results are the same, and she waits for
+    bob's lift bits once less per product that follows a lift (her rounds: sends after a
+    read)."""
+    n = 500
+    u = [2**42 - 1, -(2**42) + 1, 0, 1] + [random.randrange(-(2**42), 2**42) for _ in range(n - 4)]
+    ua, ub = share(u)
+    alice_rounds = []
+    for deferred in (False, True):
+
+        def chain(session, shares, deferred=deferred):
+            session.defer_lifts = deferred
+            square = arith.square(session, shares, FRAC, 85, 43)
+            cube = arith.mul(session, square, shares, FRAC, 79, (37, 43))
+            fifth = arith.mul(session, cube, square, FRAC, 67, (31, 37))
+            session.settle()
+            return square, cube, fifth
+
+        pair = memory_channel_pair()
+        (sa, ca, fa), (sb, cb, fb), _ = two_party(chain, (ua,), (ub,), pair=pair)
+        squares, cubes, fifths = reveal(sa, sb), reveal(ca, cb), reveal(fa, fb)
+        floor_check(squares, [v * v for v in u], FRAC)
+        floor_check(cubes, [p * v for p, v in zip(squares, u, strict=True)], FRAC)
+        floor_check(fifths, [p * q for p, q in zip(cubes, squares, strict=True)], FRAC)
+        alice_rounds.append(pair[0].stats.rounds)
+    eager, deferred = alice_rounds
+    assert deferred == eager - 2
 
 
 def _xor_bits(values: list[int], width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -318,10 +371,11 @@ def test_bit_mul_multiplies_xor_shared_bits_exactly(width, y_bits):
     pair = memory_channel_pair(keep_transcript=True)
     za, zb, (sa, sb) = two_party(arith.bit_mul, (a, ya, y_bits), (b, yb, y_bits), pair=pair)
     assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
-    assert sa.counters.ots == sb.counters.ots == 2 * width * len(x)
-    lifted = width + y_bits <= MAX_BOUND_BITS
+    ring_bits = arith.exact_ring(width + y_bits)
+    lifted = ring_bits < 128
+    assert ring_bits == (width + y_bits + 2 if lifted else 128)
+    assert sa.counters.ots == sb.counters.ots == 2 * width * len(x) + (len(x) if lifted else 0)
     assert sa.counters.lifts == (len(x) if lifted else 0)
-    ring_bits = arith.opening_ring(width + y_bits) if lifted else 128
     forward = sum(len(m) for m in _bob_messages(pair, "arith.bits.y"))
     assert forward == len(x) * sum(-(-(ring_bits - i) // 8) for i in range(width))
 
@@ -387,11 +441,6 @@ def test_mul_public_without_truncation_is_local_and_exact():
 
 
 # -- lookup ----------------------------------------------------------------------------
-def _signed_width(share: np.ndarray) -> int:
-    """Signed bits that hold every value of a ring vector."""
-    return max(v.bit_length() if v >= 0 else (-v - 1).bit_length() for v in ring.to_signed(share)) + 1
-
-
 @pytest.mark.parametrize(("width", "instances"), [(1, 50), (4, 300), (7, 2500)])
 def test_lookup_returns_shares_of_the_entry(width, instances):
     """Entries wider than MAX_BOUND_BITS: a uniform mask and 16 bytes per entry."""
@@ -422,21 +471,20 @@ def test_narrow_lookup_reconstructs_exactly_and_sends_the_predicted_bytes(width,
     pair = memory_channel_pair(keep_transcript=True)
     za, zb, (sa, _) = two_party(arith.lookup, (table, mu), (table, mu ^ j), pair=pair)
     assert reveal(za, zb) == [table[k] for k in j]
-    assert _signed_width(zb) <= bits + STAT_BITS + 1  # bob's share: T[j] - rho
-    assert _signed_width(za) <= bits + STAT_BITS  # alice's: rho
-    per_entry = -(-(bits + STAT_BITS + 1) // 8)
+    per_entry = -(-(bits + 2) // 8)  # an element of Z_2^(e + 2)
     assert arith.entry_bytes(bits) == per_entry
     assert sum(len(m) for m in _bob_messages(pair, "arith.lookup")) == instances * size * per_entry
-    assert sa.counters.ots == instances * width
+    assert sa.counters.ots == instances * (width + 1)  # and one to lift each entry
+    assert sa.counters.lifts == instances
 
 
 def test_lookup_width_is_read_off_the_table():
     """A table given as ring elements is read as signed; one entry one bit wider costs a byte
     more at a byte boundary, and a table beyond MAX_BOUND_BITS falls back to 16 bytes."""
     for entries, per_entry in (
-        ([0, 2**47 - 1, -(2**47) + 1, 5], 11),  # e = 47: 88 bits
-        ([0, 2**47, 3, -1], 12),  # e = 48: 89 bits
-        ([0, -(2**87) + 1, 1, 2], 16),  # e = 87: 128 bits
+        ([0, 2**45 - 1, -(2**45) + 1, 5], 6),  # e = 45: 47 bits
+        ([0, 2**46, 3, -1], 7),  # e = 47: 49 bits
+        ([0, -(2**87) + 1, 1, 2], 12),  # e = 87: 89 bits
         ([0, 2**87, 1, 2], 16),  # e = 88: uniform mask
     ):
         j, mu = np.array([1, 2, 3, 0] * 5), np.array([random.randrange(4) for _ in range(20)])
@@ -474,10 +522,10 @@ def test_lookup_many_shares_the_ots_and_the_message():
     za, zb, (sa, sb), rounds, seen = _lookup_rounds(arith.lookup_many, (tables, mu), (tables, mu ^ j))
     for table, a, b in zip(tables, za, zb, strict=True):
         assert reveal(a, b) == [table[k] for k in j]
-    assert rounds == 1
+    assert rounds == 1  # bob's lift bits go with his next message
     (msg,) = [payload for tag, payload in seen if tag == "arith.lookup"]
-    assert len(msg) == n * size * sum(-(-(w + STAT_BITS + 1) // 8) for w in widths)
-    assert sa.counters.ots - 1 == sb.counters.ots - 1 == n * 6  # once for the four tables
+    assert len(msg) == n * size * sum(-(-(w + 2) // 8) for w in widths)
+    assert sa.counters.ots - 2 == sb.counters.ots - 2 == n * 6 + n * 4  # once for the four tables, and the lifts
     assert sa.counters.lookups - 1 == n * 4
 
 
@@ -634,10 +682,10 @@ def test_truncation_opening_does_not_depend_on_the_value():
 
 
 def test_lookup_messages_do_not_depend_on_table_or_index():
-    """Bob's ciphertexts and decrypted shares: the same distribution for tables of the same
+    """Bob's ciphertexts and decrypted entries: the same distribution for tables of the same
     width whose entries are all the most negative value, read at j = 0, and all the most
-    positive one, read at random j; his share of each is close to uniform in the mask's
-    range [-2^(m-1), 2^(m-1)), m = e + STAT_BITS, and the ciphertext bytes are uniform."""
+    positive one, read at random j; his entry T[j] + 2^e - rho is uniform in Z_2^m,
+    m = e + 2 (read as signed), and the ciphertext bytes are uniform."""
     n, width, bits = 1500, 3, 48
     size = 1 << width
     top = 2**bits - 1
@@ -648,17 +696,19 @@ def test_lookup_messages_do_not_depend_on_table_or_index():
     ):
         mu = np.array([random.randrange(size) for _ in range(n)])
         pair = memory_channel_pair(keep_transcript=True)
-        (ra, rb), (sa, sb), _ = two_party(arith.lookup_many, (tables, mu), (tables, mu ^ j), pair=pair)
+        (ra, rb), (sa, sb), (_, bob) = two_party(arith.lookup_many, (tables, mu), (tables, mu ^ j), pair=pair, keep_openings=True)
         assert reveal(ra, sa) == [tables[0][k] for k in j]
         assert reveal(rb, sb) == [tables[1][k] for k in j]
         (msg,) = _bob_messages(pair, "arith.lookup")
-        scale = 2.0 ** (bits + STAT_BITS - 1)
-        views.append((np.frombuffer(msg, dtype=np.uint8), ring.to_float(sa, 0) / scale, ring.to_float(sb, 0) / scale))
-    (c0, *shares0), (c1, *shares1) = views
+        entries = [values for what, values in bob.openings if what == "lookup"]
+        assert len(entries) == 2
+        scale = 2.0 ** (bits + 1)  # signed elements of Z_2^(e + 2)
+        views.append((np.frombuffer(msg, dtype=np.uint8), *(ring.to_float(e, 0) / scale for e in entries)))
+    (c0, *entries0), (c1, *entries1) = views
     for cipher in (c0, c1):
         assert stats.chisquare(np.bincount(cipher, minlength=256)).pvalue > 1e-4
     assert stats.ks_2samp(c0, c1).pvalue > 1e-4
-    for s0, s1 in zip(shares0, shares1, strict=True):
-        assert stats.ks_2samp(s0, s1).pvalue > 1e-4
-        for s in (s0, s1):
-            assert stats.kstest(s, "uniform", args=(-1, 2)).pvalue > 1e-4
+    for e0, e1 in zip(entries0, entries1, strict=True):
+        assert stats.ks_2samp(e0, e1).pvalue > 1e-4
+        for e in (e0, e1):
+            assert stats.kstest(e, "uniform", args=(-1, 2)).pvalue > 1e-4

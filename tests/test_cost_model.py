@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 from ppbn.cli import main
-from ppbn.protocols.cost import CountingBackend, Product, correction_bytes, term_cost
+from ppbn.protocols.cost import CountingBackend, Product, correction_bytes, lift_bytes, term_cost
 
 
 def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
     assert main(["bench", "ln", "--count", "400", "--modes", "yw,exact,bdeu", "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     modelled = [row for row in report["bytes_by_mode_and_kind"] if row["model_bytes_per_evaluation"] is not None]
-    assert {row["kind"] for row in modelled} >= {"yao.tables", "arith.ole.y", "arith.ole.r", "arith.reshare", "arith.bits.y", "arith.bits.r", "arith.lift", "ot.ext.u", "arith.lookup"}
+    assert {row["kind"] for row in modelled} >= {"yao.tables", "arith.ole.y", "arith.ole.r", "arith.reshare", "arith.bits.y", "arith.bits.r", "arith.wrap", "arith.wrap.d", "ot.ext.u", "arith.lookup"}
     for row in modelled:  # framing (a tag and a size per message) is all the model leaves out
         assert abs(row["bytes_per_evaluation"] - row["model_bytes_per_evaluation"]) <= 0.002 * row["bytes_per_evaluation"] + 1, row
     for mode in report["modes"]:
@@ -30,16 +30,19 @@ def test_model_counts_what_the_term_arithmetic_multiplies() -> None:
     assert correction_bytes(9, 128) == 8 * 16 + 15
     assert correction_bytes(9, 70) == 6 * 9 + 3 * 8  # 70..65 bits, then 64..62
     be = CountingBackend()
-    be.mul("x", "y", 48, 80, (20, 30))  # truncated: the ring of its opening, 80 + 41 bits
-    be.square("x", 0, 0, 10)  # exact and small: lifted from 20 + 41 bits
-    be.mul("x", "y", 0, 0, (43, 43))  # exact near the top: the whole ring, no lift
-    assert be.products == [Product((20, 30), 121, None), Product((10,), 61, 20), Product((43, 43), 128, None)]
+    be.mul("x", "y", 48, 80, (20, 30))  # truncated: the ring of 80 + 3 bits, lifted from 83 - 48
+    be.square("x", 0, 0, 10)  # exact and small: the ring of 20 + 2 bits, lifted from there
+    be.mul("x", "y", 0, 0, (60, 60))  # exact near the top: the whole ring, no lift
+    be.truncate("x", 48, 85)  # a sum of products: a masked opening
+    assert be.products == [Product((20, 30), 83, 35), Product((10,), 22, 22), Product((60, 60), 128, None)]
     # a product's two cross terms both choose with the narrower operand's reshared 20 + 2
     # bits and their top bit, one OLE each way
     product, square = be.products[:2]
     assert (product.forward_ots, product.reverse_ots, product.reshared_width) == (23, 23, 22)
-    assert product.forward_bytes() == product.reverse_bytes() == correction_bytes(23, 121)
-    # a square: one OLE in reverse, and one wrap OT forward in the ring's top 61 - 12 bits
+    assert product.forward_bytes() == product.reverse_bytes() == correction_bytes(23, 83)
+    # a square: one OLE in reverse, and one wrap OT forward in the ring's top 22 - 12 bits
     assert (square.forward_ots, square.reverse_ots, square.reshared_width) == (1, 13, 12)
-    assert square.forward_bytes() == (61 - 12 + 7) // 8 and square.reverse_bytes() == correction_bytes(13, 61)
-    assert be.truncations == [80]
+    assert square.forward_bytes() == (22 - 12 + 7) // 8 and square.reverse_bytes() == correction_bytes(13, 22)
+    assert be.truncations == [85]
+    # a lift of an n-bit share: one correction in the ring's top 128 - n bits
+    assert lift_bytes(35) == (128 - 35 + 7) // 8 == 12

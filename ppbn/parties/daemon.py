@@ -106,7 +106,7 @@ from ppbn.protocols.records import (
     party_check_records_for_miner,
 )
 
-PROTOCOL_VERSION = 8  # 8: products choose with a share in Z_2^(b+2) and its top bit; 7: ln terms in two halves, the second on a terms lane; 6: local terms, derived table slots, the narrow CPT division, pipeline groups by secure terms; 5: SoftSpokenOT k = 8, OLEs each way choosing with the narrower operand, short resharing; 4: products in the ring of their bound, bit-shared f and x2, seeded garbler labels, 64-entry exact C-table; 3: table lanes
+PROTOCOL_VERSION = 9  # 9: products and narrow lookup entries in the ring of their bound plus 2-3 bits, lifted by one OT (local truncation); 8: products choose with a share in Z_2^(b+2) and its top bit; 7: ln terms in two halves, the second on a terms lane; 6: local terms, derived table slots, the narrow CPT division, pipeline groups by secure terms; 5: SoftSpokenOT k = 8, OLEs each way choosing with the narrower operand, short resharing; 4: products in the ring of their bound, bit-shared f and x2, seeded garbler labels, 64-entry exact C-table; 3: table lanes
 JobInfo = party_pb2.JobInfo
 Frame = party_pb2.Frame
 AbortCode = party_pb2.AbortCode

@@ -24,14 +24,19 @@ Building blocks and where they come from:
   terms both choose with the narrower operand's share, reshared in Z_2^(b + 2), and its
   top bit (the known-top-bit wrap of SiRNN, Rathee et al., IEEE S&P 2021), one OLE each
   way; a square needs one cross term and one wrap OT instead of two OLEs.
-- Truncation by masked opening (the probabilistic truncation of Catrina and Saxena,
-  FC 2010, for two parties): bob opens x + r for alice's bounded mask r, statistically
-  hiding with STAT_BITS; the result is floor(x / 2^t) or one more.
+- Products in the smallest ring that holds them with a known top bit (the bound plus 2,
+  or 3 when truncated), truncated locally there (the carry makes floor(x / 2^t) or one
+  more), and lifted to Z_2^128 by one OT per value on the known-top-bit wrap identity
+  (``_lift``; SiRNN's, Rathee et al., IEEE S&P 2021), that OT precomputed on a random
+  choice (Beaver, CRYPTO 1995) so that its last bit rides with bob's next message.
+- Truncation of a sum by masked opening (the probabilistic truncation of Catrina and
+  Saxena, FC 2010, for two parties): bob opens x + r for alice's bounded mask r,
+  statistically hiding with STAT_BITS; the result is floor(x / 2^t) or one more.
 - Table lookup with a masked index (the table step of Lindell and Pinkas's ln protocol,
   Yang-Wright 5.4 and 6.5): 1-out-of-N OT of a rotated, masked table, built from log N
   random OTs in the manner of Naor and Pinkas (1-out-of-N from 1-out-of-2 OT). Entries
-  are masked statistically at their own width (as in truncation), so each is sent in
-  ceil((e + STAT_BITS + 1) / 8) bytes, and several tables and indices share one round.
+  are shared in the ring of their own width plus 2 bits and lifted as products are, so
+  each is sent in ceil((e + 2) / 8) bytes, and several tables and indices share one round.
 
 Each protocol function states what each party sees; the counters say how much work was
 done (OTs, multiplications, truncations, lookups).
@@ -44,7 +49,7 @@ with another job (``ppbn.circuits.garble``, GKWY20).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,8 +106,10 @@ class ArithSession:
     The OT extension (and its 128 base OTs) is set up on first use. Masks and shares come
     from ``ring.RandomRing`` (AES-CTR under an os.urandom key). With ``keep_openings`` the
     session records every masked value this party reconstructs (bob's x + r in truncation,
-    his share of a resharing, his T[j] - rho in lookups): with the channel transcript that is its whole view, which the leak
-    tests examine. ``dh_bits`` is the job's base-OT group (``ot.dh_bits_for(key_bits)``,
+    his share of a resharing, his entry T[j] + 2^e - rho in lookups): with the channel
+    transcript that is its whole view, which the leak tests examine. With ``defer_lifts``
+    alice completes her lifts when she next reads (``settle``) instead of at once.
+    ``dh_bits`` is the job's base-OT group (``ot.dh_bits_for(key_bits)``,
     the same at both parties). ``seeds``, ``executor`` and ``ot_inline_below`` go to this
     party's end of the OT extension (``ot.OTSender``, ``ot.OTReceiver``).
     """
@@ -135,6 +142,9 @@ class ArithSession:
             "executor": executor, "inline_below": ot_inline_below,
         }  # fmt: skip
         self.openings: list[tuple[str, np.ndarray]] | None = [] if keep_openings else None
+        # alice's lifted results still awaiting bob's bits (``_lift``), oldest first
+        self.defer_lifts = False
+        self._deferred: list[_DeferredLift] = []
 
     def opened(self, what: str, values: np.ndarray) -> np.ndarray:
         if self.openings is not None:
@@ -167,6 +177,24 @@ class ArithSession:
             self._reverse = OTReceiver(self.channel, **options) if self.is_alice else OTSender(self.channel, **options)
             self._reverse.start()
         return self._reverse
+
+    def settle(self) -> None:
+        """Alice: complete every deferred lift (``_lift``) with bob's bits, oldest first, in
+        place. A no-op for bob and when nothing is deferred. Whoever reads alice's results
+        in deferral mode (``defer_lifts``) calls this first: until then they are right only
+        in their low n bits."""
+        while self._deferred:
+            self._deferred.pop(0).complete(self)
+
+    def low_bits_final(self, x: np.ndarray, bits: int) -> bool:
+        """Whether x's low ``bits`` bits are final: x is not a deferred result, or it is one
+        whose n-bit share is at least that wide (``_reshare`` reads no more)."""
+        return all(part.n >= bits for lift in self._deferred for part in lift.parts if part.target is x)
+
+    def extensions_started(self, forward: bool = True, reverse: bool = True) -> bool:
+        """Whether the OT extensions asked for are set up already (``_ole_extensions``)."""
+        ours = self._sender if self.is_alice else self._receiver
+        return (not forward or (ours is not None and ours.started)) and (not reverse or self._reverse is not None)
 
     def next_tweaks(self, count: int) -> int:
         """Reserve ``count`` hash tweaks for lookups (both parties advance in step)."""
@@ -219,12 +247,20 @@ def _short_cot_send(
     """
     m = delta.shape[0]
     pad0, pad1 = sender.pads(m)
+    _send_corrections(session, pad0, pad1, delta, remaining, kind)
+    sender.ots += m
+    return pad0
+
+
+def _send_corrections(
+    session: ArithSession, pad0: np.ndarray, pad1: np.ndarray, delta: np.ndarray, remaining: np.ndarray, kind: str
+) -> None:
+    """The correction message of ``_short_cot_send`` for pads received earlier."""
+    m = delta.shape[0]
     correction = ring.add(pad0, delta)
     correction ^= pad1
     session.channel.send_array(kind, correction.view(np.uint8).reshape(m, 16)[_kept_mask(remaining)])
-    sender.ots += m
     session.counters.ots += m
-    return pad0
 
 
 def _short_cot_finish(
@@ -313,32 +349,70 @@ def ole_two_way(session: ArithSession, forward: OlePart, reverse: OlePart) -> tu
     peer = BOB if session.is_alice else ALICE
     by_sender = {ALICE: forward, BOB: reverse}
     sending, choosing = by_sender[session.role], by_sender[peer]
-    sending_values, choosing_values = _check_shares(sending.values, "OLE input"), _check_shares(choosing.values, "OLE input")
-    send_chunks, send_widths = _ole_chunks(sending)
-    choose_chunks, _ = _ole_chunks(choosing)
-    send_ext, choose_ext = _ole_extensions(session, forward.values.shape[0] > 0, reverse.values.shape[0] > 0)
-    send_kind, choose_kind = OLE_KINDS[session.role], OLE_KINDS[peer]
-    sent = np.empty_like(sending_values)
-    chosen = np.empty_like(choosing_values)
-    pending = choose_chunks[0].prepare(choose_ext, choosing_values) if choose_chunks else None
-    for step in range(max(len(send_chunks), len(choose_chunks))):
-        if step < len(send_chunks):
-            chunk = send_chunks[step]
-            rows = slice(chunk.start, chunk.stop)
-            delta = np.repeat(sending_values[rows], send_widths[rows], axis=0)
-            if sending.top is not None:
-                delta[np.cumsum(send_widths[rows]) - 1] = sending.top[rows]
-            pads = _short_cot_send(session, send_ext, delta, chunk.remaining, send_kind)
-            sent[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
-        if step < len(choose_chunks):
-            # the next chunk's u goes out before this chunk's corrections are awaited, so the
-            # peer works on chunk i + 1 while chunk i's corrections are on the wire
-            following = choose_chunks[step + 1].prepare(choose_ext, choosing_values) if step + 1 < len(choose_chunks) else None
-            chunk = choose_chunks[step]
-            choices, pads = pending
-            received = _short_cot_finish(session, pads, choices, chunk.remaining, choose_kind)
-            chosen[chunk.start : chunk.stop] = chunk.gather(ring.shl(received, chunk.positions))
-            pending = following
+    run = _TwoWayOle(session, choosing, forward.values.shape[0] > 0, reverse.values.shape[0] > 0)
+    sent, chosen = run.finish(sending)
+    return (sent, chosen) if session.is_alice else (chosen, sent)
+
+
+class _TwoWayOle:
+    """One party's end of ``ole_two_way`` in two steps: the constructor sets up the
+    extensions in use and sends the u messages of the first chunk this party chooses in;
+    ``finish`` takes the part it sends in and does the rest. In between a party may do
+    what must precede its first read (alice settles deferred lifts, ``mul``), so her first
+    messages are not held up by it."""
+
+    def __init__(self, session: ArithSession, choosing: OlePart, forward: bool, reverse: bool) -> None:
+        self.session = session
+        self.choosing_values = _check_shares(choosing.values, "OLE input")
+        self.choose_chunks, _ = _ole_chunks(choosing)
+        self.send_ext, self.choose_ext = _ole_extensions(session, forward, reverse)
+        first = self.choose_chunks[0] if self.choose_chunks else None
+        self.pending = first.prepare(self.choose_ext, self.choosing_values) if first is not None else None
+
+    def finish(self, sending: OlePart) -> tuple[np.ndarray, np.ndarray]:
+        """(this party's shares of the OLEs it sends in, of those it chooses in)."""
+        session, peer = self.session, BOB if self.session.is_alice else ALICE
+        sending_values = _check_shares(sending.values, "OLE input")
+        send_chunks, send_widths = _ole_chunks(sending)
+        choose_chunks, choosing_values, pending = self.choose_chunks, self.choosing_values, self.pending
+        send_kind, choose_kind = OLE_KINDS[session.role], OLE_KINDS[peer]
+        sent = np.empty_like(sending_values)
+        chosen = np.empty_like(choosing_values)
+        for step in range(max(len(send_chunks), len(choose_chunks))):
+            if step < len(send_chunks):
+                chunk = send_chunks[step]
+                rows = slice(chunk.start, chunk.stop)
+                delta = np.repeat(sending_values[rows], send_widths[rows], axis=0)
+                if sending.top is not None:
+                    delta[np.cumsum(send_widths[rows]) - 1] = sending.top[rows]
+                pads = _short_cot_send(session, self.send_ext, delta, chunk.remaining, send_kind)
+                sent[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
+            if step < len(choose_chunks):
+                # the next chunk's u goes out before this chunk's corrections are awaited, so
+                # the peer works on chunk i + 1 while chunk i's corrections are on the wire
+                following = (
+                    choose_chunks[step + 1].prepare(self.choose_ext, choosing_values) if step + 1 < len(choose_chunks) else None
+                )
+                chunk = choose_chunks[step]
+                choices, pads = pending
+                received = _short_cot_finish(session, pads, choices, chunk.remaining, choose_kind)
+                chosen[chunk.start : chunk.stop] = chunk.gather(ring.shl(received, chunk.positions))
+                pending = following
+        return sent, chosen
+
+
+def _ole_each_way(
+    session: ArithSession, choosing: OlePart, sending: Callable[[], OlePart], wrap: _WrapOTs | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``ole_two_way`` for a product or square: this party's part as chooser, and its part as
+    sender made only once alice has settled her deferred lifts (its values may be one of
+    them) and read bob's wrap u (``_WrapOTs``), after her first u messages are out.
+    Returns (this party's forward shares, its reverse shares)."""
+    run = _TwoWayOle(session, choosing, True, True)
+    session.settle()  # alice: bob's bits of earlier lifts come before anything else he sent
+    if wrap is not None:
+        wrap.receive(session)
+    sent, chosen = run.finish(sending())
     return (sent, chosen) if session.is_alice else (chosen, sent)
 
 
@@ -356,6 +430,8 @@ def _ole_chunks(part: OlePart) -> tuple[list[_OleChunk], np.ndarray]:
 def _ole_extensions(session: ArithSession, forward: bool, reverse: bool) -> tuple[OTSender | None, OTReceiver | None]:
     """(this party's sending end, its choosing end) of the directions in use; with both,
     the forward extension is set up before the reverse one at both parties."""
+    if session.is_alice and not session.extensions_started(forward, reverse):
+        session.settle()  # a set-up reads bob's messages, and his lift bits came first
     ends: dict[str, OTSender | OTReceiver] = {}
     if forward:
         ends[ALICE] = session.ot_sender() if session.is_alice else session.ot_receiver()
@@ -409,6 +485,115 @@ class _OleChunk:
         return selected, receiver.pads(selected)
 
 
+# -- lifting shares whose sum has a known top bit ---------------------------------------
+WRAP_KIND = "arith.wrap"  # alice's corrections of the wrap OTs
+WRAP_BITS_KIND = "arith.wrap.d"  # bob's bits d = t_B XOR c
+
+
+class _WrapOTs:
+    """The OTs of one ``_lift``, one per value on the forward extension, precomputed with
+    random choices (Beaver, "Precomputing oblivious transfer", CRYPTO 1995): bob draws his
+    choices c and sends their u messages when the operation starts, before he knows his
+    top bits; alice reads them (``receive``) when she is ready to read, so neither waits."""
+
+    def __init__(self, session: ArithSession, count: int) -> None:
+        self.count = count
+        self.choices: np.ndarray | None = None
+        self.pads: np.ndarray | tuple[np.ndarray, np.ndarray] | None = None
+        if not session.is_alice:
+            self.choices = (session.random.uint64(count) & np.uint64(1)).astype(np.uint8)
+            self.pads = session.ot_receiver().pads(self.choices)
+
+    def receive(self, session: ArithSession) -> None:
+        """Alice: read bob's u messages (once)."""
+        if session.is_alice and self.pads is None:
+            sender = session.ot_sender()
+            self.pads = sender.pads(self.count)
+            sender.ots += self.count
+
+
+@dataclass(frozen=True)
+class _DeferredPart:
+    """One vector of a deferred lift: alice's result as if every d were 0, and what to add
+    where d = 1."""
+
+    target: np.ndarray
+    fix: np.ndarray
+    n: int
+
+
+@dataclass(frozen=True)
+class _DeferredLift:
+    """Alice's side of one ``_lift`` until bob's bits arrive (``ArithSession.settle``)."""
+
+    parts: list[_DeferredPart]
+
+    def complete(self, session: ArithSession) -> None:
+        count = sum(part.target.shape[0] for part in self.parts)
+        packed = session.channel.recv_array(WRAP_BITS_KIND, np.uint8, ((count + 7) // 8,))
+        flips = np.unpackbits(packed, count=count, bitorder="little").astype(bool)
+        start = 0
+        for part in self.parts:
+            rows = flips[start : start + part.target.shape[0]]
+            start += part.target.shape[0]
+            part.target[rows] = ring.add(part.target[rows], part.fix[rows])
+
+
+def _split(u: np.ndarray, n: int) -> NarrowShare:
+    """u's low n bits as a signed n-bit number and its top bit (``NarrowShare``)."""
+    spare = RING_BITS - n
+    mine = ring.shl(u, spare)
+    return NarrowShare(ring.sar(mine, spare), mine[:, 1] >> np.uint64(63))
+
+
+def _lift(session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowShare, int, int]]) -> list[np.ndarray]:
+    """Shares mod 2^128 of each v from n-bit shares of v + 2^c, given as (share, n, c) with
+    v + 2^c in [0, 2^(n - 1)): then v + 2^c = s_A + s_B + 2^n t_A t_B exactly (the wrap of
+    shares whose sum has a known top bit: SiRNN, Rathee et al., IEEE S&P 2021, Sec. 4), and
+    one OT per value makes shares of t_A t_B in Z_2^(128 - n).
+
+    The OT is ``_WrapOTs``'s, on bob's random choice c: alice sends the correction for
+    her correlation t_A (``_kept_bytes`` of 128 - n bits), so bob holds o = p + c t_A and
+    alice p; bob sends d = t_B XOR c, one bit. With d = 0 (c = t_B) the shares of t_A t_B
+    are (-p, o); with d = 1 (c = 1 - t_B) t_B t_A = (t_A + p) - o, so (t_A + p, -o). Alice
+    needs d to finish: with ``defer_lifts`` she keeps her result as if d = 0 and completes
+    it in place when she next reads (``ArithSession.settle``), so the bit rides with bob's
+    next message; otherwise she settles now. Her result is right in its low n bits before
+    that.
+
+    Security: bob sees the OT's correction, uniform given his choice (OT security), and
+    his own d; alice sees d = t_B XOR c with c uniform and hidden from her by the OT."""
+    sizes = [share.signed.shape[0] for share, _, _ in values]
+    widths = np.repeat([n for _, n, _ in values], sizes).astype(np.int64)
+    tops = np.concatenate([share.top for share, _, _ in values]) if values else np.zeros(0, np.uint64)
+    remaining = RING_BITS - widths
+    session.counters.lifts += tops.shape[0]
+    bounds = np.cumsum([0, *sizes])
+    results = []
+    if session.is_alice:
+        wrap.receive(session)
+        pad0, pad1 = wrap.pads
+        delta = ring.from_uint64(tops)
+        _send_corrections(session, pad0, pad1, delta, remaining, WRAP_KIND)
+        parts = []
+        for (share, n, offset), start, stop in zip(values, bounds[:-1], bounds[1:], strict=True):
+            mine = ring.sub(ring.sub(share.signed, ring.constant(1 << offset)), ring.shl(pad0[start:stop], n))
+            fix = ring.shl(ring.add(delta[start:stop], ring.shl(pad0[start:stop], 1)), n)
+            parts.append(_DeferredPart(mine, fix, n))
+            results.append(mine)
+        session._deferred.append(_DeferredLift(parts))
+        if not session.defer_lifts:
+            session.settle()
+        return results
+    received = _short_cot_finish(session, wrap.pads, wrap.choices, remaining, WRAP_KIND)
+    flips = tops.astype(np.uint8) ^ wrap.choices
+    session.channel.send_array(WRAP_BITS_KIND, np.packbits(flips, bitorder="little"))
+    ell = np.where(flips[:, None] == 1, ring.neg(received), received)
+    for (share, n, _), start, stop in zip(values, bounds[:-1], bounds[1:], strict=True):
+        results.append(ring.add(share.signed, ring.shl(ell[start:stop], n)))
+    return results
+
+
 # -- truncation and multiplication -----------------------------------------------------
 def opening_ring(bound_bits: int) -> int:
     """Bits of the ring in which a value below 2^bound_bits is opened (``truncate``,
@@ -417,7 +602,7 @@ def opening_ring(bound_bits: int) -> int:
     return bound_bits + STAT_BITS + 1
 
 
-_OPENED_AS = {"arith.trunc": "truncate", "arith.lift": "lift"}  # ``ArithSession.opened`` labels
+_OPENED_AS = {"arith.trunc": "truncate"}  # ``ArithSession.opened`` labels
 
 
 def _masked_open(session: ArithSession, x: np.ndarray, bits: int, bound_bits: int, kind: str) -> np.ndarray:
@@ -466,16 +651,6 @@ def _truncate(
 truncate = _truncate  # public name; ``mul`` and ``mul_public`` take a parameter of this name
 
 
-def lift(session: ArithSession, x: np.ndarray, bound_bits: int) -> np.ndarray:
-    """Shares mod 2^128 of x, |x| < 2^bound_bits, from shares that are right only modulo
-    2^``opening_ring``(bound_bits): the masked opening of ``truncate`` without the shift,
-    so the result is exactly x (alice -r, bob c = x + r). Security: that of ``truncate``."""
-    x = _check_shares(x, "lift input")
-    _check_bound(bound_bits)
-    session.counters.lifts += x.shape[0]
-    return _masked_open(session, x, 0, bound_bits, "arith.lift")
-
-
 @dataclass(frozen=True)
 class NarrowShare:
     """One party's share of x, |x| < 2^b, in Z_2^m, m = ``reshared_width``(b) (``_reshare``):
@@ -512,18 +687,17 @@ def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> NarrowShare:
     sees nothing."""
     n = x.shape[0]
     width = reshared_width(bits)
-    spare = RING_BITS - width
     size = (width + 7) // 8
     if session.is_alice:
         mask = session.random.uniform(n)
         masked = ring.add(ring.add(x, ring.constant(1 << bits)), mask).view(np.uint8).reshape(n, 16)
         session.channel.send_array("arith.reshare", np.ascontiguousarray(masked[:, :size]))
-        mine = ring.shl(ring.neg(mask), spare)
+        mine = ring.neg(mask)
     else:
         received = np.zeros((n, 16), dtype=np.uint8)
         received[:, :size] = session.channel.recv_array("arith.reshare", np.uint8, (n, size))
-        mine = ring.shl(ring.add(x, received.view(np.uint64)), spare)
-    share = NarrowShare(ring.sar(mine, spare), mine[:, 1] >> np.uint64(63))
+        mine = ring.add(x, received.view(np.uint64))
+    share = _split(mine, width)
     if not session.is_alice:
         session.opened("reshare", share.signed)
     return share
@@ -549,32 +723,70 @@ LIFT_SAVING_BITS = 8  # an exact product is lifted only if its ring saves a byte
 
 
 def exact_ring(bound_bits: int) -> int:
-    """The ring of an exact product below 2^bound_bits: that of its ``lift`` when it is at
-    least LIFT_SAVING_BITS short of 128 (each OT's correction is then a byte shorter, which
-    pays for the lift's message), else the whole ring (no lift)."""
-    if bound_bits <= MAX_BOUND_BITS and opening_ring(bound_bits) <= RING_BITS - LIFT_SAVING_BITS:
-        return opening_ring(bound_bits)
+    """The ring of an exact product below 2^bound_bits: Z_2^(b + 2), in which x + 2^b has a
+    known top bit 0 (``_lift``), when that is at least LIFT_SAVING_BITS short of 128 (each
+    OT's correction is then a byte shorter, which pays for the lift), else the whole ring
+    (no lift)."""
+    if bound_bits + 2 <= RING_BITS - LIFT_SAVING_BITS:
+        return bound_bits + 2
     return RING_BITS
+
+
+def truncation_offset(truncate: int, bound_bits: int) -> int:
+    """B = max(b, t): a product below 2^b truncated by t bits is offset by 2^B (``_finish_product``)."""
+    return max(bound_bits, truncate)
 
 
 def product_ring(truncate: int, bound_bits: int, bounds: tuple[int, int]) -> int:
     """The ring a product of operands below 2^bounds[0] and 2^bounds[1] is computed in:
-    that of the masked opening it ends in (``opening_ring``), the truncation's or, for an
-    exact product (truncate = 0), ``exact_ring`` of |x y| < 2^(bx + by); never narrower
+    Z_2^(B + 3) for one truncated by t (B = ``truncation_offset``: the truncated value plus
+    2^(B - t) then lies in [0, 2^(B - t + 1)], below the top bit of Z_2^(B + 3 - t)), or
+    ``exact_ring`` of |x y| < 2^(bx + by) for an exact one (truncate = 0); never narrower
     than its OLEs' choices (``reshared_width`` of the narrower operand, plus the top bit)."""
-    ring_bits = opening_ring(bound_bits) if truncate else exact_ring(sum(bounds))
+    ring_bits = truncation_offset(truncate, bound_bits) + 3 if truncate else exact_ring(sum(bounds))
     return max(ring_bits, reshared_width(min(bounds)) + 1)
 
 
+def _wrap_ots(session: ArithSession, n: int, ring_bits: int) -> _WrapOTs | None:
+    """The wrap OTs of n results that end in a ``_lift`` (None in the whole ring), started
+    after both extensions are set up so that every party's set-up messages come first."""
+    _ole_extensions(session, True, True)
+    return _WrapOTs(session, n) if ring_bits < RING_BITS and n else None
+
+
 def _finish_product(
-    session: ArithSession, product: np.ndarray, truncate: int, bound_bits: int, ring_bits: int, exact_bits: int
+    session: ArithSession,
+    wrap: _WrapOTs | None,
+    product: np.ndarray,
+    truncate: int,
+    bound_bits: int,
+    ring_bits: int,
+    exact_bits: int,
 ) -> np.ndarray:
-    """A product right mod 2^ring_bits as shares mod 2^128: truncated, lifted (an exact
-    product below 2^exact_bits in a smaller ring) or as it is."""
+    """A product right mod 2^ring_bits as shares mod 2^128.
+
+    In the whole ring (wrap None): as it is, or truncated by masked opening. Otherwise
+    alice adds 2^B (B = ``truncation_offset``, or the exact bound), so the shares u in
+    [0, 2^L) add up to z' = z + 2^B or z' + 2^L. A truncation is local: each party keeps
+    floor(u / 2^t) mod 2^(L - t), alice adds 1, and the two add up to floor(z' / 2^t) + 1 - c
+    with c the carry of the low bits, 0 or 1 (the wrap term 2^L w / 2^t vanishes modulo
+    2^(L - t)), i.e. v + 2^(B - t) for v = floor(z / 2^t) or one more, as ``truncate`` gives.
+    Then ``_lift`` (one OT per value) makes shares mod 2^128. Security: that of ``_lift``;
+    nothing is opened.
+    """
     session.counters.multiplications += product.shape[0]
+    if wrap is None:
+        return _truncate(session, product, truncate, bound_bits) if truncate else product
+    offset = truncation_offset(truncate, bound_bits) if truncate else exact_bits
+    if session.is_alice:
+        product = ring.add(product, ring.constant(1 << offset))
     if truncate:
-        return _truncate(session, product, truncate, bound_bits)
-    return product if ring_bits == RING_BITS else lift(session, product, exact_bits)
+        session.counters.truncations += product.shape[0]
+        product = ring.sar(product, truncate)
+        if session.is_alice:
+            product = ring.add(product, ring.constant(1))
+    n = ring_bits - truncate
+    return _lift(session, wrap, [(_split(product, n), n, offset - truncate)])[0]
 
 
 def mul(
@@ -596,15 +808,15 @@ def mul(
     2^m t_A t_B. Then x y = (s_A - 3 2^by) x_A + (s_B - 3 2^by) x_B (local) + one OLE each
     way (``ole_two_way``): bob chooses with s_B + 2^(m - 1) and, at bit m, t_B against
     alice's x_A, whose top OT carries t_A x_A instead; alice chooses likewise against bob's
-    x_B. Each OLE is m + 1 = by + 3 OTs (it was by + 41 with statistically masked
-    integer shares), and the corrections split evenly between the two directions of the
-    link. The OLEs run in the ring of the opening that follows (``product_ring``), so
-    each OT's correction is as short as the product's bound allows; the wider operand
-    enters as it is, shares mod 2^128 being right mod any 2^L.
+    x_B. Each OLE is m + 1 = by + 3 OTs, and the corrections split evenly between the two
+    directions of the link. The OLEs run in the smallest ring that holds the product with
+    a known top bit (``product_ring``: the bound plus 3 bits where a statistically masked
+    opening needed 41), the truncation is local and a lift by one OT per value brings the
+    result to the whole ring (``_finish_product``); the wider operand enters as it is,
+    shares mod 2^128 being right mod any 2^L.
 
     Security: that of ``ole`` (nothing but uniform OT traffic), of ``_reshare`` (bob sees
-    a uniform element of Z_2^m) and of ``truncate`` (and of the lift, a masked opening
-    like ``truncate``'s).
+    a uniform element of Z_2^m) and of ``_lift``.
     """
     x = _check_shares(x, "x")
     y = _check_shares(y, "y")
@@ -614,24 +826,28 @@ def mul(
     bounds = _operand_widths(operand_bits)
     if bounds is None:
         mine = np.concatenate([x, y] if session.is_alice else [y, x])
-        ring_bits, exact_bits = RING_BITS, 0
         cross = ole(session, mine)
         cross = ring.add(cross[:n], cross[n:])
         product = ring.add(ring.mul(x, y), cross)
-    else:
-        narrow_bits = min(bounds)
-        narrow, wide = (y, x) if bounds[1] <= bounds[0] else (x, y)
-        share = _reshare(session, narrow, narrow_bits)
-        width = reshared_width(narrow_bits)
-        ring_bits, exact_bits = product_ring(truncate, bound_bits, bounds), sum(bounds)
-        # as sender: its wide share, t times it on the top OT; as chooser: its narrow share
-        sending = OlePart(wide, width + 1, ring_bits, top=share.top_times(wide))
-        choosing = OlePart(share.choices(width), width + 1, ring_bits)
-        cross = ring.add(*ole_two_way(session, *((sending, choosing) if session.is_alice else (choosing, sending))))
-        # s times its own wide share, less 2^b of it (x = x' - 2^b) and 2^(m - 1) of it
-        # (the offset in the peer's choices): 3 2^b, as m - 1 = b + 1
-        product = ring.add(ring.mul(ring.sub(share.signed, ring.constant(3 << narrow_bits)), wide), cross)
-    return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
+        return _finish_product(session, None, product, truncate, bound_bits, RING_BITS, 0)
+    narrow_bits = min(bounds)
+    narrow, wide = (y, x) if bounds[1] <= bounds[0] else (x, y)
+    width = reshared_width(narrow_bits)
+    ring_bits, exact_bits = product_ring(truncate, bound_bits, bounds), sum(bounds)
+    wrap = _wrap_ots(session, n, ring_bits)
+    if not session.low_bits_final(narrow, width):
+        session.settle()
+    share = _reshare(session, narrow, narrow_bits)
+    # as chooser: its narrow share; as sender: its wide share, t times it on the top OT
+    choosing = OlePart(share.choices(width), width + 1, ring_bits)
+    forward, reverse = _ole_each_way(
+        session, choosing, lambda: OlePart(wide, width + 1, ring_bits, top=share.top_times(wide)), wrap
+    )
+    # s times its own wide share, less 2^b of it (x = x' - 2^b) and 2^(m - 1) of it
+    # (the offset in the peer's choices): 3 2^b, as m - 1 = b + 1
+    local = ring.mul(ring.sub(share.signed, ring.constant(3 << narrow_bits)), wide)
+    product = ring.add(local, ring.add(forward, reverse))
+    return _finish_product(session, wrap, product, truncate, bound_bits, ring_bits, exact_bits)
 
 
 def square(
@@ -651,36 +867,39 @@ def square(
 
     alice chooses with s_A + 2^(m - 1) and, at bit m, t_A against bob's 2 s_B, whose top
     OT carries t_B (2 s_B + 2^m - 2^(b+1)) (m + 1 OTs in reverse: bob sends the
-    corrections, as alice's direction of the link already carries the garbled tables, the
-    lookups and the openings), and one forward OT, bob choosing with t_B against alice's
-    t_A 2 s_A, in Z_2^(L - m) and shifted by m. b + 4 OTs, where an integer share cost
-    b + 41.
+    corrections, as alice's direction of the link already carries the garbled tables and
+    the lookups), and one forward OT, bob choosing with t_B against alice's t_A 2 s_A, in
+    Z_2^(L - m) and shifted by m. b + 4 OTs, where an integer share cost b + 41; the ring,
+    truncation and lift are ``mul``'s.
 
     Security: that of ``mul``.
     """
     x = _check_shares(x, "x")
     if operand_bits is None:
-        ring_bits, exact_bits = RING_BITS, 0
         product = ring.add(ring.mul(x, x), ring.shl(ole(session, x), 1))
+        return _finish_product(session, None, product, truncate, bound_bits, RING_BITS, 0)
+    _check_bound(operand_bits)
+    width = reshared_width(operand_bits)
+    ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
+    wrap = _wrap_ots(session, x.shape[0], ring_bits)
+    if not session.low_bits_final(x, width):
+        session.settle()
+    share = _reshare(session, x, operand_bits)
+    twice = ring.shl(share.signed, 1)
+    if session.is_alice:
+        wrap_ot = OlePart(share.top_times(twice), 1, ring_bits - width)
+        halves = OlePart(share.choices(width), width + 1, ring_bits)
+        local = ring.add(ring.mul(share.signed, ring.sub(share.signed, ring.constant(2 << operand_bits))), ring.constant(1 << 2 * operand_bits))
+        low, high = _ole_each_way(session, halves, lambda: wrap_ot, wrap)
     else:
-        _check_bound(operand_bits)
-        share = _reshare(session, x, operand_bits)
-        width = reshared_width(operand_bits)
-        ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
-        twice = ring.shl(share.signed, 1)
-        if session.is_alice:
-            wrap = OlePart(share.top_times(twice), 1, ring_bits - width)
-            halves = OlePart(share.choices(width), width + 1, ring_bits)
-            local = ring.add(ring.mul(share.signed, ring.sub(share.signed, ring.constant(2 << operand_bits))), ring.constant(1 << 2 * operand_bits))
-        else:
-            wrap = OlePart(ring.from_uint64(share.top), 1, ring_bits - width)
-            top = share.top_times(ring.add(twice, ring.constant((1 << width) - (2 << operand_bits))))
-            halves = OlePart(twice, width + 1, ring_bits, top=top)
-            # less 2^(m - 1) 2 s_B, the offset in alice's choices
-            local = ring.mul(share.signed, ring.sub(share.signed, ring.constant(6 << operand_bits)))
-        low, high = ole_two_way(session, wrap, halves)
-        product = ring.add(local, ring.add(ring.shl(low, width), high))
-    return _finish_product(session, product, truncate, bound_bits, ring_bits, exact_bits)
+        wrap_ot = OlePart(ring.from_uint64(share.top), 1, ring_bits - width)
+        top = share.top_times(ring.add(twice, ring.constant((1 << width) - (2 << operand_bits))))
+        halves = OlePart(twice, width + 1, ring_bits, top=top)
+        # less 2^(m - 1) 2 s_B, the offset in alice's choices
+        local = ring.mul(share.signed, ring.sub(share.signed, ring.constant(6 << operand_bits)))
+        low, high = _ole_each_way(session, wrap_ot, lambda: halves, wrap)
+    product = ring.add(local, ring.add(ring.shl(low, width), high))
+    return _finish_product(session, wrap, product, truncate, bound_bits, ring_bits, exact_bits)
 
 
 def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int) -> np.ndarray:
@@ -692,14 +911,15 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     local, the other two are correlated OTs, one per bit each way: bob chooses with b_i
     on alice's correlation (1 - 2a_i) y_A (the extension of ``ole``), alice with a_i on
     bob's (1 - 2b_i) y_B (``ArithSession.reverse_ot``). As in ``ole``, the OT of bit i
-    works mod 2^(L - i), L = ``exact_ring``(w + y_bits), and a ``lift`` follows when
-    L < 128. 2w OTs per value and y needs no resharing, where ``mul`` costs
-    2 (min(w, y_bits) + 3) OTs and the circuit b + 40 AND gates to make ring shares of x
-    (Yao's ``integer-shares``). Both parties send their u, then their
-    corrections: one round trip.
+    works mod 2^(L - i), L = ``exact_ring``(w + y_bits), and a ``_lift`` follows when
+    L < 128 (``_finish_product``). 2w OTs per value and y needs no resharing, where ``mul``
+    costs 2 (min(w, y_bits) + 3) OTs and the circuit b + 40 AND gates to make ring shares
+    of x (Yao's ``integer-shares``). Both parties send their u, then their corrections:
+    one round trip.
 
     Security: each party sees only the u messages and corrections of OTs in which it holds
-    the choice bits or the correlation, uniform given its inputs (OT security, as in ``ole``).
+    the choice bits or the correlation, uniform given its inputs (OT security, as in
+    ``ole``), and the lift's (``_lift``).
     """
     y = _check_shares(y, "y")
     bits = np.asarray(bits, dtype=np.uint8)
@@ -714,26 +934,33 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     positions = np.tile(_BIT_SHIFTS[:width], n)
     remaining = ring_bits - positions
     choices = np.ascontiguousarray(bits.reshape(-1))
-    correlation = np.repeat(y, width, axis=0)
-    flipped = choices == 1
-    correlation[flipped] = ring.neg(correlation[flipped])  # (1 - 2 c_i) y, per bit
+    wrap = _wrap_ots(session, n, ring_bits)  # both set-ups before either party's u goes out
     forward = session.ot_sender() if session.is_alice else session.ot_receiver()
-    forward.start()  # both set-ups before either party's u goes out
     reverse = session.reverse_ot()
     if session.is_alice:  # her u first, then the forward OTs, then the reverse corrections
         reverse_pads = reverse.pads(choices)
-        sent = _short_cot_send(session, forward, correlation, remaining, "arith.bits.y")
+        session.settle()  # y may be a deferred result; bob's bits come before his u
+        if wrap is not None:
+            wrap.receive(session)
+        sent = _short_cot_send(session, forward, _bit_correlation(y, choices, width), remaining, "arith.bits.y")
         received = _short_cot_finish(session, reverse_pads, choices, remaining, "arith.bits.r")
     else:
         forward_pads = forward.pads(choices)
-        sent = _short_cot_send(session, reverse, correlation, remaining, "arith.bits.r")
+        sent = _short_cot_send(session, reverse, _bit_correlation(y, choices, width), remaining, "arith.bits.r")
         received = _short_cot_finish(session, forward_pads, choices, remaining, "arith.bits.y")
     # own bits times own share, plus what this party's OTs received minus what they sent
     shifted = ring.shl(ring.sub(received, sent), positions)
     own = ring.mul(ring.from_uint64(bits_to_values(bits.T)), y)
     product = ring.add(own, ring.sum(shifted.reshape(n, width, 2), axis=1))
-    session.counters.multiplications += n
-    return product if ring_bits == RING_BITS else lift(session, product, width + y_bits)
+    return _finish_product(session, wrap, product, 0, 0, ring_bits, width + y_bits)
+
+
+def _bit_correlation(y: np.ndarray, choices: np.ndarray, width: int) -> np.ndarray:
+    """(1 - 2 c_i) y per bit c_i of each value's ``width`` bits (``bit_mul``)."""
+    correlation = np.repeat(y, width, axis=0)
+    flipped = choices == 1
+    correlation[flipped] = ring.neg(correlation[flipped])
+    return correlation
 
 
 def mul_public(
@@ -778,10 +1005,16 @@ class _Table:
     nbytes: int
 
 
+def entry_width(entry_bits: int) -> int:
+    """Bits m of the ring Z_2^m in which an entry below 2^e is shared (``lookup_batch``):
+    T + 2^e lies in [0, 2^(e + 1)), so m = e + 2 leaves the top bit of the sum 0."""
+    return entry_bits + 2
+
+
 def entry_bytes(entry_bits: int | None) -> int:
-    """Bytes of one masked entry of width e: bob's share e - rho, rho uniform in
-    [-2^(m-1), 2^(m-1)), m = e + STAT_BITS, has m + 1 signed bits; 16 for a full-ring table."""
-    return 16 if entry_bits is None else (entry_bits + STAT_BITS + 1 + 7) // 8
+    """Bytes of one masked entry of width e: bob's share in Z_2^m, m = ``entry_width``(e);
+    16 for a full-ring table."""
+    return 16 if entry_bits is None else (entry_width(entry_bits) + 7) // 8
 
 
 def _check_table(table: Table) -> tuple[_Table, int]:
@@ -868,7 +1101,8 @@ def lookup_batch(
     """Shares of T[j] for every table T of every request (tables, index), in one round
     (while the OTs stay below LOOKUP_ROUND_OTS): per request, alice passes her masks mu,
     bob the masked indices y, j = mu XOR y (K w-bit ints, N = 2^w = len(T) <= 2^10).
-    Returns one (K, 2) share vector per table, per request: alice's rho, bob's T[j] - rho.
+    Returns one (K, 2) share vector per table, per request (of a full-ring table: alice's
+    rho, bob's T[j] - rho).
 
     The 1-out-of-N OT of a rotated, masked table (Naor-Pinkas from log N random OTs; the
     table step of Lindell-Pinkas, Yang-Wright 5.4 and 6.5): per instance, w random OTs give
@@ -880,26 +1114,39 @@ def lookup_batch(
     those blocks. Bob decrypts entry y: T'[y] = T[j] - rho is his share.
 
     Narrow entries (the wire diet of issue 12): for a table with |entry| < 2^e (e read off
-    the public table, e <= MAX_BOUND_BITS) rho is a statistical mask, uniform in
-    [-2^(m-1), 2^(m-1)) with m = e + STAT_BITS (as in ``truncate``), so each T'[x] is an integer
-    of m + 1 signed bits and is sent in ``entry_bytes(e)`` = ceil((m + 1) / 8) bytes; bob
-    sign-extends his into the ring. A wider table gets a uniform rho and 16 bytes.
+    the public table, e <= MAX_BOUND_BITS) the entries are shared in Z_2^m, m = e + 2
+    (``entry_width``): alice sends T[x ^ mu] + 2^e - rho mod 2^m in ``entry_bytes``(e) =
+    ceil(m / 8) bytes, so the two shares add up to T[j] + 2^e, whose top bit is 0, and one
+    ``_lift`` per entry (its wrap OTs' u go out with bob's index OTs, alice's corrections
+    after her tables, bob's bits with his next message) makes shares mod 2^128 (alice's
+    rho - 2^e and more, bob's the rest). A wider table's entries are masked by a uniform
+    rho mod 2^128 and take 16 bytes.
 
     Security: bob knows one key per position, so every pad but pad_y has a term H(k, t)
     under a key he does not know, with a tweak used once: those entries are uniform
-    (tweakable correlation robustness, Guo et al. S&P 2020). His share T[j] - rho is within
-    statistical distance |T[j]| / 2^m < 2^-STAT_BITS of -rho's distribution whatever the
-    entry (exactly uniform for a full-ring table), and each table has its own rho and its
-    own pad bytes. Alice sees only the OT-extension messages. Cost: K w OTs per request,
-    K N sum(entry_bytes) bytes, K N w ceil(sum(entry_bytes) / 16) hashes.
+    (tweakable correlation robustness, Guo et al. S&P 2020). His entry T[j] + 2^e - rho is
+    uniform in Z_2^m whatever the entry (perfectly hiding; uniform mod 2^128 for a
+    full-ring table), each table has its own rho and its own pad bytes, and the lift shows
+    him only OT messages. Alice sees only the OT-extension messages and bob's lift bits,
+    uniform (``_lift``). Cost: K w OTs per request and one per narrow entry, K N
+    sum(entry_bytes) bytes, K N w ceil(sum(entry_bytes) / 16) hashes.
     """
     plans = [_request(tables, index) for tables, index in requests]
+    narrow = [(plan, i) for plan in plans for i, table in enumerate(plan.tables) if table.entry_bits is not None]
     for plan in plans:
         session.counters.lookups += plan.index.size * len(plan.tables)
+    lifted = sum(plan.index.size for plan, _ in narrow)
+    if session.is_alice and not session.extensions_started(reverse=False):
+        session.settle()  # the set-up reads bob's messages, and his lift bits came first
+    (session.ot_sender() if session.is_alice else session.ot_receiver()).start()
+    wrap = _WrapOTs(session, lifted) if lifted else None  # bob's u first
+    session.settle()  # alice: bob's bits of earlier lifts come before his u
     for group in _rounds(plans):
         ots = sum((stop - start) * plan.width for plan, start, stop in group)
         session.counters.ots += ots
         if session.is_alice:
+            if wrap is not None:
+                wrap.receive(session)
             sender = session.ot_sender()
             keys = np.stack(sender.pads(ots), axis=1)  # (ots, bit, 2)
             sender.ots += ots
@@ -912,10 +1159,21 @@ def lookup_batch(
             mine = keys[used : used + m].reshape(stop - start, plan.width, *keys.shape[1:])
             used += m
             _serve(session, plan, start, stop, mine)
-    if not session.is_alice:  # bob holds his shares T[j] - rho in the clear: part of his view
+    if wrap is not None:
+        values = []
+        for plan, i in narrow:
+            width = entry_width(plan.tables[i].entry_bits)
+            values.append((_split(plan.out[i], width), width, plan.tables[i].entry_bits))
+        if not session.is_alice:  # bob's entries T[j] + 2^e - rho: part of his view
+            for share, _, _ in values:
+                session.opened("lookup", share.signed)
+        for (plan, i), share in zip(narrow, _lift(session, wrap, values), strict=True):
+            plan.out[i] = share
+    if not session.is_alice:
         for plan in plans:
-            for share in plan.out:
-                session.opened("lookup", share)
+            for table, share in zip(plan.tables, plan.out, strict=True):
+                if table.entry_bits is None:
+                    session.opened("lookup", share)
     return [plan.out for plan in plans]
 
 
@@ -988,11 +1246,9 @@ def _lookup_alice(
     rotation = np.arange(size)[None, :] ^ mu[:, None]
     shares, offset = [], 0
     for table in plan.tables:
-        if table.entry_bits is None:
-            rho = session.random.uniform(k)
-        else:
-            rho = session.random.signed_below(k, table.entry_bits + STAT_BITS)
-        masked = ring.sub(table.values[rotation], rho[:, None, :])  # (k, N, 2): T[e ^ mu] - rho
+        rho = session.random.uniform(k)
+        entries = table.values if table.entry_bits is None else ring.add(table.values, ring.constant(1 << table.entry_bits))
+        masked = ring.sub(entries[rotation], rho[:, None, :])  # (k, N, 2): T[e ^ mu] (+ 2^e) - rho
         message[:, :, offset : offset + table.nbytes] = masked.view(np.uint8)[:, :, : table.nbytes]
         offset += table.nbytes
         shares.append(rho)
@@ -1014,9 +1270,7 @@ def _lookup_bob(
         part = entry[:, offset : offset + table.nbytes]
         offset += table.nbytes
         full = np.zeros((k, 16), dtype=np.uint8)
-        full[:, : table.nbytes] = part
-        if table.nbytes < 16:  # sign-extend the (m + 1)-bit integer into the ring
-            full[part[:, -1] >= 0x80, table.nbytes :] = 0xFF
+        full[:, : table.nbytes] = part  # a narrow entry's share counts mod 2^m only (``_lift``)
         shares.append(full.view(np.uint64))
     return shares
 
@@ -1029,8 +1283,8 @@ __all__ = [
     "ArithSession",
     "bit_mul",
     "entry_bytes",
+    "entry_width",
     "exact_ring",
-    "lift",
     "lookup",
     "lookup_batch",
     "lookup_many",
@@ -1042,5 +1296,6 @@ __all__ = [
     "reshared_width",
     "square",
     "table_entry_bits",
+    "truncation_offset",
     "truncate",
 ]

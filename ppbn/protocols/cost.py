@@ -13,9 +13,12 @@ bytes in the product's ring Z_2^L (``arith.product_ring``; a product's two OLEs 
 each way, a square's in reverse with one wrap OT forward: ``arith.ole_two_way``), a Yao
 input OT or a lookup OT a 16-byte correction; a product's OLEs choose with the narrower
 operand's share reshared in Z_2^(b + 2) and its top bit (b + 3 OTs; the resharing sends
-ceil((b + 2) / 8) bytes, ``arith._reshare``); a truncation or lift of a value below 2^b
-sends ceil((b + 41) / 8) bytes (``arith.opening_ring``). Message framing (tags and
-sizes) is not modelled: a few bytes per message, nothing per term in large batches.
+ceil((b + 2) / 8) bytes, ``arith._reshare``). A product's result, and a narrow lookup
+entry, are lifted from an n-bit share to the whole ring by one OT (``arith._lift``: the
+u message, a correction of ceil((128 - n) / 8) bytes, and one bit back); a truncation of a
+sum of products, by masked opening, sends ceil((b + 41) / 8) bytes (``arith.opening_ring``).
+Message framing (tags and sizes) is not modelled: a few bytes per message, nothing per
+term in large batches.
 """
 
 from __future__ import annotations
@@ -49,14 +52,20 @@ def correction_bytes(width: int, ring_bits: int) -> int:
     return sum((ring_bits - i + 7) // 8 for i in range(width))
 
 
+def lift_bytes(width: int) -> int:
+    """Bytes of alice's correction of one wrap OT that lifts an n-bit share (``arith._lift``)."""
+    return correction_bytes(1, ring.BITS - width)
+
+
 @dataclass(frozen=True)
 class Product:
     """One product of the term arithmetic as the secure backend runs it: operand bounds,
-    the ring its OLEs run in (``arith.product_ring``) and whether it ends in a lift."""
+    the ring its OLEs run in (``arith.product_ring``) and the width n of the share it lifts
+    (``arith._finish_product``; None in the whole ring)."""
 
     operand_bits: tuple[int, ...]  # one bound for a square, two for a product
     ring_bits: int
-    lifted_bits: int | None  # the bound of a lifted exact product
+    lifted_width: int | None
 
     @property
     def reshared_width(self) -> int:
@@ -102,6 +111,10 @@ class BitProduct:
     def ring_bits(self) -> int:
         return arith.exact_ring(self.width + self.y_bits)
 
+    @property
+    def lifted_width(self) -> int | None:
+        return self.ring_bits if self.ring_bits < ring.BITS else None
+
     def correction_bytes(self) -> int:
         """Bytes of one direction's corrections."""
         return correction_bytes(self.width, self.ring_bits)
@@ -110,7 +123,8 @@ class BitProduct:
 @dataclass
 class CountingBackend:
     """``fixedpoint.Backend`` that computes nothing and records what the secure backend
-    would send: each product (``Product``, ``BitProduct``) and the bound of each truncation."""
+    would send: each product (``Product``, ``BitProduct``) and the bound of each truncation
+    by masked opening."""
 
     products: list[Product] = field(default_factory=list)
     bit_products: list[BitProduct] = field(default_factory=list)
@@ -138,9 +152,9 @@ class CountingBackend:
     def _product(self, x, bits: int, bound_bits: int, operand_bits: tuple[int, ...]):
         pair = operand_bits * 2 if len(operand_bits) == 1 else operand_bits
         ring_bits = arith.product_ring(bits, bound_bits, pair)
-        lifted = sum(pair) if not bits and ring_bits < ring.BITS else None
+        lifted = ring_bits - bits if ring_bits < ring.BITS else None
         self.products.append(Product(operand_bits, ring_bits, lifted))
-        return self.truncate(x, bits, bound_bits) if bits else x
+        return x
 
     def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
         return self._product(x, bits, bound_bits, tuple(operand_bits))
@@ -201,12 +215,13 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     inv = inv_on(be, "r", "P", k_bits, shift_frac) if mode in ("exact", "bdeu") else None
     coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
     terms_on(be, mode, count_bits, reduced_argument_on(be, "f", "r", k_bits), "x2", "K", "J", "C", inv, coefficients)
+    # every share that ends in ``arith._lift``: products, bit products, narrow table entries
+    lifted = [p.lifted_width for p in [*be.products, *be.bit_products] if p.lifted_width is not None]
+    lifted += [arith.entry_width(bits) for group in tables for t in group if (bits := arith.table_entry_bits(t)) is not None]
     bit_ots = sum(2 * p.width for p in be.bit_products)
-    share_ots = sum(p.forward_ots + p.reverse_ots for p in be.products) + bit_ots + lookup_ots
+    share_ots = sum(p.forward_ots + p.reverse_ots for p in be.products) + bit_ots + lookup_ots + len(lifted)
     forward = sum(p.forward_bytes() for p in be.products)  # ``arith.ole_two_way``
     reverse = sum(p.reverse_bytes() for p in be.products)
-    lifted = [p.lifted_bits for p in be.products if p.lifted_bits is not None]
-    lifted += [p.width + p.y_bits for p in be.bit_products if p.ring_bits < ring.BITS]
     kinds = {
         (YAO, "yao.tables"): 2 * BLOCK * garbled.schedule.n_and,
         (YAO, "ot.ext.u"): U_BYTES * count_bits,  # the evaluator's count share, by OT
@@ -218,7 +233,8 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
         (SHARES, "arith.lookup"): sum(table_bytes(t) for group in tables for t in group),
         (SHARES, "arith.reshare"): sum((p.reshared_width + 7) // 8 for p in be.products),
         (SHARES, "arith.trunc"): sum(opening_bytes(b) for b in be.truncations),
-        (SHARES, "arith.lift"): sum(opening_bytes(b) for b in lifted),
+        (SHARES, "arith.wrap"): sum(lift_bytes(n) for n in lifted),
+        (SHARES, "arith.wrap.d"): len(lifted) / 8,
         (SHARES, "arith.bits.y"): sum(p.correction_bytes() for p in be.bit_products),
         (SHARES, "arith.bits.r"): sum(p.correction_bytes() for p in be.bit_products),
     }

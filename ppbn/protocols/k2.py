@@ -184,17 +184,24 @@ class SecureBackend:
     def __init__(self, session: arith.ArithSession, role: str) -> None:
         self.session = session
         self.role = role
+        # alice completes her lifts when she next reads, not at once (``arith._lift``):
+        # every local operation below settles first, the products settle themselves
+        session.defer_lifts = True
 
     def add(self, x, y):
+        self.session.settle()
         return ring.add(x, y)
 
     def sub(self, x, y):
+        self.session.settle()
         return ring.sub(x, y)
 
     def scale(self, x, c: int):
+        self.session.settle()
         return ring.mul_int(x, c)
 
     def scale_each(self, x, cs: list[int]):
+        self.session.settle()
         return ring.mul(x, ring.from_ints(cs))
 
     def constant(self, c: int, like):
@@ -203,6 +210,7 @@ class SecureBackend:
         return np.zeros_like(like)
 
     def truncate(self, x, bits: int, bound_bits: int):
+        self.session.settle()
         return arith.truncate(self.session, x, bits, bound_bits)
 
     def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
@@ -522,6 +530,7 @@ class SecureScorer:
         if mode in ("exact", "yw0"):
             c_entry = on_c[0][0]
         elif mode == "bdeu":
+            engine.arith.settle()  # alice's shares are copied below: complete them first
             c_entry = np.zeros((n, 2), dtype=np.uint64)
             for (share,), idx in zip(on_c, groups.values(), strict=True):
                 c_entry[idx] = share
@@ -532,6 +541,7 @@ class SecureScorer:
             engine.backend, mode, self.count_bits, reduced_argument_on(engine.backend, gathered("f"), reciprocal, k_bits),
             gathered("x2"), k_ln2, ln_r, c_entry, inv, coefficients,
         )  # fmt: skip
+        engine.arith.settle()  # the last product's lift, before the result leaves the terms
         if clock is not None:
             clock.add("ln and x ln x (shares)", started)
         return result

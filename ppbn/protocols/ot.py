@@ -537,6 +537,10 @@ class OTSender:
         self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
 
+    @property
+    def started(self) -> bool:
+        return self._keys is not None
+
     def start(self) -> None:
         """Run the set-up now (else it runs in the first call), so that its messages come
         before any other message this party sends or awaits (``arith.bit_mul`` runs an
@@ -632,6 +636,10 @@ class OTReceiver:
         self.channel.send_array("ot.ext.ggm", masked)
         self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
+
+    @property
+    def started(self) -> bool:
+        return self._keys is not None
 
     def start(self) -> None:
         """Run the set-up now (as ``OTSender.start``)."""

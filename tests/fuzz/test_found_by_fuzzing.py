@@ -38,3 +38,20 @@ def test_an_honest_reshare_passes_the_range_check():
     wrap = ring.shl(ring.from_uint64(mine.top & theirs.top), 22)
     assert ring.to_signed(ring.add(ring.add(mine.signed, theirs.signed), wrap)) == [5 + 2**20, -7 + 2**20, 2**21 - 1]
     assert np.all(ring.sar(theirs.signed, 21) == ring.sar(theirs.signed, 127))  # in range
+
+
+def test_a_lift_bits_message_of_the_wrong_size_is_a_protocol_error():
+    """Alice completes a deferred lift (``arith._lift``) with bob's bits d, one per value,
+    packed: a message of another size is refused naming it; any bytes of the right size
+    are bits, the padding ones ignored, so a hostile bob can only pick d, which his own
+    share already lets him do."""
+    alice_end, bob_end = memory_channel_pair(timeout_s=5)
+    alice = arith.ArithSession(alice_end, "alice")
+    target = ring.from_ints([1, 2, 3])
+    lift = arith._DeferredLift([arith._DeferredPart(target, ring.from_ints([10, 20, 30]), 40)])
+    bob_end.send_array("arith.wrap.d", np.zeros(2, dtype=np.uint8))
+    with pytest.raises(ProtocolError, match="arith.wrap.d"):
+        lift.complete(alice)
+    bob_end.send_array("arith.wrap.d", np.array([0b11111101], dtype=np.uint8))
+    lift.complete(alice)
+    assert ring.to_ints(target) == [11, 2, 33]
