@@ -178,12 +178,18 @@ class ArithSession:
             self._reverse.start()
         return self._reverse
 
-    def settle(self) -> None:
-        """Alice: complete every deferred lift (``_lift``) with bob's bits, oldest first, in
-        place. A no-op for bob and when nothing is deferred. Whoever reads alice's results
-        in deferral mode (``defer_lifts``) calls this first: until then they are right only
-        in their low n bits."""
-        while self._deferred:
+    def settle(self, *values: np.ndarray) -> None:
+        """Alice: complete deferred lifts (``_lift``) with bob's bits, in place, oldest first
+        (the order his bits arrive in): all of them, or with ``values`` only as far as the
+        last lift any of them is a result of. A no-op for bob and when nothing is deferred.
+        In deferral mode (``defer_lifts``) whoever reads alice's results calls this first:
+        until then they are right only in their low n bits; every arith operation settles
+        all before it reads from the channel."""
+        last = len(self._deferred)
+        if values:
+            owners = [i for i, lift in enumerate(self._deferred) if any(part.target is v for part in lift.parts for v in values)]
+            last = owners[-1] + 1 if owners else 0
+        for _ in range(last):
             self._deferred.pop(0).complete(self)
 
     def low_bits_final(self, x: np.ndarray, bits: int) -> bool:

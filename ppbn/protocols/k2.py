@@ -185,23 +185,24 @@ class SecureBackend:
         self.session = session
         self.role = role
         # alice completes her lifts when she next reads, not at once (``arith._lift``):
-        # every local operation below settles first, the products settle themselves
+        # every local operation below first completes those its operands are results of
+        # (any other value was made from complete ones), the products settle themselves
         session.defer_lifts = True
 
     def add(self, x, y):
-        self.session.settle()
+        self.session.settle(x, y)
         return ring.add(x, y)
 
     def sub(self, x, y):
-        self.session.settle()
+        self.session.settle(x, y)
         return ring.sub(x, y)
 
     def scale(self, x, c: int):
-        self.session.settle()
+        self.session.settle(x)
         return ring.mul_int(x, c)
 
     def scale_each(self, x, cs: list[int]):
-        self.session.settle()
+        self.session.settle(x)
         return ring.mul(x, ring.from_ints(cs))
 
     def constant(self, c: int, like):
@@ -210,7 +211,7 @@ class SecureBackend:
         return np.zeros_like(like)
 
     def truncate(self, x, bits: int, bound_bits: int):
-        self.session.settle()
+        self.session.settle(x)
         return arith.truncate(self.session, x, bits, bound_bits)
 
     def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
