@@ -186,11 +186,26 @@ class ArithSession:
         until then they are right only in their low n bits; every arith operation settles
         all before it reads from the channel."""
         last = len(self._deferred)
-        if values:
+        if values and self._deferred:
             owners = [i for i, lift in enumerate(self._deferred) if any(part.target is v for part in lift.parts for v in values)]
             last = owners[-1] + 1 if owners else 0
         for _ in range(last):
             self._deferred.pop(0).complete(self)
+
+    def derive(self, result: np.ndarray, *terms: tuple[np.ndarray, int | np.ndarray]) -> np.ndarray:
+        """Alice: result = sum c x (plus a public constant) over ``terms`` (x, c), c an int
+        or a ring vector of per-value factors, computed locally from values some of which
+        await bob's bits: the result awaits them too, with the fixes scaled alike, and
+        completes with them (``settle``). Returns result."""
+        for lift in self._deferred:
+            derived = []
+            for part in lift.parts:
+                for x, c in terms:
+                    if part.target is x:
+                        fix = ring.mul_int(part.fix, c) if isinstance(c, int) else ring.mul(part.fix, c)
+                        derived.append(_DeferredPart(result, fix, part.n, part.start))
+            lift.parts += derived
+        return result
 
     def low_bits_final(self, x: np.ndarray, bits: int) -> bool:
         """Whether x's low ``bits`` bits are final: x is not a deferred result, or it is one
@@ -520,28 +535,29 @@ class _WrapOTs:
 
 @dataclass(frozen=True)
 class _DeferredPart:
-    """One vector of a deferred lift: alice's result as if every d were 0, and what to add
-    where d = 1."""
+    """A vector that awaits bob's bits d[start : start + len] of a deferred lift: alice's
+    result as if every d were 0, and what to add where d = 1 (a multiple of 2^n, so the low
+    n bits are final already). A lift's results are parts, and so is each value alice
+    computes from them locally before they complete (``ArithSession.derive``)."""
 
     target: np.ndarray
     fix: np.ndarray
     n: int
+    start: int
 
 
-@dataclass(frozen=True)
+@dataclass
 class _DeferredLift:
     """Alice's side of one ``_lift`` until bob's bits arrive (``ArithSession.settle``)."""
 
+    count: int
     parts: list[_DeferredPart]
 
     def complete(self, session: ArithSession) -> None:
-        count = sum(part.target.shape[0] for part in self.parts)
-        packed = session.channel.recv_array(WRAP_BITS_KIND, np.uint8, ((count + 7) // 8,))
-        flips = np.unpackbits(packed, count=count, bitorder="little").astype(bool)
-        start = 0
+        packed = session.channel.recv_array(WRAP_BITS_KIND, np.uint8, ((self.count + 7) // 8,))
+        flips = np.unpackbits(packed, count=self.count, bitorder="little").astype(bool)
         for part in self.parts:
-            rows = flips[start : start + part.target.shape[0]]
-            start += part.target.shape[0]
+            rows = flips[part.start : part.start + part.target.shape[0]]
             part.target[rows] = ring.add(part.target[rows], part.fix[rows])
 
 
@@ -585,9 +601,9 @@ def _lift(session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowSh
         for (share, n, offset), start, stop in zip(values, bounds[:-1], bounds[1:], strict=True):
             mine = ring.sub(ring.sub(share.signed, ring.constant(1 << offset)), ring.shl(pad0[start:stop], n))
             fix = ring.shl(ring.add(delta[start:stop], ring.shl(pad0[start:stop], 1)), n)
-            parts.append(_DeferredPart(mine, fix, n))
+            parts.append(_DeferredPart(mine, fix, n, int(start)))
             results.append(mine)
-        session._deferred.append(_DeferredLift(parts))
+        session._deferred.append(_DeferredLift(tops.shape[0], parts))
         if not session.defer_lifts:
             session.settle()
         return results
@@ -842,7 +858,7 @@ def mul(
     ring_bits, exact_bits = product_ring(truncate, bound_bits, bounds), sum(bounds)
     wrap = _wrap_ots(session, n, ring_bits)
     if not session.low_bits_final(narrow, width):
-        session.settle()
+        session.settle(narrow)
     share = _reshare(session, narrow, narrow_bits)
     # as chooser: its narrow share; as sender: its wide share, t times it on the top OT
     choosing = OlePart(share.choices(width), width + 1, ring_bits)
@@ -889,7 +905,7 @@ def square(
     ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
     wrap = _wrap_ots(session, x.shape[0], ring_bits)
     if not session.low_bits_final(x, width):
-        session.settle()
+        session.settle(x)
     share = _reshare(session, x, operand_bits)
     twice = ring.shl(share.signed, 1)
     if session.is_alice:

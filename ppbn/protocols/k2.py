@@ -184,26 +184,23 @@ class SecureBackend:
     def __init__(self, session: arith.ArithSession, role: str) -> None:
         self.session = session
         self.role = role
-        # alice completes her lifts when she next reads, not at once (``arith._lift``):
-        # every local operation below first completes those its operands are results of
-        # (any other value was made from complete ones), the products settle themselves
+        # alice completes her lifts when she next reads, not at once (``arith._lift``): a
+        # local operation's result awaits bob's bits with its operands (``derive``), a
+        # truncation by opening completes its input first, the products settle themselves
         session.defer_lifts = True
 
     def add(self, x, y):
-        self.session.settle(x, y)
-        return ring.add(x, y)
+        return self.session.derive(ring.add(x, y), (x, 1), (y, 1))
 
     def sub(self, x, y):
-        self.session.settle(x, y)
-        return ring.sub(x, y)
+        return self.session.derive(ring.sub(x, y), (x, 1), (y, -1))
 
     def scale(self, x, c: int):
-        self.session.settle(x)
-        return ring.mul_int(x, c)
+        return self.session.derive(ring.mul_int(x, c), (x, c))
 
     def scale_each(self, x, cs: list[int]):
-        self.session.settle(x)
-        return ring.mul(x, ring.from_ints(cs))
+        factors = ring.from_ints(cs)
+        return self.session.derive(ring.mul(x, factors), (x, factors))
 
     def constant(self, c: int, like):
         if self.role == GARBLER:
