@@ -349,6 +349,29 @@ def test_deferred_lifts_complete_in_place_and_save_alice_a_round_per_product():
     assert deferred == eager - 2
 
 
+def test_local_arithmetic_on_results_awaiting_lift_bits_completes_with_them():
+    """In the secure backend alice computes sums and multiples of a product's result before
+    bob's lift bits arrive (``ArithSession.derive``); they complete with the bits, to the
+    values they would have had after settling first."""
+    n = 400
+    u = [2**42 - 1, -(2**42) + 1, 0, 1] + [random.randrange(-(2**42), 2**42) for _ in range(n - 4)]
+    ua, ub = share(u)
+
+    def run(session, shares):
+        be = SecureBackend(session, session.role)
+        squared = be.square(shares, FRAC, 85, 43)
+        awaiting = bool(session._deferred)
+        combined = be.sub(be.scale(be.add(squared, shares), 3), be.scale_each(squared, [2] * n))
+        session.settle()
+        return squared, combined, awaiting
+
+    (sa, ca, alice_waited), (sb, cb, bob_waited), _ = two_party(run, (ua,), (ub,))
+    assert alice_waited and not bob_waited
+    squares = reveal(sa, sb)
+    floor_check(squares, [v * v for v in u], FRAC)
+    assert reveal(ca, cb) == [3 * (q + v) - 2 * q for q, v in zip(squares, u, strict=True)]
+
+
 def _xor_bits(values: list[int], width: int) -> tuple[np.ndarray, np.ndarray]:
     """Random XOR shares of the bits of each value, (n, width) 0/1 each."""
     plain = (
@@ -603,7 +626,9 @@ def test_series_on_shares_reproduces_the_fixedpoint_model():
     def protocol(session, u_share):
         be = SecureBackend(session, session.role)
         p = powers_on(be, u_share)
-        return p, LN1P.evaluate(be, u_share, *p), INV1P_MINUS_1.evaluate(be, u_share, *p)
+        results = p, LN1P.evaluate(be, u_share, *p), INV1P_MINUS_1.evaluate(be, u_share, *p)
+        session.settle()  # alice's last results await bob's lift bits
+        return results
 
     (pa, ln_a, inv_a), (pb, ln_b, inv_b), _ = two_party(protocol, (ua,), (ub,))
     plain = PlainBackend()

@@ -179,7 +179,9 @@ class PhaseClock:
 
 
 class SecureBackend:
-    """``fixedpoint.Backend`` on additive shares: local ring operations, ``arith`` products."""
+    """``fixedpoint.Backend`` on additive shares: local ring operations, ``arith`` products.
+    Alice's results may await bob's lift bits (``arith.ArithSession.defer_lifts``): call
+    the session's ``settle`` before they leave the backend (``SecureScorer._terms_on``)."""
 
     def __init__(self, session: arith.ArithSession, role: str) -> None:
         self.session = session
