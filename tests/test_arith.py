@@ -362,11 +362,15 @@ def test_local_arithmetic_on_results_awaiting_lift_bits_completes_with_them():
         squared = be.square(shares, FRAC, 85, 43)
         awaiting = bool(session._deferred)
         combined = be.sub(be.scale(be.add(squared, shares), 3), be.scale_each(squared, [2] * n))
+        # the square's share is final in its low 88 - 48 bits, and 2^8 times it in 8 more
+        scaled = be.scale(squared, 1 << 8)
+        final = [session.low_bits_final(v, bits) for v, bits in ((squared, 40), (scaled, 48), (squared, 41))]
         session.settle()
-        return squared, combined, awaiting
+        return squared, combined, (awaiting, final)
 
-    (sa, ca, alice_waited), (sb, cb, bob_waited), _ = two_party(run, (ua,), (ub,))
-    assert alice_waited and not bob_waited
+    (sa, ca, alice_saw), (sb, cb, bob_saw), _ = two_party(run, (ua,), (ub,))
+    assert alice_saw == (True, [True, True, False])
+    assert bob_saw == (False, [True, True, True])  # bob's results are complete at once
     squares = reveal(sa, sb)
     floor_check(squares, [v * v for v in u], FRAC)
     assert reveal(ca, cb) == [3 * (q + v) - 2 * q for q, v in zip(squares, u, strict=True)]

@@ -202,8 +202,11 @@ class ArithSession:
             for part in lift.parts:
                 for x, c in terms:
                     if part.target is x:
-                        fix = ring.mul_int(part.fix, c) if isinstance(c, int) else ring.mul(part.fix, c)
-                        derived.append(_DeferredPart(result, fix, part.n, part.start))
+                        if isinstance(c, int):  # a factor 2^z keeps z more low bits final
+                            fix, n = ring.mul_int(part.fix, c), min(RING_BITS, part.n + _trailing_zeros(c))
+                        else:
+                            fix, n = ring.mul(part.fix, c), part.n
+                        derived.append(_DeferredPart(result, fix, n, part.start))
             lift.parts += derived
         return result
 
@@ -222,6 +225,12 @@ class ArithSession:
         base = self._lookup_tweak
         self._lookup_tweak += count
         return base
+
+
+def _trailing_zeros(c: int) -> int:
+    """The z of c = 2^z odd (RING_BITS for c = 0 modulo 2^128)."""
+    c %= 1 << RING_BITS
+    return (c & -c).bit_length() - 1 if c else RING_BITS
 
 
 def _check_shares(x: np.ndarray, what: str) -> np.ndarray:
@@ -618,8 +627,8 @@ def _lift(session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowSh
 
 # -- truncation and multiplication -----------------------------------------------------
 def opening_ring(bound_bits: int) -> int:
-    """Bits of the ring in which a value below 2^bound_bits is opened (``truncate``,
-    ``lift``): x + r, r of bound_bits + STAT_BITS bits, is a signed number of one bit more,
+    """Bits of the ring in which a value below 2^bound_bits is opened (``truncate``):
+    x + r, r of bound_bits + STAT_BITS bits, is a signed number of one bit more,
     so x need only be right modulo 2^(bound_bits + STAT_BITS + 1) and that is all alice sends."""
     return bound_bits + STAT_BITS + 1
 

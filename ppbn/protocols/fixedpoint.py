@@ -433,7 +433,9 @@ def terms_on(
     if (mode == "bdeu") != (shifts is not None):
         raise ValueError("the bdeu mode, and only it, takes shift coefficients")
     term = be.bit_mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), x2_bits, FRAC + 6)
-    inv_x = be.add(inv, be.mul(inv, INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), FRAC, check_bound(2 * (FRAC - 6) + 1), (FRAC - 5, FRAC - 5)))
+    # the series first: of two operands of equal bound the second is reshared, and 1/x's
+    # share is final in more low bits than the series' (``arith.ArithSession.derive``)
+    inv_x = be.add(inv, be.mul(INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), inv, FRAC, check_bound(2 * (FRAC - 6) + 1), (FRAC - 5, FRAC - 5)))
     inv_x2 = be.square(inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
     if shifts is None:
         over_12 = be.truncate(be.scale(inv_x, _scaled(Fraction(1, 12), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))

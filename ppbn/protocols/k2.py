@@ -32,9 +32,10 @@ group that matches the Paillier key size (``SecureLearnConfig.dh_bits``), and ev
 is keyed by its protocol id and the channel's session label (the job id on the daemons),
 so a job's garbling, OT and lookups share no fixed-key permutation with another job's.
 What each party sees: garbled tables and labels (Yao), OT messages (those of
-``arith.bit_mul`` in both directions), masked truncation and lift openings (statistically
-hidden, 2^-40), colour bits of the normalisation outputs (uniform), masked table indices
-(uniform), Paillier
+``arith.bit_mul`` in both directions, and those of the lifts, whose last bit d is uniform
+to alice), masked truncation openings of sums (statistically hidden, 2^-40), resharings and
+lookup entries (uniform in their small rings), colour bits of the normalisation outputs
+(uniform), masked table indices (uniform), Paillier
 ciphertexts and masked slots (statistically hidden), and the revealed decisions and
 parameters.
 """
