@@ -633,28 +633,6 @@ def opening_ring(bound_bits: int) -> int:
     return bound_bits + STAT_BITS + 1
 
 
-_OPENED_AS = {"arith.trunc": "truncate"}  # ``ArithSession.opened`` labels
-
-
-def _masked_open(session: ArithSession, x: np.ndarray, bits: int, bound_bits: int, kind: str) -> np.ndarray:
-    """Alice sends x_alice + r mod 2^L (L = ``opening_ring``, ceil(L / 8) bytes) for r
-    uniform in [-2^(m-1), 2^(m-1)), m = bound_bits + STAT_BITS; bob reads c = x + r as a
-    signed L-bit number and keeps floor(c / 2^bits), alice -floor(r / 2^bits)."""
-    n = x.shape[0]
-    ring_bits = opening_ring(bound_bits)
-    width = (ring_bits + 7) // 8
-    if session.is_alice:
-        mask = session.random.signed_below(n, bound_bits + STAT_BITS)
-        masked = ring.add(x, mask).view(np.uint8).reshape(n, 16)
-        session.channel.send_array(kind, np.ascontiguousarray(masked[:, :width]))
-        return ring.neg(ring.sar(mask, bits))
-    received = np.zeros((n, 16), dtype=np.uint8)
-    received[:, :width] = session.channel.recv_array(kind, np.uint8, (n, width))
-    spare = RING_BITS - ring_bits  # sign-extend c from its L bits
-    opened = ring.sar(ring.shl(ring.add(x, received.view(np.uint64)), spare), spare)
-    return ring.sar(session.opened(_OPENED_AS[kind], opened), bits)
-
-
 def _truncate(
     session: ArithSession, x: np.ndarray, bits: int, bound_bits: int = MAX_BOUND_BITS
 ) -> np.ndarray:
@@ -665,8 +643,9 @@ def _truncate(
     <= 2^m) as a signed value and keeps floor(c / 2^bits); alice keeps -floor(r / 2^bits).
     The two floors differ from floor(x / 2^bits) by the carry of the low bits: 0 or 1.
     (The brief's mask [0, 2^m) is centred here, which buys one bit of range.) c has m + 1
-    signed bits, so x need only be right modulo 2^(m + 1) (a product in a smaller ring,
-    ``mul``) and alice sends only those bits (``opening_ring``).
+    signed bits, so x need only be right modulo 2^(m + 1) and alice sends only those bits
+    (``opening_ring``). The secure terms truncate sums of products this way; a product is
+    truncated locally in its own ring (``_finish_product``).
 
     Security: bob sees c = x + r, whose distribution is within statistical distance
     |x| / 2^m < 2^-STAT_BITS of r's, whatever x is. Alice sees nothing.
@@ -676,7 +655,19 @@ def _truncate(
         raise ValueError("bits must lie in [1, 127]")
     _check_bound(bound_bits)
     session.counters.truncations += x.shape[0]
-    return _masked_open(session, x, bits, bound_bits, "arith.trunc")
+    n = x.shape[0]
+    ring_bits = opening_ring(bound_bits)
+    width = (ring_bits + 7) // 8
+    if session.is_alice:
+        mask = session.random.signed_below(n, bound_bits + STAT_BITS)
+        masked = ring.add(x, mask).view(np.uint8).reshape(n, 16)
+        session.channel.send_array("arith.trunc", np.ascontiguousarray(masked[:, :width]))
+        return ring.neg(ring.sar(mask, bits))
+    received = np.zeros((n, 16), dtype=np.uint8)
+    received[:, :width] = session.channel.recv_array("arith.trunc", np.uint8, (n, width))
+    spare = RING_BITS - ring_bits  # sign-extend c from its L bits
+    opened = ring.sar(ring.shl(ring.add(x, received.view(np.uint64)), spare), spare)
+    return ring.sar(session.opened("truncate", opened), bits)
 
 
 truncate = _truncate  # public name; ``mul`` and ``mul_public`` take a parameter of this name
