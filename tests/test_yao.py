@@ -138,6 +138,7 @@ def test_random_circuits_garbled_match_plaintext(case, k: int, rng: random.Rando
     assert list(ra["o"]) == list(expected) and rb == {}
 
 
+@needs_bristol
 @settings(max_examples=12, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 45), st.integers(0, 2**40))
 def test_instance_blocks_change_nothing(k: int, per_block: int, base: int) -> None:
