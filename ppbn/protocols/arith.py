@@ -228,7 +228,7 @@ class ArithSession:
 
 
 def _trailing_zeros(c: int) -> int:
-    """The z of c = 2^z odd (RING_BITS for c = 0 modulo 2^128)."""
+    """The z of c = 2^z times an odd number (RING_BITS for c = 0 modulo 2^128)."""
     c %= 1 << RING_BITS
     return (c & -c).bit_length() - 1 if c else RING_BITS
 
