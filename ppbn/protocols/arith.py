@@ -596,7 +596,7 @@ def _lift(session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowSh
     his own d; alice sees d = t_B XOR c with c uniform and hidden from her by the OT."""
     sizes = [share.signed.shape[0] for share, _, _ in values]
     widths = np.repeat([n for _, n, _ in values], sizes).astype(np.int64)
-    tops = np.concatenate([share.top for share, _, _ in values]) if values else np.zeros(0, np.uint64)
+    tops = np.concatenate([share.top for share, _, _ in values])
     remaining = RING_BITS - widths
     session.counters.lifts += tops.shape[0]
     bounds = np.cumsum([0, *sizes])
@@ -608,8 +608,9 @@ def _lift(session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowSh
         _send_corrections(session, pad0, pad1, delta, remaining, WRAP_KIND)
         parts = []
         for (share, n, offset), start, stop in zip(values, bounds[:-1], bounds[1:], strict=True):
-            mine = ring.sub(ring.sub(share.signed, ring.constant(1 << offset)), ring.shl(pad0[start:stop], n))
-            fix = ring.shl(ring.add(delta[start:stop], ring.shl(pad0[start:stop], 1)), n)
+            pad = ring.shl(pad0[start:stop], n)
+            mine = ring.sub(ring.sub(share.signed, ring.constant(1 << offset)), pad)
+            fix = ring.add(ring.shl(delta[start:stop], n), ring.shl(pad, 1))
             parts.append(_DeferredPart(mine, fix, n, int(start)))
             results.append(mine)
         session._deferred.append(_DeferredLift(tops.shape[0], parts))
@@ -1158,11 +1159,9 @@ def lookup_batch(
     for plan in plans:
         session.counters.lookups += plan.index.size * len(plan.tables)
     lifted = sum(plan.index.size for plan, _ in narrow)
-    if session.is_alice and not session.extensions_started(reverse=False):
-        session.settle()  # the set-up reads bob's messages, and his lift bits came first
+    session.settle()  # alice: bob's bits of earlier lifts come before his set-up and u
     (session.ot_sender() if session.is_alice else session.ot_receiver()).start()
     wrap = _WrapOTs(session, lifted) if lifted else None  # bob's u first
-    session.settle()  # alice: bob's bits of earlier lifts come before his u
     for group in _rounds(plans):
         ots = sum((stop - start) * plan.width for plan, start, stop in group)
         session.counters.ots += ots
