@@ -20,6 +20,14 @@ def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
         # the rest is one-time set-up (base OTs and GGM trees of three OT extensions: Yao's,
         # the arithmetic's and its reverse, ~37 KB each), spread over 400 terms
         assert 0 <= mode["bytes_per_evaluation"] - mode["model_bytes_per_evaluation"] <= 300, mode
+        # each party's process reports the CPU it spent on the terms
+        assert mode["alice_cpu_seconds"] > 0 and mode["bob_cpu_seconds"] > 0, mode
+
+
+def test_threads_report_each_partys_cpu_too(capsys) -> None:
+    assert main(["bench", "ln", "--count", "100", "--modes", "yw", "--parties", "threads", "--format", "json"]) == 0
+    (mode,) = json.loads(capsys.readouterr().out)["modes"]
+    assert mode["evaluations"] == 100 and mode["alice_cpu_seconds"] > 0 and mode["bob_cpu_seconds"] > 0
 
 
 def test_model_counts_what_the_term_arithmetic_multiplies() -> None:

@@ -9,7 +9,10 @@ and says whether structure, edge order and parameters agree.
 ``bench ln`` measures the batched secure ln / x ln x pipeline alone (normalisation
 circuit, OT table lookups, share series and products), the two parties in two processes
 joined by a pipe as two daemons are in two processes (``--parties threads``: both in this
-process over the in-memory channel): evaluations per second per score mode.
+process over the in-memory channel): evaluations per second per score mode, and the CPU
+seconds each party's process (or thread) spent on them, which shows the party that sets
+the pace (its pool workers are not counted; with the default inline thresholds every
+block runs in the party's process).
 
 ``--link RATE[/RTT]`` (both) models a network between the parties (``ppbn.parties.shaper``):
 ``bench k2`` routes the daemons through ppbn's shaping TCP relay, ``bench ln`` delays each
@@ -200,10 +203,12 @@ def _ln_scorer(role: str, channel, spec: dict[str, Any]):
                         _phase_labeller(channel, spec["mode"]))  # fmt: skip
 
 
-def _ln_outcome(scorer, channel, seconds: float) -> dict[str, Any]:
-    """What the parent needs of one party's run (picklable)."""
+def _ln_outcome(scorer, channel, seconds: float, cpu_seconds: float) -> dict[str, Any]:
+    """What the parent needs of one party's run (picklable). ``cpu_seconds``: the CPU time
+    the party's own process (or thread) spent on the terms; its pool workers' is not in it."""
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "count_bits": scorer.count_bits,
         "and_gates": scorer.yao.counters.and_gates,
         "ots": scorer.yao.counters.ots + scorer.arith.counters.ots,
@@ -232,9 +237,10 @@ def _ln_party_process(role: str, spec: dict, share: np.ndarray, shifts, connecti
             channel.recv("bench.ready", max_bytes=0)
             channel.stats = type(channel.stats)()  # the start signal is not the protocol's
             channel.stats.section = f"{spec['mode']}: setup"
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             scorer.terms(share, shifts)
-            report.send({"role": role, **_ln_outcome(scorer, channel, time.perf_counter() - started)})
+            outcome = _ln_outcome(scorer, channel, time.perf_counter() - started, time.process_time() - cpu)
+            report.send({"role": role, **outcome})
         finally:
             scorer.tables.close()
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
@@ -268,18 +274,24 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
 
     pair = memory_channel_pair(timeout_s=600) if not spec["link"] else shaped_memory_pair(parse_link(spec["link"]), timeout_s=600)[0]
     scorers = {role: _ln_scorer(role, end, spec) for role, end in zip(("alice", "bob"), pair, strict=True)}
+    cpu: dict[str, float] = {}
+
+    def party(role: str):
+        def run(_) -> None:
+            started = time.thread_time()  # the party's own thread: the other's is not in it
+            scorers[role].terms(shares[role], shifts)
+            cpu[role] = time.thread_time() - started
+
+        return run
+
     started = time.perf_counter()
     try:
-        run_two_party(
-            lambda _: scorers["alice"].terms(shares["alice"], shifts),
-            lambda _: scorers["bob"].terms(shares["bob"], shifts),
-            pair=pair,
-        )
+        run_two_party(party("alice"), party("bob"), pair=pair)
         seconds = time.perf_counter() - started
     finally:
         for scorer in scorers.values():
             scorer.tables.close()
-    return {role: _ln_outcome(scorers[role], end, seconds) for role, end in zip(("alice", "bob"), pair, strict=True)}
+    return {role: _ln_outcome(scorers[role], end, seconds, cpu[role]) for role, end in zip(("alice", "bob"), pair, strict=True)}
 
 
 def _bench_ln(args: argparse.Namespace) -> int:
@@ -322,6 +334,8 @@ def _bench_ln(args: argparse.Namespace) -> int:
             "bytes_alice_to_bob": alice["stats"]["bytes_sent"],
             "bytes_bob_to_alice": alice["stats"]["bytes_received"],
             "rounds": alice["stats"]["rounds"],
+            "alice_cpu_seconds": round(alice["cpu_seconds"], 2),
+            "bob_cpu_seconds": round(bob["cpu_seconds"], 2),
         })  # fmt: skip
         kinds = breakdown_rows(alice["breakdown"])
         for row in kinds:
@@ -441,7 +455,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="batched secure ln x / x ln x evaluations per second",
         description="Shares of random counts through the secure term pipeline of each score "
         "mode, the two parties in two processes joined by a pipe (or in two threads of this "
-        "process over the in-memory channel).",
+        "process over the in-memory channel); reports evaluations per second, bytes, rounds "
+        "and each party's CPU seconds.",
     )
     ln.add_argument("--count", type=int, default=20000, help="evaluations per mode (default 20000)")
     ln.add_argument("--max-count", type=int, default=20000, help="counts are uniform in [0, max] (default 20000)")
