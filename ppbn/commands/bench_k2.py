@@ -334,8 +334,8 @@ def _bench_ln(args: argparse.Namespace) -> int:
             "bytes_alice_to_bob": alice["stats"]["bytes_sent"],
             "bytes_bob_to_alice": alice["stats"]["bytes_received"],
             "rounds": alice["stats"]["rounds"],
-            "alice_cpu_seconds": round(alice["cpu_seconds"], 2),
-            "bob_cpu_seconds": round(bob["cpu_seconds"], 2),
+            "alice_cpu_seconds": round(alice["cpu_seconds"], 3),
+            "bob_cpu_seconds": round(bob["cpu_seconds"], 3),
         })  # fmt: skip
         kinds = breakdown_rows(alice["breakdown"])
         for row in kinds:
