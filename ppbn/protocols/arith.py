@@ -192,6 +192,19 @@ class ArithSession:
         for _ in range(last):
             self._deferred.pop(0).complete(self)
 
+    def hold(self, lift: _DeferredLift) -> None:
+        """Alice: keep a lift's results awaiting bob's bits until she next reads
+        (``defer_lifts``), or complete them now."""
+        self._deferred.append(lift)
+        if not self.defer_lifts:
+            self.settle()
+
+    def settle_unless_final(self, x: np.ndarray, bits: int) -> None:
+        """Alice: complete the lifts x awaits, unless its low ``bits`` bits are final
+        already (``low_bits_final``): all a resharing in that width reads."""
+        if not self.low_bits_final(x, bits):
+            self.settle(x)
+
     def derive(self, result: np.ndarray, *terms: tuple[np.ndarray, int | np.ndarray]) -> np.ndarray:
         """Alice: result = sum c x (plus a public constant) over ``terms`` (x, c), c an int
         or a ring vector of per-value factors, computed locally from values some of which
@@ -384,6 +397,14 @@ def ole_two_way(session: ArithSession, forward: OlePart, reverse: OlePart) -> tu
     return (sent, chosen) if session.is_alice else (chosen, sent)
 
 
+def _before_first_read(session: ArithSession, wrap: _WrapOTs | None) -> None:
+    """Alice, before a product's first read: complete earlier lifts (bob's bits of them
+    come before anything else he sent), then read the u of the product's wrap OTs."""
+    session.settle()
+    if wrap is not None:
+        wrap.receive(session)
+
+
 class _TwoWayOle:
     """One party's end of ``ole_two_way`` in two steps: the constructor sets up the
     extensions in use and sends the u messages of the first chunk this party chooses in;
@@ -439,9 +460,7 @@ def _ole_each_way(
     them) and read bob's wrap u (``_WrapOTs``), after her first u messages are out.
     Returns (this party's forward shares, its reverse shares)."""
     run = _TwoWayOle(session, choosing, True, True)
-    session.settle()  # alice: bob's bits of earlier lifts come before anything else he sent
-    if wrap is not None:
-        wrap.receive(session)
+    _before_first_read(session, wrap)
     sent, chosen = run.finish(sending())
     return (sent, chosen) if session.is_alice else (chosen, sent)
 
@@ -613,9 +632,7 @@ def _lift(session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowSh
             fix = ring.add(ring.shl(delta[start:stop], n), ring.shl(pad, 1))
             parts.append(_DeferredPart(mine, fix, n, int(start)))
             results.append(mine)
-        session._deferred.append(_DeferredLift(tops.shape[0], parts))
-        if not session.defer_lifts:
-            session.settle()
+        session.hold(_DeferredLift(tops.shape[0], parts))
         return results
     received = _short_cot_finish(session, wrap.pads, wrap.choices, remaining, WRAP_KIND)
     flips = tops.astype(np.uint8) ^ wrap.choices
@@ -858,8 +875,7 @@ def mul(
     width = reshared_width(narrow_bits)
     ring_bits, exact_bits = product_ring(truncate, bound_bits, bounds), sum(bounds)
     wrap = _wrap_ots(session, n, ring_bits)
-    if not session.low_bits_final(narrow, width):
-        session.settle(narrow)
+    session.settle_unless_final(narrow, width)
     share = _reshare(session, narrow, narrow_bits)
     # as chooser: its narrow share; as sender: its wide share, t times it on the top OT
     choosing = OlePart(share.choices(width), width + 1, ring_bits)
@@ -905,8 +921,7 @@ def square(
     width = reshared_width(operand_bits)
     ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
     wrap = _wrap_ots(session, x.shape[0], ring_bits)
-    if not session.low_bits_final(x, width):
-        session.settle(x)
+    session.settle_unless_final(x, width)
     share = _reshare(session, x, operand_bits)
     twice = ring.shl(share.signed, 1)
     if session.is_alice:
@@ -962,9 +977,7 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     reverse = session.reverse_ot()
     if session.is_alice:  # her u first, then the forward OTs, then the reverse corrections
         reverse_pads = reverse.pads(choices)
-        session.settle()  # y may be a deferred result; bob's bits come before his u
-        if wrap is not None:
-            wrap.receive(session)
+        _before_first_read(session, wrap)  # y may be a deferred result
         sent = _short_cot_send(session, forward, _bit_correlation(y, choices, width), remaining, "arith.bits.y")
         received = _short_cot_finish(session, reverse_pads, choices, remaining, "arith.bits.r")
     else:
