@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import warnings
 
@@ -11,8 +12,10 @@ import pytest
 
 from ppbn.bn.io import bif_text, write_bif
 from ppbn.bn.learn import learn_reference
+from ppbn.bn.model import BayesNet
 from ppbn.bn.networks import load_network, sample
 from ppbn.cli import main
+from ppbn.errors import DataError
 
 
 def _read_with_pgmpy(path):
@@ -44,8 +47,108 @@ def test_bif_round_trips_through_pgmpy(tmp_path, network):
 def test_bif_refuses_names_it_cannot_write():
     net = load_network("asia")
     net.states["asia"] = ("a,b", "no")
-    with pytest.raises(ValueError, match="cannot be written to BIF"):
+    with pytest.raises(ValueError, match=r"variable 'asia', state 'a,b': the state has ','"):
         bif_text(net)
+
+
+# at the edge of what a BIF file carries: one word of letters, digits, _ - . for a name (the
+# words 'table' and 'default' not followed by a number character); a state may hold blanks
+# inside, quotes ', slashes, brackets [ ], comparison signs, Unicode
+EDGE_NAMES = ("a.b-c_1", "ä1", "1", "e", "Stable", "table", "default", "table_1", "variable", "probability", "x-")
+EDGE_STATES = (
+    "very high", "x<18", "18<=x<35", "x>=35", "-1.5", "1e-05", "a/b", "it's", "a:b=c", "[1]", "table 1",
+    "default", "ä", "a  b", "#%&*+", "a\\b", "*/", "/", "variable",
+)  # fmt: skip
+
+
+def _edge_network() -> BayesNet:
+    """Every edge name as a variable, the edge states spread over them, each variable the
+    child of the two before it (so every state appears in a probability row as a parent)."""
+    rng = np.random.default_rng(3)
+    names = EDGE_NAMES
+    states = {v: (EDGE_STATES[i % len(EDGE_STATES)], EDGE_STATES[(i + 7) % len(EDGE_STATES)], f"s{i}")
+              for i, v in enumerate(names)}  # fmt: skip
+    states[names[0]] = EDGE_STATES  # one variable with all of them
+    parents = {v: names[max(0, i - 2) : i] for i, v in enumerate(names)}
+    cpts = {}
+    for v in names:
+        rows = int(np.prod([len(states[p]) for p in parents[v]]))
+        cpts[v] = rng.dirichlet(np.ones(len(states[v])), rows)
+    return BayesNet(names, states, parents, cpts)
+
+
+def test_bif_at_the_edge_of_the_allowed_names_reads_back_in_pgmpy(tmp_path):
+    from pgmpy.readwrite import BIFReader
+
+    net = _edge_network()
+    path = tmp_path / "edge.bif"
+    write_bif(net, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reader = BIFReader(str(path))
+        model = reader.get_model()
+    assert reader.variable_names == list(net.names)
+    assert reader.variable_states == {v: list(net.states[v]) for v in net.names}
+    assert reader.variable_parents == {v: list(net.parents[v]) for v in net.names}
+    for cpd in model.get_cpds():
+        v = cpd.variable
+        assert [str(s) for s in cpd.state_names[v]] == list(net.states[v])
+        values = np.moveaxis(np.asarray(cpd.values), 0, -1).reshape(-1, len(net.states[v]))
+        np.testing.assert_allclose(values, net.cpts[v], atol=1e-12)
+    # one step beyond the edge: refused with the file named, and nothing written
+    for name, state in (("mean radius", "x"), ("table1", "x"), ("a", "a,b"), ("a", 'a"b'), ("a", "a\tb"),
+                        ("a", "a//b"), ("a", " a"), ("a", "a|b")):  # fmt: skip
+        bad = BayesNet((name,), {name: (state, "y")}, {name: ()}, {name: np.array([[0.5, 0.5]])})
+        target = tmp_path / "beyond.bif"
+        with pytest.raises(DataError, match=rf"^{re.escape(str(target))}: cannot write the network: variable {re.escape(repr(name))}"):
+            write_bif(bad, target)
+        assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("names", "states"),
+    [
+        (("mean radius", "b"), ("x", "y")),  # a root "probability ( mean radius )": child 'mean', parent 'radius'
+        (("a", "table1"), ("x", "y")),  # 'table' + '1' in a header: a phantom table row
+        (("a", "default-2"), ("x", "y")),
+        (("a", "b"), ("x}", "y")),  # '}' ends the block early
+        (("a", "b"), ('x"', "y")),  # quotes are read as blanks
+        (("a", "b"), ("x//", "y")),  # a comment to the end of the line
+        (("a", "b"), ("x)", "y")),  # ')' ends a probability row's states
+        (("a", "b"), ("x\ty", "y")),
+        (("A", "a"), ("x", "y")),  # names are matched in lower case
+    ],
+)
+def test_what_is_refused_is_what_pgmpy_misreads(monkeypatch, names, states):
+    """Each refusal rule is needed: with the checks off, pgmpy's reader fails or reads back
+    something else (while plain names read back, the control)."""
+    import ppbn.bn.io as bif_io
+
+    monkeypatch.setattr(bif_io, "bif_name_problem", lambda _name: None)
+    monkeypatch.setattr(bif_io, "bif_state_problem", lambda _state: None)
+    monkeypatch.setattr(bif_io, "bif_case_clash", lambda _names: None)
+    assert _pgmpy_reads_back(("a", "b"), ("x", "y"))
+    assert not _pgmpy_reads_back(names, states)
+
+
+def _pgmpy_reads_back(names: tuple[str, str], states: tuple[str, str]) -> bool:
+    """Whether pgmpy reads the BIF of a two-variable network (names[0] -> names[1], the
+    first with ``states``) back exactly."""
+    from pgmpy.readwrite import BIFReader
+
+    a, b = names
+    net = BayesNet(names, {a: states, b: ("p", "q")}, {a: (), b: (a,)},
+                   {a: np.array([[0.25, 0.75]]), b: np.array([[0.1, 0.9], [0.6, 0.4]])})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            reader = BIFReader(string=bif_text(net))
+        except Exception:  # noqa: BLE001 - any failure of the reader is a failure to read back
+            return False
+    read_back = (reader.variable_names, reader.variable_states, reader.variable_parents,
+                 [np.asarray(reader.variable_cpds.get(v, [])).tolist() for v in names])  # fmt: skip
+    return read_back == (list(names), {a: list(states), b: ["p", "q"]}, {a: [], b: [a]},
+                         [[[0.25], [0.75]], [[0.1, 0.6], [0.9, 0.4]]])  # fmt: skip
 
 
 def test_reference_json_shape(asia_dir, capsys, tmp_path):

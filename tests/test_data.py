@@ -170,3 +170,58 @@ def test_parquet_reads_like_the_csv_and_names_rows(tmp_path, schema):
     (tmp_path / "broken.parquet").write_bytes(b"not parquet")
     with pytest.raises(DataError, match=r"broken\.parquet: not a valid Parquet file"):
         load_party_data(schema, "alice", tmp_path / "broken.parquet")
+
+
+# -- formats users meet: other separators, keys, names the outputs cannot carry -------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("id;smoke;lung\na;yes;no\n", r"alice\.csv: line 1 has one column, but ';' appears in it: ppbn reads "
+         r"comma-separated files; save the file with commas as separators$"),
+        ("id\tsmoke\tlung\na\tyes\tno\n", r"alice\.csv: line 1 has one column, but a tab appears in it"),
+        ("id,smoke,lung\na;yes;no\n", r"alice\.csv: line 2 has 1 fields, the header has 3 \(';' appears in it: "
+         r"save the file with commas as separators\)$"),
+    ],
+)  # fmt: skip
+def test_a_csv_with_another_separator_is_named(tmp_path, schema, text, message):
+    path = _csv(tmp_path, text)
+    with pytest.raises(DataError, match=message):
+        load_party_data(schema, "alice", path)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda s: s.update(missing_stat="?"), r"^schema: unknown key 'missing_stat': did you mean 'missing_state'\?"),
+        (lambda s: s.update(comment="x"), r"^schema: unknown key 'comment': remove it \(known keys: version, "),
+        (lambda s: s["variables"][1].update(owenr="alice"), r"^schema: variable 'lung': unknown key 'owenr': did you mean 'owner'\?"),
+        (lambda s: s.update(version=2), r"^schema: schema 'version' 2 is not supported: this ppbn reads version 1$"),
+        (lambda s: s.update(version=True), r"^schema: schema 'version' True is not supported"),
+        (lambda s: s["variables"][0].update(name="smoke level"), r"^schema: variable 'smoke level': the name has a space"),
+        (lambda s: s["variables"][0].update(name="Lung"), r"^schema: variable 'lung': the name differs from 'Lung' only in letter case"),
+        (lambda s: s["variables"][0].update(states=["yes", "no "]), r"^schema: variable 'smoke', state 'no ': the state has a blank at its start or end"),
+        (lambda s: s["variables"][0].update(states=["yes", "no\n"]), r"^schema: variable 'smoke', state 'no\\n': the state has"),
+    ],
+)  # fmt: skip
+def test_schema_refuses_unknown_keys_versions_and_names_the_outputs_cannot_carry(mutate, message):
+    raw = json.loads(json.dumps(SCHEMA))
+    mutate(raw)
+    with pytest.raises(DataError, match=message) as info:
+        Schema.from_dict(raw)
+    assert "\n" not in str(info.value)
+
+
+def test_every_key_the_schema_writes_reads_back():
+    """The keys refused as unknown are exactly those no writer produces: version, id_column,
+    missing_state, a continuous variable's type and bins with every private field."""
+    raw = json.loads(json.dumps(SCHEMA))
+    raw["version"] = 1
+    raw["variables"].append({"name": "age", "owner": "alice", "type": "continuous",
+                             "bins": {"method": "mgas", "count": 3, "min_records": 2, "min_granularity": 1}})  # fmt: skip
+    raw["variables"].append({"name": "income", "owner": "bob", "type": "continuous",
+                             "bins": {"method": "edges", "count": 3, "edges": [1, 2], "publish_edges": True}})  # fmt: skip
+    schema = Schema.from_dict(raw)
+    assert Schema.from_dict(json.loads(schema.to_json())) == schema
+    assert Schema.from_dict(schema.public_dict()).fingerprint() == schema.fingerprint()

@@ -131,3 +131,28 @@ def test_infer_errors(tmp_path, capsys):
     assert main(["schema", "infer", "--data", str(path), "--owner", "alice", "--id", "record"]) == 2
     assert "id column 'record' is missing" in capsys.readouterr().err
     assert not Path(tmp_path / "out.json").exists()
+
+
+def test_infer_refuses_names_and_values_the_network_file_cannot_carry(tmp_path):
+    """Found at `schema infer`, on the line at fault, instead of when a learn job writes its
+    network.bif after the secure work."""
+    path = tmp_path / "a.csv"
+    path.write_text("id,mean radius\n" + "".join(f"r{i},{i % 3}\n" for i in range(9)))
+    with pytest.raises(DataError, match=r"a\.csv: line 1, column 'mean radius': the name has a space, .* e\.g\. 'mean_radius'$"):
+        infer_schema(path, "alice", "id")
+    path.write_text("id,table1\nr1,x\nr2,y\n")
+    with pytest.raises(DataError, match=r"column 'table1': the name has 'table' followed by '1', .* e\.g\. 'table_1'$"):
+        infer_schema(path, "alice", "id")
+    path.write_text("id,A,a\nr1,x,x\nr2,y,y\n")
+    with pytest.raises(DataError, match=r"a\.csv: line 1: columns 'A' and 'a' differ only in letter case"):
+        infer_schema(path, "alice", "id")
+    path.write_text('id,size\nr1,small\nr2,"big (XL)"\nr3,small\n')
+    with pytest.raises(DataError, match=r"a\.csv: line 3, column 'size': value 'big \(XL\)' has '\(', which a BIF file cannot carry"):
+        infer_schema(path, "alice", "id")
+    path.write_text("id,size\nr1,small\nr2,big\n")
+    assert infer_schema(path, "alice", "id").schema.variable("size").states == ("small", "big")
+
+
+def test_merge_refuses_names_that_differ_only_in_case():
+    with pytest.raises(UserError, match=r"variable 'Age' of A and 'age' of B differ only in letter case"):
+        merge_schemas(_partial("alice", ["Age"]), _partial("bob", ["age"]), ("A", "B"))

@@ -16,6 +16,7 @@ have exactly the form and fingerprint they always had.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -30,15 +31,33 @@ from ppbn.bn.discretize import (
     check_edges,
     interval_labels,
 )
+from ppbn.bn.io import STATE_CHARS, bif_name_fix, bif_name_problem, bif_state_problem
 from ppbn.errors import DataError
 
 PARTIES = ("alice", "bob")
 SCHEMA_VERSION = 1
+SUPPORTED_VERSIONS = (1,)
 
 
 CATEGORICAL = "categorical"
 CONTINUOUS = "continuous"
 _BIN_KEYS = {"method", "count", "edges", "publish_edges", "min_records", "min_granularity"}
+# every key a schema file may hold: a misspelled one would otherwise be ignored silently
+_TOP_KEYS = ("version", "id_column", "variables", "missing_state")
+_VARIABLE_KEYS = ("name", "owner", "states", "type", "bins")
+
+
+def check_keys(raw: Mapping[str, Any], known: Sequence[str], where: str, elsewhere: Mapping[str, str] | None = None) -> None:
+    """Refuse a key not in ``known``, naming the closest known one; ``elsewhere`` maps a key
+    that is valid in another place of the file to that place."""
+    for key in raw:
+        if key in known:
+            continue
+        if elsewhere and key in elsewhere:
+            raise DataError(f"{where}: key {key!r} belongs {elsewhere[key]}")
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "remove it"
+        raise DataError(f"{where}: unknown key {key!r}: {hint} (known keys: {', '.join(known)})")
 
 
 @dataclass(frozen=True)
@@ -188,6 +207,13 @@ class Schema:
         """Build and check a schema; errors name ``source`` and the offending entry."""
         if not isinstance(data, dict):
             raise DataError(f"{source}: top level must be a JSON object")
+        check_keys(data, _TOP_KEYS, source)
+        version = data.get("version", SCHEMA_VERSION)
+        if isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
+            supported = ", ".join(map(str, SUPPORTED_VERSIONS))
+            raise DataError(
+                f"{source}: schema 'version' {version!r} is not supported: this ppbn reads version {supported}"
+            )
         id_column = data.get("id_column")
         if not isinstance(id_column, str) or not id_column:
             raise DataError(f"{source}: 'id_column' must be a non-empty string")
@@ -197,22 +223,33 @@ class Schema:
         missing_state = data.get("missing_state")
         if missing_state is not None and not isinstance(missing_state, str):
             raise DataError(f"{source}: 'missing_state' must be a string")
-        seen: set[str] = set()
+        seen: dict[str, str] = {}  # lower case -> name: pgmpy's BIF reader ignores case
         variables = []
         for i, raw in enumerate(raw_vars):
             where = f"{source}: variables[{i}]"
             if not isinstance(raw, dict):
                 raise DataError(f"{where} must be an object")
             name, owner, states = raw.get("name"), raw.get("owner"), raw.get("states")
+            if isinstance(name, str) and name:
+                where = f"{source}: variable {name!r}"
+            check_keys(raw, _VARIABLE_KEYS, where, {"missing_state": "at the top level of the schema, not in a variable"})
             kind = raw.get("type", CATEGORICAL)
             if not isinstance(name, str) or not name:
                 raise DataError(f"{where}: 'name' must be a non-empty string")
-            where = f"{source}: variable {name!r}"
             if name == id_column:
                 raise DataError(f"{where} has the same name as the id column")
-            if name in seen:
+            other = seen.get(name.lower())
+            if other == name:
                 raise DataError(f"{where} is declared twice")
-            seen.add(name)
+            if other is not None:
+                raise DataError(
+                    f"{where}: the name differs from {other!r} only in letter case, which pgmpy's BIF "
+                    "reader cannot tell apart; rename one of them in the schema and the data"
+                )
+            problem = bif_name_problem(name)
+            if problem:
+                raise DataError(f"{where}: the name {problem}; {bif_name_fix(name, ' in the schema and the data')}")
+            seen[name.lower()] = name
             if owner not in PARTIES:
                 raise DataError(f"{where}: owner must be 'alice' or 'bob', got {owner!r}")
             if kind == CONTINUOUS:
@@ -232,6 +269,13 @@ class Schema:
                 raise DataError(f"{where}: 'states' must list at least two non-empty strings")
             if len(set(states)) != len(states):
                 raise DataError(f"{where}: 'states' has a duplicate")
+            for state in states:
+                problem = bif_state_problem(state)
+                if problem:
+                    raise DataError(
+                        f"{where}, state {state!r}: the state {problem}; rename it in the schema and "
+                        f"the data ({STATE_CHARS})"
+                    )
             variables.append(Variable(name, owner, tuple(states)))
         return cls(id_column, tuple(variables), missing_state)
 
@@ -256,9 +300,7 @@ def parse_bins(raw: Any, where: str) -> BinSpec:
     """Check a continuous variable's ``bins`` object; ``where`` names file and variable."""
     if not isinstance(raw, dict):
         raise DataError(f"{where}: a continuous variable needs a 'bins' object")
-    unknown = sorted(set(raw) - _BIN_KEYS)
-    if unknown:
-        raise DataError(f"{where}: bins: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(_BIN_KEYS))})")
+    check_keys(raw, sorted(_BIN_KEYS), f"{where}: bins")
     method, count = raw.get("method"), raw.get("count")
     if method not in METHODS:
         raise DataError(f"{where}: bins: unknown method {method!r} (one of {', '.join(METHODS)})")

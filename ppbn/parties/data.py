@@ -134,6 +134,28 @@ def _csv_errors(path) -> Iterator[None]:
         raise DataError(f"{path}: not UTF-8 text") from None
 
 
+# separators other programs write (a spreadsheet with a ';' locale, a TSV export)
+OTHER_DELIMITERS = {";": "';'", "\t": "a tab", "|": "'|'"}
+
+
+def _other_delimiter(fields: list[str]) -> str | None:
+    """The other separator a line read as one field holds (its description), or None."""
+    if len(fields) != 1:
+        return None
+    return next((word for sep, word in OTHER_DELIMITERS.items() if sep in fields[0]), None)
+
+
+def _check_delimiter(path: Path, header: list[str]) -> None:
+    """A header read as one column that holds another separator: the file was saved with
+    that separator, and every later message (row lengths, missing columns) would mislead."""
+    word = _other_delimiter(header)
+    if word:
+        raise DataError(
+            f"{path}: line 1 has one column, but {word} appears in it: ppbn reads comma-separated "
+            "files; save the file with commas as separators"
+        )
+
+
 def _check_row_lengths(path: Path) -> int:
     """Every non-blank line has as many fields as the header: a short row would otherwise
     read as missing values, a long one as a parser error without the line. Returns the
@@ -145,10 +167,13 @@ def _check_row_lengths(path: Path) -> int:
             header = next(reader, None)
             if header is None:
                 return 0  # reported as an empty file by the reader
+            _check_delimiter(path, header)
             for row in reader:
                 if row and len(row) != len(header):
+                    word = _other_delimiter(row)
+                    hint = f" ({word} appears in it: save the file with commas as separators)" if word else ""
                     raise DataError(
-                        f"{path}: line {reader.line_num} has {len(row)} fields, the header has {len(header)}"
+                        f"{path}: line {reader.line_num} has {len(row)} fields, the header has {len(header)}{hint}"
                     )
                 records += bool(row)
     except UnicodeDecodeError:

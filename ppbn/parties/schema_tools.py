@@ -18,6 +18,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppbn.bn.io import (
+    STATE_CHARS,
+    bif_case_clash,
+    bif_name_fix,
+    bif_name_problem,
+    bif_state_problem,
+)
 from ppbn.bn.schema import PARTIES, SCHEMA_VERSION, BinSpec, Schema, Variable
 from ppbn.errors import DataError, UserError
 from ppbn.parties.data import _check_ids, _raw_header, _read_csv
@@ -82,13 +89,12 @@ def infer_schema(
     if id_column not in header:
         raise DataError(f"{path}: line 1: id column {id_column!r} is missing (columns: {', '.join(header)})")
     _check_ids(path, frame[id_column], id_column)
+    _check_column_names(path, [name for name in header if name != id_column])
     variables: list[Variable] = []
     warnings: list[str] = []
     for name in header:
         if name == id_column:
             continue
-        if not name:
-            raise DataError(f"{path}: line 1: a column has an empty name")
         cells = frame[name].to_numpy(dtype=object)
         present = cells[cells != ""]
         if present.size < cells.size:
@@ -112,10 +118,42 @@ def infer_schema(
                 f"{path}: column {name!r} has {distinct} distinct values as a categorical variable "
                 f"(sparse counts, large tables): {hint}"
             )
-        variables.append(Variable(name, owner, _domain(present, order, numbers)))
+        domain = _domain(present, order, numbers)
+        _check_states(path, name, cells, domain)
+        variables.append(Variable(name, owner, domain))
     if not variables:
         raise DataError(f"{path}: line 1: no columns besides the id column {id_column!r}")
     return Inferred(Schema(id_column, tuple(variables)), warnings)
+
+
+def _check_column_names(path: Path, names: list[str]) -> None:
+    """Every variable column has a name the outputs can carry (the network's BIF file):
+    refused here, on line 1, rather than when a learn job writes its result."""
+    for name in names:
+        if not name:
+            raise DataError(f"{path}: line 1: a column has an empty name")
+        problem = bif_name_problem(name)
+        if problem:
+            raise DataError(f"{path}: line 1, column {name!r}: the name {problem}; {bif_name_fix(name, ' in the file')}")
+    clash = bif_case_clash(names)
+    if clash:
+        raise DataError(
+            f"{path}: line 1: columns {clash[0]!r} and {clash[1]!r} differ only in letter case, which "
+            "pgmpy's BIF reader cannot tell apart; rename one of them"
+        )
+
+
+def _check_states(path: Path, name: str, cells: np.ndarray, domain: tuple[str, ...]) -> None:
+    """Every state of a categorical column is a value the network's BIF file can carry;
+    the first line holding a refused one is named."""
+    for state in domain:
+        problem = bif_state_problem(state)
+        if problem:
+            line = int(np.flatnonzero(cells == state)[0]) + 2
+            raise DataError(
+                f"{path}: line {line}, column {name!r}: value {state!r} {problem}; change it in the "
+                f"file ({STATE_CHARS})"
+            )
 
 
 def _party_of(schema: Schema, source: str) -> str:
@@ -151,11 +189,17 @@ def merge_schemas(
             f"{a} and {b} both declare {party_a}'s variables: merge one partial schema of alice with one of bob"
         )
     names_b = {v.name: v for v in second.variables}
+    folded_b = {v.name.lower(): v.name for v in second.variables}
     for v in first.variables:
         if v.name in names_b:
             raise UserError(
                 f"variable {v.name!r} is declared by both {a} ({v.owner}) and {b} ({names_b[v.name].owner}): "
                 "each variable belongs to one party; rename one column"
+            )
+        if v.name.lower() in folded_b:
+            raise UserError(
+                f"variable {v.name!r} of {a} and {folded_b[v.name.lower()]!r} of {b} differ only in letter "
+                "case, which pgmpy's BIF reader cannot tell apart; rename one column"
             )
     missing = {s.missing_state for s in (first, second)} - {None}
     if len(missing) > 1:
