@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import builtins
 import datetime as dt
+import errno
 import io
 import ipaddress
 import json
 import logging
+import os
 import shutil
 import stat
 import subprocess
@@ -445,3 +447,46 @@ def test_a_shared_ca_works_and_grpc_checks_the_dialled_host(tmp_path):
             verify_server_role(server.address, bob, ("miner",))
     finally:
         server.stop()
+
+
+# -- a key and its request together; a CA signs for its own party only --------------------
+
+
+def test_request_force_replaces_key_and_request_together_or_neither(tmp_path, capsys, monkeypatch):
+    import ppbn.parties.tls as tls
+
+    out = tmp_path / "host"
+    bob = ["certs", "request", "--role", "bob", "--host", "b.example", "--out", str(out), "--force"]
+    assert run(bob, capsys)[0] == 0
+    old = {name: (out / name).read_bytes() for name in ("bob.key", "bob.csr")}
+    real_replace = os.replace
+
+    def replace_fails_for_the_request(src, dst, *args, **kwargs):
+        if str(dst).endswith("bob.csr") and str(src).endswith(".tmp"):
+            raise OSError(errno.EACCES, "Permission denied")
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(tls.os, "replace", replace_fails_for_the_request)
+    code, _, err = run(bob, capsys)
+    monkeypatch.undo()
+    assert code == 2 and one_line_error(err) == f"ppbn: error: cannot write {out / 'bob.csr'}: Permission denied"
+    assert {name: (out / name).read_bytes() for name in old} == old  # the old pair, untouched
+    assert sorted(p.name for p in out.iterdir()) == ["bob.csr", "bob.key"]  # no temporaries
+    assert run(bob, capsys)[0] == 0  # and a working replacement replaces both
+    assert all((out / name).read_bytes() != data for name, data in old.items())
+
+
+@pytest.mark.parametrize(("role", "party"), [("bob", "bob"), ("miner", "miner"), ("operator", "bob")])
+def test_a_party_ca_refuses_another_partys_request_unless_told(tmp_path, capsys, role, party):
+    ca = tmp_path / "alice-ca"
+    make_ca(ca, "alice CA", party="alice")
+    _, csr = make_request(tmp_path / "host", role, party, [] if role == "operator" else ["h.example"])
+    sign = ["certs", "sign", "--ca", str(ca), "--csr", str(csr), "--out", str(tmp_path / "x.crt")]
+    code, _, err = run(sign, capsys)
+    assert code == 2 and one_line_error(err) == (
+        f"ppbn: error: {csr}: a request of party {party!r}, but {ca} is the CA of party 'alice': "
+        f"sign it with {party}'s CA (or pass --allow-other-party if you mean it)"
+    )
+    assert not (tmp_path / "x.crt").exists()
+    code, out, err = run([*sign, "--allow-other-party"], capsys)
+    assert code == 0 and f"role {role}, party {party}" in out, err

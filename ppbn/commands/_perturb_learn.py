@@ -145,6 +145,9 @@ def _lines(report: dict[str, Any]) -> list[str]:
             f"{report['accuracy_estimated_passes']} classifier passes){task}: "
             f"{report['accuracy_estimated']:.4f} +- {report['accuracy_estimated_se']:.4f} (standard error)"
         )
+    if "accuracy_estimated_skipped" in report:
+        out.append(f"note: no estimate from a copy of the test records randomized here: "
+                   f"{report['accuracy_estimated_skipped']}")  # fmt: skip
     out.append(f"learned in {report['seconds']:.2f} s")
     return out
 

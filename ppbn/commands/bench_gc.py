@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from ppbn.commands._flag_types import positive_int
 from ppbn.errors import UserError
 
 
@@ -47,8 +48,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "single-instance figures, bytes per AND gate, and a two-party run over the memory Channel.",
     )
     gc.add_argument("--bristol", required=True, metavar="FILE")
-    gc.add_argument("--instances", type=int, default=1000)
-    gc.add_argument("--repeats", type=int, default=3, help="timed runs; the best is reported (default 3)")
+    gc.add_argument("--instances", type=positive_int, default=1000)
+    gc.add_argument("--repeats", type=positive_int, default=3, help="timed runs; the best is reported (default 3)")
     gc.add_argument("--format", choices=("table", "json"), default="table")
     gc.set_defaults(func=_bench_gc)
 
@@ -58,8 +59,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         description="Base OTs, then --count chosen-message OTs of 128-bit messages and --count "
         "correlated OTs between two threads over the in-memory Channel.",
     )
-    ot.add_argument("--count", type=int, default=1_000_000)
-    ot.add_argument("--repeats", type=int, default=3, help="timed runs; the best is reported (default 3)")
+    ot.add_argument("--count", type=positive_int, default=1_000_000)
+    ot.add_argument("--repeats", type=positive_int, default=3, help="timed runs; the best is reported (default 3)")
     ot.add_argument("--format", choices=("table", "json"), default="table")
     ot.set_defaults(func=_bench_ot)
 

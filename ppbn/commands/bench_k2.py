@@ -35,6 +35,13 @@ import numpy as np
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.networks import NETWORKS
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.commands._flag_types import (
+    MAX_WORKERS,
+    int_in,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from ppbn.commands.learn import add_overlap_option
 from ppbn.commands.party import add_pair_policy_options, pair_policy
 from ppbn.commands.reference import (
@@ -416,12 +423,12 @@ def _print_breakdown(console, rows: list[dict[str, Any]], title: str, top: int |
 def add_learn_run_options(parser: argparse.ArgumentParser) -> None:
     """The data and learning options of a benchmark that runs the learn job on sampled data."""
     parser.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
-    parser.add_argument("--records", type=int, required=True)
-    parser.add_argument("--max-parents", type=int, default=2)
+    parser.add_argument("--records", type=positive_int, required=True)
+    parser.add_argument("--max-parents", type=non_negative_int, default=2)
     parser.add_argument("--score", choices=SCORE_MODES, default="exact")
     parser.add_argument("--ess", type=float, default=DEFAULT_ESS, help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g})")
     parser.add_argument("--tau", type=float, default=DEFAULT_TAU)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=non_negative_int, default=7)
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -438,7 +445,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     add_hc_options(k2)
     k2.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072),
                     help="Paillier key size (1024 only for quick checks; default 2048)")  # fmt: skip
-    k2.add_argument("--timeout", type=float, default=600.0, help="daemons' peer timeout in seconds")
+    k2.add_argument("--timeout", type=positive_float, default=600.0, help="daemons' peer timeout in seconds")
     k2.add_argument("--check-reference", action="store_true",
                     help="also learn the non-private reference and compare (exit 1 when they differ)")  # fmt: skip
     k2.add_argument("--format", choices=("table", "json"), default="table")
@@ -458,10 +465,10 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "process over the in-memory channel); reports evaluations per second, bytes, rounds "
         "and each party's CPU seconds.",
     )
-    ln.add_argument("--count", type=int, default=20000, help="evaluations per mode (default 20000)")
-    ln.add_argument("--max-count", type=int, default=20000, help="counts are uniform in [0, max] (default 20000)")
+    ln.add_argument("--count", type=positive_int, default=20000, help="evaluations per mode (default 20000)")
+    ln.add_argument("--max-count", type=positive_int, default=20000, help="counts are uniform in [0, max] (default 20000)")
     ln.add_argument("--modes", default="yw,exact", help="comma list of score modes (default yw,exact)")
-    ln.add_argument("--seed", type=int, default=1)
+    ln.add_argument("--seed", type=non_negative_int, default=1)
     ln.add_argument("--parties", choices=("processes", "threads"), default="processes",
                     help="processes: each party its own process, as two daemons are (default); threads: "
                     "both in this process, sharing one interpreter lock (the figures before issue 12's "
@@ -472,9 +479,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     ln.add_argument("--executor", choices=("local", "inline"), default="local",
                     help="where each party's garbling, evaluation and OT-extension blocks run: its own "
                     "process pool (the default, as a daemon's) or its job thread")  # fmt: skip
-    ln.add_argument("--workers", type=int, help="worker processes of each party's pool (default: one per core)")
-    ln.add_argument("--gc-inline-below", type=int, metavar="N",
+    ln.add_argument("--workers", type=int_in(1, MAX_WORKERS), help="worker processes of each party's pool (default: one per core)")
+    ln.add_argument("--gc-inline-below", type=non_negative_int, metavar="N",
                     help="garbled runs of fewer AND gates x instances stay inline (default: yao.GC_INLINE_BELOW)")  # fmt: skip
-    ln.add_argument("--ot-inline-below", type=int, metavar="N",
+    ln.add_argument("--ot-inline-below", type=non_negative_int, metavar="N",
                     help="OT-extension calls of fewer OTs stay inline (default: ot.OT_INLINE_BELOW)")  # fmt: skip
     ln.set_defaults(func=_bench_ln)

@@ -19,6 +19,7 @@ import numpy as np
 from ppbn.bn.hc import DEFAULT_TABU
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.commands._flag_types import non_negative_int, positive_int
 from ppbn.errors import UserError
 
 
@@ -166,14 +167,14 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "each result's structural Hamming distance to the true network, total score and wall time.",
     )
     parser.add_argument("--network", required=True, help="a bundled network, e.g. alarm")
-    parser.add_argument("--records", type=int, default=20000, help="records to sample (default 20000)")
-    parser.add_argument("--orders", type=int, default=10, help="random K2 orders (default 10)")
+    parser.add_argument("--records", type=positive_int, default=20000, help="records to sample (default 20000)")
+    parser.add_argument("--orders", type=positive_int, default=10, help="random K2 orders (default 10)")
     parser.add_argument("--score", choices=SCORE_MODES, default="bic", help="score mode (default bic)")
-    parser.add_argument("--max-parents", type=int, default=3, help="parent limit (default 3)")
+    parser.add_argument("--max-parents", type=non_negative_int, default=3, help="parent limit (default 3)")
     parser.add_argument("--tau", type=float, default=DEFAULT_TAU, help=f"tolerance (default {DEFAULT_TAU:g})")
-    parser.add_argument("--tabu", type=int, default=DEFAULT_TABU, help=f"hc tabu length (default {DEFAULT_TABU})")
+    parser.add_argument("--tabu", type=non_negative_int, default=DEFAULT_TABU, help=f"hc tabu length (default {DEFAULT_TABU})")
     parser.add_argument("--ess", type=float, default=DEFAULT_ESS, help=f"BDeu ess (default {DEFAULT_ESS:g})")
-    parser.add_argument("--seed", type=int, default=7, help="sampling and order seed (default 7)")
+    parser.add_argument("--seed", type=non_negative_int, default=7, help="sampling and order seed (default 7)")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the SHD of each run (matplotlib)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_bench_order)

@@ -19,6 +19,7 @@ import random
 import time
 from multiprocessing.connection import Connection
 
+from ppbn.commands._flag_types import non_negative_int, positive_int
 from ppbn.commands.bench_tables import collect_reports
 from ppbn.errors import UserError
 
@@ -34,9 +35,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "time, bytes, rounds and a correctness check. If openmined-psi is installed, run the "
         "same sets through its ECDH PSI in the same run and print the speed ratio.",
     )
-    psi.add_argument("--size", type=int, default=100_000, help="ids on each side (default 100000)")
+    psi.add_argument("--size", type=positive_int, default=100_000, help="ids on each side (default 100000)")
     psi.add_argument("--overlap", type=float, default=0.5, help="shared fraction (default 0.5)")
-    psi.add_argument("--seed", type=int, default=7)
+    psi.add_argument("--seed", type=non_negative_int, default=7)
     psi.add_argument("--no-openmined", action="store_true", help="skip the openmined-psi run")
     psi.add_argument("--format", choices=("table", "json"), default="table")
     psi.set_defaults(func=_bench_psi)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ppbn.commands._flag_types import positive_float
 from ppbn.commands.bench_k2 import add_learn_run_options
 from ppbn.errors import UserError
 
@@ -127,6 +128,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--key-bits", type=int, default=2048, choices=(2048, 3072), help="Paillier key size (default 2048)")
     parser.add_argument("--kill-at", type=float, default=0.75,
                         help="share of the uninterrupted wall time at which bob is killed (default 0.75)")  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=300.0, help="daemons' peer timeout in seconds (default 300)")
+    parser.add_argument("--timeout", type=positive_float, default=300.0, help="daemons' peer timeout in seconds (default 300)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_bench_resume)

@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ppbn.commands._flag_types import non_negative_int, positive_int
 from ppbn.commands.party import add_executor_options, check_executor_flags
 from ppbn.errors import UserError
 from ppbn.protocols.channel import Channel, PeerGone
@@ -39,8 +40,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "the public-key-only fast path, with precomputed randomizers, and with phe's encrypt.",
     )
     paillier.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
-    paillier.add_argument("--count", type=int, default=600, help="fast encryptions to time (default 600)")
-    paillier.add_argument("--phe-count", type=int, default=60, help="phe encryptions to time (default 60)")
+    paillier.add_argument("--count", type=positive_int, default=600, help="fast encryptions to time (default 600)")
+    paillier.add_argument("--phe-count", type=positive_int, default=60, help="phe encryptions to time (default 60)")
     paillier.add_argument("--format", choices=("table", "json"), default="table")
     paillier.set_defaults(func=_bench_paillier)
 
@@ -54,12 +55,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "operations and peak resident memory per party, and the per-alpha method's figures.",
     )
     tables.add_argument("--network", required=True, help="e.g. asia, sachs, child, alarm")
-    tables.add_argument("--records", type=int, required=True)
-    tables.add_argument("--max-family", type=int, default=3)
-    tables.add_argument("--seed", type=int, default=7)
+    tables.add_argument("--records", type=positive_int, required=True)
+    tables.add_argument("--max-family", type=positive_int, default=3)
+    tables.add_argument("--seed", type=non_negative_int, default=7)
     tables.add_argument("--split", default="alternate", help="alternate, halves or a JSON owner map")
     tables.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
-    tables.add_argument("--chunk-size", type=int, default=4096)
+    tables.add_argument("--chunk-size", type=positive_int, default=4096)
     add_executor_options(tables, "each party's")
     tables.add_argument(
         "--precompute", action="store_true",
@@ -81,11 +82,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "records on 1, 2, 4 and 16 worker cores per party.",
     )
     cost.add_argument("--network", default="asia")
-    cost.add_argument("--max-family", type=int, default=2)
+    cost.add_argument("--max-family", type=positive_int, default=2)
     cost.add_argument("--split", default="alternate", help="alternate, halves or a JSON owner map")
     cost.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
-    cost.add_argument("--chunk-size", type=int, default=4096)
-    cost.add_argument("--repeat", type=int, default=3, help="chunks timed per task (median; default 3)")
+    cost.add_argument("--chunk-size", type=positive_int, default=4096)
+    cost.add_argument("--repeat", type=positive_int, default=3, help="chunks timed per task (median; default 3)")
     cost.add_argument(
         "--executor", choices=("local", "ray"),
         help="also time the encryption task inside a worker of this executor (2 workers), to "

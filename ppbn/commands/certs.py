@@ -60,7 +60,9 @@ def _request(args: argparse.Namespace) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    summary, capped = sign_request(args.ca, args.csr, args.out, args.days, args.force)
+    summary, capped = sign_request(
+        args.ca, args.csr, args.out, args.days, args.force, args.allow_other_party
+    )
     cut = " (cut to the CA's own expiry)" if capped else ""
     print(f"signed {args.csr}: role {summary.role}, party {summary.party}, "
           f"hosts {', '.join(summary.hosts) or '(none: operators only connect)'}")  # fmt: skip
@@ -182,6 +184,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     sign.add_argument("--days", type=int, default=LEAF_DAYS,
                       help=f"lifetime in days (default {LEAF_DAYS})")  # fmt: skip
     sign.add_argument("--force", action="store_true", help="replace an existing certificate file")
+    sign.add_argument(
+        "--allow-other-party", action="store_true",
+        help="sign a request of another party than the CA's own (refused by default: the "
+        "daemons accept a party's certificates only from that party's CA)",
+    )  # fmt: skip
     sign.set_defaults(func=_sign)
 
     trust = sub.add_parser(

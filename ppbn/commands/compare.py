@@ -7,6 +7,7 @@ import sys
 
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.scores import SCORE_MODES
+from ppbn.commands._flag_types import non_negative_int, positive_float, positive_int
 from ppbn.errors import UserError
 from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
@@ -80,14 +81,14 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "from the generating network, wall time, bytes, gamma and K_p against p.",
     )
     parser.add_argument("--network", required=True, help="bnlearn network to sample from (e.g. asia, alarm)")
-    parser.add_argument("--records", type=int, required=True, help="number of records")
+    parser.add_argument("--records", type=positive_int, required=True, help="number of records")
     parser.add_argument("--p", required=True, help="randomization levels, e.g. 0.1,0.2,0.3")
     parser.add_argument(
         "--out", help="report folder (default compare-NETWORK-RECORDS; new or empty, written whole)"
     )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
-    parser.add_argument("--seed", type=int, default=7, help="data seed (default 7)")
-    parser.add_argument("--max-parents", type=int, default=2, help="K2 parent limit (default 2)")
+    parser.add_argument("--seed", type=non_negative_int, default=7, help="data seed (default 7)")
+    parser.add_argument("--max-parents", type=non_negative_int, default=2, help="K2 parent limit (default 2)")
     parser.add_argument("--score", choices=SCORE_MODES, default="exact", help="score mode (default exact)")
     parser.add_argument("--tau", type=float, default=DEFAULT_TAU, help=f"K2 tolerance (default {DEFAULT_TAU:g})")
     parser.add_argument(
@@ -104,7 +105,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "path, rows marked [hc] and measured against the hill-climbing reference",
     )  # fmt: skip
     parser.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+        "--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
         help=f"daemons' peer timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
     )  # fmt: skip
     parser.add_argument("--format", choices=("table", "json"), default="table")

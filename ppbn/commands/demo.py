@@ -12,6 +12,7 @@ import argparse
 import json
 
 from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.commands._flag_types import non_negative_int, positive_int
 from ppbn.commands.reference import (
     add_alignment_options,
     add_missing_options,
@@ -126,9 +127,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "non-private reference.",
     )
     parser.add_argument("--network", default="asia")
-    parser.add_argument("--records", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--max-parents", type=int, default=2)
+    parser.add_argument("--records", type=positive_int, default=5000)
+    parser.add_argument("--seed", type=non_negative_int, default=7)
+    parser.add_argument("--max-parents", type=non_negative_int, default=2)
     parser.add_argument("--score", default="exact", choices=("exact", "yw", "yw0", "bic"))
     parser.add_argument("--out", help="keep data, certificates, logs and outputs in this folder")
     add_missing_options(parser, rate=True)

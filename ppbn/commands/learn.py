@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from ppbn.commands._flag_types import positive_float, positive_int
 from ppbn.commands.reference import add_learning_options, hc_job_params, refuse_on_private_paths
 from ppbn.errors import UserError
 
@@ -232,7 +233,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "\"dysp\", \"theta\": 0.8}'; at the miner's daemon: pram-miner, perturb-learn-miner)",
     )  # fmt: skip
     parser.add_argument(
-        "--max-family", type=int, help="tables job: largest family size (default 3)"
+        "--max-family", type=positive_int, help="tables job: largest family size (default 3)"
     )
     parser.add_argument(
         "--params",
@@ -269,7 +270,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="continue an interrupted learn job from the last K2 step both daemons checkpointed "
         "(same parameters, taken from the checkpoints; each daemon checks them against its policy again)",
     )  # fmt: skip
-    parser.add_argument("--wait-timeout", type=float, help="give up waiting after this many seconds")
+    parser.add_argument("--wait-timeout", type=positive_float, help="give up waiting after this many seconds")
     add_job_arguments(parser)
     add_learning_options(parser)
     add_secure_options(parser)

@@ -8,6 +8,8 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from ppbn.commands._flag_types import MAX_WORKERS, int_in, non_negative_int, positive_float
+
 if TYPE_CHECKING:
     from ppbn.parties.policy import LocalPolicy
 
@@ -94,7 +96,7 @@ def add_executor_options(parser: argparse.ArgumentParser | argparse._ArgumentGro
         "and ot_inline_below): local (a process pool on this host, the default), ray (this party's own Ray "
         "cluster, `pip install 'ppbn[ray]'`), inline (this process)",
     )  # fmt: skip
-    parser.add_argument("--workers", type=int, help=f"worker processes of {who} local pool (default: one per core)")
+    parser.add_argument("--workers", type=int_in(1, MAX_WORKERS), help=f"worker processes of {who} local pool (default: one per core)")
     parser.add_argument(
         "--ray-address", metavar="ADDR",
         help="join this party's running Ray cluster (e.g. 10.0.0.5:6379; see README 'Scale-out'); "
@@ -195,11 +197,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )  # fmt: skip
     add_executor_options(policy, "this party's")
     policy.add_argument(
-        "--cache-mb", type=int, metavar="MB",
+        "--cache-mb", type=non_negative_int, metavar="MB",
         help="peer ciphertexts kept in memory for later K2 steps of a learn job (default 768)",
     )  # fmt: skip
     policy.add_argument(
-        "--spill-mb", type=int, metavar="MB",
+        "--spill-mb", type=non_negative_int, metavar="MB",
         help="more kept past --cache-mb in a memory-mapped temporary file (default 0: none)",
     )  # fmt: skip
     policy.add_argument("--spill-dir", metavar="DIR", help="folder of that file (default: the system's temporary folder)")
@@ -214,7 +216,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     serve.add_argument("--out", default="ppbn-out", help="folder for job outputs (default ppbn-out)")
     serve.add_argument(
         "--peer-timeout", "--timeout", dest="peer_timeout",
-        type=float,
+        type=positive_float,
         default=PEER_TIMEOUT_S,
         help=f"longest wait for the peer before a job fails (default {PEER_TIMEOUT_S:g} s)",
     )  # fmt: skip

@@ -11,6 +11,7 @@ from pathlib import Path
 from ppbn.bn.hc import DEFAULT_TABU
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.commands._flag_types import non_negative_float, non_negative_int, positive_float
 from ppbn.errors import UserError
 
 SEARCHES = ("k2", "hc")
@@ -34,7 +35,7 @@ def parse_order(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:
 
 def add_learning_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every learner (reference, secure, PRAM): same meaning everywhere."""
-    parser.add_argument("--max-parents", type=int, default=2, help="parent limit u (default 2)")
+    parser.add_argument("--max-parents", type=non_negative_int, default=2, help="parent limit u (default 2)")
     parser.add_argument(
         "--score", choices=SCORE_MODES, default="exact",
         help="exact (ln f), yw (Yang-Wright eq. 6), yw0 (eq. 6 minus zero cells), bic, bdeu "
@@ -46,18 +47,18 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
         "(on the PRAM path: setup 2 only)",
     )  # fmt: skip
     parser.add_argument(
-        "--ess", type=float, default=DEFAULT_ESS,
+        "--ess", type=positive_float, default=DEFAULT_ESS,
         help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g}, as pgmpy)",
     )
     parser.add_argument(
-        "--tau", type=float, default=DEFAULT_TAU,
+        "--tau", type=non_negative_float, default=DEFAULT_TAU,
         help=f"K2 tolerance in nats: add a parent only if the score rises by more than tau "
         f"(default {DEFAULT_TAU:g})",
     )
     parser.add_argument("--order", help="K2 node order as a comma list (default: schema order)")
-    parser.add_argument("--c-star", type=float, default=1.0, help="BIC penalty multiplier C* (default 1)")
+    parser.add_argument("--c-star", type=positive_float, default=1.0, help="BIC penalty multiplier C* (default 1)")
     parser.add_argument(
-        "--dirichlet", type=float, default=0.0, metavar="A",
+        "--dirichlet", type=non_negative_float, default=0.0, metavar="A",
         help="Dirichlet pseudo-count for parameters (default 0: maximum likelihood)",
     )
     add_hc_options(parser)
@@ -78,7 +79,7 @@ def add_hc_options(parser: argparse.ArgumentParser) -> None:
     """Hill-climbing options of the reference learner (pgmpy's HillClimbSearch semantics)."""
     group = parser.add_argument_group("hill climbing (--search hc)")
     group.add_argument(
-        "--tabu", type=int, default=DEFAULT_TABU, metavar="N",
+        "--tabu", type=non_negative_int, default=DEFAULT_TABU, metavar="N",
         help=f"tabu list length: the last N moves may not be undone (default {DEFAULT_TABU}, as pgmpy)",
     )  # fmt: skip
     group.add_argument("--start", metavar="FILE", help="start DAG: a JSON list of [parent, child] edges, or a network.json")

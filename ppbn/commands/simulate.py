@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ppbn.commands._flag_types import non_negative_int, positive_float, positive_int
 from ppbn.commands.learn import (
     add_job_arguments,
     add_secure_options,
@@ -565,8 +566,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "and stop both daemons whatever happens.",
     )
     parser.add_argument("--network", help="network to sample from (see `ppbn datasets make`)")
-    parser.add_argument("--records", type=int, help="number of records to sample")
-    parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    parser.add_argument("--records", type=positive_int, help="number of records to sample")
+    parser.add_argument("--seed", type=non_negative_int, default=7, help="random seed (default 7)")
     parser.add_argument("--data", help="folder with schema.json, alice.csv, bob.csv instead of sampling")
     parser.add_argument(
         "--out", help="keep data, certificates, logs and outputs in this folder (new or empty; "
@@ -574,7 +575,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+        "--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
         help=f"daemons' peer timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
     )  # fmt: skip
     add_pair_policy_options(parser)

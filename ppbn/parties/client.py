@@ -31,6 +31,8 @@ JobInfo = party_pb2.JobInfo
 FINISHED = (JobInfo.SUCCEEDED, JobInfo.FAILED, JobInfo.CANCELLED)
 RPC_TIMEOUT_S = 30.0
 VERIFY_TIMEOUT_S = 5.0
+# gRPC's words for a connection that went silent (its keepalive pings unanswered, or a deadline)
+_SILENT = ("ping timeout", "keepalive watchdog timeout", "deadline exceeded")
 
 
 @dataclass
@@ -70,6 +72,7 @@ class DaemonClient:
         self, address: str, tls_dir: str | None, identity: str = OPERATOR, insecure: bool = False
     ) -> None:
         self.address = address
+        self._tls_dir = tls_dir  # for the command lines this client suggests
         self._tls = None if insecure else load_tls_files(_require(tls_dir), identity)
         # who answered at the address, checked before the first call (the daemon may still
         # be starting when the client is made)
@@ -86,7 +89,11 @@ class DaemonClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: Callable, request: Any, timeout: float = RPC_TIMEOUT_S) -> Any:
+    def _call(
+        self, method: Callable, request: Any, timeout: float = RPC_TIMEOUT_S, job_id: str = ""
+    ) -> Any:
+        """One call; ``job_id`` names the job being followed, so that a daemon lost while
+        it runs is reported as such rather than as a connection set-up problem."""
         if self._tls is not None and self.server is None:
             self.server = verify_server_role(
                 self.address, self._tls, DAEMON_ROLES, min(timeout, VERIFY_TIMEOUT_S)
@@ -97,7 +104,31 @@ class DaemonClient:
             if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
                               grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT):  # fmt: skip
                 raise UserError(f"daemon at {self.address}: {exc.details()}") from None
+            if job_id:
+                raise UserError(self._lost_during_job(exc, job_id)) from None
             raise UserError(describe_rpc_error(exc, self.address, "a daemon")) from None
+
+    def status_command(self, job_id: str) -> str:
+        """The command line that shows ``job_id`` at this daemon."""
+        how = f"--tls-dir {self._tls_dir}" if self._tls is not None else "--insecure"
+        return f"ppbn learn --peer {self.address} {how} --status {job_id}"
+
+    def _lost_during_job(self, exc: grpc.RpcError, job_id: str) -> str:
+        """One line for a daemon that answered when the job started and no longer does."""
+        details = (exc.details() or "").strip()
+        lowered = details.lower()
+        look = f"check it with: {self.status_command(job_id)}"
+        if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED or any(s in lowered for s in _SILENT):
+            return (
+                f"the daemon at {self.address} stopped answering during job {job_id} ({details or 'no answer'}); "
+                f"the job may still be running there: {look}"
+            )
+        if any(s in lowered for s in ("hostname verification", "certificate")):
+            return describe_rpc_error(exc, self.address, "a daemon")
+        return (
+            f"the daemon at {self.address} closed the connection during job {job_id} (stopped or killed?); "
+            f"when it is back, {look}"
+        )
 
     def health(self, timeout: float = 5.0) -> party_pb2.HealthReply:
         return self._call(self._stub.Health, party_pb2.HealthRequest(), timeout)
@@ -123,8 +154,10 @@ class DaemonClient:
         request = party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id, resume=resume)
         return self._call(self._stub.StartJob, request).job_id
 
-    def status(self, job_id: str) -> party_pb2.JobInfo:
-        return self._call(self._stub.JobStatus, party_pb2.JobQuery(job_id=job_id))
+    def status(self, job_id: str, following: bool = False) -> party_pb2.JobInfo:
+        """The job's state; ``following``: the job was started or seen running by this client."""
+        query = party_pb2.JobQuery(job_id=job_id)
+        return self._call(self._stub.JobStatus, query, job_id=job_id if following else "")
 
     def cancel(self, job_id: str) -> party_pb2.JobInfo:
         return self._call(self._stub.CancelJob, party_pb2.JobQuery(job_id=job_id))
@@ -139,7 +172,7 @@ class DaemonClient:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         last_note = ""
         while True:
-            info = self.status(job_id)
+            info = self.status(job_id, following=True)
             if info.progress != last_note and on_progress is not None and info.progress:
                 on_progress(info.progress)
             last_note = info.progress

@@ -74,6 +74,9 @@ _EKU_NAMES = {
     ExtendedKeyUsageOID.SERVER_AUTH: "serverAuth",
     ExtendedKeyUsageOID.CLIENT_AUTH: "clientAuth",
 }
+# what OpenSSL reports when the bytes that come back are not a TLS record at all
+_NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST",
+                              "RECORD_LAYER_FAILURE", "UNKNOWN_PROTOCOL"})  # fmt: skip
 _KEY_USAGES = ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment",
                "key_agreement", "key_cert_sign", "crl_sign")  # fmt: skip
 
@@ -200,14 +203,21 @@ def _write_files(files: Sequence[tuple[Path, bytes, bool]], *, replace: bool) ->
     Every target is checked and every temporary file written before the first one is put
     in place. Without ``replace`` the final step is a hard link, which fails rather than
     overwrite a file that appeared meanwhile (a CA key is never replaced); files placed
-    before a failure are then removed again.
+    before a failure are then removed again. With ``replace`` each old file is first kept
+    aside, so a failure part-way puts the old set back: old and new are never mixed.
     """
     for path, _, _ in files:
         if path.exists() and not path.is_file():
             raise UserError(f"cannot write {path}: it exists and is not a file")
     temps: list[str] = []
     placed: list[Path] = []
+    kept: dict[Path, str] = {}  # an old file replaced in this call -> its copy kept aside
     try:
+        if replace:
+            for path, _, _ in files:
+                if path.is_file():
+                    kept[path] = _keep_aside(path)
+                    temps.append(kept[path])
         for path, data, private in files:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,13 +230,14 @@ def _write_files(files: Sequence[tuple[Path, bytes, bool]], *, replace: bool) ->
                     os.fsync(out.fileno())
             except OSError as exc:
                 raise UserError(f"cannot write {path}: {exc.strerror}") from None
-        for (path, _, _), tmp in zip(files, temps, strict=True):
+        new_temps = temps[len(kept) :]
+        for (path, _, _), tmp in zip(files, new_temps, strict=True):
             try:
                 if replace:
                     os.replace(tmp, path)
                 else:
                     os.link(tmp, path)
-                    placed.append(path)
+                placed.append(path)
             except FileExistsError:
                 raise UserError(f"{path} already exists; not replacing it") from None
             except OSError as exc:
@@ -234,11 +245,31 @@ def _write_files(files: Sequence[tuple[Path, bytes, bool]], *, replace: bool) ->
         placed.clear()
     finally:
         for path in placed:  # a failure after some new files were placed: take them back
+            if path in kept:
+                with contextlib.suppress(OSError):
+                    os.replace(kept[path], path)
+                continue
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         for tmp in temps:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+
+
+def _keep_aside(path: Path) -> str:
+    """A copy of ``path`` beside it (a hard link where the file system has them), so a
+    replacement that fails part-way can put the old file back."""
+    aside = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.old")
+    try:
+        try:
+            os.link(path, aside)
+        except OSError:
+            shutil.copy2(path, aside)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(aside)
+        raise UserError(f"cannot replace {path}: {exc.strerror}") from None
+    return aside
 
 
 def _refuse_existing(paths: Iterable[Path], force: bool) -> None:
@@ -608,11 +639,14 @@ def sign_request(
     out_path: str | Path,
     days: int = LEAF_DAYS,
     force: bool = False,
+    allow_other_party: bool = False,
 ) -> tuple[CertSummary, bool]:
     """Sign a request with ca_dir/ca.key; reads no other key (the requester keeps theirs).
 
-    The certificate ends with the CA at the latest. Returns (what was signed, whether its
-    lifetime was cut to the CA's).
+    A CA made for one party refuses a request of another party unless ``allow_other_party``:
+    every daemon refuses such a certificate later, so making it is almost always a mix-up
+    of folders. The certificate ends with the CA at the latest. Returns (what was signed,
+    whether its lifetime was cut to the CA's).
     """
     if days < 1:
         raise UserError(f"--days must be at least 1, got {days}")
@@ -628,6 +662,13 @@ def sign_request(
     if ca_end <= start + CLOCK_SKEW:
         raise UserError(f"{ca_dir / CA_CERT}: the CA expired on {ca_end:%Y-%m-%d}")
     end = start + dt.timedelta(days=days)
+    _, party, _ = check_request(csr, str(csr_path))
+    ca_party = cert_role(ca_cert)[1]
+    if ca_party and party != ca_party and not allow_other_party:
+        raise UserError(
+            f"{csr_path}: a request of party {party!r}, but {ca_dir} is the CA of party "
+            f"{ca_party!r}: sign it with {party}'s CA (or pass --allow-other-party if you mean it)"
+        )
     cert = issue_certificate(csr, ca_cert, ca_key, start, min(end, ca_end), str(csr_path))
     _write_file(out_path, _pem(cert), private=False, replace=force)
     return summarize(cert), end > ca_end
@@ -877,6 +918,11 @@ def verify_server_role(
         )
         raise UserError(f"TLS with {address} failed: {why} ({exc.verify_message})") from None
     except ssl.SSLError as exc:
+        if exc.reason in _NOT_TLS_REASONS:  # e.g. a web server answered our hello in plain text
+            raise UserError(
+                f"{address} answered, but not with TLS: is it a ppbn daemon? "
+                "(check the HOST:PORT given with --peer)"
+            ) from None
         raise UserError(f"TLS with {address} failed: {exc.reason or exc}") from None
     except ConnectionRefusedError:
         raise UserError(

@@ -39,6 +39,19 @@ MAX_CANDIDATES = 16_384
 ZERO_WEIGHT = 1e-12
 
 
+class TooManyPasses(RandomizationError):
+    """The estimate would take more classifier passes than MAX_CANDIDATES allows; callers for
+    whom it is an extra (the true accuracy is known) skip it and say why."""
+
+    def __init__(self, passes: int) -> None:
+        super().__init__(
+            f"the disguised-test estimate needs {passes:,} classifier passes (more than {MAX_CANDIDATES:,}): "
+            "randomize fewer or binary columns, or attributes in groups (a Warner group has 2 candidates, "
+            "whatever its size)"
+        )
+        self.passes = passes
+
+
 @dataclass(frozen=True)
 class DisguisedAccuracy:
     """The estimate, its standard error over the test records, and the classifier passes."""
@@ -86,10 +99,7 @@ def disguised_accuracy(
     tables = [_candidates(block.matrix) for block in blocks]
     total = int(np.prod([states.shape[1] for states, _ in tables], dtype=np.int64))
     if total > MAX_CANDIDATES:
-        raise RandomizationError(
-            f"the disguised-test estimate needs {total:,} classifier passes (more than {MAX_CANDIDATES:,}): "
-            "randomize attributes in groups (a Warner group has 2 candidates, whatever its size)"
-        )
+        raise TooManyPasses(total)
     observed = [
         np.ravel_multi_index(tuple(codes[:, position[v]] for v in b.variables), b.cardinalities)
         for b in blocks
