@@ -9,6 +9,7 @@ fail naming the line every time, and the log must hold no data value.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 from dataclasses import replace
@@ -21,7 +22,16 @@ from hypothesis import strategies as st
 
 from ppbn.cli import main
 from ppbn.errors import UserError
-from ppbn.parties.audit import AuditLog, AuditLogBroken, genesis_hash, line_hash, verify_log
+from ppbn.parties.audit import (
+    REFUSED_PER_WINDOW,
+    REFUSED_WINDOW_S,
+    AuditLog,
+    AuditLogBroken,
+    AuditLogTorn,
+    genesis_hash,
+    line_hash,
+    verify_log,
+)
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.policy import LocalPolicy
@@ -326,3 +336,137 @@ def test_any_changed_byte_before_the_last_line_is_caught(tmp_path, count, data):
     with pytest.raises(AuditLogBroken) as broken:
         verify_log(bytes(raw), "alice")
     assert broken.value.line <= changed_line + 1
+
+
+# -- a write the disk refuses, a torn tail, refused-request floods --------------------------
+def small_log(path: Path, count: int = 3) -> AuditLog:
+    log = AuditLog(path, "alice")
+    for i in range(count):
+        log.event("revealed", f"job{i}", **{"class": "edge", "count": i})
+    return log
+
+
+def test_a_failed_append_leaves_no_partial_line(tmp_path, monkeypatch):
+    import errno
+
+    import ppbn.parties.audit as audit
+
+    path = tmp_path / "audit.log"
+    log = small_log(path)
+    before = path.read_bytes()
+    real_write_all = audit._write_all
+
+    def half_then_full(fd: int, data: bytes) -> None:
+        real_write_all(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(audit, "_write_all", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        log.event("finished", "job9")
+    assert path.read_bytes() == before  # cut back: no torn line
+    monkeypatch.setattr(audit, "_write_all", real_write_all)
+    log.event("finished", "job9")
+    log.close()
+    assert verify_log(path.read_bytes(), "alice").lines == 4
+
+
+def test_a_failed_cut_back_is_retried_before_the_next_line(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import ppbn.parties.audit as audit
+
+    path = tmp_path / "audit.log"
+    log = small_log(path)
+    real_write_all, real_ftruncate = audit._write_all, os.ftruncate
+
+    def half_then_full(fd: int, data: bytes) -> None:
+        real_write_all(fd, data[:10])
+        raise OSError(errno.EIO, "Input/output error")
+
+    def no_truncate(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(audit, "_write_all", half_then_full)
+    monkeypatch.setattr(os, "ftruncate", no_truncate)
+    with pytest.raises(OSError):
+        log.event("finished", "job9")
+    monkeypatch.setattr(audit, "_write_all", real_write_all)
+    monkeypatch.setattr(os, "ftruncate", real_ftruncate)
+    log.event("finished", "job9")
+    log.close()
+    assert verify_log(path.read_bytes(), "alice").lines == 4
+
+
+def test_every_prefix_of_the_next_line_is_a_torn_tail_not_an_edit(tmp_path):
+    path = tmp_path / "audit.log"
+    small_log(path, 4).close()
+    lines = path.read_bytes().splitlines(keepends=True)
+    intact, last = b"".join(lines[:-1]), lines[-1]
+    for cut in range(1, len(last) - 1):  # the newline missing, and more
+        with pytest.raises(AuditLogTorn) as torn:
+            verify_log(intact + last[:cut], "alice")
+        assert torn.value.line == 4 and torn.value.intact_bytes == len(intact) and torn.value.state.lines == 3
+    for garbage in (b"x", b'{"seq":9,', last.replace(b'"alice"', b'"mallory"')[:70], last[:40].replace(b"2", b"#")):
+        with pytest.raises(AuditLogBroken) as broken:
+            verify_log(intact + garbage, "alice")
+        assert not isinstance(broken.value, AuditLogTorn), garbage
+
+
+def test_a_torn_tail_is_set_aside_when_the_log_is_opened(tmp_path, caplog):
+    path = tmp_path / "audit.log"
+    small_log(path).close()
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"seq":4,"time":"2025-01-01T00:00')
+    (tmp_path / "audit.log.torn-1").write_bytes(b"an earlier one")
+    log = AuditLog(path, "alice", logging.getLogger("test-audit"))
+    log.event("daemon_started")
+    log.close()
+    assert (tmp_path / "audit.log.torn-2").read_bytes() == b'{"seq":4,"time":"2025-01-01T00:00'
+    assert path.read_bytes().startswith(whole) and verify_log(path.read_bytes(), "alice").lines == 4
+    assert [r.levelname for r in caplog.records if "unfinished line 4" in r.getMessage()] == ["WARNING"]
+
+
+def test_refused_requests_are_bounded_per_source_and_summarised(tmp_path):
+    path = tmp_path / "audit.log"
+    log = AuditLog(path, "alice")
+    now = [1000.0]
+    log._clock = lambda: now[0]
+    for i in range(25):
+        log.refused(f"j{i}", "learn", f"claimed initiator {i} (via bob)", "POLICY", "no", source="bob")
+    for i in range(3):
+        log.refused(f"o{i}", "learn", "operator of alice", "BAD_REQUEST", "no")
+    assert log.lines == 13  # 10 of bob's, 3 of the operator's
+    now[0] += REFUSED_WINDOW_S
+    log.refused("late", "learn", "x (via bob)", "POLICY", "no", source="bob")
+    log.refused("later", "learn", "x (via bob)", "BUSY", "no", source="bob")
+    log.close()
+    lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+    summary = lines[13]
+    assert summary["event"] == "refused_summary" and summary["source"] == "bob" and summary["count"] == 15
+    assert summary["codes"] == {"POLICY": 15} and summary["first"] <= summary["last"]
+    assert summary["note"] == (
+        f"15 more refused requests from bob between {summary['first']} and {summary['last']}, not logged one by one"
+    )
+    assert [e["job"] for e in lines[14:]] == ["late", "later"]
+    assert verify_log(path.read_bytes(), "alice").lines == len(lines) == 16
+    assert REFUSED_PER_WINDOW == 10
+
+
+def test_verify_names_a_renamed_key_and_says_what_an_unsigned_log_vouches_for(tmp_path, capsys):
+    path = tmp_path / "audit.log"
+    small_log(path).close()
+    code, message = verify(path, capsys)
+    assert code == 0
+    assert message == (
+        f"audit log {path}: 3 lines of party alice; hash chain intact, vouching for lines 1-2; the log is "
+        "unsigned, so a change to line 3 or lines removed at the end cannot be detected: sign its head with "
+        f"`ppbn audit sign {path} --key KEY` and check it with `ppbn audit verify {path} --cert CERT`"
+    )
+    renamed = path.read_bytes().replace(b'"party":"alice"', b'"parti":"alice"', 2).replace(b'"parti"', b'"party"', 1)
+    path.write_bytes(renamed)
+    code, message = verify(path, capsys)
+    assert code == 1 and message == (
+        f"ppbn: audit log {path} is broken (changed or damaged): line 2: has no 'party' field (a key was "
+        "renamed or removed: the line was changed)"
+    )

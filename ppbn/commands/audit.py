@@ -1,7 +1,10 @@
 """``ppbn audit show|verify|sign``: read, check and sign a daemon's audit log.
 
 ``verify`` exits 0 on an intact log, 1 with one line naming the first bad line on a broken
-one, and 2 when the log, signature or certificate cannot be read (a user error).
+one, and 2 when the log, signature or certificate cannot be read (a user error). Its
+message says what the check can vouch for: without a signed head the hash chain covers
+every line but the last, and cannot show lines removed at the end. A log that ends in an
+unfinished line (a write cut short) is told apart from an edited one.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from ppbn.parties.audit import AuditLogBroken, check_head, read_log, verify_log
+    from ppbn.parties.audit import AuditLogBroken, AuditLogTorn, check_head, read_log, verify_log
 
     data = read_log(args.log)
     public_key = _load_cert_key(args.cert) if args.cert else None
@@ -85,14 +88,37 @@ def _verify(args: argparse.Namespace) -> int:
         )
     try:
         state = verify_log(data)
-        signed = check_head(state, data, sig, public_key) if sig is not None else "head not signed"
-    except AuditLogBroken as exc:
-        print(f"ppbn: audit log {args.log} is broken: {exc}", file=sys.stderr)
+        signed = check_head(state, data, sig, public_key) if sig is not None else ""
+    except AuditLogTorn as exc:
+        print(
+            f"ppbn: audit log {args.log} ends with a torn line: {exc}; the daemon sets it aside "
+            f"as {args.log}.torn-N when it next starts",
+            file=sys.stderr,
+        )
         return 1
-    print(
-        f"audit log {args.log}: {state.lines} lines of party {state.party}, chain intact; {signed}"
-    )
+    except AuditLogBroken as exc:
+        print(f"ppbn: audit log {args.log} is broken (changed or damaged): {exc}", file=sys.stderr)
+        return 1
+    print(f"audit log {args.log}: {state.lines} lines of party {state.party}; {_vouched(args.log, state.lines, sig, signed)}")
     return 0
+
+
+def _vouched(log: str, lines: int, sig: dict[str, Any] | None, signed: str) -> str:
+    """What an intact chain (and a signed head, if any) vouches for: a chain alone covers
+    every line but the last (each line's hash is in the next) and not lines removed at
+    the end; a signed head covers the lines up to the one it names."""
+    if sig is None:
+        covered = f"vouching for lines 1-{lines - 1}" if lines > 1 else "vouching for no line"
+        return (
+            f"hash chain intact, {covered}; the log is unsigned, so a change to line {lines} or lines "
+            f"removed at the end cannot be detected: sign its head with `ppbn audit sign {log} --key KEY` "
+            f"and check it with `ppbn audit verify {log} --cert CERT`"
+        )
+    head = int(sig["lines"])  # check_head accepted it
+    text = f"chain intact; {signed}"
+    if head < lines:
+        text += f"; lines {head + 1}-{lines} were added after it (line {lines} is vouched for by nothing): sign the head again"
+    return text
 
 
 def _show(args: argparse.Namespace) -> int:

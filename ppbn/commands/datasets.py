@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 
 from ppbn.bn.networks import NETWORKS
+from ppbn.commands._flag_types import non_negative_int, positive_int
 from ppbn.errors import UserError
 
 
 def _make(args: argparse.Namespace) -> int:
-    from ppbn.parties.datasets import blank_cells, make_dataset
+    from ppbn.parties.datasets import make_dataset
 
     if not 0.0 <= args.missing_rate < 1.0:  # before sampling: a bad rate must not cost the data set
         raise UserError(f"--missing-rate must be in [0, 1), not {args.missing_rate:g}")
     made = make_dataset(
         args.network, args.records, args.seed, args.out, args.split, force=args.force,
         continuous=args.continuous, bins_method=args.bins_method, overlap=args.overlap,
+        missing_rate=args.missing_rate,
     )  # fmt: skip
-    blanked = blank_cells(args.out, args.missing_rate, args.seed) if args.missing_rate else 0
+    blanked = made.blanked
     alice = len(made.schema.owned_by("alice"))
     bob = len(made.schema.owned_by("bob"))
     shared = "" if args.overlap == 1 else f" each, {len(made.ids)} of them at both parties"
@@ -42,8 +44,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "schema.json, alice.csv, bob.csv and the true network truth.bif.",
     )
     make.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
-    make.add_argument("--records", type=int, required=True, help="number of records to sample")
-    make.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    make.add_argument("--records", type=positive_int, required=True, help="number of records to sample")
+    make.add_argument("--seed", type=non_negative_int, default=7, help="random seed (default 7)")
     make.add_argument(
         "--out", required=True,
         help="output folder (created; an existing non-empty folder only with --force)",

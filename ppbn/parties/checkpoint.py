@@ -23,6 +23,7 @@ import io
 import json
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ppbn.errors import UserError
+from ppbn.parties.outputs import failed_file, io_remedy
 from ppbn.protocols.k2 import K2Checkpoint
 
 KEY_FILE = ".checkpoint.key"
@@ -61,21 +63,29 @@ def data_digest(ids: Sequence[str], codes: np.ndarray) -> str:
 
 
 def checkpoint_key(out_root: Path) -> bytes:
-    """The party's checkpoint key, created 0600 on first use (O_EXCL: no race, no overwrite)."""
+    """The party's checkpoint key, created 0600 on first use: written whole into a temporary
+    file, then linked into place (no race, no overwrite, never an empty key on a full disk).
+    An empty key file, which only an interrupted first write leaves, encrypts nothing and is
+    replaced."""
     path = out_root / KEY_FILE
+    out_root.mkdir(parents=True, exist_ok=True)
+    if path.is_file() and path.stat().st_size == 0:
+        path.unlink()
+    key = AESGCM.generate_key(bit_length=8 * KEY_BYTES)
+    fd, temporary = tempfile.mkstemp(prefix=f"{KEY_FILE}.tmp-", dir=out_root)  # 0600
     try:
-        out_root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(temporary, path)
     except FileExistsError:
         key = path.read_bytes()
         if len(key) != KEY_BYTES:
             raise UserError(f"{path}: checkpoint key must be {KEY_BYTES} bytes, found {len(key)}") from None
-        return key
-    key = AESGCM.generate_key(bit_length=8 * KEY_BYTES)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key)
-        handle.flush()
-        os.fsync(handle.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
     return key
 
 
@@ -113,7 +123,12 @@ class CheckpointStore:
         try:
             self._save(meta, state)
         except OSError as exc:
-            raise UserError(f"{self.path(state.step)}: cannot write the checkpoint: {exc.strerror or exc}") from None
+            failed = failed_file(exc, self.out_root)  # None for a buffered write: name the checkpoint
+            where = failed if failed not in (None, Path(os.path.abspath(self.out_root))) else self.path(state.step)
+            raise UserError(
+                f"{where}: cannot write the checkpoint: {exc.strerror or exc}; {io_remedy(exc, self.out_root)}, "
+                "then run the job again"
+            ) from None
 
     def _save(self, meta: dict[str, Any], state: K2Checkpoint) -> None:
         buffer = io.BytesIO()
@@ -134,11 +149,15 @@ class CheckpointStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         final = self.path(state.step)
         temporary = final.with_name(final.name + ".tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(sealed)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, final)
+        try:
+            with open(temporary, "wb") as handle:
+                handle.write(sealed)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, final)
+        except BaseException:
+            temporary.unlink(missing_ok=True)  # never half a checkpoint beside the whole ones
+            raise
         directory = os.open(self.folder, os.O_RDONLY)
         try:
             os.fsync(directory)

@@ -29,7 +29,7 @@ from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import PARTIES, BinSpec, Schema, Variable
 from ppbn.errors import UserError
 from ppbn.parties.data import write_party_csv
-from ppbn.parties.outputs import atomic_output_dir, check_output_dir
+from ppbn.parties.outputs import atomic_output_dir, atomic_write_text, check_output_dir
 
 SPLITS = ("alternate", "halves")
 CONTINUOUS_METHODS = ("quantile", "equal-width", "edges")
@@ -97,6 +97,7 @@ class MadeDataset:
     truth: BayesNet
     codes: np.ndarray  # (n, m), schema order, row i = record ids[i]: the records both parties hold
     ids: list[str]
+    blanked: int = 0  # cells emptied by ``missing_rate``
 
 
 def make_dataset(
@@ -109,12 +110,16 @@ def make_dataset(
     overlap: float = 1.0,
     continuous: str | None = None,
     bins_method: str = "quantile",
+    missing_rate: float = 0.0,
 ) -> MadeDataset:
     """Sample and write the data set into ``out`` as a whole (built aside, then renamed);
-    an existing non-empty ``out`` is refused before any sampling unless ``force``.
+    an existing non-empty ``out`` is refused before any sampling unless ``force``. A write
+    the disk refuses is one UserError naming ``out`` and the reason, and leaves nothing.
 
     Each party gets ``records`` rows; a share ``overlap`` of them are records the other
-    party holds too, the rest are records of its own (sampled from the same network)."""
+    party holds too, the rest are records of its own (sampled from the same network).
+    ``missing_rate``: cells emptied (``blank_cells``) before the folder is renamed into
+    place, so a failure there leaves no data set without its missing cells either."""
     if not 0.0 < overlap <= 1.0:
         raise UserError(f"--overlap must be in (0, 1], got {overlap:g}")
     shared = round(overlap * records)
@@ -169,7 +174,8 @@ def make_dataset(
                 {n: values[n][rows] for n in names if n in values},
             )
         write_bif(truth, folder / "truth.bif", network)
-    return MadeDataset(schema, truth, codes[:shared], ids[:shared])
+        blanked = blank_cells(folder, missing_rate, seed) if missing_rate else 0
+    return MadeDataset(schema, truth, codes[:shared], ids[:shared], blanked)
 
 
 def blank_cells(folder: str | Path, rate: float, seed: int) -> int:
@@ -192,5 +198,5 @@ def blank_cells(folder: str | Path, rate: float, seed: int) -> int:
             mask = rng.random(len(frame)) < rate
             frame.loc[mask, v.name] = ""
             blanked += int(mask.sum())
-        frame.to_csv(path, index=False)
+        atomic_write_text(path, frame.to_csv(index=False))  # never half a CSV
     return blanked

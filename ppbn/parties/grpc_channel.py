@@ -51,6 +51,17 @@ ABORT_TEXTS = {
     AbortCode.DUPLICATE_JOB: "it already has a job with this id",
     AbortCode.FAILED: "the job failed there (details in its own log)",
 }
+# FAILED with one of these parameters: the sender could not write the job down, so no party
+# keeps it (an older peer shows the plain FAILED text instead)
+OUTPUTS_PARAMETER = "outputs"
+AUDIT_LOG_PARAMETER = "audit_log"
+RELAYED_PARAMETER = "party_outputs"  # the miner passing on one party's FAILED to the other
+FAILED_TEXTS = {
+    OUTPUTS_PARAMETER: "it could not write its outputs, so no party keeps the job's outputs (details in its own log)",
+    AUDIT_LOG_PARAMETER: "it could not write its audit log, so no party keeps the job's outputs (details in its own log)",
+    RELAYED_PARAMETER: "the other party could not write its outputs or its audit log, so no party keeps the "
+    "job's outputs (details in its log)",
+}
 
 
 class Malformed:
@@ -62,6 +73,8 @@ MALFORMED = Malformed()
 
 def abort_text(code: int, parameter: str = "") -> str:
     """The fixed one-line text of an abort code; the parameter name only if it looks like one."""
+    if code == AbortCode.FAILED and parameter in FAILED_TEXTS:
+        return FAILED_TEXTS[parameter]
     text = ABORT_TEXTS.get(code, f"abort code {int(code)}")
     if code in (AbortCode.POLICY, AbortCode.BAD_REQUEST) and _PARAMETER.match(parameter or ""):
         text += f" (parameter {parameter!r})"
@@ -117,6 +130,7 @@ class GrpcChannel(Channel):
         self._delivered = 0
         self._taken = 0
         self.peer_abort_code = 0  # the code of the peer's ABORT, once one arrived
+        self.peer_abort_parameter = ""  # and its parameter (a name; never shown unchecked)
         self.wire_bytes_received = 0  # every frame from the peer, control frames included
         self._lock = threading.Lock()
         self._on_finish: list[Callable[[], None]] = []
@@ -196,6 +210,7 @@ class GrpcChannel(Channel):
                     break
                 elif frame.kind == Frame.ABORT:
                     self.peer_abort_code = int(frame.code)
+                    self.peer_abort_parameter = frame.parameter[:32]
                     reason = f"peer {self.peer} aborted the job: {abort_text(frame.code, frame.parameter)}"
                     break
                 else:

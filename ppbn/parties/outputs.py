@@ -13,6 +13,7 @@ wrong ``--out`` costs nothing: the user never loses a computed result to it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -88,13 +89,50 @@ def atomic_output_dir(path: str | Path, flag: str = "--out", force: bool = False
         os.chmod(temp, 0o777 & ~_umask())
         commit_dir(temp, out, replace=True)
     except OSError as exc:
+        failed = failed_file(exc, out.parent)
         shutil.rmtree(temp, ignore_errors=True)
-        if str(exc.filename or "").startswith(str(out.parent)):  # our own writes, not the work's
-            raise UserError(f"{flag} {out}: cannot write there ({exc.strerror}); nothing was written") from None
+        if failed is not None or (is_file_error(exc) and not exc.filename):  # our own writes, not the work's
+            inside = Path(os.path.abspath(temp))
+            name = f" {failed.relative_to(inside)}" if failed is not None and failed.is_relative_to(inside) else ""
+            raise UserError(f"{flag} {out}: cannot write{name} there ({reason(exc)}); nothing was written") from None
         raise
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
+
+
+def is_file_error(exc: BaseException) -> bool:
+    """An OSError of the file system (full disk, I/O error, permission), not of a socket,
+    a timeout or a process."""
+    network_or_process = (ConnectionError, TimeoutError, BlockingIOError, InterruptedError, ChildProcessError, ProcessLookupError)
+    return isinstance(exc, OSError) and not isinstance(exc, network_or_process) and exc.errno is not None
+
+
+def reason(exc: OSError) -> str:
+    """The OS's words for an error (``No space left on device``), without errno or path."""
+    return exc.strerror or str(exc)
+
+
+def failed_file(exc: OSError, under: str | Path) -> Path | None:
+    """The file under ``under`` that a failed write names, or None. Python's buffered
+    writes report a full disk at ``write`` or ``close`` without a file name: the callers
+    then name the folder they were writing in."""
+    if not exc.filename:
+        return None
+    root = Path(os.path.abspath(under))
+    named = Path(os.path.abspath(os.fsdecode(exc.filename)))
+    return named if named.is_relative_to(root) else None
+
+
+def io_remedy(exc: OSError, folder: str | Path) -> str:
+    """What to do about a failed write in ``folder``, by the kind of failure."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"free space in {folder}"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"make {folder} writable"
+    if exc.errno == errno.EIO:
+        return f"check the disk of {folder}"
+    return f"check {folder}"
 
 
 def commit_dir(temp: Path, out: Path, replace: bool = False) -> None:
