@@ -64,6 +64,21 @@ def test_secure_hill_climbing_equals_the_reference(mode, opts):
         assert "k2_decision" not in ledger.kinds()
 
 
+def test_forced_families_over_the_parent_limit_are_scored_exactly():
+    """Fixed edges give dysp three parents under u = 1: the search keeps and scores that
+    family, so the decision circuit's width is sized for it (``largest_parents``)."""
+    net = load_network("asia")
+    codes = sample(net, 1500, 5)
+    opts = HCOptions(fixed_edges=[("tub", "dysp"), ("lung", "dysp"), ("bronc", "dysp")])
+    config = SecureLearnConfig(max_parents=1, mode="exact", tables=TEST_TABLES, search="hc", hc=opts)
+    assert config.largest_parents == 3 and SecureLearnConfig(max_parents=1).largest_parents == 1
+    alice, bob, _ = learn_both(alternating_schema(net), codes, net.names, config)
+    reference = learn_reference(net.names, net.states, codes, 1, "exact", search="hc", hc=opts)
+    assert _moves(alice.search) == _moves(reference.search) == _moves(bob.search)
+    assert set(alice.search.parents["dysp"]) == {"tub", "lung", "bronc"}
+    np.testing.assert_allclose(alice.network.cpts["dysp"], reference.network.cpts["dysp"], atol=1e-9)
+
+
 def test_resumed_hill_climbing_equals_the_uninterrupted_run():
     net = load_network("asia")
     codes = sample(net, 800, 4)

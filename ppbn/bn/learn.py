@@ -29,6 +29,15 @@ class HCOptions:
     white_list: list[Edge] | None = None
     fixed_edges: list[Edge] | None = None
 
+    def forced_parents(self) -> int:
+        """The most parents the start graph and the fixed edges give one child: the search
+        scores those families whatever its parent limit (black-listed start edges are
+        dropped before the search, so this bounds it from above)."""
+        parents: dict[str, set[str]] = {}
+        for p, c in [*(self.start or ()), *(self.fixed_edges or ())]:
+            parents.setdefault(c, set()).add(p)
+        return max((len(ps) for ps in parents.values()), default=0)
+
 
 @dataclass
 class LearnedNetwork:

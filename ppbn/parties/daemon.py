@@ -64,7 +64,14 @@ from ppbn.parties.alignment import align_by_psi
 from ppbn.parties.audit import AuditLog
 from ppbn.parties.checkpoint import CheckpointStore, data_digest
 from ppbn.parties.data import PartyData, load_party_data
-from ppbn.parties.grpc_channel import MALFORMED, GrpcChannel, frame_kind_name
+from ppbn.parties.grpc_channel import (
+    AUDIT_LOG_PARAMETER,
+    MALFORMED,
+    OUTPUTS_PARAMETER,
+    RELAYED_PARAMETER,
+    GrpcChannel,
+    frame_kind_name,
+)
 from ppbn.parties.health import DaemonHealth
 from ppbn.parties.jobs import (
     JobCancelled,
@@ -72,11 +79,12 @@ from ppbn.parties.jobs import (
     JobKind,
     ParameterError,
     PolicyScope,
+    check_job_policy,
     job_kind,
 )
 from ppbn.parties.metrics import DaemonMetrics
 from ppbn.parties.net import describe_rpc_error, dial, server_options
-from ppbn.parties.outputs import commit_dir, relocate
+from ppbn.parties.outputs import commit_dir, failed_file, io_remedy, is_file_error, reason, relocate
 from ppbn.parties.policy import LocalPolicy, PolicyRefusal
 from ppbn.parties.tls import (
     DAEMON_ROLES,
@@ -106,13 +114,14 @@ from ppbn.protocols.records import (
     party_check_records_for_miner,
 )
 
-PROTOCOL_VERSION = 9  # 9: products and narrow lookup entries in the ring of their bound plus 2-3 bits, lifted by one OT (local truncation); 8: products choose with a share in Z_2^(b+2) and its top bit; 7: ln terms in two halves, the second on a terms lane; 6: local terms, derived table slots, the narrow CPT division, pipeline groups by secure terms; 5: SoftSpokenOT k = 8, OLEs each way choosing with the narrower operand, short resharing; 4: products in the ring of their bound, bit-shared f and x2, seeded garbler labels, 64-entry exact C-table; 3: table lanes
+PROTOCOL_VERSION = 10  # 10: the score width covers the families hill climbing is forced to keep; 9: products and narrow lookup entries in the ring of their bound plus 2-3 bits, lifted by one OT (local truncation); 8: products choose with a share in Z_2^(b+2) and its top bit; 7: ln terms in two halves, the second on a terms lane; 6: local terms, derived table slots, the narrow CPT division, pipeline groups by secure terms; 5: SoftSpokenOT k = 8, OLEs each way choosing with the narrower operand, short resharing; 4: products in the ring of their bound, bit-shared f and x2, seeded garbler labels, 64-entry exact C-table; 3: table lanes
 JobInfo = party_pb2.JobInfo
 Frame = party_pb2.Frame
 AbortCode = party_pb2.AbortCode
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a folder name: no "..", no "/"
 HANDSHAKE_TIMEOUT_S = 10.0
 STOP_WAIT_S = 20.0  # SIGTERM: how long the running job gets to abort and write its files
+STOP_SIGNAL_WAIT_S = 1.0  # a worker lost: how long to wait for a stop signal to reach this daemon too
 STATS_MAX_BYTES = 4096
 NOTE_INTERVAL_S = 5.0
 REACH_RETRY_S = 4.0
@@ -180,6 +189,15 @@ class JobRefused(UserError):
         self.code = code
         self.parameter = parameter
         self.refused_by = refused_by  # the peer's role when the peer refused; "" for this daemon
+
+
+class JobFilesUnwritable(Exception):
+    """This daemon cannot record the job (its audit log refuses a line): the job fails at
+    every party, with ``parameter`` in the ABORT saying which."""
+
+    def __init__(self, message: str, parameter: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 def printable(text: str, limit: int = 80) -> str:
@@ -342,6 +360,7 @@ class Job:
     stats: dict[str, Any] | None = None
     peer_stats: dict[str, Any] | None = None
     abort_code: int = 0  # the code this daemon sent when it gave up the job
+    reveal_audited: bool = False  # its revealed lines were appended (or tried) before it ended
     done: threading.Event = field(default_factory=threading.Event)
 
     def info(self) -> party_pb2.JobInfo:
@@ -470,7 +489,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> int:
         """Listen and start probing the peer; returns the bound port."""
-        self.audit = AuditLog(self.config.audit_log or Path(self.config.out_dir) / "audit.log", self.role)
+        self.audit = AuditLog(self.config.audit_log or Path(self.config.out_dir) / "audit.log", self.role, self.log)
         try:
             return self._start_serving()
         except BaseException:
@@ -535,8 +554,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         job = self.running
         if job is not None:
             self.log.info("aborting job %s: daemon is shutting down", job.job_id)
-            reason = f"the daemon of {self.role} is shutting down"
-            job.context.cancel(reason)
+            job.context.cancel(self._stopped_reason)
             job.channel.abort(AbortCode.SHUTTING_DOWN)
             if not job.done.wait(max(grace_s, STOP_WAIT_S)):
                 self.log.error("job %s did not stop within %g s; its files may be missing", job.job_id, STOP_WAIT_S)
@@ -549,6 +567,11 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             self.audit.close()
         self.metrics.close()
         self.log.info("%s stopped", self.role)
+
+    @property
+    def _stopped_reason(self) -> str:
+        """Why a job ends when this daemon stops: said so at this side, never blamed on the peer."""
+        return f"stopped by this daemon's operator: the daemon of {self.role} is shutting down"
 
     def serve_forever(self) -> None:
         """Run until SIGTERM or SIGINT, then shut down gracefully."""
@@ -768,7 +791,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             code = exc.code if isinstance(exc, JobRefused) else AbortCode.BAD_REQUEST
             parameter = exc.parameter if isinstance(exc, JobRefused) else ""
             self.log.error("refused job %r from %s: %s", printable(job_id, 64), peer, exc)
-            self._audit_refusal(job_id, opening.job.kind, f"{printable(opening.initiator, 96)} (via {peer})", exc)
+            self._audit_refusal(job_id, opening.job.kind, f"{printable(opening.initiator, 96)} (via {peer})", exc, peer)
             yield Frame(kind=Frame.ABORT, job_id=job_id[:64], code=code, parameter=parameter)
             return
         channel = job.channel
@@ -813,7 +836,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         try:
             params = kind.check_params(raw, self.schema)
             scope = PolicyScope(self.role, self.schema, self.data.n_records, self.hello.missing_rule)
-            kind.check_policy(params, self.config.policy, scope)
+            check_job_policy(kind, params, self.config.policy, scope)
         except PolicyRefusal as exc:
             raise JobRefused(
                 f"refused by {self.role}'s policy (parameter {exc.parameter!r}): {exc}", AbortCode.POLICY, exc.parameter
@@ -1182,8 +1205,9 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         ctx, channel = job.context, job.channel
         start = time.perf_counter()
         self.metrics.job_started(job)
-        self._audit(lambda audit: audit.started(job.job_id, job.kind.name, sorted(set(job.nonces) - {self.role})))
         try:
+            if not self._audit(lambda audit: audit.started(job.job_id, job.kind.name, sorted(set(job.nonces) - {self.role}))):
+                raise JobFilesUnwritable(f"{self.role}'s audit log cannot be written (see its log): the job does not run unrecorded", AUDIT_LOG_PARAMETER)
             ctx.ledger.record("schema", self.hello.schema_fingerprint, "handshake")
             if self.role != MINER:  # the miner learns n from the parties' headers
                 ctx.ledger.record("record_count", self.data.n_records, "handshake")
@@ -1195,11 +1219,19 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
                 raise TypeError(f"job {job.kind.name} returned {type(result).__name__}, not a dict")
             stats = self._stats(job, time.perf_counter() - start)
             peer_stats = _mirrored_peer_stats(channel, job.kind.name)  # the job's traffic, as ours
+            # every output in the temporary folder and every reveal in the audit log before
+            # the end-of-job exchange, which confirms it to the peers; a side that cannot
+            # aborts instead, so no party keeps a job another party failed
+            result = self._write_job_files(job, JobInfo.SUCCEEDED, result, stats, peer_stats)
+            self._audit_revealed(job)
             _exchange_stats(channel, stats)
             channel.close()
             job.result, job.stats, job.peer_stats = result, stats, peer_stats
             job.state = JobInfo.SUCCEEDED
             self.log.info("job %s done in %.2f s", job.job_id, stats["wall_s"])
+        except JobFilesUnwritable as exc:
+            job.state, job.error = JobInfo.FAILED, str(exc)
+            self._abort(job, AbortCode.FAILED, exc.parameter)
         except (JobCancelled, ProtocolError) as exc:
             if ctx.cancelled.is_set():
                 job.state, job.error = JobInfo.CANCELLED, ctx.cancel_reason or "cancelled"
@@ -1209,31 +1241,36 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             else:
                 job.state, job.error = JobInfo.FAILED, self._failure_text(job, exc)
                 job.refused = isinstance(exc, RecordsMismatch) or _peer_refused(channel)
-                self._abort(job, _abort_code_for(exc))
+                self._abort(job, *_relayed_failure(channel) or (_abort_code_for(exc), ""))
         except UserError as exc:  # the data or a policy refuses the job: bad input, not a fault
             job.state, job.error, job.refused = JobInfo.FAILED, str(exc), True
             self._abort(job, AbortCode.POLICY if isinstance(exc, PolicyRefusal) else AbortCode.FAILED)
         except ExecutorError as exc:  # this party's workers or Ray cluster lost tasks: the job fails, the daemon serves on
-            job.state, job.error = JobInfo.FAILED, f"{self.role}'s executor: {exc}"
-            self._abort(job, AbortCode.INTERNAL)
+            if self._stopping.wait(STOP_SIGNAL_WAIT_S):  # a stop signal sent to the process group killed them
+                job.state = JobInfo.CANCELLED
+                job.error = self._failure_text(job, JobCancelled(ctx.cancel_reason or self._stopped_reason))
+                self._abort(job, AbortCode.SHUTTING_DOWN)
+            else:
+                job.state, job.error = JobInfo.FAILED, f"{self.role}'s executor: {exc}"
+                self._abort(job, AbortCode.INTERNAL)
         except Exception as exc:  # noqa: BLE001 - a job's bug must not take the daemon down
-            self.log.exception("job %s crashed", job.job_id)
-            job.state = JobInfo.FAILED
-            job.error = f"internal error in job {job.kind.name} at {self.role}: {type(exc).__name__}: {exc}"
-            self._abort(job, AbortCode.INTERNAL)
+            if is_file_error(exc):  # a full disk, an I/O error: one line, no traceback
+                job.state, job.error = JobInfo.FAILED, self._write_failure_text(exc)
+                self._abort(job, AbortCode.FAILED, OUTPUTS_PARAMETER)
+            else:
+                self.log.exception("job %s crashed", job.job_id)
+                job.state = JobInfo.FAILED
+                job.error = f"internal error in job {job.kind.name} at {self.role}: {type(exc).__name__}: {exc}"
+                self._abort(job, AbortCode.INTERNAL)
         finally:
             if job.stats is None:
                 job.stats = self._stats(job, time.perf_counter() - start)
             if job.peer_stats is None:
                 job.peer_stats = _mirrored_peer_stats(channel, job.kind.name)
+            self._finish_job_files(job)
             if job.state != JobInfo.SUCCEEDED:
                 self.log.error("job %s %s: %s", job.job_id, JobInfo.State.Name(job.state).lower(), job.error)
             self._audit_end(job)
-            try:
-                self._write_job_files(job)
-            except OSError as exc:
-                job.state, job.error = JobInfo.FAILED, f"cannot write the job's files: {exc}"
-                self.log.error("job %s: %s", job.job_id, job.error)
             self._release(job)
             job.done.set()
 
@@ -1251,9 +1288,29 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             return text + f"; when both daemons are up, resume with `ppbn learn --resume {job.job_id}`"
         return text + "; when both daemons are up, start the job again"
 
-    def _abort(self, job: Job, code: int) -> None:
+    def _abort(self, job: Job, code: int, parameter: str = "") -> None:
         job.abort_code = code
-        job.channel.abort(code)
+        job.channel.abort(code, parameter)
+
+    def _failed_write(self, exc: OSError) -> tuple[str, Path]:
+        """The file a failed write names (or the job's files, if it names none) and the
+        folder to fix."""
+        out = Path(self.config.out_dir)
+        failed = failed_file(exc, out)
+        if failed is None and exc.filename:
+            failed = Path(os.fsdecode(exc.filename))
+        if failed is None:
+            return f"the job's files in {out}", out
+        return str(failed), out if failed.is_relative_to(out.absolute()) else failed.parent
+
+    def _write_failure_text(self, exc: OSError) -> str:
+        """One line for a job whose files cannot be written: the file, the OS's reason, and
+        what to do. Said before the peers were told, so no party keeps the job."""
+        where, folder = self._failed_write(exc)
+        return (
+            f"{self.role} cannot write {where} ({reason(exc)}): the job's outputs are kept at no party; "
+            f"{io_remedy(exc, folder)}, then run the job again"
+        )
 
     # -- audit log and metrics (ppbn.parties.audit, ppbn.parties.metrics) ----------------
     def _audit(self, append) -> bool:
@@ -1263,7 +1320,13 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             return True
         try:
             append(self.audit)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            self.log.error(
+                "audit log %s: cannot append an event (%s): no job runs until it can; %s",
+                self.audit.path, reason(exc), io_remedy(exc, self.audit.path.parent),
+            )  # fmt: skip
+            return False
+        except ValueError as exc:
             self.log.error("audit log %s: cannot append an event: %s", self.audit.path, exc)
             return False
         return True
@@ -1283,7 +1346,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         shutil.rmtree(job.context.out_dir, ignore_errors=True)  # it never ran: no files
         raise JobRefused(job.error, AbortCode.INTERNAL)
 
-    def _audit_refusal(self, job_id: str, kind: str, requester: str, exc: UserError) -> None:
+    def _audit_refusal(self, job_id: str, kind: str, requester: str, exc: UserError, source: str = "") -> None:
+        """``source``: who sent the request as authenticated (bounds its refusal lines)."""
         refused = isinstance(exc, JobRefused)
         code = AbortCode.Name(exc.code) if refused and exc.code in AbortCode.values() else "NOT_STARTED"
         self.metrics.job_refused(code)
@@ -1291,7 +1355,7 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             lambda audit: audit.refused(
                 job_id, kind, requester, code=code, reason=str(exc),
                 parameter=exc.parameter if refused else "",
-                refused_by=(exc.refused_by if refused else "") or self.role,
+                refused_by=(exc.refused_by if refused else "") or self.role, source=source or requester,
             )
         )  # fmt: skip
 
@@ -1299,7 +1363,8 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
         """What the job revealed (its ledger, by class) and how it ended, with the code."""
         state = JobInfo.State.Name(job.state)
         self.metrics.job_finished(job, state.lower())
-        self._audit(lambda audit: audit.revealed(job.job_id, job.context.ledger))
+        if not job.reveal_audited:
+            self._audit(lambda audit: audit.revealed(job.job_id, job.context.ledger))
         channels = job.channel.channels.values() if isinstance(job.channel, ChannelGroup) else [job.channel]
         peer_code = next((c.peer_abort_code for c in channels if c.peer_abort_code), 0)
         if job.state == JobInfo.SUCCEEDED:
@@ -1334,39 +1399,88 @@ class PartyDaemon(party_pb2_grpc.PartyServiceServicer):
             "counters": {**ctx.counters.as_dict(), **dict(ctx.tallies)},
         }
 
-    def _write_job_files(self, job: Job) -> None:
-        """Write result, stats and ledger beside the job's own files in its temporary folder
-        and rename the folder to OUT/JOB_ID: a reader sees a whole job folder or none. A job
-        that did not succeed keeps only these three files: never a network beside a FAILED
-        result."""
+    def _write_job_files(
+        self, job: Job, state: int, result: dict[str, Any] | None, stats: dict[str, Any] | None,
+        peer_stats: dict[str, Any] | None,
+    ) -> dict[str, Any] | None:
+        """Write result, stats and ledger beside the job's own files in its temporary folder;
+        returns the result with its paths moved to where the folder will be. A job that did
+        not succeed keeps only these three files: never a network beside a FAILED result."""
         temp = job.context.out_dir
         final = Path(self.config.out_dir) / job.job_id
         temp.mkdir(parents=True, exist_ok=True)
-        if job.state != JobInfo.SUCCEEDED:
+        if state != JobInfo.SUCCEEDED:
             for leftover in temp.iterdir():
                 if leftover.is_dir() and not leftover.is_symlink():
                     shutil.rmtree(leftover)
                 else:
                     leftover.unlink()
-        if job.context.resume and final.is_dir():  # the interrupted run's files, ledger included
-            os.replace(final, temp / "interrupted-run")
-        job.result = relocate(job.result, temp, final)
-        out = temp
+        result = relocate(result, temp, final)
         status = {
             "job_id": job.job_id,
             "kind": job.kind.name,
             "params": job.params,
             "initiator": job.initiator,
-            "state": JobInfo.State.Name(job.state),
+            "state": JobInfo.State.Name(state),
             "error": job.error,
-            "result": job.result,
+            "result": result,
         }
-        (out / "result.json").write_text(json.dumps(status, indent=2) + "\n")
-        stats = {"self": job.stats, "peer": job.peer_stats}
-        (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
-        (out / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
-        commit_dir(temp, final)
+        (temp / "result.json").write_text(json.dumps(status, indent=2) + "\n")
+        (temp / "stats.json").write_text(json.dumps({"self": stats, "peer": peer_stats}, indent=2) + "\n")
+        (temp / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
+        return result
+
+    def _commit_job_files(self, job: Job) -> None:
+        """Rename the temporary folder to OUT/JOB_ID: a reader sees a whole job folder or
+        none. A resumed job takes the interrupted run's folder inside (its ledger included),
+        and gives it back if the rename fails."""
+        temp = job.context.out_dir
+        final = Path(self.config.out_dir) / job.job_id
+        interrupted = temp / "interrupted-run"
+        if job.context.resume and final.is_dir():
+            os.replace(final, interrupted)
+        try:
+            commit_dir(temp, final)
+        except OSError:
+            if interrupted.is_dir() and not final.exists():
+                os.replace(interrupted, final)
+            raise
         job.context.out_dir = final
+
+    def _finish_job_files(self, job: Job) -> None:
+        """Put the ended job's folder in place. A job that failed writes its three files
+        afresh; if even they cannot be written, nothing of the job stays (one line says
+        so). A job that succeeded is renamed into place; if that fails the job fails here,
+        after its peers confirmed theirs: the one window the end-of-job exchange leaves."""
+        try:
+            if job.state != JobInfo.SUCCEEDED:
+                self._write_job_files(job, job.state, None, job.stats, job.peer_stats)
+            self._commit_job_files(job)
+        except OSError as exc:
+            shutil.rmtree(job.context.out_dir, ignore_errors=True)
+            where, folder = self._failed_write(exc)
+            if job.state == JobInfo.SUCCEEDED:
+                job.state, job.result = JobInfo.FAILED, None
+                job.error = (
+                    f"{self.role} cannot put the finished job in place ({where}: {reason(exc)}) after its peers "
+                    f"confirmed it: they keep its outputs, {self.role} does not; {io_remedy(exc, folder)}, "
+                    "then run the job again"
+                )
+            else:
+                self.log.error(
+                    "job %s: its result files cannot be written either (%s: %s): no folder is kept for it",
+                    job.job_id, where, reason(exc),
+                )  # fmt: skip
+
+    def _audit_revealed(self, job: Job) -> None:
+        """Log what the job revealed before it is confirmed to the peers: a job whose reveals
+        the audit log cannot hold fails at every party instead of succeeding unrecorded."""
+        job.reveal_audited = True
+        if not self._audit(lambda audit: audit.revealed(job.job_id, job.context.ledger)):
+            raise JobFilesUnwritable(
+                f"{self.role}'s audit log cannot be written (see its log): the job's outputs are kept at no party",
+                AUDIT_LOG_PARAMETER,
+            )
 
 
 def resume_session(job_id: str, opened_by: str, nonces: dict[str, bytes]) -> bytes:
@@ -1417,6 +1531,17 @@ def _peer_refused(channel: GrpcChannel | ChannelGroup) -> bool:
     return any(c.peer_abort_code in (AbortCode.POLICY, AbortCode.MISMATCH) for c in channels)
 
 
+def _relayed_failure(channel: GrpcChannel | ChannelGroup) -> tuple[int, str] | None:
+    """The miner's ABORT to the other party when one party could not write the job down:
+    FAILED with a parameter that says so, instead of a protocol error it did not make."""
+    if not isinstance(channel, ChannelGroup):
+        return None
+    for each in channel.channels.values():
+        if each.peer_abort_code == AbortCode.FAILED and each.peer_abort_parameter in (OUTPUTS_PARAMETER, AUDIT_LOG_PARAMETER):
+            return AbortCode.FAILED, RELAYED_PARAMETER
+    return None
+
+
 def _abort_code_for(exc: ProtocolError) -> int:
     if isinstance(exc, RecordsMismatch):
         return AbortCode.MISMATCH
@@ -1444,16 +1569,25 @@ def _traffic_labeller(channel: GrpcChannel | ChannelGroup) -> Callable[[str], No
 
 
 def _exchange_stats(channel: GrpcChannel | ChannelGroup, stats: dict[str, Any]) -> None:
-    """End-of-job handshake with every peer: both sides finished. Only the fields of
-    ``EXCHANGED_STATS`` travel (none depends on the data); anything else received is a
-    protocol error, so a peer cannot slip data-dependent figures into it either."""
-    channels = channel.channels if isinstance(channel, ChannelGroup) else {"": channel}
+    """End-of-job handshake with every peer, and the confirmation that decides the job's
+    outcome: a side sends it only once its outputs are written (in its temporary folder)
+    and renames them into place only once every peer's has arrived; a side that cannot
+    write sends ABORT instead, so every party fails the job. The miner, with two peers,
+    receives both parties' confirmations before it sends its own: a party that fails makes
+    the miner fail, and so the other party too.
+
+    Only the fields of ``EXCHANGED_STATS`` travel (none depends on the data); anything else
+    received is a protocol error, so a peer cannot slip data-dependent figures into it."""
     mine = {"protocol_version": PROTOCOL_VERSION, "role": stats["role"], "kind": stats["kind"]}
     payload = json.dumps(mine, sort_keys=True).encode()
-    for each in channels.values():
-        each.send("job.done", payload)
-    for each in channels.values():
-        _parse_stats(each.recv("job.done", max_bytes=STATS_MAX_BYTES), stats["kind"])
+    if isinstance(channel, ChannelGroup):
+        for each in channel.channels.values():
+            _parse_stats(each.recv("job.done", max_bytes=STATS_MAX_BYTES), stats["kind"])
+        for each in channel.channels.values():
+            each.send("job.done", payload)
+        return
+    channel.send("job.done", payload)
+    _parse_stats(channel.recv("job.done", max_bytes=STATS_MAX_BYTES), stats["kind"])
 
 
 def _parse_stats(payload: bytes, kind: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ import numpy as np
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
 from ppbn.parties.data import PartyData
-from ppbn.parties.policy import LOCAL_SETTINGS, LocalPolicy, PolicyRefusal
+from ppbn.parties.policy import LOCAL_SETTINGS, FamilyBound, LocalPolicy, PolicyRefusal
 from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
@@ -95,16 +95,30 @@ def no_policy_check(params: dict[str, Any], policy: LocalPolicy, scope: PolicySc
     """For diagnostic jobs that send only fresh random bytes (ping): nothing to protect."""
 
 
+def no_families(params: dict[str, Any], schema: Schema) -> None:
+    """For jobs that compute no family of a network (ping, the perturbation learners)."""
+
+
 @dataclass(frozen=True)
 class JobKind:
     """A registered job: ``check_params`` normalises the JSON parameters or raises UserError;
-    ``check_policy`` raises ``PolicyRefusal`` when they are weaker than the local policy."""
+    ``check_policy`` raises ``PolicyRefusal`` when they are weaker than the local policy;
+    ``family_bound`` says the largest family (child and parents) the normalised parameters
+    can lead to, which ``check_job_policy`` holds against the family limits for every kind."""
 
     name: str
     run: JobFunction
     check_params: Callable[[dict[str, Any], Schema], dict[str, Any]]
     summary: str
     check_policy: Callable[[dict[str, Any], LocalPolicy, PolicyScope], None] = no_policy_check
+    family_bound: Callable[[dict[str, Any], Schema], FamilyBound | None] = no_families
+
+
+def check_job_policy(kind: JobKind, params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
+    """Normalised parameters under this daemon's policy: the family limits first (one rule
+    for every kind, whatever in the request sets the family), then the kind's own checks."""
+    policy.require_families(kind.family_bound(params, scope.schema))
+    kind.check_policy(params, policy, scope)
 
 
 _REGISTRY: dict[str, JobKind] = {}

@@ -31,7 +31,12 @@ from ppbn.parties.jobs import (
     register_job,
 )
 from ppbn.parties.policy import LocalPolicy
-from ppbn.parties.search_params import SEARCH_DEFAULTS, check_search_params, hc_options_from
+from ppbn.parties.search_params import (
+    SEARCH_DEFAULTS,
+    check_search_params,
+    hc_options_from,
+    search_family_bound,
+)
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.k2 import (
     DISCLOSURES,
@@ -89,11 +94,11 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
 
 
 def check_learn_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
-    """The secure path under this party's policy: key size, search size, disclosure, records."""
+    """The secure path under this party's policy: key size, disclosure, records (the search
+    size is the family bound, ``search_params.search_family_bound``)."""
     policy.require_path("secure", "learn")
     policy.require_records(scope.n_records)
     policy.require_key_bits(params["key_bits"])
-    policy.require_at_most("max_parents", params["max_parents"], policy.max_parents)
     policy.require_disclosure(params["disclosure"])
 
 
@@ -326,5 +331,6 @@ register_job(
         check_learn_params,
         "private K2 structure learning and exact parameters (Yang-Wright secure path)",
         check_learn_policy,
+        search_family_bound,
     )
 )

@@ -61,6 +61,27 @@ class PolicyRefusal(UserError):
 
 
 @dataclass(frozen=True)
+class FamilyBound:
+    """The largest family (a child and its parents) whose counts a job can lead to.
+
+    A family's contingency table, and the CPT learned from it, is what the family limits
+    exist for: over many parent configurations few records back each row, and a row of one
+    record shows that record's values. A search's own limit is not the whole story: edges a
+    request forces (fixed edges, a start graph) give a child parents the search never
+    chose, so the bound is the largest of the two. ``parameter`` is the job parameter that
+    sets the bound (the name a refusal shows the peer); ``reason`` says how, in words.
+    """
+
+    parents: int
+    parameter: str
+    reason: str
+
+    @property
+    def size(self) -> int:
+        return self.parents + 1
+
+
+@dataclass(frozen=True)
 class PramPolicy:
     """Ma-Sivakumar randomization this party requires of its own columns.
 
@@ -256,9 +277,22 @@ class LocalPolicy:
                 "key_bits", f"key_bits {key_bits} is below this party's policy minimum {self.min_key_bits}"
             )
 
-    def require_at_most(self, parameter: str, value: int, bound: int) -> None:
-        if value > bound:
-            raise PolicyRefusal(parameter, f"{parameter} {value} is above this party's policy maximum {bound}")
+    def require_families(self, bound: FamilyBound | None) -> None:
+        """The one check of every job kind's largest family against ``max_parents`` and
+        ``max_family`` (``jobs.check_job_policy`` calls it; None: the job has no families)."""
+        if bound is None:
+            return
+        if bound.parents > self.max_parents:
+            raise PolicyRefusal(
+                bound.parameter,
+                f"{bound.reason}, above this party's policy maximum max_parents {self.max_parents}",
+            )
+        if bound.size > self.max_family:
+            raise PolicyRefusal(
+                bound.parameter,
+                f"{bound.reason}, a family of {bound.size} variables, above this party's policy maximum "
+                f"max_family {self.max_family}",
+            )
 
     def require_disclosure(self, disclosure: str) -> None:
         if disclosure not in self.disclosures:

@@ -43,8 +43,13 @@ from ppbn.parties.jobs import (
     check_known,
     register_job,
 )
-from ppbn.parties.policy import LocalPolicy, PolicyRefusal
-from ppbn.parties.search_params import SEARCH_DEFAULTS, check_search_params, hc_options_from
+from ppbn.parties.policy import FamilyBound, LocalPolicy, PolicyRefusal
+from ppbn.parties.search_params import (
+    SEARCH_DEFAULTS,
+    check_search_params,
+    hc_options_from,
+    search_family_bound,
+)
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.pram.operators import RandomizationError, RandomizationScheme, RandomSource
 from ppbn.protocols.pram.oracle import COUNT_METHODS
@@ -131,7 +136,10 @@ def check_pram_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
     out["dirichlet"] = _number(params, "dirichlet", 0.0)
     if out["dirichlet"] < 0:
         raise ParameterError("dirichlet", "pram: 'dirichlet' must be >= 0")
-    check_scheme_fits(build_scheme(out, schema), schema)
+    try:
+        check_scheme_fits(build_scheme(out, schema), schema)
+    except RandomizationError as exc:
+        raise ParameterError(_scheme_parameter(out), f"pram: {exc}") from None
     return out
 
 
@@ -158,7 +166,6 @@ def check_pram_policy(params: dict[str, Any], policy: LocalPolicy, scope: Policy
     if scope.missing_rule == "available-case":
         raise UserError(AVAILABLE_CASE_REFUSAL)
     policy.require_path("pram", "pram")
-    policy.require_at_most("max_parents", params["max_parents"], policy.max_parents)
     if scope.role == "miner":
         return
     policy.require_records(scope.n_records)
@@ -168,15 +175,26 @@ def check_pram_policy(params: dict[str, Any], policy: LocalPolicy, scope: Policy
     policy.require_randomization(build_scheme(params, scope.schema), scope.own_variables, parameter)
 
 
+def pram_family_bound(params: dict[str, Any], schema: Schema) -> FamilyBound:
+    """The search's largest family, as for the learn job (the miner's network has them)."""
+    return search_family_bound(params, schema, "pram")
+
+
+def _scheme_parameter(params: dict[str, Any]) -> str:
+    """The job parameter a randomization scheme comes from, named to the peer on refusal."""
+    return "p" if "p" in params else "randomization"
+
+
 def build_scheme(params: dict[str, Any], schema: Schema) -> RandomizationScheme:
-    """The public randomization scheme the parameters describe."""
+    """The public randomization scheme the parameters describe; a scheme that cannot be
+    built (e.g. not invertible) is a ParameterError naming 'p' or 'randomization'."""
     cards = dict(zip(schema.names, schema.cardinalities(), strict=True))
     try:
         if "p" in params:
             return RandomizationScheme.uniform(cards, params["p"], params.get("sensitive"))
         return RandomizationScheme.from_spec(cards, params["randomization"])
     except RandomizationError as exc:
-        raise UserError(f"pram: {exc}") from None
+        raise ParameterError(_scheme_parameter(params), f"pram: {exc}") from None
 
 
 def pram_config(params: dict[str, Any], schema: Schema) -> PramConfig:
@@ -308,6 +326,7 @@ register_job(
         check_setup_one_params,
         "PRAM setup I: randomized cross parents to the child's owner; both learn the network",
         check_pram_policy,
+        pram_family_bound,
     )
 )
 register_job(
@@ -317,5 +336,6 @@ register_job(
         check_pram_params,
         "PRAM setup II: start at the miner; alice and bob send randomized data, the miner learns",
         check_pram_policy,
+        pram_family_bound,
     )
 )

@@ -15,6 +15,7 @@ from ppbn.bn.learn import HCOptions
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import DEFAULT_ESS
 from ppbn.parties.jobs import ParameterError
+from ppbn.parties.policy import FamilyBound
 
 SEARCHES = ("k2", "hc")
 MAX_TABU = 10_000  # a longer list only costs memory; pgmpy's default is 100
@@ -74,3 +75,31 @@ def check_search_params(kind: str, params: dict[str, Any], score: str, schema: S
     except ValueError as exc:
         raise ParameterError("start", f"{kind}: {exc}") from None
     return out
+
+
+def search_family_bound(params: dict[str, Any], schema: Schema, kind: str = "learn") -> FamilyBound:
+    """The largest family a search with normalised ``params`` can score or parameterise.
+
+    K2 and hill climbing never add a parent beyond ``max_parents``, but hill climbing
+    starts from the start graph with the fixed edges put in, and scores (and may keep)
+    those families whatever their size: a child given seven parents there has a family of
+    eight. A white or black list only narrows what may be added, so it cannot enlarge a
+    family. The bound names the parameter that sets it, so a refusal tells the peer which.
+    """
+    limit = params["max_parents"]
+    bound = FamilyBound(limit, "max_parents", f"max_parents {limit} lets a child have {limit} parents")
+    if params["search"] != "hc":
+        return bound
+    opts = hc_options_from(params, schema, kind)
+    try:
+        forced, _, _ = prepare_start(schema.names, opts.start, opts.black_list, opts.white_list, opts.fixed_edges)
+        fixed_only, _, _ = prepare_start(schema.names, None, opts.black_list, opts.white_list, opts.fixed_edges)
+    except ValueError as exc:
+        raise ParameterError("start", f"{kind}: {exc}") from None
+    for child in schema.names:
+        count = len(forced[child])
+        if count > bound.parents:
+            source = "fixed_edges" if len(fixed_only[child]) == count else "start"
+            words = "the fixed edges give" if source == "fixed_edges" else "the start graph (with the fixed edges) gives"
+            bound = FamilyBound(count, source, f"{words} {child!r} {count} parents")
+    return bound

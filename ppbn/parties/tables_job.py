@@ -28,7 +28,7 @@ from ppbn.parties.jobs import (
     check_known,
     register_job,
 )
-from ppbn.parties.policy import LocalPolicy
+from ppbn.parties.policy import FamilyBound, LocalPolicy
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import (
@@ -72,7 +72,12 @@ def check_tables_policy(params: dict[str, Any], policy: LocalPolicy, scope: Poli
     policy.require_records(scope.n_records)
     policy.require_key_bits(params["key_bits"])
     policy.require_statistical_bits(params["statistical_bits"])
-    policy.require_at_most("max_family", params["max_family"], policy.max_family)
+
+
+def tables_family_bound(params: dict[str, Any], schema: Schema) -> FamilyBound:
+    """The job shares the counts of every crossing family of ``max_family`` variables."""
+    size = params["max_family"]
+    return FamilyBound(size - 1, "max_family", f"max_family {size} lets a child have {size - 1} parents")
 
 
 class _PhaseClock:
@@ -168,5 +173,6 @@ register_job(
         check_tables_params,
         "shares of the count tables of every crossing family of at most max_family variables",
         check_tables_policy,
+        tables_family_bound,
     )
 )

@@ -157,6 +157,15 @@ class SecureLearnConfig:
     gc_inline_below: int = GC_INLINE_BELOW
     ot_inline_below: int = OT_INLINE_BELOW
 
+    @property
+    def largest_parents(self) -> int:
+        """The most parents of any family the search scores: its limit, or more where hill
+        climbing's start graph and fixed edges force them (the circuit width must hold those
+        families' scores too). Both parties derive it from the same checked parameters."""
+        if self.search != "hc":
+            return self.max_parents
+        return max(self.max_parents, self.hc.forced_parents())
+
     def tolerance(self) -> int:
         """tau in score units (2^-SCORE_FRAC); the secure comparison is exact on integers."""
         return int(math.floor(self.tau * (1 << SCORE_FRAC)))
@@ -320,7 +329,7 @@ class SecureScorer:
         # counts below 2^K: rows are alpha_ij + d - 1 (yw, exact), or alpha_ij + a_j < n + ess (bdeu)
         self.count_bits = count_bits_for(n_records + math.ceil(config.ess) + 1 if bdeu else n_records + max_d - 1)
         self.shift_frac = shift_frac_for(self.count_bits) if bdeu else 0
-        self.score_bits = score_bits(schema, n_records, config.max_parents, config.c_star, config.ess if bdeu else 0.0)
+        self.score_bits = score_bits(schema, n_records, config.largest_parents, config.c_star, config.ess if bdeu else 0.0)
         self.count_shares: dict[Family, np.ndarray] = {}
         self.score_shares: dict[tuple[str, frozenset[str]], np.ndarray] = {}
         # paired mode (available-case): (child, parents, given) -> score share on the records
