@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ppbn.parties.datasets import make_dataset
+from ppbn.data.datasets import make_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

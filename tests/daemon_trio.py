@@ -7,10 +7,10 @@ from pathlib import Path
 
 from waiting import wait_until
 
+from ppbn.jobs.policy import LocalPolicy
+from ppbn.lab.harness import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.harness import free_port
-from ppbn.parties.policy import LocalPolicy
 
 
 class Trio:

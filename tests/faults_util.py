@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 from waiting import wait_until
 
+from ppbn.data.datasets import make_dataset
 from ppbn.errors import UserError
+from ppbn.lab.harness import free_port
 from ppbn.parties.client import DaemonClient
-from ppbn.parties.datasets import make_dataset
-from ppbn.parties.harness import free_port
 from ppbn.parties.tls import LOCAL_HOSTS, make_local_pki
 
 REPO = Path(__file__).resolve().parents[1]

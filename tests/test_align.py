@@ -21,11 +21,11 @@ from waiting import wait_until
 from ppbn.bn.learn import learn_reference
 from ppbn.bn.schema import Schema
 from ppbn.cli import main as ppbn_main
+from ppbn.data.datasets import make_dataset
+from ppbn.data.party_data import load_joined, load_party_data
+from ppbn.jobs.policy import LocalPolicy
+from ppbn.lab.harness import LocalPair, PairFiles, free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.data import load_joined, load_party_data
-from ppbn.parties.datasets import make_dataset
-from ppbn.parties.harness import LocalPair, PairFiles, free_port
-from ppbn.parties.policy import LocalPolicy
 from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
 TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"

@@ -22,7 +22,7 @@ from ppbn.protocols.fixedpoint import (
     PlainBackend,
     powers_on,
 )
-from ppbn.protocols.k2 import SecureBackend
+from ppbn.protocols.learning.k2 import SecureBackend
 
 M = ring.MODULUS
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from ppbn.cli import main
 from ppbn.errors import UserError
+from ppbn.jobs.policy import LocalPolicy
 from ppbn.parties.audit import (
     REFUSED_PER_WINDOW,
     REFUSED_WINDOW_S,
@@ -34,7 +35,6 @@ from ppbn.parties.audit import (
 )
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.policy import LocalPolicy
 from ppbn.parties.tls import make_local_pki
 
 TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"

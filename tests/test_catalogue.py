@@ -27,15 +27,15 @@ from waiting import wait_until as wait_for
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
+from ppbn.data.datasets import make_dataset
+from ppbn.data.outputs import atomic_output_dir
+from ppbn.data.party_data import load_party_data
 from ppbn.errors import UserError
+from ppbn.jobs.base import JobKind, register_job, unregister_job
+from ppbn.jobs.policy import LocalPolicy
+from ppbn.lab.harness import LocalPair, PairFiles, free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.data import load_party_data
-from ppbn.parties.datasets import make_dataset
-from ppbn.parties.harness import LocalPair, PairFiles, free_port
-from ppbn.parties.jobs import JobKind, register_job, unregister_job
-from ppbn.parties.outputs import atomic_output_dir
-from ppbn.parties.policy import LocalPolicy
 from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 from ppbn.proto import party_pb2
 

@@ -25,11 +25,11 @@ from waiting import wait_until as wait_for
 
 from ppbn.cli import main
 from ppbn.errors import UserError
+from ppbn.jobs.policy import LocalPolicy
+from ppbn.lab.harness import free_port
 from ppbn.parties.audit import AuditLog, verify_log
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.harness import free_port
-from ppbn.parties.policy import LocalPolicy
 from ppbn.proto.party_pb2 import JobInfo
 
 TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
@@ -330,7 +330,7 @@ def test_datasets_make_on_a_full_disk_is_one_line_and_leaves_nothing(small_disk,
 
 def test_datasets_make_on_a_full_disk_without_a_small_file_system(tmp_path, capsys, monkeypatch):
     """Without a small file system: the failure injected where the CSV is written."""
-    import ppbn.parties.datasets as datasets
+    import ppbn.data.datasets as datasets
 
     def full(path, *args, **kwargs):
         with open(path, "w") as half:
@@ -369,7 +369,7 @@ def test_audit_verify_tells_a_torn_tail_from_an_edit(tmp_path, capsys):
 def test_a_party_that_cannot_write_fails_a_miner_job_at_all_three(tmp_path, monkeypatch, caplog):
     from daemon_trio import Trio
 
-    from ppbn.parties.datasets import make_dataset
+    from ppbn.data.datasets import make_dataset
     from ppbn.parties.tls import make_local_pki
 
     world = tmp_path / "world"

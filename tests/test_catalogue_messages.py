@@ -21,12 +21,12 @@ import pytest
 from waiting import wait_until as wait_for
 
 from ppbn.cli import main
+from ppbn.data.datasets import make_dataset
+from ppbn.jobs.base import JobKind, register_job, unregister_job
+from ppbn.jobs.policy import LocalPolicy
+from ppbn.lab.harness import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.datasets import make_dataset
-from ppbn.parties.harness import free_port
-from ppbn.parties.jobs import JobKind, register_job, unregister_job
-from ppbn.parties.policy import LocalPolicy
 from ppbn.parties.tls import make_local_pki
 from ppbn.proto import party_pb2, party_pb2_grpc
 

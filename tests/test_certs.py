@@ -25,7 +25,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
-from ppbn.parties.harness import free_port
+from ppbn.lab.harness import free_port
 from ppbn.parties.net import dial
 from ppbn.parties.tls import (
     DAEMON_ROLES,

@@ -10,7 +10,7 @@ import pytest
 from ppbn.bn.model import structural_hamming_distance
 from ppbn.bn.networks import load_network
 from ppbn.cli import main as ppbn_main
-from ppbn.parties.compare import DEFAULT_ETA_SCHEDULE, KLEstimator, scheduled, structure_diff
+from ppbn.lab.compare import DEFAULT_ETA_SCHEDULE, KLEstimator, scheduled, structure_diff
 
 
 def test_structure_diff_splits_the_structural_hamming_distance():

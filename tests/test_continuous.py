@@ -14,8 +14,8 @@ import pytest
 from ppbn.bn.discretize import format_number
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
+from ppbn.data.party_data import load_joined_with_bins, load_party_data
 from ppbn.errors import DataError
-from ppbn.parties.data import load_joined_with_bins, load_party_data
 
 TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 
 from ppbn.cli import main
-from ppbn.protocols.cost import CountingBackend, Product, correction_bytes, lift_bytes, term_cost
+from ppbn.protocols.learning.cost import (
+    CountingBackend,
+    Product,
+    correction_bytes,
+    lift_bytes,
+    term_cost,
+)
 
 
 def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ppbn.bn.schema import Schema
+from ppbn.data.party_data import load_joined, load_party_data
 from ppbn.errors import DataError
-from ppbn.parties.data import load_joined, load_party_data
 
 SCHEMA = {
     "id_column": "id",

@@ -28,7 +28,7 @@ from ppbn.circuits.garble import (
 from ppbn.circuits.ir import values_to_bits
 from ppbn.protocols import arith
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
-from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer, learn_secure
+from ppbn.protocols.learning.k2 import SecureLearnConfig, SecureScorer, learn_secure
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.ot import EXTENSION_PROTOCOL, OTReceiver, OTSender
 from ppbn.protocols.tables import TablesConfig

@@ -18,8 +18,8 @@ from executor_util import (
 
 from ppbn.bn.networks import sample
 from ppbn.errors import UserError
-from ppbn.parties.jobs import check_known
-from ppbn.parties.policy import LocalPolicy, PolicyRefusal
+from ppbn.jobs.base import check_known
+from ppbn.jobs.policy import LocalPolicy, PolicyRefusal
 from ppbn.protocols.channel import ProtocolError, run_two_party
 from ppbn.protocols.executor import (
     ExecutorError,

@@ -27,7 +27,7 @@ from faults_util import (
 from waiting import wait_until
 
 from ppbn.errors import UserError
-from ppbn.parties.checkpoint import CheckpointStore
+from ppbn.jobs.checkpoint import CheckpointStore
 
 PEER_TIMEOUT_S = 5.0
 BOUND_S = PEER_TIMEOUT_S + 10

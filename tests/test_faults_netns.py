@@ -23,7 +23,7 @@ from faults_util import FAULTS, PHASES, DaemonPair, resume_equals, run_matrix_ca
 from netns_util import VethNamespaces
 from waiting import wait_until
 
-from ppbn.parties.checkpoint import CheckpointStore
+from ppbn.jobs.checkpoint import CheckpointStore
 
 PEER_TIMEOUT_S = 5.0
 BOUND_S = PEER_TIMEOUT_S + 10

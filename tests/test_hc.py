@@ -326,9 +326,9 @@ def test_pram_hill_climbing_and_bdeu():
     estimated counts are the counts, so it equals the reference; setup I refuses hc."""
     from ppbn.bn.schema import Schema, Variable
     from ppbn.errors import UserError
-    from ppbn.parties.pram_job import check_pram_params, check_setup_one_params
-    from ppbn.protocols.pram.operators import RandomizationScheme
-    from ppbn.protocols.pram.oracle import learn_pram
+    from ppbn.jobs.pram import check_pram_params, check_setup_one_params
+    from ppbn.randomized.pram.operators import RandomizationScheme
+    from ppbn.randomized.pram.oracle import learn_pram
 
     net = load_network("asia")
     codes = sample(net, 3000, 2)

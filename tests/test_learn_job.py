@@ -11,7 +11,7 @@ import pytest
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
 from ppbn.errors import UserError
-from ppbn.parties.learn_job import check_learn_params
+from ppbn.jobs.learn import check_learn_params
 
 TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
 

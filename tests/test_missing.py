@@ -15,10 +15,10 @@ from ppbn.bn.learn import joined_count_fn, learn_reference
 from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import Schema, Variable
 from ppbn.bn.scores import family_score
+from ppbn.data.party_data import MISSING_CODE, load_joined, load_party_data
 from ppbn.errors import DataError
-from ppbn.parties.data import MISSING_CODE, load_joined, load_party_data
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
-from ppbn.protocols.k2 import SecureLearnConfig, learn_secure
+from ppbn.protocols.learning.k2 import SecureLearnConfig, learn_secure
 from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig, crossing_families, reconstruct, run_tables
 
@@ -210,7 +210,7 @@ def test_available_case_without_missing_cells_is_the_plain_run():
 
 
 def test_result_json_lists_family_records():
-    from ppbn.parties.learn_job import family_records_json
+    from ppbn.jobs.learn import family_records_json
 
     assert family_records_json({"a": 90, "b": 100}, 100, "available-case", ("a", "b")) == {
         "rule": "available-case",
@@ -251,8 +251,8 @@ def daemon_world(tmp_path):
 
 
 def _daemons(world, rules: dict[str, str]):
+    from ppbn.lab.harness import free_port
     from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-    from ppbn.parties.harness import free_port
 
     ports = {"alice": free_port(), "bob": free_port()}
     started = []

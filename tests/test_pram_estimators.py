@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppbn.protocols.pram.estimators import (
+from ppbn.randomized.pram.estimators import (
     PramEstimator,
     apply_along_axes,
     count_table,
@@ -14,7 +14,7 @@ from ppbn.protocols.pram.estimators import (
     moment_covariance,
     moment_estimate,
 )
-from ppbn.protocols.pram.operators import (
+from ppbn.randomized.pram.operators import (
     Block,
     RandomizationScheme,
     RandomSource,

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from ppbn.protocols.pram.experiment import (
+from ppbn.lab.pram_experiment import (
     EXPERIMENT1_ORDER,
     TABLE_5_2,
     experiment1_network,
     experiment1_scheme,
     run_experiment1,
 )
-from ppbn.protocols.pram.privacy import gamma_amplification
+from ppbn.randomized.pram.privacy import gamma_amplification
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppbn.errors import UserError
-from ppbn.protocols.pram.operators import (
+from ppbn.randomized.pram.operators import (
     Block,
     RandomizationError,
     RandomizationScheme,
@@ -193,8 +193,8 @@ def test_policy_measures_change_against_the_most_likely_release():
     """A relabelling is no randomization: binary p = 0.95 (almost always flipped) is as weak
     as p = 0.05, Warner theta = 0 as theta = 1; M-category p <= (K-1)/K is its p; a joint
     block's variable is measured on its own component."""
-    from ppbn.parties.policy import change_probability
-    from ppbn.protocols.perturb.response import scheme_for
+    from ppbn.jobs.policy import change_probability
+    from ppbn.randomized.perturb.response import scheme_for
 
     cards = {"a": 2, "b": 3, "c": 2}
     assert change_probability(scheme_for(cards, ["a"], p=0.95), "a") == pytest.approx(0.05)

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from ppbn.bn.learn import learn_reference
-from ppbn.protocols.pram.estimators import PramEstimator
-from ppbn.protocols.pram.experiment import experiment1_network
-from ppbn.protocols.pram.operators import RandomizationError, RandomizationScheme, RandomSource
-from ppbn.protocols.pram.oracle import (
+from ppbn.lab.pram_experiment import experiment1_network
+from ppbn.randomized.pram.estimators import PramEstimator
+from ppbn.randomized.pram.operators import RandomizationError, RandomizationScheme, RandomSource
+from ppbn.randomized.pram.oracle import (
     PramOracle,
     eta_margin,
     learn_pram,

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ppbn.protocols.pram.operators import (
+from ppbn.randomized.pram.operators import (
     Block,
     RandomizationScheme,
     binary,
@@ -15,7 +15,7 @@ from ppbn.protocols.pram.operators import (
     multi_category,
     ternary_symmetric,
 )
-from ppbn.protocols.pram.privacy import (
+from ppbn.randomized.pram.privacy import (
     conditional_entropy,
     gamma_amplification,
     privacy_report,

@@ -15,12 +15,12 @@ from waiting import wait_until
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main as ppbn_main
+from ppbn.data.datasets import make_dataset
+from ppbn.data.party_data import load_joined
 from ppbn.errors import UserError
-from ppbn.parties.data import load_joined
-from ppbn.parties.datasets import make_dataset
 from ppbn.parties.tls import make_local_pki
 from ppbn.protocols.ledger import ALLOWED_KINDS
-from ppbn.protocols.pram import RandomizationScheme, RandomSource, learn_pram, learn_pram_setup_one
+from ppbn.randomized.pram import RandomizationScheme, RandomSource, learn_pram, learn_pram_setup_one
 
 RECORDS = 2000
 SEED = "test-setups"

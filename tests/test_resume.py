@@ -15,8 +15,8 @@ from secure_runs import alternating_schema, learn_both
 
 from ppbn.bn.networks import load_network, sample
 from ppbn.errors import UserError
-from ppbn.parties.checkpoint import KEY_FILE, CheckpointStore
-from ppbn.protocols.k2 import K2Checkpoint, SecureLearnConfig
+from ppbn.jobs.checkpoint import KEY_FILE, CheckpointStore
+from ppbn.protocols.learning.k2 import K2Checkpoint, SecureLearnConfig
 from ppbn.protocols.tables import TablesConfig
 
 TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
@@ -93,8 +93,8 @@ def test_an_unwritable_checkpoint_folder_is_one_line_naming_the_file(tmp_path):
 @pytest.fixture
 def bob(tmp_path):
     """bob's daemon object (built, not serving) with the built-in policy, on asia data."""
+    from ppbn.data.datasets import make_dataset
     from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-    from ppbn.parties.datasets import make_dataset
 
     make_dataset("asia", 200, 5, tmp_path / "data")
     config = DaemonConfig(
@@ -105,8 +105,8 @@ def bob(tmp_path):
 
 
 def _checkpoint(bob, job_id: str, params: dict) -> None:
-    from ppbn.parties.checkpoint import data_digest
-    from ppbn.parties.learn_job import check_learn_params
+    from ppbn.jobs.checkpoint import data_digest
+    from ppbn.jobs.learn import check_learn_params
 
     meta = {
         "job_id": job_id, "kind": "learn", "role": "bob", "params": check_learn_params(params, bob.schema),

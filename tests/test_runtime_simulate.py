@@ -11,7 +11,7 @@ import pytest
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
-from ppbn.parties.harness import LocalPair, PairFiles
+from ppbn.lab.harness import LocalPair, PairFiles
 from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
 TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")

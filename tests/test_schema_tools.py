@@ -9,9 +9,9 @@ import pytest
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
+from ppbn.data.datasets import make_dataset
+from ppbn.data.schema_tools import infer_schema, merge_schemas
 from ppbn.errors import DataError, UserError
-from ppbn.parties.datasets import make_dataset
-from ppbn.parties.schema_tools import infer_schema, merge_schemas
 
 
 def _equivalent(a: Schema, b: Schema) -> None:

@@ -19,7 +19,7 @@ from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import family_score
 from ppbn.errors import UserError
-from ppbn.parties.learn_job import check_learn_params
+from ppbn.jobs.learn import check_learn_params
 from ppbn.protocols import ring
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.fixedpoint import (
@@ -29,8 +29,8 @@ from ppbn.protocols.fixedpoint import (
     shift_frac_for,
     term_fixed_many,
 )
-from ppbn.protocols.hc import tolerant_argmax
-from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer
+from ppbn.protocols.learning.hc import tolerant_argmax
+from ppbn.protocols.learning.k2 import SecureLearnConfig, SecureScorer
 from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig
 from ppbn.protocols.yao import YaoParty

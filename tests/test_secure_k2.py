@@ -20,11 +20,11 @@ from ppbn.bn.learn import joined_count_fn, learn_reference
 from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import Schema, Variable
 from ppbn.bn.scores import family_score
-from ppbn.parties.learn_job import combine_parameter_shares, write_parameter_shares
+from ppbn.jobs.learn import combine_parameter_shares, write_parameter_shares
 from ppbn.protocols import ring
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.fixedpoint import SCORE_FRAC
-from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer, learn_secure
+from ppbn.protocols.learning.k2 import SecureLearnConfig, SecureScorer, learn_secure
 from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig
 
@@ -85,7 +85,7 @@ def test_pipelined_table_phase_gives_the_same_network(monkeypatch, network, mode
     """With small pipeline groups every batch of families is scored in several groups,
     each next group's table phase on a lane of the channel in a second thread: the result
     is still the reference's, and the table phase's bytes are counted under "tables"."""
-    from ppbn.protocols import k2
+    from ppbn.protocols.learning import k2
 
     monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 8)
     pair = _learn_equal_to_the_reference(network, mode, max_parents, seed=12)
@@ -101,7 +101,7 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
     with its own OTs, garbling and hashes (``SecureScorer.terms``): the result is still the
     reference's (bdeu: the shifts split with the counts), and the lane's bytes are counted
     under the same phases as the main thread's."""
-    from ppbn.protocols import k2
+    from ppbn.protocols.learning import k2
 
     opened = []
     lane_engine = k2.SecureScorer._lane_engine
@@ -127,7 +127,7 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
 def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
     """Groups follow the families' secure terms (a local family weighs nothing) and the
     first group, whose table phase nothing overlaps, gets about half a share."""
-    from ppbn.protocols import k2
+    from ppbn.protocols.learning import k2
 
     monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 1)
     net = load_network("child")
@@ -149,7 +149,7 @@ def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
 
 
 def test_overlap_off_keeps_the_table_phase_on_the_channel(monkeypatch):
-    from ppbn.protocols import k2
+    from ppbn.protocols.learning import k2
 
     monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 8)
     net = load_network("asia")
@@ -350,7 +350,7 @@ def test_decision_width_covers_every_score():
     """The decision circuit compares scores modulo 2^width: the width must bound every
     family score of the job, the BIC penalty with a large C* included."""
     from ppbn.bn.k2 import count_table
-    from ppbn.protocols.k2 import score_bits
+    from ppbn.protocols.learning.k2 import score_bits
 
     net = load_network("alarm")
     codes = sample(net, 3000, 1)

@@ -1,7 +1,7 @@
 """``ppbn perturb randomize``, ``reconstruct`` and ``mgas-example`` (see ppbn/commands/perturb.py).
 
-Argument plumbing only: the mechanisms and estimators are ``ppbn.protocols.perturb``,
-the files ``ppbn.parties.perturb_io``.
+Argument plumbing only: the mechanisms and estimators are ``ppbn.randomized.perturb``,
+the files ``ppbn.data.perturb_files``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ppbn.errors import UserError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ppbn.protocols.perturb.mechanisms import Mechanisms
+    from ppbn.randomized.perturb.mechanisms import Mechanisms
 
 ADDITIVE_METHODS = ("em", "binned-em", "richardson-lucy", "fourier")
 CATEGORICAL_METHODS = ("moment", "em")
@@ -64,9 +64,9 @@ def _add_randomize(sub: argparse._SubParsersAction) -> None:
 
 
 def _randomize(args: argparse.Namespace) -> int:
-    from ppbn.parties.outputs import check_output_file
-    from ppbn.parties.perturb_io import column_values, read_mechanisms, read_table, write_randomized
-    from ppbn.protocols.pram.operators import RandomizationError, RandomSource
+    from ppbn.data.outputs import check_output_file
+    from ppbn.data.perturb_files import column_values, read_mechanisms, read_table, write_randomized
+    from ppbn.randomized.pram.operators import RandomizationError, RandomSource
 
     check_output_file(args.out)
     mechanisms = read_mechanisms(args.mechanism)
@@ -156,8 +156,8 @@ def _add_reconstruct(sub: argparse._SubParsersAction) -> None:
 
 
 def _reconstruct(args: argparse.Namespace) -> int:
-    from ppbn.parties.outputs import check_output_file
-    from ppbn.parties.perturb_io import read_mechanisms, read_table
+    from ppbn.data.outputs import check_output_file
+    from ppbn.data.perturb_files import read_mechanisms, read_table
 
     if args.plot:
         check_output_file(args.plot, "--plot")
@@ -171,7 +171,7 @@ def _reconstruct(args: argparse.Namespace) -> int:
     if additive and len(columns) > 1:
         raise UserError(f"--column {additive[0]!r} is additive: reconstruct it on its own")
     if additive:
-        from ppbn.protocols.pram.operators import RandomizationError
+        from ppbn.randomized.pram.operators import RandomizationError
 
         try:
             result = _reconstruct_additive(args, mechanisms, frame, columns[0])
@@ -190,10 +190,10 @@ def _reconstruct(args: argparse.Namespace) -> int:
 
 def _reconstruct_categorical(args: argparse.Namespace, mechanisms: Mechanisms, frame: pd.DataFrame,
                              columns: list[str]) -> dict[str, Any]:  # fmt: skip
-    from ppbn.parties.perturb_io import column_values, plot_categorical, read_table
-    from ppbn.protocols.perturb.additive import information_loss
-    from ppbn.protocols.perturb.categorical import reconstruct
-    from ppbn.protocols.pram.estimators import count_table
+    from ppbn.data.perturb_files import column_values, plot_categorical, read_table
+    from ppbn.randomized.perturb.additive import information_loss
+    from ppbn.randomized.perturb.categorical import reconstruct
+    from ppbn.randomized.pram.estimators import count_table
 
     method = args.method or "em"
     if method not in CATEGORICAL_METHODS:
@@ -249,8 +249,8 @@ def _bins(text: str) -> int | np.ndarray:
 
 def _reconstruct_additive(args: argparse.Namespace, mechanisms: Mechanisms, frame: pd.DataFrame,
                           column: str) -> dict[str, Any]:  # fmt: skip
-    from ppbn.parties.perturb_io import column_values, plot_additive, read_table
-    from ppbn.protocols.perturb import additive
+    from ppbn.data.perturb_files import column_values, plot_additive, read_table
+    from ppbn.randomized.perturb import additive
 
     method = args.method or "binned-em"
     if method not in ADDITIVE_METHODS:
@@ -381,9 +381,9 @@ def _add_mgas_example(sub: argparse._SubParsersAction) -> None:
 
 
 def _mgas_example(args: argparse.Namespace) -> int:
-    from ppbn.parties.outputs import check_output_file
-    from ppbn.parties.perturb_io import plot_mgas
-    from ppbn.protocols.perturb.mgas_example import mgas_two_triangle, two_triangle_density
+    from ppbn.data.outputs import check_output_file
+    from ppbn.data.perturb_files import plot_mgas
+    from ppbn.lab.mgas_example import mgas_two_triangle, two_triangle_density
 
     if args.seeds < 1 or args.records < 2 or not (0 < args.keep <= 1) or not args.width > 0:
         raise UserError("--seeds >= 1, --records >= 2, 0 < --keep <= 1 and --width > 0 are needed")

@@ -1,6 +1,6 @@
 """``ppbn perturb learn nb|id3|perceptron|rules``: learn from randomized data (issue 15).
 
-See ppbn.parties.randomized_learning; the group ``ppbn perturb`` is made in
+See ppbn.lab.randomized_learning; the group ``ppbn perturb`` is made in
 ppbn/commands/perturb.py.
 """
 
@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ppbn.data.outputs import atomic_output_dir, check_output_dir
 from ppbn.errors import UserError
-from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 
 HELP = {
     "nb": "naive Bayes from randomized-response / PRAM data (Zhan, Chang and Matwin)",
@@ -33,7 +33,7 @@ def _probability(text: str) -> float:
 
 
 def _learn(args: argparse.Namespace) -> int:
-    from ppbn.parties.randomized_learning import (
+    from ppbn.lab.randomized_learning import (
         FileMechanism,
         Mechanism,
         learn,

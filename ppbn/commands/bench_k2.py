@@ -14,7 +14,7 @@ seconds each party's process (or thread) spent on them, which shows the party th
 the pace (its pool workers are not counted; with the default inline thresholds every
 block runs in the party's process).
 
-``--link RATE[/RTT]`` (both) models a network between the parties (``ppbn.parties.shaper``):
+``--link RATE[/RTT]`` (both) models a network between the parties (``ppbn.lab.shaper``):
 ``bench k2`` routes the daemons through ppbn's shaping TCP relay, ``bench ln`` delays each
 in-memory message as the same link model would. Both report where the bytes went, per
 phase and message kind.
@@ -61,9 +61,9 @@ from ppbn.errors import UserError
 
 
 def _bench_k2(args: argparse.Namespace) -> int:
-    from ppbn.parties.datasets import blank_cells, make_dataset
-    from ppbn.parties.harness import LocalPair, PairFiles
-    from ppbn.parties.shaper import parse_link
+    from ppbn.data.datasets import blank_cells, make_dataset
+    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.lab.shaper import parse_link
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     rule = missing_rule(args)
@@ -164,7 +164,7 @@ def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule:
     """The non-private reference on the data the daemons loaded (read back from the CSVs,
     so emptied cells and the --missing rule are the daemons')."""
     from ppbn.bn.learn import learn_reference
-    from ppbn.parties.data import load_joined
+    from ppbn.data.party_data import load_joined
 
     names, codes = load_joined(made.schema, files.data["alice"], files.data["bob"], missing_rule=rule)
     states = {v.name: v.states for v in made.schema.variables}
@@ -196,7 +196,7 @@ def _ln_spec(args: argparse.Namespace, mode: str, gc_below: int, ot_below: int) 
 def _ln_scorer(role: str, channel, spec: dict[str, Any]):
     """One party's scorer for ``bench ln``: two binary variables, counts below max_count."""
     from ppbn.bn.schema import Schema, Variable
-    from ppbn.protocols.k2 import SecureLearnConfig, SecureScorer
+    from ppbn.protocols.learning.k2 import SecureLearnConfig, SecureScorer
     from ppbn.protocols.ledger import Ledger
     from ppbn.protocols.tables import TablesConfig
 
@@ -228,9 +228,9 @@ def _ln_party_process(role: str, spec: dict, share: np.ndarray, shifts, connecti
     """One party of ``bench ln --parties processes``: its scorer over a pipe (and the link
     model's direction it sends on), a one-message start signal so that both clocks start
     together, then its terms; reports counters and traffic."""
-    from ppbn.commands.bench_tables import PipeChannel, close_party_end
-    from ppbn.parties.shaper import Direction, parse_link
+    from ppbn.lab.shaper import Direction, parse_link
     from ppbn.protocols.executor import exit_with_parent
+    from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
 
     exit_with_parent(parent_pid)
     channel = None
@@ -276,7 +276,7 @@ def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[
 
 
 def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[str, dict]:
-    from ppbn.parties.shaper import parse_link, shaped_memory_pair
+    from ppbn.lab.shaper import parse_link, shaped_memory_pair
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
 
     pair = memory_channel_pair(timeout_s=600) if not spec["link"] else shaped_memory_pair(parse_link(spec["link"]), timeout_s=600)[0]
@@ -302,8 +302,8 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
 
 
 def _bench_ln(args: argparse.Namespace) -> int:
-    from ppbn.parties.shaper import parse_link
-    from ppbn.protocols.cost import term_cost
+    from ppbn.lab.shaper import parse_link
+    from ppbn.protocols.learning.cost import term_cost
     from ppbn.protocols.ot import OT_INLINE_BELOW
     from ppbn.protocols.yao import GC_INLINE_BELOW
 

@@ -58,8 +58,9 @@ def _digest(ids: list[str]) -> str:
 
 def _party(role: str, spec: dict, connection: Connection, report: Connection, barrier, parent_pid: int) -> None:
     """One party process: build its ids, wait for the peer, run the PSI, report."""
-    from ppbn.commands.bench_tables import PipeChannel, _peak_rss_mib, close_party_end
+    from ppbn.commands.bench_tables import _peak_rss_mib
     from ppbn.protocols.executor import exit_with_parent
+    from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
     from ppbn.protocols.psi import align_records
 
     exit_with_parent(parent_pid)

@@ -42,8 +42,8 @@ def _same_network(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float]:
 
 
 def _bench_resume(args: argparse.Namespace) -> int:
-    from ppbn.parties.datasets import make_dataset
-    from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.data.datasets import make_dataset
+    from ppbn.lab.harness import LocalPair, PairFiles
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
     from ppbn.proto.party_pb2 import JobInfo
 

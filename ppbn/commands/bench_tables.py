@@ -14,9 +14,7 @@ import argparse
 import json
 import multiprocessing
 import os
-import queue
 import secrets
-import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -25,10 +23,10 @@ from typing import TYPE_CHECKING
 from ppbn.commands._flag_types import non_negative_int, positive_int
 from ppbn.commands.party import add_executor_options, check_executor_flags
 from ppbn.errors import UserError
-from ppbn.protocols.channel import Channel, PeerGone
+from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
 
 if TYPE_CHECKING:
-    from ppbn.parties.shaper import Direction
+    pass
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -213,7 +211,7 @@ def _split_network(args: argparse.Namespace):
     up to --max-family variables that cross the split (both table benchmarks use them)."""
     from ppbn.bn.networks import load_network
     from ppbn.bn.schema import Schema, Variable
-    from ppbn.parties.datasets import split_owners
+    from ppbn.data.datasets import split_owners
     from ppbn.protocols.tables import crossing_families
 
     net = load_network(args.network)
@@ -328,65 +326,6 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
 # -- bench tables ---------------------------------------------------------------------------
 
 
-class PipeChannel(Channel):
-    """A Channel over a multiprocessing pipe: the two parties in two processes.
-
-    Sends go through a queue that a thread drains into the pipe, so that ``send`` does not
-    wait for the peer to read, as on the daemons' gRPC channel: a protocol may send its next
-    message before it reads the peer's (the pipelined OLE chunks of ``arith.ole``), which
-    over a bare pipe would leave both ends blocked in ``send``."""
-
-    def __init__(self, connection: Connection, link: Direction | None = None, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self._connection = connection
-        self._link = link  # --link: this process's sending direction of the link model
-        self._outgoing: queue.Queue = queue.Queue()
-        self._send_failure: str | None = None
-        self._sender = threading.Thread(target=self._drain, daemon=True, name="pipe-sender")
-        self._sender.start()
-
-    def _drain(self) -> None:
-        while (item := self._outgoing.get()) is not None:
-            try:
-                self._connection.send(item)
-            except (BrokenPipeError, OSError) as exc:
-                self._send_failure = f"peer closed the pipe: {exc}"
-                return
-
-    def _put(self, seq: int, tag: str, payload: bytes) -> None:
-        if self._send_failure:
-            raise PeerGone(self._send_failure)
-        # the monotonic clock is system-wide on Linux, so the receiver can wait for the stamp
-        arrives = self._link.schedule(len(payload) + len(tag), time.monotonic()) if self._link else 0.0
-        self._outgoing.put((seq, tag, payload, arrives))
-
-    def _get(self, timeout_s: float) -> tuple[int, str, bytes]:
-        try:
-            if not self._connection.poll(timeout_s):
-                raise PeerGone(f"peer sent nothing within {timeout_s:g} s")
-            seq, tag, payload, arrives = self._connection.recv()
-        except (EOFError, OSError) as exc:
-            raise PeerGone(f"peer closed the pipe: {exc}") from None
-        wait = arrives - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        return seq, tag, payload
-
-    def close(self) -> None:
-        """Send what is queued (up to the timeout), then close the pipe."""
-        self._outgoing.put(None)
-        self._sender.join(self.timeout_s)
-        self._connection.close()
-
-
-def close_party_end(channel: PipeChannel | None, connection: Connection) -> None:
-    """End of a party process: send what the channel still queues, then close the pipe."""
-    if channel is not None:
-        channel.close()
-    else:
-        connection.close()
-
-
 def _peak_rss_mib(pid: int | str = "self") -> float:
     """VmHWM of one process: the peak resident set of its own address space (Linux)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -439,7 +378,7 @@ def _party_process(
     """One party process: run the protocol on its own columns, report counters and memory.
     It ends with the bench command, however that ends (no orphans after a SIGKILL)."""
     from ppbn.bn.schema import Schema
-    from ppbn.parties.shaper import Direction, parse_link
+    from ppbn.lab.shaper import Direction, parse_link
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.paillier import OpCounters
     from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
@@ -495,7 +434,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
     if args.records < 1:
         raise UserError("--records must be at least 1")
     if args.link:
-        from ppbn.parties.shaper import parse_link
+        from ppbn.lab.shaper import parse_link
 
         parse_link(args.link)  # refuse a bad --link before sampling
     if args.max_family < 2:

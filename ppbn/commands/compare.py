@@ -1,4 +1,4 @@
-"""``ppbn compare``: the secure and the PRAM path side by side (see ppbn.parties.compare)."""
+"""``ppbn compare``: the secure and the PRAM path side by side (see ppbn.lab.compare)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.commands._flag_types import non_negative_int, positive_float, positive_int
+from ppbn.data.outputs import atomic_output_dir, check_output_dir
 from ppbn.errors import UserError
-from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 
 
@@ -24,7 +24,7 @@ def parse_ps(text: str) -> tuple[float, ...]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ppbn.parties.compare import (
+    from ppbn.lab.compare import (
         CompareSettings,
         markdown_table,
         run_comparison,

@@ -1,17 +1,17 @@
 """``ppbn compare-classifiers``: classifiers learned from original, randomized and
-reconstructed data against the privacy level (see ppbn.parties.classifier_compare)."""
+reconstructed data against the privacy level (see ppbn.lab.classifier_compare)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from ppbn.data.outputs import atomic_output_dir, check_output_dir
 from ppbn.errors import UserError
-from ppbn.parties.outputs import atomic_output_dir, check_output_dir
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ppbn.parties.classifier_compare import (
+    from ppbn.lab.classifier_compare import (
         ClassifierSettings,
         markdown_table,
         parse_levels,

@@ -10,7 +10,7 @@ from ppbn.errors import UserError
 
 
 def _make(args: argparse.Namespace) -> int:
-    from ppbn.parties.datasets import make_dataset
+    from ppbn.data.datasets import make_dataset
 
     if not 0.0 <= args.missing_rate < 1.0:  # before sampling: a bad rate must not cost the data set
         raise UserError(f"--missing-rate must be in [0, 1), not {args.missing_rate:g}")

@@ -19,8 +19,8 @@ from ppbn.commands.reference import (
     missing_rule,
     sample_overlap,
 )
+from ppbn.data.outputs import check_output_dir, work_folder
 from ppbn.errors import UserError
-from ppbn.parties.outputs import check_output_dir, work_folder
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -28,9 +28,9 @@ def _demo(args: argparse.Namespace) -> int:
 
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.parties.data import load_joined
-    from ppbn.parties.datasets import blank_cells, make_dataset
-    from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.data.datasets import blank_cells, make_dataset
+    from ppbn.data.party_data import load_joined
+    from ppbn.lab.harness import LocalPair, PairFiles
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     console = Console()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ppbn.commands._flag_types import MAX_WORKERS, int_in, non_negative_int, positive_float
 
 if TYPE_CHECKING:
-    from ppbn.parties.policy import LocalPolicy
+    from ppbn.jobs.policy import LocalPolicy
 
 # Longest silence a job accepts from the peer. A killed, stopped or cut-off peer is seen
 # sooner: gRPC keepalive (ppbn.parties.net) drops a dead connection within ~15 s.
@@ -35,8 +35,8 @@ def configure_logging(role: str, verbose: bool = False, log_format: str = "text"
 
 def _serve(args: argparse.Namespace) -> int:
     from ppbn.errors import UserError
+    from ppbn.jobs.policy import LocalPolicy
     from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-    from ppbn.parties.policy import LocalPolicy
 
     configure_logging(args.role, args.verbose, args.log_format)
     policy = apply_resource_flags(LocalPolicy.load(args.policy), args)
@@ -148,7 +148,7 @@ def add_pair_policy_options(parser: argparse.ArgumentParser) -> None:
 def pair_policy(args: argparse.Namespace) -> LocalPolicy | None:
     """The local policy both daemons of a local pair enforce: --policy FILE, else the
     built-in; --executor, --workers and --ray-address on top (each daemon its own executor)."""
-    from ppbn.parties.policy import LocalPolicy
+    from ppbn.jobs.policy import LocalPolicy
 
     if not args.policy and args.executor is None and args.workers is None and args.ray_address is None:
         return None
@@ -265,7 +265,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
 def _show_policy(args: argparse.Namespace) -> int:
     import json
 
-    from ppbn.parties.policy import LocalPolicy
+    from ppbn.jobs.policy import LocalPolicy
 
     policy = LocalPolicy.load(args.policy)
     print(json.dumps(policy.to_dict(), indent=2) if args.format == "json" else policy.to_toml(), end="")

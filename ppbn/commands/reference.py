@@ -141,7 +141,7 @@ def same_hc_moves(learned: dict, reference_search) -> bool | None:
 def add_missing_options(parser: argparse.ArgumentParser, rate: bool = False) -> None:
     """``--missing`` (and ``--missing-as-category``, its older alias for ``category``) on
     every command that loads data; with ``rate`` also ``--missing-rate`` for generated data."""
-    from ppbn.parties.data import MISSING_HELP, MISSING_RULES
+    from ppbn.data.party_data import MISSING_HELP, MISSING_RULES
 
     parser.add_argument("--missing", choices=MISSING_RULES, help=MISSING_HELP)
     parser.add_argument(
@@ -158,7 +158,7 @@ def add_missing_options(parser: argparse.ArgumentParser, rate: bool = False) -> 
 
 def missing_rule(args: argparse.Namespace) -> str:
     """The rule of ``--missing`` / ``--missing-as-category`` (``error`` when neither is given)."""
-    from ppbn.parties.data import missing_rule_from
+    from ppbn.data.party_data import missing_rule_from
 
     return missing_rule_from(getattr(args, "missing", None), getattr(args, "missing_as_category", False))
 
@@ -203,8 +203,8 @@ def _reference(args: argparse.Namespace) -> int:
     from ppbn.bn.io import network_json, write_bif
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.parties.data import load_joined_with_bins
-    from ppbn.parties.outputs import atomic_output_dir, check_output_dir
+    from ppbn.data.outputs import atomic_output_dir, check_output_dir
+    from ppbn.data.party_data import load_joined_with_bins
 
     if args.out:  # before any work: a bad --out must not cost the computed result
         check_output_dir(args.out, force=args.force)

@@ -1,5 +1,5 @@
 """``ppbn schema infer`` / ``ppbn schema merge``: write the public schema from two parties'
-own CSVs without either seeing the other's file (see ppbn.parties.schema_tools)."""
+own CSVs without either seeing the other's file (see ppbn.data.schema_tools)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import argparse
 import json
 import sys
 
-from ppbn.parties.schema_tools import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
+from ppbn.data.schema_tools import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
 
 
 def _emit(text: str, out: str | None) -> None:
-    from ppbn.parties.outputs import atomic_write_text
+    from ppbn.data.outputs import atomic_write_text
 
     if out:
         atomic_write_text(out, text + "\n")
@@ -21,8 +21,8 @@ def _emit(text: str, out: str | None) -> None:
 
 
 def _infer(args: argparse.Namespace) -> int:
-    from ppbn.parties.outputs import check_output_file
-    from ppbn.parties.schema_tools import infer_schema
+    from ppbn.data.outputs import check_output_file
+    from ppbn.data.schema_tools import infer_schema
 
     if args.out:
         check_output_file(args.out)
@@ -35,8 +35,8 @@ def _infer(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     from ppbn.bn.schema import Schema
-    from ppbn.parties.outputs import check_output_file
-    from ppbn.parties.schema_tools import merge_schemas
+    from ppbn.data.outputs import check_output_file
+    from ppbn.data.schema_tools import merge_schemas
 
     if args.out:
         check_output_file(args.out)

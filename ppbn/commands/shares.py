@@ -23,8 +23,8 @@ def _read(path: str) -> dict:
 
 
 def _combine(args: argparse.Namespace) -> int:
-    from ppbn.parties.learn_job import combine_parameter_shares
-    from ppbn.parties.outputs import atomic_write_text, check_output_file
+    from ppbn.data.outputs import atomic_write_text, check_output_file
+    from ppbn.jobs.learn import combine_parameter_shares
 
     if args.out:  # before any work
         check_output_file(args.out)

@@ -54,8 +54,8 @@ from ppbn.commands.reference import (
     sample_overlap,
     search_options,
 )
+from ppbn.data.outputs import check_output_dir, relocate, work_folder
 from ppbn.errors import UserError
-from ppbn.parties.outputs import check_output_dir, relocate, work_folder
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 
 # The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
@@ -87,12 +87,12 @@ def _data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]
         return files
     if not args.network or not args.records:
         raise UserError("give --network and --records (or --data DIR)")
-    from ppbn.parties.datasets import make_dataset
+    from ppbn.data.datasets import make_dataset
 
     out = work / "data"
     make_dataset(args.network, args.records, args.seed, out, overlap=sample_overlap(args))
     if rate:
-        from ppbn.parties.datasets import blank_cells
+        from ppbn.data.datasets import blank_cells
 
         blank_cells(out, rate, args.seed)
     return out / "schema.json", out / "alice.csv", out / "bob.csv"
@@ -110,8 +110,8 @@ def reveal_tables(
     ``intersect``: on the records both hold, as ``--align psi``)."""
     from ppbn.bn.k2 import count_table
     from ppbn.bn.schema import Schema
-    from ppbn.parties.data import load_joined
-    from ppbn.parties.tables_job import load_shares
+    from ppbn.data.party_data import load_joined
+    from ppbn.jobs.tables import load_shares
     from ppbn.protocols.tables import reconstruct
 
     schema = Schema.load(str(schema_path))
@@ -127,7 +127,7 @@ def reveal_tables(
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.lab.harness import LocalPair, PairFiles
     from ppbn.parties.tls import PARTY_ROLES, make_local_pki
 
     params = job_params(args)
@@ -244,8 +244,8 @@ def pram_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, A
 def _simulate_pram(args: argparse.Namespace) -> int:
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.parties.compare import structure_diff
-    from ppbn.parties.data import load_joined
+    from ppbn.data.party_data import load_joined
+    from ppbn.lab.compare import structure_diff
 
     quiet = args.format == "json"
     if missing_rule(args) == "available-case":
@@ -310,14 +310,14 @@ def _simulate_perturb(args: argparse.Namespace) -> int:
     """A perturbation learner's job over the daemons (setup I or II), with the same learner
     on the joined original data as the reference."""
     from ppbn.bn.schema import Schema
-    from ppbn.parties.perturb_job import (
+    from ppbn.jobs.perturb import (
         SETUP_ONE_KIND,
         SETUP_TWO_KIND,
         full_params,
         learner_options,
         model_summary,
     )
-    from ppbn.parties.randomized_learning import learn, load_tables
+    from ppbn.lab.randomized_learning import learn, load_tables
 
     quiet = args.format == "json"
     if missing_rule(args) == "available-case":
@@ -404,7 +404,7 @@ def _print_perturb(report: dict[str, Any]) -> None:
 def _print_pram(report: dict[str, Any]) -> None:
     from rich.console import Console
 
-    from ppbn.protocols.pram.protocol import iter_privacy_text
+    from ppbn.protocols.pram import iter_privacy_text
 
     console = Console()
     style = "green" if report["state"] == "SUCCEEDED" else "red"
@@ -434,7 +434,7 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
     holds both parties' files, so it may compute this; a real deployment cannot)."""
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.parties.data import load_joined
+    from ppbn.data.party_data import load_joined
 
     schema = Schema.load(str(schema_path))
     names, codes = load_joined(
@@ -472,7 +472,7 @@ def _run_with_daemons(
     """Start alice and bob (and the miner for setup II) under ``work``, run one job from
     ``start_role``; returns the job id, every daemon's outcome, the start-up and job seconds.
     A failed job shows the last lines of every daemon's log on stderr."""
-    from ppbn.parties.harness import LocalPair, PairFiles
+    from ppbn.lab.harness import LocalPair, PairFiles
     from ppbn.parties.tls import make_local_pki
 
     schema_path, alice_csv, bob_csv = data
@@ -592,7 +592,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
 
 def add_path_arguments(parser: argparse.ArgumentParser) -> None:
     """--path and the options of the learning paths (PRAM here; shared learning options)."""
-    from ppbn.protocols.pram.oracle import COUNT_METHODS
+    from ppbn.randomized.pram.oracle import COUNT_METHODS
 
     parser.add_argument(
         "--path", choices=PATHS,

@@ -11,7 +11,7 @@ with a reason. Both daemons then run the job function in a worker thread over a
 timeout, and the daemon goes on serving. SIGTERM stops it gracefully (the running job is
 aborted with a reason the peer sees).
 
-Local policy (``ppbn.parties.policy``): each daemon enforces its own; nothing that
+Local policy (``ppbn.jobs.policy``): each daemon enforces its own; nothing that
 arrives from the network can weaken it. A job's parameters are checked against it at
 both daemons, by the initiator before it contacts the peer and by the peer before it
 answers ACCEPT, so a refused job has sent nothing derived from the data: the refusing
@@ -59,11 +59,23 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from ppbn.bn.schema import Schema
+from ppbn.data.outputs import commit_dir, failed_file, io_remedy, is_file_error, reason, relocate
+from ppbn.data.party_data import PartyData, load_party_data
 from ppbn.errors import UserError
-from ppbn.parties.alignment import align_by_psi
+from ppbn.jobs.alignment import align_by_psi
+from ppbn.jobs.base import (
+    ChannelGroup,
+    JobCancelled,
+    JobContext,
+    JobKind,
+    ParameterError,
+    PolicyScope,
+    check_job_policy,
+    job_kind,
+)
+from ppbn.jobs.checkpoint import CheckpointStore, data_digest
+from ppbn.jobs.policy import LocalPolicy, PolicyRefusal
 from ppbn.parties.audit import AuditLog
-from ppbn.parties.checkpoint import CheckpointStore, data_digest
-from ppbn.parties.data import PartyData, load_party_data
 from ppbn.parties.grpc_channel import (
     AUDIT_LOG_PARAMETER,
     MALFORMED,
@@ -73,19 +85,8 @@ from ppbn.parties.grpc_channel import (
     frame_kind_name,
 )
 from ppbn.parties.health import DaemonHealth
-from ppbn.parties.jobs import (
-    JobCancelled,
-    JobContext,
-    JobKind,
-    ParameterError,
-    PolicyScope,
-    check_job_policy,
-    job_kind,
-)
 from ppbn.parties.metrics import DaemonMetrics
 from ppbn.parties.net import describe_rpc_error, dial, server_options
-from ppbn.parties.outputs import commit_dir, failed_file, io_remedy, is_file_error, reason, relocate
-from ppbn.parties.policy import LocalPolicy, PolicyRefusal
 from ppbn.parties.tls import (
     DAEMON_ROLES,
     MINER,
@@ -234,7 +235,7 @@ def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role
     if missing:
         return missing
     if mine.record_alignment == "psi":
-        return None  # the id sets differ by design; each job intersects them (ppbn.parties.alignment)
+        return None  # the id sets differ by design; each job intersects them (ppbn.jobs.alignment)
     if theirs.record_count != mine.record_count:
         return (
             f"{me} holds {mine.record_count} records, {them} holds {theirs.record_count}: "
@@ -268,45 +269,6 @@ def parties_mismatch(alice: party_pb2.Hello, bob: party_pb2.Hello) -> str | None
     if alice.record_count != bob.record_count:
         return f"alice holds {alice.record_count} records, bob holds {bob.record_count}"
     return None
-
-
-class ChannelGroup:
-    """The channels of one job with several peers (the miner's), handled by the daemon as one.
-
-    The job function reads ``channels`` (role -> channel); the daemon aborts, closes and
-    counts them together. ``stats`` adds the traffic up; its ``rounds`` is the largest
-    count of one channel, since the channels run side by side.
-    """
-
-    def __init__(self, channels: dict[str, GrpcChannel]) -> None:
-        self.channels = channels
-
-    @property
-    def stats(self) -> ChannelStats:
-        total = ChannelStats()
-        for channel in self.channels.values():
-            total.add(channel.stats)
-        return total
-
-    def label_traffic(self, section: str) -> None:
-        """Count what follows under ``section`` (the job's phase) on every channel."""
-        for channel in self.channels.values():
-            channel.stats.section = section
-
-    @property
-    def failure(self) -> str | None:
-        for role, channel in self.channels.items():
-            if channel.failure:
-                return f"{role}: {channel.failure}"
-        return None
-
-    def abort(self, code: int, parameter: str = "") -> None:
-        for channel in self.channels.values():
-            channel.abort(code, parameter)
-
-    def close(self) -> None:
-        for channel in self.channels.values():
-            channel.close()
 
 
 @dataclass

@@ -1,1 +1,2 @@
-"""Two-party protocols written against a Channel. Never imports grpc."""
+"""Two-party protocols written against a Channel, never against grpc: sharing, OT, Paillier,
+garbled circuits, PSI, the secure tables and the learning protocols built on them."""

@@ -18,9 +18,9 @@ import pytest
 from waiting import wait_until as wait_for
 
 from ppbn.errors import UserError
+from ppbn.jobs.policy import LocalPolicy, PramPolicy
+from ppbn.lab.harness import free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.harness import free_port
-from ppbn.parties.policy import LocalPolicy, PramPolicy
 from ppbn.parties.tls import make_local_pki
 
 N_RECORDS = 150

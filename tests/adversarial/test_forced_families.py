@@ -17,7 +17,7 @@ import pytest
 from hostile import Pair, write_dataset
 from test_hostile_peer import _refused_at_bob
 
-from ppbn.parties.policy import LocalPolicy
+from ppbn.jobs.policy import LocalPolicy
 
 INTO_B2 = [["a1", "b2"], ["b1", "b2"], ["a2", "b2"]]  # three parents: a family of four
 

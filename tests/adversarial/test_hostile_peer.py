@@ -16,7 +16,7 @@ import pytest
 from hostile import PERMISSIVE, Pair, write_dataset
 
 from ppbn.errors import UserError
-from ppbn.parties.policy import LocalPolicy
+from ppbn.jobs.policy import LocalPolicy
 from ppbn.proto import party_pb2
 
 AbortCode = party_pb2.AbortCode

@@ -9,7 +9,7 @@ import pytest
 from fuzzkit import TALLY, BobProcess, make_alice, write_dataset
 from waiting import wait_until as wait_for
 
-from ppbn.parties.harness import free_port
+from ppbn.lab.harness import free_port
 from ppbn.parties.tls import make_local_pki
 
 

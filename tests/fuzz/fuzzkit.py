@@ -29,10 +29,10 @@ import numpy as np
 from waiting import wait_until as wait_for
 
 from ppbn.errors import UserError
+from ppbn.jobs.policy import LocalPolicy
+from ppbn.lab.harness import free_port
 from ppbn.parties.daemon import DaemonConfig, JobRefused, PartyDaemon
-from ppbn.parties.harness import free_port
 from ppbn.parties.net import dial
-from ppbn.parties.policy import LocalPolicy
 from ppbn.parties.tls import load_tls_files
 from ppbn.proto import party_pb2, party_pb2_grpc
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppbn.protocols.perturb.additive import (
+from ppbn.randomized.perturb.additive import (
     OneStepServer,
     binned_em,
     default_range,
@@ -34,8 +34,8 @@ from ppbn.protocols.perturb.additive import (
     uniform_edges,
     z_histogram_edges,
 )
-from ppbn.protocols.perturb.noise import DiscreteNormal, Gaussian, Poisson, Uniform
-from ppbn.protocols.pram.operators import RandomizationError, RandomSource
+from ppbn.randomized.perturb.noise import DiscreteNormal, Gaussian, Poisson, Uniform
+from ppbn.randomized.pram.operators import RandomizationError, RandomSource
 
 
 def two_triangles(n: int, seed: int) -> np.ndarray:

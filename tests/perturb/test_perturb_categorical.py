@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppbn.protocols.perturb.categorical import reconstruct
-from ppbn.protocols.perturb.mechanisms import parse_mechanisms
-from ppbn.protocols.perturb.response import flip_group, warner
-from ppbn.protocols.pram.operators import (
+from ppbn.randomized.perturb.categorical import reconstruct
+from ppbn.randomized.perturb.mechanisms import parse_mechanisms
+from ppbn.randomized.perturb.response import flip_group, warner
+from ppbn.randomized.pram.operators import (
     Block,
     RandomizationError,
     RandomizationScheme,

@@ -5,10 +5,10 @@ import copy
 import numpy as np
 import pytest
 
-from ppbn.protocols.perturb.mechanisms import parse_mechanisms, zhan_scheme
-from ppbn.protocols.perturb.noise import Gaussian
-from ppbn.protocols.perturb.response import flip_group, warner
-from ppbn.protocols.pram.operators import RandomizationError, RandomSource
+from ppbn.randomized.perturb.mechanisms import parse_mechanisms, zhan_scheme
+from ppbn.randomized.perturb.noise import Gaussian
+from ppbn.randomized.perturb.response import flip_group, warner
+from ppbn.randomized.pram.operators import RandomizationError, RandomSource
 
 GOOD = {
     "columns": {

@@ -10,7 +10,7 @@ of |f - f_hat| that MGAS alone costs (measured 0.075 -> 0.103 for seed 0).
 import numpy as np
 import pytest
 
-from ppbn.protocols.perturb.mgas_example import (
+from ppbn.lab.mgas_example import (
     TEXT_GROUPS,
     mgas_two_triangle,
     two_triangle_density,

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from ppbn.protocols.perturb.noise import (
+from ppbn.randomized.perturb.noise import (
     INVERSE_SQUARE_C,
     ZETA2,
     ZETA3,
@@ -19,7 +19,7 @@ from ppbn.protocols.perturb.noise import (
     Uniform,
     noise_from_dict,
 )
-from ppbn.protocols.pram.operators import RandomizationError, RandomSource
+from ppbn.randomized.pram.operators import RandomizationError, RandomSource
 
 CONTINUOUS = [Gaussian(2.0, 1.0), Uniform(-1.0, 3.0)]
 LATTICE = [DiscreteNormal(0.5, 1.5), Poisson(0.25, 3.0), InverseSquare(1.0), InverseCube(0.5),

@@ -12,10 +12,10 @@ import pytest
 from daemon_trio import Trio
 
 from ppbn.bn.schema import Schema
+from ppbn.data.datasets import make_dataset
 from ppbn.errors import UserError
-from ppbn.parties.datasets import make_dataset
-from ppbn.parties.policy import LocalPolicy, PramPolicy
-from ppbn.parties.randomized_learning import Mechanism, learn, load_tables
+from ppbn.jobs.policy import LocalPolicy, PramPolicy
+from ppbn.lab.randomized_learning import Mechanism, learn, load_tables
 from ppbn.parties.tls import make_local_pki
 from ppbn.protocols.ledger import ALLOWED_KINDS
 

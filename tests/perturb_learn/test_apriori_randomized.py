@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppbn.errors import UserError
-from ppbn.protocols.perturb.apriori import (
+from ppbn.randomized.perturb.apriori import (
     SupportEstimator,
     apriori_gen,
     association_rules,
@@ -17,10 +17,10 @@ from ppbn.protocols.perturb.apriori import (
     mine,
     table_from_supports,
 )
-from ppbn.protocols.perturb.estimated import RandomizedData
-from ppbn.protocols.perturb.response import scheme_for
-from ppbn.protocols.pram.estimators import moment_covariance
-from ppbn.protocols.pram.operators import RandomSource
+from ppbn.randomized.perturb.estimated import RandomizedData
+from ppbn.randomized.perturb.response import scheme_for
+from ppbn.randomized.pram.estimators import moment_covariance
+from ppbn.randomized.pram.operators import RandomSource
 
 ITEMS = [f"i{k}" for k in range(6)]
 GROUPS = [("i0", "i1", "i2"), ("i3", "i4")]  # i5 alone
@@ -191,7 +191,7 @@ def test_apriori_gen_joins_and_prunes():
 
 
 def test_confidence_is_clipped_and_bad_thresholds_refused():
-    from ppbn.protocols.perturb.apriori import Itemset
+    from ppbn.randomized.perturb.apriori import Itemset
 
     sets = [Itemset(("a",), 10.0, 0.0, 10), Itemset(("b",), 30.0, 0.0, 30), Itemset(("a", "b"), 12.0, 0.0, 9)]
     rules = association_rules(sets, 100, 0.0)

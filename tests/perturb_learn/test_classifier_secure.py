@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from ppbn.bn.model import BayesNet
-from ppbn.parties.classifier_compare import ClassifierSettings, make_problem
-from ppbn.parties.classifier_secure import secure_classifier
-from ppbn.parties.policy import LocalPolicy
+from ppbn.jobs.policy import LocalPolicy
+from ppbn.lab.classifier_compare import ClassifierSettings, make_problem
+from ppbn.lab.classifier_secure import secure_classifier
 
 TEST_POLICY = Path(__file__).parent.parent / "data" / "test-policy.toml"
 

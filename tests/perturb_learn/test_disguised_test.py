@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from ppbn.cli import main
-from ppbn.protocols.perturb.disguised_test import disguised_accuracy
-from ppbn.protocols.perturb.response import scheme_for, warner
-from ppbn.protocols.pram.operators import (
+from ppbn.randomized.perturb.disguised_accuracy import disguised_accuracy
+from ppbn.randomized.perturb.response import scheme_for, warner
+from ppbn.randomized.pram.operators import (
     Block,
     RandomizationError,
     RandomizationScheme,

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from ppbn.errors import UserError
-from ppbn.protocols.perturb.estimated import RandomizedData
-from ppbn.protocols.perturb.id3 import entropy, fit_id3, information_gain
-from ppbn.protocols.perturb.response import scheme_for
-from ppbn.protocols.pram.operators import RandomSource
+from ppbn.randomized.perturb.estimated import RandomizedData
+from ppbn.randomized.perturb.id3 import entropy, fit_id3, information_gain
+from ppbn.randomized.perturb.response import scheme_for
+from ppbn.randomized.pram.operators import RandomSource
 
 # Quinlan's Saturday mornings (the tree of Fig. 7.6): outlook sunny/overcast/rain,
 # temperature hot/mild/cool, humidity high/normal, wind weak/strong, play no/yes.

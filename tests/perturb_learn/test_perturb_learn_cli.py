@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from ppbn.cli import main
-from ppbn.protocols.perturb.response import scheme_for
-from ppbn.protocols.pram.operators import RandomSource
+from ppbn.randomized.perturb.response import scheme_for
+from ppbn.randomized.pram.operators import RandomSource
 
 
 def _csv(path, n, seed, theta=None):
@@ -29,7 +29,7 @@ def _csv(path, n, seed, theta=None):
 def _folder(path, n, seed):
     """A `ppbn datasets make`-style folder (schema.json, alice.csv, bob.csv) without pgmpy."""
     from ppbn.bn.schema import Schema
-    from ppbn.parties.data import write_party_csv
+    from ppbn.data.party_data import write_party_csv
 
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, n)

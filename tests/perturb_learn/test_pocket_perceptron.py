@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from ppbn.errors import UserError
-from ppbn.protocols.perturb.estimated import RandomizedData
-from ppbn.protocols.perturb.lenses import (
+from ppbn.lab.lenses import (
     CARDINALITIES,
     LENSES,
     TABLE_6_1,
@@ -16,14 +15,15 @@ from ppbn.protocols.perturb.lenses import (
     lenses_scheme,
     sample_lenses,
 )
-from ppbn.protocols.perturb.perceptron import (
+from ppbn.randomized.perturb.estimated import RandomizedData
+from ppbn.randomized.perturb.perceptron import (
     configuration_weights,
     fit_perceptron,
     perceptron_cost,
     pocket,
 )
-from ppbn.protocols.perturb.response import scheme_for
-from ppbn.protocols.pram.operators import RandomSource, kron
+from ppbn.randomized.perturb.response import scheme_for
+from ppbn.randomized.pram.operators import RandomSource, kron
 
 COLUMNS = ["a", "b", "c", "y"]
 CARDS = {"a": 3, "b": 2, "c": 2, "y": 2}
@@ -103,7 +103,7 @@ def test_expected_cost_equals_brute_force_sum_over_records():
             brute += delta * score * post[cell]
     observed = data.randomized_counts(COLUMNS)
     ops = data.operators(COLUMNS)
-    from ppbn.protocols.pram.estimators import apply_along_axes
+    from ppbn.randomized.pram.estimators import apply_along_axes
 
     predicted = apply_along_axes(prior, [(axes, m.T) for axes, m in ops])
     mass = (prior * apply_along_axes(observed / predicted, ops)).reshape(-1)

@@ -6,16 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppbn.protocols.perturb.estimated import RandomizedData
-from ppbn.protocols.perturb.response import (
+from ppbn.randomized.perturb.estimated import RandomizedData
+from ppbn.randomized.perturb.response import (
     check_theta,
     flip_group,
     marginal_transition,
     scheme_for,
     warner,
 )
-from ppbn.protocols.pram.estimators import PramEstimator, moment_covariance
-from ppbn.protocols.pram.operators import (
+from ppbn.randomized.pram.estimators import PramEstimator, moment_covariance
+from ppbn.randomized.pram.operators import (
     RandomizationError,
     RandomSource,
     kron,
@@ -170,7 +170,7 @@ def test_conditional_counts_are_the_slice_of_the_estimate(seed, order, fixed_cou
 
 
 def test_general_joint_block_falls_back_to_whole_block():
-    from ppbn.protocols.pram.operators import Block, RandomizationScheme
+    from ppbn.randomized.pram.operators import Block, RandomizationScheme
 
     rng = np.random.default_rng(2)
     general = rng.random((4, 4)) + 2 * np.eye(4)

@@ -7,10 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
-from ppbn.protocols.perturb.estimated import RandomizedData
-from ppbn.protocols.perturb.naive_bayes import fit_naive_bayes
-from ppbn.protocols.perturb.response import scheme_for
-from ppbn.protocols.pram.operators import RandomizationError, RandomSource
+from ppbn.randomized.perturb.estimated import RandomizedData
+from ppbn.randomized.perturb.naive_bayes import fit_naive_bayes
+from ppbn.randomized.perturb.response import scheme_for
+from ppbn.randomized.pram.operators import RandomizationError, RandomSource
 
 ATTRS = ["a", "b", "c", "d"]
 COLUMNS = [*ATTRS, "y"]
@@ -199,7 +199,7 @@ def test_exact_distribution_over_all_randomizations():
     expected = n_c * theta * (1 - theta) / (2 * theta - 1) ** 2
     assert np.allclose(variance, np.vstack([expected, expected]), atol=1e-12)
     theorem2 = RandomizedData(COLUMNS, codes, scheme)
-    from ppbn.protocols.pram.estimators import moment_covariance
+    from ppbn.randomized.pram.estimators import moment_covariance
 
     cov = moment_covariance(truth, theorem2.operators(["a", "y"]))
     assert np.allclose(np.diag(cov), variance.reshape(-1), atol=1e-12)

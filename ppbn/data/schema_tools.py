@@ -1,0 +1,215 @@
+"""``ppbn schema infer`` and ``ppbn schema merge``: from two CSVs to one public schema.
+
+Each party infers a partial schema from its own file alone (``infer_schema``) and sends
+the other only the public part; ``merge_schemas`` joins the two. What crosses is what
+the public schema holds anyway (Yang-Wright Sec. 4.2: domains are public): names,
+owners, categorical domains, and for continuous variables the method and the number of
+bins. A party's private bin fields (its unpublished edges, mgas parameters) are kept
+only in its own merged copy (``keep_private_of``), never in the other's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ppbn.bn.io import (
+    STATE_CHARS,
+    bif_case_clash,
+    bif_name_fix,
+    bif_name_problem,
+    bif_state_problem,
+)
+from ppbn.bn.schema import PARTIES, SCHEMA_VERSION, BinSpec, Schema, Variable
+from ppbn.data.party_data import _check_ids, _raw_header, _read_csv
+from ppbn.errors import DataError, UserError
+
+ORDERS = ("first-seen", "sorted")
+DEFAULT_BINS = 4
+# a numeric column with more distinct values than this is proposed as continuous
+DEFAULT_NUMERIC_LEVELS = 10
+# a categorical column with more distinct values than this gets a warning
+MANY_CATEGORIES = 20
+
+
+@dataclass
+class Inferred:
+    schema: Schema
+    warnings: list[str] = field(default_factory=list)
+
+
+def _numbers(values: np.ndarray) -> np.ndarray | None:
+    """The cells as finite floats, or None if any cell is not one."""
+    parsed = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    return parsed if parsed.size and np.all(np.isfinite(parsed)) else None
+
+
+def _domain(values: np.ndarray, order: str, numbers: np.ndarray | None) -> tuple[str, ...]:
+    """Distinct cells in first-seen order, or sorted (numerically when all are numbers)."""
+    seen = tuple(pd.unique(pd.Series(values, dtype=object)).tolist())
+    if order == "first-seen":
+        return seen
+    if numbers is not None:
+        first = dict(zip(values.tolist(), numbers.tolist(), strict=True))
+        return tuple(sorted(seen, key=lambda s: (first[s], s)))
+    return tuple(sorted(seen))
+
+
+def infer_schema(
+    csv_path: str | Path,
+    owner: str,
+    id_column: str,
+    order: str = "first-seen",
+    bins: int = DEFAULT_BINS,
+    numeric_levels: int = DEFAULT_NUMERIC_LEVELS,
+) -> Inferred:
+    """A partial schema of ``owner``'s variables from its own CSV.
+
+    Categorical: the domain of the column (``order``). Numeric (every non-empty cell a
+    finite number) with more than ``numeric_levels`` distinct values: continuous, quantile
+    bins, ``bins`` of them. Empty cells are left out of domains, with a warning.
+    """
+    if owner not in PARTIES:
+        raise UserError(f"--owner must be alice or bob, got {owner!r}")
+    if order not in ORDERS:
+        raise UserError(f"--order must be one of {', '.join(ORDERS)}")
+    if bins < 2:
+        raise UserError("--bins must be at least 2")
+    path = Path(csv_path)
+    frame = _read_csv(path)
+    header = _raw_header(path)
+    dupes = sorted({c for c in header if header.count(c) > 1})
+    if dupes:
+        raise DataError(f"{path}: line 1: column {dupes[0]!r} appears more than once")
+    if id_column not in header:
+        raise DataError(f"{path}: line 1: id column {id_column!r} is missing (columns: {', '.join(header)})")
+    _check_ids(path, frame[id_column], id_column)
+    _check_column_names(path, [name for name in header if name != id_column])
+    variables: list[Variable] = []
+    warnings: list[str] = []
+    for name in header:
+        if name == id_column:
+            continue
+        cells = frame[name].to_numpy(dtype=object)
+        present = cells[cells != ""]
+        if present.size < cells.size:
+            warnings.append(
+                f"{path}: column {name!r} has {cells.size - present.size} empty cells (run both daemons "
+                "with --missing available-case, or declare 'missing_state' and use --missing category)"
+            )
+        numbers = _numbers(present)
+        distinct = int(np.unique(numbers).size) if numbers is not None else len(set(present.tolist()))
+        if distinct < 2:
+            raise DataError(
+                f"{path}: lines 2-{cells.size + 1}, column {name!r}: fewer than two distinct values: "
+                "a variable needs at least two states (drop the column)"
+            )
+        if numbers is not None and distinct > max(numeric_levels, bins - 1):
+            variables.append(Variable.continuous(name, owner, BinSpec("quantile", bins)))
+            continue
+        if distinct > MANY_CATEGORIES:
+            hint = "declare it continuous" if numbers is not None else "group its values"
+            warnings.append(
+                f"{path}: column {name!r} has {distinct} distinct values as a categorical variable "
+                f"(sparse counts, large tables): {hint}"
+            )
+        domain = _domain(present, order, numbers)
+        _check_states(path, name, cells, domain)
+        variables.append(Variable(name, owner, domain))
+    if not variables:
+        raise DataError(f"{path}: line 1: no columns besides the id column {id_column!r}")
+    return Inferred(Schema(id_column, tuple(variables)), warnings)
+
+
+def _check_column_names(path: Path, names: list[str]) -> None:
+    """Every variable column has a name the outputs can carry (the network's BIF file):
+    refused here, on line 1, rather than when a learn job writes its result."""
+    for name in names:
+        if not name:
+            raise DataError(f"{path}: line 1: a column has an empty name")
+        problem = bif_name_problem(name)
+        if problem:
+            raise DataError(f"{path}: line 1, column {name!r}: the name {problem}; {bif_name_fix(name, ' in the file')}")
+    clash = bif_case_clash(names)
+    if clash:
+        raise DataError(
+            f"{path}: line 1: columns {clash[0]!r} and {clash[1]!r} differ only in letter case, which "
+            "pgmpy's BIF reader cannot tell apart; rename one of them"
+        )
+
+
+def _check_states(path: Path, name: str, cells: np.ndarray, domain: tuple[str, ...]) -> None:
+    """Every state of a categorical column is a value the network's BIF file can carry;
+    the first line holding a refused one is named."""
+    for state in domain:
+        problem = bif_state_problem(state)
+        if problem:
+            line = int(np.flatnonzero(cells == state)[0]) + 2
+            raise DataError(
+                f"{path}: line {line}, column {name!r}: value {state!r} {problem}; change it in the "
+                f"file ({STATE_CHARS})"
+            )
+
+
+def _party_of(schema: Schema, source: str) -> str:
+    owners = sorted({v.owner for v in schema.variables})
+    if len(owners) != 1:
+        raise UserError(
+            f"{source}: declares variables of both alice and bob; a partial schema holds one party's variables"
+        )
+    return owners[0]
+
+
+def merge_schemas(
+    first: Schema, second: Schema, sources: tuple[str, str], keep_private_of: str | None = None
+) -> dict[str, Any]:
+    """One public schema from two parties' partial ones (as a JSON-ready dict).
+
+    Refuses: different id columns, two partial schemas of the same party, a variable
+    declared by both, different missing states. Only ``keep_private_of``'s variables keep
+    their private bin fields (that party's own copy); every other variable is written in
+    its public form.
+    """
+    if keep_private_of is not None and keep_private_of not in PARTIES:
+        raise UserError(f"--party must be alice or bob, got {keep_private_of!r}")
+    a, b = sources
+    if first.id_column != second.id_column:
+        raise UserError(
+            f"the id columns differ: {a} uses {first.id_column!r}, {b} uses {second.id_column!r} "
+            "(agree on one name and rename it in one schema and its CSV)"
+        )
+    party_a, party_b = _party_of(first, a), _party_of(second, b)
+    if party_a == party_b:
+        raise UserError(
+            f"{a} and {b} both declare {party_a}'s variables: merge one partial schema of alice with one of bob"
+        )
+    names_b = {v.name: v for v in second.variables}
+    folded_b = {v.name.lower(): v.name for v in second.variables}
+    for v in first.variables:
+        if v.name in names_b:
+            raise UserError(
+                f"variable {v.name!r} is declared by both {a} ({v.owner}) and {b} ({names_b[v.name].owner}): "
+                "each variable belongs to one party; rename one column"
+            )
+        if v.name.lower() in folded_b:
+            raise UserError(
+                f"variable {v.name!r} of {a} and {folded_b[v.name.lower()]!r} of {b} differ only in letter "
+                "case, which pgmpy's BIF reader cannot tell apart; rename one column"
+            )
+    missing = {s.missing_state for s in (first, second)} - {None}
+    if len(missing) > 1:
+        raise UserError(f"the missing states differ: {a} {first.missing_state!r}, {b} {second.missing_state!r}")
+    variables = [
+        v.to_dict() if v.owner == keep_private_of else v.public_dict()
+        for v in (*first.variables, *second.variables)
+    ]
+    merged: dict[str, Any] = {"version": SCHEMA_VERSION, "id_column": first.id_column, "variables": variables}
+    if missing:
+        merged["missing_state"] = missing.pop()
+    Schema.from_dict(json.loads(json.dumps(merged)), source="merged schema")  # the result must load
+    return merged

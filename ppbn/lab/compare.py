@@ -1,0 +1,636 @@
+"""``ppbn compare``: the secure path and the PRAM path side by side on the same data.
+
+One data set is sampled from a bnlearn network (``make_dataset``) and split between alice
+and bob. On it run:
+
+- the exact reference (plaintext K2 on the joined data, in this process): the yardstick
+  structure every other run is measured against;
+- the PRAM path over the daemons (alice, bob and the miner as separate processes on
+  loopback, mutual TLS), setup I and setup II, for each p, plain and with the extra-link
+  fix of Ma and Sivakumar (Sec. V): the threshold eta for Bayesian scores, the penalty
+  multiplier C* for BIC. The daemons run with the local test flag
+  ``--insecure-fixed-seed-for-testing`` (a seed is never a job parameter), so for one p
+  both setups and both variants see the same randomized copy and differ only by what
+  they are measuring; the daemons' policy permits the smallest p asked for;
+- the secure path: job kind ``learn`` through the same daemons.
+
+Measures per run: structural Hamming distance to the reference structure (a reversed
+edge counts once) with its extra, missing and reversed links; KL(truth || learned) of
+the generating network's joint from the learned one; wall time and bytes exchanged
+(summed over the daemons); and per disclosed variable gamma (strict zero convention of
+NOTES.md) and K_p.
+
+KL divergence: exact by enumeration when the joint has at most ``ENUMERATION_LIMIT``
+states, otherwise a Monte Carlo estimate with ``KL_SAMPLES`` records drawn from the
+generating network (its standard error is reported). Learned CPTs are mixed with the
+uniform distribution at weight ``KL_SMOOTHING`` first, so a zero estimate gives a large
+but finite divergence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppbn.bn.learn import learn_reference
+from ppbn.bn.model import BayesNet
+from ppbn.bn.networks import sample
+from ppbn.bn.schema import Schema
+from ppbn.errors import UserError
+from ppbn.jobs.policy import ALL_VARIABLES, LocalPolicy, PramPolicy
+
+ENUMERATION_LIMIT = 1 << 18
+KL_SAMPLES = 200_000
+KL_SMOOTHING = 1e-6
+DEFAULT_ETA_SCHEDULE = ((0.0, 1.0), (0.15, 0.99), (0.25, 0.98), (math.inf, 0.97))
+DEFAULT_C_STAR_SCHEDULE = ((0.0, 1.0), (0.15, 4.0), (math.inf, 8.0))
+
+
+def scheduled(schedule: Sequence[tuple[float, float]], p: float) -> float:
+    """The value for p: the first (bound, value) with p <= bound.
+
+    The eta schedule is the paper's (Sec. VII-B: 0.99 up to p = 0.15, 0.98 up to 0.25,
+    0.97 beyond; 1 without randomization). The paper names C* = 4 and 8 but no rule, so
+    the C* schedule mirrors the eta one: 4 up to p = 0.15, 8 beyond.
+    """
+    return next(value for bound, value in schedule if p <= bound)
+
+
+# -- structures -----------------------------------------------------------------------
+
+
+def structure_diff(
+    learned: Mapping[str, Sequence[str]], reference: Mapping[str, Sequence[str]]
+) -> dict[str, Any]:
+    """Extra, missing and reversed links of ``learned`` against ``reference``; their sum is
+    the structural Hamming distance (``ppbn.bn.model.structural_hamming_distance``)."""
+    ours = {(p, c) for c, ps in learned.items() for p in ps}
+    theirs = {(p, c) for c, ps in reference.items() for p in ps}
+    reversed_links = sorted((p, c) for p, c in ours - theirs if (c, p) in theirs)
+    extra = sorted((p, c) for p, c in ours - theirs if (c, p) not in theirs)
+    missing = sorted((p, c) for p, c in theirs - ours if (c, p) not in ours)
+    return {
+        "shd": len(extra) + len(missing) + len(reversed_links),
+        "extra": len(extra),
+        "missing": len(missing),
+        "reversed": len(reversed_links),
+        "extra_links": [list(e) for e in extra],
+        "missing_links": [list(e) for e in missing],
+        "reversed_links": [list(e) for e in reversed_links],
+    }
+
+
+def network_from_json(document: Mapping[str, Any], schema: Schema) -> BayesNet:
+    """The network of a ``network.json`` (reference, secure or PRAM path)."""
+    states = {v.name: v.states for v in schema.variables}
+    parameters = document["parameters"]
+    missing = [v for v in schema.names if v not in parameters]
+    if missing:
+        raise UserError(f"network.json has no CPT for {missing[0]!r} (parameters withheld?)")
+    return BayesNet(
+        schema.names,
+        states,
+        {v: tuple(parameters[v]["parents"]) for v in schema.names},
+        {v: np.asarray(parameters[v]["table"], dtype=float) for v in schema.names},
+        {v: tuple(parameters[v].get("unobserved", ())) for v in schema.names},
+    )
+
+
+# -- KL divergence ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KLEstimator:
+    """KL(truth || learned): exact by enumeration for small joints, Monte Carlo otherwise.
+
+    The evaluation points (and, for enumeration, their truth probabilities) are computed
+    once and shared by every learned network, so all runs are measured on the same sample.
+    """
+
+    truth: BayesNet
+    codes: np.ndarray
+    weights: np.ndarray  # truth probabilities (enumeration) or 1/M (Monte Carlo)
+    truth_log: np.ndarray
+    method: str
+
+    @classmethod
+    def build(cls, truth: BayesNet, seed: int, samples: int = KL_SAMPLES) -> KLEstimator:
+        size = math.prod(truth.cardinality(v) for v in truth.names)
+        if size <= ENUMERATION_LIMIT:
+            dims = tuple(truth.cardinality(v) for v in truth.names)
+            codes = np.stack(np.unravel_index(np.arange(size), dims), axis=1)
+            truth_log = truth.log_probability(codes)
+            keep = np.isfinite(truth_log)
+            codes, truth_log = codes[keep], truth_log[keep]
+            return cls(truth, codes, np.exp(truth_log), truth_log, f"exact (enumeration of {size:,} states)")
+        codes = sample(truth, samples, seed)
+        truth_log = truth.log_probability(codes)
+        weights = np.full(samples, 1.0 / samples)
+        return cls(truth, codes, weights, truth_log, f"Monte Carlo ({samples:,} samples from the generating network)")
+
+    def divergence(self, learned: BayesNet) -> tuple[float, float]:
+        """(KL in nats, its standard error: 0 when exact)."""
+        terms = self.truth_log - learned.log_probability(self.codes, KL_SMOOTHING)
+        value = float(np.sum(self.weights * terms))
+        if self.method.startswith("exact"):
+            return value, 0.0
+        return value, float(np.std(terms) / math.sqrt(len(terms)))
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One learned network and what it cost; ``available`` False carries ``reason``."""
+
+    path: str  # "reference", "pram", "secure"
+    setup: int | None = None
+    p: float | None = None
+    fix: str = ""  # "", "eta=0.99", "C*=4"
+    available: bool = True
+    reason: str = ""
+    parents: dict[str, list[str]] = field(default_factory=dict)
+    diff: dict[str, Any] = field(default_factory=dict)
+    kl: float = math.nan
+    kl_se: float = math.nan
+    wall_s: float = math.nan
+    bytes_exchanged: int = 0
+    privacy: list[dict[str, Any]] = field(default_factory=list)
+    search: str = "k2"  # "hc": hill climbing, measured against the hill-climbing reference
+
+    @property
+    def label(self) -> str:
+        tag = " [hc]" if self.search == "hc" else ""
+        if self.path != "pram":
+            return self.path + tag
+        return f"PRAM setup {'I' if self.setup == 1 else 'II'}" + (f" + {self.fix}" if self.fix else "") + tag
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "label": self.label, "setup": self.setup, "p": self.p,
+            "fix": self.fix, "available": self.available, "reason": self.reason,
+            "structure": self.diff, "kl_nats": _finite(self.kl), "kl_standard_error": _finite(self.kl_se),
+            "wall_s": _finite(self.wall_s), "bytes_exchanged": self.bytes_exchanged,
+            "privacy": self.privacy, "parents": self.parents, "search": self.search,
+        }  # fmt: skip
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 6)
+
+
+def bytes_exchanged(outcomes: Mapping[str, Any]) -> int:
+    """Bytes sent by every daemon of the job, as each measured its own channels."""
+    return sum(int((o.stats or {}).get("bytes_sent", 0)) for o in outcomes.values())
+
+
+def comparison_policy(settings: CompareSettings) -> LocalPolicy:
+    """The policy of the comparison's daemons: the built-in one, with the PRAM minimum lowered
+    to the smallest p asked for (the person running the comparison is both parties)."""
+    least = min(settings.ps)
+    pram = PramPolicy(min_p=least, always_randomize=(ALL_VARIABLES,) if least > 0 else ())
+    return replace(LocalPolicy(), pram=pram, source=f"ppbn compare (PRAM p >= {least:g})")
+
+
+@dataclass
+class CompareSettings:
+    network: str
+    records: int
+    ps: tuple[float, ...]
+    seed: int
+    max_parents: int
+    score: str
+    tau: float
+    eta: float | None  # None: the paper's schedule
+    c_star: float | None  # None: the schedule above
+    secure: bool
+    timeout_s: float
+    hc: bool = False  # also hill climbing: reference, PRAM setup II and secure (issue 13)
+
+    def fix_for(self, p: float) -> tuple[str, dict[str, float]]:
+        """The extra-link fix for this score and p: (label, job parameters)."""
+        if self.score == "bic":
+            c_star = self.c_star if self.c_star is not None else scheduled(DEFAULT_C_STAR_SCHEDULE, p)
+            return f"C*={c_star:g}", {"c_star": c_star}
+        eta = self.eta if self.eta is not None else scheduled(DEFAULT_ETA_SCHEDULE, p)
+        return f"eta={eta:g}", {"eta": eta}
+
+
+@dataclass
+class Comparison:
+    settings: CompareSettings
+    schema: Schema
+    kl_method: str
+    runs: list[Run]
+    reference_edges: int
+    truth_edges: int
+    reference_vs_truth: dict[str, Any]
+    wall_s: float
+    hc_reference_vs_truth: dict[str, Any] | None = None
+
+
+def run_comparison(
+    settings: CompareSettings, work: Path, say: Callable[[str], None] = lambda _msg: None
+) -> Comparison:
+    """Everything ``ppbn compare`` measures, with the daemons started under ``work``."""
+    from ppbn.data.datasets import make_dataset
+    from ppbn.data.party_data import load_joined
+    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.parties.tls import make_local_pki
+
+    started = time.perf_counter()
+    data_dir = work / "data"
+    made = make_dataset(settings.network, settings.records, settings.seed, data_dir)
+    schema = made.schema
+    names, codes = load_joined(schema, data_dir / "alice.csv", data_dir / "bob.csv")
+    states = {v.name: v.states for v in schema.variables}
+    kl = KLEstimator.build(made.truth, settings.seed + 1)
+    say(f"data: {settings.records:,} records of {settings.network}; KL {kl.method}")
+
+    t0 = time.perf_counter()
+    reference = learn_reference(names, states, codes, settings.max_parents, settings.score, settings.tau)
+    ref_parents = {v: list(reference.search.parents[v]) for v in names}
+    ref_run = Run("reference", parents=ref_parents, wall_s=time.perf_counter() - t0)
+    _measure(ref_run, reference.network, ref_parents, kl)
+    runs = [ref_run]
+    say(f"reference: {len(reference.search.edges)} edges in {ref_run.wall_s:.2f} s")
+
+    make_local_pki(work / "certs")
+    files = PairFiles(
+        data_dir / "schema.json", {"alice": data_dir / "alice.csv", "bob": data_dir / "bob.csv"},
+        work / "certs", work,
+    )  # fmt: skip
+    policy = comparison_policy(settings)
+    if policy.pram.min_p < LocalPolicy().pram.min_p:
+        say(f"policy: {policy.source} (weaker than the built-in minimum p {LocalPolicy().pram.min_p:g})")
+    with LocalPair(
+        files, settings.timeout_s, miner=True, policy=policy,
+        fixed_seed_for_testing=f"compare/{settings.seed}",
+    ) as trio:  # fmt: skip
+        say("daemons up: alice, bob and miner (loopback, mutual TLS)")
+        for p in settings.ps:
+            fix_label, fix_params = settings.fix_for(p)
+            neutral = next(iter(fix_params.values())) == 1.0  # eta = 1 or C* = 1: plain K2
+            for setup in (1, 2):
+                for fix in ("",) if neutral else ("", fix_label):
+                    params: dict[str, Any] = {
+                        "p": p, "max_parents": settings.max_parents, "score": settings.score,
+                        "tau": settings.tau, **(fix_params if fix else {}),
+                    }  # fmt: skip
+                    run = Run("pram", setup=setup, p=p, fix=fix)
+                    _run_daemon_job(trio, run, "miner" if setup == 2 else "alice",
+                                    "pram-miner" if setup == 2 else "pram", params, schema, ref_parents, kl)  # fmt: skip
+                    runs.append(run)
+                    say(f"{run.label}, p={p:g}: SHD {run.diff.get('shd', '-')}, {run.wall_s:.2f} s")
+        secure = Run("secure")
+        if not settings.secure:
+            secure.available, secure.reason = False, "skipped (--no-secure)"
+        else:
+            say("secure path (job kind learn): this is the slow one")
+            learn_params = {
+                "max_parents": settings.max_parents, "score": settings.score, "tau": settings.tau,
+                "order": None, "c_star": 1.0, "disclosure": "public",
+            }  # fmt: skip
+            _run_daemon_job(trio, secure, "alice", "learn", learn_params, schema, ref_parents, kl)
+        if not secure.available:
+            print(f"ppbn compare: SECURE PATH NOT AVAILABLE: {secure.reason}", file=sys.stderr)
+        runs.append(secure)
+        hc_parents = _hill_climbing_runs(settings, trio, names, states, codes, schema, kl, runs, say) if settings.hc else None
+    truth_parents = {v: list(made.truth.parents[v]) for v in made.truth.names}
+    return Comparison(
+        settings, schema, kl.method, runs, len(reference.search.edges),
+        sum(len(ps) for ps in truth_parents.values()), structure_diff(ref_parents, truth_parents),
+        time.perf_counter() - started,
+        None if hc_parents is None else structure_diff(hc_parents, truth_parents),
+    )  # fmt: skip
+
+
+def _hill_climbing_runs(
+    settings: CompareSettings, trio, names, states, codes, schema: Schema, kl: KLEstimator,
+    runs: list[Run], say: Callable[[str], None],
+) -> dict[str, list[str]]:  # fmt: skip
+    """The hill-climbing rows (issue 13): the reference, PRAM setup II for each p (plain,
+    and with C* for bic; the eta rule is K2's), and the secure path, each measured against
+    the hill-climbing reference. Returns the reference's parents."""
+    t0 = time.perf_counter()
+    reference = learn_reference(names, states, codes, settings.max_parents, settings.score, settings.tau, search="hc")
+    ref_parents = {v: list(reference.search.parents[v]) for v in names}
+    ref_run = Run("reference", parents=ref_parents, wall_s=time.perf_counter() - t0, search="hc")
+    _measure(ref_run, reference.network, ref_parents, kl)
+    runs.append(ref_run)
+    say(f"reference [hc]: {len(reference.search.moves)} moves in {ref_run.wall_s:.2f} s")
+    common = {"max_parents": settings.max_parents, "score": settings.score, "tau": settings.tau, "search": "hc"}
+    for p in settings.ps:
+        fix_label, fix_params = settings.fix_for(p)
+        fixes = ("",) if settings.score != "bic" or fix_params["c_star"] == 1.0 else ("", fix_label)
+        for fix in fixes:
+            run = Run("pram", setup=2, p=p, fix=fix, search="hc")
+            params = {"p": p, **common, **(fix_params if fix else {})}
+            _run_daemon_job(trio, run, "miner", "pram-miner", params, schema, ref_parents, kl)
+            runs.append(run)
+            say(f"{run.label}, p={p:g}: SHD {run.diff.get('shd', '-')}, {run.wall_s:.2f} s")
+    secure = Run("secure", search="hc")
+    if not settings.secure:
+        secure.available, secure.reason = False, "skipped (--no-secure)"
+    else:
+        say("secure path, hill climbing (job kind learn, search hc)")
+        _run_daemon_job(trio, secure, "alice", "learn", {**common, "disclosure": "public"}, schema, ref_parents, kl)
+    runs.append(secure)
+    return ref_parents
+
+
+def _measure(run: Run, network: BayesNet, reference: Mapping[str, Sequence[str]], kl: KLEstimator) -> None:
+    run.parents = {v: list(network.parents[v]) for v in network.names}
+    run.diff = structure_diff(run.parents, reference)
+    run.kl, run.kl_se = kl.divergence(network)
+
+
+def _run_daemon_job(
+    trio, run: Run, start_role: str, kind: str, params: dict[str, Any], schema: Schema,
+    reference: Mapping[str, Sequence[str]], kl: KLEstimator,
+) -> None:  # fmt: skip
+    """Run one job on the daemons and fill ``run``; a failure makes the run unavailable."""
+    t0 = time.perf_counter()
+    try:
+        _job_id, outcomes = trio.run_job(start_role, kind, params)
+    except UserError as exc:
+        run.available, run.reason = False, str(exc)
+        return
+    run.wall_s = time.perf_counter() - t0
+    mine = outcomes[start_role]
+    if mine.state != "SUCCEEDED":
+        run.available, run.reason = False, f"job {mine.state.lower()}: {mine.error}"
+        return
+    document = json.loads((Path(mine.out_dir) / "network.json").read_text(encoding="utf-8"))
+    run.bytes_exchanged = bytes_exchanged(outcomes)
+    run.privacy = document.get("privacy", [])
+    try:
+        network = network_from_json(document, schema)
+    except (UserError, KeyError, ValueError) as exc:
+        run.available, run.reason = False, f"cannot read its network.json: {exc}"
+        return
+    _measure(run, network, reference, kl)
+
+
+# -- report -----------------------------------------------------------------------------
+
+
+def _fmt_gamma(value: Any) -> str:
+    if value in ("inf", None) or (isinstance(value, float) and math.isinf(value)):
+        return "inf"
+    return f"{float(value):.3g}"
+
+
+def _pram_runs(comparison: Comparison) -> list[Run]:
+    """The K2 PRAM runs (the trends and plots are K2's; hill climbing has its own rows)."""
+    return [r for r in comparison.runs if r.path == "pram" and r.search == "k2"]
+
+
+def trends(comparison: Comparison) -> list[str]:
+    """The findings the acceptance asks about, computed from the runs (never assumed)."""
+    lines = []
+    pram = [r for r in _pram_runs(comparison) if r.available]
+    for setup in (1, 2):
+        for fixed in (False, True):
+            series = sorted((r.p, r.diff["shd"]) for r in pram if r.setup == setup and bool(r.fix) == fixed)
+            if len(series) < 2:
+                continue
+            shd = [s for _, s in series]
+            grows = all(b >= a for a, b in zip(shd, shd[1:], strict=False)) and shd[-1] > shd[0]
+            name = f"setup {'I' if setup == 1 else 'II'}{' with the fix' if fixed else ''}"
+            verdict = "grows with p" if grows else "does not grow monotonically with p"
+            lines.append(f"Structure error, {name}: SHD {' -> '.join(map(str, shd))} over p = "
+                         f"{', '.join(f'{p:g}' for p, _ in series)}: {verdict}.")  # fmt: skip
+    for setup in (1, 2):
+        pairs = []
+        for p in comparison.settings.ps:
+            plain = [r for r in pram if r.setup == setup and r.p == p and not r.fix]
+            fixed = [r for r in pram if r.setup == setup and r.p == p and r.fix]
+            if plain and fixed:
+                pairs.append((p, plain[0].diff["extra"], fixed[0].diff["extra"], fixed[0].fix))
+        if pairs:
+            fewer = sum(f < e for _, e, f, _ in pairs)
+            detail = "; ".join(f"p={p:g}: {e} -> {f} ({fx})" for p, e, f, fx in pairs)
+            lines.append(f"Extra links, setup {'I' if setup == 1 else 'II'}, plain -> fixed: {detail} "
+                         f"(fewer at {fewer} of {len(pairs)} p values).")  # fmt: skip
+    return lines
+
+
+def _table_rows(comparison: Comparison) -> list[list[str]]:
+    order = {"reference": 0, "secure": 1, "pram": 2}
+    runs = sorted(comparison.runs, key=lambda r: (r.search != "k2", order[r.path], r.p or 0.0, r.setup or 0, r.fix))
+    rows = []
+    for r in runs:
+        p = "-" if r.p is None else f"{r.p:g}"
+        if not r.available:
+            rows.append([r.label, p, f"NOT AVAILABLE: {r.reason}", "", "", "", "", "", ""])
+            continue
+        kl = f"{r.kl:.4f}" + (f" ± {r.kl_se:.4f}" if r.kl_se else "")
+        wall = f"{r.wall_s:.2f}"
+        traffic = f"{r.bytes_exchanged:,}" if r.path != "reference" else "0 (plaintext)"
+        d = r.diff
+        rows.append([r.label, p, str(d["shd"]), str(d["extra"]), str(d["missing"]), str(d["reversed"]), kl, wall, traffic])
+    return rows
+
+
+TABLE_HEADER = ["path", "p", "SHD", "extra", "missing", "reversed", "KL (nats)", "wall (s)", "bytes"]
+
+
+def markdown_table(comparison: Comparison) -> str:
+    lines = ["| " + " | ".join(TABLE_HEADER) + " |", "|" + "---|" * len(TABLE_HEADER)]
+    lines += ["| " + " | ".join(row) + " |" for row in _table_rows(comparison)]
+    return "\n".join(lines)
+
+
+def privacy_table(comparison: Comparison) -> str:
+    """gamma (strict) and K_p of every variable for each p, from setup II (all disclosed)."""
+    ps = comparison.settings.ps
+    by_p: dict[float, dict[str, dict[str, Any]]] = {}
+    for r in _pram_runs(comparison):
+        if r.available and r.setup == 2 and not r.fix:
+            by_p[r.p] = {"+".join(row["variables"]): row for row in r.privacy}  # type: ignore[index]
+    header = ["variable", "owner", "states"] + [f"gamma p={p:g}" for p in ps] + [f"K_p p={p:g}" for p in ps]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for v in comparison.schema.variables:
+        gammas = [_fmt_gamma(by_p.get(p, {}).get(v.name, {}).get("gamma")) if v.name in by_p.get(p, {}) else "-" for p in ps]
+        kps = [str(by_p[p][v.name]["k_p"]) if v.name in by_p.get(p, {}) else "-" for p in ps]
+        lines.append("| " + " | ".join([v.name, v.owner, str(v.cardinality), *gammas, *kps]) + " |")
+    return "\n".join(lines)
+
+
+def write_report(comparison: Comparison, out: Path) -> list[Path]:
+    """report.md, results.json and the PNG plots in ``out``; returns the written paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    s = comparison.settings
+    plots = write_plots(comparison, out)
+    secure = next(r for r in comparison.runs if r.path == "secure" and r.search == "k2")
+    fix_rule = ("C* (BIC penalty multiplier)" if s.score == "bic" else
+                "eta (relative log-score threshold, ppbn.randomized.pram.oracle)")  # fmt: skip
+    lines = [
+        f"# ppbn compare: {s.network}, {s.records:,} records",
+        "",
+        f"Settings: K2 with at most {s.max_parents} parents, score `{s.score}`, tau {s.tau:g}, "
+        f"schema order; data seed {s.seed}. PRAM: M-category randomization with the same p for "
+        f"every variable; extra-link fix: {fix_rule}"
+        + (" (paper's schedule over p)." if (s.eta is None and s.score != "bic") or (s.c_star is None and s.score == "bic") else "."),
+        "",
+        "How it ran: the reference in this process on the joined plaintext; every PRAM run and "
+        "the secure run as jobs over three daemon processes (alice, bob, miner) on loopback with "
+        "mutual TLS. The daemons run with a fixed test seed (local flag), so within one p all PRAM runs "
+        "share one randomized copy.",
+        f"KL(truth || learned): {comparison.kl_method}; learned CPTs mixed with the uniform at weight {KL_SMOOTHING:g}.",
+        "wall (s): the job from start to finish as the operator saw it (the reference: the "
+        "in-process learner); bytes: sent by all daemons of the job, as each counted its channels.",
+        f"Reference structure: {comparison.reference_edges} edges; against the generating network "
+        f"({comparison.truth_edges} edges) its SHD is {comparison.reference_vs_truth['shd']}.",
+        f"Total wall time of this comparison: {comparison.wall_s:.1f} s.",
+        "",
+    ]
+    if comparison.hc_reference_vs_truth is not None:
+        lines[-1:-1] = [
+            "Rows marked [hc]: hill climbing (no order; PRAM in setup II only), each measured "
+            "against the hill-climbing reference, whose SHD to the generating network is "
+            f"{comparison.hc_reference_vs_truth['shd']}."
+        ]
+    if not secure.available:
+        lines += [f"**SECURE PATH NOT AVAILABLE: {secure.reason}**", ""]
+    lines += [
+        "## Structure error, divergence and cost (SHD etc. against the exact reference structure)",
+        "",
+        markdown_table(comparison),
+        "",
+        "## Findings (computed from the table)",
+        "",
+        *[f"- {t}" for t in trends(comparison)],
+        "",
+        "## Privacy per variable (setup II discloses every variable; setup I only the cross parents)",
+        "",
+        "gamma is the strict value (NOTES.md zero convention: inf when an output rules out an original); "
+        "K_p is probabilistic K-anonymity under the uniform prior.",
+        "",
+        privacy_table(comparison),
+        "",
+        "## Plots",
+        "",
+        *[f"![{p.stem}]({p.name})" for p in plots],
+        "",
+    ]
+    report = out / "report.md"
+    report.write_text("\n".join(lines), encoding="utf-8")
+    results = out / "results.json"
+    results.write_text(json.dumps(comparison_json(comparison), indent=2) + "\n", encoding="utf-8")
+    return [report, results, *plots]
+
+
+def comparison_json(comparison: Comparison) -> dict[str, Any]:
+    s = comparison.settings
+    return {
+        "network": s.network, "records": s.records, "p": list(s.ps), "seed": s.seed,
+        "max_parents": s.max_parents, "score": s.score, "tau": s.tau,
+        "kl_method": comparison.kl_method, "wall_s": round(comparison.wall_s, 3),
+        "reference_edges": comparison.reference_edges, "reference_vs_truth": comparison.reference_vs_truth,
+        "hill_climbing": s.hc, "hc_reference_vs_truth": comparison.hc_reference_vs_truth,
+        "findings": trends(comparison), "runs": [r.to_json() for r in comparison.runs],
+    }  # fmt: skip
+
+
+def write_plots(comparison: Comparison, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pram = [r for r in _pram_runs(comparison) if r.available]
+    others = {r.path: r for r in comparison.runs if r.path != "pram" and r.available and r.search == "k2"}
+    series = {}
+    for r in pram:
+        series.setdefault((r.setup, bool(r.fix)), []).append(r)
+    styles = {(1, False): ("C0", "-"), (1, True): ("C0", "--"), (2, False): ("C1", "-"), (2, True): ("C1", "--")}
+
+    def label(key: tuple[int | None, bool]) -> str:
+        return f"PRAM setup {'I' if key[0] == 1 else 'II'}" + (" + fix" if key[1] else "")
+
+    def draw(ax, value: Callable[[Run], float], ylabel: str, log: bool = False) -> None:
+        for key, runs in sorted(series.items()):
+            runs = sorted(runs, key=lambda r: r.p)
+            color, line = styles[key]
+            ax.plot([r.p for r in runs], [value(r) for r in runs], line, color=color, marker="o", label=label(key))
+        for name, color in (("secure", "C2"), ("reference", "C7")):
+            if name in others and not math.isnan(value(others[name])):
+                ax.axhline(value(others[name]), color=color, linestyle=":", label=name)
+        ax.set_xlabel("randomization p")
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+
+    paths = []
+    title = f"{comparison.settings.network}, {comparison.settings.records:,} records"
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    draw(axes[0], lambda r: r.diff["shd"], "SHD to the exact reference")
+    draw(axes[1], lambda r: r.diff["extra"], "extra links")
+    draw(axes[2], lambda r: r.diff["missing"], "missing links")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Structure error against p ({title})")
+    fig.tight_layout()
+    paths.append(out / "structure.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    draw(ax, lambda r: max(r.kl, 1e-6), "KL(truth || learned), nats", log=True)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Divergence of the learned joint ({title})")
+    fig.tight_layout()
+    paths.append(out / "kl.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    draw(axes[0], lambda r: r.wall_s, "wall time (s)", log=True)
+    draw(axes[1], lambda r: max(r.bytes_exchanged, 1), "bytes exchanged (all daemons)", log=True)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Cost against p ({title})")
+    fig.tight_layout()
+    paths.append(out / "cost.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    setup_two = sorted((r for r in pram if r.setup == 2 and not r.fix), key=lambda r: r.p)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    cards = sorted({v.cardinality for v in comparison.schema.variables})
+    for k, card in enumerate(cards):
+        members = [v.name for v in comparison.schema.variables if v.cardinality == card]
+        xs, gammas, kps = [], [], []
+        for r in setup_two:
+            row = next((x for x in r.privacy if x["variables"] == [members[0]]), None)
+            if row is None or _fmt_gamma(row["gamma"]) == "inf":
+                continue
+            xs.append(r.p)
+            gammas.append(float(row["gamma"]))
+            kps.append(row["k_p"])
+        name = f"{card}-state variables ({len(members)})"
+        axes[0].plot(xs, gammas, marker="o", color=f"C{k}", label=name)
+        axes[1].plot(xs, kps, marker="o", color=f"C{k}", label=name)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("gamma-amplification (strict)")
+    axes[1].set_ylabel("K_p (uniform prior)")
+    for ax in axes:
+        ax.set_xlabel("randomization p")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Privacy per variable against p (every variable with the same number of states alike; {title})")
+    fig.tight_layout()
+    paths.append(out / "privacy.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths
