@@ -3,9 +3,9 @@
 Each module in ``ppbn.commands`` owns one command group and exposes
 ``register(commands, bench)``: ``commands`` is the top-level subparsers object and
 ``bench`` the subparsers of ``ppbn bench``. A registered parser sets ``func`` to a
-callable taking the parsed namespace and returning an exit code. Modules are found by
-name, so adding a command never edits this file; a module whose name starts with ``_`` is
-a helper of another command module and is skipped.
+callable taking the parsed namespace and returning an exit code. ``command_modules`` lists
+them in the order of the help text; a new command is one module there and one line here
+(docs/architecture.md). Modules whose names start with ``_`` are shared helpers.
 
 Errors a user can fix (bad input files, refused peers, wrong flags) are raised as
 ``UserError`` and printed as one line on stderr with exit code 2.
@@ -14,13 +14,62 @@ Errors a user can fix (bad input files, refused peers, wrong flags) are raised a
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import pkgutil
 import sys
+from types import ModuleType
 
 from ppbn import __version__
 from ppbn.errors import UserError
+
+
+def command_modules() -> tuple[ModuleType, ...]:
+    """The command modules, in the order of the help text. Imported here, after
+    ``quiet_grpc_core``, because some of them load grpc."""
+    from ppbn.commands import (
+        audit,
+        bench_gc,
+        bench_k2,
+        bench_order,
+        bench_psi,
+        bench_resume,
+        bench_tables,
+        certs,
+        circuit,
+        compare,
+        compare_classifiers,
+        datasets,
+        demo,
+        learn,
+        party,
+        perturb,
+        reference,
+        schema,
+        shares,
+        simulate,
+    )
+
+    return (
+        audit,
+        bench_gc,
+        bench_k2,
+        bench_order,
+        bench_psi,
+        bench_resume,
+        bench_tables,
+        certs,
+        circuit,
+        compare,
+        compare_classifiers,
+        datasets,
+        demo,
+        learn,
+        party,
+        perturb,
+        reference,
+        schema,
+        shares,
+        simulate,
+    )
 
 
 def quiet_grpc_core() -> None:
@@ -44,12 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = bench_parser.add_subparsers(dest="bench_command", metavar="WHAT")
     bench_parser.set_defaults(func=lambda _args: _missing_subcommand(bench_parser))
 
-    import ppbn.commands as command_pkg
-
-    for info in sorted(pkgutil.iter_modules(command_pkg.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"ppbn.commands.{info.name}")
+    for module in command_modules():
         module.register(commands, bench)
     return parser
 

@@ -9,7 +9,6 @@ import pytest
 from ppbn.data.datasets import make_dataset
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 
 
 @pytest.fixture(scope="session")

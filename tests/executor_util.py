@@ -11,7 +11,8 @@ import numpy as np
 from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import Schema, Variable
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
-from ppbn.protocols.learning.k2 import SecureLearnConfig, learn_secure
+from ppbn.protocols.learning.config import SecureLearnConfig
+from ppbn.protocols.learning.learn import learn_secure
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import KeyPair
 from ppbn.protocols.tables import (

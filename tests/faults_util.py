@@ -28,7 +28,7 @@ from ppbn.data.datasets import make_dataset
 from ppbn.errors import UserError
 from ppbn.lab.harness import free_port
 from ppbn.parties.client import DaemonClient
-from ppbn.parties.tls import LOCAL_HOSTS, make_local_pki
+from ppbn.parties.pki import LOCAL_HOSTS, make_local_pki
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_POLICY = REPO / "tests" / "data" / "test-policy.toml"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ppbn.bn.schema import Schema, Variable
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
-from ppbn.protocols.learning.k2 import learn_secure
+from ppbn.protocols.learning.learn import learn_secure
 from ppbn.protocols.ledger import Ledger
 
 

@@ -26,7 +26,8 @@ from ppbn.data.party_data import load_joined, load_party_data
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.lab.harness import LocalPair, PairFiles, free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+from ppbn.parties.pki import make_local_pki
+from ppbn.parties.tls import PARTY_ROLES
 
 TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
 PARAMS = {"max_parents": 2, "score": "exact", "key_bits": 1024}

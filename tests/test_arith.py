@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from ppbn.protocols import arith, fixedpoint, ring
-from ppbn.protocols.arith import ALICE, BOB, MAX_BOUND_BITS, ArithSession
+from ppbn.protocols.arith import ALICE, BOB, MAX_BOUND_BITS, ArithSession, table_lookup
+from ppbn.protocols.arith.lift import _reshare
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.fixedpoint import (
     FRAC,
@@ -22,7 +23,7 @@ from ppbn.protocols.fixedpoint import (
     PlainBackend,
     powers_on,
 )
-from ppbn.protocols.learning.k2 import SecureBackend
+from ppbn.protocols.learning.terms import SecureBackend
 
 M = ring.MODULUS
 
@@ -289,7 +290,7 @@ def test_what_bob_receives_when_a_value_is_reshared_is_uniform():
     for x in ([0] * n, [2**bits - 1] * n, [-(2**bits) + 1] * n):
         xa, xb = ring.from_ints(x), ring.from_ints([0] * n)  # alice holds x: only the mask hides it
         pair = memory_channel_pair(keep_transcript=True)
-        _, bobs, _ = two_party(arith._reshare, (xa, bits), (xb, bits), pair=pair)
+        _, bobs, _ = two_party(_reshare, (xa, bits), (xb, bits), pair=pair)
         (msg,) = _bob_messages(pair, "arith.reshare")
         assert len(msg) == n * -(-(bits + 2) // 8)
         top = np.bincount(bobs.top.astype(np.int64), minlength=2)
@@ -574,8 +575,8 @@ def test_lookup_batch_is_one_round_for_several_indices():
 def test_lookup_chunks_and_rounds_keep_the_tweaks_in_step(monkeypatch):
     """Small chunk and round limits: many messages and OT calls, then another lookup in the
     same sessions; every share must still reconstruct (both parties reserve the same tweaks)."""
-    monkeypatch.setattr(arith, "LOOKUP_CHUNK_HASHES", 1000)
-    monkeypatch.setattr(arith, "LOOKUP_ROUND_OTS", 700)
+    monkeypatch.setattr(table_lookup, "LOOKUP_CHUNK_HASHES", 1000)
+    monkeypatch.setattr(table_lookup, "LOOKUP_ROUND_OTS", 700)
     size, n = 32, 400
     tables = [_extreme_table(size, 52), _extreme_table(size, 9), _extreme_table(size, 120)]
     j = np.array([random.randrange(size) for _ in range(n)])

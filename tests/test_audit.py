@@ -35,7 +35,7 @@ from ppbn.parties.audit import (
 )
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.tls import make_local_pki
+from ppbn.parties.pki import make_local_pki
 
 TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
 N_RECORDS = 120

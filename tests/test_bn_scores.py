@@ -70,7 +70,7 @@ def test_scores_on_a_hand_table():
 def test_yw_is_within_99_8_percent_of_ln_f_on_asia():
     """Yang-Wright Sec. 6.2 / Fig. 2: the g scores a K2 run computes are within 99.8% of
     ln f. Reproduced for every family without zero cells; the deterministic family
-    either | lung, tub has 4 zero cells, where g exceeds ln f by about 4 (the bias NOTES.md
+    either | lung, tub has 4 zero cells, where g exceeds ln f by about 4 (the bias that docs/conventions.md, "Score modes",
     describes), so there g - #zeros (yw0) is within the dropped Stirling remainders of ln f."""
     net = load_network("asia")
     codes = sample(net, 100_000, 3)

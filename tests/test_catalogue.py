@@ -31,12 +31,14 @@ from ppbn.data.datasets import make_dataset
 from ppbn.data.outputs import atomic_output_dir
 from ppbn.data.party_data import load_party_data
 from ppbn.errors import UserError
-from ppbn.jobs.base import JobKind, register_job, unregister_job
+from ppbn.jobs.base import JobKind
 from ppbn.jobs.policy import LocalPolicy
+from ppbn.jobs.registry import register_job, unregister_job
 from ppbn.lab.harness import LocalPair, PairFiles, free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+from ppbn.parties.pki import make_local_pki
+from ppbn.parties.tls import PARTY_ROLES
 from ppbn.proto import party_pb2
 
 TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
@@ -183,7 +185,7 @@ def test_certs_request_never_leaves_a_new_key_beside_an_old_request(tmp_path, ca
 
 
 def test_certs_ca_writes_key_and_certificate_together_or_neither(tmp_path, capsys, monkeypatch):
-    import ppbn.parties.tls as tls
+    import ppbn.parties.pki as pki
 
     real_link = os.link
 
@@ -192,7 +194,7 @@ def test_certs_ca_writes_key_and_certificate_together_or_neither(tmp_path, capsy
             raise OSError(28, "No space left on device")
         return real_link(src, dst, *args, **kwargs)
 
-    monkeypatch.setattr(tls.os, "link", link_fails_for_the_certificate)
+    monkeypatch.setattr(pki.os, "link", link_fails_for_the_certificate)
     code, err = run(["certs", "ca", "--out", str(tmp_path / "ca")], capsys)
     assert (code, err) == (2, f"ppbn: error: cannot write {tmp_path / 'ca' / 'ca.crt'}: No space left on device\n")
     assert entries(tmp_path / "ca") == []  # no CA key without its certificate

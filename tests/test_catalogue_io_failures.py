@@ -370,7 +370,7 @@ def test_a_party_that_cannot_write_fails_a_miner_job_at_all_three(tmp_path, monk
     from daemon_trio import Trio
 
     from ppbn.data.datasets import make_dataset
-    from ppbn.parties.tls import make_local_pki
+    from ppbn.parties.pki import make_local_pki
 
     world = tmp_path / "world"
     make_dataset("asia", 300, 5, world / "data")
@@ -381,14 +381,14 @@ def test_a_party_that_cannot_write_fails_a_miner_job_at_all_three(tmp_path, monk
             trio.start(role)
         trio.wait_for_handshakes()
         bob = trio.daemons["bob"]
-        real = bob._write_job_files
+        real = bob.job_files.write
 
         def full(job, state, *args):
             if state == JobInfo.SUCCEEDED:  # bob's outputs do not fit; alice's do
                 raise OSError(errno.ENOSPC, NO_SPACE, str(job.context.out_dir / "network.json"))
             return real(job, state, *args)
 
-        monkeypatch.setattr(bob, "_write_job_files", full)
+        monkeypatch.setattr(bob.job_files, "write", full)
         with trio.client("miner") as client:
             job_id = client.start("pram-miner", {"p": 0.2, "max_parents": 2})
             client.wait(job_id, timeout_s=30)

@@ -22,12 +22,13 @@ from waiting import wait_until as wait_for
 
 from ppbn.cli import main
 from ppbn.data.datasets import make_dataset
-from ppbn.jobs.base import JobKind, register_job, unregister_job
+from ppbn.jobs.base import JobKind
 from ppbn.jobs.policy import LocalPolicy
+from ppbn.jobs.registry import register_job, unregister_job
 from ppbn.lab.harness import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.tls import make_local_pki
+from ppbn.parties.pki import make_local_pki
 from ppbn.proto import party_pb2, party_pb2_grpc
 
 TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"

@@ -27,19 +27,15 @@ from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
 from ppbn.lab.harness import free_port
 from ppbn.parties.net import dial
+from ppbn.parties.pki import issue_certificate, make_ca, make_local_pki, make_request, sign_request
 from ppbn.parties.tls import (
     DAEMON_ROLES,
     CertIdentity,
     TlsFiles,
     fingerprint,
-    issue_certificate,
     load_tls_files,
-    make_ca,
-    make_local_pki,
-    make_request,
     peer_identity,
     server_credentials,
-    sign_request,
     verify_server_role,
 )
 
@@ -453,7 +449,7 @@ def test_a_shared_ca_works_and_grpc_checks_the_dialled_host(tmp_path):
 
 
 def test_request_force_replaces_key_and_request_together_or_neither(tmp_path, capsys, monkeypatch):
-    import ppbn.parties.tls as tls
+    import ppbn.parties.pki as pki
 
     out = tmp_path / "host"
     bob = ["certs", "request", "--role", "bob", "--host", "b.example", "--out", str(out), "--force"]
@@ -466,7 +462,7 @@ def test_request_force_replaces_key_and_request_together_or_neither(tmp_path, ca
             raise OSError(errno.EACCES, "Permission denied")
         return real_replace(src, dst, *args, **kwargs)
 
-    monkeypatch.setattr(tls.os, "replace", replace_fails_for_the_request)
+    monkeypatch.setattr(pki.os, "replace", replace_fails_for_the_request)
     code, _, err = run(bob, capsys)
     monkeypatch.undo()
     assert code == 2 and one_line_error(err) == f"ppbn: error: cannot write {out / 'bob.csr'}: Permission denied"

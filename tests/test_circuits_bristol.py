@@ -28,6 +28,7 @@ from ppbn.circuits.ir import (
     to_unsigned,
     values_to_bits,
 )
+from ppbn.circuits.schedule import schedule_of
 
 BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
 
@@ -37,7 +38,7 @@ def load(path: Path) -> Circuit:
 
 
 needs_bristol = pytest.mark.skipif(
-    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (../shared/circuits/bristol)"
+    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')"
 )
 
 
@@ -152,7 +153,7 @@ def test_values_out_of_range_are_rejected() -> None:
 @needs_bristol
 def test_schedule_layers_by_and_depth_and_reuses_slots() -> None:
     circuit = load(BRISTOL / "aes_128.txt")
-    sched = circuit.schedule
+    sched = schedule_of(circuit)
     and_steps = [s for s in sched.steps if s.is_and]
     assert sum(len(s.a) for s in and_steps) == sched.n_and == 6400
     assert len(and_steps) == sched.and_depth

@@ -13,7 +13,7 @@ from ppbn.cli import main
 
 BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
 needs_bristol = pytest.mark.skipif(
-    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (../shared/circuits/bristol)"
+    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')"
 )
 AES_ARGS = ["--input", "000102030405060708090a0b0c0d0e0f", "--input", "00112233445566778899aabbccddeeff"]
 

@@ -26,9 +26,12 @@ from ppbn.circuits.garble import (
     random_labels,
 )
 from ppbn.circuits.ir import values_to_bits
+from ppbn.circuits.schedule import schedule_of
 from ppbn.protocols import arith
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
-from ppbn.protocols.learning.k2 import SecureLearnConfig, SecureScorer, learn_secure
+from ppbn.protocols.learning.config import SecureLearnConfig
+from ppbn.protocols.learning.learn import learn_secure
+from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.ot import EXTENSION_PROTOCOL, OTReceiver, OTSender
 from ppbn.protocols.tables import TablesConfig
@@ -89,7 +92,7 @@ def _adder():
 )
 def test_garbling_tweaks_are_separated_by_session_and_protocol(evaluator_key, works) -> None:
     circuit = _adder()
-    sched = circuit.schedule
+    sched = schedule_of(circuit)
     k = 64
     rng = np.random.default_rng(3)
     xs, ys = rng.integers(0, 2**16, k), rng.integers(0, 2**16, k)

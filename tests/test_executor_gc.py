@@ -15,6 +15,7 @@ from executor_util import assert_same_learning, learn_run
 
 from ppbn.circuits import builders as B
 from ppbn.circuits.ir import Circuit
+from ppbn.circuits.schedule import schedule_of
 from ppbn.protocols import ot, yao
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.executor import Executor, InlineExecutor, LocalExecutor, Pending
@@ -133,7 +134,7 @@ def _yao_run(alice_executor: Executor | None, bob_executor: Executor | None) -> 
 def test_garbling_and_evaluation_are_bit_identical_inline_and_on_the_pool(
     pool: LocalExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * _circuit().schedule.n_and * 20)  # chunks of at most 20 instances
+    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * schedule_of(_circuit()).n_and * 20)  # chunks of at most 20 instances
     monkeypatch.setattr(ot, "CHUNK_OTS", 1024)  # the evaluator's 4,800 input OTs in 5 blocks
     inline_out, inline_log = _yao_run(None, None)
     pool_out, pool_log = _yao_run(pool, pool)
@@ -145,7 +146,7 @@ def test_garbling_and_evaluation_are_bit_identical_inline_and_on_the_pool(
 
 
 def test_the_garblers_secrets_reach_only_its_own_executor(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * _circuit().schedule.n_and * 100)
+    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * schedule_of(_circuit()).n_and * 100)
     alice, bob = Recording(), Recording()
     _yao_run(alice, bob)
     assert {name for name, _ in alice.tasks} == {"garble_chunk", "sender_block"}

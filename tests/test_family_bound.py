@@ -12,8 +12,9 @@ from dataclasses import replace
 import pytest
 
 from ppbn.bn.schema import Schema
-from ppbn.jobs.base import ParameterError, PolicyScope, check_job_policy, job_kind
+from ppbn.jobs.base import ParameterError, PolicyScope, check_job_policy
 from ppbn.jobs.policy import FamilyBound, LocalPolicy, PolicyRefusal
+from ppbn.jobs.registry import job_kind
 from ppbn.jobs.search_params import SEARCH_DEFAULTS, search_family_bound
 
 NAMES = ("asia", "tub", "smoke", "lung", "bronc", "either", "xray", "dysp")

@@ -25,7 +25,8 @@ from ppbn.errors import UserError
 from ppbn.parties.logs import JsonFormatter
 from ppbn.parties.metrics import DaemonMetrics
 from ppbn.parties.net import dial
-from ppbn.parties.tls import load_tls_files, make_local_pki
+from ppbn.parties.pki import make_local_pki
+from ppbn.parties.tls import load_tls_files
 
 N_RECORDS = 60
 

@@ -18,7 +18,8 @@ from ppbn.bn.scores import family_score
 from ppbn.data.party_data import MISSING_CODE, load_joined, load_party_data
 from ppbn.errors import DataError
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
-from ppbn.protocols.learning.k2 import SecureLearnConfig, learn_secure
+from ppbn.protocols.learning.config import SecureLearnConfig
+from ppbn.protocols.learning.learn import learn_secure
 from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig, crossing_families, reconstruct, run_tables
 

@@ -1,4 +1,4 @@
-"""Privacy metrics: closed forms of the dissertation (Sec. 3.1) and NOTES.md conventions."""
+"""Privacy metrics: closed forms of the dissertation (Sec. 3.1) and the conventions of docs/conventions.md, "Gamma amplification"."""
 
 import numpy as np
 import pytest
@@ -67,7 +67,7 @@ def test_table_5_1_gammas():
 
 def test_papers_gamma_9_is_a_row_ratio_not_the_definition():
     # Table 5.1 prints gamma = 9 for binary p1 = 0.1, p2 = 0.25: that is (1-p1)/p1.
-    # The column-ratio definition gives max(0.9/0.25, 0.75/0.1) = 7.5 (NOTES.md).
+    # The column-ratio definition gives max(0.9/0.25, 0.75/0.1) = 7.5 (docs/conventions.md, "Gamma amplification").
     gamma = gamma_amplification(binary(0.1, 0.25))
     assert gamma.value == pytest.approx(7.5)
     assert gamma.value != pytest.approx((1 - 0.1) / 0.1)

@@ -18,7 +18,7 @@ from ppbn.cli import main as ppbn_main
 from ppbn.data.datasets import make_dataset
 from ppbn.data.party_data import load_joined
 from ppbn.errors import UserError
-from ppbn.parties.tls import make_local_pki
+from ppbn.parties.pki import make_local_pki
 from ppbn.protocols.ledger import ALLOWED_KINDS
 from ppbn.randomized.pram import RandomizationScheme, RandomSource, learn_pram, learn_pram_setup_one
 

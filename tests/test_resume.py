@@ -16,7 +16,7 @@ from secure_runs import alternating_schema, learn_both
 from ppbn.bn.networks import load_network, sample
 from ppbn.errors import UserError
 from ppbn.jobs.checkpoint import KEY_FILE, CheckpointStore
-from ppbn.protocols.learning.k2 import K2Checkpoint, SecureLearnConfig
+from ppbn.protocols.learning.config import K2Checkpoint, SecureLearnConfig
 from ppbn.protocols.tables import TablesConfig
 
 TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
@@ -126,7 +126,7 @@ def _resume_open(bob, job_id: str, params: dict):
 
 
 def test_a_peers_resume_must_match_our_checkpoint_and_pass_our_policy(bob):
-    from ppbn.parties.daemon import JobRefused
+    from ppbn.parties.job import JobRefused
 
     _checkpoint(bob, "run1", {"max_parents": 2})
     with pytest.raises(JobRefused, match="asks for other parameters than bob's checkpoint") as other:

@@ -224,7 +224,7 @@ def test_a_frame_for_no_open_lane_and_leftovers_are_protocol_errors(pair):
 
 def test_a_frame_for_the_next_lane_waits_until_it_opens_and_a_closed_lane_refuses(pair):
     """The peer's thread on a new lane may send before this party opens its end (the split
-    ln terms do, ``k2.SecureScorer.terms``): the frame waits; a closed lane's does not."""
+    ln terms do, ``scorer.SecureScorer.terms``): the frame waits; a closed lane's does not."""
     alice, bob = pair
     lane_a = alice.open_lane()
     lane_a.send("t.early", b"1")

@@ -21,11 +21,13 @@ from waiting import wait_until as wait_for
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
-from ppbn.jobs.base import JobKind, register_job, unregister_job
+from ppbn.jobs.base import JobKind
+from ppbn.jobs.registry import register_job, unregister_job
 from ppbn.lab.harness import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+from ppbn.parties.pki import make_local_pki
+from ppbn.parties.tls import PARTY_ROLES
 from ppbn.proto import party_pb2, party_pb2_grpc
 
 N_RECORDS = 60

@@ -12,7 +12,8 @@ import pytest
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
 from ppbn.lab.harness import LocalPair, PairFiles
-from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+from ppbn.parties.pki import make_local_pki
+from ppbn.parties.tls import PARTY_ROLES
 
 TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
 

@@ -29,8 +29,9 @@ from ppbn.protocols.fixedpoint import (
     shift_frac_for,
     term_fixed_many,
 )
+from ppbn.protocols.learning.config import SecureLearnConfig
 from ppbn.protocols.learning.hc import tolerant_argmax
-from ppbn.protocols.learning.k2 import SecureLearnConfig, SecureScorer
+from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig
 from ppbn.protocols.yao import YaoParty

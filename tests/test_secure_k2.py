@@ -24,7 +24,9 @@ from ppbn.jobs.learn import combine_parameter_shares, write_parameter_shares
 from ppbn.protocols import ring
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.fixedpoint import SCORE_FRAC
-from ppbn.protocols.learning.k2 import SecureLearnConfig, SecureScorer, learn_secure
+from ppbn.protocols.learning.config import SecureLearnConfig
+from ppbn.protocols.learning.learn import learn_secure
+from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig
 
@@ -85,9 +87,9 @@ def test_pipelined_table_phase_gives_the_same_network(monkeypatch, network, mode
     """With small pipeline groups every batch of families is scored in several groups,
     each next group's table phase on a lane of the channel in a second thread: the result
     is still the reference's, and the table phase's bytes are counted under "tables"."""
-    from ppbn.protocols.learning import k2
+    from ppbn.protocols.learning import scorer as scoring
 
-    monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 8)
+    monkeypatch.setattr(scoring, "PIPELINE_MIN_TERMS", 8)
     pair = _learn_equal_to_the_reference(network, mode, max_parents, seed=12)
     assert pair[0]._lanes_opened >= 4  # several K2 steps, each in several groups
     kinds = pair[0].stats.by_kind
@@ -101,12 +103,13 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
     with its own OTs, garbling and hashes (``SecureScorer.terms``): the result is still the
     reference's (bdeu: the shifts split with the counts), and the lane's bytes are counted
     under the same phases as the main thread's."""
-    from ppbn.protocols.learning import k2
+    from ppbn.protocols.learning import learn as learning
+    from ppbn.protocols.learning import scorer as scoring
 
     opened = []
-    lane_engine = k2.SecureScorer._lane_engine
-    monkeypatch.setattr(k2.SecureScorer, "_lane_engine", lambda self: opened.append(self.role) or lane_engine(self))
-    learn = k2.learn_secure
+    lane_engine = scoring.SecureScorer._lane_engine
+    monkeypatch.setattr(scoring.SecureScorer, "_lane_engine", lambda self: opened.append(self.role) or lane_engine(self))
+    learn = learning.learn_secure
 
     def labelling(channel, *args, **kwargs):  # as the daemon does: each phase labels the bytes after it
         def progress(message: str, done: int, total: int) -> None:
@@ -127,9 +130,9 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
 def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
     """Groups follow the families' secure terms (a local family weighs nothing) and the
     first group, whose table phase nothing overlaps, gets about half a share."""
-    from ppbn.protocols.learning import k2
+    from ppbn.protocols.learning import scorer as scoring
 
-    monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 1)
+    monkeypatch.setattr(scoring, "PIPELINE_MIN_TERMS", 1)
     net = load_network("child")
     schema = _schema(net)
     pair = memory_channel_pair(timeout_s=30)
@@ -138,7 +141,7 @@ def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
     names = net.names
     families = [(names[i], names[j]) for i in range(len(names)) for j in range(len(names)) if i != j]
     groups = scorer._pipeline_groups(families)
-    assert [f for g in groups for f in g] == families and len(groups) == k2.PIPELINE_GROUPS
+    assert [f for g in groups for f in g] == families and len(groups) == scoring.PIPELINE_GROUPS
     weights = [sum(scorer._secure_terms(f) for f in g) for g in groups]
     local = [f for f in families if schema.owner(f[0]) == schema.owner(f[1])]
     assert local and all(scorer._secure_terms(f) == 0 for f in local)
@@ -149,9 +152,9 @@ def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
 
 
 def test_overlap_off_keeps_the_table_phase_on_the_channel(monkeypatch):
-    from ppbn.protocols.learning import k2
+    from ppbn.protocols.learning import scorer as scoring
 
-    monkeypatch.setattr(k2, "PIPELINE_MIN_TERMS", 8)
+    monkeypatch.setattr(scoring, "PIPELINE_MIN_TERMS", 8)
     net = load_network("asia")
     config = SecureLearnConfig(max_parents=1, mode="yw", tables=TEST_TABLES, overlap_tables=False)
     alice, _, _, pair = _run(net, sample(net, 500, 3), config)
@@ -350,7 +353,7 @@ def test_decision_width_covers_every_score():
     """The decision circuit compares scores modulo 2^width: the width must bound every
     family score of the job, the BIC penalty with a large C* included."""
     from ppbn.bn.k2 import count_table
-    from ppbn.protocols.learning.k2 import score_bits
+    from ppbn.protocols.learning.config import score_bits
 
     net = load_network("alarm")
     codes = sample(net, 3000, 1)

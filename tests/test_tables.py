@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-import ppbn.protocols.tables as tables
+import ppbn.protocols.tables.exchange as exchange
+import ppbn.protocols.tables.session as tables_session
 from ppbn.bn.schema import Schema, Variable
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.paillier import OpCounters
@@ -198,7 +199,7 @@ def test_decrypted_values_are_independent_of_the_data() -> None:
 
 
 def _corrupting(kind: str):
-    honest = tables.encrypt_bit_rows
+    honest = exchange.encrypt_bit_rows
 
     def corrupt(spec, positions, seed, randomizers=b""):
         blob = honest(spec, positions, seed, randomizers)
@@ -221,7 +222,7 @@ def _corrupting(kind: str):
 def test_malformed_ciphertexts_are_refused(monkeypatch, kind: str) -> None:
     schema = make_schema([2, 2], ["alice", "bob"])
     full = np.array([[0, 1], [1, 1], [1, 0]])
-    monkeypatch.setattr(tables, "encrypt_bit_rows", _corrupting(kind))
+    monkeypatch.setattr(exchange, "encrypt_bit_rows", _corrupting(kind))
     with pytest.raises(ProtocolError, match="tables.ciphertexts"):
         run_both(schema, split(schema, full), crossing_families(schema, 2))
 
@@ -231,14 +232,14 @@ def test_a_degenerate_randomizer_base_is_refused_by_the_aggregator(monkeypatch) 
     (``tables.randomizer_base``): a base of order at most 2 would leave the products'
     randomizers as they were, so it is refused before anything is returned."""
 
-    class AnnouncesOne(tables.FastEncryptor):
+    class AnnouncesOne(tables_session.FastEncryptor):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
-            self.base = tables.mpz(1)
+            self.base = exchange.mpz(1)
 
     schema = make_schema([2, 2], ["alice", "bob"])
     full = np.array([[0, 1], [1, 1], [1, 0]])
-    monkeypatch.setattr(tables, "FastEncryptor", AnnouncesOne)
+    monkeypatch.setattr(tables_session, "FastEncryptor", AnnouncesOne)
     with pytest.raises(ProtocolError, match="tables.randomizer_base: the base has order at most 2"):
         run_both(schema, split(schema, full), crossing_families(schema, 2))
 

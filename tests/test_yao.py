@@ -28,6 +28,7 @@ from ppbn.circuits.garble import (
     random_labels,
 )
 from ppbn.circuits.ir import Bundle, Circuit, Op, as_values, values_to_bits
+from ppbn.circuits.schedule import schedule_of
 from ppbn.protocols import ring, yao
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.fixedpoint import STAT_BITS
@@ -42,7 +43,7 @@ def load(path: Path) -> Circuit:
 
 
 needs_bristol = pytest.mark.skipif(
-    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (../shared/circuits/bristol)"
+    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')"
 )
 
 AES_KEY = "000102030405060708090a0b0c0d0e0f"
@@ -125,7 +126,7 @@ def test_random_circuits_garbled_match_plaintext(case, k: int, rng: random.Rando
     e_vals = [sum(int(bits[split + i, j]) << i for i in range(n_in - split)) for j in range(k)]
     expected = evaluate(circuit, {"g": g_vals, "e": e_vals})["o"]
     # the garbling core directly
-    sched = circuit.schedule
+    sched = schedule_of(circuit)
     delta = random_delta()
     zero = random_labels((n_in, k))
     tables, out_zero = garble(sched, zero, delta, 0, FixedKeyHash(YAO_PROTOCOL, b""))
@@ -144,7 +145,7 @@ def test_random_circuits_garbled_match_plaintext(case, k: int, rng: random.Rando
 def test_instance_blocks_change_nothing(k: int, per_block: int, base: int) -> None:
     """Garbling and evaluating in instance blocks (for cache, ``garble.instance_blocks``)
     gives the tables, output labels and evaluation of one pass over the batch."""
-    sched = load(BRISTOL / "aes_128.txt").schedule
+    sched = schedule_of(load(BRISTOL / "aes_128.txt"))
     rng = np.random.default_rng(per_block)
     zero = rng.integers(0, 2**64, size=(len(sched.input_slots), k, 2), dtype=np.uint64, endpoint=False)
     delta = random_delta()
@@ -163,7 +164,7 @@ def test_half_gate_tables_use_the_documented_tweaks() -> None:
     x, y = b.input("x", 2), b.input("y", 2)
     b.output("z", [b.and_(x[0], y[0]), b.and_(x[1], y[1])])
     circuit = b.build()
-    sched, k, base = circuit.schedule, 7, 1000
+    sched, k, base = schedule_of(circuit), 7, 1000
     rng = np.random.default_rng(1)
     zero = rng.integers(0, 2**64, size=(4, k, 2), dtype=np.uint64, endpoint=False)
     delta = random_delta()
@@ -242,7 +243,7 @@ def test_repeated_runs_on_one_session_and_counters() -> None:
     (first, second, counters), _ = run_two_party(alice, bob, timeout_s=60)
     assert list(first["p"]) == [15, 24] and list(second["p"]) == [35]
     assert counters.runs == 2 and counters.instances == 3
-    assert counters.and_gates == 3 * circuit.schedule.n_and
+    assert counters.and_gates == 3 * schedule_of(circuit).n_and
     assert counters.ots == 2 * 8 + 1 * 8
 
 
@@ -418,7 +419,7 @@ def test_integer_shares_cost_follows_the_width_not_the_ring() -> None:
     assert [len(p) for t, p in pair[1].transcript if t == "yao.label_seed"] == [yao.LABEL_SEED_BYTES]
     circuit = _xor_circuit(width)
     full = yao._with_share_outputs(circuit, (("v", Reveal.INTEGER_SHARES),))
-    assert full.schedule.n_and - circuit.schedule.n_and == width + STAT_BITS
+    assert schedule_of(full).n_and - schedule_of(circuit).n_and == width + STAT_BITS
     assert full.output("v").width == width + STAT_BITS + 1
 
 
@@ -536,7 +537,7 @@ def test_mask_labels_are_not_sent_and_outputs_stay_right_over_chunks(
     circuit = _masked_circuit(width)
     full, mask_rows = _mask_rows(circuit, MASKED_MODES)
     assert mask_rows.size == width + yao.integer_share_width(width)
-    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * full.schedule.n_and * 64)  # chunks of 64 instances
+    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * schedule_of(full).n_and * 64)  # chunks of 64 instances
     rng = random.Random(7)
     gs = [rng.getrandbits(width) for _ in range(k)]
     es = [rng.getrandbits(width) for _ in range(k)]
@@ -564,7 +565,7 @@ def test_masked_outputs_are_right_for_any_chunking(width, k, per_chunk, alice_ga
     es = data.draw(st.lists(st.integers(0, (1 << width) - 1), min_size=k, max_size=k))
     full, _ = _mask_rows(_masked_circuit(width), MASKED_MODES)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(yao, "CHUNK_BYTES", 32 * full.schedule.n_and * per_chunk)
+        mp.setattr(yao, "CHUNK_BYTES", 32 * schedule_of(full).n_and * per_chunk)
         g, e, transcript = _masked_run(width, gs, es, MASKED_MODES, alice_garbles)
     _check_masked_outputs(width, gs, es, g, e)
     assert [t for t, _ in transcript].count("yao.tables") == -(-k // per_chunk)
@@ -577,7 +578,7 @@ def _evaluator_mask_labels(monkeypatch: pytest.MonkeyPatch, flip: bool, k: int =
     width = 10
     circuit = _masked_circuit(width)
     full, mask_rows = _mask_rows(circuit, MASKED_MODES)
-    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * full.schedule.n_and * 100)
+    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * schedule_of(full).n_and * 100)
     seen: list[np.ndarray] = []
     drawn: list[np.ndarray] = []
     evaluate, random_values = yao.evaluate_chunk, yao._random_values

@@ -6,7 +6,7 @@ answers from count tables; the secure oracle (``protocols``) answers with a garb
 argmax so the parties learn only the decision; the PRAM oracle answers from estimated
 counts. All of them apply the same tie rule, ``choose_candidate``.
 
-Tie rule (NOTES.md): add a parent only if the score rises by more than ``tau``; among the
+Tie rule (docs/conventions.md, "Tie rule"): add a parent only if the score rises by more than ``tau``; among the
 candidates whose score is within ``tau`` of the best, the earliest in the node order
 wins. Precisely: with best = max(scores), stop unless best - current > tau; otherwise
 add the first candidate i with scores[i] >= best - tau (its own score then exceeds the

@@ -3,7 +3,7 @@
 CPT layout (used everywhere in ppbn): ``cpts[v]`` has shape ``(q, d)`` where rows are the
 parent configurations in C order over ``parents[v]`` (first parent slowest) and columns
 are the child's states. This is the family index K_i (j - 1) + k of Yang-Wright Sec. 3.1
-and of NOTES.md (child varies fastest).
+and of docs/conventions.md, "Table layouts" (child varies fastest).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Family scores over a count table, in the five modes ppbn offers (every learner).
 
 ``counts`` has shape (q, d): parent configurations x child states (see ``bn.model``).
-Modes (DESIGN.md "Score fidelity", NOTES.md):
+Modes (docs/conventions.md, "Score modes"):
 
 - ``exact``: ln f of Yang-Wright eq. (3), the K2 (Cooper-Herskovits) score, via lgamma.
 - ``yw``: g of eq. (6) exactly as printed, with beta_ijk = max(alpha_ijk, 1),
@@ -9,7 +9,7 @@ Modes (DESIGN.md "Score fidelity", NOTES.md):
   Folding q(d-1) into pub() assumes sum_k beta_ijk = alpha_ij, which is false for every
   zero cell, so g exceeds ln f by about one per zero cell (the measured divergence).
 - ``yw0``: g minus the number of zero cells, which removes that bias.
-- ``bic``: log-likelihood minus c_star * (ln N / 2) * q(d-1) (standard BIC; NOTES.md says
+- ``bic``: log-likelihood minus c_star * (ln N / 2) * q(d-1) (standard BIC; docs/conventions.md, "BIC penalty", says
   the PRAM paper prints N/2, which we read as a typo). N is the public record count n,
   also for available-case families with fewer complete records (README, "Missing values").
 - ``bdeu``: the Bayesian Dirichlet equivalent uniform score (Heckerman, Geiger and

@@ -1,6 +1,6 @@
 """Read and write circuits in the Bristol Fashion format (SCALE-MAMBA, MP-SPDZ, EMP-toolkit).
 
-Format (../shared/circuits/bristol/README.md): ``#gates #wires``; the number of inputs and
+Format (docs/conventions.md, "Bristol Fashion bit order"): ``#gates #wires``; the number of inputs and
 their widths; the number of outputs and their widths; one gate per line
 ``nin nout in... out... OP``. Input wires are numbered first, output wires last. Within a
 bundle, wire k carries bit k of the value (least significant bit first), which reproduces

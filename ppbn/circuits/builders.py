@@ -308,7 +308,7 @@ def argmax_tolerant(
 ) -> tuple[Bits, Bits]:
     """(index, max): the FIRST index i with values[i] >= max - tolerance, and the maximum.
 
-    This is the K2 tie rule of papers/NOTES.md with an integer (fixed-point) tolerance, a
+    This is the K2 tie rule of docs/conventions.md, "Tie rule", with an integer (fixed-point) tolerance, a
     public constant 0 <= tolerance < 2^l. The threshold max - tolerance is formed in l + 1
     bits so it cannot wrap; a prefix OR over the tests picks the first one.
     Cost: (k - 1) 2l for the maximum, about l for the threshold, k (l + 1) for the tests,

@@ -12,14 +12,14 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from ppbn.circuits.ir import Circuit, bits_to_values, values_to_bits
-from ppbn.circuits.schedule import ONE_SLOT
+from ppbn.circuits.schedule import ONE_SLOT, schedule_of
 
 ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def evaluate_bits(circuit: Circuit, input_bits: np.ndarray) -> np.ndarray:
     """(n_input_bits, K) 0/1 array -> (n_output_bits, K) uint8, bundles concatenated in order."""
-    sched = circuit.schedule
+    sched = schedule_of(circuit)
     input_bits = np.asarray(input_bits, dtype=np.uint8)
     n_in, k = input_bits.shape
     if n_in != len(sched.input_slots):

@@ -2,11 +2,11 @@
 
 A circuit is a list of gates over integer wires. Every bundle (an input or an output) is a
 named, ordered tuple of wires, least significant bit first: bit k of a bundle's value sits
-on its k-th wire (the convention of ../shared/circuits/bristol/README.md). Inputs are
+on its k-th wire (docs/conventions.md, "Bristol Fashion bit order"). Inputs are
 owned by nobody here: which party feeds which bundle is decided when a protocol runs.
 
-``Circuit.schedule`` compiles the circuit once into layers (see ``ppbn.circuits.schedule``)
-that the plaintext evaluator and the garbling engine both loop over.
+``ppbn.circuits.schedule.schedule_of`` compiles a circuit once into the layers that the
+plaintext evaluator and the garbling engine both loop over; this module knows nothing of it.
 
 Values cross this API as numpy ``uint64`` arrays (one value per instance) for bundles of at
 most 64 bits and as numpy ``object`` arrays of Python ints for wider bundles;
@@ -20,12 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from ppbn.circuits.schedule import Schedule
 
 
 class Op(IntEnum):
@@ -132,13 +128,6 @@ class Circuit:
 
     def output(self, name: str) -> Bundle:
         return _find(self.outputs, name, "output")
-
-    @cached_property
-    def schedule(self) -> Schedule:
-        """The layered, slot-allocated form used by evaluation and garbling (computed once)."""
-        from ppbn.circuits.schedule import compile_schedule
-
-        return compile_schedule(self)
 
     @cached_property
     def fingerprint(self) -> bytes:

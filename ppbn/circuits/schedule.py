@@ -12,10 +12,14 @@ label, so an inverter costs exactly what a free XOR costs.
 Slots: wires are mapped to a compact array of slots, reusing the slot of a wire after its
 last reader, so a batch of many instances needs memory for the live wires only. Gates whose
 outputs reach no output bundle are dropped.
+
+``schedule_of`` compiles a circuit on first use and keeps the result while the circuit
+lives, so the many batches of one circuit share one schedule.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +48,17 @@ class Schedule:
     steps: tuple[Step, ...]
     n_and: int
     and_depth: int
+
+
+_COMPILED: weakref.WeakKeyDictionary[Circuit, Schedule] = weakref.WeakKeyDictionary()
+
+
+def schedule_of(circuit: Circuit) -> Schedule:
+    """The circuit's schedule, compiled once per circuit object (circuits are immutable)."""
+    schedule = _COMPILED.get(circuit)
+    if schedule is None:
+        schedule = _COMPILED.setdefault(circuit, compile_schedule(circuit))
+    return schedule
 
 
 def compile_schedule(circuit: Circuit) -> Schedule:

@@ -12,7 +12,7 @@ Each function builds (once, cached) a circuit whose plaintext behaviour is speci
   entries by OT without learning them. Replacing alpha = 0 by beta = 1 (Yang-Wright
   Sec. 6.4) is the gate g = [x >= T]: below it every ln part is 0, and the zero
   indicator of the yw0 mode is the masked C index.
-- ``decision_circuit``: Yang-Wright Sec. 6.6 with the NOTES.md tie rule: the first
+- ``decision_circuit``: Yang-Wright Sec. 6.6 with the tie rule of docs/conventions.md, "Tie rule": the first
   candidate within tau of the best, and whether the best beats the current score by more
   than tau. Only these two outputs are revealed.
 - ``division_circuit``: Yang-Wright Sec. 7.1: alpha_ijk / alpha_ij in fixed point, the

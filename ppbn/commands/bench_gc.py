@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from ppbn.commands._flag_types import positive_int
+from ppbn.circuits.schedule import schedule_of
+from ppbn.commands._options import load_bristol, positive_int
 from ppbn.errors import UserError
 
 
@@ -86,7 +87,7 @@ def _garble_rates(circuit, k: int, repeats: int) -> tuple[float, float, int]:
     )
     from ppbn.protocols.yao import YAO_PROTOCOL
 
-    sched = circuit.schedule
+    sched = schedule_of(circuit)
     delta = random_delta()
     zero = random_labels((len(sched.input_slots), k))
     bits = np.random.default_rng().integers(0, 2, size=(len(sched.input_slots), k), dtype=np.uint64)
@@ -131,12 +132,11 @@ def _two_party(circuit, k: int) -> tuple[float, int]:
 
 
 def _bench_gc(args: argparse.Namespace) -> int:
-    from ppbn.commands.circuit import load_bristol
 
     if args.instances < 1 or args.repeats < 1:
         raise UserError("--instances and --repeats must be at least 1")
     circuit = load_bristol(args.bristol)
-    sched = circuit.schedule
+    sched = schedule_of(circuit)
     if sched.n_and == 0:
         raise UserError(f"{args.bristol}: the circuit has no AND gates to measure")
     k = args.instances

@@ -32,31 +32,29 @@ from typing import Any
 
 import numpy as np
 
-from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.networks import NETWORKS
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
-from ppbn.commands._flag_types import (
+from ppbn.commands._bench_common import collect_reports
+from ppbn.commands._options import (
     MAX_WORKERS,
-    int_in,
-    non_negative_int,
-    positive_float,
-    positive_int,
-)
-from ppbn.commands.learn import add_overlap_option
-from ppbn.commands.party import add_pair_policy_options, pair_policy
-from ppbn.commands.reference import (
     SEARCHES,
     add_alignment_options,
     add_hc_options,
+    add_learn_run_options,
     add_missing_options,
-    family_records,
+    add_overlap_option,
+    add_pair_policy_options,
     hc_job_params,
+    int_in,
     missing_rule,
+    non_negative_int,
+    pair_policy,
+    positive_float,
+    positive_int,
     refuse_on_private_paths,
-    same_hc_moves,
     sample_overlap,
     search_options,
 )
+from ppbn.commands._outcomes import family_records, same_hc_moves
 from ppbn.errors import UserError
 
 
@@ -64,7 +62,8 @@ def _bench_k2(args: argparse.Namespace) -> int:
     from ppbn.data.datasets import blank_cells, make_dataset
     from ppbn.lab.harness import LocalPair, PairFiles
     from ppbn.lab.shaper import parse_link
-    from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+    from ppbn.parties.pki import make_local_pki
+    from ppbn.parties.tls import PARTY_ROLES
 
     rule = missing_rule(args)
     link = parse_link(args.link) if args.link else None
@@ -196,7 +195,8 @@ def _ln_spec(args: argparse.Namespace, mode: str, gc_below: int, ot_below: int) 
 def _ln_scorer(role: str, channel, spec: dict[str, Any]):
     """One party's scorer for ``bench ln``: two binary variables, counts below max_count."""
     from ppbn.bn.schema import Schema, Variable
-    from ppbn.protocols.learning.k2 import SecureLearnConfig, SecureScorer
+    from ppbn.protocols.learning.config import SecureLearnConfig
+    from ppbn.protocols.learning.scorer import SecureScorer
     from ppbn.protocols.ledger import Ledger
     from ppbn.protocols.tables import TablesConfig
 
@@ -260,7 +260,6 @@ def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[
     import multiprocessing
     import os
 
-    from ppbn.commands.bench_tables import collect_reports
 
     context = multiprocessing.get_context("spawn")
     alice_end, bob_end = context.Pipe(duplex=True)
@@ -418,17 +417,6 @@ def _print_breakdown(console, rows: list[dict[str, Any]], title: str, top: int |
     for row in rows[:top]:
         table.add_row(*(f"{v:,}" if isinstance(v, int) else str(v) for v in row.values()))
     console.print(table)
-
-
-def add_learn_run_options(parser: argparse.ArgumentParser) -> None:
-    """The data and learning options of a benchmark that runs the learn job on sampled data."""
-    parser.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
-    parser.add_argument("--records", type=positive_int, required=True)
-    parser.add_argument("--max-parents", type=non_negative_int, default=2)
-    parser.add_argument("--score", choices=SCORE_MODES, default="exact")
-    parser.add_argument("--ess", type=float, default=DEFAULT_ESS, help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g})")
-    parser.add_argument("--tau", type=float, default=DEFAULT_TAU)
-    parser.add_argument("--seed", type=non_negative_int, default=7)
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:

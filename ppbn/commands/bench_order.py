@@ -19,7 +19,7 @@ import numpy as np
 from ppbn.bn.hc import DEFAULT_TABU
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
-from ppbn.commands._flag_types import non_negative_int, positive_int
+from ppbn.commands._options import non_negative_int, positive_int
 from ppbn.errors import UserError
 
 

@@ -1,6 +1,6 @@
 """``ppbn bench psi``: private set intersection of record ids (protocols/psi.py).
 
-Both parties run in two processes joined by a pipe (``bench_tables.PipeChannel``), on
+Both parties run in two processes joined by a pipe (``ppbn/protocols/pipe_channel.py``), on
 synthetic id sets of ``--size`` ids each, ``--overlap`` of them shared, in shuffled
 order. Reports wall time, bytes each way, messages and rounds, throughput and a
 correctness check (intersection size as expected, and both sides list the same ids in
@@ -19,8 +19,8 @@ import random
 import time
 from multiprocessing.connection import Connection
 
-from ppbn.commands._flag_types import non_negative_int, positive_int
-from ppbn.commands.bench_tables import collect_reports
+from ppbn.commands._bench_common import collect_reports, peak_rss_mib, print_table
+from ppbn.commands._options import non_negative_int, positive_int
 from ppbn.errors import UserError
 
 OPENMINED_HINT = "openmined-psi is not installed: pip install 'ppbn[bench]' to compare with its ECDH PSI"
@@ -58,7 +58,6 @@ def _digest(ids: list[str]) -> str:
 
 def _party(role: str, spec: dict, connection: Connection, report: Connection, barrier, parent_pid: int) -> None:
     """One party process: build its ids, wait for the peer, run the PSI, report."""
-    from ppbn.commands.bench_tables import _peak_rss_mib
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
     from ppbn.protocols.psi import align_records
@@ -89,7 +88,7 @@ def _party(role: str, spec: dict, connection: Connection, report: Connection, ba
                 "all_shared": all(x.startswith("rec-c") for x in matched),
                 "channel": channel.stats.as_dict(),
                 "phases": phases,
-                "peak_rss_mib": _peak_rss_mib(),
+                "peak_rss_mib": peak_rss_mib(),
             }
         )
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
@@ -203,7 +202,6 @@ def _bench_psi(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result))
         return 0 if correct else 1
-    from ppbn.commands.bench_tables import _print_table
 
     def mb(x: int) -> str:
         return f"{x / 1e6:,.1f} MB"
@@ -232,7 +230,7 @@ def _bench_psi(args: argparse.Namespace) -> int:
     header = ("", "ppbn (KKRT16 OT-extension PSI)", "openmined-psi (ECDH)")
     if om is None:
         rows, header = [row[:2] for row in rows], header[:2]
-    _print_table(title, rows, header)
+    print_table(title, rows, header)
     if om is None and not args.no_openmined:
         print(OPENMINED_HINT)
     return 0 if correct else 1

@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ppbn.commands._flag_types import positive_float
-from ppbn.commands.bench_k2 import add_learn_run_options
+from ppbn.commands._options import add_learn_run_options, positive_float
 from ppbn.errors import UserError
 
 POLL_S = 0.2
@@ -44,7 +43,8 @@ def _same_network(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float]:
 def _bench_resume(args: argparse.Namespace) -> int:
     from ppbn.data.datasets import make_dataset
     from ppbn.lab.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+    from ppbn.parties.pki import make_local_pki
+    from ppbn.parties.tls import PARTY_ROLES
     from ppbn.proto.party_pb2 import JobInfo
 
     if not 0.05 <= args.kill_at <= 0.95:

@@ -17,16 +17,21 @@ import os
 import secrets
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ppbn.commands._flag_types import non_negative_int, positive_int
-from ppbn.commands.party import add_executor_options, check_executor_flags
+from ppbn.commands._bench_common import (
+    children_peak_rss_mib,
+    collect_reports,
+    peak_rss_mib,
+    print_table,
+)
+from ppbn.commands._options import (
+    add_executor_options,
+    check_executor_flags,
+    non_negative_int,
+    positive_int,
+)
 from ppbn.errors import UserError
 from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
-
-if TYPE_CHECKING:
-    pass
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -152,7 +157,7 @@ def _bench_paillier(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result))
         return 0
-    _print_table(
+    print_table(
         f"Paillier encryption, {args.key_bits}-bit key (same key, same run)",
         [
             ("phe encrypt", f"{phe_ms:.3f} ms", "1x"),
@@ -165,18 +170,6 @@ def _bench_paillier(args: argparse.Namespace) -> int:
         ("what", "time", "speed-up over phe"),
     )
     return 0
-
-
-def _print_table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
 
 
 # -- bench chunk-cost -------------------------------------------------------------------------
@@ -305,14 +298,14 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result))
         return 0
-    _print_table(
+    print_table(
         f"Per-chunk CPU cost ({args.network}, families <= {args.max_family}, {args.key_bits}-bit keys, "
         f"{args.chunk_size} records a chunk; {encrypter} encrypts)",
         [(name, f"{value * 1e3:.1f} ms") for name, value in costs.items()]
         + ([(f"encrypt_s in a {args.executor} worker", f"{in_worker['encrypt_s'] * 1e3:.1f} ms")] if in_worker else []),
         ("task", "CPU per chunk"),
     )
-    _print_table(
+    print_table(
         "Model wall time of the table phase: chunks x max(work / cores, serial per chunk)",
         [
             (f"{records:,}", *(f"{model[f'{records}/{cores}']:,} s" for cores in MODEL_CORES))
@@ -324,52 +317,6 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
 
 
 # -- bench tables ---------------------------------------------------------------------------
-
-
-def _peak_rss_mib(pid: int | str = "self") -> float:
-    """VmHWM of one process: the peak resident set of its own address space (Linux)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def _children_peak_rss_mib() -> float:
-    """Largest VmHWM among this process's children (the worker pool)."""
-    me = str(os.getpid())
-    peaks = [0.0]
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            if stat.rsplit(")", 1)[1].split()[1] == me:
-                peaks.append(_peak_rss_mib(entry.name))
-        except OSError:
-            continue
-    return max(peaks)
-
-
-def collect_reports(processes: list[multiprocessing.Process], report_in: Connection) -> dict[str, dict]:
-    """Each started party process's report, by role; a dead process or a reported error
-    ends the bench with one line, and no party process outlives it."""
-    reports: dict[str, dict] = {}
-    try:
-        while len(reports) < 2:
-            if not report_in.poll(1.0):
-                if any(p.exitcode not in (None, 0) for p in processes):
-                    raise UserError("a party process died; see its traceback above")
-                continue
-            item = report_in.recv()
-            reports[item["role"]] = item
-            if "error" in item:
-                raise UserError(f"{item['role']}: {item['error']}")
-    finally:
-        for p in processes:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-    return reports
 
 
 def _party_process(
@@ -406,7 +353,7 @@ def _party_process(
                 channel, role, schema, codes, spec["families"], config, counters, session=session
             )
             wall = time.perf_counter() - start
-            workers_rss = _children_peak_rss_mib()
+            workers_rss = children_peak_rss_mib()
         report.send(
             {
                 "role": role,
@@ -415,7 +362,7 @@ def _party_process(
                 "tables": len(shares),
                 "counters": counters.as_dict(),
                 "channel": channel.stats.as_dict(),
-                "peak_rss_mib": _peak_rss_mib(),
+                "peak_rss_mib": peak_rss_mib(),
                 "workers_peak_rss_mib": workers_rss,
             }
         )
@@ -527,7 +474,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
     for role in ("alice", "bob"):
         r = reports[role]
         rows.append((f"{role} peak RSS (workers)", f"{r['peak_rss_mib']} MiB ({r['workers_peak_rss_mib']} MiB)", ""))
-    _print_table(
+    print_table(
         f"Secure count tables: {args.network}, {args.records:,} records, {len(families)} crossing "
         f"families of <= {args.max_family} variables, {args.key_bits}-bit keys, {spec['executor']} executor "
         f"(encryptions {result['encryption_ratio']}x fewer than per-alpha)",

@@ -4,7 +4,7 @@ Each organisation runs ``ca`` once on its CA host; each daemon or operator host 
 ``request`` and sends only the request to its CA, which ``sign``s it; each daemon host
 then ``trust``s the other party's CA certificate, pinned by the fingerprint the other
 party read out to it over another channel. ``inspect`` shows what a certificate says.
-The work is done by ``ppbn.parties.tls``, which ``make_local_pki`` also uses for demos.
+The work is done by ``ppbn.parties.pki``, whose ``make_local_pki`` runs the same steps for demos.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ import json
 from pathlib import Path
 
 from ppbn.errors import UserError
-from ppbn.parties.tls import (
+from ppbn.parties.pki import (
     CA_DAYS,
-    DAEMON_ROLES,
-    EXPIRY_WARNING_DAYS,
     LEAF_DAYS,
-    OPERATOR,
     CertSummary,
     load_inspectable,
     make_ca,
@@ -29,6 +26,7 @@ from ppbn.parties.tls import (
     summarize,
     trust_ca,
 )
+from ppbn.parties.tls import DAEMON_ROLES, EXPIRY_WARNING_DAYS, OPERATOR
 
 
 def _check_out_folder(out: str) -> None:

@@ -4,7 +4,7 @@ report the AND-gate cost of the circuit builders.
 ``run`` evaluates in plaintext, or with ``--garbled`` as a real two-party garbled run:
 alice garbles and feeds the inputs listed by ``--garbler-inputs``, bob evaluates and feeds
 the others through oblivious transfer, the two in threads over the in-memory Channel.
-Inputs and outputs are hex, with the bit convention of ../shared/circuits/bristol/README.md
+Inputs and outputs are hex, with the bit convention of docs/conventions.md, "Bristol Fashion bit order"
 (wire k of a bundle carries bit k of the hex value).
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from ppbn.commands._options import load_bristol
 from ppbn.errors import UserError
 
 
@@ -58,20 +58,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
 def _missing(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
     return 2
-
-
-def load_bristol(path: str):
-    """Read and parse a Bristol Fashion file; problems become one-line user errors."""
-    from ppbn.circuits.bristol import BristolError, parse_bristol
-
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
-    try:
-        return parse_bristol(text, source=path)
-    except BristolError as exc:
-        raise UserError(str(exc)) from exc
 
 
 def parse_inputs(circuit, texts: list[str]) -> dict[str, list[int]]:

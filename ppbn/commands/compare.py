@@ -7,7 +7,7 @@ import sys
 
 from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.scores import SCORE_MODES
-from ppbn.commands._flag_types import non_negative_int, positive_float, positive_int
+from ppbn.commands._options import non_negative_int, positive_float, positive_int
 from ppbn.data.outputs import atomic_output_dir, check_output_dir
 from ppbn.errors import UserError
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ppbn.bn.networks import NETWORKS
-from ppbn.commands._flag_types import non_negative_int, positive_int
+from ppbn.commands._options import non_negative_int, positive_int
 from ppbn.errors import UserError
 
 

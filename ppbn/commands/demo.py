@@ -12,11 +12,12 @@ import argparse
 import json
 
 from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.commands._flag_types import non_negative_int, positive_int
-from ppbn.commands.reference import (
+from ppbn.commands._options import (
     add_alignment_options,
     add_missing_options,
     missing_rule,
+    non_negative_int,
+    positive_int,
     sample_overlap,
 )
 from ppbn.data.outputs import check_output_dir, work_folder
@@ -31,7 +32,8 @@ def _demo(args: argparse.Namespace) -> int:
     from ppbn.data.datasets import blank_cells, make_dataset
     from ppbn.data.party_data import load_joined
     from ppbn.lab.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+    from ppbn.parties.pki import make_local_pki
+    from ppbn.parties.tls import PARTY_ROLES
 
     console = Console()
     rule = missing_rule(args)

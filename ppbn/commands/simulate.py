@@ -31,29 +31,27 @@ from typing import Any
 
 import numpy as np
 
-from ppbn.commands._flag_types import non_negative_int, positive_float, positive_int
-from ppbn.commands.learn import (
-    add_job_arguments,
-    add_secure_options,
-    job_params,
-    outcome_json,
-    params_json,
-    print_outcome,
-)
-from ppbn.commands.party import add_pair_policy_options, pair_policy
-from ppbn.commands.reference import (
+from ppbn.commands._options import (
     add_alignment_options,
+    add_job_arguments,
     add_learning_options,
     add_missing_options,
-    family_records,
+    add_pair_policy_options,
+    add_secure_options,
     hc_job_params,
+    job_params,
     missing_rule,
+    non_negative_int,
+    pair_policy,
+    params_json,
     parse_order,
+    positive_float,
+    positive_int,
     refuse_on_private_paths,
-    same_hc_moves,
     sample_overlap,
     search_options,
 )
+from ppbn.commands._outcomes import family_records, outcome_json, print_outcome, same_hc_moves
 from ppbn.data.outputs import check_output_dir, relocate, work_folder
 from ppbn.errors import UserError
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
@@ -128,7 +126,8 @@ def reveal_tables(
 
 def _simulate(args: argparse.Namespace) -> int:
     from ppbn.lab.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import PARTY_ROLES, make_local_pki
+    from ppbn.parties.pki import make_local_pki
+    from ppbn.parties.tls import PARTY_ROLES
 
     params = job_params(args)
     if args.reveal_for_testing:
@@ -422,7 +421,7 @@ def _print_pram(report: dict[str, Any]) -> None:
             f"against the plaintext reference ({report['reference_edges']} edges): SHD {diff['shd']} "
             f"({diff['extra']} extra, {diff['missing']} missing, {diff['reversed']} reversed)"
         )
-        console.print("privacy of what was disclosed (gamma strict, NOTES.md zero convention):")
+        console.print("privacy of what was disclosed (gamma strict, docs/conventions.md, 'Gamma amplification'):")
         for line in iter_privacy_text(report["privacy"]):
             console.print(f"  {line}")
     timings = report["timings"]
@@ -473,7 +472,7 @@ def _run_with_daemons(
     ``start_role``; returns the job id, every daemon's outcome, the start-up and job seconds.
     A failed job shows the last lines of every daemon's log on stderr."""
     from ppbn.lab.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_local_pki
+    from ppbn.parties.pki import make_local_pki
 
     schema_path, alice_csv, bob_csv = data
     make_local_pki(work / "certs")

@@ -1,6 +1,6 @@
 """The job framework: what a daemon can run with its peer, and what a job gets to run with.
 
-A job kind is registered once as a ``JobKind``: a parameter check that runs before the
+A job kind is declared once as a ``JobKind``: a parameter check that runs before the
 peer is contacted (bad parameters are the operator's error, not the peer's), a check of
 the normalised parameters against the daemon's local policy (``ppbn.jobs.policy``),
 which both daemons run before they send anything derived from their data, and a
@@ -13,13 +13,12 @@ The daemon owns everything around ``run``: the channel, the worker thread, timeo
 cancellation, the final exchange of statistics with the peer, and the files
 ``result.json``, ``stats.json`` and ``ledger.json`` in the job's output folder.
 
-Built-in kinds live in their own modules listed in ``BUILTIN_JOB_MODULES``; importing a
-module registers its kinds.
+Built-in kinds live in their own modules (ping, the link check, here) and are listed in
+``ppbn/jobs/registry.py``, which the daemon asks; declaring a kind registers nothing.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections import Counter
@@ -38,14 +37,6 @@ from ppbn.jobs.policy import LOCAL_SETTINGS, FamilyBound, LocalPolicy, PolicyRef
 from ppbn.protocols.channel import Channel, ChannelStats, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
-
-BUILTIN_JOB_MODULES = (
-    "ppbn.jobs.base",
-    "ppbn.jobs.tables",
-    "ppbn.jobs.learn",
-    "ppbn.jobs.pram",
-    "ppbn.jobs.perturb",
-)
 
 
 class ParameterError(UserError):
@@ -155,7 +146,7 @@ def no_families(params: dict[str, Any], schema: Schema) -> None:
 
 @dataclass(frozen=True)
 class JobKind:
-    """A registered job: ``check_params`` normalises the JSON parameters or raises UserError;
+    """A job the daemons can run: ``check_params`` normalises the JSON parameters or raises UserError;
     ``check_policy`` raises ``PolicyRefusal`` when they are weaker than the local policy;
     ``family_bound`` says the largest family (child and parents) the normalised parameters
     can lead to, which ``check_job_policy`` holds against the family limits for every kind."""
@@ -173,41 +164,6 @@ def check_job_policy(kind: JobKind, params: dict[str, Any], policy: LocalPolicy,
     for every kind, whatever in the request sets the family), then the kind's own checks."""
     policy.require_families(kind.family_bound(params, scope.schema))
     kind.check_policy(params, policy, scope)
-
-
-_REGISTRY: dict[str, JobKind] = {}
-_REGISTRY_LOCK = threading.Lock()
-
-
-def register_job(kind: JobKind) -> None:
-    with _REGISTRY_LOCK:
-        _REGISTRY[kind.name] = kind
-
-
-def unregister_job(name: str) -> None:
-    with _REGISTRY_LOCK:
-        _REGISTRY.pop(name, None)
-
-
-def load_builtin_jobs() -> None:
-    for module in BUILTIN_JOB_MODULES:
-        importlib.import_module(module)
-
-
-def job_kind(name: str) -> JobKind:
-    load_builtin_jobs()
-    with _REGISTRY_LOCK:
-        kind = _REGISTRY.get(name)
-        known = sorted(_REGISTRY)
-    if kind is None:
-        raise UserError(f"unknown job kind {name!r}; this daemon runs: {', '.join(known)}")
-    return kind
-
-
-def job_kinds() -> list[str]:
-    load_builtin_jobs()
-    with _REGISTRY_LOCK:
-        return sorted(_REGISTRY)
 
 
 @dataclass
@@ -334,4 +290,4 @@ def run_ping(role: str, channel: Channel, context: JobContext) -> dict[str, Any]
     }
 
 
-register_job(JobKind("ping", run_ping, _check_ping, "echo payloads: link latency and throughput"))
+PING_JOB = JobKind("ping", run_ping, _check_ping, "echo payloads: link latency and throughput")

@@ -2,7 +2,7 @@
 
 After every completed K2 step (wave) each daemon saves what it needs to continue the job
 from that step: the public decisions so far, its own count-table shares and its own
-score shares (``protocols.k2.K2Checkpoint``), plus the job's parameters and a digest of
+score shares (``learning.config.K2Checkpoint``), plus the job's parameters and a digest of
 its own data so a resume runs on the same records with the same parameters. Nothing of
 the peer's is stored but the shares the protocol gave this party (its own shares are by
 construction the only thing it holds; Paillier keys and ciphertext caches are not kept:
@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ppbn.data.outputs import failed_file, io_remedy
 from ppbn.errors import UserError
-from ppbn.protocols.learning.k2 import K2Checkpoint
+from ppbn.protocols.learning.config import K2Checkpoint
 
 KEY_FILE = ".checkpoint.key"
 CHECKPOINT_DIR = ".checkpoints"  # beside the job folders: a failed job's folder keeps only its record

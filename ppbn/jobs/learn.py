@@ -1,6 +1,6 @@
 """The ``learn`` job: private K2 structure learning and exact parameters between the daemons.
 
-Both daemons run ``ppbn.protocols.learning.k2.learn_secure`` with their own data and write, in
+Both daemons run ``ppbn.protocols.learning.learn.learn_secure`` with their own data and write, in
 the job folder: ``network.json`` (the shape of ``ppbn reference --format json`` plus
 ``stats``; CPTs this party may not see are listed under ``parameters_withheld``),
 ``network.bif`` when this party sees every CPT, and with ``disclosure: shared`` its
@@ -27,7 +27,6 @@ from ppbn.jobs.base import (
     ParameterError,
     PolicyScope,
     check_known,
-    register_job,
 )
 from ppbn.jobs.checkpoint import CheckpointStore, data_digest
 from ppbn.jobs.policy import LocalPolicy
@@ -38,13 +37,8 @@ from ppbn.jobs.search_params import (
     search_family_bound,
 )
 from ppbn.protocols.channel import Channel, ProtocolError
-from ppbn.protocols.learning.k2 import (
-    DISCLOSURES,
-    K2Checkpoint,
-    SecureLearnConfig,
-    SecureLearnResult,
-    learn_secure,
-)
+from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, SecureLearnConfig
+from ppbn.protocols.learning.learn import SecureLearnResult, learn_secure
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import TablesConfig
 
@@ -59,8 +53,8 @@ DEFAULTS = {
     "c_star": 1.0,
     "disclosure": "public",
     "key_bits": TablesConfig.key_bits,
-    "overlap_tables": True,  # k2.SecureScorer.scores: the next families' table phase on a lane
-    "split_terms": False,  # k2.SecureScorer.terms: each batch of terms in two halves on two lanes
+    "overlap_tables": True,  # scorer.SecureScorer.scores: the next families' table phase on a lane
+    "split_terms": False,  # scorer.SecureScorer.terms: each batch of terms in two halves on two lanes
     **SEARCH_DEFAULTS,
 }
 
@@ -201,7 +195,7 @@ def family_records_json(
     counts: dict[str, int] | None, n_records: int, rule: str, names: tuple[str, ...]
 ) -> dict[str, Any]:
     """Records each family of the learned network was counted on. Under available-case
-    analysis these are the counts opened by ``protocols.k2.family_record_counts`` (in both
+    analysis these are the counts opened by ``learning.parameters.family_record_counts`` (in both
     ledgers); under the other rules every family uses all n records (public)."""
     families = counts if counts is not None else dict.fromkeys(names, n_records)
     return {"rule": rule, "records": n_records, "families": {v: int(families[v]) for v in names}}
@@ -324,13 +318,11 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
     }
 
 
-register_job(
-    JobKind(
-        "learn",
-        run_learn_job,
-        check_learn_params,
-        "private K2 structure learning and exact parameters (Yang-Wright secure path)",
-        check_learn_policy,
-        search_family_bound,
-    )
+LEARN_JOB = JobKind(
+    "learn",
+    run_learn_job,
+    check_learn_params,
+    "private K2 structure learning and exact parameters (Yang-Wright secure path)",
+    check_learn_policy,
+    search_family_bound,
 )

@@ -47,7 +47,6 @@ from ppbn.jobs.base import (
     ParameterError,
     PolicyScope,
     check_known,
-    register_job,
 )
 from ppbn.jobs.policy import LocalPolicy, PolicyRefusal
 from ppbn.jobs.pram import SEED_WARNING, job_stats, json_privacy, randomization_source
@@ -355,21 +354,17 @@ def _setup_two_policy(params: dict[str, Any], policy: LocalPolicy, scope: Policy
     check_policy(full_params(SETUP_TWO_KIND, params, scope.schema, 2), policy, scope, SETUP_TWO_KIND, sends=True)
 
 
-register_job(
-    JobKind(
-        SETUP_ONE_KIND,
-        run_setup_one_job,
-        _check_setup_one,
-        "perturbation learner, setup I: the class's owner learns from the other's randomized columns",
-        _setup_one_policy,
-    )
+SETUP_ONE_JOB = JobKind(
+    SETUP_ONE_KIND,
+    run_setup_one_job,
+    _check_setup_one,
+    "perturbation learner, setup I: the class's owner learns from the other's randomized columns",
+    _setup_one_policy,
 )
-register_job(
-    JobKind(
-        SETUP_TWO_KIND,
-        run_setup_two_job,  # type: ignore[arg-type]
-        _check_setup_two,
-        "perturbation learner, setup II: start at the miner; alice and bob send randomized columns",
-        _setup_two_policy,
-    )
+SETUP_TWO_JOB = JobKind(
+    SETUP_TWO_KIND,
+    run_setup_two_job,  # type: ignore[arg-type]
+    _check_setup_two,
+    "perturbation learner, setup II: start at the miner; alice and bob send randomized columns",
+    _setup_two_policy,
 )

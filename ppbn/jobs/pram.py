@@ -41,7 +41,6 @@ from ppbn.jobs.base import (
     ParameterError,
     PolicyScope,
     check_known,
-    register_job,
 )
 from ppbn.jobs.policy import FamilyBound, LocalPolicy, PolicyRefusal
 from ppbn.jobs.search_params import (
@@ -319,23 +318,19 @@ def run_setup_two_job(role: str, channel: Channel | ChannelGroup, context: JobCo
     return _write_outputs(context, outcome, 2, scheme, job_stats(context, channel, started))
 
 
-register_job(
-    JobKind(
-        SETUP_ONE_KIND,
-        run_setup_one_job,
-        check_setup_one_params,
-        "PRAM setup I: randomized cross parents to the child's owner; both learn the network",
-        check_pram_policy,
-        pram_family_bound,
-    )
+SETUP_ONE_JOB = JobKind(
+    SETUP_ONE_KIND,
+    run_setup_one_job,
+    check_setup_one_params,
+    "PRAM setup I: randomized cross parents to the child's owner; both learn the network",
+    check_pram_policy,
+    pram_family_bound,
 )
-register_job(
-    JobKind(
-        SETUP_TWO_KIND,
-        run_setup_two_job,  # type: ignore[arg-type]
-        check_pram_params,
-        "PRAM setup II: start at the miner; alice and bob send randomized data, the miner learns",
-        check_pram_policy,
-        pram_family_bound,
-    )
+SETUP_TWO_JOB = JobKind(
+    SETUP_TWO_KIND,
+    run_setup_two_job,  # type: ignore[arg-type]
+    check_pram_params,
+    "PRAM setup II: start at the miner; alice and bob send randomized data, the miner learns",
+    check_pram_policy,
+    pram_family_bound,
 )

@@ -1,7 +1,7 @@
 """The ``tables`` job: shares of the count tables of every crossing family, at both daemons.
 
 Runs ``ppbn.protocols.tables.run_tables`` (one packed Paillier pass for all families,
-DESIGN.md "Where the cost is") over the job's channel. Each party writes only its own
+docs/design.md, "Where the cost is") over the job's channel. Each party writes only its own
 shares: ``shares.npz`` (one uint64 array per family, ``f0``, ``f1``, ... in the order of
 ``families.json``). A share alone is statistically independent of the counts; adding
 both parties' shares mod 2^64 gives the counts, which only tests and
@@ -26,7 +26,6 @@ from ppbn.jobs.base import (
     ParameterError,
     PolicyScope,
     check_known,
-    register_job,
 )
 from ppbn.jobs.policy import FamilyBound, LocalPolicy
 from ppbn.protocols.channel import Channel
@@ -166,13 +165,11 @@ def load_shares(out_dir: str | Path) -> dict[tuple[str, ...], np.ndarray]:
         return {tuple(f): data[f"f{i}"] for i, f in enumerate(meta["families"])}
 
 
-register_job(
-    JobKind(
-        "tables",
-        run_tables_job,
-        check_tables_params,
-        "shares of the count tables of every crossing family of at most max_family variables",
-        check_tables_policy,
-        tables_family_bound,
-    )
+TABLES_JOB = JobKind(
+    "tables",
+    run_tables_job,
+    check_tables_params,
+    "shares of the count tables of every crossing family of at most max_family variables",
+    check_tables_policy,
+    tables_family_bound,
 )

@@ -18,7 +18,7 @@ For each p and each of ``repeats`` randomizations of the one training sample:
   moment estimates; perceptron: expected cost with an EM prior, Sec. 6.2).
 
 The privacy level is the gamma-amplification of the blocks (Sec. 3.1; (1 - p)(K - 1)/p
-for M-category over K states), for each block size, strict and ignoring zeros (NOTES.md). The perceptron separates ``positive`` from the other class states; with a
+for M-category over K states), for each block size, strict and ignoring zeros (docs/conventions.md, "Gamma amplification"). The perceptron separates ``positive`` from the other class states; with a
 binary class its accuracy is the ordinary one.
 """
 
@@ -153,7 +153,7 @@ def _default_attributes(net, cls: str) -> tuple[str, ...]:
 
 
 def gamma_levels(problem: Problem, level: float) -> dict[str, dict[str, float | None]]:
-    """gamma-amplification of the blocks for each block size K (Sec. 3.1; NOTES.md zero
+    """gamma-amplification of the blocks for each block size K (Sec. 3.1; docs/conventions.md, "Gamma amplification", zero
     convention): the strict value (None when infinite, as for a flip-all group, whose
     outputs each come from two originals only) and the value over nonzero entries."""
     strict: dict[str, float | None] = {}

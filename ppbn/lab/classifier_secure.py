@@ -75,7 +75,7 @@ def secure_classifier(
     "theta", level) also times the perturbation learners' setup-I jobs at that level."""
     from ppbn.lab.compare import bytes_exchanged, network_from_json
     from ppbn.lab.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_local_pki
+    from ppbn.parties.pki import make_local_pki
 
     tick = time.perf_counter()
     reference = learn_reference(

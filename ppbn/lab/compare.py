@@ -18,7 +18,7 @@ Measures per run: structural Hamming distance to the reference structure (a reve
 edge counts once) with its extra, missing and reversed links; KL(truth || learned) of
 the generating network's joint from the learned one; wall time and bytes exchanged
 (summed over the daemons); and per disclosed variable gamma (strict zero convention of
-NOTES.md) and K_p.
+docs/conventions.md, "Gamma amplification") and K_p.
 
 KL divergence: exact by enumeration when the joint has at most ``ENUMERATION_LIMIT``
 states, otherwise a Monte Carlo estimate with ``KL_SAMPLES`` records drawn from the
@@ -245,7 +245,7 @@ def run_comparison(
     from ppbn.data.datasets import make_dataset
     from ppbn.data.party_data import load_joined
     from ppbn.lab.harness import LocalPair, PairFiles
-    from ppbn.parties.tls import make_local_pki
+    from ppbn.parties.pki import make_local_pki
 
     started = time.perf_counter()
     data_dir = work / "data"
@@ -514,7 +514,7 @@ def write_report(comparison: Comparison, out: Path) -> list[Path]:
         "",
         "## Privacy per variable (setup II discloses every variable; setup I only the cross parents)",
         "",
-        "gamma is the strict value (NOTES.md zero convention: inf when an output rules out an original); "
+        "gamma is the strict value (docs/conventions.md, 'Gamma amplification': inf when an output rules out an original); "
         "K_p is probabilistic K-anonymity under the uniform prior.",
         "",
         privacy_table(comparison),

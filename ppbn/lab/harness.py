@@ -34,7 +34,7 @@ from pathlib import Path
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.lab.shaper import Link, LinkSpec
-from ppbn.parties.client import DaemonClient, JobOutcome
+from ppbn.parties.client import DaemonClient, JobOutcome, UnknownJob
 from ppbn.parties.tls import OPERATOR
 
 STARTUP_TIMEOUT_S = 60.0
@@ -205,12 +205,8 @@ class LocalPair:
         for role in self.roles:
             if role == start_role:
                 continue
-            with self.client(role) as client:
-                try:
-                    outcomes[role] = client.wait(job_id, self.timeout_s + STOP_GRACE_S)
-                except UserError as exc:
-                    if "knows no job" not in str(exc):
-                        raise
+            with self.client(role) as client, contextlib.suppress(UnknownJob):
+                outcomes[role] = client.wait(job_id, self.timeout_s + STOP_GRACE_S)
         return job_id, outcomes
 
     def with_peer_figures(self, outcome: JobOutcome, start_role: str = "alice") -> JobOutcome:

@@ -3,7 +3,7 @@ non-uniform randomization, 20,000 records, Table 5.1 randomization, 5 runs.
 
 The network. Figure 5.2's graph is lost in the text; its CPT rows survive. Each row lists
 Pr(X = 1 | pa_1), Pr(X = 1 | pa_2), ..., then Pr(X = 2 | pa_1), ... (value-major, as the
-text explains for L). Following NOTES.md the graph is Asia-like: A, S roots; T <- A;
+text explains for L). Following docs/conventions.md, "PRAM Experiment 1", the graph is Asia-like: A, S roots; T <- A;
 L <- S; B <- S (L, B ternary); E <- {T, L}; D <- {E, B}; X <- E. Parent configurations
 are in C order over the parents as listed (first parent slowest). The text does not give
 the parents of C (two binary parents), F and G (one each), nor the order of E's and D's
@@ -127,7 +127,7 @@ EXPERIMENT1_CARDINALITIES: dict[str, int] = {
     v: (3 if v in ("L", "B") else 2) for v in FIGURE_5_2_ROWS
 }
 
-# Graph per NOTES.md; C, F and G's parents are our choice (the text omits them).
+# Graph per docs/conventions.md, "PRAM Experiment 1"; C, F and G's parents are our choice (the text omits them).
 EXPERIMENT1_PARENTS: dict[str, tuple[str, ...]] = {
     "A": (),
     "S": (),
@@ -209,7 +209,7 @@ TABLE_5_2: dict[str, tuple[tuple[float, float], ...]] = {
 
 
 def experiment1_network(parents: Mapping[str, tuple[str, ...]] | None = None) -> DiscreteNetwork:
-    """Figure 5.2's network with the NOTES.md graph (or other parents of the same sizes)."""
+    """Figure 5.2's network with the graph of docs/conventions.md, "PRAM Experiment 1" (or other parents of the same sizes)."""
     chosen = dict(EXPERIMENT1_PARENTS if parents is None else parents)
     cards = EXPERIMENT1_CARDINALITIES
     cpts = {}

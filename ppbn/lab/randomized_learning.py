@@ -201,7 +201,7 @@ class FileMechanism:
 
 
 def privacy(scheme: RandomizationScheme) -> list[dict[str, Any]]:
-    """gamma-amplification of each block (NOTES.md: strict value and nonzero-only value)."""
+    """gamma-amplification of each block (docs/conventions.md, "Gamma amplification": strict value and nonzero-only value)."""
     out = []
     for block in scheme.blocks:
         gamma = gamma_amplification(block.matrix, block.name)

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 
@@ -33,6 +33,10 @@ RPC_TIMEOUT_S = 30.0
 VERIFY_TIMEOUT_S = 5.0
 # gRPC's words for a connection that went silent (its keepalive pings unanswered, or a deadline)
 _SILENT = ("ping timeout", "keepalive watchdog timeout", "deadline exceeded")
+
+
+class UnknownJob(UserError):
+    """The daemon knows no job of that id (it never took part in it, or has forgotten it)."""
 
 
 @dataclass
@@ -101,8 +105,10 @@ class DaemonClient:
         try:
             return method(request, timeout=timeout)
         except grpc.RpcError as exc:
-            if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
-                              grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT):  # fmt: skip
+            if exc.code() == grpc.StatusCode.NOT_FOUND:  # the daemon answers it for an unknown job id only
+                raise UnknownJob(f"daemon at {self.address}: {exc.details()}") from None
+            if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.PERMISSION_DENIED,
+                              grpc.StatusCode.INVALID_ARGUMENT):  # fmt: skip
                 raise UserError(f"daemon at {self.address}: {exc.details()}") from None
             if job_id:
                 raise UserError(self._lost_during_job(exc, job_id)) from None
@@ -116,14 +122,14 @@ class DaemonClient:
     def _lost_during_job(self, exc: grpc.RpcError, job_id: str) -> str:
         """One line for a daemon that answered when the job started and no longer does."""
         details = (exc.details() or "").strip()
-        lowered = details.lower()
         look = f"check it with: {self.status_command(job_id)}"
-        if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED or any(s in lowered for s in _SILENT):
+        how = _how_lost(exc)
+        if how == "silent":
             return (
                 f"the daemon at {self.address} stopped answering during job {job_id} ({details or 'no answer'}); "
                 f"the job may still be running there: {look}"
             )
-        if any(s in lowered for s in ("hostname verification", "certificate")):
+        if how == "tls":
             return describe_rpc_error(exc, self.address, "a daemon")
         return (
             f"the daemon at {self.address} closed the connection during job {job_id} (stopped or killed?); "
@@ -184,6 +190,18 @@ class DaemonClient:
                     f"stop it with --cancel {job_id})"
                 )
             time.sleep(0.1)
+
+
+def _how_lost(exc: grpc.RpcError) -> Literal["silent", "tls", "closed"]:
+    """How a daemon that answered before was lost: the connection went silent, a
+    certificate check failed, or it closed. gRPC tells these apart only in the text of its
+    details, so this is where they are read."""
+    lowered = (exc.details() or "").lower()
+    if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED or any(s in lowered for s in _SILENT):
+        return "silent"
+    if any(s in lowered for s in ("hostname verification", "certificate")):
+        return "tls"
+    return "closed"
 
 
 def _require(tls_dir: str | None) -> str:

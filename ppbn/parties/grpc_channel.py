@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 import grpc
 
 from ppbn.parties.net import describe_rpc_error
+from ppbn.parties.peer_errors import PeerSilent
 from ppbn.proto import party_pb2
 from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 
@@ -349,7 +350,7 @@ class GrpcChannel(Channel):
                 if self._finished.is_set():  # we aborted (cancel, SIGTERM): stop waiting at once
                     raise PeerGone("channel is closed") from None
                 if waited >= timeout_s:
-                    raise PeerGone(
+                    raise PeerSilent(
                         f"peer {self.peer} sent nothing for {timeout_s:g} s (waiting for {what})"
                     ) from None
                 continue

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import grpc
 
+from ppbn.errors import UserError
+from ppbn.parties.peer_errors import PeerNotListening, PeerUnreachable
 from ppbn.parties.tls import TlsFiles, channel_credentials
 from ppbn.protocols.channel import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -71,37 +73,46 @@ def dial(
 
 def describe_rpc_error(exc: grpc.RpcError, address: str, expected_name: str) -> str:
     """One line saying what went wrong talking to ``address``, TLS failures spelled out."""
+    return str(rpc_failure(exc, address, expected_name))
+
+
+def rpc_failure(exc: grpc.RpcError, address: str, expected_name: str) -> UserError:
+    """The failure of a call to ``address`` as a typed error (``PeerUnreachable`` when
+    nothing answered there) carrying ``describe_rpc_error``'s line. gRPC tells a transport
+    failure's cause only in the text of its details, so this is where they are read."""
     code = exc.code() if hasattr(exc, "code") else None
     details = (exc.details() if hasattr(exc, "details") else str(exc)) or ""
     lowered = details.lower()
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, None):
         if "hostname verification" in lowered:
-            return (
+            return UserError(
                 f"TLS with {address} failed: the certificate of what answers there (meant to be "
                 f"{expected_name}) does not name that host ({_last_line(details)})"
             )
         if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered:
-            return (
+            return UserError(
                 f"TLS with {address} failed: its certificate is not signed by a CA we trust "
                 f"(meant to reach {expected_name}; `ppbn certs trust`?) ({_last_line(details)})"
             )
         if any(s in lowered for s in ("ssl", "tls", "handshake", "alert", "certificate")):
-            return (
+            return UserError(
                 f"TLS with {address} failed: it rejected our certificate (our CA not in its "
                 f"trusted.crt?) or it does not speak TLS ({_last_line(details)})"
             )
         if "connection refused" in lowered:
-            return f"{address} refused the connection: is the daemon running and listening there?"
+            return PeerNotListening(
+                f"{address} refused the connection: is the daemon running and listening there?"
+            )
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return f"{address} did not answer in time ({_last_line(details)})"
+            return UserError(f"{address} did not answer in time ({_last_line(details)})")
         if "socket closed" in lowered or "connection reset" in lowered or "eof" in lowered:
-            return (
+            return UserError(
                 f"{address} closed the connection during setup: TLS was refused (wrong CA or "
                 f"certificate?) or the daemon runs without TLS ({_last_line(details)})"
             )
-        return f"cannot reach {address}: {_last_line(details)}"
+        return PeerUnreachable(f"cannot reach {address}: {_last_line(details)}")
     name = code.name if code is not None else "ERROR"
-    return f"{address} answered {name}: {details}"
+    return UserError(f"{address} answered {name}: {details}")
 
 
 def _last_line(details: str) -> str:

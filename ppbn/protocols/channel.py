@@ -23,7 +23,7 @@ transport that blocks until the peer reads would leave both ends waiting in ``se
 
 Lanes: ``open_lane`` starts a second conversation over the same transport, so that two
 protocol steps can run side by side in two threads (the table phase of the next families
-while the current ones are scored, ``k2.SecureScorer``). A lane's frames carry its name in
+while the current ones are scored, ``scorer.SecureScorer``). A lane's frames carry its name in
 the tag ("lane1|tables.masked"); whichever thread reads the transport hands frames of the
 other conversation to it. Both parties open lanes at the same points of their protocol,
 so they agree on the names (numbered in opening order). The peer's thread on a new lane

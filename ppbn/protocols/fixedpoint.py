@@ -1,12 +1,12 @@
 """Fixed-point format and the exact plaintext model of the secure family scores.
 
-The secure score oracle (``protocols/k2``) computes every family score on additive
+The secure score oracle (``learning/scorer.py``) computes every family score on additive
 shares. This module fixes the number format and states, with plain Python integers,
 exactly what the two-party computation computes: the garbled normalisation circuit, the
 table lookups and the share arithmetic all reproduce these functions (up to one unit in
 the last place per truncation), and the tests compare the secure results with them.
 
-Format (DESIGN.md "Shares"): counts arrive as shares in Z_2^64 from the contingency
+Format (docs/design.md, "Shares and fixed point"): counts arrive as shares in Z_2^64 from the contingency
 tables; everything after the normalisation circuit lives in the ring Z_2^128, two's
 complement, with ``FRAC`` = 48 fractional bits for ln values and ``SCORE_FRAC`` = 49 for
 scores. Why 128 bits: a family score reaches ~1e6 (2^20) while K2 needs differences of
@@ -327,7 +327,7 @@ def count_bits_for(max_count: int) -> int:
 # -- the share computation, written once over an arithmetic backend ------------------------
 #
 # Every value below is a vector (one entry per count) in a backend: plain Python integers
-# (``PlainBackend``, the model) or additive shares (the secure backend in protocols/k2).
+# (``PlainBackend``, the model) or additive shares (``learning.terms.SecureBackend``).
 # Products are followed by a truncation whose input must stay below 2^bound_bits: with
 # STAT_BITS of masking that needs bound_bits + STAT_BITS <= RING_BITS - 1, checked here.
 # Magnitudes at scale 2^48: |u| <= 2^42, u^2 <= 2^36, u^3 <= 2^30, u^4 <= 2^24, 1/x <= 2^42

@@ -1,6 +1,6 @@
 """What a party learned in the clear during a job, and where it came from.
 
-The security model (DESIGN.md, "Security model and what may leak") allows a party to
+The security model (docs/design.md, "What each party learns" and "Security model") allows a party to
 learn the public schema, the record count, the structure, the order in which edges were
 added, and the parameters its disclosure mode allows. Every protocol step that reveals a
 value records it here; tests read the ledger and fail on any other kind of entry.

@@ -1,7 +1,7 @@
 """Paillier encryption for the secure count tables, with a fast encryption path.
 
 Yang-Wright (Sec. 5.3) build their scalar-product shares on an additively homomorphic
-scheme, Paillier's; ppbn uses it for whole contingency tables (``tables.py``). Keys and
+scheme, Paillier's; ppbn uses it for whole contingency tables (``tables/``). Keys and
 decryption come from ``phe`` (CRT decryption). Encryption with g = N + 1 is
 
     E(m) = (1 + m N) * rho  mod N^2,   rho an N-th residue (the randomizer),
@@ -43,7 +43,7 @@ statistical argument, which needs no assumption about what the key owner can com
 fixed-base table of 8-bit windows a re-randomizer costs 261 multiplications mod N^2
 instead of the 2048-bit exponentiation of r^N for a uniform r in Z*_N, which an earlier
 version used (uniform over all N-th residues: more than the argument needs), about 8x
-less work. ``tables.py`` re-randomizes each masked result this way. The argument rests
+less work. ``tables/exchange.py`` re-randomizes each masked result this way. The argument rests
 on the key owner encrypting with its g, which the semi-honest model grants (a key owner
 that deviates could as well encrypt distinct plaintexts per record and read the other
 party's data from the products, which no re-randomization prevents).
@@ -280,7 +280,7 @@ class FastEncryptor:
     the same encryptor (``spec``); it is secret to this party.
     Given the key owner's ``factors`` (p, q), the tables are kept mod p^2 and mod q^2 and
     results joined by the CRT: the same values, about 1.5 times faster. In ppbn the
-    encrypting party always owns the key, so tables.py uses this form.
+    encrypting party always owns the key, so ``tables/`` uses this form.
     """
 
     def __init__(
@@ -441,7 +441,7 @@ def _task_encryptor(spec: tuple) -> FastEncryptor:
 def encrypt_bit_rows(spec: tuple, positions: np.ndarray, seed: bytes, randomizers: bytes = b"") -> bytes:
     """Encrypt, for each row of ``positions``, the integer with a 1 at each listed bit (-1 = none).
 
-    This is a packed one-hot plaintext (tables.py). The randomizers are ``randomizers``
+    This is a packed one-hot plaintext (``tables/inputs.py``). The randomizers are ``randomizers``
     (precomputed, fixed width) when given, else fresh ones from ``seed``. Returns the
     ciphertexts, fixed width.
     """

@@ -358,7 +358,7 @@ def _assemble(
 def privacy_rows(
     scheme: RandomizationScheme, disclosed: Sequence[str], schema: Schema
 ) -> list[dict[str, Any]]:
-    """gamma (strict, and ignoring zeros: NOTES.md), K_p, Dist_K and H(X | X_tilde) per
+    """gamma (strict, and ignoring zeros: docs/conventions.md, "Gamma amplification"), K_p, Dist_K and H(X | X_tilde) per
     disclosed block, uniform prior; a variable sent unrandomized has K_p = 1, gamma = inf."""
     chosen = set(disclosed)
     rows = []

@@ -43,7 +43,7 @@ Pieces, and where each comes from:
   permutation. This step trusts R to report honestly (semi-honest model).
 
 Security model: semi-honest (honest-but-curious) parties, as in the rest of ppbn
-(DESIGN.md). Each party learns the other's set size, the intersection size and which of
+(docs/design.md, "Security model"; leakage in "Record alignment and PSI"). Each party learns the other's set size, the intersection size and which of
 its own records are in the intersection. R's view is the base-OT messages and the 3 n2
 OPRF values, which are pseudorandom for ids outside the intersection (KKRT16 Thm. 2);
 S's view is the base-OT messages, the u matrix (pseudorandom: masked by G(k1)) and the

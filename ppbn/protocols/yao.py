@@ -105,7 +105,7 @@ from ppbn.circuits.garble import (
     permute_bits,
 )
 from ppbn.circuits.ir import Circuit, as_values, bits_to_values, values_to_bits
-from ppbn.circuits.schedule import Schedule
+from ppbn.circuits.schedule import Schedule, schedule_of
 from ppbn.protocols import ring
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.executor import ExecutorSource, executor_for
@@ -352,10 +352,10 @@ class YaoParty:
             for n in (n for n, m in shared if m == Reveal.INTEGER_SHARES):
                 offset = ring.constant(1 << (circuit.output(n).width - 1))
                 result[n] = ring.sub(_ring_values(result[n]), offset)
-        self.counters.and_gates += full.schedule.n_and * k
+        self.counters.and_gates += schedule_of(full).n_and * k
         self.counters.instances += k
         self.counters.runs += 1
-        self._tweak_base += 2 * full.schedule.n_and * k
+        self._tweak_base += 2 * schedule_of(full).n_and * k
         return result
 
     # -- shared helpers ------------------------------------------------------------------
@@ -397,7 +397,7 @@ class YaoParty:
 
     @staticmethod
     def _chunks(circuit: Circuit, k: int) -> list[slice]:
-        per_instance = max(1, 32 * circuit.schedule.n_and)
+        per_instance = max(1, 32 * schedule_of(circuit).n_and)
         per = max(1, CHUNK_BYTES // per_instance)
         return [slice(s, min(k, s + per)) for s in range(0, k, per)]
 
@@ -445,7 +445,7 @@ class YaoParty:
         mine = set(values)
         self.channel.send("yao.header", self._header(full, k, sorted(mine), modes, self._tweak_base))
         delta = _delta(RandomStream(self._seeds.next()))
-        sched = full.schedule
+        sched = schedule_of(full)
         ot_rows, seeded_rows, seeded_bits = self._partition(full, seeded, values, k)
         seed = b""
         if seeded_rows.size:  # public: the evaluator's labels of the garbler's inputs follow from it
@@ -500,7 +500,7 @@ class YaoParty:
                 "Yao header mismatch: the parties disagree on the circuit, instance count, "
                 "input ownership, output modes, run sequence or session"
             )
-        sched = full.schedule
+        sched = schedule_of(full)
         session = self.channel.session
         labels = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
         ot_rows, seeded_rows, own_bits = self._partition(full, seeded, values, k)

@@ -21,7 +21,7 @@ from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy, PramPolicy
 from ppbn.lab.harness import free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
-from ppbn.parties.tls import make_local_pki
+from ppbn.parties.pki import make_local_pki
 
 N_RECORDS = 150
 STATES = ["s0", "s1", "s2"]

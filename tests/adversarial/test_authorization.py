@@ -16,7 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from ppbn.parties.net import dial
-from ppbn.parties.tls import TlsFiles, issue_certificate, load_tls_files, make_request
+from ppbn.parties.pki import issue_certificate, make_request
+from ppbn.parties.tls import TlsFiles, load_tls_files
 from ppbn.proto import party_pb2, party_pb2_grpc
 
 DENIED = grpc.StatusCode.PERMISSION_DENIED
@@ -92,7 +93,7 @@ def test_an_expired_certificate_is_refused_at_the_handshake(pair, pki, tmp_path,
     now = dt.datetime.now(dt.UTC)
     folder = _reissued(pki, tmp_path, "operator", "bob", now - dt.timedelta(days=30), now - dt.timedelta(days=1))
     # load_tls_files refuses an expired certificate of one's own: read it as a client would anyway
-    monkeypatch.setattr("ppbn.parties.tls._now", lambda: now - dt.timedelta(days=10))
+    monkeypatch.setattr("ppbn.parties.tls.now_utc", lambda: now - dt.timedelta(days=10))
     stub = _stub(pair, folder, "operator", "bob")
     monkeypatch.undo()
     code = _code(stub.JobStatus, party_pb2.JobQuery(job_id="nope"))

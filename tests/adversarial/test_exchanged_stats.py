@@ -12,7 +12,7 @@ import json
 import pytest
 from hostile import PERMISSIVE, Pair, write_dataset
 
-from ppbn.parties import daemon as daemon_module
+from ppbn.parties import job_stats as daemon_module
 from ppbn.parties.grpc_channel import GrpcChannel
 from ppbn.protocols.channel import ProtocolError
 

@@ -10,7 +10,7 @@ from fuzzkit import TALLY, BobProcess, make_alice, write_dataset
 from waiting import wait_until as wait_for
 
 from ppbn.lab.harness import free_port
-from ppbn.parties.tls import make_local_pki
+from ppbn.parties.pki import make_local_pki
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,8 @@ from waiting import wait_until as wait_for
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.lab.harness import free_port
-from ppbn.parties.daemon import DaemonConfig, JobRefused, PartyDaemon
+from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+from ppbn.parties.job import JobRefused
 from ppbn.parties.net import dial
 from ppbn.parties.tls import load_tls_files
 from ppbn.proto import party_pb2, party_pb2_grpc
@@ -270,7 +271,7 @@ class FuzzAlice(PartyDaemon):
     def start(self) -> int:
         port = super().start()
         channel = dial(self.peer_addresses["bob"], self.tls, "bob", self.config.frame_bytes)
-        self._peer_stubs["bob"] = RawStub(channel, self._peer_stubs["bob"])  # type: ignore[assignment]
+        self.peers.stubs["bob"] = RawStub(channel, self.peers.stubs["bob"])  # type: ignore[assignment]
         return port
 
     def _new_job(self, *args, **kwargs):  # type: ignore[no-untyped-def]

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from ppbn.protocols import arith, ring
+from ppbn.protocols.arith.lift import _reshare
+from ppbn.protocols.arith.session import _DeferredLift, _DeferredPart
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair
 
 
@@ -20,10 +22,10 @@ def test_a_reshared_value_out_of_range_is_a_protocol_error(value):
     alice_end.send_array("arith.reshare", ring.from_ints([3, value]))
     bob = arith.ArithSession(bob_end, "bob")
     with pytest.raises(ProtocolError, match="arith.reshare"):
-        arith._reshare(bob, ring.from_ints([0, 0]), 20)
+        _reshare(bob, ring.from_ints([0, 0]), 20)
     alice_end, bob_end = memory_channel_pair(timeout_s=5)
     alice_end.send_array("arith.reshare", ring.from_ints([3, value]).view(np.uint8).reshape(2, 16)[:, :3].copy())
-    share = arith._reshare(arith.ArithSession(bob_end, "bob"), ring.from_ints([0, 0]), 20)
+    share = _reshare(arith.ArithSession(bob_end, "bob"), ring.from_ints([0, 0]), 20)
     assert np.all(ring.sar(share.signed, 21) == ring.sar(share.signed, 127))  # in range
     assert set(share.top.tolist()) <= {0, 1}
 
@@ -33,8 +35,8 @@ def test_an_honest_reshare_passes_the_range_check():
     alice = arith.ArithSession(alice_end, "alice")
     bob = arith.ArithSession(bob_end, "bob")
     x = ring.from_ints([5, (1 << 128) - 7, (1 << 20) - 1])  # 5, -7, 2^20 - 1 (alice's shares)
-    mine = arith._reshare(alice, x, 20)
-    theirs = arith._reshare(bob, ring.from_ints([0, 0, 0]), 20)
+    mine = _reshare(alice, x, 20)
+    theirs = _reshare(bob, ring.from_ints([0, 0, 0]), 20)
     wrap = ring.shl(ring.from_uint64(mine.top & theirs.top), 22)
     assert ring.to_signed(ring.add(ring.add(mine.signed, theirs.signed), wrap)) == [5 + 2**20, -7 + 2**20, 2**21 - 1]
     assert np.all(ring.sar(theirs.signed, 21) == ring.sar(theirs.signed, 127))  # in range
@@ -48,7 +50,7 @@ def test_a_lift_bits_message_of_the_wrong_size_is_a_protocol_error():
     alice_end, bob_end = memory_channel_pair(timeout_s=5)
     alice = arith.ArithSession(alice_end, "alice")
     target = ring.from_ints([1, 2, 3])
-    lift = arith._DeferredLift(3, [arith._DeferredPart(target, ring.from_ints([10, 20, 30]), 40, 0)])
+    lift = _DeferredLift(3, [_DeferredPart(target, ring.from_ints([10, 20, 30]), 40, 0)])
     bob_end.send_array("arith.wrap.d", np.zeros(2, dtype=np.uint8))
     with pytest.raises(ProtocolError, match="arith.wrap.d"):
         lift.complete(alice)

@@ -16,7 +16,7 @@ from ppbn.data.datasets import make_dataset
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy, PramPolicy
 from ppbn.lab.randomized_learning import Mechanism, learn, load_tables
-from ppbn.parties.tls import make_local_pki
+from ppbn.parties.pki import make_local_pki
 from ppbn.protocols.ledger import ALLOWED_KINDS
 
 RECORDS = 2000

@@ -68,7 +68,7 @@ def test_theta_zero_or_one_is_plain_naive_bayes_exactly(theta, groups):
 
 
 def test_estimator_flips_only_the_attribute():
-    """NOTES.md: class not randomized, P(A=a, C=c) = [theta P*(a,c) - (1-theta) P*(1-a,c)] / (2 theta - 1)."""
+    """docs/conventions.md, "Randomized-response naive Bayes": class not randomized, P(A=a, C=c) = [theta P*(a,c) - (1-theta) P*(1-a,c)] / (2 theta - 1)."""
     codes = _records(2000, 4)
     for theta in (0.2, 0.65, 0.9):
         data = _randomized(codes, theta, seed=int(theta * 100))

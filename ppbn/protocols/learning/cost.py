@@ -1,4 +1,4 @@
-"""The cost model of one secure term (issue 12, README "Cost model"): bytes per message kind
+"""The cost model of one secure term (``docs/design.md``): bytes per message kind
 and rounds, derived from the same constants, circuits and term arithmetic the protocol runs,
 so ``ppbn bench ln`` can print what the model predicts next to what the channel counted.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ppbn.circuits.schedule import schedule_of
 from ppbn.circuits.scoring import normalisation_circuit
 from ppbn.protocols import arith, ring, yao
 from ppbn.protocols.fixedpoint import (
@@ -39,7 +40,7 @@ from ppbn.protocols.fixedpoint import (
     tables_on_k,
     terms_on,
 )
-from ppbn.protocols.learning.k2 import normalisation_modes
+from ppbn.protocols.learning.terms import normalisation_modes
 from ppbn.protocols.ot import CHUNKS
 
 U_BYTES = CHUNKS // 8  # the OT receiver's u message per OT
@@ -223,7 +224,7 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     forward = sum(p.forward_bytes() for p in be.products)  # ``arith.ole_two_way``
     reverse = sum(p.reverse_bytes() for p in be.products)
     kinds = {
-        (YAO, "yao.tables"): 2 * BLOCK * garbled.schedule.n_and,
+        (YAO, "yao.tables"): 2 * BLOCK * schedule_of(garbled).n_and,
         (YAO, "ot.ext.u"): U_BYTES * count_bits,  # the evaluator's count share, by OT
         (YAO, "ot.ext.y"): BLOCK * count_bits,
         (YAO, "yao.decode"): decode_bits / 8,
@@ -238,4 +239,4 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
         (SHARES, "arith.bits.y"): sum(p.correction_bytes() for p in be.bit_products),
         (SHARES, "arith.bits.r"): sum(p.correction_bytes() for p in be.bit_products),
     }
-    return TermCost(kinds, garbled.schedule.n_and, count_bits + share_ots)
+    return TermCost(kinds, schedule_of(garbled).n_and, count_bits + share_ots)

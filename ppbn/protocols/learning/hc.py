@@ -1,8 +1,8 @@
-"""Private hill climbing (issue 13): the secure move oracle of ``bn.hc.hill_climb``.
+"""Private hill climbing: the secure move oracle of ``bn.hc.hill_climb``.
 
 The driver of ``bn/hc.py`` enumerates the legal moves itself (legality is public, since
 the structure is) and asks this oracle which one to apply. The oracle answers from shares
-only, on the same machinery as the private K2 (``protocols/k2``):
+only, on the same machinery as the private K2 (``scorer.py``):
 
 1. Every family a legal move would create or remove is scored once, as additive shares
    (``SecureScorer.scores``: contingency-table shares, the secure ln terms). Scores are
@@ -12,10 +12,10 @@ only, on the same machinery as the private K2 (``protocols/k2``):
 2. Each move's delta is a signed sum of two or four family-score shares, computed
    locally by each party (no interaction).
 3. A garbled argmax over all deltas applies the tie rule of ``bn.hc`` (the K2 rule of
-   NOTES.md with current score 0): stop unless the best delta exceeds tau, otherwise the
-   earliest move in the canonical order within tau of the best. It runs in four stages of
-   small fixed circuits (``tolerant_argmax``), so both parties learn exactly the chosen
-   move, or "stop".
+   docs/conventions.md, "Hill-climbing moves", with current score 0): stop unless the best delta exceeds tau,
+   otherwise the earliest move in the canonical order within tau of the best. It runs in
+   four stages of small fixed circuits (``tolerant_argmax``), so both parties learn
+   exactly the chosen move, or "stop".
 
 Both parties record every step in their ledgers (``hc_move``, ``hc_stop``): the moves in
 order, the same leakage class as K2's edges in order.
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,13 +37,11 @@ from ppbn.circuits.scoring import (
 )
 from ppbn.protocols import ring
 from ppbn.protocols.channel import ProtocolError
+from ppbn.protocols.learning.config import GARBLER
+from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.yao import Reveal, YaoParty
 
-if TYPE_CHECKING:
-    from ppbn.protocols.learning.k2 import SecureScorer
-
-GARBLER = "alice"
 MOVE_BLOCK = 32  # the argmax's first and third stages take the moves in blocks of this size
 GROUP_BUCKET = 8  # its second and fourth stages are built for multiples of this many blocks
 DELTA_EXTRA_BITS = 2  # a reversal's delta sums four family scores
@@ -130,7 +127,7 @@ def record_step(ledger: Ledger, step: int, move: Move | None) -> None:
 
 
 class ResumableMoveOracle:
-    """The secure move oracle with checkpoints (``protocols.k2.ResumableOracle`` for K2):
+    """The secure move oracle with checkpoints (``k2.ResumableOracle`` for K2):
     replays the public moves of a checkpoint (both parties replay the same ones, no
     protocol run), then asks the secure oracle and hands ``after_step`` the public moves so
     far after every live step (the caller stores them with its shares). A step is stored

@@ -3,10 +3,10 @@
 The classifier needs P(C) and P(A_j, C) only (eq. 6), so it is learned from estimated
 counts (Ma 2006, Ch. 4.1): N_hat(C) and N_hat(A_j, C) by the moment estimator, i.e. by
 solving Zhan's eqs. 2-4 for whatever grouping the scheme uses. When the class is not
-randomized (Zhan's experiments) the estimator flips only the attribute (NOTES.md):
+randomized (Zhan's experiments) the estimator flips only the attribute (docs/conventions.md, "Randomized-response naive Bayes"):
 N_hat(a, c) = [theta N*(a, c) - (1 - theta) N*(1 - a, c)] / (2 theta - 1).
 
-Estimates can leave [0, N] near theta = 0.5 (NOTES.md): they are clipped at 0, Laplace
+Estimates can leave [0, N] near theta = 0.5 (docs/conventions.md, "Randomized-response naive Bayes"): they are clipped at 0, Laplace
 smoothed with ``alpha`` and renormalised per class; everything after that is in log space.
 With theta in {0, 1} the inverse is an exact permutation, so the model equals the plain
 naive Bayes of the original records bit for bit (tested).

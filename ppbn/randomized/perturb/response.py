@@ -7,7 +7,7 @@ are randomized independently, so two groups give M2 = M1 (x) M1. Ma 2006 (Sec. 7
 randomizes a group of items simultaneously with the symmetric M-category randomization
 over its 2^|G| combinations. Both are blocks of a ``RandomizationScheme``
 (``ppbn.randomized.pram.operators``): one matrix over the group's combined states, C order,
-first variable slowest, rows summing to 1 (NOTES.md). Every estimator of
+first variable slowest, rows summing to 1 (docs/conventions.md, "Combined variables" and "PRAM matrices"). Every estimator of
 ``ppbn.randomized.pram.estimators`` then applies unchanged.
 
 Learners need the transition matrix of *part* of a group (an itemset inside a group, one

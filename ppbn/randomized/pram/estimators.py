@@ -1,17 +1,17 @@
 """Estimating true count tables from randomized data (Ma 2006, Sec. 2.4 and 5.3-5.4).
 
-A count table has one axis per variable, C order (NOTES.md). With randomization blocks
+A count table has one axis per variable, C order (docs/conventions.md, "Table layouts"). With randomization blocks
 P_1, ..., P_r the matrix of the whole table is their Kronecker product (first factor
 slowest), so every product with P, P^T or their inverses is applied *block by block along
 the block's axes*; the full matrix is never formed.
 
 - Moment estimator (Theorem 2): N_hat = (P^T)^{-1} N_tilde; unbiased, may be negative.
-- Covariance (Theorems 1 and 2, NOTES.md): Cov(N_hat) = (P^{-1})^T [sum_l N_l V_l] P^{-1},
+- Covariance (Theorems 1 and 2; docs/conventions.md, "PRAM estimators"): Cov(N_hat) = (P^{-1})^T [sum_l N_l V_l] P^{-1},
   V_l = diag(P[l,:]) - P[l,:]^T P[l,:]. Since sum_l N_l V_l = diag(P^T N) - P^T diag(N) P,
   this equals (P^{-1})^T diag(P^T N) P^{-1} - diag(N), which is what is computed. N is
   plugged in as the moment estimate clipped at 0 (a negative "count" would make the
   binomial variances negative).
-- EM / maximum likelihood (Sec. 2.4.2, NOTES.md update), started at N_tilde / N.
+- EM / maximum likelihood (Sec. 2.4.2; update as in docs/conventions.md, "PRAM estimators"), started at N_tilde / N.
 - Parameters theta_jk = N_jk / N_j and their normal approximation by the delta method
   (Sec. 5.4.1-5.4.2): Var ~ (Var N_jk - 2 theta Cov(N_jk, N_j) + theta^2 Var N_j) / N_j^2.
   These variances are conditional on the data D (randomization noise only), as in the
@@ -107,7 +107,7 @@ def em_estimate(
     max_iter: int = 5000,
     start: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Maximum-likelihood counts by EM (Sec. 2.4.2; NOTES.md update).
+    """Maximum-likelihood counts by EM (Sec. 2.4.2; update as in docs/conventions.md, "PRAM estimators").
 
     theta_j <- (1/N) sum_k N_tilde_k theta_j P_jk / sum_m theta_m P_mk, started at
     N_tilde / N (or at ``start`` normalised), until no cell moves by more than ``tol * N``
@@ -224,7 +224,7 @@ class PramEstimator:
 
     Holds the randomized records (what the data miner or the child's owner received),
     the public scheme, and caches every table it has estimated. Structure learning
-    reuses this one randomized copy throughout (NOTES.md).
+    reuses this one randomized copy throughout (docs/conventions.md, "One randomized copy").
     """
 
     def __init__(

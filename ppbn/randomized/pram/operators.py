@@ -3,11 +3,11 @@
 Post-randomization (Ma and Sivakumar, Sec. II; Ma 2006 dissertation, Sec. 2.1-2.2)
 replaces each value of a sensitive variable by a random value drawn from the row of a
 public transition matrix ``P[l, m] = Pr(randomized = m | original = l)`` (rows sum to 1,
-NOTES.md). This module builds the standard matrices, checks any matrix a user or a peer
+docs/conventions.md, "PRAM matrices"). This module builds the standard matrices, checks any matrix a user or a peer
 supplies, groups variables into *blocks* (one variable, or several randomized
 simultaneously as one combined variable), and randomizes coded records.
 
-Combined variables follow NOTES.md: the state of the combined variable (X1, ..., Xr) is
+Combined variables follow docs/conventions.md, "Combined variables": the state of the combined variable (X1, ..., Xr) is
 the C-order index over the declared domains (first variable slowest), so randomizing
 X1 and X2 independently is the block ``np.kron(P1, P2)``.
 
@@ -141,7 +141,7 @@ def grouped_multi_category(
 def kron(*matrices: np.ndarray) -> np.ndarray:
     """Independent randomization of several variables written as one combined matrix.
 
-    First factor slowest (NOTES.md; np.kron order). Only for building or checking a
+    First factor slowest (docs/conventions.md, "Combined variables"; np.kron order). Only for building or checking a
     combined block: the estimators never form a Kronecker product.
     """
     out = np.ones((1, 1))

@@ -1,7 +1,7 @@
 """The PRAM score oracle for the one K2 driver, and the PRAM learner (Ma 2006, Sec. 5.5).
 
 The oracle scores a family on counts estimated from one randomized copy of the data
-(NOTES.md: structure learning reuses one copy): the moment estimate clipped at 0, or the
+(docs/conventions.md, "One randomized copy": structure learning reuses one copy): the moment estimate clipped at 0, or the
 EM estimate. Estimation errors break conditional independences and K2 then adds extra
 links (Sec. 5.5.2). The two remedies of the paper:
 
@@ -11,7 +11,7 @@ links (Sec. 5.5.2). The two remedies of the paper:
   (dissertation) or "P_new > eta P_old" (paper) compares raw probabilities; on the log
   scale a constant factor is a constant shift ln(1/eta), which is negligible next to log
   scores of order -10^4 and cannot be what the experiments (eta = 0.97..0.99) used. We
-  read it, as NOTES.md suggests, as a relative rule on log scores:
+  read it (docs/conventions.md, "Eta rule") as a relative rule on log scores:
   add the winning candidate only if ln P_new - ln P_old > ln(1/eta) * |ln P_old|,
   i.e. the log score must improve by more than a fraction ln(1/eta) (about 1 - eta).
   eta = 1 is plain K2. The rule applies to whatever mode is chosen; the winner itself is

@@ -1,7 +1,7 @@
 """Privacy metrics of a PRAM matrix (Ma 2006, Sec. 3.1; Ma and Sivakumar, Sec. II-B).
 
 - gamma-amplification (Evfimievski et al.): gamma = max over outputs k of
-  max_{k1,k2} P(k1, k) / P(k2, k). Zero entries (NOTES.md): a column holding a zero next to
+  max_{k1,k2} P(k1, k) / P(k2, k). Zero entries (docs/conventions.md, "Gamma amplification"): a column holding a zero next to
   a nonzero entry makes the strict value infinite (that output rules states out). We
   report the strict value and the value over the nonzero entries only, and say which is
   the headline: the strict one. The dissertation's grouped-randomization figures

@@ -1,0 +1,95 @@
+"""What the commands that run jobs show: a job's outcome and each party's figures (``learn``,
+``simulate``), and how a learned network compares with the reference (``reference``,
+``simulate``, ``bench k2``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ppbn.bn.hc import HCResult
+    from ppbn.bn.k2 import K2Result
+    from ppbn.bn.learn import LearnedNetwork
+    from ppbn.parties.client import JobOutcome
+
+
+def party_stats(outcome: JobOutcome) -> dict[str, Any]:
+    """{role: stats} for both parties, as the daemon reported them after the job."""
+    out: dict[str, Any] = {}
+    for stats in (outcome.stats, outcome.peer_stats):
+        if stats:
+            out[stats.get("role", "?")] = stats
+    return dict(sorted(out.items()))
+
+
+def outcome_json(outcome: JobOutcome) -> dict[str, Any]:
+    """The outcome as ``--format json`` prints it: both parties' stats, by role."""
+    return {
+        "job_id": outcome.job_id,
+        "kind": outcome.kind,
+        "state": outcome.state,
+        "error": outcome.error,
+        "result": outcome.result,
+        "out_dir": outcome.out_dir,
+        "stats": party_stats(outcome),
+    }
+
+
+def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> None:
+    """Rich tables for people: the result, then per party time, traffic and operations."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    style = "green" if outcome.state == "SUCCEEDED" else "red"
+    console.print(f"[bold]{title}[/bold]: job {outcome.job_id} ({outcome.kind}) [{style}]{outcome.state}[/{style}]")
+    if outcome.error:
+        console.print(f"[red]error:[/red] {outcome.error}")
+    if outcome.result:
+        result = Table("result", "value", title="result (contacted daemon)")
+        for key, value in outcome.result.items():
+            text = json.dumps(value) if not isinstance(value, str) else value
+            result.add_row(key, text if len(text) <= 100 else text[:97] + "...")
+        console.print(result)
+    per_party = party_stats(outcome)
+    if per_party:
+        table = Table("figure", *per_party, title="per party")
+        rows = [
+            ("wall time (s)", "wall_s", "{:.2f}"),
+            ("bytes sent", "bytes_sent", "{:,}"),
+            ("bytes received", "bytes_received", "{:,}"),
+            ("messages sent", "messages_sent", "{:,}"),
+            ("rounds", "rounds", "{:,}"),
+            ("public-key operations", "public_key_operations", "{:,}"),
+            ("Paillier encryptions", "paillier_encryptions", "{:,}"),
+        ]
+        for label, key, fmt in rows:  # "-": the peer's own figures never cross the wire
+            table.add_row(label, *(fmt.format(s[key]) if key in s else "-" for s in per_party.values()))
+        phases = sorted({p for s in per_party.values() for p in s.get("phases", {})})
+        for phase in phases:
+            table.add_row(
+                f"phase {phase} (s)",
+                *(f"{s.get('phases', {}).get(phase, 0.0):.2f}" for s in per_party.values()),
+            )
+        console.print(table)
+    if outcome.out_dir and show_files:
+        console.print(f"files of the contacted daemon: {outcome.out_dir}")
+
+
+def family_records(learned: LearnedNetwork) -> dict[str, int]:
+    """Records each family of a learned network was counted on (what the secure learn job
+    reports under ``family_records``): under available-case analysis, its complete records."""
+    count = learned.oracle.count_fn
+    parents = learned.search.parents
+    return {v: int(count((*parents[v], v)).sum()) for v in parents}
+
+
+def same_hc_moves(learned: dict, reference_search: K2Result | HCResult) -> bool | None:
+    """Whether a private hill-climbing run (its network.json) applied the reference's moves
+    in the same order; None for K2."""
+    if "moves" not in learned:
+        return None
+    ours = [(m["kind"], tuple(m["edge"])) for m in learned["moves"]]
+    return ours == [(m.move.kind, m.move.edge) for m in reference_search.moves]
