@@ -38,7 +38,7 @@ lint: install
 # pytest worker missed Ray's 30 s start-up window on a loaded CI host.
 test: install lint
 	$(PY) -m pytest -n 2 --dist loadfile -m 'not faults_full and not ray'
-	$(PY) -m pytest -m ray tests/test_ray.py
+	$(PY) -m pytest -m ray tests/lab/test_ray.py
 
 # The long fuzz run (issue 16): over 10,000 mutated messages at a live daemon; prints the tally.
 fuzz: install

@@ -9,6 +9,7 @@ one), and must refuse every weakening before it sends anything derived from its 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from ppbn.jobs.policy import LocalPolicy, PramPolicy
 from ppbn.lab.harness import free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki
+from ppbn.proto import party_pb2
 
 N_RECORDS = 150
 STATES = ["s0", "s1", "s2"]
@@ -52,6 +54,30 @@ def write_dataset(base: Path, n: int, seed: int) -> dict[str, Path]:
         (base / f"{role}.csv").write_text("\n".join(lines) + "\n")
         files[role] = base / f"{role}.csv"
     return files
+
+
+AbortCode = party_pb2.AbortCode
+
+
+def refused_at_bob(pair: Pair, caplog, kind: str, params: dict, parameter: str) -> None:
+    jobs_before = set(pair.bob.jobs)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="ppbn.party.bob"), pytest.raises(UserError) as refused:
+        pair.alice.start_job(kind, json.dumps(params), "", "hostile test")
+    message = str(refused.value)
+    # alice (the requesting side) is told which parameter, in bob's fixed words
+    assert f"parameter {parameter!r}" in message, message
+    assert "bob" in message
+    # bob logged the parameter with its own detailed reason, and created no job
+    bob_lines = [r.getMessage() for r in caplog.records if r.name == "ppbn.party.bob"]
+    assert any("refused job" in line and parameter in line for line in bob_lines), bob_lines
+    assert set(pair.bob.jobs) == jobs_before
+    # what bob sent on the job's stream: one ABORT frame, nothing else
+    job = next(j for j in pair.alice.jobs.values() if j.error and j.job_id not in jobs_before and not j.result)
+    channel = job.channel
+    assert channel.peer_abort_code in (AbortCode.POLICY, AbortCode.BAD_REQUEST)
+    assert channel.stats.bytes_received == 0 and channel.stats.messages_received == 0
+    assert 0 < channel.wire_bytes_received < 200, channel.wire_bytes_received
 
 
 class HostileDaemon(PartyDaemon):

@@ -14,8 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hostile import Pair, write_dataset
-from test_hostile_peer import _refused_at_bob
+from hostile import Pair, refused_at_bob, write_dataset
 
 from ppbn.jobs.policy import LocalPolicy
 
@@ -44,11 +43,11 @@ def strict_pair(tmp_path_factory, pki):
 
 @pytest.mark.parametrize(("kind", "params", "parameter"), FORCED, ids=lambda x: str(x)[:48])
 def test_a_family_over_the_limit_is_refused_whatever_forces_it(strict_pair, caplog, kind, params, parameter):
-    _refused_at_bob(strict_pair, caplog, kind, params, parameter)
+    refused_at_bob(strict_pair, caplog, kind, params, parameter)
 
 
 def test_an_honest_job_with_forced_edges_runs_afterwards_within_the_limits(strict_pair, caplog):
-    _refused_at_bob(strict_pair, caplog, *FORCED[0])
+    refused_at_bob(strict_pair, caplog, *FORCED[0])
     params = {"search": "hc", "max_parents": 2, "fixed_edges": INTO_B2[:2]}
     job = strict_pair.alice.start_job("learn", json.dumps(params), "", "honest test")
     assert job.done.wait(180), "honest job did not finish"

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hostile import PERMISSIVE, Pair, write_dataset
+from hostile import PERMISSIVE, Pair, refused_at_bob, write_dataset
 
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
@@ -40,34 +40,13 @@ WEAKENINGS = [
 ]
 
 
-def _refused_at_bob(pair: Pair, caplog, kind: str, params: dict, parameter: str) -> None:
-    jobs_before = set(pair.bob.jobs)
-    caplog.clear()
-    with caplog.at_level(logging.ERROR, logger="ppbn.party.bob"), pytest.raises(UserError) as refused:
-        pair.alice.start_job(kind, json.dumps(params), "", "hostile test")
-    message = str(refused.value)
-    # alice (the requesting side) is told which parameter, in bob's fixed words
-    assert f"parameter {parameter!r}" in message, message
-    assert "bob" in message
-    # bob logged the parameter with its own detailed reason, and created no job
-    bob_lines = [r.getMessage() for r in caplog.records if r.name == "ppbn.party.bob"]
-    assert any("refused job" in line and parameter in line for line in bob_lines), bob_lines
-    assert set(pair.bob.jobs) == jobs_before
-    # what bob sent on the job's stream: one ABORT frame, nothing else
-    job = next(j for j in pair.alice.jobs.values() if j.error and j.job_id not in jobs_before and not j.result)
-    channel = job.channel
-    assert channel.peer_abort_code in (AbortCode.POLICY, AbortCode.BAD_REQUEST)
-    assert channel.stats.bytes_received == 0 and channel.stats.messages_received == 0
-    assert 0 < channel.wire_bytes_received < 200, channel.wire_bytes_received
-
-
 @pytest.mark.parametrize(("kind", "params", "parameter"), WEAKENINGS, ids=lambda x: str(x)[:40])
 def test_a_weaker_parameter_is_refused_before_any_data_derived_byte(pair, caplog, kind, params, parameter):
-    _refused_at_bob(pair, caplog, kind, params, parameter)
+    refused_at_bob(pair, caplog, kind, params, parameter)
 
 
 def test_the_daemon_serves_the_next_honest_job(pair, caplog):
-    _refused_at_bob(pair, caplog, "pram", {"p": 0.0}, "p")
+    refused_at_bob(pair, caplog, "pram", {"p": 0.0}, "p")
     job = pair.alice.start_job("pram", json.dumps({"p": 0.3, "max_parents": 1}), "", "honest test")
     assert job.done.wait(60), "honest job did not finish"
     assert job.error == "" and job.result is not None
@@ -80,7 +59,7 @@ def test_too_few_records_are_refused_with_the_reason(tmp_path, pki, caplog):
     files = write_dataset(tmp_path / "data", 99, seed=2)
     with Pair(tmp_path, files, pki, LocalPolicy()) as small:
         caplog.set_level(logging.ERROR, logger="ppbn.party.bob")
-        _refused_at_bob(small, caplog, "pram", {"p": 0.3, "max_parents": 1}, "records")
+        refused_at_bob(small, caplog, "pram", {"p": 0.3, "max_parents": 1}, "records")
         assert any("reveal individual records" in r.getMessage() for r in caplog.records)
 
 

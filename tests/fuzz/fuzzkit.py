@@ -28,6 +28,7 @@ import grpc
 import numpy as np
 from waiting import wait_until as wait_for
 
+from known_files import TEST_POLICY as KNOWN_POLICY
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.lab.harness import free_port
@@ -46,7 +47,7 @@ PEER_TIMEOUT_S = 3.0
 # (the timeout runs from bob's last wait, and an abort may wait once more to be sent).
 HANG_MARGIN_S = 7.0
 RPC_TIMEOUT_S = 15.0
-POLICY_FILE = Path(__file__).resolve().parents[1] / "data" / "test-policy.toml"
+POLICY_FILE = KNOWN_POLICY
 N_RECORDS = 60
 STATES = ["s0", "s1", "s2"]
 OWNERS = {"a1": "alice", "b1": "bob", "a2": "alice", "b2": "bob"}

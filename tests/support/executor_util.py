@@ -1,4 +1,4 @@
-"""Shared scenarios of tests/test_executor.py and tests/test_ray.py: the same table phase and
+"""Shared scenarios of tests/protocols/test_executor.py and tests/lab/test_ray.py: the same table phase and
 the same learn job under different executors."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ mutual TLS; alice's operator runs a learn job and bob meets a fault in one phase
 
 Alice must report within peer-timeout + 10 s, naming the peer (and the phase), free the
 job slot, and then run an honest job to the end. `make test` runs a representative
-subset; the whole matrix runs with `pytest -m faults_full tests/test_faults.py`.
+subset; the whole matrix runs with `pytest -m faults_full tests/parties/test_faults.py`.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until as wait_for
 
+from known_files import TEST_POLICY
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
 from ppbn.data.datasets import make_dataset
@@ -41,7 +42,6 @@ from ppbn.parties.pki import make_local_pki
 from ppbn.parties.tls import PARTY_ROLES
 from ppbn.proto import party_pb2
 
-TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
 GRPC_CORE_LINE = re.compile(r"^[IWEDF]\d{4} \d\d:\d\d:\d\d", re.MULTILINE)
 
 

@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from known_files import TEST_POLICY as KNOWN_POLICY
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
 from ppbn.lab.harness import LocalPair, PairFiles
 from ppbn.parties.pki import make_local_pki
 from ppbn.parties.tls import PARTY_ROLES
 
-TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
+TEST_POLICY = str(KNOWN_POLICY)
 
 
 @pytest.fixture(scope="module")

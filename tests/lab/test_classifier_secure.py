@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from known_files import TEST_POLICY
 from ppbn.bn.model import BayesNet
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.lab.classifier_compare import ClassifierSettings, make_problem
 from ppbn.lab.classifier_secure import secure_classifier
 
-TEST_POLICY = Path(__file__).parent.parent / "data" / "test-policy.toml"
 
 
 def _tiny_net() -> BayesNet:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from waiting import wait_until
 
+from known_files import TEST_POLICY as KNOWN_POLICY
 from ppbn.data.datasets import make_dataset
 from ppbn.errors import UserError
 from ppbn.lab.harness import free_port
@@ -31,7 +32,7 @@ from ppbn.parties.client import DaemonClient
 from ppbn.parties.pki import LOCAL_HOSTS, make_local_pki
 
 REPO = Path(__file__).resolve().parents[1]
-TEST_POLICY = REPO / "tests" / "data" / "test-policy.toml"
+TEST_POLICY = KNOWN_POLICY
 ROLES = ("alice", "bob")
 
 

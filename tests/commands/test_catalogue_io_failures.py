@@ -23,6 +23,7 @@ import pytest
 from test_catalogue import InProcessPair, entries, job_kind, run, small_data  # noqa: F401 - fixture
 from waiting import wait_until as wait_for
 
+from known_files import TEST_POLICY
 from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
@@ -32,7 +33,6 @@ from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.proto.party_pb2 import JobInfo
 
-TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
 NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
 
 

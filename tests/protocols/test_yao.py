@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from known_files import BRISTOL
 from ppbn.circuits import builders as B
 from ppbn.circuits.bristol import hex_to_value, parse_bristol, value_to_hex
 from ppbn.circuits.evaluate import evaluate
@@ -35,7 +36,6 @@ from ppbn.protocols.fixedpoint import STAT_BITS
 from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.yao import YAO_PROTOCOL, Reveal, YaoParty
 
-BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
 
 
 def load(path: Path) -> Circuit:

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from waiting import wait_until as wait_for
 
+from known_files import TEST_POLICY
 from ppbn.cli import main
 from ppbn.data.datasets import make_dataset
 from ppbn.jobs.base import JobKind
@@ -31,7 +32,6 @@ from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki
 from ppbn.proto import party_pb2, party_pb2_grpc
 
-TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
 JobInfo = party_pb2.JobInfo
 
 

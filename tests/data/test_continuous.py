@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from known_files import TEST_POLICY as KNOWN_POLICY
 from ppbn.bn.discretize import format_number
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
 from ppbn.data.party_data import load_joined_with_bins, load_party_data
 from ppbn.errors import DataError
 
-TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
+TEST_POLICY = str(KNOWN_POLICY)
 
 OWNER_COPY = {
     "id_column": "id",

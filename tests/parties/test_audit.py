@@ -20,6 +20,7 @@ from adversarial.hostile import free_port, wait_for, write_dataset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from known_files import TEST_POLICY
 from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
@@ -37,7 +38,6 @@ from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki
 
-TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
 N_RECORDS = 120
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from known_files import BRISTOL
 from ppbn.circuits.bristol import (
     BristolError,
     hex_to_value,
@@ -30,7 +31,6 @@ from ppbn.circuits.ir import (
 )
 from ppbn.circuits.schedule import schedule_of
 
-BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
 
 
 def load(path: Path) -> Circuit:

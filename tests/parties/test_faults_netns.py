@@ -11,7 +11,7 @@ finish equal to the uninterrupted run.
 
 Needs CAP_NET_ADMIN and iproute2 (`ip netns add`); skipped with the reason otherwise.
 `make test` runs one phase per fault; the whole matrix runs with
-`pytest -m faults_full tests/test_faults_netns.py`.
+`pytest -m faults_full tests/parties/test_faults_netns.py`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ PEER_TIMEOUT_S = 5.0
 BOUND_S = PEER_TIMEOUT_S + 10
 HOLD_S = PEER_TIMEOUT_S + 1  # a stop or a cut link lasts longer than the peer timeout
 PARAMS = {"max_parents": 2, "score": "exact", "key_bits": 1024}
-DEFAULT_SUBSET = {("ln terms", "drop")}  # the fault only this variant has; kill and stop: tests/test_faults.py
+DEFAULT_SUBSET = {("ln terms", "drop")}  # the fault only this variant has; kill and stop: tests/parties/test_faults.py
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from known_files import TEST_POLICY as KNOWN_POLICY
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.jobs.learn import check_learn_params
 
-TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
+TEST_POLICY = str(KNOWN_POLICY)
 
 
 def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from known_files import TEST_POLICY as KNOWN_POLICY
 from ppbn.bn.k2 import CountsOracle, count_table
 from ppbn.bn.learn import joined_count_fn, learn_reference
 from ppbn.bn.networks import load_network, sample
@@ -24,7 +25,7 @@ from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
 from ppbn.protocols.tables import TablesConfig, crossing_families, reconstruct, run_tables
 
 TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
-TEST_POLICY = str(Path(__file__).parent / "data" / "test-policy.toml")
+TEST_POLICY = str(KNOWN_POLICY)
 
 
 def blank(codes: np.ndarray, rate: float, seed: int) -> np.ndarray:

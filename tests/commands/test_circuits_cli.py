@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from known_files import BRISTOL
 from ppbn.cli import main
 
-BRISTOL = Path(__file__).resolve().parents[1] / ".." / "shared" / "circuits" / "bristol"
 needs_bristol = pytest.mark.skipif(
     not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')"
 )

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from waiting import wait_until
 
+from known_files import TEST_POLICY
 from ppbn.bn.learn import learn_reference
 from ppbn.bn.schema import Schema
 from ppbn.cli import main as ppbn_main
@@ -29,7 +30,6 @@ from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki
 from ppbn.parties.tls import PARTY_ROLES
 
-TEST_POLICY = Path(__file__).parent / "data" / "test-policy.toml"
 PARAMS = {"max_parents": 2, "score": "exact", "key_bits": 1024}
 
 
