@@ -30,6 +30,7 @@ demo: install
 
 lint: install
 	$(PY) -m ruff check ppbn tests
+	$(PY) -m ruff format --check ppbn tests
 
 # Two pytest workers (the CI machine has 2 cores; most tests wait on daemons and sockets
 # as much as they compute); one test file stays on one worker (its daemons and module

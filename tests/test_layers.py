@@ -83,7 +83,9 @@ def test_no_import_loop():
         state[module] = 1
         for target in sorted(edges[module]):
             if state.get(target) == 1:
-                loops.append(path[path.index(target) :] + [target] if target in path else [module, target])
+                loops.append(
+                    path[path.index(target) :] + [target] if target in path else [module, target]
+                )
             elif target not in state:
                 visit(target, [*path, target])
         state[module] = 2
@@ -97,5 +99,11 @@ def test_no_import_loop():
 def test_the_checker_sees_an_upward_import_and_a_loop(tmp_path):
     """The walk itself works: it reads imports wherever they stand."""
     source = tmp_path / "m.py"
-    source.write_text("def f():\n    from ppbn.parties.daemon import PartyDaemon\nimport ppbn.bn.model\n")
-    assert imports_of(source) == {"ppbn.parties.daemon", "ppbn.parties.daemon.PartyDaemon", "ppbn.bn.model"}
+    source.write_text(
+        "def f():\n    from ppbn.parties.daemon import PartyDaemon\nimport ppbn.bn.model\n"
+    )
+    assert imports_of(source) == {
+        "ppbn.parties.daemon",
+        "ppbn.parties.daemon.PartyDaemon",
+        "ppbn.bn.model",
+    }

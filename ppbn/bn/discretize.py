@@ -98,7 +98,9 @@ def equal_width_cuts(values: np.ndarray, count: int) -> np.ndarray:
     lo, hi = float(x[0]), float(x[-1])
     cuts = np.array([lo + (hi - lo) * k / count for k in range(1, count)], dtype=np.float64)
     if np.any(np.diff(cuts) <= 0) or cuts[0] <= lo:
-        raise DiscretizationError(f"the range [{lo!r}, {hi!r}] is too narrow for {count} equal bins")
+        raise DiscretizationError(
+            f"the range [{lo!r}, {hi!r}] is too narrow for {count} equal bins"
+        )
     return cuts
 
 
@@ -154,7 +156,10 @@ def mgas_cuts(values: np.ndarray, min_records: int, min_granularity: float) -> n
             push(c, c + 1)
     while heap:
         _, left, right, v_left, v_right = heapq.heappop(heap)
-        if not (alive[left] and alive[right]) or (v_left, v_right) != (version[left], version[right]):
+        if not (alive[left] and alive[right]) or (v_left, v_right) != (
+            version[left],
+            version[right],
+        ):
             continue
         if final[left] or final[right] or nxt[left] != right:
             continue
@@ -192,7 +197,9 @@ def mgas_cuts(values: np.ndarray, min_records: int, min_granularity: float) -> n
     return np.array(cuts, dtype=np.float64)
 
 
-def _absorb(left: int, right: int, hi: list, size: list, total: list, nxt: list, prev: list, alive: list) -> None:
+def _absorb(
+    left: int, right: int, hi: list, size: list, total: list, nxt: list, prev: list, alive: list
+) -> None:
     """Merge cluster ``right`` into its left neighbour ``left`` (which keeps its id)."""
     hi[left] = hi[right]
     size[left] += size[right]
@@ -224,7 +231,9 @@ def check_edges(edges: Sequence[float], count: int | None = None) -> tuple[float
     if any(b <= a for a, b in zip(out, out[1:], strict=False)):
         raise DiscretizationError("edges must be strictly increasing")
     if count is not None and len(out) != count - 1:
-        raise DiscretizationError(f"{count} bins need {count - 1} edges (interior cut points), got {len(out)}")
+        raise DiscretizationError(
+            f"{count} bins need {count - 1} edges (interior cut points), got {len(out)}"
+        )
     return out
 
 
@@ -256,7 +265,9 @@ def cuts_for(
 
 def assign(values: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     """Bin index of each value: k such that c_k <= x < c_{k+1} (int64, 0..len(cuts))."""
-    return np.searchsorted(np.asarray(cuts, dtype=np.float64), np.asarray(values, dtype=np.float64), side="right").astype(np.int64)
+    return np.searchsorted(
+        np.asarray(cuts, dtype=np.float64), np.asarray(values, dtype=np.float64), side="right"
+    ).astype(np.int64)
 
 
 def format_number(x: float) -> str:

@@ -184,7 +184,9 @@ def legal_moves(
     return moves
 
 
-def move_terms(move: Move, parents: Mapping[str, tuple[str, ...]]) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
+def move_terms(
+    move: Move, parents: Mapping[str, tuple[str, ...]]
+) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
     """The families a move changes, as (sign, child, parents): new ones +1, old ones -1."""
     u, v = move.edge
     if move.kind == ADD:
@@ -254,7 +256,9 @@ def prepare_start(
     required = set(_checked(fixed_edges or (), known, "fixed edges"))
     clash = sorted(required & forbidden)
     if clash:
-        raise ValueError(f"fixed edge {clash[0][0]} -> {clash[0][1]} is black-listed or outside the white list")
+        raise ValueError(
+            f"fixed edge {clash[0][0]} -> {clash[0][1]} is black-listed or outside the white list"
+        )
     for p, c in sorted(required, key=lambda e: (names.index(e[1]), names.index(e[0]))):
         if p not in parents[c]:
             parents[c] = (*parents[c], p)
@@ -297,7 +301,11 @@ class _FamilyCache:
             return
         batch = getattr(self.oracle, "scores", None)
         wanted = list(missing.values())
-        values = list(batch(wanted)) if batch is not None else [self.oracle.score(c, ps) for c, ps in wanted]
+        values = (
+            list(batch(wanted))
+            if batch is not None
+            else [self.oracle.score(c, ps) for c, ps in wanted]
+        )
         for key, value in zip(missing, values, strict=True):
             self.values[key] = float(value)
 
@@ -355,7 +363,11 @@ def hill_climb(
         moves.append(AppliedMove(move, delta))
         if progress:
             shown = "" if delta is None else f" ({delta:+.4f})"
-            progress(step + 1, 0, f"hc step {step + 1}: {move.kind} {move.edge[0]} -> {move.edge[1]}{shown}")
+            progress(
+                step + 1,
+                0,
+                f"hc step {step + 1}: {move.kind} {move.edge[0]} -> {move.edge[1]}{shown}",
+            )
     if choose is not None:
         return HCResult(
             names, start_parents, dict(parents), moves, None, getattr(oracle, "families_scored", 0)
@@ -378,6 +390,8 @@ def read_edge_file(text: str) -> list[Edge]:
             data = data["edges"]
         else:
             raise ValueError("expected a JSON list of [parent, child] edges or a network.json")
-    if not isinstance(data, list) or not all(isinstance(e, list | tuple) and len(e) == 2 for e in data):
+    if not isinstance(data, list) or not all(
+        isinstance(e, list | tuple) and len(e) == 2 for e in data
+    ):
         raise ValueError("expected a JSON list of [parent, child] edges or a network.json")
     return [(str(p), str(c)) for p, c in data]

@@ -24,7 +24,9 @@ from ppbn.errors import DataError
 # any text between separators that the reader strips and splits on; the conservative set
 # below also keeps the file readable by stricter BIF readers.
 NAME_CHARS = "letters, digits, '_', '-', '.'"
-STATE_CHARS = 'any text without , ; ( ) { } | " // /* or a control character, no blank at either end'
+STATE_CHARS = (
+    'any text without , ; ( ) { } | " // /* or a control character, no blank at either end'
+)
 _STATE_FORBIDDEN = ',;(){}|"'
 # pgmpy looks for the words "table" and "default" anywhere in a probability header: one
 # followed by a number character starts a phantom table row
@@ -101,7 +103,9 @@ def _bif_token(text: str) -> str:
 def _bif_state(variable: str, text: str) -> str:
     problem = bif_state_problem(text)
     if problem:
-        raise ValueError(f"variable {variable!r}, state {text!r}: the state {problem}; rename it ({STATE_CHARS})")
+        raise ValueError(
+            f"variable {variable!r}, state {text!r}: the state {problem}; rename it ({STATE_CHARS})"
+        )
     return text
 
 

@@ -96,7 +96,9 @@ def k2_search(
     wave = 0
     while active:
         if progress:
-            progress(wave, max_parents, f"K2 step {wave + 1}: {len(active)} nodes still adding parents")
+            progress(
+                wave, max_parents, f"K2 step {wave + 1}: {len(active)} nodes still adding parents"
+            )
         requests = [
             K2Request(v, parents[v], tuple(z for z in order[: position[v]] if z not in parents[v]))
             for v in active
@@ -108,7 +110,9 @@ def k2_search(
             if chosen is None:
                 continue
             if chosen not in request.candidates:
-                raise ValueError(f"oracle chose {chosen!r}, not a candidate parent of {request.child!r}")
+                raise ValueError(
+                    f"oracle chose {chosen!r}, not a candidate parent of {request.child!r}"
+                )
             parents[request.child] += (chosen,)
             if len(parents[request.child]) < max_parents:
                 active.append(request.child)
@@ -145,14 +149,18 @@ class CountsOracle:
     ess: float = DEFAULT_ESS
     evaluated: list[tuple[str, tuple[str, ...], float]] = field(default_factory=list)
     _cache: dict[tuple[str, frozenset[str]], float] = field(default_factory=dict, repr=False)
-    _paired_cache: dict[tuple[str, frozenset[str], str], float] = field(default_factory=dict, repr=False)
+    _paired_cache: dict[tuple[str, frozenset[str], str], float] = field(
+        default_factory=dict, repr=False
+    )
 
     def score(self, child: str, parents: tuple[str, ...]) -> float:
         key = (child, frozenset(parents))
         if key not in self._cache:
             table = self.count_fn((*parents, child))
             d = table.shape[-1]
-            value = family_score(table.reshape(-1, d), self.mode, self.c_star, self.n_records, self.ess)
+            value = family_score(
+                table.reshape(-1, d), self.mode, self.c_star, self.n_records, self.ess
+            )
             self._cache[key] = value
             self.evaluated.append((child, parents, value))
         return self._cache[key]
@@ -180,7 +188,10 @@ class CountsOracle:
         to each candidate's gain over the current parents on the same records (current = 0);
         without missing cells the gains are exactly score - current, the same decision."""
         if self.paired:
-            gains = [self.score(child, (*parents, z)) - self.paired_score(child, parents, z) for z in candidates]
+            gains = [
+                self.score(child, (*parents, z)) - self.paired_score(child, parents, z)
+                for z in candidates
+            ]
             index = choose_candidate(0.0, gains, tau)
             return None if index is None else candidates[index]
         current = self.score(child, parents)

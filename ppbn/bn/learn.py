@@ -54,7 +54,9 @@ def joined_count_fn(
     column = {n: i for i, n in enumerate(names)}
 
     def count(variables: tuple[str, ...]) -> np.ndarray:
-        return count_table(codes, [column[v] for v in variables], [len(states[v]) for v in variables])
+        return count_table(
+            codes, [column[v] for v in variables], [len(states[v]) for v in variables]
+        )
 
     return count
 
@@ -84,7 +86,9 @@ def learn_reference(
     count = joined_count_fn(names, states, codes)
     if available_case is None:
         available_case = bool(np.any(codes < 0))
-    oracle = CountsOracle(count, mode, c_star, n_records=int(codes.shape[0]), paired=available_case, ess=ess)
+    oracle = CountsOracle(
+        count, mode, c_star, n_records=int(codes.shape[0]), paired=available_case, ess=ess
+    )
     found = run_search(search, names, oracle, max_parents, tau, order, hc, progress)
     net = estimate_parameters(tuple(names), states, found.parents, count, pseudo_count)
     return LearnedNetwork(found, net, oracle)
@@ -107,7 +111,15 @@ def run_search(
     if search == "hc":
         opts = hc or HCOptions()
         return hill_climb(
-            tuple(names), oracle, max_parents, tau, opts.tabu_length, opts.start, opts.black_list,
-            opts.white_list, opts.fixed_edges, progress=progress,
-        )  # fmt: skip
+            tuple(names),
+            oracle,
+            max_parents,
+            tau,
+            opts.tabu_length,
+            opts.start,
+            opts.black_list,
+            opts.white_list,
+            opts.fixed_edges,
+            progress=progress,
+        )
     raise ValueError(f"unknown search {search!r}; choose k2 or hc")

@@ -17,9 +17,21 @@ from ppbn.bn.model import BayesNet, topological_order
 from ppbn.errors import UserError
 
 NETWORKS = (
-    "asia", "cancer", "earthquake", "sachs", "survey", "alarm", "barley", "child",
-    "insurance", "mildew", "water", "hailfinder", "hepar2", "win95pts",
-)  # fmt: skip
+    "asia",
+    "cancer",
+    "earthquake",
+    "sachs",
+    "survey",
+    "alarm",
+    "barley",
+    "child",
+    "insurance",
+    "mildew",
+    "water",
+    "hailfinder",
+    "hepar2",
+    "win95pts",
+)
 
 
 def _network_file(name: str):

@@ -14,7 +14,9 @@ import numpy as np
 from ppbn.bn.model import BayesNet
 
 
-def cpt_from_counts(table: np.ndarray, pseudo_count: float = 0.0) -> tuple[np.ndarray, tuple[int, ...]]:
+def cpt_from_counts(
+    table: np.ndarray, pseudo_count: float = 0.0
+) -> tuple[np.ndarray, tuple[int, ...]]:
     """(q, d) CPT from a (q, d) count table, and the rows that had no records."""
     table = np.asarray(table, dtype=float)
     if pseudo_count < 0:
@@ -25,7 +27,9 @@ def cpt_from_counts(table: np.ndarray, pseudo_count: float = 0.0) -> tuple[np.nd
     numer = table + pseudo_count
     denom = totals + d * pseudo_count
     with np.errstate(invalid="ignore", divide="ignore"):
-        cpt = np.where(denom[:, None] > 0, numer / np.where(denom > 0, denom, 1.0)[:, None], 1.0 / d)
+        cpt = np.where(
+            denom[:, None] > 0, numer / np.where(denom > 0, denom, 1.0)[:, None], 1.0 / d
+        )
     return cpt, unobserved
 
 
@@ -45,4 +49,6 @@ def estimate_parameters(
         cpts[v] = cpt
         if missing:
             unobserved[v] = missing
-    return BayesNet(tuple(names), dict(states), {v: tuple(parents[v]) for v in names}, cpts, unobserved)
+    return BayesNet(
+        tuple(names), dict(states), {v: tuple(parents[v]) for v in names}, cpts, unobserved
+    )

@@ -47,7 +47,12 @@ _TOP_KEYS = ("version", "id_column", "variables", "missing_state")
 _VARIABLE_KEYS = ("name", "owner", "states", "type", "bins")
 
 
-def check_keys(raw: Mapping[str, Any], known: Sequence[str], where: str, elsewhere: Mapping[str, str] | None = None) -> None:
+def check_keys(
+    raw: Mapping[str, Any],
+    known: Sequence[str],
+    where: str,
+    elsewhere: Mapping[str, str] | None = None,
+) -> None:
     """Refuse a key not in ``known``, naming the closest known one; ``elsewhere`` maps a key
     that is valid in another place of the file to that place."""
     for key in raw:
@@ -78,7 +83,11 @@ class BinSpec:
     min_granularity: float | None = None
 
     def public_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"method": self.method, "count": self.count, "publish_edges": self.publish_edges}
+        out: dict[str, Any] = {
+            "method": self.method,
+            "count": self.count,
+            "publish_edges": self.publish_edges,
+        }
         if self.publish_edges and self.edges is not None:
             out["edges"] = list(self.edges)
         return out
@@ -122,12 +131,22 @@ class Variable:
         """What crosses between the parties (and is fingerprinted)."""
         if self.bins is None:
             return {"name": self.name, "owner": self.owner, "states": list(self.states)}
-        return {"name": self.name, "owner": self.owner, "type": CONTINUOUS, "bins": self.bins.public_dict()}
+        return {
+            "name": self.name,
+            "owner": self.owner,
+            "type": CONTINUOUS,
+            "bins": self.bins.public_dict(),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         if self.bins is None:
             return self.public_dict()
-        return {"name": self.name, "owner": self.owner, "type": CONTINUOUS, "bins": self.bins.to_dict()}
+        return {
+            "name": self.name,
+            "owner": self.owner,
+            "type": CONTINUOUS,
+            "bins": self.bins.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -179,7 +198,11 @@ class Schema:
 
     # -- canonical form -------------------------------------------------------------
     def _dict(self, variables: list[dict[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {"version": SCHEMA_VERSION, "id_column": self.id_column, "variables": variables}
+        out: dict[str, Any] = {
+            "version": SCHEMA_VERSION,
+            "id_column": self.id_column,
+            "variables": variables,
+        }
         if self.missing_state is not None:
             out["missing_state"] = self.missing_state
         return out
@@ -232,7 +255,12 @@ class Schema:
             name, owner, states = raw.get("name"), raw.get("owner"), raw.get("states")
             if isinstance(name, str) and name:
                 where = f"{source}: variable {name!r}"
-            check_keys(raw, _VARIABLE_KEYS, where, {"missing_state": "at the top level of the schema, not in a variable"})
+            check_keys(
+                raw,
+                _VARIABLE_KEYS,
+                where,
+                {"missing_state": "at the top level of the schema, not in a variable"},
+            )
             kind = raw.get("type", CATEGORICAL)
             if not isinstance(name, str) or not name:
                 raise DataError(f"{where}: 'name' must be a non-empty string")
@@ -248,19 +276,27 @@ class Schema:
                 )
             problem = bif_name_problem(name)
             if problem:
-                raise DataError(f"{where}: the name {problem}; {bif_name_fix(name, ' in the schema and the data')}")
+                raise DataError(
+                    f"{where}: the name {problem}; {bif_name_fix(name, ' in the schema and the data')}"
+                )
             seen[name.lower()] = name
             if owner not in PARTIES:
                 raise DataError(f"{where}: owner must be 'alice' or 'bob', got {owner!r}")
             if kind == CONTINUOUS:
                 if states is not None:
-                    raise DataError(f"{where}: a continuous variable has 'bins', not 'states' (its states are bin1..binK)")
-                variables.append(Variable.continuous(name, owner, parse_bins(raw.get("bins"), where)))
+                    raise DataError(
+                        f"{where}: a continuous variable has 'bins', not 'states' (its states are bin1..binK)"
+                    )
+                variables.append(
+                    Variable.continuous(name, owner, parse_bins(raw.get("bins"), where))
+                )
                 continue
             if kind != CATEGORICAL:
-                raise DataError(f"{where}: 'type' must be 'categorical' or 'continuous', got {kind!r}")
+                raise DataError(
+                    f"{where}: 'type' must be 'categorical' or 'continuous', got {kind!r}"
+                )
             if "bins" in raw:
-                raise DataError(f"{where}: 'bins' needs \"type\": \"continuous\"")
+                raise DataError(f'{where}: \'bins\' needs "type": "continuous"')
             if (
                 not isinstance(states, list)
                 or len(states) < 2
@@ -288,7 +324,9 @@ class Schema:
         except FileNotFoundError:
             raise DataError(f"{path}: schema file not found") from None
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
+            raise DataError(
+                f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+            ) from None
         return cls.from_dict(data, source=str(path))
 
 
@@ -326,12 +364,20 @@ def parse_bins(raw: Any, where: str) -> BinSpec:
         )
     min_records, min_granularity = raw.get("min_records"), raw.get("min_granularity")
     if method != "mgas" and (min_records is not None or min_granularity is not None):
-        raise DataError(f"{where}: bins: 'min_records' and 'min_granularity' apply to method 'mgas' only")
-    if min_records is not None and (isinstance(min_records, bool) or not isinstance(min_records, int) or min_records < 1):
+        raise DataError(
+            f"{where}: bins: 'min_records' and 'min_granularity' apply to method 'mgas' only"
+        )
+    if min_records is not None and (
+        isinstance(min_records, bool) or not isinstance(min_records, int) or min_records < 1
+    ):
         raise DataError(f"{where}: bins: 'min_records' must be an integer >= 1")
     if min_granularity is not None and (not _is_number(min_granularity) or min_granularity < 0):
         raise DataError(f"{where}: bins: 'min_granularity' must be a number >= 0")
     return BinSpec(
-        method, count, edges, publish,
-        min_records, None if min_granularity is None else float(min_granularity),
-    )  # fmt: skip
+        method,
+        count,
+        edges,
+        publish,
+        min_records,
+        None if min_granularity is None else float(min_granularity),
+    )

@@ -103,7 +103,9 @@ def parse_bristol(text: str, source: str = "<text>") -> Circuit:
                 in1.append(wires[nout + k])
                 out.append(wires[nin + k])
         else:
-            raise BristolError(f"{source}: line {lineno}: unsupported gate {op!r} with {nin} in, {nout} out")
+            raise BristolError(
+                f"{source}: line {lineno}: unsupported gate {op!r} with {nin} in, {nout} out"
+            )
 
     inputs, w = [], 0
     for i, width in enumerate(in_widths):
@@ -152,8 +154,12 @@ def write_bristol(circuit: Circuit) -> str:
             rename[w] = first_out + pos
 
     lines = [f"{circuit.n_gates + len(copies)} {n_total}"]
-    lines.append(" ".join(str(x) for x in [len(circuit.inputs), *(b.width for b in circuit.inputs)]))
-    lines.append(" ".join(str(x) for x in [len(circuit.outputs), *(b.width for b in circuit.outputs)]))
+    lines.append(
+        " ".join(str(x) for x in [len(circuit.inputs), *(b.width for b in circuit.inputs)])
+    )
+    lines.append(
+        " ".join(str(x) for x in [len(circuit.outputs), *(b.width for b in circuit.outputs)])
+    )
     ops = circuit.ops.tolist()
     a_list = circuit.in0.tolist()
     b_list = circuit.in1.tolist()

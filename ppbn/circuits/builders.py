@@ -121,10 +121,16 @@ class CircuitBuilder:
         for bundle in circuit.inputs:
             bits = list(inputs[bundle.name])
             if len(bits) != bundle.width:
-                raise ValueError(f"input {bundle.name!r} needs {bundle.width} bits, got {len(bits)}")
+                raise ValueError(
+                    f"input {bundle.name!r} needs {bundle.width} bits, got {len(bits)}"
+                )
             wire.update(zip(bundle.wires, bits, strict=True))
         for op, a, b, o in zip(
-            circuit.ops.tolist(), circuit.in0.tolist(), circuit.in1.tolist(), circuit.out.tolist(), strict=True
+            circuit.ops.tolist(),
+            circuit.in0.tolist(),
+            circuit.in1.tolist(),
+            circuit.out.tolist(),
+            strict=True,
         ):
             if op == Op.XOR:
                 wire[o] = self.xor(wire[a], wire[b])
@@ -154,7 +160,9 @@ class CircuitBuilder:
                 return bit
             if bit not in const:
                 if not self._inputs or not self._inputs[0].wires:
-                    raise ValueError("a circuit with a constant output needs at least one input wire")
+                    raise ValueError(
+                        "a circuit with a constant output needs at least one input wire"
+                    )
                 if ZERO not in const:
                     first = self._inputs[0].wires[0]
                     const[ZERO] = add_gate(Op.XOR, first, first)
@@ -162,7 +170,9 @@ class CircuitBuilder:
                     const[ONE] = add_gate(Op.INV, const[ZERO], -1)
             return const[bit]
 
-        outputs = [Bundle(name, tuple(materialise(b) for b in bits)) for name, bits in self._outputs]
+        outputs = [
+            Bundle(name, tuple(materialise(b) for b in bits)) for name, bits in self._outputs
+        ]
         return Circuit(n_wires, ops, in0, in1, out, self._inputs, outputs)
 
 
@@ -191,7 +201,9 @@ def _same_width(x: Sequence[int], y: Sequence[int]) -> int:
 
 
 # -- arithmetic ------------------------------------------------------------------------
-def add_with_carry(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], carry: int = ZERO) -> tuple[Bits, int]:
+def add_with_carry(
+    b: CircuitBuilder, x: Sequence[int], y: Sequence[int], carry: int = ZERO
+) -> tuple[Bits, int]:
     """x + y + carry: (sum mod 2^l, carry out); one AND per bit."""
     _same_width(x, y)
     out: Bits = []
@@ -391,7 +403,9 @@ def multiply(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], width: int) 
     return acc
 
 
-def fixed_multiply(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_bits: int, signed: bool = False) -> Bits:
+def fixed_multiply(
+    b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_bits: int, signed: bool = False
+) -> Bits:
     """floor(x * y / 2^f) mod 2^l for l-bit fixed-point values with f fractional bits.
 
     The product is formed mod 2^(l+f) from operands extended to l + f bits (sign extension
@@ -450,7 +464,9 @@ def fraction(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_bits: i
     return quotient
 
 
-def fixed_divide(b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_bits: int, signed: bool = False) -> Bits:
+def fixed_divide(
+    b: CircuitBuilder, x: Sequence[int], y: Sequence[int], frac_bits: int, signed: bool = False
+) -> Bits:
     """x / y for l-bit fixed-point values with f fractional bits: floor(x 2^f / y) mod 2^l.
 
     Signed division works on magnitudes and negates the quotient when the signs differ
@@ -490,7 +506,9 @@ def and_counts(width: int, k: int = 4, frac_bits: int | None = None) -> dict[str
         "mux": cost(lambda b: mux(b, b.input("s", 1)[0], *two(b))),
         "maximum": cost(lambda b: maximum(b, *two(b))),
         f"argmax_tolerant(k={k})": cost(
-            lambda b: argmax_tolerant(b, [b.input(f"v{i}", width) for i in range(k)], 3, signed=True)
+            lambda b: argmax_tolerant(
+                b, [b.input(f"v{i}", width) for i in range(k)], 3, signed=True
+            )
         ),
         "leading_one": cost(lambda b: leading_one(b, b.input("x", width))),
         "normalize": cost(lambda b: normalize(b, b.input("x", width))),

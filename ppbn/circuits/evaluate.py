@@ -41,7 +41,9 @@ def evaluate_bits(circuit: Circuit, input_bits: np.ndarray) -> np.ndarray:
     return bits[:, :k]
 
 
-def evaluate(circuit: Circuit, inputs: Mapping[str, Iterable[int] | np.ndarray]) -> dict[str, np.ndarray]:
+def evaluate(
+    circuit: Circuit, inputs: Mapping[str, Iterable[int] | np.ndarray]
+) -> dict[str, np.ndarray]:
     """Evaluate every instance; ``inputs`` maps each input bundle name to its values.
 
     Returns each output bundle's values (uint64 arrays up to 64 bits, object arrays above).
@@ -51,7 +53,9 @@ def evaluate(circuit: Circuit, inputs: Mapping[str, Iterable[int] | np.ndarray])
     return split_output_bits(circuit, out)
 
 
-def gather_input_bits(circuit: Circuit, inputs: Mapping[str, Iterable[int] | np.ndarray]) -> np.ndarray:
+def gather_input_bits(
+    circuit: Circuit, inputs: Mapping[str, Iterable[int] | np.ndarray]
+) -> np.ndarray:
     missing = [b.name for b in circuit.inputs if b.name not in inputs]
     unknown = sorted(set(inputs) - {b.name for b in circuit.inputs})
     if missing or unknown:

@@ -85,7 +85,9 @@ class FixedKeyHash:
     def _permute(self, blocks: np.ndarray, out_buffer: np.ndarray) -> None:
         # cryptography wants block_size - 1 spare bytes after the output: buffers keep one block.
         n = blocks.shape[0]
-        self._aes.update_into(memoryview(blocks).cast("B"), memoryview(out_buffer[: n + 1]).cast("B"))
+        self._aes.update_into(
+            memoryview(blocks).cast("B"), memoryview(out_buffer[: n + 1]).cast("B")
+        )
 
     def hash_into(self, blocks: np.ndarray, tweaks: np.ndarray, out: np.ndarray) -> None:
         """out = H(blocks, tweaks) for C-contiguous (n, 2) uint64 blocks; ``tweaks`` are (n,)
@@ -249,13 +251,20 @@ def garble(
         state = work.block_state(block.stop - block.start)
         state[ONE_SLOT] = delta
         state[schedule.input_slots] = input_zero[:, block]
-        _garble_block(schedule, state, tables[:, :, block], tweak_base + 2 * block.start, hasher, work)
+        _garble_block(
+            schedule, state, tables[:, :, block], tweak_base + 2 * block.start, hasher, work
+        )
         out_zero[:, block] = state[schedule.output_slots]
     return tables, out_zero
 
 
 def _garble_block(
-    schedule: Schedule, state: np.ndarray, tables: np.ndarray, tweak_base: int, hasher: FixedKeyHash, work: _Workspace
+    schedule: Schedule,
+    state: np.ndarray,
+    tables: np.ndarray,
+    tweak_base: int,
+    hasher: FixedKeyHash,
+    work: _Workspace,
 ) -> None:
     """Garble one instance block: ``state`` (n_slots, kb, 2) holds its input zero-labels,
     ``tables`` is its (2, n_and, kb, 2) view of the batch's tables."""
@@ -273,7 +282,9 @@ def _garble_block(
         np.bitwise_xor(a0, work.delta[:count], out=a1)
         np.bitwise_xor(b0, work.delta[:count], out=b1)
         hashed = work.hashed[: 4 * count]
-        hasher.hash_into(blocks, work.set_tweaks(tweak_base + 2 * step.first_and * work.batch, n, kb, 2), hashed)
+        hasher.hash_into(
+            blocks, work.set_tweaks(tweak_base + 2 * step.first_and * work.batch, n, kb, 2), hashed
+        )
         h_a0, h_a1, h_b0, h_b1 = (hashed[i * count : (i + 1) * count] for i in range(4))
         mask_a = work.lsb_mask(a0, work.mask_a[:count])
         mask_b = work.lsb_mask(b0, work.mask_b[:count])
@@ -313,7 +324,9 @@ def evaluate_garbled(
     if n_in != len(schedule.input_slots):
         raise ValueError(f"circuit has {len(schedule.input_slots)} input bits, got {n_in}")
     if tables.shape != (2, schedule.n_and, k, 2):
-        raise ValueError(f"garbled tables have shape {tables.shape}, expected {(2, schedule.n_and, k, 2)}")
+        raise ValueError(
+            f"garbled tables have shape {tables.shape}, expected {(2, schedule.n_and, k, 2)}"
+        )
     out = np.empty((len(schedule.output_slots), k, 2), dtype=np.uint64)
     blocks = instance_blocks(schedule, k, block_instances)
     work = _Workspace(schedule, blocks, k, hash_rows=2)
@@ -321,13 +334,20 @@ def evaluate_garbled(
         state = work.block_state(block.stop - block.start)
         state[ONE_SLOT] = 0
         state[schedule.input_slots] = input_labels[:, block]
-        _evaluate_block(schedule, state, tables[:, :, block], tweak_base + 2 * block.start, hasher, work)
+        _evaluate_block(
+            schedule, state, tables[:, :, block], tweak_base + 2 * block.start, hasher, work
+        )
         out[:, block] = state[schedule.output_slots]
     return out
 
 
 def _evaluate_block(
-    schedule: Schedule, state: np.ndarray, tables: np.ndarray, tweak_base: int, hasher: FixedKeyHash, work: _Workspace
+    schedule: Schedule,
+    state: np.ndarray,
+    tables: np.ndarray,
+    tweak_base: int,
+    hasher: FixedKeyHash,
+    work: _Workspace,
 ) -> None:
     kb = state.shape[1]
     for step in schedule.steps:
@@ -341,7 +361,9 @@ def _evaluate_block(
         state.take(step.a, axis=0, out=a.reshape(n, kb, 2), mode="clip")
         state.take(step.b, axis=0, out=b.reshape(n, kb, 2), mode="clip")
         hashed = work.hashed[: 2 * count]
-        hasher.hash_into(blocks, work.set_tweaks(tweak_base + 2 * step.first_and * work.batch, n, kb, 1), hashed)
+        hasher.hash_into(
+            blocks, work.set_tweaks(tweak_base + 2 * step.first_and * work.batch, n, kb, 1), hashed
+        )
         rows = slice(step.first_and, step.first_and + n)
         acc, tmp = work.acc[:count], work.tmp[:count]
         # W = H(A) ^ sa T_G ^ H(B) ^ sb (T_E ^ A)

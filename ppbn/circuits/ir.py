@@ -89,7 +89,9 @@ class Circuit:
         for bundle in self.inputs:
             w = np.asarray(bundle.wires, dtype=np.int64)
             if w.size and (w.min() < 0 or w.max() >= self.n_wires):
-                raise CircuitError(f"input {bundle.name!r} names a wire outside 0..{self.n_wires - 1}")
+                raise CircuitError(
+                    f"input {bundle.name!r} names a wire outside 0..{self.n_wires - 1}"
+                )
             if defined[w].any() or len(set(bundle.wires)) != len(bundle.wires):
                 raise CircuitError(f"input wire of {bundle.name!r} is defined twice")
             defined[w] = True
@@ -189,7 +191,9 @@ def values_to_bits(values: Iterable[int] | np.ndarray, width: int) -> np.ndarray
         return ((vals[None, :] >> shifts) & np.uint64(1)).astype(np.uint8)
     n_words = (width + 63) // 64
     mask = (1 << 64) - 1
-    words = np.array([[(int(v) >> (64 * j)) & mask for v in vals] for j in range(n_words)], dtype=np.uint64)
+    words = np.array(
+        [[(int(v) >> (64 * j)) & mask for v in vals] for j in range(n_words)], dtype=np.uint64
+    )
     shifts = np.arange(64, dtype=np.uint64)[None, :, None]
     bits = ((words[:, None, :] >> shifts) & np.uint64(1)).astype(np.uint8)
     return bits.reshape(n_words * 64, len(vals))[:width]
@@ -201,7 +205,11 @@ def bits_to_values(bits: np.ndarray, width: int | None = None) -> np.ndarray:
     width = bits.shape[0] if width is None else width
     if width <= 64:
         shifts = np.arange(width, dtype=np.uint64)[:, None]
-        return np.bitwise_or.reduce(bits << shifts, axis=0) if width else np.zeros(bits.shape[1], np.uint64)
+        return (
+            np.bitwise_or.reduce(bits << shifts, axis=0)
+            if width
+            else np.zeros(bits.shape[1], np.uint64)
+        )
     n_words = (width + 63) // 64
     padded = np.zeros((n_words * 64, bits.shape[1]), dtype=np.uint64)
     padded[:width] = bits

@@ -70,10 +70,15 @@ def shared_outputs(spec: NormalisationSpec) -> dict[str, SharedOutput]:
       the reciprocal table nor the product is garbled.
     - x2 = 2x + 1 (bic: 2x) < 2^(count_bits + 1).
     """
-    return {"f": SharedOutput(spec.count_bits + spec.shift_frac - 1), "x2": SharedOutput(spec.count_bits + 1)}
+    return {
+        "f": SharedOutput(spec.count_bits + spec.shift_frac - 1),
+        "x2": SharedOutput(spec.count_bits + 1),
+    }
 
 
-def select_constant(b: CircuitBuilder, index: Sequence[int], table: Sequence[int], width: int) -> Bits:
+def select_constant(
+    b: CircuitBuilder, index: Sequence[int], table: Sequence[int], width: int
+) -> Bits:
     """table[index] for a public table: a mux tree whose leaves fold to free gates."""
     if len(table) != 1 << len(index):
         raise ValueError(f"table of {len(table)} entries for a {len(index)}-bit index")
@@ -111,7 +116,9 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     if spec.shift >> k_bits or (mode == "bdeu") != (spec.shift_frac > 0):
         raise ValueError("the bdeu mode, and only it, normalises a shifted count")
     if len(spec.reciprocals) != 1 << t_bits or spec.threshold & (spec.threshold - 1):
-        raise ValueError("the reciprocal table needs 2^t entries and the threshold must be a power of two")
+        raise ValueError(
+            "the reciprocal table needs 2^t entries and the threshold must be a power of two"
+        )
     b = CircuitBuilder()
     xa = b.input("xa", x_bits)  # the low K bits of the count shares (x < 2^K)
     xb = b.input("xb", x_bits)
@@ -166,7 +173,9 @@ def decision_circuit(n_candidates: int, tolerance: int, width: int) -> Circuit:
     best when add is 1, else 0)."""
     b = CircuitBuilder()
     current = bl.add(b, b.input("cur_a", width), b.input("cur_b", width))
-    scores = [bl.add(b, b.input(f"s{i}_a", width), b.input(f"s{i}_b", width)) for i in range(n_candidates)]
+    scores = [
+        bl.add(b, b.input(f"s{i}_a", width), b.input(f"s{i}_b", width)) for i in range(n_candidates)
+    ]
     index, best = bl.argmax_tolerant(b, scores, tolerance, signed=True)
     bar = bl.add(b, current, bl.constant(tolerance, width))
     add = bl.less_than(b, bar, best, signed=True)
@@ -195,7 +204,9 @@ def _shared_value(b: CircuitBuilder, name: str, width: int) -> Bits:
 def block_max_circuit(block: int, width: int) -> Circuit:
     """Inputs s{i}_a, s{i}_b (shares mod 2^width of signed values); output max."""
     b = CircuitBuilder()
-    b.output("max", bl.max_of(b, [_shared_value(b, f"s{i}", width) for i in range(block)], signed=True))
+    b.output(
+        "max", bl.max_of(b, [_shared_value(b, f"s{i}", width) for i in range(block)], signed=True)
+    )
     return b.build()
 
 
@@ -204,7 +215,10 @@ def threshold_circuit(groups: int, tolerance: int, width: int) -> Circuit:
     """Inputs m{g}_a, m{g}_b (block maxima); outputs add = [best > tolerance] and the
     threshold t = best - tolerance in width + 1 bits (no wrap)."""
     b = CircuitBuilder()
-    best = bl.sign_extend(bl.max_of(b, [_shared_value(b, f"m{g}", width) for g in range(groups)], signed=True), width + 1)
+    best = bl.sign_extend(
+        bl.max_of(b, [_shared_value(b, f"m{g}", width) for g in range(groups)], signed=True),
+        width + 1,
+    )
     bar = bl.constant(tolerance, width + 1)
     b.output("add", [bl.less_than(b, bar, best, signed=True)])
     b.output("t", bl.sub(b, best, bar))
@@ -272,5 +286,3 @@ def division_circuit(count_bits: int, states: int) -> Circuit:
     b.output("theta", bl.zero_extend(theta, PARAM_BITS))
     b.output("unobserved", [unobserved])
     return b.build()
-
-

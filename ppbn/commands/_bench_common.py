@@ -12,7 +12,9 @@ from pathlib import Path
 from ppbn.errors import UserError
 
 
-def collect_reports(processes: list[multiprocessing.Process], report_in: Connection) -> dict[str, dict]:
+def collect_reports(
+    processes: list[multiprocessing.Process], report_in: Connection
+) -> dict[str, dict]:
     """Each started party process's report, by role; a dead process or a reported error
     ends the bench with one line, and no party process outlives it."""
     reports: dict[str, dict] = {}

@@ -104,30 +104,45 @@ SEARCHES = ("k2", "hc")
 
 def add_learning_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every learner (reference, secure, PRAM): same meaning everywhere."""
-    parser.add_argument("--max-parents", type=non_negative_int, default=2, help="parent limit u (default 2)")
     parser.add_argument(
-        "--score", choices=SCORE_MODES, default="exact",
+        "--max-parents", type=non_negative_int, default=2, help="parent limit u (default 2)"
+    )
+    parser.add_argument(
+        "--score",
+        choices=SCORE_MODES,
+        default="exact",
         help="exact (ln f), yw (Yang-Wright eq. 6), yw0 (eq. 6 minus zero cells), bic, bdeu "
         "(default exact)",
     )
     parser.add_argument(
-        "--search", choices=SEARCHES, default="k2",
+        "--search",
+        choices=SEARCHES,
+        default="k2",
         help="k2 (needs a node order; the default) or hc: hill climbing over DAGs, no order "
         "(on the PRAM path: setup 2 only)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--ess", type=positive_float, default=DEFAULT_ESS,
+        "--ess",
+        type=positive_float,
+        default=DEFAULT_ESS,
         help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g}, as pgmpy)",
     )
     parser.add_argument(
-        "--tau", type=non_negative_float, default=DEFAULT_TAU,
+        "--tau",
+        type=non_negative_float,
+        default=DEFAULT_TAU,
         help=f"K2 tolerance in nats: add a parent only if the score rises by more than tau "
         f"(default {DEFAULT_TAU:g})",
     )
     parser.add_argument("--order", help="K2 node order as a comma list (default: schema order)")
-    parser.add_argument("--c-star", type=positive_float, default=1.0, help="BIC penalty multiplier C* (default 1)")
     parser.add_argument(
-        "--dirichlet", type=non_negative_float, default=0.0, metavar="A",
+        "--c-star", type=positive_float, default=1.0, help="BIC penalty multiplier C* (default 1)"
+    )
+    parser.add_argument(
+        "--dirichlet",
+        type=non_negative_float,
+        default=0.0,
+        metavar="A",
         help="Dirichlet pseudo-count for parameters (default 0: maximum likelihood)",
     )
     add_hc_options(parser)
@@ -137,13 +152,26 @@ def add_hc_options(parser: argparse.ArgumentParser) -> None:
     """Hill-climbing options of the reference learner (pgmpy's HillClimbSearch semantics)."""
     group = parser.add_argument_group("hill climbing (--search hc)")
     group.add_argument(
-        "--tabu", type=non_negative_int, default=DEFAULT_TABU, metavar="N",
+        "--tabu",
+        type=non_negative_int,
+        default=DEFAULT_TABU,
+        metavar="N",
         help=f"tabu list length: the last N moves may not be undone (default {DEFAULT_TABU}, as pgmpy)",
-    )  # fmt: skip
-    group.add_argument("--start", metavar="FILE", help="start DAG: a JSON list of [parent, child] edges, or a network.json")
+    )
+    group.add_argument(
+        "--start",
+        metavar="FILE",
+        help="start DAG: a JSON list of [parent, child] edges, or a network.json",
+    )
     group.add_argument("--black-list", metavar="FILE", help="JSON list of edges never to add")
-    group.add_argument("--white-list", metavar="FILE", help="JSON list of the only edges that may be added")
-    group.add_argument("--fixed-edges", metavar="FILE", help="JSON list of edges always present (never deleted or reversed)")
+    group.add_argument(
+        "--white-list", metavar="FILE", help="JSON list of the only edges that may be added"
+    )
+    group.add_argument(
+        "--fixed-edges",
+        metavar="FILE",
+        help="JSON list of edges always present (never deleted or reversed)",
+    )
 
 
 def hc_options(args: argparse.Namespace) -> HCOptions:
@@ -164,7 +192,9 @@ def hc_options(args: argparse.Namespace) -> HCOptions:
 
     if args.tabu < 0:
         raise UserError("--tabu must be >= 0")
-    return HCOptions(args.tabu, edges("start"), edges("black-list"), edges("white-list"), edges("fixed-edges"))
+    return HCOptions(
+        args.tabu, edges("start"), edges("black-list"), edges("white-list"), edges("fixed-edges")
+    )
 
 
 def hc_job_params(args: argparse.Namespace) -> dict:
@@ -220,7 +250,12 @@ def add_learn_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=positive_int, required=True)
     parser.add_argument("--max-parents", type=non_negative_int, default=2)
     parser.add_argument("--score", choices=SCORE_MODES, default="exact")
-    parser.add_argument("--ess", type=float, default=DEFAULT_ESS, help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g})")
+    parser.add_argument(
+        "--ess",
+        type=float,
+        default=DEFAULT_ESS,
+        help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g})",
+    )
     parser.add_argument("--tau", type=float, default=DEFAULT_TAU)
     parser.add_argument("--seed", type=non_negative_int, default=7)
 
@@ -235,22 +270,28 @@ def add_missing_options(parser: argparse.ArgumentParser, rate: bool = False) -> 
 
     parser.add_argument("--missing", choices=MISSING_RULES, help=MISSING_HELP)
     parser.add_argument(
-        "--missing-as-category", action="store_true",
+        "--missing-as-category",
+        action="store_true",
         help="the same as --missing category: read empty cells as the schema's declared missing_state",
-    )  # fmt: skip
+    )
     if rate:
         parser.add_argument(
-            "--missing-rate", type=float, default=0.0, metavar="R",
+            "--missing-rate",
+            type=float,
+            default=0.0,
+            metavar="R",
             help="empty this fraction of the generated data's cells at random (each cell "
             "independently) before the run, to try --missing available-case (default 0)",
-        )  # fmt: skip
+        )
 
 
 def missing_rule(args: argparse.Namespace) -> str:
     """The rule of ``--missing`` / ``--missing-as-category`` (``error`` when neither is given)."""
     from ppbn.data.party_data import missing_rule_from
 
-    return missing_rule_from(getattr(args, "missing", None), getattr(args, "missing_as_category", False))
+    return missing_rule_from(
+        getattr(args, "missing", None), getattr(args, "missing_as_category", False)
+    )
 
 
 PSI_DEFAULT_OVERLAP = 0.6
@@ -259,21 +300,28 @@ PSI_DEFAULT_OVERLAP = 0.6
 def add_alignment_options(parser: argparse.ArgumentParser, sampling: bool = True) -> None:
     """--align for commands that start both daemons (and --overlap where they sample data)."""
     parser.add_argument(
-        "--align", choices=("strict", "psi"), default="strict",
+        "--align",
+        choices=("strict", "psi"),
+        default="strict",
         help="strict (default): both parties hold the same record ids; psi: the daemons run a "
         "private set intersection of their ids and learn on the shared records only",
-    )  # fmt: skip
+    )
     if sampling:
         parser.add_argument(
-            "--overlap", type=float,
+            "--overlap",
+            type=float,
             help="share of each party's sampled records the other holds too (default 1, or "
             f"{PSI_DEFAULT_OVERLAP:g} with --align psi)",
-        )  # fmt: skip
+        )
 
 
 def sample_overlap(args: argparse.Namespace) -> float:
     """The overlap to sample with: given, or the default of the alignment; strict needs 1."""
-    overlap = args.overlap if args.overlap is not None else (PSI_DEFAULT_OVERLAP if args.align == "psi" else 1.0)
+    overlap = (
+        args.overlap
+        if args.overlap is not None
+        else (PSI_DEFAULT_OVERLAP if args.align == "psi" else 1.0)
+    )
     if overlap < 1.0 and args.align != "psi":
         raise UserError(f"--overlap {overlap:g}: parties with different records need --align psi")
     return overlap
@@ -288,11 +336,12 @@ DISCLOSURES = ("public", "owner", "shared")
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--job", default=DEFAULT_JOB,
+        "--job",
+        default=DEFAULT_JOB,
         help=f"job kind (default {DEFAULT_JOB}: private K2 and parameters; also tables, ping, pram, "
-        "perturb-learn: a perturbation learner, setup I, e.g. --params '{\"learner\": \"nb\", \"class\": "
-        "\"dysp\", \"theta\": 0.8}'; at the miner's daemon: pram-miner, perturb-learn-miner)",
-    )  # fmt: skip
+        'perturb-learn: a perturbation learner, setup I, e.g. --params \'{"learner": "nb", "class": '
+        '"dysp", "theta": 0.8}\'; at the miner\'s daemon: pram-miner, perturb-learn-miner)',
+    )
     parser.add_argument(
         "--max-family", type=positive_int, help="tables job: largest family size (default 3)"
     )
@@ -330,7 +379,9 @@ def job_params(args: argparse.Namespace) -> dict[str, Any]:
 def learn_params(args: argparse.Namespace) -> dict[str, Any]:
     """Parameters of the ``learn`` job (the secure path) from the shared learning options."""
     if getattr(args, "dirichlet", 0.0):
-        raise UserError("--dirichlet: the secure path computes maximum-likelihood parameters (Yang-Wright 7.1)")
+        raise UserError(
+            "--dirichlet: the secure path computes maximum-likelihood parameters (Yang-Wright 7.1)"
+        )
     params: dict[str, Any] = {
         "max_parents": args.max_parents,
         "score": args.score,
@@ -354,51 +405,67 @@ def add_secure_options(parser: argparse.ArgumentParser) -> None:
     """Options of the secure path (job ``learn``) besides the shared learning options."""
     group = parser.add_argument_group("secure path (job learn)")
     group.add_argument(
-        "--disclosure", choices=DISCLOSURES, default="public",
+        "--disclosure",
+        choices=DISCLOSURES,
+        default="public",
         help="who learns the CPTs: public (both), owner (the owner of each variable), "
         "shared (each party keeps shares; `ppbn shares combine` opens them) (default public)",
-    )  # fmt: skip
-    group.add_argument("--key-bits", type=int, choices=(2048, 3072), help="Paillier key size (default 2048)")
+    )
+    group.add_argument(
+        "--key-bits", type=int, choices=(2048, 3072), help="Paillier key size (default 2048)"
+    )
     add_overlap_option(group)
 
 
 def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--overlap-tables and --split-terms: how K2 overlaps its work with the wire."""
     parser.add_argument(
-        "--overlap-tables", choices=("on", "off"), default="on",
+        "--overlap-tables",
+        choices=("on", "off"),
+        default="on",
         help="score each K2 step's families in groups, the next group's Paillier table phase "
         "running while the current group's terms cross the wire: on (default) hides most of "
         "the table phase behind a slow link; off runs the phases one after the other, which "
         "is faster when both daemons share one small host (README 'Overlapping work with the wire')",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--split-terms", choices=("on", "off"), default="off",
+        "--split-terms",
+        choices=("on", "off"),
+        default="off",
         help="run each batch of at least 1,024 secure ln terms as two halves side by side on "
         "two lanes, so one half computes while the other's bytes cross the wire: on for a slow "
         "link (child across 100mbit/20ms: -1.6 s on average); off (default) on a fast link or "
         "when both daemons share one small host, where the second thread costs more than it "
         "hides (README 'Two halves of each batch of terms')",
-    )  # fmt: skip
+    )
 
 
 # -- executor and local policy -------------------------------------------------------------
 
 
-def add_executor_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, who: str) -> None:
+def add_executor_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, who: str
+) -> None:
     """--executor, --workers and --ray-address: where this party's bulk arithmetic runs."""
     parser.add_argument(
-        "--executor", choices=("local", "ray", "inline"),
+        "--executor",
+        choices=("local", "ray", "inline"),
         help=f"where {who} bulk work runs (chunks of Paillier encryptions, decryptions and "
         "products; garbled chunks and OT-extension blocks of runs past the policy's gc_inline_below "
         "and ot_inline_below): local (a process pool on this host, the default), ray (this party's own Ray "
         "cluster, `pip install 'ppbn[ray]'`), inline (this process)",
-    )  # fmt: skip
-    parser.add_argument("--workers", type=int_in(1, MAX_WORKERS), help=f"worker processes of {who} local pool (default: one per core)")
+    )
     parser.add_argument(
-        "--ray-address", metavar="ADDR",
+        "--workers",
+        type=int_in(1, MAX_WORKERS),
+        help=f"worker processes of {who} local pool (default: one per core)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
         help="join this party's running Ray cluster (e.g. 10.0.0.5:6379; see README 'Scale-out'); "
         "default with --executor ray: a private Ray instance on this host",
-    )  # fmt: skip
+    )
 
 
 def check_executor_flags(executor: str, ray_address: str | None) -> None:
@@ -435,10 +502,11 @@ def apply_resource_flags(policy: LocalPolicy, args: argparse.Namespace) -> Local
 def add_pair_policy_options(parser: argparse.ArgumentParser) -> None:
     """--policy FILE and the executor flags of a command that starts both daemons itself."""
     parser.add_argument(
-        "--policy", metavar="FILE",
+        "--policy",
+        metavar="FILE",
         help="local policy file both daemons enforce (default: the built-in policy, which refuses "
         "e.g. 1024-bit keys, fewer than 100 records and PRAM p below 0.1; see `ppbn policy show`)",
-    )  # fmt: skip
+    )
     add_executor_options(parser.add_argument_group("executor (each daemon's own)"), "each daemon's")
 
 
@@ -447,7 +515,12 @@ def pair_policy(args: argparse.Namespace) -> LocalPolicy | None:
     built-in; --executor, --workers and --ray-address on top (each daemon its own executor)."""
     from ppbn.jobs.policy import LocalPolicy
 
-    if not args.policy and args.executor is None and args.workers is None and args.ray_address is None:
+    if (
+        not args.policy
+        and args.executor is None
+        and args.workers is None
+        and args.ray_address is None
+    ):
         return None
     return apply_resource_flags(LocalPolicy.load(args.policy), args)
 

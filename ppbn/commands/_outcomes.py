@@ -44,7 +44,9 @@ def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> N
 
     console = Console()
     style = "green" if outcome.state == "SUCCEEDED" else "red"
-    console.print(f"[bold]{title}[/bold]: job {outcome.job_id} ({outcome.kind}) [{style}]{outcome.state}[/{style}]")
+    console.print(
+        f"[bold]{title}[/bold]: job {outcome.job_id} ({outcome.kind}) [{style}]{outcome.state}[/{style}]"
+    )
     if outcome.error:
         console.print(f"[red]error:[/red] {outcome.error}")
     if outcome.result:
@@ -66,7 +68,9 @@ def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> N
             ("Paillier encryptions", "paillier_encryptions", "{:,}"),
         ]
         for label, key, fmt in rows:  # "-": the peer's own figures never cross the wire
-            table.add_row(label, *(fmt.format(s[key]) if key in s else "-" for s in per_party.values()))
+            table.add_row(
+                label, *(fmt.format(s[key]) if key in s else "-" for s in per_party.values())
+            )
         phases = sorted({p for s in per_party.values() for p in s.get("phases", {})})
         for phase in phases:
             table.add_row(

@@ -47,19 +47,25 @@ def _add_randomize(sub: argparse._SubParsersAction) -> None:
         "binary columns, any matrix), numeric columns by adding noise of a known distribution. "
         "Other columns are copied unchanged. The output is written atomically.",
     )
-    parser.add_argument("--in", dest="input", required=True, metavar="CSV", help="the original data")
-    parser.add_argument("--mechanism", required=True, metavar="FILE", help=MECHANISM_HELP)
-    parser.add_argument("--out", required=True, metavar="CSV", help="where to write the randomized CSV")
     parser.add_argument(
-        "--seed", type=int,
+        "--in", dest="input", required=True, metavar="CSV", help="the original data"
+    )
+    parser.add_argument("--mechanism", required=True, metavar="FILE", help=MECHANISM_HELP)
+    parser.add_argument(
+        "--out", required=True, metavar="CSV", help="where to write the randomized CSV"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
         help="reproducible randomization for experiments (whoever knows the seed can undo it); "
         "default: a fresh secret key",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--columns", metavar="A,B,...",
+        "--columns",
+        metavar="A,B,...",
         help="randomize only these columns (comma list; default: every column the mechanism "
         "file describes, all of which must be in the CSV)",
-    )  # fmt: skip
+    )
     parser.set_defaults(func=_randomize)
 
 
@@ -109,49 +115,86 @@ def _add_reconstruct(sub: argparse._SubParsersAction) -> None:
         "the direct fourier estimate. With --original the information loss 1/2 sum|h - h_hat| "
         "against the original values is reported.",
     )
-    parser.add_argument("--in", dest="input", required=True, metavar="CSV", help="the randomized data")
+    parser.add_argument(
+        "--in", dest="input", required=True, metavar="CSV", help="the randomized data"
+    )
     parser.add_argument("--mechanism", required=True, metavar="FILE", help=MECHANISM_HELP)
     parser.add_argument(
-        "--column", action="append", required=True, metavar="C",
+        "--column",
+        action="append",
+        required=True,
+        metavar="C",
         help="the column to reconstruct; repeat for the joint distribution of categorical columns",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--method", choices=sorted({*ADDITIVE_METHODS, *CATEGORICAL_METHODS}),
+        "--method",
+        choices=sorted({*ADDITIVE_METHODS, *CATEGORICAL_METHODS}),
         help="categorical: moment or em (default em); additive: em, binned-em (default), "
         "richardson-lucy or fourier",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--bins", default="20", metavar="K|E0,E1,...",
+        "--bins",
+        default="20",
+        metavar="K|E0,E1,...",
         help="additive: the number of equal bins over --range (default 20), or the bin edges",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--range", nargs=2, type=float, metavar=("LO", "HI"),
+        "--range",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
         help="additive: the support of the original values (default: the range of the data "
         "narrowed by the noise's 0.1%% and 99.9%% quantiles)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--z-bins", type=int, metavar="M",
+        "--z-bins",
+        type=int,
+        metavar="M",
         help="binned-em, richardson-lucy: bins of the randomized values (default: 8 per bin of "
         "the estimate, over their range)",
-    )  # fmt: skip
-    parser.add_argument("--iterations", type=int, default=100,
-                        help="em methods: at most this many iterations (default 100, as Wu's Fig. 1)")  # fmt: skip
-    parser.add_argument("--tol", type=float, default=1e-6,
-                        help="em methods: stop when no bin probability moves more (default 1e-6)")  # fmt: skip
-    parser.add_argument("--harmonics", type=int, default=12,
-                        help="fourier (and --start fourier): harmonics kept (default 12, Wu's Fig. 1)")  # fmt: skip
-    parser.add_argument("--max-gain", type=float, default=10.0,
-                        help="fourier: cap on the inverse gain 1/|phi| (default 10)")  # fmt: skip
+    )
     parser.add_argument(
-        "--start", choices=("uniform", "fourier"), default="uniform",
+        "--iterations",
+        type=int,
+        default=100,
+        help="em methods: at most this many iterations (default 100, as Wu's Fig. 1)",
+    )
+    parser.add_argument(
+        "--tol",
+        type=float,
+        default=1e-6,
+        help="em methods: stop when no bin probability moves more (default 1e-6)",
+    )
+    parser.add_argument(
+        "--harmonics",
+        type=int,
+        default=12,
+        help="fourier (and --start fourier): harmonics kept (default 12, Wu's Fig. 1)",
+    )
+    parser.add_argument(
+        "--max-gain",
+        type=float,
+        default=10.0,
+        help="fourier: cap on the inverse gain 1/|phi| (default 10)",
+    )
+    parser.add_argument(
+        "--start",
+        choices=("uniform", "fourier"),
+        default="uniform",
         help="em methods: start from the uniform distribution (default) or from the Fourier "
         "estimate (Wu Sec. 3.1)",
-    )  # fmt: skip
-    parser.add_argument("--original", metavar="CSV",
-                        help="the original data, to report the information loss and plot it")  # fmt: skip
+    )
+    parser.add_argument(
+        "--original",
+        metavar="CSV",
+        help="the original data, to report the information loss and plot it",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-    parser.add_argument("--plot", metavar="PNG",
-                        help="plot randomized vs reconstructed (and original) distributions")  # fmt: skip
+    parser.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="plot randomized vs reconstructed (and original) distributions",
+    )
     parser.set_defaults(func=_reconstruct)
 
 
@@ -176,7 +219,9 @@ def _reconstruct(args: argparse.Namespace) -> int:
         try:
             result = _reconstruct_additive(args, mechanisms, frame, columns[0])
         except RandomizationError as exc:  # the estimators' errors: name the column and files
-            raise UserError(f"{args.input}, column {columns[0]!r} ({args.mechanism}): {exc}") from None
+            raise UserError(
+                f"{args.input}, column {columns[0]!r} ({args.mechanism}): {exc}"
+            ) from None
     else:
         result = _reconstruct_categorical(args, mechanisms, frame, columns)
     if args.plot:
@@ -188,8 +233,9 @@ def _reconstruct(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reconstruct_categorical(args: argparse.Namespace, mechanisms: Mechanisms, frame: pd.DataFrame,
-                             columns: list[str]) -> dict[str, Any]:  # fmt: skip
+def _reconstruct_categorical(
+    args: argparse.Namespace, mechanisms: Mechanisms, frame: pd.DataFrame, columns: list[str]
+) -> dict[str, Any]:
     from ppbn.data.perturb_files import column_values, plot_categorical, read_table
     from ppbn.randomized.perturb.additive import information_loss
     from ppbn.randomized.perturb.categorical import reconstruct
@@ -206,16 +252,22 @@ def _reconstruct_categorical(args: argparse.Namespace, mechanisms: Mechanisms, f
     fractions = estimate.fractions.reshape(-1)
     cells = _cells([mechanisms.states[c] for c in columns], len(columns) > 1, columns)
     result: dict[str, Any] = {
-        "columns": columns, "kind": "categorical", "method": method,
+        "columns": columns,
+        "kind": "categorical",
+        "method": method,
         "mechanism": {c: mechanisms.describe(c) for c in columns},
-        "records": estimate.records, "cells": cells,
-        "randomized": received.tolist(), "estimate": fractions.tolist(),
+        "records": estimate.records,
+        "cells": cells,
+        "randomized": received.tolist(),
+        "estimate": fractions.tolist(),
         "estimated_counts": estimate.counts.reshape(-1).tolist(),
-    }  # fmt: skip
+    }
     original = None
     if args.original:
         table = read_table(args.original)
-        orig = np.column_stack([column_values(args.original, table, c, mechanisms) for c in columns])
+        orig = np.column_stack(
+            [column_values(args.original, table, c, mechanisms) for c in columns]
+        )
         cards = tuple(len(mechanisms.states[c]) for c in columns)
         original = count_table(orig, cards).reshape(-1) / len(orig)
         result["original"] = original.tolist()
@@ -230,8 +282,12 @@ def _cells(states: list[tuple[str, ...]], joint: bool, columns: list[str]) -> li
         return list(states[0])
     grids = np.array(np.meshgrid(*[np.arange(len(s)) for s in states], indexing="ij"))
     combos = grids.reshape(len(states), -1).T
-    return [", ".join(f"{c}={states[j][k]}" for j, (c, k) in enumerate(zip(columns, combo, strict=True)))
-            for combo in combos]  # fmt: skip
+    return [
+        ", ".join(
+            f"{c}={states[j][k]}" for j, (c, k) in enumerate(zip(columns, combo, strict=True))
+        )
+        for combo in combos
+    ]
 
 
 def _bins(text: str) -> int | np.ndarray:
@@ -244,11 +300,14 @@ def _bins(text: str) -> int | np.ndarray:
             return count
         return np.array([float(p) for p in parts])
     except ValueError:
-        raise UserError(f"--bins {text!r}: give a positive number of bins or two or more increasing edges") from None
+        raise UserError(
+            f"--bins {text!r}: give a positive number of bins or two or more increasing edges"
+        ) from None
 
 
-def _reconstruct_additive(args: argparse.Namespace, mechanisms: Mechanisms, frame: pd.DataFrame,
-                          column: str) -> dict[str, Any]:  # fmt: skip
+def _reconstruct_additive(
+    args: argparse.Namespace, mechanisms: Mechanisms, frame: pd.DataFrame, column: str
+) -> dict[str, Any]:
     from ppbn.data.perturb_files import column_values, plot_additive, read_table
     from ppbn.randomized.perturb import additive
 
@@ -267,22 +326,32 @@ def _reconstruct_additive(args: argparse.Namespace, mechanisms: Mechanisms, fram
         edges = additive.uniform_edges(lo, hi, bins)
     else:
         if args.range:
-            raise UserError("give either --range with a number of --bins, or the bin edges, not both")
+            raise UserError(
+                "give either --range with a number of --bins, or the bin edges, not both"
+            )
         edges = additive.check_edges(bins)
     z_edges = None
     if args.z_bins is not None:
         if args.z_bins < 1:
             raise UserError(f"--z-bins must be at least 1, got {args.z_bins}")
         z_edges = np.linspace(z.min(), z.max(), args.z_bins + 1)
-    result: dict[str, Any] = {"columns": [column], "kind": "additive", "method": method,
-                              "mechanism": {column: mechanisms.describe(column)}, "records": len(z)}  # fmt: skip
+    result: dict[str, Any] = {
+        "columns": [column],
+        "kind": "additive",
+        "method": method,
+        "mechanism": {column: mechanisms.describe(column)},
+        "records": len(z),
+    }
     fourier = None
     if method == "fourier" or args.start == "fourier":
         fourier = additive.fourier_estimate(
             z, noise, edges[0], edges[-1], harmonics=args.harmonics, max_gain=args.max_gain
         )
-        result["fourier"] = {"harmonics": args.harmonics, "max_gain": args.max_gain,
-                             "capped_harmonics": list(fourier.capped)}  # fmt: skip
+        result["fourier"] = {
+            "harmonics": args.harmonics,
+            "max_gain": args.max_gain,
+            "capped_harmonics": list(fourier.capped),
+        }
     if method == "fourier":
         estimate = additive.Reconstruction("fourier", edges, fourier.bin_probabilities(edges))
     else:
@@ -291,20 +360,40 @@ def _reconstruct_additive(args: argparse.Namespace, mechanisms: Mechanisms, fram
         if method == "em":
             estimate = additive.em_individual(z, noise, edges, **options)
         else:
-            run = additive.binned_em if method == "binned-em" else additive.richardson_lucy_reconstruction
+            run = (
+                additive.binned_em
+                if method == "binned-em"
+                else additive.richardson_lucy_reconstruction
+            )
             z_edges = additive.z_histogram_edges(z, edges) if z_edges is None else z_edges
             estimate = run(z, noise, edges, z_edges=z_edges, **options)
             result["z_bins"] = len(z_edges) - 1
-        result.update({"start": args.start, "iterations": estimate.iterations, "converged": estimate.converged})
-    result.update({"edges": edges.tolist(), "estimate": estimate.probabilities.tolist(),
-                   "density": estimate.density.tolist()})  # fmt: skip
+        result.update(
+            {
+                "start": args.start,
+                "iterations": estimate.iterations,
+                "converged": estimate.converged,
+            }
+        )
+    result.update(
+        {
+            "edges": edges.tolist(),
+            "estimate": estimate.probabilities.tolist(),
+            "density": estimate.density.tolist(),
+        }
+    )
     original = None
     if args.original:
         original = column_values(args.original, read_table(args.original), column, mechanisms)
         truth = additive.histogram(original, edges)
         outside = int(np.sum((original < edges[0]) | (original > edges[-1])))
-        result.update({"original": truth.tolist(), "original_outside_range": outside,
-                       "information_loss": additive.information_loss(truth, estimate.probabilities)})  # fmt: skip
+        result.update(
+            {
+                "original": truth.tolist(),
+                "original_outside_range": outside,
+                "information_loss": additive.information_loss(truth, estimate.probabilities),
+            }
+        )
     if args.plot:
         plot_additive(args.plot, _title(result), z, edges, estimate.density, original)
     return result
@@ -314,8 +403,10 @@ def _title(result: dict[str, Any]) -> str:
     loss = result.get("information_loss")
     tail = f", information loss {loss:.4f}" if loss is not None else ""
     mechanism = "; ".join(dict.fromkeys(result["mechanism"].values()))
-    return (f"{', '.join(result['columns'])} ({mechanism}): {result['records']:,} records, "
-            f"{result['method']}{tail}")  # fmt: skip
+    return (
+        f"{', '.join(result['columns'])} ({mechanism}): {result['records']:,} records, "
+        f"{result['method']}{tail}"
+    )
 
 
 def _print_reconstruction(result: dict[str, Any]) -> None:
@@ -371,10 +462,18 @@ def _add_mgas_example(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds to run (default 1)")
     parser.add_argument("--records", type=int, default=100_000, help="samples (default 100,000)")
-    parser.add_argument("--keep", type=float, default=0.3,
-                        help="probability a group is kept (default 0.3, the text's p)")  # fmt: skip
-    parser.add_argument("--width", type=float, default=12.0,
-                        help="each triangle's width (default 12; the text's figure is lost)")  # fmt: skip
+    parser.add_argument(
+        "--keep",
+        type=float,
+        default=0.3,
+        help="probability a group is kept (default 0.3, the text's p)",
+    )
+    parser.add_argument(
+        "--width",
+        type=float,
+        default=12.0,
+        help="each triangle's width (default 12; the text's figure is lost)",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     parser.add_argument("--plot", metavar="PNG", help="Fig. 2.3 for the first seed")
     parser.set_defaults(func=_mgas_example)
@@ -396,10 +495,16 @@ def _mgas_example(args: argparse.Namespace) -> int:
         if args.plot and len(runs) == 1:
             grid = np.linspace(0, 2 * args.width, 2001)
             n = run.original.sum()
-            plot_mgas(args.plot, f"two triangles, {args.records:,} samples, MGAS: {run.groups} groups "
-                      f"(text: 39), kept with p = {args.keep:g}", grid,
-                      two_triangle_density(grid, args.width), run.edges,
-                      run.original / n / np.diff(run.edges), run.em / n / np.diff(run.edges))  # fmt: skip
+            plot_mgas(
+                args.plot,
+                f"two triangles, {args.records:,} samples, MGAS: {run.groups} groups "
+                f"(text: 39), kept with p = {args.keep:g}",
+                grid,
+                two_triangle_density(grid, args.width),
+                run.edges,
+                run.original / n / np.diff(run.edges),
+                run.em / n / np.diff(run.edges),
+            )
     rows = [run.summary() for run in runs]
     if args.format == "json":
         print(json.dumps({"runs": rows, "plot": args.plot}, indent=2))
@@ -407,17 +512,32 @@ def _mgas_example(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"MGAS two-triangle example: {args.records:,} samples, width {args.width:g}, "
-                  f"kept with {args.keep:g}")  # fmt: skip
+    table = Table(
+        title=f"MGAS two-triangle example: {args.records:,} samples, width {args.width:g}, "
+        f"kept with {args.keep:g}"
+    )
     for name in ("seed", "groups", "loss moment", "loss EM", "loss predicted", "L1 MGAS", "L1 EM"):
         table.add_column(name, justify="right")
     for r in rows:
-        table.add_row(str(r["seed"]), str(r["groups"]), *(f"{r[k]:.4f}" for k in (
-            "information_loss_moment", "information_loss_em", "information_loss_predicted",
-            "l1_discretized", "l1_reconstructed_em")))  # fmt: skip
+        table.add_row(
+            str(r["seed"]),
+            str(r["groups"]),
+            *(
+                f"{r[k]:.4f}"
+                for k in (
+                    "information_loss_moment",
+                    "information_loss_em",
+                    "information_loss_predicted",
+                    "l1_discretized",
+                    "l1_reconstructed_em",
+                )
+            ),
+        )
     Console(width=120).print(table)
     groups = [r["groups"] for r in rows]
-    print(f"groups: {min(groups)}-{max(groups)}, mean {sum(groups) / len(groups):.1f} (text: 39); "
-          f"loss = 1/2 sum|h - h_hat| on the groups; L1 = integral |f - f_hat| (Sec. 3.2.1)"
-          + (f"; plot: {args.plot}" if args.plot else ""))  # fmt: skip
+    print(
+        f"groups: {min(groups)}-{max(groups)}, mean {sum(groups) / len(groups):.1f} (text: 39); "
+        f"loss = 1/2 sum|h - h_hat| on the groups; L1 = integral |f - f_hat| (Sec. 3.2.1)"
+        + (f"; plot: {args.plot}" if args.plot else "")
+    )
     return 0

@@ -99,7 +99,9 @@ def _verify(args: argparse.Namespace) -> int:
     except AuditLogBroken as exc:
         print(f"ppbn: audit log {args.log} is broken (changed or damaged): {exc}", file=sys.stderr)
         return 1
-    print(f"audit log {args.log}: {state.lines} lines of party {state.party}; {_vouched(args.log, state.lines, sig, signed)}")
+    print(
+        f"audit log {args.log}: {state.lines} lines of party {state.party}; {_vouched(args.log, state.lines, sig, signed)}"
+    )
     return 0
 
 

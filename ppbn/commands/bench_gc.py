@@ -40,6 +40,7 @@ def _report(result: dict, fmt: str, title: str, rows: list[tuple[str, str]]) -> 
     Console().print(table)
     return 0
 
+
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     gc = bench.add_parser(
         "gc",
@@ -50,7 +51,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     gc.add_argument("--bristol", required=True, metavar="FILE")
     gc.add_argument("--instances", type=positive_int, default=1000)
-    gc.add_argument("--repeats", type=positive_int, default=3, help="timed runs; the best is reported (default 3)")
+    gc.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=3,
+        help="timed runs; the best is reported (default 3)",
+    )
     gc.add_argument("--format", choices=("table", "json"), default="table")
     gc.set_defaults(func=_bench_gc)
 
@@ -61,7 +67,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "correlated OTs between two threads over the in-memory Channel.",
     )
     ot.add_argument("--count", type=positive_int, default=1_000_000)
-    ot.add_argument("--repeats", type=positive_int, default=3, help="timed runs; the best is reported (default 3)")
+    ot.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=3,
+        help="timed runs; the best is reported (default 3)",
+    )
     ot.add_argument("--format", choices=("table", "json"), default="table")
     ot.set_defaults(func=_bench_ot)
 
@@ -95,11 +106,15 @@ def _garble_rates(circuit, k: int, repeats: int) -> tuple[float, float, int]:
     # the garbling hash as a Yao run keys it; both sides must use the same (protocol, session)
     garbler_hash = FixedKeyHash(YAO_PROTOCOL, b"bench")
     evaluator_hash = FixedKeyHash(YAO_PROTOCOL, b"bench")
-    tables, out_zero = garble(sched, zero, delta, 0, garbler_hash)  # warm-up, allocates the table buffer
+    tables, out_zero = garble(
+        sched, zero, delta, 0, garbler_hash
+    )  # warm-up, allocates the table buffer
     out = evaluate_garbled(sched, active, tables, 0, evaluator_hash)
     if not (permute_bits(out) ^ permute_bits(out_zero) == evaluate_bits(circuit, bits)).all():
         raise RuntimeError("garbled evaluation disagrees with the plaintext evaluator")
-    garble_s = _best(lambda: garble(sched, zero, delta, 0, garbler_hash, tables_out=tables), repeats)
+    garble_s = _best(
+        lambda: garble(sched, zero, delta, 0, garbler_hash, tables_out=tables), repeats
+    )
     eval_s = _best(lambda: evaluate_garbled(sched, active, tables, 0, evaluator_hash), repeats)
     ands = sched.n_and * k
     return ands / garble_s, ands / eval_s, tables.nbytes
@@ -113,7 +128,10 @@ def _two_party(circuit, k: int) -> tuple[float, int]:
     first, rest = circuit.inputs[0], circuit.inputs[1:]
 
     def values(bundle):
-        return [int.from_bytes(rng.bytes((bundle.width + 7) // 8), "little") % (1 << bundle.width) for _ in range(k)]
+        return [
+            int.from_bytes(rng.bytes((bundle.width + 7) // 8), "little") % (1 << bundle.width)
+            for _ in range(k)
+        ]
 
     alice_inputs = {first.name: values(first)}
     bob_inputs = {b.name: values(b) for b in rest}
@@ -121,8 +139,12 @@ def _two_party(circuit, k: int) -> tuple[float, int]:
     pair = memory_channel_pair(timeout_s=600)
     start = time.perf_counter()
     run_two_party(
-        lambda ch: YaoParty(ch).run(circuit, garbler=True, inputs=alice_inputs, outputs=modes, instances=k),
-        lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs=bob_inputs, outputs=modes, instances=k),
+        lambda ch: YaoParty(ch).run(
+            circuit, garbler=True, inputs=alice_inputs, outputs=modes, instances=k
+        ),
+        lambda ch: YaoParty(ch).run(
+            circuit, garbler=False, inputs=bob_inputs, outputs=modes, instances=k
+        ),
         pair=pair,
         timeout_s=600,
     )
@@ -202,14 +224,24 @@ def _bench_ot(args: argparse.Namespace) -> int:
     def receive_checked(_ch) -> None:
         received.append(receiver.receive(choices))
 
-    base_s = both(lambda _ch: sender.send_correlated(8, delta), lambda _ch: receiver.receive_correlated(choices[:8]))
+    base_s = both(
+        lambda _ch: sender.send_correlated(8, delta),
+        lambda _ch: receiver.receive_correlated(choices[:8]),
+    )
     bytes_before = alice_ch.stats.bytes_sent + alice_ch.stats.bytes_received
-    chosen_s = min(both(lambda _ch: sender.send(m0, m1), receive_checked) for _ in range(args.repeats))
+    chosen_s = min(
+        both(lambda _ch: sender.send(m0, m1), receive_checked) for _ in range(args.repeats)
+    )
     if not all((got == expected_chosen).all() for got in received):
         raise RuntimeError("OT extension returned messages other than the chosen ones")
-    chosen_bytes = (alice_ch.stats.bytes_sent + alice_ch.stats.bytes_received - bytes_before) / args.repeats
+    chosen_bytes = (
+        alice_ch.stats.bytes_sent + alice_ch.stats.bytes_received - bytes_before
+    ) / args.repeats
     correlated_s = min(
-        both(lambda _ch: sender.send_correlated(m, delta), lambda _ch: receiver.receive_correlated(choices))
+        both(
+            lambda _ch: sender.send_correlated(m, delta),
+            lambda _ch: receiver.receive_correlated(choices),
+        )
         for _ in range(args.repeats)
     )
     result = {

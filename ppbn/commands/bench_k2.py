@@ -71,23 +71,46 @@ def _bench_k2(args: argparse.Namespace) -> int:
         raise UserError("--records must be at least 2")
     work = Path(tempfile.mkdtemp(prefix="ppbn-bench-k2-"))
     try:
-        made = make_dataset(args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args))
-        blanked = blank_cells(work / "data", args.missing_rate, args.seed) if args.missing_rate else 0
+        made = make_dataset(
+            args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args)
+        )
+        blanked = (
+            blank_cells(work / "data", args.missing_rate, args.seed) if args.missing_rate else 0
+        )
         make_local_pki(work / "certs", PARTY_ROLES)
-        files = PairFiles(work / "data" / "schema.json",
-                          {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
+        files = PairFiles(
+            work / "data" / "schema.json",
+            {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")},
+            work / "certs",
+            work,
+        )
         refuse_on_private_paths(args)
-        params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits,
-                  "overlap_tables": args.overlap_tables == "on", "split_terms": args.split_terms == "on"}  # fmt: skip
+        params = {
+            "max_parents": args.max_parents,
+            "score": args.score,
+            "tau": args.tau,
+            "key_bits": args.key_bits,
+            "overlap_tables": args.overlap_tables == "on",
+            "split_terms": args.split_terms == "on",
+        }
         if args.score == "bdeu":
             params["ess"] = args.ess
         params.update(hc_job_params(args))
         quiet = args.format == "json"
-        pair = LocalPair(files, args.timeout, policy=pair_policy(args), missing_rule=rule, align=args.align, link=link)
+        pair = LocalPair(
+            files,
+            args.timeout,
+            policy=pair_policy(args),
+            missing_rule=rule,
+            align=args.align,
+            link=link,
+        )
         with pair, pair.client("alice") as client:
             started = time.perf_counter()
             job_id = client.start("learn", params)
-            outcome = client.wait(job_id, None, None if quiet else (lambda note: print(f"  {note}", flush=True)))
+            outcome = client.wait(
+                job_id, None, None if quiet else (lambda note: print(f"  {note}", flush=True))
+            )
             wall = time.perf_counter() - started
             if outcome.state != "SUCCEEDED":
                 raise UserError(f"the secure job failed: {outcome.error}")
@@ -127,14 +150,24 @@ def _bench_k2(args: argparse.Namespace) -> int:
         }
         if pair.link is not None:
             report["link"] = pair.link.stats()
-        report["bytes_by_phase_and_kind"] = breakdown_rows(parties["alice"].get("bytes_by_phase_and_kind", {}))
-        ln_bytes = sum(r["total"] for r in report["bytes_by_phase_and_kind"] if r["phase"].startswith("ln terms"))
+        report["bytes_by_phase_and_kind"] = breakdown_rows(
+            parties["alice"].get("bytes_by_phase_and_kind", {})
+        )
+        ln_bytes = sum(
+            r["total"]
+            for r in report["bytes_by_phase_and_kind"]
+            if r["phase"].startswith("ln terms")
+        )
         total = sum(report["bytes_sent"].values())
         if report["ln_evaluations"]:
-            report["bytes_per_ln_term"] = {"ln_terms_phase": round(ln_bytes / report["ln_evaluations"]),
-                                           "whole_job": round(total / report["ln_evaluations"])}  # fmt: skip
+            report["bytes_per_ln_term"] = {
+                "ln_terms_phase": round(ln_bytes / report["ln_evaluations"]),
+                "whole_job": round(total / report["ln_evaluations"]),
+            }
         enc = report["paillier_encryptions"]
-        report["fewer_encryptions_than_per_alpha"] = round(report["per_alpha_encryptions"] / enc, 1) if enc else None
+        report["fewer_encryptions_than_per_alpha"] = (
+            round(report["per_alpha_encryptions"] / enc, 1) if enc else None
+        )
         if args.check_reference:
             report["reference"] = _reference_check(made, args, learned, files, rule)
     finally:
@@ -143,38 +176,57 @@ def _bench_k2(args: argparse.Namespace) -> int:
     return 0 if not args.check_reference or report["reference"]["equal"] else 1
 
 
-def breakdown_rows(by_phase: dict[str, dict[str, dict[str, int]]], phase: str | None = None) -> list[dict[str, Any]]:
+def breakdown_rows(
+    by_phase: dict[str, dict[str, dict[str, int]]], phase: str | None = None
+) -> list[dict[str, Any]]:
     """Alice's per-(phase, tag) counters as rows, largest first: what she sent is
     alice -> bob, what she received bob -> alice (the channel is between the two only)."""
     rows = [
-        {"phase": section if phase is None else phase, "kind": tag,
-         "alice_to_bob": c["bytes_sent"], "bob_to_alice": c["bytes_received"],
-         "total": c["bytes_sent"] + c["bytes_received"],
-         "messages": c["messages_sent"] + c["messages_received"]}
-        for section, kinds in by_phase.items() for tag, c in kinds.items()
-    ]  # fmt: skip
+        {
+            "phase": section if phase is None else phase,
+            "kind": tag,
+            "alice_to_bob": c["bytes_sent"],
+            "bob_to_alice": c["bytes_received"],
+            "total": c["bytes_sent"] + c["bytes_received"],
+            "messages": c["messages_sent"] + c["messages_received"],
+        }
+        for section, kinds in by_phase.items()
+        for tag, c in kinds.items()
+    ]
     grand = sum(r["total"] for r in rows) or 1
     for row in rows:
         row["share_pct"] = round(100 * row["total"] / grand, 2)
     return sorted(rows, key=lambda r: -r["total"])
 
 
-def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule: str) -> dict[str, Any]:
+def _reference_check(
+    made, args: argparse.Namespace, learned: dict, files, rule: str
+) -> dict[str, Any]:
     """The non-private reference on the data the daemons loaded (read back from the CSVs,
     so emptied cells and the --missing rule are the daemons')."""
     from ppbn.bn.learn import learn_reference
     from ppbn.data.party_data import load_joined
 
-    names, codes = load_joined(made.schema, files.data["alice"], files.data["bob"], missing_rule=rule)
+    names, codes = load_joined(
+        made.schema, files.data["alice"], files.data["bob"], missing_rule=rule
+    )
     states = {v.name: v.states for v in made.schema.variables}
     ref = learn_reference(
-        names, states, codes, args.max_parents, args.score, args.tau, available_case=rule == "available-case",
-        ess=args.ess, **search_options(args),
-    )  # fmt: skip
+        names,
+        states,
+        codes,
+        args.max_parents,
+        args.score,
+        args.tau,
+        available_case=rule == "available-case",
+        ess=args.ess,
+        **search_options(args),
+    )
     same_moves = same_hc_moves(learned, ref.search)
     same = learned["edges"] == [list(e) for e in ref.search.edges] and same_moves is not False
     diff = max(
-        float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v]))) for v in names
+        float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v])))
+        for v in names
     )
     records = learned["family_records"]["families"] == family_records(ref)
     return {
@@ -187,9 +239,14 @@ def _reference_check(made, args: argparse.Namespace, learned: dict, files, rule:
 
 def _ln_spec(args: argparse.Namespace, mode: str, gc_below: int, ot_below: int) -> dict[str, Any]:
     return {
-        "mode": mode, "max_count": args.max_count, "executor": args.executor, "workers": args.workers,
-        "gc_below": gc_below, "ot_below": ot_below, "link": args.link or "",
-    }  # fmt: skip
+        "mode": mode,
+        "max_count": args.max_count,
+        "executor": args.executor,
+        "workers": args.workers,
+        "gc_below": gc_below,
+        "ot_below": ot_below,
+        "link": args.link or "",
+    }
 
 
 def _ln_scorer(role: str, channel, spec: dict[str, Any]):
@@ -203,11 +260,22 @@ def _ln_scorer(role: str, channel, spec: dict[str, Any]):
     schema = Schema("id", (Variable("a", "alice", ("0", "1")), Variable("b", "bob", ("0", "1"))))
     tables = TablesConfig(executor=spec["executor"], workers=spec["workers"])
     config = SecureLearnConfig(
-        mode=spec["mode"], tables=tables, gc_inline_below=spec["gc_below"], ot_inline_below=spec["ot_below"]
+        mode=spec["mode"],
+        tables=tables,
+        gc_inline_below=spec["gc_below"],
+        ot_inline_below=spec["ot_below"],
     )
     codes = np.zeros((spec["max_count"], 1), dtype=np.int64)
-    return SecureScorer(channel, role, schema, codes, spec["max_count"], config, Ledger(role),
-                        _phase_labeller(channel, spec["mode"]))  # fmt: skip
+    return SecureScorer(
+        channel,
+        role,
+        schema,
+        codes,
+        spec["max_count"],
+        config,
+        Ledger(role),
+        _phase_labeller(channel, spec["mode"]),
+    )
 
 
 def _ln_outcome(scorer, channel, seconds: float, cpu_seconds: float) -> dict[str, Any]:
@@ -224,7 +292,9 @@ def _ln_outcome(scorer, channel, seconds: float, cpu_seconds: float) -> dict[str
     }
 
 
-def _ln_party_process(role: str, spec: dict, share: np.ndarray, shifts, connection, report, parent_pid: int) -> None:
+def _ln_party_process(
+    role: str, spec: dict, share: np.ndarray, shifts, connection, report, parent_pid: int
+) -> None:
     """One party of ``bench ln --parties processes``: its scorer over a pipe (and the link
     model's direction it sends on), a one-message start signal so that both clocks start
     together, then its terms; reports counters and traffic."""
@@ -246,7 +316,9 @@ def _ln_party_process(role: str, spec: dict, share: np.ndarray, shifts, connecti
             channel.stats.section = f"{spec['mode']}: setup"
             started, cpu = time.perf_counter(), time.process_time()
             scorer.terms(share, shifts)
-            outcome = _ln_outcome(scorer, channel, time.perf_counter() - started, time.process_time() - cpu)
+            outcome = _ln_outcome(
+                scorer, channel, time.perf_counter() - started, time.process_time() - cpu
+            )
             report.send({"role": role, **outcome})
         finally:
             scorer.tables.close()
@@ -260,13 +332,15 @@ def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[
     import multiprocessing
     import os
 
-
     context = multiprocessing.get_context("spawn")
     alice_end, bob_end = context.Pipe(duplex=True)
     report_in, report_out = context.Pipe(duplex=False)
     processes = [
-        context.Process(target=_ln_party_process, name=f"ppbn-{role}",
-                        args=(role, spec, shares[role], shifts, end, report_out, os.getpid()))  # fmt: skip
+        context.Process(
+            target=_ln_party_process,
+            name=f"ppbn-{role}",
+            args=(role, spec, shares[role], shifts, end, report_out, os.getpid()),
+        )
         for role, end in (("alice", alice_end), ("bob", bob_end))
     ]
     for process in processes:
@@ -278,8 +352,14 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
     from ppbn.lab.shaper import parse_link, shaped_memory_pair
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
 
-    pair = memory_channel_pair(timeout_s=600) if not spec["link"] else shaped_memory_pair(parse_link(spec["link"]), timeout_s=600)[0]
-    scorers = {role: _ln_scorer(role, end, spec) for role, end in zip(("alice", "bob"), pair, strict=True)}
+    pair = (
+        memory_channel_pair(timeout_s=600)
+        if not spec["link"]
+        else shaped_memory_pair(parse_link(spec["link"]), timeout_s=600)[0]
+    )
+    scorers = {
+        role: _ln_scorer(role, end, spec) for role, end in zip(("alice", "bob"), pair, strict=True)
+    }
     cpu: dict[str, float] = {}
 
     def party(role: str):
@@ -297,7 +377,10 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
     finally:
         for scorer in scorers.values():
             scorer.tables.close()
-    return {role: _ln_outcome(scorers[role], end, seconds, cpu[role]) for role, end in zip(("alice", "bob"), pair, strict=True)}
+    return {
+        role: _ln_outcome(scorers[role], end, seconds, cpu[role])
+        for role, end in zip(("alice", "bob"), pair, strict=True)
+    }
 
 
 def _bench_ln(args: argparse.Namespace) -> int:
@@ -323,26 +406,32 @@ def _bench_ln(args: argparse.Namespace) -> int:
     for mode in args.modes.split(","):
         if mode not in SCORE_MODES:
             raise UserError(f"--modes: unknown score mode {mode!r}")
-        shifts = [DEFAULT_ESS / 4] * args.count if mode == "bdeu" else None  # a_jk of a binary child, q = 2
+        shifts = (
+            [DEFAULT_ESS / 4] * args.count if mode == "bdeu" else None
+        )  # a_jk of a binary child, q = 2
         parties = run(_ln_spec(args, mode, gc_below, ot_below), shares, shifts)
         alice, bob = parties["alice"], parties["bob"]
         seconds = max(alice["seconds"], bob["seconds"])
         model = term_cost(alice["count_bits"], mode, shifts[0] if shifts else None)
-        rows.append({
-            "mode": mode,
-            "evaluations": args.count,
-            "seconds": round(seconds, 2),
-            "evaluations_per_s": round(args.count / seconds),
-            "bytes_per_evaluation": round((alice["stats"]["bytes_sent"] + bob["stats"]["bytes_sent"]) / args.count),
-            "model_bytes_per_evaluation": round(model.total),
-            "and_gates_per_evaluation": round(alice["and_gates"] / args.count),
-            "ots_per_evaluation": round(bob["ots"] / args.count),
-            "bytes_alice_to_bob": alice["stats"]["bytes_sent"],
-            "bytes_bob_to_alice": alice["stats"]["bytes_received"],
-            "rounds": alice["stats"]["rounds"],
-            "alice_cpu_seconds": round(alice["cpu_seconds"], 3),
-            "bob_cpu_seconds": round(bob["cpu_seconds"], 3),
-        })  # fmt: skip
+        rows.append(
+            {
+                "mode": mode,
+                "evaluations": args.count,
+                "seconds": round(seconds, 2),
+                "evaluations_per_s": round(args.count / seconds),
+                "bytes_per_evaluation": round(
+                    (alice["stats"]["bytes_sent"] + bob["stats"]["bytes_sent"]) / args.count
+                ),
+                "model_bytes_per_evaluation": round(model.total),
+                "and_gates_per_evaluation": round(alice["and_gates"] / args.count),
+                "ots_per_evaluation": round(bob["ots"] / args.count),
+                "bytes_alice_to_bob": alice["stats"]["bytes_sent"],
+                "bytes_bob_to_alice": alice["stats"]["bytes_received"],
+                "rounds": alice["stats"]["rounds"],
+                "alice_cpu_seconds": round(alice["cpu_seconds"], 3),
+                "bob_cpu_seconds": round(bob["cpu_seconds"], 3),
+            }
+        )
         kinds = breakdown_rows(alice["breakdown"])
         for row in kinds:
             row["bytes_per_evaluation"] = round(row["total"] / args.count, 1)
@@ -355,9 +444,14 @@ def _bench_ln(args: argparse.Namespace) -> int:
     }[args.parties]
     report = {
         "what": "batched secure ln x and x ln x terms (normalisation circuit, OT lookups, share series)",
-        "transport": transport + (f", each message delayed by the link model {link.text}" if link else ""),
-        "executor": {"kind": args.executor, "workers": args.workers, "gc_inline_below": gc_below,
-                     "ot_inline_below": ot_below},  # fmt: skip
+        "transport": transport
+        + (f", each message delayed by the link model {link.text}" if link else ""),
+        "executor": {
+            "kind": args.executor,
+            "workers": args.workers,
+            "gc_inline_below": gc_below,
+            "ot_inline_below": ot_below,
+        },
         **({"link": link.as_dict()} if link else {}),
         "max_count": args.max_count,
         "modes": rows,
@@ -372,7 +466,7 @@ def _phase_labeller(channel, mode: str):
 
     def progress(label: str, done: int, total: int) -> None:
         if label.startswith("phase "):
-            channel.stats.section = f"{mode}: {label[len('phase '):]}"
+            channel.stats.section = f"{mode}: {label[len('phase ') :]}"
 
     return progress
 
@@ -392,28 +486,42 @@ def _print(report: dict[str, Any], fmt: str) -> None:
         for row in report["modes"]:
             table.add_row(*(f"{v:,}" if isinstance(v, int) else str(v) for v in row.values()))
         console.print(table)
-        _print_breakdown(console, report["bytes_by_mode_and_kind"], "bytes by score mode and message kind")
+        _print_breakdown(
+            console, report["bytes_by_mode_and_kind"], "bytes by score mode and message kind"
+        )
         return
-    table = Table(title=f"ppbn bench k2: {report['network']}, {report['records']:,} records, u = {report['max_parents']}, {report['score']}")
+    table = Table(
+        title=f"ppbn bench k2: {report['network']}, {report['records']:,} records, u = {report['max_parents']}, {report['score']}"
+    )
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in report.items():
         if key in ("network", "records", "max_parents", "score", "bytes_by_phase_and_kind"):
             continue
-        text = json.dumps(value) if isinstance(value, dict) else (f"{value:,}" if isinstance(value, int) else str(value))
+        text = (
+            json.dumps(value)
+            if isinstance(value, dict)
+            else (f"{value:,}" if isinstance(value, int) else str(value))
+        )
         table.add_row(key.replace("_", " "), text)
     console.print(table)
-    _print_breakdown(console, report["bytes_by_phase_and_kind"], "bytes by phase and message kind (top 15)", 15)
+    _print_breakdown(
+        console, report["bytes_by_phase_and_kind"], "bytes by phase and message kind (top 15)", 15
+    )
 
 
-def _print_breakdown(console, rows: list[dict[str, Any]], title: str, top: int | None = None) -> None:
+def _print_breakdown(
+    console, rows: list[dict[str, Any]], title: str, top: int | None = None
+) -> None:
     from rich.table import Table
 
     if not rows:
         return
     table = Table(title=title)
     for key in rows[0]:
-        table.add_column(key.replace("_", " "), justify="left" if key in ("phase", "kind") else "right")
+        table.add_column(
+            key.replace("_", " "), justify="left" if key in ("phase", "kind") else "right"
+        )
     for row in rows[:top]:
         table.add_row(*(f"{v:,}" if isinstance(v, int) else str(v) for v in row.values()))
     console.print(table)
@@ -428,17 +536,34 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "(next to the paper's per-alpha method on the same families).",
     )
     add_learn_run_options(k2)
-    k2.add_argument("--search", choices=SEARCHES, default="k2",
-                    help="k2 (schema order; the default) or hc: private hill climbing, no order")  # fmt: skip
+    k2.add_argument(
+        "--search",
+        choices=SEARCHES,
+        default="k2",
+        help="k2 (schema order; the default) or hc: private hill climbing, no order",
+    )
     add_hc_options(k2)
-    k2.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072),
-                    help="Paillier key size (1024 only for quick checks; default 2048)")  # fmt: skip
-    k2.add_argument("--timeout", type=positive_float, default=600.0, help="daemons' peer timeout in seconds")
-    k2.add_argument("--check-reference", action="store_true",
-                    help="also learn the non-private reference and compare (exit 1 when they differ)")  # fmt: skip
+    k2.add_argument(
+        "--key-bits",
+        type=int,
+        default=2048,
+        choices=(1024, 2048, 3072),
+        help="Paillier key size (1024 only for quick checks; default 2048)",
+    )
+    k2.add_argument(
+        "--timeout", type=positive_float, default=600.0, help="daemons' peer timeout in seconds"
+    )
+    k2.add_argument(
+        "--check-reference",
+        action="store_true",
+        help="also learn the non-private reference and compare (exit 1 when they differ)",
+    )
     k2.add_argument("--format", choices=("table", "json"), default="table")
-    k2.add_argument("--link", metavar="RATE[/RTT]",
-                    help="route the daemons through ppbn's shaping relay: e.g. 100mbit/20ms, 1gbit (kbit, mbit, gbit; ms, s)")  # fmt: skip
+    k2.add_argument(
+        "--link",
+        metavar="RATE[/RTT]",
+        help="route the daemons through ppbn's shaping relay: e.g. 100mbit/20ms, 1gbit (kbit, mbit, gbit; ms, s)",
+    )
     add_missing_options(k2, rate=True)
     add_alignment_options(k2)
     add_pair_policy_options(k2)
@@ -453,23 +578,55 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "process over the in-memory channel); reports evaluations per second, bytes, rounds "
         "and each party's CPU seconds.",
     )
-    ln.add_argument("--count", type=positive_int, default=20000, help="evaluations per mode (default 20000)")
-    ln.add_argument("--max-count", type=positive_int, default=20000, help="counts are uniform in [0, max] (default 20000)")
-    ln.add_argument("--modes", default="yw,exact", help="comma list of score modes (default yw,exact)")
+    ln.add_argument(
+        "--count", type=positive_int, default=20000, help="evaluations per mode (default 20000)"
+    )
+    ln.add_argument(
+        "--max-count",
+        type=positive_int,
+        default=20000,
+        help="counts are uniform in [0, max] (default 20000)",
+    )
+    ln.add_argument(
+        "--modes", default="yw,exact", help="comma list of score modes (default yw,exact)"
+    )
     ln.add_argument("--seed", type=non_negative_int, default=1)
-    ln.add_argument("--parties", choices=("processes", "threads"), default="processes",
-                    help="processes: each party its own process, as two daemons are (default); threads: "
-                    "both in this process, sharing one interpreter lock (the figures before issue 12's "
-                    "last session)")  # fmt: skip
+    ln.add_argument(
+        "--parties",
+        choices=("processes", "threads"),
+        default="processes",
+        help="processes: each party its own process, as two daemons are (default); threads: "
+        "both in this process, sharing one interpreter lock (the figures before issue 12's "
+        "last session)",
+    )
     ln.add_argument("--format", choices=("table", "json"), default="table")
-    ln.add_argument("--link", metavar="RATE[/RTT]",
-                    help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip
-    ln.add_argument("--executor", choices=("local", "inline"), default="local",
-                    help="where each party's garbling, evaluation and OT-extension blocks run: its own "
-                    "process pool (the default, as a daemon's) or its job thread")  # fmt: skip
-    ln.add_argument("--workers", type=int_in(1, MAX_WORKERS), help="worker processes of each party's pool (default: one per core)")
-    ln.add_argument("--gc-inline-below", type=non_negative_int, metavar="N",
-                    help="garbled runs of fewer AND gates x instances stay inline (default: yao.GC_INLINE_BELOW)")  # fmt: skip
-    ln.add_argument("--ot-inline-below", type=non_negative_int, metavar="N",
-                    help="OT-extension calls of fewer OTs stay inline (default: ot.OT_INLINE_BELOW)")  # fmt: skip
+    ln.add_argument(
+        "--link",
+        metavar="RATE[/RTT]",
+        help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms",
+    )
+    ln.add_argument(
+        "--executor",
+        choices=("local", "inline"),
+        default="local",
+        help="where each party's garbling, evaluation and OT-extension blocks run: its own "
+        "process pool (the default, as a daemon's) or its job thread",
+    )
+    ln.add_argument(
+        "--workers",
+        type=int_in(1, MAX_WORKERS),
+        help="worker processes of each party's pool (default: one per core)",
+    )
+    ln.add_argument(
+        "--gc-inline-below",
+        type=non_negative_int,
+        metavar="N",
+        help="garbled runs of fewer AND gates x instances stay inline (default: yao.GC_INLINE_BELOW)",
+    )
+    ln.add_argument(
+        "--ot-inline-below",
+        type=non_negative_int,
+        metavar="N",
+        help="OT-extension calls of fewer OTs stay inline (default: ot.OT_INLINE_BELOW)",
+    )
     ln.set_defaults(func=_bench_ln)

@@ -43,29 +43,46 @@ def order_sensitivity(
     net = load_network(network)
     codes = sample(net, records, seed)
     truth = {v: tuple(net.parents[v]) for v in net.names}
-    judge = CountsOracle(joined_count_fn(net.names, net.states, codes), score, n_records=records, ess=ess)
+    judge = CountsOracle(
+        joined_count_fn(net.names, net.states, codes), score, n_records=records, ess=ess
+    )
     rng = np.random.default_rng(seed + 1)
-    runs: list[tuple[str, str, tuple[str, ...] | None]] = [("k2", "topological", tuple(net.topological_order()))]
-    runs += [("k2", f"random {i + 1}", tuple(rng.permutation(np.array(net.names, dtype=object)))) for i in range(orders)]
+    runs: list[tuple[str, str, tuple[str, ...] | None]] = [
+        ("k2", "topological", tuple(net.topological_order()))
+    ]
+    runs += [
+        ("k2", f"random {i + 1}", tuple(rng.permutation(np.array(net.names, dtype=object))))
+        for i in range(orders)
+    ]
     runs.append(("hc", "none (empty start)", None))
     rows = []
     for search, label, order in runs:
         start = time.perf_counter()
         learned = learn_reference(
-            net.names, net.states, codes, max_parents, score, tau, order, search=search, ess=ess,
+            net.names,
+            net.states,
+            codes,
+            max_parents,
+            score,
+            tau,
+            order,
+            search=search,
+            ess=ess,
             hc=None if search == "k2" else _hc(tabu),
-        )  # fmt: skip
+        )
         wall = time.perf_counter() - start
         parents = learned.search.parents
-        rows.append({
-            "search": search,
-            "order": label,
-            "shd": structural_hamming_distance(parents, truth),
-            "edges": sum(len(ps) for ps in parents.values()),
-            "score": sum(judge.score(v, tuple(parents[v])) for v in net.names),
-            "wall_s": wall,
-            **({"moves": len(learned.search.moves)} if search == "hc" else {}),
-        })  # fmt: skip
+        rows.append(
+            {
+                "search": search,
+                "order": label,
+                "shd": structural_hamming_distance(parents, truth),
+                "edges": sum(len(ps) for ps in parents.values()),
+                "score": sum(judge.score(v, tuple(parents[v])) for v in net.names),
+                "wall_s": wall,
+                **({"moves": len(learned.search.moves)} if search == "hc" else {}),
+            }
+        )
     k2_random = [r["shd"] for r in rows if r["search"] == "k2" and r["order"].startswith("random")]
     return {
         "network": network,
@@ -102,8 +119,15 @@ def plot(result: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     runs = result["runs"]
-    labels = [("hc" if r["search"] == "hc" else "K2 " + r["order"].replace("random ", "r")) for r in runs]
-    colors = ["tab:green" if r["search"] == "hc" else ("tab:blue" if r["order"] == "topological" else "tab:gray") for r in runs]
+    labels = [
+        ("hc" if r["search"] == "hc" else "K2 " + r["order"].replace("random ", "r")) for r in runs
+    ]
+    colors = [
+        "tab:green"
+        if r["search"] == "hc"
+        else ("tab:blue" if r["order"] == "topological" else "tab:gray")
+        for r in runs
+    ]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(runs)), 3.6))
     ax.bar(range(len(runs)), [r["shd"] for r in runs], color=colors)
     ax.set_xticks(range(len(runs)), labels, rotation=45, ha="right")
@@ -125,7 +149,15 @@ def _bench_order(args: argparse.Namespace) -> int:
     if args.orders < 0 or args.records < 1 or args.max_parents < 0:
         raise UserError("--orders must be >= 0, --records >= 1 and --max-parents >= 0")
     result = order_sensitivity(
-        args.network, args.records, args.orders, args.score, args.max_parents, args.seed, args.tau, args.tabu, args.ess
+        args.network,
+        args.records,
+        args.orders,
+        args.score,
+        args.max_parents,
+        args.seed,
+        args.tau,
+        args.tabu,
+        args.ess,
     )
     if args.plot:
         plot(result, args.plot)
@@ -140,12 +172,25 @@ def _bench_order(args: argparse.Namespace) -> int:
         title=f"{args.network}, {args.records} records, seed {args.seed}, score {args.score}, "
         f"u={args.max_parents}, tau {args.tau:g}: SHD to the true network ({result['true_edges']} edges)"
     )
-    for column, justify in (("search", "left"), ("order", "left"), ("SHD", "right"), ("edges", "right"),
-                            ("total score", "right"), ("wall s", "right")):  # fmt: skip
+    for column, justify in (
+        ("search", "left"),
+        ("order", "left"),
+        ("SHD", "right"),
+        ("edges", "right"),
+        ("total score", "right"),
+        ("wall s", "right"),
+    ):
         table.add_column(column, justify=justify)
     for r in result["runs"]:
         extra = f" ({r['moves']} moves)" if "moves" in r else ""
-        table.add_row(r["search"], r["order"] + extra, str(r["shd"]), str(r["edges"]), f"{r['score']:.1f}", f"{r['wall_s']:.2f}")
+        table.add_row(
+            r["search"],
+            r["order"] + extra,
+            str(r["shd"]),
+            str(r["edges"]),
+            f"{r['score']:.1f}",
+            f"{r['wall_s']:.2f}",
+        )
     Console().print(table)
     s = result["summary"]
     if s["k2_random_shd_min"] is not None:
@@ -167,14 +212,35 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "each result's structural Hamming distance to the true network, total score and wall time.",
     )
     parser.add_argument("--network", required=True, help="a bundled network, e.g. alarm")
-    parser.add_argument("--records", type=positive_int, default=20000, help="records to sample (default 20000)")
-    parser.add_argument("--orders", type=positive_int, default=10, help="random K2 orders (default 10)")
-    parser.add_argument("--score", choices=SCORE_MODES, default="bic", help="score mode (default bic)")
-    parser.add_argument("--max-parents", type=non_negative_int, default=3, help="parent limit (default 3)")
-    parser.add_argument("--tau", type=float, default=DEFAULT_TAU, help=f"tolerance (default {DEFAULT_TAU:g})")
-    parser.add_argument("--tabu", type=non_negative_int, default=DEFAULT_TABU, help=f"hc tabu length (default {DEFAULT_TABU})")
-    parser.add_argument("--ess", type=float, default=DEFAULT_ESS, help=f"BDeu ess (default {DEFAULT_ESS:g})")
-    parser.add_argument("--seed", type=non_negative_int, default=7, help="sampling and order seed (default 7)")
-    parser.add_argument("--plot", metavar="FILE.png", help="also draw the SHD of each run (matplotlib)")
+    parser.add_argument(
+        "--records", type=positive_int, default=20000, help="records to sample (default 20000)"
+    )
+    parser.add_argument(
+        "--orders", type=positive_int, default=10, help="random K2 orders (default 10)"
+    )
+    parser.add_argument(
+        "--score", choices=SCORE_MODES, default="bic", help="score mode (default bic)"
+    )
+    parser.add_argument(
+        "--max-parents", type=non_negative_int, default=3, help="parent limit (default 3)"
+    )
+    parser.add_argument(
+        "--tau", type=float, default=DEFAULT_TAU, help=f"tolerance (default {DEFAULT_TAU:g})"
+    )
+    parser.add_argument(
+        "--tabu",
+        type=non_negative_int,
+        default=DEFAULT_TABU,
+        help=f"hc tabu length (default {DEFAULT_TABU})",
+    )
+    parser.add_argument(
+        "--ess", type=float, default=DEFAULT_ESS, help=f"BDeu ess (default {DEFAULT_ESS:g})"
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=7, help="sampling and order seed (default 7)"
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="also draw the SHD of each run (matplotlib)"
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_bench_order)

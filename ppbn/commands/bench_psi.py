@@ -23,7 +23,9 @@ from ppbn.commands._bench_common import collect_reports, peak_rss_mib, print_tab
 from ppbn.commands._options import non_negative_int, positive_int
 from ppbn.errors import UserError
 
-OPENMINED_HINT = "openmined-psi is not installed: pip install 'ppbn[bench]' to compare with its ECDH PSI"
+OPENMINED_HINT = (
+    "openmined-psi is not installed: pip install 'ppbn[bench]' to compare with its ECDH PSI"
+)
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -35,7 +37,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "time, bytes, rounds and a correctness check. If openmined-psi is installed, run the "
         "same sets through its ECDH PSI in the same run and print the speed ratio.",
     )
-    psi.add_argument("--size", type=positive_int, default=100_000, help="ids on each side (default 100000)")
+    psi.add_argument(
+        "--size", type=positive_int, default=100_000, help="ids on each side (default 100000)"
+    )
     psi.add_argument("--overlap", type=float, default=0.5, help="shared fraction (default 0.5)")
     psi.add_argument("--seed", type=non_negative_int, default=7)
     psi.add_argument("--no-openmined", action="store_true", help="skip the openmined-psi run")
@@ -56,7 +60,9 @@ def _digest(ids: list[str]) -> str:
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()
 
 
-def _party(role: str, spec: dict, connection: Connection, report: Connection, barrier, parent_pid: int) -> None:
+def _party(
+    role: str, spec: dict, connection: Connection, report: Connection, barrier, parent_pid: int
+) -> None:
     """One party process: build its ids, wait for the peer, run the PSI, report."""
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
@@ -71,7 +77,10 @@ def _party(role: str, spec: dict, connection: Connection, report: Connection, ba
         barrier.wait(timeout=600)
         start, cpu = time.perf_counter(), time.process_time()
         result = align_records(
-            channel, role, ids, spec["key"],
+            channel,
+            role,
+            ids,
+            spec["key"],
             progress=lambda msg: phases.append((round(time.perf_counter() - start, 3), msg)),
         )
         wall = time.perf_counter() - start
@@ -105,7 +114,9 @@ def _run_ppbn(size: int, shared: int, seed: int) -> dict:
     spec = {"size": size, "shared": shared, "seed": seed, "key": os.urandom(32)}
     processes = [
         context.Process(
-            target=_party, args=(role, spec, end, report_out, barrier, os.getpid()), name=f"ppbn-psi-{role}"
+            target=_party,
+            args=(role, spec, end, report_out, barrier, os.getpid()),
+            name=f"ppbn-psi-{role}",
         )
         for role, end in (("alice", alice_end), ("bob", bob_end))
     ]
@@ -185,7 +196,9 @@ def _bench_psi(args: argparse.Namespace) -> int:
         "intersection": a["size"],
         "expected": shared,
         "correct": correct,
-        "parties": {r: {k: v for k, v in reports[r].items() if k != "role"} for r in ("alice", "bob")},
+        "parties": {
+            r: {k: v for k, v in reports[r].items() if k != "role"} for r in ("alice", "bob")
+        },
     }
     om = None if args.no_openmined else _run_openmined(args.size, shared, args.seed)
     result = {
@@ -207,18 +220,48 @@ def _bench_psi(args: argparse.Namespace) -> int:
         return f"{x / 1e6:,.1f} MB"
 
     rows = [
-        ("wall time (both parties, concurrent)", f"{wall:.2f} s",
-         f"{om['critical_path_s']:.2f} s ({om['wall_s']:.2f} s one step after another)" if om else ""),
-        ("bytes alice -> bob", mb(ours["bytes_alice_to_bob"]), mb(om["bytes_alice_to_bob"]) if om else ""),
-        ("bytes bob -> alice", mb(ours["bytes_bob_to_alice"]), mb(om["bytes_bob_to_alice"]) if om else ""),
-        ("messages / rounds", f"{ours['messages']} / {ours['rounds']}", "3 messages / 2 rounds" if om else ""),
-        ("CPU time alice / bob (independent of other load)", f"{a['cpu_s']:.2f} / {b['cpu_s']:.2f} s", ""),
-        ("ids per second per side", f"{ours['ids_per_s_per_side']:,}",
-         f"{round(args.size / om['critical_path_s']):,}" if om else ""),
-        ("intersection (expected)", f"{a['size']:,} ({shared:,})",
-         f"{om['size']:,} ({shared:,})" if om else ""),
-        ("correct (same ids, same order on both sides)", "yes" if correct else "NO",
-         ("yes" if om["correct"] else "NO") if om else ""),
+        (
+            "wall time (both parties, concurrent)",
+            f"{wall:.2f} s",
+            f"{om['critical_path_s']:.2f} s ({om['wall_s']:.2f} s one step after another)"
+            if om
+            else "",
+        ),
+        (
+            "bytes alice -> bob",
+            mb(ours["bytes_alice_to_bob"]),
+            mb(om["bytes_alice_to_bob"]) if om else "",
+        ),
+        (
+            "bytes bob -> alice",
+            mb(ours["bytes_bob_to_alice"]),
+            mb(om["bytes_bob_to_alice"]) if om else "",
+        ),
+        (
+            "messages / rounds",
+            f"{ours['messages']} / {ours['rounds']}",
+            "3 messages / 2 rounds" if om else "",
+        ),
+        (
+            "CPU time alice / bob (independent of other load)",
+            f"{a['cpu_s']:.2f} / {b['cpu_s']:.2f} s",
+            "",
+        ),
+        (
+            "ids per second per side",
+            f"{ours['ids_per_s_per_side']:,}",
+            f"{round(args.size / om['critical_path_s']):,}" if om else "",
+        ),
+        (
+            "intersection (expected)",
+            f"{a['size']:,} ({shared:,})",
+            f"{om['size']:,} ({shared:,})" if om else "",
+        ),
+        (
+            "correct (same ids, same order on both sides)",
+            "yes" if correct else "NO",
+            ("yes" if om["correct"] else "NO") if om else "",
+        ),
         ("peak RSS alice / bob", f"{a['peak_rss_mib']} / {b['peak_rss_mib']} MiB", ""),
     ]
     title = (

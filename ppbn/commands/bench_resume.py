@@ -34,7 +34,13 @@ def _network(pair: Any, job_id: str) -> dict[str, Any]:
 def _same_network(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float]:
     """Same edges in the same order, and the largest CPT difference."""
     diff = max(
-        float(np.max(np.abs(np.array(a["parameters"][v]["table"]) - np.array(b["parameters"][v]["table"]))))
+        float(
+            np.max(
+                np.abs(
+                    np.array(a["parameters"][v]["table"]) - np.array(b["parameters"][v]["table"])
+                )
+            )
+        )
         for v in a["parameters"]
     )
     return a["edges"] == b["edges"], diff
@@ -54,11 +60,22 @@ def _bench_resume(args: argparse.Namespace) -> int:
     try:
         make_dataset(args.network, args.records, args.seed, work / "data")
         make_local_pki(work / "certs", PARTY_ROLES)
-        files = PairFiles(work / "data" / "schema.json",
-                          {r: work / "data" / f"{r}.csv" for r in PARTY_ROLES}, work / "certs", work)  # fmt: skip
-        params = {"max_parents": args.max_parents, "score": args.score, "tau": args.tau, "key_bits": args.key_bits}
+        files = PairFiles(
+            work / "data" / "schema.json",
+            {r: work / "data" / f"{r}.csv" for r in PARTY_ROLES},
+            work / "certs",
+            work,
+        )
+        params = {
+            "max_parents": args.max_parents,
+            "score": args.score,
+            "tau": args.tau,
+            "key_bits": args.key_bits,
+        }
         with LocalPair(files, args.timeout) as pair, pair.client("alice") as client:
-            say(f"uninterrupted run: {args.network}, {args.records:,} records, u = {args.max_parents}")
+            say(
+                f"uninterrupted run: {args.network}, {args.records:,} records, u = {args.max_parents}"
+            )
             started = time.perf_counter()
             full_id = client.start("learn", params)
             full = client.wait(full_id)
@@ -70,7 +87,9 @@ def _bench_resume(args: argparse.Namespace) -> int:
             job_id = client.start("learn", params)
             while time.perf_counter() - started < args.kill_at * full_s:
                 if client.status(job_id).state != JobInfo.RUNNING:
-                    raise UserError("the second run ended before the kill (a loaded machine varies run times): try a lower --kill-at")
+                    raise UserError(
+                        "the second run ended before the kill (a loaded machine varies run times): try a lower --kill-at"
+                    )
                 time.sleep(POLL_S)
             killed_at_s = time.perf_counter() - started
             pair.kill("bob")
@@ -79,7 +98,9 @@ def _bench_resume(args: argparse.Namespace) -> int:
             detected_s = time.perf_counter() - killed
             if failed.state != "FAILED":
                 raise UserError(f"the killed run ended {failed.state}, not FAILED")
-            say(f"  killed at {killed_at_s:.1f} s; alice reported it after {detected_s:.1f} s: {failed.error}")
+            say(
+                f"  killed at {killed_at_s:.1f} s; alice reported it after {detected_s:.1f} s: {failed.error}"
+            )
             started = time.perf_counter()
             pair.restart("bob")
             restart_s = time.perf_counter() - started
@@ -111,8 +132,12 @@ def _bench_resume(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         say(f"  restart {restart_s:.1f} s; resumed run {resume_s:.1f} s")
-        say(f"saved against a rerun from the start: {full_s - resume_s:.1f} s ({report['saved_vs_rerun_share']:.0%})")
-        say(f"resumed result equals the uninterrupted one: edges {same_edges}, largest CPT difference {cpt_diff:.2e}")
+        say(
+            f"saved against a rerun from the start: {full_s - resume_s:.1f} s ({report['saved_vs_rerun_share']:.0%})"
+        )
+        say(
+            f"resumed result equals the uninterrupted one: edges {same_edges}, largest CPT difference {cpt_diff:.2e}"
+        )
     return 0 if same_edges and cpt_diff < 1e-9 else 1
 
 
@@ -125,9 +150,24 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "report the time saved against a rerun and check the resumed result.",
     )
     add_learn_run_options(parser)
-    parser.add_argument("--key-bits", type=int, default=2048, choices=(2048, 3072), help="Paillier key size (default 2048)")
-    parser.add_argument("--kill-at", type=float, default=0.75,
-                        help="share of the uninterrupted wall time at which bob is killed (default 0.75)")  # fmt: skip
-    parser.add_argument("--timeout", type=positive_float, default=300.0, help="daemons' peer timeout in seconds (default 300)")
+    parser.add_argument(
+        "--key-bits",
+        type=int,
+        default=2048,
+        choices=(2048, 3072),
+        help="Paillier key size (default 2048)",
+    )
+    parser.add_argument(
+        "--kill-at",
+        type=float,
+        default=0.75,
+        help="share of the uninterrupted wall time at which bob is killed (default 0.75)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=300.0,
+        help="daemons' peer timeout in seconds (default 300)",
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_bench_resume)

@@ -43,8 +43,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "the public-key-only fast path, with precomputed randomizers, and with phe's encrypt.",
     )
     paillier.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
-    paillier.add_argument("--count", type=positive_int, default=600, help="fast encryptions to time (default 600)")
-    paillier.add_argument("--phe-count", type=positive_int, default=60, help="phe encryptions to time (default 60)")
+    paillier.add_argument(
+        "--count", type=positive_int, default=600, help="fast encryptions to time (default 600)"
+    )
+    paillier.add_argument(
+        "--phe-count", type=positive_int, default=60, help="phe encryptions to time (default 60)"
+    )
     paillier.add_argument("--format", choices=("table", "json"), default="table")
     paillier.set_defaults(func=_bench_paillier)
 
@@ -61,17 +65,23 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     tables.add_argument("--records", type=positive_int, required=True)
     tables.add_argument("--max-family", type=positive_int, default=3)
     tables.add_argument("--seed", type=non_negative_int, default=7)
-    tables.add_argument("--split", default="alternate", help="alternate, halves or a JSON owner map")
+    tables.add_argument(
+        "--split", default="alternate", help="alternate, halves or a JSON owner map"
+    )
     tables.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
     tables.add_argument("--chunk-size", type=positive_int, default=4096)
     add_executor_options(tables, "each party's")
     tables.add_argument(
-        "--precompute", action="store_true",
+        "--precompute",
+        action="store_true",
         help="precompute one randomizer per record before the job (reported as setup time)",
     )
     tables.add_argument("--format", choices=("table", "json"), default="table")
-    tables.add_argument("--link", metavar="RATE[/RTT]",
-                        help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms")  # fmt: skip
+    tables.add_argument(
+        "--link",
+        metavar="RATE[/RTT]",
+        help="delay each message as a link of that rate and round-trip time would: e.g. 100mbit/20ms",
+    )
     tables.set_defaults(func=_bench_tables)
 
     cost = bench.add_parser(
@@ -89,12 +99,15 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     cost.add_argument("--split", default="alternate", help="alternate, halves or a JSON owner map")
     cost.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
     cost.add_argument("--chunk-size", type=positive_int, default=4096)
-    cost.add_argument("--repeat", type=positive_int, default=3, help="chunks timed per task (median; default 3)")
     cost.add_argument(
-        "--executor", choices=("local", "ray"),
+        "--repeat", type=positive_int, default=3, help="chunks timed per task (median; default 3)"
+    )
+    cost.add_argument(
+        "--executor",
+        choices=("local", "ray"),
         help="also time the encryption task inside a worker of this executor (2 workers), to "
         "see what the executor adds to a task's CPU",
-    )  # fmt: skip
+    )
     cost.add_argument("--format", choices=("table", "json"), default="table")
     cost.set_defaults(func=_bench_chunk_cost)
 
@@ -162,10 +175,22 @@ def _bench_paillier(args: argparse.Namespace) -> int:
         [
             ("phe encrypt", f"{phe_ms:.3f} ms", "1x"),
             ("ppbn fast path (key owner, CRT)", f"{ppbn_ms:.4f} ms", f"{result['ratio']}x"),
-            ("ppbn fast path (public key only)", f"{public_ms:.4f} ms", f"{result['ratio_public_key_only']}x"),
-            ("ppbn with precomputed randomizers", f"{pooled_ms:.4f} ms", f"{result['ratio_precomputed']}x"),
+            (
+                "ppbn fast path (public key only)",
+                f"{public_ms:.4f} ms",
+                f"{result['ratio_public_key_only']}x",
+            ),
+            (
+                "ppbn with precomputed randomizers",
+                f"{pooled_ms:.4f} ms",
+                f"{result['ratio_precomputed']}x",
+            ),
             ("fixed-base table setup (once per key)", f"{setup_s:.2f} s", ""),
-            ("short exponent", f"{result['exponent_bits']} bits, windows of {fast.window_bits}", ""),
+            (
+                "short exponent",
+                f"{result['exponent_bits']} bits, windows of {fast.window_bits}",
+                "",
+            ),
         ],
         ("what", "time", "speed-up over phe"),
     )
@@ -238,9 +263,13 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
     column = {name: i for i, name in enumerate(net.names)}
     codes = {r: full[:, [column[v.name] for v in schema.owned_by(r)]] for r in ("alice", "bob")}
     config = TablesConfig(key_bits=args.key_bits, chunk_size=args.chunk_size)
-    encrypter, positions, labels, sizes = chunk_inputs(schema, codes, families, config, MODEL_RECORDS[0])
+    encrypter, positions, labels, sizes = chunk_inputs(
+        schema, codes, families, config, MODEL_RECORDS[0]
+    )
     # both parties' chunk inputs (positions, labels), counted in full against each party's thread
-    inputs_s = _cpu_seconds(lambda: chunk_inputs(schema, codes, families, config, MODEL_RECORDS[0]), args.repeat)
+    inputs_s = _cpu_seconds(
+        lambda: chunk_inputs(schema, codes, families, config, MODEL_RECORDS[0]), args.repeat
+    )
     keys = KeyPair.generate(args.key_bits)
     encryptor = FastEncryptor(keys.public, factors=(int(keys.private.p), int(keys.private.q)))
     remember_encryptor(encryptor)
@@ -250,17 +279,30 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
     task_args = (encryptor.spec, positions, seed, b"")
     costs = {
         "encrypt_s": _cpu_seconds(lambda: encrypt_bit_rows(*task_args), args.repeat),
-        "multiply_s": _cpu_seconds(lambda: multiply_by_label(keys.public.n, payload, labels, sizes), args.repeat),
-        "combine_s": _cpu_seconds(lambda: combine_products(keys.public.n, *[products] * TREE_FANIN), args.repeat)
+        "multiply_s": _cpu_seconds(
+            lambda: multiply_by_label(keys.public.n, payload, labels, sizes), args.repeat
+        ),
+        "combine_s": _cpu_seconds(
+            lambda: combine_products(keys.public.n, *[products] * TREE_FANIN), args.repeat
+        )
         / TREE_FANIN,
         # a worker task costs the party's own thread: its inputs, its arguments and result
         # pickled (Ray or a local pool) and the ciphertexts sent or received once more
-        "serial_x_s": inputs_s + _cpu_seconds(
-            lambda: (pickle.loads(pickle.dumps(task_args)), pickle.loads(pickle.dumps(payload)), bytes(payload)),
+        "serial_x_s": inputs_s
+        + _cpu_seconds(
+            lambda: (
+                pickle.loads(pickle.dumps(task_args)),
+                pickle.loads(pickle.dumps(payload)),
+                bytes(payload),
+            ),
             args.repeat,
         ),
-        "serial_y_s": inputs_s + _cpu_seconds(
-            lambda: (pickle.loads(pickle.dumps((keys.public.n, payload, labels, sizes))), bytes(payload)),
+        "serial_y_s": inputs_s
+        + _cpu_seconds(
+            lambda: (
+                pickle.loads(pickle.dumps((keys.public.n, payload, labels, sizes))),
+                bytes(payload),
+            ),
             args.repeat,
         ),
     }
@@ -271,14 +313,21 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
         check_executor_flags(args.executor, None)
         with make_executor(ExecutorSpec(args.executor, workers=2)) as executor:
             times = list(executor.map(timed_encryption, [task_args[:3]] * max(2, args.repeat)))
-        in_worker = {"executor": args.executor, "encrypt_s": round(statistics.fmean(times), 4), "samples": len(times)}
+        in_worker = {
+            "executor": args.executor,
+            "encrypt_s": round(statistics.fmean(times), 4),
+            "samples": len(times),
+        }
     parallel = {"x": costs["encrypt_s"], "y": costs["multiply_s"] + costs["combine_s"]}
     model = {}
     for records in MODEL_RECORDS:
         chunks = -(-records // args.chunk_size)
         for cores in MODEL_CORES:
             per_chunk = max(
-                parallel["x"] / cores, parallel["y"] / cores, costs["serial_x_s"], costs["serial_y_s"]
+                parallel["x"] / cores,
+                parallel["y"] / cores,
+                costs["serial_x_s"],
+                costs["serial_y_s"],
             )
             model[f"{records}/{cores}"] = round(chunks * per_chunk, 1)
     result = {
@@ -292,7 +341,9 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
         "per_chunk_cpu_s": {k: round(v, 4) for k, v in costs.items()},
         "per_record_encrypt_ms": round(costs["encrypt_s"] / args.chunk_size * 1e3, 4),
         "model_wall_s": model,
-        "serial_share": round(statistics.fmean([costs["serial_x_s"], costs["serial_y_s"]]) / parallel["x"], 4),
+        "serial_share": round(
+            statistics.fmean([costs["serial_x_s"], costs["serial_y_s"]]) / parallel["x"], 4
+        ),
         "in_worker": in_worker,
     }
     if args.format == "json":
@@ -302,7 +353,11 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
         f"Per-chunk CPU cost ({args.network}, families <= {args.max_family}, {args.key_bits}-bit keys, "
         f"{args.chunk_size} records a chunk; {encrypter} encrypts)",
         [(name, f"{value * 1e3:.1f} ms") for name, value in costs.items()]
-        + ([(f"encrypt_s in a {args.executor} worker", f"{in_worker['encrypt_s'] * 1e3:.1f} ms")] if in_worker else []),
+        + (
+            [(f"encrypt_s in a {args.executor} worker", f"{in_worker['encrypt_s'] * 1e3:.1f} ms")]
+            if in_worker
+            else []
+        ),
         ("task", "CPU per chunk"),
     )
     print_table(
@@ -335,9 +390,12 @@ def _party_process(
     try:
         schema = Schema.from_dict(spec["schema"])
         config = TablesConfig(
-            key_bits=spec["key_bits"], chunk_size=spec["chunk_size"], workers=spec["workers"],
-            executor=spec["executor"], ray_address=spec["ray_address"],
-        )  # fmt: skip
+            key_bits=spec["key_bits"],
+            chunk_size=spec["chunk_size"],
+            workers=spec["workers"],
+            executor=spec["executor"],
+            ray_address=spec["ray_address"],
+        )
         link = None
         if spec["link"]:
             other = "bob" if role == "alice" else "alice"
@@ -412,7 +470,8 @@ def _bench_tables(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     processes = [
         context.Process(
-            target=_party_process, args=(role, spec, codes[role], end, report_out, os.getpid()),
+            target=_party_process,
+            args=(role, spec, codes[role], end, report_out, os.getpid()),
             name=f"ppbn-{role}",
         )
         for role, end in (("alice", alice_end), ("bob", bob_end))
@@ -424,10 +483,20 @@ def _bench_tables(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     ours = {
         key: reports["alice"]["counters"][key] + reports["bob"]["counters"][key]
-        for key in ("encryptions", "decryptions", "ciphertext_multiplications", "public_key_operations")
+        for key in (
+            "encryptions",
+            "decryptions",
+            "ciphertext_multiplications",
+            "public_key_operations",
+        )
     }
-    ours["ciphertexts"] = reports["alice"]["counters"]["ciphertexts_sent"] + reports["bob"]["counters"]["ciphertexts_sent"]
-    ours["bytes"] = reports["alice"]["channel"]["bytes_sent"] + reports["bob"]["channel"]["bytes_sent"]
+    ours["ciphertexts"] = (
+        reports["alice"]["counters"]["ciphertexts_sent"]
+        + reports["bob"]["counters"]["ciphertexts_sent"]
+    )
+    ours["bytes"] = (
+        reports["alice"]["channel"]["bytes_sent"] + reports["bob"]["channel"]["bytes_sent"]
+    )
     paper = per_alpha_cost(schema, families, args.records, args.key_bits).as_dict()
     wall = max(r["wall_s"] for r in reports.values())
     result = {
@@ -448,9 +517,12 @@ def _bench_tables(args: argparse.Namespace) -> int:
         "ppbn": ours,
         "per_alpha": paper,
         "encryption_ratio": round(paper["encryptions"] / max(1, ours["encryptions"]), 1),
-        "public_key_operation_ratio": round(paper["public_key_operations"] / max(1, ours["public_key_operations"]), 1),
+        "public_key_operation_ratio": round(
+            paper["public_key_operations"] / max(1, ours["public_key_operations"]), 1
+        ),
         "parties": {
-            role: {k: v for k, v in reports[role].items() if k != "role"} for role in ("alice", "bob")
+            role: {k: v for k, v in reports[role].items() if k != "role"}
+            for role in ("alice", "bob")
         },
     }
     if args.format == "json":
@@ -460,20 +532,45 @@ def _bench_tables(args: argparse.Namespace) -> int:
         ("alphas (crossing cells)", "", f"{paper['alphas']:,}"),
         ("Paillier encryptions", f"{ours['encryptions']:,}", f"{paper['encryptions']:,}"),
         ("decryptions", f"{ours['decryptions']:,}", f"{paper['decryptions']:,}"),
-        ("ciphertext multiplications", f"{ours['ciphertext_multiplications']:,}", f"{paper['ciphertext_multiplications']:,}"),
-        ("public-key operations", f"{ours['public_key_operations']:,}", f"{paper['public_key_operations']:,}"),
+        (
+            "ciphertext multiplications",
+            f"{ours['ciphertext_multiplications']:,}",
+            f"{paper['ciphertext_multiplications']:,}",
+        ),
+        (
+            "public-key operations",
+            f"{ours['public_key_operations']:,}",
+            f"{paper['public_key_operations']:,}",
+        ),
         ("ciphertexts sent", f"{ours['ciphertexts']:,}", f"{paper['ciphertexts']:,}"),
         ("bytes sent", f"{ours['bytes']:,}", f"{paper['bytes']:,}"),
-        ("bytes alice -> bob / bob -> alice, rounds",
-         f"{result['bytes_alice_to_bob']:,} / {result['bytes_bob_to_alice']:,}, {result['rounds']}", ""),
-        ("set-up (keys, tables, workers, precomputed randomizers)", f"{result['setup_s']:.2f} s", ""),
-        ("protocol wall time" + (f" (link model {args.link})" if args.link else ""), f"{wall:.2f} s", "(not run)"),
+        (
+            "bytes alice -> bob / bob -> alice, rounds",
+            f"{result['bytes_alice_to_bob']:,} / {result['bytes_bob_to_alice']:,}, {result['rounds']}",
+            "",
+        ),
+        (
+            "set-up (keys, tables, workers, precomputed randomizers)",
+            f"{result['setup_s']:.2f} s",
+            "",
+        ),
+        (
+            "protocol wall time" + (f" (link model {args.link})" if args.link else ""),
+            f"{wall:.2f} s",
+            "(not run)",
+        ),
         ("elapsed, including sampling and processes", f"{elapsed:.2f} s", ""),
         ("records per second", f"{result['records_per_s']:,}", ""),
     ]
     for role in ("alice", "bob"):
         r = reports[role]
-        rows.append((f"{role} peak RSS (workers)", f"{r['peak_rss_mib']} MiB ({r['workers_peak_rss_mib']} MiB)", ""))
+        rows.append(
+            (
+                f"{role} peak RSS (workers)",
+                f"{r['peak_rss_mib']} MiB ({r['workers_peak_rss_mib']} MiB)",
+                "",
+            )
+        )
     print_table(
         f"Secure count tables: {args.network}, {args.records:,} records, {len(families)} crossing "
         f"families of <= {args.max_family} variables, {args.key_bits}-bit keys, {spec['executor']} executor "

@@ -42,8 +42,10 @@ def _ca(args: argparse.Namespace) -> int:
     until = f"{summary.not_after:%Y-%m-%d}"
     print(f"wrote {cert_path} and {key_path} (CA {summary.subject}, until {until})")
     print(f"SHA-256 fingerprint: {summary.fingerprint}")
-    print(f"give {cert_path.name} to the other party and read them this fingerprint over another "
-          f"channel; keep {key_path.name} on this host only")  # fmt: skip
+    print(
+        f"give {cert_path.name} to the other party and read them this fingerprint over another "
+        f"channel; keep {key_path.name} on this host only"
+    )
     return 0
 
 
@@ -51,9 +53,11 @@ def _request(args: argparse.Namespace) -> int:
     _check_out_folder(args.out)
     key_path, csr_path = make_request(args.out, args.role, args.party, args.host or [], args.force)
     print(f"wrote {key_path} (stays on this host) and {csr_path}")
-    print(f"send {csr_path.name} to your CA: ppbn certs sign --ca CA_DIR --csr {csr_path.name} "
-          f"--out {args.role}.crt; put the {args.role}.crt you get back and the CA's ca.crt "
-          f"next to {key_path.name}")  # fmt: skip
+    print(
+        f"send {csr_path.name} to your CA: ppbn certs sign --ca CA_DIR --csr {csr_path.name} "
+        f"--out {args.role}.crt; put the {args.role}.crt you get back and the CA's ca.crt "
+        f"next to {key_path.name}"
+    )
     return 0
 
 
@@ -62,8 +66,10 @@ def _sign(args: argparse.Namespace) -> int:
         args.ca, args.csr, args.out, args.days, args.force, args.allow_other_party
     )
     cut = " (cut to the CA's own expiry)" if capped else ""
-    print(f"signed {args.csr}: role {summary.role}, party {summary.party}, "
-          f"hosts {', '.join(summary.hosts) or '(none: operators only connect)'}")  # fmt: skip
+    print(
+        f"signed {args.csr}: role {summary.role}, party {summary.party}, "
+        f"hosts {', '.join(summary.hosts) or '(none: operators only connect)'}"
+    )
     print(f"valid until {summary.not_after:%Y-%m-%d %H:%M} UTC{cut}; serial {summary.serial}")
     print(f"wrote {args.out} (SHA-256 {summary.fingerprint})")
     return 0
@@ -73,8 +79,10 @@ def _trust(args: argparse.Namespace) -> int:
     found, added = trust_ca(args.tls_dir, args.ca, args.fingerprint)
     print(f"SHA-256 fingerprint: {found}")
     if args.fingerprint is None:
-        print("not pinned: compare it with the fingerprint the other party read out to you "
-              "(or pass it with --fingerprint)")  # fmt: skip
+        print(
+            "not pinned: compare it with the fingerprint the other party read out to you "
+            "(or pass it with --fingerprint)"
+        )
     else:
         print("matches the pinned fingerprint")
     where = Path(args.tls_dir) / "trusted.crt"
@@ -139,16 +147,21 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "fingerprint to the other party.",
     )
     ca.add_argument("--out", required=True, metavar="DIR", help="folder for ca.crt and ca.key")
-    ca.add_argument("--name", help="CA common name; must differ from the other party's "
-                    "(default: ppbn CA, this host's name and a random suffix)")  # fmt: skip
-    ca.add_argument("--days", type=int, default=CA_DAYS,
-                    help=f"lifetime in days (default {CA_DAYS})")  # fmt: skip
     ca.add_argument(
-        "--party", choices=("alice", "bob", "miner"),
+        "--name",
+        help="CA common name; must differ from the other party's "
+        "(default: ppbn CA, this host's name and a random suffix)",
+    )
+    ca.add_argument(
+        "--days", type=int, default=CA_DAYS, help=f"lifetime in days (default {CA_DAYS})"
+    )
+    ca.add_argument(
+        "--party",
+        choices=("alice", "bob", "miner"),
         help="the party this CA belongs to (written into its certificate): other parties then "
         "accept from it only that party's daemon certificates; needed for `certs trust`. "
         "Leave out only for one CA shared by everybody",
-    )  # fmt: skip
+    )
     ca.set_defaults(func=_ca)
 
     request = sub.add_parser(
@@ -158,14 +171,24 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "(send it to your CA). Daemons (alice, bob, miner) name every host name or IP address "
         "they are dialled at with --host; an operator names the party whose daemon it drives.",
     )
-    request.add_argument("--role", required=True, choices=(*DAEMON_ROLES, OPERATOR),
-                         help="the daemon role, or operator (for `ppbn learn`)")  # fmt: skip
-    request.add_argument("--party", choices=DAEMON_ROLES,
-                         help="operator: the party whose daemon it may control")  # fmt: skip
-    request.add_argument("--host", action="append", metavar="HOST",
-                         help="daemons: DNS name or IP address of this host (repeat)")  # fmt: skip
-    request.add_argument("--out", required=True, metavar="DIR",
-                         help="folder for ROLE.key and ROLE.csr")  # fmt: skip
+    request.add_argument(
+        "--role",
+        required=True,
+        choices=(*DAEMON_ROLES, OPERATOR),
+        help="the daemon role, or operator (for `ppbn learn`)",
+    )
+    request.add_argument(
+        "--party", choices=DAEMON_ROLES, help="operator: the party whose daemon it may control"
+    )
+    request.add_argument(
+        "--host",
+        action="append",
+        metavar="HOST",
+        help="daemons: DNS name or IP address of this host (repeat)",
+    )
+    request.add_argument(
+        "--out", required=True, metavar="DIR", help="folder for ROLE.key and ROLE.csr"
+    )
     request.add_argument("--force", action="store_true", help="replace an existing key and request")
     request.set_defaults(func=_request)
 
@@ -179,14 +202,16 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     sign.add_argument("--ca", required=True, metavar="CA_DIR", help="folder with ca.crt and ca.key")
     sign.add_argument("--csr", required=True, metavar="FILE", help="the request (ROLE.csr)")
     sign.add_argument("--out", required=True, metavar="CRT", help="certificate file to write")
-    sign.add_argument("--days", type=int, default=LEAF_DAYS,
-                      help=f"lifetime in days (default {LEAF_DAYS})")  # fmt: skip
+    sign.add_argument(
+        "--days", type=int, default=LEAF_DAYS, help=f"lifetime in days (default {LEAF_DAYS})"
+    )
     sign.add_argument("--force", action="store_true", help="replace an existing certificate file")
     sign.add_argument(
-        "--allow-other-party", action="store_true",
+        "--allow-other-party",
+        action="store_true",
         help="sign a request of another party than the CA's own (refused by default: the "
         "daemons accept a party's certificates only from that party's CA)",
-    )  # fmt: skip
+    )
     sign.set_defaults(func=_sign)
 
     trust = sub.add_parser(
@@ -197,10 +222,14 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "to DIR/trusted.crt. Prints the fingerprint either way.",
     )
     trust.add_argument("--tls-dir", required=True, metavar="DIR", help="this party's TLS folder")
-    trust.add_argument("--ca", required=True, metavar="PEER_CA.crt",
-                       help="the other party's ca.crt")  # fmt: skip
-    trust.add_argument("--fingerprint", metavar="SHA256HEX",
-                       help="pinned SHA-256 of the certificate (hex, colons allowed)")  # fmt: skip
+    trust.add_argument(
+        "--ca", required=True, metavar="PEER_CA.crt", help="the other party's ca.crt"
+    )
+    trust.add_argument(
+        "--fingerprint",
+        metavar="SHA256HEX",
+        help="pinned SHA-256 of the certificate (hex, colons allowed)",
+    )
     trust.set_defaults(func=_trust)
 
     inspect = sub.add_parser(
@@ -210,7 +239,8 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "usages, validity and days left, with a warning when expired or within "
         f"{EXPIRY_WARNING_DAYS} days of expiry. Bundles show every certificate.",
     )
-    inspect.add_argument("files", nargs="+", metavar="FILE",
-                         help="PEM certificate, bundle or request")  # fmt: skip
+    inspect.add_argument(
+        "files", nargs="+", metavar="FILE", help="PEM certificate, bundle or request"
+    )
     inspect.add_argument("--format", choices=("text", "json"), default="text")
     inspect.set_defaults(func=_inspect)

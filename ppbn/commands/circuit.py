@@ -19,7 +19,9 @@ from ppbn.errors import UserError
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    circuit = commands.add_parser("circuit", help="evaluate Bristol Fashion circuits, plain or garbled")
+    circuit = commands.add_parser(
+        "circuit", help="evaluate Bristol Fashion circuits, plain or garbled"
+    )
     sub = circuit.add_subparsers(dest="circuit_command", metavar="WHAT")
     circuit.set_defaults(func=lambda _args: _missing(circuit))
 
@@ -32,7 +34,13 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "evaluates and gets his input labels by oblivious transfer; both learn the outputs.",
     )
     run.add_argument("--bristol", required=True, metavar="FILE", help="circuit in Bristol Fashion")
-    run.add_argument("--input", action="append", default=[], metavar="HEX", help="one per circuit input, in order")
+    run.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="HEX",
+        help="one per circuit input, in order",
+    )
     run.add_argument("--garbled", action="store_true", help="run as a two-party garbled circuit")
     run.add_argument(
         "--garbler-inputs",
@@ -50,7 +58,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     costs.add_argument("--width", type=int, default=64)
     costs.add_argument("--k", type=int, default=4, help="values in the argmax (default 4)")
-    costs.add_argument("--frac-bits", type=int, help="fractional bits for multiply/divide (default width/2)")
+    costs.add_argument(
+        "--frac-bits", type=int, help="fractional bits for multiply/divide (default width/2)"
+    )
     costs.add_argument("--format", choices=("table", "json"), default="table")
     costs.set_defaults(func=_costs)
 
@@ -65,7 +75,9 @@ def parse_inputs(circuit, texts: list[str]) -> dict[str, list[int]]:
 
     if len(texts) != len(circuit.inputs):
         widths = ", ".join(str(b.width) for b in circuit.inputs)
-        raise UserError(f"the circuit has {len(circuit.inputs)} inputs (widths {widths}); got {len(texts)} --input")
+        raise UserError(
+            f"the circuit has {len(circuit.inputs)} inputs (widths {widths}); got {len(texts)} --input"
+        )
     values = {}
     for bundle, text in zip(circuit.inputs, texts, strict=True):
         try:
@@ -73,7 +85,9 @@ def parse_inputs(circuit, texts: list[str]) -> dict[str, list[int]]:
         except ValueError as exc:
             raise UserError(f"--input {text!r}: not a hex string") from exc
         if value >> bundle.width:
-            raise UserError(f"--input {text!r} does not fit in the {bundle.width}-bit input {bundle.name}")
+            raise UserError(
+                f"--input {text!r} does not fit in the {bundle.width}-bit input {bundle.name}"
+            )
         values[bundle.name] = [value]
     return values
 
@@ -96,7 +110,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         garbler_idx = {int(i) for i in args.garbler_inputs.split(",") if i.strip()}
     except ValueError as exc:
-        raise UserError(f"--garbler-inputs {args.garbler_inputs!r}: expected comma-separated indices") from exc
+        raise UserError(
+            f"--garbler-inputs {args.garbler_inputs!r}: expected comma-separated indices"
+        ) from exc
     if any(i < 0 or i >= len(circuit.inputs) for i in garbler_idx):
         raise UserError(f"--garbler-inputs: indices must lie in 0..{len(circuit.inputs) - 1}")
     names = [b.name for b in circuit.inputs]
@@ -107,7 +123,9 @@ def _run(args: argparse.Namespace) -> int:
 
     def alice(ch):
         party = YaoParty(ch)
-        return party.run(circuit, garbler=True, inputs=alice_inputs, outputs=modes, instances=1), party.counters
+        return party.run(
+            circuit, garbler=True, inputs=alice_inputs, outputs=modes, instances=1
+        ), party.counters
 
     def bob(ch):
         party = YaoParty(ch)

@@ -80,7 +80,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "structural Hamming distance to the reference, extra and missing links, KL divergence "
         "from the generating network, wall time, bytes, gamma and K_p against p.",
     )
-    parser.add_argument("--network", required=True, help="bnlearn network to sample from (e.g. asia, alarm)")
+    parser.add_argument(
+        "--network", required=True, help="bnlearn network to sample from (e.g. asia, alarm)"
+    )
     parser.add_argument("--records", type=positive_int, required=True, help="number of records")
     parser.add_argument("--p", required=True, help="randomization levels, e.g. 0.1,0.2,0.3")
     parser.add_argument(
@@ -88,25 +90,39 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument("--seed", type=non_negative_int, default=7, help="data seed (default 7)")
-    parser.add_argument("--max-parents", type=non_negative_int, default=2, help="K2 parent limit (default 2)")
-    parser.add_argument("--score", choices=SCORE_MODES, default="exact", help="score mode (default exact)")
-    parser.add_argument("--tau", type=float, default=DEFAULT_TAU, help=f"K2 tolerance (default {DEFAULT_TAU:g})")
     parser.add_argument(
-        "--eta", type=float,
-        help="fixed eta for the fix (Bayesian scores); default: the paper's schedule 0.99/0.98/0.97 over p",
-    )  # fmt: skip
-    parser.add_argument(
-        "--c-star", type=float, help="fixed C* for the fix (bic); default: 4 up to p = 0.15, 8 beyond"
+        "--max-parents", type=non_negative_int, default=2, help="K2 parent limit (default 2)"
     )
-    parser.add_argument("--no-secure", action="store_true", help="skip the secure path (it is the slow one)")
     parser.add_argument(
-        "--hc", action="store_true",
+        "--score", choices=SCORE_MODES, default="exact", help="score mode (default exact)"
+    )
+    parser.add_argument(
+        "--tau", type=float, default=DEFAULT_TAU, help=f"K2 tolerance (default {DEFAULT_TAU:g})"
+    )
+    parser.add_argument(
+        "--eta",
+        type=float,
+        help="fixed eta for the fix (Bayesian scores); default: the paper's schedule 0.99/0.98/0.97 over p",
+    )
+    parser.add_argument(
+        "--c-star",
+        type=float,
+        help="fixed C* for the fix (bic); default: 4 up to p = 0.15, 8 beyond",
+    )
+    parser.add_argument(
+        "--no-secure", action="store_true", help="skip the secure path (it is the slow one)"
+    )
+    parser.add_argument(
+        "--hc",
+        action="store_true",
         help="also hill climbing (no order): the reference, PRAM setup II for each p and the secure "
         "path, rows marked [hc] and measured against the hill-climbing reference",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT_S,
         help=f"daemons' peer timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
-    )  # fmt: skip
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_compare)

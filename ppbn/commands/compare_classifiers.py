@@ -34,7 +34,9 @@ def _compare(args: argparse.Namespace) -> int:
     if args.one_group and not args.theta:
         raise UserError("--one-group is Zhan's scheme: it needs --theta")
     if args.secure and args.lenses:
-        raise UserError("--secure runs the secure path on a network's records: give --network, not --lenses")
+        raise UserError(
+            "--secure runs the secure path on a network's records: give --network, not --lenses"
+        )
     if args.repeats < 1:
         raise UserError("--repeats must be at least 1")
     if args.pocket_iterations < 1:
@@ -44,7 +46,9 @@ def _compare(args: argparse.Namespace) -> int:
         class_name=args.class_name,
         records=records,
         test_records=args.test_records,
-        levels=parse_levels(args.theta, "--theta") if args.theta else parse_levels(args.p or "0.1,0.2,0.3,0.4", "--p"),
+        levels=parse_levels(args.theta, "--theta")
+        if args.theta
+        else parse_levels(args.p or "0.1,0.2,0.3,0.4", "--p"),
         repeats=args.repeats,
         seed=args.seed,
         attributes=parse_names(args.attributes),
@@ -91,35 +95,75 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "data, from the randomized data taken at face value, and from estimated counts. Writes "
         "results.json, report.md and accuracy.png.",
     )
-    parser.add_argument("--network", help="bnlearn network to sample from (e.g. asia, child, alarm)")
+    parser.add_argument(
+        "--network", help="bnlearn network to sample from (e.g. asia, child, alarm)"
+    )
     parser.add_argument("--class", dest="class_name", metavar="VARIABLE", help="the class variable")
-    parser.add_argument("--lenses", action="store_true", help="the Lens data of Ma 2006, Sec. 6.3 instead of a network")
-    parser.add_argument("--records", type=int, help="training records (default 20000; 6000 with --lenses)")
-    parser.add_argument("--test-records", type=int, default=5000, help="test records (default 5000)")
+    parser.add_argument(
+        "--lenses",
+        action="store_true",
+        help="the Lens data of Ma 2006, Sec. 6.3 instead of a network",
+    )
+    parser.add_argument(
+        "--records", type=int, help="training records (default 20000; 6000 with --lenses)"
+    )
+    parser.add_argument(
+        "--test-records", type=int, default=5000, help="test records (default 5000)"
+    )
     parser.add_argument("--p", help="M-category randomization levels (default 0.1,0.2,0.3,0.4)")
-    parser.add_argument("--theta", help="Warner randomized-response levels instead (binary attributes), e.g. 0,0.1,0.3,0.7,0.9,1")
-    parser.add_argument("--one-group", action="store_true",
-                        help="with --theta: all attributes kept or flipped together (Zhan's one-group scheme)")  # fmt: skip
-    parser.add_argument("--repeats", type=int, default=5, help="randomizations per p (default 5, as Ma 2006)")
+    parser.add_argument(
+        "--theta",
+        help="Warner randomized-response levels instead (binary attributes), e.g. 0,0.1,0.3,0.7,0.9,1",
+    )
+    parser.add_argument(
+        "--one-group",
+        action="store_true",
+        help="with --theta: all attributes kept or flipped together (Zhan's one-group scheme)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="randomizations per p (default 5, as Ma 2006)"
+    )
     parser.add_argument("--seed", type=int, default=7, help="data seed (default 7)")
     parser.add_argument(
         "--attributes",
         help="comma list of attributes (default: all other variables, or the class's Markov "
         "blanket when the perceptron's configurations would exceed 65,536)",
     )
-    parser.add_argument("--randomize-class", action="store_true", help="randomize the class too (default: not)")
-    parser.add_argument("--max-depth", type=int, help="ID3 depth limit (default: none)")
-    parser.add_argument("--encoding", choices=("onehot", "ordinal"), help="perceptron features (default onehot; ordinal with --lenses)")
-    parser.add_argument("--positive", help="class state the perceptron separates (needed unless the class is binary)")
-    parser.add_argument("--perceptron-estimator", choices=("em", "moment"), default="em",
-                        help="prior of the expected cost (default em)")  # fmt: skip
-    parser.add_argument("--pocket-iterations", type=int, default=20_000, help="pocket draws per perceptron (default 20000)")
     parser.add_argument(
-        "--secure", action="store_true",
+        "--randomize-class", action="store_true", help="randomize the class too (default: not)"
+    )
+    parser.add_argument("--max-depth", type=int, help="ID3 depth limit (default: none)")
+    parser.add_argument(
+        "--encoding",
+        choices=("onehot", "ordinal"),
+        help="perceptron features (default onehot; ordinal with --lenses)",
+    )
+    parser.add_argument(
+        "--positive",
+        help="class state the perceptron separates (needed unless the class is binary)",
+    )
+    parser.add_argument(
+        "--perceptron-estimator",
+        choices=("em", "moment"),
+        default="em",
+        help="prior of the expected cost (default em)",
+    )
+    parser.add_argument(
+        "--pocket-iterations",
+        type=int,
+        default=20_000,
+        help="pocket draws per perceptron (default 20000)",
+    )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
         help="also run the secure path (two daemons on loopback, hill climbing) on the same training "
         "records and classify with its network: accuracy, time and bytes next to the perturbation learners",
     )
-    parser.add_argument("--out", help="report folder (default compare-classifiers-NAME; new or empty, written whole)")
+    parser.add_argument(
+        "--out",
+        help="report folder (default compare-classifiers-NAME; new or empty, written whole)",
+    )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_compare)

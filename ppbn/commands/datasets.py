@@ -15,10 +15,17 @@ def _make(args: argparse.Namespace) -> int:
     if not 0.0 <= args.missing_rate < 1.0:  # before sampling: a bad rate must not cost the data set
         raise UserError(f"--missing-rate must be in [0, 1), not {args.missing_rate:g}")
     made = make_dataset(
-        args.network, args.records, args.seed, args.out, args.split, force=args.force,
-        continuous=args.continuous, bins_method=args.bins_method, overlap=args.overlap,
+        args.network,
+        args.records,
+        args.seed,
+        args.out,
+        args.split,
+        force=args.force,
+        continuous=args.continuous,
+        bins_method=args.bins_method,
+        overlap=args.overlap,
         missing_rate=args.missing_rate,
-    )  # fmt: skip
+    )
     blanked = made.blanked
     alice = len(made.schema.owned_by("alice"))
     bob = len(made.schema.owned_by("bob"))
@@ -34,7 +41,9 @@ def _make(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("datasets", help="make two-party data sets from reference networks")
+    parser = commands.add_parser(
+        "datasets", help="make two-party data sets from reference networks"
+    )
     sub = parser.add_subparsers(dest="datasets_command", metavar="ACTION", required=True)
     make = sub.add_parser(
         "make",
@@ -44,12 +53,15 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "schema.json, alice.csv, bob.csv and the true network truth.bif.",
     )
     make.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
-    make.add_argument("--records", type=positive_int, required=True, help="number of records to sample")
+    make.add_argument(
+        "--records", type=positive_int, required=True, help="number of records to sample"
+    )
     make.add_argument("--seed", type=non_negative_int, default=7, help="random seed (default 7)")
     make.add_argument(
-        "--out", required=True,
+        "--out",
+        required=True,
         help="output folder (created; an existing non-empty folder only with --force)",
-    )  # fmt: skip
+    )
     make.add_argument("--force", action="store_true", help="replace an existing --out folder")
     make.add_argument(
         "--split",
@@ -58,24 +70,32 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "(first half alice), or a JSON file mapping each variable to alice or bob",
     )
     make.add_argument(
-        "--overlap", type=float, default=1.0,
+        "--overlap",
+        type=float,
+        default=1.0,
         help="share of each party's records the other party holds too (default 1: the same "
         "records at both); below 1 each party also holds records of its own, for --align psi",
-    )  # fmt: skip
+    )
     make.add_argument(
-        "--continuous", metavar="N|NAMES",
+        "--continuous",
+        metavar="N|NAMES",
         help="write numeric values for N variables (taken alternately from alice's and bob's) or "
         "for a comma list of variables: state k becomes a value uniform in its own interval, and "
         "the schema declares the variable continuous with as many bins as it had states",
-    )  # fmt: skip
+    )
     make.add_argument(
-        "--bins-method", choices=("quantile", "equal-width", "edges"), default="quantile",
+        "--bins-method",
+        choices=("quantile", "equal-width", "edges"),
+        default="quantile",
         help="bins declared for --continuous variables (default quantile; edges: the true cut "
         "points, as the owner's private edges, recover the states exactly)",
-    )  # fmt: skip
+    )
     make.add_argument(
-        "--missing-rate", type=float, default=0.0, metavar="R",
+        "--missing-rate",
+        type=float,
+        default=0.0,
+        metavar="R",
         help="empty each variable cell with probability R (missing completely at random), to try "
         "--missing available-case (default 0)",
-    )  # fmt: skip
+    )
     make.set_defaults(func=_make)

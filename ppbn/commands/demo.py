@@ -40,33 +40,67 @@ def _demo(args: argparse.Namespace) -> int:
     if args.out:  # before any work: a bad --out must not cost the run
         check_output_dir(args.out)
     with work_folder(args.out, "ppbn-demo-") as work:
-        made = make_dataset(args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args))
+        made = make_dataset(
+            args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args)
+        )
         schema = made.schema
-        shared = "" if len(made.ids) == args.records else f" per party, {len(made.ids)} of them at both (--align psi)"
-        console.print(f"[bold]data[/bold]: {args.records} records{shared} sampled from {args.network} (seed {args.seed})")
+        shared = (
+            ""
+            if len(made.ids) == args.records
+            else f" per party, {len(made.ids)} of them at both (--align psi)"
+        )
+        console.print(
+            f"[bold]data[/bold]: {args.records} records{shared} sampled from {args.network} (seed {args.seed})"
+        )
         if args.missing_rate:
             blanked = blank_cells(work / "data", args.missing_rate, args.seed)
-            console.print(f"  {blanked:,} cells emptied at random ({args.missing_rate:g}); --missing {rule}")
+            console.print(
+                f"  {blanked:,} cells emptied at random ({args.missing_rate:g}); --missing {rule}"
+            )
         for party in ("alice", "bob"):
             console.print(f"  {party} holds: {', '.join(v.name for v in schema.owned_by(party))}")
         make_local_pki(work / "certs", PARTY_ROLES)
-        files = PairFiles(work / "data" / "schema.json",
-                          {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")}, work / "certs", work)  # fmt: skip
+        files = PairFiles(
+            work / "data" / "schema.json",
+            {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")},
+            work / "certs",
+            work,
+        )
         params = {"max_parents": args.max_parents, "score": args.score, "tau": DEFAULT_TAU}
-        console.print(f"[bold]secure path[/bold]: two daemons over loopback mutual TLS, job learn {json.dumps(params)}")
-        with LocalPair(files, 300.0, missing_rule=rule, align=args.align) as pair, pair.client("alice") as client:
+        console.print(
+            f"[bold]secure path[/bold]: two daemons over loopback mutual TLS, job learn {json.dumps(params)}"
+        )
+        with (
+            LocalPair(files, 300.0, missing_rule=rule, align=args.align) as pair,
+            pair.client("alice") as client,
+        ):
             job_id = client.start("learn", params)
             outcome = client.wait(job_id, None, lambda note: console.print(f"  [dim]{note}[/dim]"))
             if outcome.state != "SUCCEEDED":
                 raise UserError(f"the secure job failed: {outcome.error}")
-            learned = {r: json.loads((pair.out_dir(r) / job_id / "network.json").read_text()) for r in ("alice", "bob")}
-            ledgers = {r: json.loads((pair.out_dir(r) / job_id / "ledger.json").read_text()) for r in ("alice", "bob")}
-        names, codes = load_joined(Schema.load(str(work / "data" / "schema.json")),
-                                   work / "data" / "alice.csv", work / "data" / "bob.csv", missing_rule=rule,
-                                   intersect=args.align == "psi")  # fmt: skip
+            learned = {
+                r: json.loads((pair.out_dir(r) / job_id / "network.json").read_text())
+                for r in ("alice", "bob")
+            }
+            ledgers = {
+                r: json.loads((pair.out_dir(r) / job_id / "ledger.json").read_text())
+                for r in ("alice", "bob")
+            }
+        names, codes = load_joined(
+            Schema.load(str(work / "data" / "schema.json")),
+            work / "data" / "alice.csv",
+            work / "data" / "bob.csv",
+            missing_rule=rule,
+            intersect=args.align == "psi",
+        )
         states = {v.name: v.states for v in schema.variables}
         reference = learn_reference(
-            names, states, codes, args.max_parents, args.score, available_case=rule == "available-case"
+            names,
+            states,
+            codes,
+            args.max_parents,
+            args.score,
+            available_case=rule == "available-case",
         )
         _print(console, learned, ledgers, reference, made.truth, outcome)
         return 0 if learned["alice"]["edges"] == [list(e) for e in reference.search.edges] else 1
@@ -88,7 +122,9 @@ def _print(console, learned, ledgers, reference, truth, outcome) -> None:
         r = " -> ".join(ref_edges[i]) if i < len(ref_edges) else ""
         table.add_row(str(i + 1), s, r)
     console.print(table)
-    cpts = Table(title="parameters P(child = first state | parents), one row per parent configuration")
+    cpts = Table(
+        title="parameters P(child = first state | parents), one row per parent configuration"
+    )
     cpts.add_column("variable")
     cpts.add_column("parents")
     cpts.add_column("secure")
@@ -96,21 +132,37 @@ def _print(console, learned, ledgers, reference, truth, outcome) -> None:
     worst = 0.0
     for v, spec in secure["parameters"].items():
         ref = reference.network.cpts[v]
-        worst = max(worst, max(abs(a - b) for row, rrow in zip(spec["table"], ref, strict=True) for a, b in zip(row, rrow, strict=True)))
-        cpts.add_row(v, ", ".join(spec["parents"]) or "-",
-                     " ".join(f"{row[0]:.4f}" for row in spec["table"]),
-                     " ".join(f"{row[0]:.4f}" for row in ref))  # fmt: skip
+        worst = max(
+            worst,
+            max(
+                abs(a - b)
+                for row, rrow in zip(spec["table"], ref, strict=True)
+                for a, b in zip(row, rrow, strict=True)
+            ),
+        )
+        cpts.add_row(
+            v,
+            ", ".join(spec["parents"]) or "-",
+            " ".join(f"{row[0]:.4f}" for row in spec["table"]),
+            " ".join(f"{row[0]:.4f}" for row in ref),
+        )
     console.print(cpts)
     same = secure["edges"] == ref_edges and learned["bob"]["edges"] == ref_edges
     verdict = "[green]equal[/green]" if same else "[red]DIFFERENT[/red]"
-    console.print(f"structure and edge order: {verdict} to the reference; largest CPT difference {worst:.1e}")
-    shd = structural_hamming_distance({v: tuple(ps) for v, ps in secure["parents"].items()}, truth.parents)
+    console.print(
+        f"structure and edge order: {verdict} to the reference; largest CPT difference {worst:.1e}"
+    )
+    shd = structural_hamming_distance(
+        {v: tuple(ps) for v, ps in secure["parents"].items()}, truth.parents
+    )
     console.print(f"structural Hamming distance to the true Asia network: {shd}")
     for role in ("alice", "bob"):
         kinds: dict[str, int] = {}
         for entry in ledgers[role]["entries"]:
             kinds[entry["kind"]] = kinds.get(entry["kind"], 0) + 1
-        console.print(f"{role} learned (ledger): " + ", ".join(f"{k} x{n}" for k, n in kinds.items()))
+        console.print(
+            f"{role} learned (ledger): " + ", ".join(f"{k} x{n}" for k, n in kinds.items())
+        )
     stats = outcome.stats or {}
     console.print(
         f"cost ({stats.get('role', 'alice')}): {stats.get('wall_s', 0):.1f} s, "

@@ -19,6 +19,8 @@ from ppbn.errors import UserError
 
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT
 CANCEL_WAIT_S = 60.0  # how long Ctrl-C waits for the daemon to stop the job
+
+
 def _learn(args: argparse.Namespace) -> int:
     from ppbn.parties.client import DaemonClient, JobOutcome
 
@@ -36,18 +38,25 @@ def _learn(args: argparse.Namespace) -> int:
                 if info.progress:
                     print(f"last progress: {info.progress}")
             return 0
-        progress = None if args.format == "json" else (lambda note: print(f"  {note}", file=sys.stderr))
+        progress = (
+            None if args.format == "json" else (lambda note: print(f"  {note}", file=sys.stderr))
+        )
         try:
             if args.resume:  # the daemons take the parameters from their own checkpoints
                 job_id = client.start(args.job, {}, args.resume, resume=True)
             else:
                 job_id = client.start(args.job, params, args.job_id or "")
         except KeyboardInterrupt:
-            print(f"ppbn: interrupted while starting the job; if it started, {health.role}'s log names "
-                  f"it: stop it with {cancel_command(args, 'JOB_ID')}", file=sys.stderr)  # fmt: skip
+            print(
+                f"ppbn: interrupted while starting the job; if it started, {health.role}'s log names "
+                f"it: stop it with {cancel_command(args, 'JOB_ID')}",
+                file=sys.stderr,
+            )
             return INTERRUPTED
         if args.format != "json":
-            print(f"job {job_id} ({args.job}) started at {health.role} ({args.peer})", file=sys.stderr)
+            print(
+                f"job {job_id} ({args.job}) started at {health.role} ({args.peer})", file=sys.stderr
+            )
         if args.no_wait:
             print(json.dumps({"job_id": job_id}) if args.format == "json" else job_id)
             return 0
@@ -62,7 +71,9 @@ def _learn(args: argparse.Namespace) -> int:
         print_outcome(outcome, f"ppbn learn via {health.role}")
     if outcome.state == "SUCCEEDED":
         return 0
-    return 2 if outcome.refused else 1  # 2: the input or a policy refused the job, as for other bad input
+    return (
+        2 if outcome.refused else 1
+    )  # 2: the input or a policy refused the job, as for other bad input
 
 
 def cancel_command(args: argparse.Namespace, job_id: str) -> str:
@@ -75,14 +86,19 @@ def cancel_after_interrupt(client, args: argparse.Namespace, job_id: str, role: 
     """Ctrl-C while waiting: cancel the job at the daemon (which tells its peer to stop
     too) and wait, bounded, until it has stopped; one line saying what happened, or how to
     cancel it when that failed."""
-    print(f"interrupted: cancelling job {job_id} at {role} (Ctrl-C again to stop waiting)", file=sys.stderr)
+    print(
+        f"interrupted: cancelling job {job_id} at {role} (Ctrl-C again to stop waiting)",
+        file=sys.stderr,
+    )
     try:
         client.cancel(job_id)
         outcome = client.wait(job_id, CANCEL_WAIT_S)
     except (UserError, KeyboardInterrupt) as exc:
         why = "interrupted again" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        return (f"ppbn: interrupted; job {job_id} may still be running at both daemons ({why}); "
-                f"cancel it with: {cancel_command(args, job_id)}")  # fmt: skip
+        return (
+            f"ppbn: interrupted; job {job_id} may still be running at both daemons ({why}); "
+            f"cancel it with: {cancel_command(args, job_id)}"
+        )
     if outcome.state == "CANCELLED":
         return f"ppbn: interrupted; job {job_id} cancelled at {role}, which told its peer to stop it too"
     return f"ppbn: interrupted; job {job_id} had already ended at {role} ({outcome.state})"
@@ -108,14 +124,21 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--job-id", help="job id (default: generated)")
     parser.add_argument("--no-wait", action="store_true", help="print the job id and return")
     control = parser.add_mutually_exclusive_group()
-    control.add_argument("--status", metavar="JOB_ID", help="show a job's state instead of starting one")
-    control.add_argument("--cancel", metavar="JOB_ID", help="cancel a running job (both daemons stop it)")
     control.add_argument(
-        "--resume", metavar="JOB_ID",
+        "--status", metavar="JOB_ID", help="show a job's state instead of starting one"
+    )
+    control.add_argument(
+        "--cancel", metavar="JOB_ID", help="cancel a running job (both daemons stop it)"
+    )
+    control.add_argument(
+        "--resume",
+        metavar="JOB_ID",
         help="continue an interrupted learn job from the last K2 step both daemons checkpointed "
         "(same parameters, taken from the checkpoints; each daemon checks them against its policy again)",
-    )  # fmt: skip
-    parser.add_argument("--wait-timeout", type=positive_float, help="give up waiting after this many seconds")
+    )
+    parser.add_argument(
+        "--wait-timeout", type=positive_float, help="give up waiting after this many seconds"
+    )
     add_job_arguments(parser)
     add_learning_options(parser)
     add_secure_options(parser)

@@ -78,13 +78,17 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
     )
-    if policy.executor == "ray":  # at start-up, from the main thread: a bad address fails here, in one line
+    if (
+        policy.executor == "ray"
+    ):  # at start-up, from the main thread: a bad address fails here, in one line
         from ppbn.protocols.executor import connect_ray
 
         try:
             connect_ray(policy.ray_address, policy.workers)
         except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ...
-            raise UserError(f"--executor ray: cannot start or join Ray: {str(exc).splitlines()[0]}") from None
+            raise UserError(
+                f"--executor ray: cannot start or join Ray: {str(exc).splitlines()[0]}"
+            ) from None
     PartyDaemon(config).serve_forever()
     return 0
 
@@ -104,12 +108,16 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "on SIGTERM.",
     )
     serve.add_argument(
-        "--role", required=True, choices=("alice", "bob", "miner"),
+        "--role",
+        required=True,
+        choices=("alice", "bob", "miner"),
         help="this party, or miner: the data miner of setup II (no data; jobs pram-miner and "
         "perturb-learn-miner)",
-    )  # fmt: skip
+    )
     serve.add_argument("--schema", required=True, help="public schema JSON (same file at both)")
-    serve.add_argument("--data", help="this party's CSV (id column + its variables); not for the miner")
+    serve.add_argument(
+        "--data", help="this party's CSV (id column + its variables); not for the miner"
+    )
     serve.add_argument("--listen", required=True, help="HOST:PORT to listen on, e.g. 0.0.0.0:7401")
     serve.add_argument("--peer", help="HOST:PORT of the other party's daemon (alice and bob)")
     serve.add_argument(
@@ -118,72 +126,98 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     serve.add_argument("--alice", help="miner: HOST:PORT of alice's daemon")
     serve.add_argument("--bob", help="miner: HOST:PORT of bob's daemon")
     serve.add_argument(
-        "--tls-dir", help="this party's folder: ca.crt (own CA), trusted.crt (peer CAs), ROLE.crt, ROLE.key"
+        "--tls-dir",
+        help="this party's folder: ca.crt (own CA), trusted.crt (peer CAs), ROLE.crt, ROLE.key",
     )
     policy = serve.add_argument_group("local policy (never weakened by a job message)")
     policy.add_argument(
-        "--policy", metavar="FILE",
+        "--policy",
+        metavar="FILE",
         help="policy file (TOML or JSON): allowed paths, minimum Paillier key size, allowed "
         "disclosure modes, PRAM minimum change probability and variables that must be randomized, "
         "maximum parents / family size, minimum records, executor, workers, cache, message and queue sizes "
         "(default: the safe built-in policy; see `ppbn policy show`)",
-    )  # fmt: skip
+    )
     add_executor_options(policy, "this party's")
     policy.add_argument(
-        "--cache-mb", type=non_negative_int, metavar="MB",
+        "--cache-mb",
+        type=non_negative_int,
+        metavar="MB",
         help="peer ciphertexts kept in memory for later K2 steps of a learn job (default 768)",
-    )  # fmt: skip
+    )
     policy.add_argument(
-        "--spill-mb", type=non_negative_int, metavar="MB",
+        "--spill-mb",
+        type=non_negative_int,
+        metavar="MB",
         help="more kept past --cache-mb in a memory-mapped temporary file (default 0: none)",
-    )  # fmt: skip
-    policy.add_argument("--spill-dir", metavar="DIR", help="folder of that file (default: the system's temporary folder)")
+    )
     policy.add_argument(
-        "--insecure-fixed-seed-for-testing", metavar="SEED",
+        "--spill-dir",
+        metavar="DIR",
+        help="folder of that file (default: the system's temporary folder)",
+    )
+    policy.add_argument(
+        "--insecure-fixed-seed-for-testing",
+        metavar="SEED",
         help="TESTING ONLY: fix this daemon's randomization (PRAM, perturbation learners) so runs repeat; anyone who "
         "knows the seed can undo it. Never taken from a job message.",
-    )  # fmt: skip
+    )
     serve.add_argument(
         "--insecure", action="store_true", help="plaintext, no certificates (loopback tests only)"
     )
-    serve.add_argument("--out", default="ppbn-out", help="folder for job outputs (default ppbn-out)")
     serve.add_argument(
-        "--peer-timeout", "--timeout", dest="peer_timeout",
+        "--out", default="ppbn-out", help="folder for job outputs (default ppbn-out)"
+    )
+    serve.add_argument(
+        "--peer-timeout",
+        "--timeout",
+        dest="peer_timeout",
         type=positive_float,
         default=PEER_TIMEOUT_S,
         help=f"longest wait for the peer before a job fails (default {PEER_TIMEOUT_S:g} s)",
-    )  # fmt: skip
+    )
     add_missing_options(serve)
     serve.add_argument(
-        "--align", choices=("strict", "psi"), default="strict",
+        "--align",
+        choices=("strict", "psi"),
+        default="strict",
         help="strict (default): both parties must hold exactly the same record ids; psi: the ids "
         "overlap in part, and every job first runs a private set intersection and works on the "
         "shared records only (both daemons must use the same --align)",
-    )  # fmt: skip
+    )
     serve.add_argument("--verbose", action="store_true", help="debug logging")
     ops = serve.add_argument_group("operations: audit log, metrics, log format")
     ops.add_argument(
-        "--audit-log", metavar="PATH",
+        "--audit-log",
+        metavar="PATH",
         help="append-only, hash-chained audit log of job events (default OUT/audit.log; "
         "`ppbn audit verify|show|sign`)",
-    )  # fmt: skip
+    )
     ops.add_argument(
-        "--metrics-port", type=int, metavar="N",
+        "--metrics-port",
+        type=int,
+        metavar="N",
         help="serve Prometheus metrics at http://HOST:N/metrics (plain HTTP, no authentication; "
         "default off; 0 picks a free port and logs it)",
-    )  # fmt: skip
+    )
     ops.add_argument(
-        "--metrics-host", default="127.0.0.1", metavar="HOST",
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
         help="address of the metrics endpoint (default 127.0.0.1: keep it local)",
-    )  # fmt: skip
+    )
     ops.add_argument(
-        "--log-format", choices=("text", "json"), default="text",
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
         help="text lines, or one JSON object per line (time, level, logger, message, job)",
-    )  # fmt: skip
+    )
     serve.set_defaults(func=_serve)
 
     policy_parser = commands.add_parser("policy", help="show a daemon's effective local policy")
-    policy_sub = policy_parser.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
+    policy_sub = policy_parser.add_subparsers(
+        dest="policy_command", metavar="ACTION", required=True
+    )
     show = policy_sub.add_parser(
         "show",
         help="print the effective policy (the built-in default, or FILE on top of it) as TOML",
@@ -201,5 +235,8 @@ def _show_policy(args: argparse.Namespace) -> int:
     from ppbn.jobs.policy import LocalPolicy
 
     policy = LocalPolicy.load(args.policy)
-    print(json.dumps(policy.to_dict(), indent=2) if args.format == "json" else policy.to_toml(), end="")
+    print(
+        json.dumps(policy.to_dict(), indent=2) if args.format == "json" else policy.to_toml(),
+        end="",
+    )
     return 0

@@ -24,7 +24,9 @@ def format_text(result: dict) -> str:
     if result.get("search", "k2") == "k2":
         lines.append("order: " + ", ".join(result["order"]))
         lines.append("edges in the order added:")
-        lines += [f"  {i + 1:3d}. {p} -> {c}" for i, (p, c) in enumerate(result["edges"])] or ["  (none)"]
+        lines += [f"  {i + 1:3d}. {p} -> {c}" for i, (p, c) in enumerate(result["edges"])] or [
+            "  (none)"
+        ]
     else:
         lines.append(f"moves in the order applied (total score {result['total_score']:.4f}):")
         lines += [
@@ -35,7 +37,11 @@ def format_text(result: dict) -> str:
     lines.append("parameters:")
     for v, spec in result["parameters"].items():
         given = f" | {', '.join(spec['parents'])}" if spec["parents"] else ""
-        flag = f"  [{len(spec['unobserved'])} unobserved parent configurations: uniform]" if spec["unobserved"] else ""
+        flag = (
+            f"  [{len(spec['unobserved'])} unobserved parent configurations: uniform]"
+            if spec["unobserved"]
+            else ""
+        )
         lines.append(f"  P({v}{given}): {len(spec['table'])} x {len(spec['states'])}{flag}")
         if len(spec["table"]) <= 4:
             for row in spec["table"]:
@@ -61,7 +67,11 @@ def _reference(args: argparse.Namespace) -> int:
     rule = missing_rule(args)
     # each party's file is discretized exactly as its daemon does (its whole own file)
     names, codes, cuts = load_joined_with_bins(
-        schema, data / "alice.csv", data / "bob.csv", missing_rule=rule, intersect=args.align == "psi"
+        schema,
+        data / "alice.csv",
+        data / "bob.csv",
+        missing_rule=rule,
+        intersect=args.align == "psi",
     )
     order = parse_order(args.order, names)
     states = {v.name: v.states for v in schema.variables}
@@ -70,9 +80,19 @@ def _reference(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         learned = learn_reference(
-            names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star, args.dirichlet,
-            available_case=rule == "available-case", ess=args.ess, **search_options(args),
-        )  # fmt: skip
+            names,
+            states,
+            codes,
+            args.max_parents,
+            args.score,
+            args.tau,
+            order,
+            args.c_star,
+            args.dirichlet,
+            available_case=rule == "available-case",
+            ess=args.ess,
+            **search_options(args),
+        )
     except ValueError as exc:  # bad start DAG, lists or --ess
         raise UserError(str(exc)) from None
     network = learned.network.with_state_names(schema.state_names(cuts))  # both owners' intervals
@@ -91,7 +111,9 @@ def _reference(args: argparse.Namespace) -> int:
         result["families_scored"] = found.families_scored
     result["stats"] = {"wall_s": time.perf_counter() - start, "records": int(codes.shape[0])}
     result["family_records"] = {
-        "rule": rule, "records": int(codes.shape[0]), "families": family_records(learned)
+        "rule": rule,
+        "records": int(codes.shape[0]),
+        "families": family_records(learned),
     }
     if args.out:
         with atomic_output_dir(args.out, force=args.force) as out:
@@ -112,14 +134,17 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     add_learning_options(parser)
     add_missing_options(parser)
     parser.add_argument(
-        "--align", choices=("strict", "psi"), default="strict",
+        "--align",
+        choices=("strict", "psi"),
+        default="strict",
         help="strict (default): both files must hold the same record ids; psi: learn on the records "
         "whose id is in both files (what daemons run with --align psi learn on)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--out", help="also write network.bif and network.json to this folder (new or empty; "
+        "--out",
+        help="also write network.bif and network.json to this folder (new or empty; "
         "written whole or not at all)",
-    )  # fmt: skip
+    )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=_reference)

@@ -26,7 +26,9 @@ def _infer(args: argparse.Namespace) -> int:
 
     if args.out:
         check_output_file(args.out)
-    inferred = infer_schema(args.data, args.owner, args.id, args.order, args.bins, args.numeric_levels)
+    inferred = infer_schema(
+        args.data, args.owner, args.id, args.order, args.bins, args.numeric_levels
+    )
     for line in inferred.warnings:
         print(f"warning: {line}", file=sys.stderr)
     _emit(inferred.schema.to_json(), args.out)
@@ -44,7 +46,10 @@ def _merge(args: argparse.Namespace) -> int:
     merged = merge_schemas(first, second, (args.first, args.second), args.party)
     _emit(json.dumps(merged, indent=2), args.out)
     fingerprint = Schema.from_dict(merged).fingerprint()
-    print(f"public fingerprint {fingerprint} (both parties' merged schemas must show the same)", file=sys.stderr)
+    print(
+        f"public fingerprint {fingerprint} (both parties' merged schemas must show the same)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -65,15 +70,29 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "bins. Warnings (stderr) name columns with empty cells or too many categories.",
     )
     infer.add_argument("--data", required=True, help="this party's CSV")
-    infer.add_argument("--owner", required=True, choices=("alice", "bob"), help="the party that holds the file")
-    infer.add_argument("--id", required=True, help="the record-id column")
-    infer.add_argument("--order", choices=ORDERS, default="first-seen", help="order of categorical domains (default first-seen)")
-    infer.add_argument("--bins", type=int, default=DEFAULT_BINS, help=f"bins of proposed continuous variables (default {DEFAULT_BINS})")
     infer.add_argument(
-        "--numeric-levels", type=int, default=DEFAULT_NUMERIC_LEVELS,
+        "--owner", required=True, choices=("alice", "bob"), help="the party that holds the file"
+    )
+    infer.add_argument("--id", required=True, help="the record-id column")
+    infer.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="first-seen",
+        help="order of categorical domains (default first-seen)",
+    )
+    infer.add_argument(
+        "--bins",
+        type=int,
+        default=DEFAULT_BINS,
+        help=f"bins of proposed continuous variables (default {DEFAULT_BINS})",
+    )
+    infer.add_argument(
+        "--numeric-levels",
+        type=int,
+        default=DEFAULT_NUMERIC_LEVELS,
         help="a numeric column with more distinct values than this is proposed as continuous, "
         f"otherwise categorical (default {DEFAULT_NUMERIC_LEVELS})",
-    )  # fmt: skip
+    )
     infer.add_argument("--out", help="write the partial schema here (default: stdout)")
     infer.set_defaults(func=_infer)
     merge = sub.add_parser(
@@ -86,9 +105,10 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     merge.add_argument("first", help="one party's partial schema")
     merge.add_argument("second", help="the other party's partial schema")
     merge.add_argument(
-        "--party", choices=("alice", "bob"),
+        "--party",
+        choices=("alice", "bob"),
         help="keep this party's private bin fields (its unpublished edges, mgas parameters): "
         "for its own copy only (default: public fields only)",
-    )  # fmt: skip
+    )
     merge.add_argument("--out", help="write the merged schema here (default: stdout)")
     merge.set_defaults(func=_merge)

@@ -75,7 +75,9 @@ REVEAL_WARNING = (
 def _data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]:
     rate = getattr(args, "missing_rate", 0.0)
     if args.data and rate:
-        raise UserError("--missing-rate blanks generated data: give --network and --records, not --data")
+        raise UserError(
+            "--missing-rate blanks generated data: give --network and --records, not --data"
+        )
     if args.data:
         base = Path(args.data)
         files = (base / "schema.json", base / "alice.csv", base / "bob.csv")
@@ -113,7 +115,9 @@ def reveal_tables(
     from ppbn.protocols.tables import reconstruct
 
     schema = Schema.load(str(schema_path))
-    names, codes = load_joined(schema, csvs["alice"], csvs["bob"], missing_rule=rule, intersect=intersect)
+    names, codes = load_joined(
+        schema, csvs["alice"], csvs["bob"], missing_rule=rule, intersect=intersect
+    )
     column = {name: j for j, name in enumerate(names)}
     counts = reconstruct(load_shares(out_dirs["alice"]), load_shares(out_dirs["bob"]))
     wrong = []
@@ -152,12 +156,19 @@ def _simulate(args: argparse.Namespace) -> int:
             files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
             start = time.perf_counter()
             with LocalPair(
-                files, args.timeout, policy=pair_policy(args), missing_rule=missing_rule(args), align=args.align
+                files,
+                args.timeout,
+                policy=pair_policy(args),
+                missing_rule=missing_rule(args),
+                align=args.align,
             ) as pair:
                 timings["daemons_start_s"] = time.perf_counter() - start
                 if not quiet:
-                    print(f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
-                          f"(mutual TLS; logs will be in {args.out if keep else 'a temporary folder'})", file=sys.stderr)  # fmt: skip
+                    print(
+                        f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
+                        f"(mutual TLS; logs will be in {args.out if keep else 'a temporary folder'})",
+                        file=sys.stderr,
+                    )
                 start = time.perf_counter()
                 with pair.client("alice") as client:
                     job_id = client.start(args.job, params)
@@ -172,12 +183,20 @@ def _simulate(args: argparse.Namespace) -> int:
                 if args.reveal_for_testing and outcome.state == "SUCCEEDED":
                     out_dirs = {role: pair.out_dir(role) / job_id for role in ("alice", "bob")}
                     reveal = reveal_tables(
-                        schema, {"alice": alice_csv, "bob": bob_csv}, out_dirs, missing_rule(args), args.align == "psi"
+                        schema,
+                        {"alice": alice_csv, "bob": bob_csv},
+                        out_dirs,
+                        missing_rule(args),
+                        args.align == "psi",
                     )
                 check = None
                 if args.job == "learn" and outcome.state == "SUCCEEDED":
-                    learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
-                    check = reference_check(args, schema, {"alice": alice_csv, "bob": bob_csv}, learned)
+                    learned = json.loads(
+                        (pair.out_dir("alice") / job_id / "network.json").read_text()
+                    )
+                    check = reference_check(
+                        args, schema, {"alice": alice_csv, "bob": bob_csv}, learned
+                    )
             report = _report(args, outcome, timings, reveal)
             if check is not None:
                 report["reference_check"] = check
@@ -223,15 +242,24 @@ def pram_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, A
         params["p"] = args.p
     else:
         try:
-            params["randomization"] = json.loads(Path(args.randomization).read_text(encoding="utf-8"))
+            params["randomization"] = json.loads(
+                Path(args.randomization).read_text(encoding="utf-8")
+            )
         except FileNotFoundError:
             raise UserError(f"{args.randomization}: randomization file not found") from None
         except json.JSONDecodeError as exc:
-            raise UserError(f"{args.randomization}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
+            raise UserError(
+                f"{args.randomization}: not valid JSON (line {exc.lineno}): {exc.msg}"
+            ) from None
     params.update(
-        max_parents=args.max_parents, score=args.score, tau=args.tau, c_star=args.c_star, eta=args.eta,
-        counts=args.counts, dirichlet=args.dirichlet,
-    )  # fmt: skip
+        max_parents=args.max_parents,
+        score=args.score,
+        tau=args.tau,
+        c_star=args.c_star,
+        eta=args.eta,
+        counts=args.counts,
+        dirichlet=args.dirichlet,
+    )
     if args.search == "k2":
         params["order"] = list(parse_order(args.order, names))
     if args.score == "bdeu":
@@ -265,13 +293,24 @@ def _simulate_pram(args: argparse.Namespace) -> int:
                 args, work, (schema_path, alice_csv, bob_csv), start_role, kind, params, quiet
             )
             names, codes = load_joined(
-                schema, alice_csv, bob_csv, missing_rule=missing_rule(args), intersect=args.align == "psi"
+                schema,
+                alice_csv,
+                bob_csv,
+                missing_rule=missing_rule(args),
+                intersect=args.align == "psi",
             )
             states = {v.name: v.states for v in schema.variables}
             reference = learn_reference(
-                names, states, codes, args.max_parents, args.score, args.tau, params.get("order"),
-                ess=args.ess, **search_options(args),
-            )  # fmt: skip
+                names,
+                states,
+                codes,
+                args.max_parents,
+                args.score,
+                args.tau,
+                params.get("order"),
+                ess=args.ess,
+                **search_options(args),
+            )
         finally:
             signal.signal(signal.SIGTERM, previous)
     if keep:  # the run's files were written aside and are now in --out
@@ -323,7 +362,9 @@ def _simulate_perturb(args: argparse.Namespace) -> int:
         raise UserError(PRAM_AVAILABLE_CASE.replace("the PRAM path", "the perturbation path"))
     params = params_json(args)
     if not params:
-        raise UserError('--path perturb needs the job parameters: --params \'{"learner": "nb", "class": VAR, "theta": 0.8}\'')
+        raise UserError(
+            '--path perturb needs the job parameters: --params \'{"learner": "nb", "class": VAR, "theta": 0.8}\''
+        )
     if args.randomization_seed is not None:
         print(PRAM_SEED_WARNING, file=sys.stderr)
     keep = bool(args.out)
@@ -334,12 +375,16 @@ def _simulate_perturb(args: argparse.Namespace) -> int:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             schema_path, alice_csv, bob_csv = _data_files(args, work)
-            full = full_params(kind, params, Schema.load(str(schema_path)), args.setup)  # before any daemon
+            full = full_params(
+                kind, params, Schema.load(str(schema_path)), args.setup
+            )  # before any daemon
             job_id, outcomes, up, job_s = _run_with_daemons(
                 args, work, (schema_path, alice_csv, bob_csv), start_role, kind, params, quiet
             )
             (table,) = load_tables([schema_path.parent])
-            reference = learn(full["learner"], table, None, full["class"], None, learner_options(full))
+            reference = learn(
+                full["learner"], table, None, full["class"], None, learner_options(full)
+            )
         finally:
             signal.signal(signal.SIGTERM, previous)
     if keep:  # the run's files were written aside and are now in --out
@@ -373,11 +418,24 @@ def _daemon_figures(parties: dict[str, Any], title: str):
 
     table = Table("figure", *parties, title=title)
     job_stats = {role: (p["result"] or {}).get("stats", {}) for role, p in parties.items()}
-    for label, key in (("wall time (s)", "wall_s"), ("bytes sent", "bytes_sent"),
-                       ("bytes received", "bytes_received"), ("rounds", "rounds")):  # fmt: skip
-        table.add_row(label, *(f"{s.get(key, 0):,}" if key != "wall_s" else f"{s.get(key, 0):.2f}" for s in job_stats.values()))
+    for label, key in (
+        ("wall time (s)", "wall_s"),
+        ("bytes sent", "bytes_sent"),
+        ("bytes received", "bytes_received"),
+        ("rounds", "rounds"),
+    ):
+        table.add_row(
+            label,
+            *(
+                f"{s.get(key, 0):,}" if key != "wall_s" else f"{s.get(key, 0):.2f}"
+                for s in job_stats.values()
+            ),
+        )
     for phase in sorted({ph for s in job_stats.values() for ph in s.get("phases", {})}):
-        table.add_row(f"phase {phase} (s)", *(f"{s.get('phases', {}).get(phase, 0.0):.3f}" for s in job_stats.values()))
+        table.add_row(
+            f"phase {phase} (s)",
+            *(f"{s.get('phases', {}).get(phase, 0.0):.3f}" for s in job_stats.values()),
+        )
     return table
 
 
@@ -386,8 +444,10 @@ def _print_perturb(report: dict[str, Any]) -> None:
 
     console = Console()
     style = "green" if report["state"] == "SUCCEEDED" else "red"
-    console.print(f"[bold]ppbn simulate --path perturb --setup {report['setup']}[/bold]: job "
-                  f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]")  # fmt: skip
+    console.print(
+        f"[bold]ppbn simulate --path perturb --setup {report['setup']}[/bold]: job "
+        f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]"
+    )
     parties = report["parties"]
     console.print(_daemon_figures(parties, "per daemon (measured by the job itself)"))
     for role, party in parties.items():
@@ -395,9 +455,13 @@ def _print_perturb(report: dict[str, Any]) -> None:
             console.print(f"[red]{role}: {party['error']}[/red]")
         elif party["result"]:
             console.print(f"{role}: model {json.dumps(party['result']['model'])}")
-    console.print(f"reference (the same learner on the joined original data): {json.dumps(report['reference_model'])}")
+    console.print(
+        f"reference (the same learner on the joined original data): {json.dumps(report['reference_model'])}"
+    )
     timings = report["timings"]
-    console.print(f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)")
+    console.print(
+        f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)"
+    )
 
 
 def _print_pram(report: dict[str, Any]) -> None:
@@ -407,28 +471,38 @@ def _print_pram(report: dict[str, Any]) -> None:
 
     console = Console()
     style = "green" if report["state"] == "SUCCEEDED" else "red"
-    console.print(f"[bold]ppbn simulate --path pram --setup {report['setup']}[/bold]: job "
-                  f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]")  # fmt: skip
+    console.print(
+        f"[bold]ppbn simulate --path pram --setup {report['setup']}[/bold]: job "
+        f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]"
+    )
     parties = report["parties"]
     console.print(_daemon_figures(parties, "per daemon (measured by the PRAM job itself)"))
     for role, party in parties.items():
         if party["error"]:
             console.print(f"[red]{role}: {party['error']}[/red]")
     if "edges" in report:
-        console.print("edges in the order added: " + ", ".join(f"{p}->{c}" for p, c in report["edges"]))
+        console.print(
+            "edges in the order added: " + ", ".join(f"{p}->{c}" for p, c in report["edges"])
+        )
         diff = report["structure_vs_reference"]
         console.print(
             f"against the plaintext reference ({report['reference_edges']} edges): SHD {diff['shd']} "
             f"({diff['extra']} extra, {diff['missing']} missing, {diff['reversed']} reversed)"
         )
-        console.print("privacy of what was disclosed (gamma strict, docs/conventions.md, 'Gamma amplification'):")
+        console.print(
+            "privacy of what was disclosed (gamma strict, docs/conventions.md, 'Gamma amplification'):"
+        )
         for line in iter_privacy_text(report["privacy"]):
             console.print(f"  {line}")
     timings = report["timings"]
-    console.print(f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)")
+    console.print(
+        f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)"
+    )
 
 
-def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str, Path], learned: dict) -> dict[str, Any]:
+def reference_check(
+    args: argparse.Namespace, schema_path: Path, csvs: dict[str, Path], learned: dict
+) -> dict[str, Any]:
     """The secure result against the non-private reference on the same data (simulate
     holds both parties' files, so it may compute this; a real deployment cannot)."""
     from ppbn.bn.learn import learn_reference
@@ -437,14 +511,27 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
 
     schema = Schema.load(str(schema_path))
     names, codes = load_joined(
-        schema, csvs["alice"], csvs["bob"], missing_rule=missing_rule(args), intersect=args.align == "psi"
+        schema,
+        csvs["alice"],
+        csvs["bob"],
+        missing_rule=missing_rule(args),
+        intersect=args.align == "psi",
     )
     states = {v.name: v.states for v in schema.variables}
     order = parse_order(args.order, names)
     ref = learn_reference(
-        names, states, codes, args.max_parents, args.score, args.tau, order, args.c_star,
-        available_case=missing_rule(args) == "available-case", ess=args.ess, **search_options(args),
-    )  # fmt: skip
+        names,
+        states,
+        codes,
+        args.max_parents,
+        args.score,
+        args.tau,
+        order,
+        args.c_star,
+        available_case=missing_rule(args) == "available-case",
+        ess=args.ess,
+        **search_options(args),
+    )
     reference_edges = [list(e) for e in ref.search.edges]
     cpt_diff = None
     if learned.get("parameters") and not learned.get("parameters_withheld"):
@@ -459,15 +546,21 @@ def reference_check(args: argparse.Namespace, schema_path: Path, csvs: dict[str,
         **({"same_moves": same_moves} if same_moves is not None else {}),
         "reference_edges": reference_edges,
         "max_abs_cpt_difference": cpt_diff,
-        "same_family_records": (learned.get("family_records") or {}).get("families") == reference_records,
+        "same_family_records": (learned.get("family_records") or {}).get("families")
+        == reference_records,
         "reference_family_records": reference_records,
     }
 
 
 def _run_with_daemons(
-    args: argparse.Namespace, work: Path, data: tuple[Path, Path, Path], start_role: str, kind: str,
-    params: dict[str, Any], quiet: bool,
-) -> tuple[str, dict[str, Any], float, float]:  # fmt: skip
+    args: argparse.Namespace,
+    work: Path,
+    data: tuple[Path, Path, Path],
+    start_role: str,
+    kind: str,
+    params: dict[str, Any],
+    quiet: bool,
+) -> tuple[str, dict[str, Any], float, float]:
     """Start alice and bob (and the miner for setup II) under ``work``, run one job from
     ``start_role``; returns the job id, every daemon's outcome, the start-up and job seconds.
     A failed job shows the last lines of every daemon's log on stderr."""
@@ -479,13 +572,21 @@ def _run_with_daemons(
     files = PairFiles(schema_path, {"alice": alice_csv, "bob": bob_csv}, work / "certs", work)
     started = time.perf_counter()
     with LocalPair(
-        files, args.timeout, miner=args.setup == 2, policy=pair_policy(args),
-        fixed_seed_for_testing=args.randomization_seed, missing_rule=missing_rule(args), align=args.align,
-    ) as daemons:  # fmt: skip
+        files,
+        args.timeout,
+        miner=args.setup == 2,
+        policy=pair_policy(args),
+        fixed_seed_for_testing=args.randomization_seed,
+        missing_rule=missing_rule(args),
+        align=args.align,
+    ) as daemons:
         up = time.perf_counter() - started
         if not quiet:
-            print(f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
-                  "(mutual TLS)", file=sys.stderr)  # fmt: skip
+            print(
+                f"daemons up: {', '.join(f'{r} {daemons.address(r)}' for r in daemons.roles)} "
+                "(mutual TLS)",
+                file=sys.stderr,
+            )
         progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
         started = time.perf_counter()
         job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
@@ -500,7 +601,9 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _report(args, outcome, timings: dict[str, float], reveal: dict[str, Any] | None) -> dict[str, Any]:
+def _report(
+    args, outcome, timings: dict[str, float], reveal: dict[str, Any] | None
+) -> dict[str, Any]:
     report = outcome_json(outcome)
     report.update(
         {
@@ -545,13 +648,18 @@ def _print_report(outcome, report: dict[str, Any], files_kept: bool) -> None:
         records = "equal" if check["same_family_records"] else "DIFFERENT"
         print(
             f"against the non-private reference (same score, tau, order, --missing rule): structure "
-            f"and edge order {verdict}" + (f", largest CPT difference {diff:.2e}" if diff is not None else "")
+            f"and edge order {verdict}"
+            + (f", largest CPT difference {diff:.2e}" if diff is not None else "")
             + f", records per family {records}"
         )
     reveal = report.get("reveal_for_testing")
     if reveal is not None:
         print(REVEAL_WARNING, file=sys.stderr)
-        verdict = "all equal" if reveal["all_equal"] else f"WRONG: {', '.join(reveal['tables_wrong'][:5])}"
+        verdict = (
+            "all equal"
+            if reveal["all_equal"]
+            else f"WRONG: {', '.join(reveal['tables_wrong'][:5])}"
+        )
         print(f"revealed {reveal['tables_checked']} tables against the plaintext counts: {verdict}")
 
 
@@ -567,21 +675,27 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--network", help="network to sample from (see `ppbn datasets make`)")
     parser.add_argument("--records", type=positive_int, help="number of records to sample")
     parser.add_argument("--seed", type=non_negative_int, default=7, help="random seed (default 7)")
-    parser.add_argument("--data", help="folder with schema.json, alice.csv, bob.csv instead of sampling")
     parser.add_argument(
-        "--out", help="keep data, certificates, logs and outputs in this folder (new or empty; "
+        "--data", help="folder with schema.json, alice.csv, bob.csv instead of sampling"
+    )
+    parser.add_argument(
+        "--out",
+        help="keep data, certificates, logs and outputs in this folder (new or empty; "
         "written aside and renamed into place at the end)",
-    )  # fmt: skip
+    )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
     parser.add_argument(
-        "--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT_S,
         help=f"daemons' peer timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
-    )  # fmt: skip
+    )
     add_pair_policy_options(parser)
     parser.add_argument(
-        "--reveal-for-testing", action="store_true",
+        "--reveal-for-testing",
+        action="store_true",
         help="TESTING ONLY: add both parties' shares and check them against the plaintext counts",
-    )  # fmt: skip
+    )
     add_missing_options(parser, rate=True)
     add_alignment_options(parser)
     add_job_arguments(parser)
@@ -594,23 +708,42 @@ def add_path_arguments(parser: argparse.ArgumentParser) -> None:
     from ppbn.randomized.pram.oracle import COUNT_METHODS
 
     parser.add_argument(
-        "--path", choices=PATHS,
+        "--path",
+        choices=PATHS,
         help="secure: private K2 and parameters (Yang-Wright; the default); pram: the PRAM "
         "path (--setup, --p); perturb: a perturbation learner (--setup, --params with learner, "
         "class, theta or p); job: the --job kind (the default when --job names another kind)",
-    )  # fmt: skip
+    )
     add_learning_options(parser)
     add_secure_options(parser)
     pram = parser.add_argument_group("PRAM and perturbation paths (--path pram, --path perturb)")
-    pram.add_argument("--setup", type=int, choices=(1, 2), default=1,
-                      help="1: no data miner (alice and bob); 2: a third daemon, the miner, learns (default 1)")  # fmt: skip
-    pram.add_argument("--p", type=float, help="M-category randomization with this p for every variable")
-    pram.add_argument("--randomization", metavar="FILE",
-                      help="per-variable randomization JSON {variable or a+b: {kind, ...}} instead of --p")  # fmt: skip
-    pram.add_argument("--eta", type=float, default=1.0,
-                      help="eta threshold of the Bayesian score against extra links (default 1: plain K2)")  # fmt: skip
-    pram.add_argument("--counts", choices=COUNT_METHODS, default="moment",
-                      help="count estimator: moment (clipped at 0) or em (default moment)")  # fmt: skip
+    pram.add_argument(
+        "--setup",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="1: no data miner (alice and bob); 2: a third daemon, the miner, learns (default 1)",
+    )
+    pram.add_argument(
+        "--p", type=float, help="M-category randomization with this p for every variable"
+    )
+    pram.add_argument(
+        "--randomization",
+        metavar="FILE",
+        help="per-variable randomization JSON {variable or a+b: {kind, ...}} instead of --p",
+    )
+    pram.add_argument(
+        "--eta",
+        type=float,
+        default=1.0,
+        help="eta threshold of the Bayesian score against extra links (default 1: plain K2)",
+    )
+    pram.add_argument(
+        "--counts",
+        choices=COUNT_METHODS,
+        default="moment",
+        help="count estimator: moment (clipped at 0) or em (default moment)",
+    )
     pram.add_argument(
         "--randomization-seed",
         help="TESTING ONLY: start the daemons with --insecure-fixed-seed-for-testing so the "

@@ -36,7 +36,9 @@ CONTINUOUS_METHODS = ("quantile", "equal-width", "edges")
 VALUE_WIDTH = 10.0  # width of each state's value interval in a made continuous column
 
 
-def continuous_names(spec: str | None, names: tuple[str, ...], owners: dict[str, str]) -> tuple[str, ...]:
+def continuous_names(
+    spec: str | None, names: tuple[str, ...], owners: dict[str, str]
+) -> tuple[str, ...]:
     """The variables ``--continuous`` makes numeric: N (the first N, taken alternately from
     alice's and bob's variables in schema order, so both sides get some) or a comma list."""
     if not spec:
@@ -44,7 +46,9 @@ def continuous_names(spec: str | None, names: tuple[str, ...], owners: dict[str,
     if spec.strip().isdigit():
         count = int(spec)
         if not 0 < count <= len(names):
-            raise UserError(f"--continuous {spec}: give 1..{len(names)} or a comma list of variables")
+            raise UserError(
+                f"--continuous {spec}: give 1..{len(names)} or a comma list of variables"
+            )
         queues = {p: [n for n in names if owners[n] == p] for p in PARTIES}
         chosen: list[str] = []
         while len(chosen) < count:
@@ -59,7 +63,9 @@ def continuous_names(spec: str | None, names: tuple[str, ...], owners: dict[str,
     return tuple(n for n in names if n in listed)
 
 
-def continuous_values(codes: np.ndarray, card: int, base: float, rng: np.random.Generator) -> np.ndarray:
+def continuous_values(
+    codes: np.ndarray, card: int, base: float, rng: np.random.Generator
+) -> np.ndarray:
     """A value for each coded state: uniform in [base + k w, base + (k + 1) w), 3 decimals."""
     raw = base + (codes + rng.random(codes.shape[0])) * VALUE_WIDTH
     values = np.floor(raw * 1000.0) / 1000.0
@@ -84,7 +90,9 @@ def split_owners(names: tuple[str, ...], split: str) -> dict[str, str]:
         raise UserError(f"{path}: must be a JSON object mapping each variable to alice or bob")
     for n in names:
         if owners.get(n) not in PARTIES:
-            raise UserError(f"{path}: variable {n!r} needs owner 'alice' or 'bob', got {owners.get(n)!r}")
+            raise UserError(
+                f"{path}: variable {n!r} needs owner 'alice' or 'bob', got {owners.get(n)!r}"
+            )
     unknown = sorted(set(owners) - set(names))
     if unknown:
         raise UserError(f"{path}: {unknown[0]!r} is not a variable of the network")
@@ -139,7 +147,11 @@ def make_dataset(
         if n not in numeric:
             return Variable(n, owners[n], truth.states[n])
         d = len(truth.states[n])
-        edges = tuple(base[n] + k * VALUE_WIDTH for k in range(1, d)) if bins_method == "edges" else None
+        edges = (
+            tuple(base[n] + k * VALUE_WIDTH for k in range(1, d))
+            if bins_method == "edges"
+            else None
+        )
         return Variable.continuous(n, owners[n], BinSpec(bins_method, d, edges))
 
     schema = Schema("record_id", tuple(declare(n) for n in truth.names))
@@ -147,7 +159,9 @@ def make_dataset(
     own = records - shared  # records only one party holds
     total = records + own
     codes = sample(truth, total, seed)[rng.permutation(total)]
-    value_rng = np.random.default_rng([seed, 1])  # apart from the rows' stream: same records with or without
+    value_rng = np.random.default_rng(
+        [seed, 1]
+    )  # apart from the rows' stream: same records with or without
     values = {
         n: continuous_values(codes[:, j], len(truth.states[n]), base[n], value_rng)
         for j, n in enumerate(truth.names)
@@ -164,7 +178,11 @@ def make_dataset(
         column = {n: i for i, n in enumerate(truth.names)}
         for party in PARTIES:
             names = tuple(v.name for v in schema.owned_by(party))
-            rows = held[party] if party == "alice" and own == 0 else held[party][rng.permutation(records)]
+            rows = (
+                held[party]
+                if party == "alice" and own == 0
+                else held[party][rng.permutation(records)]
+            )
             write_party_csv(
                 folder / f"{party}.csv",
                 schema,
@@ -193,7 +211,9 @@ def blank_cells(folder: str | Path, rate: float, seed: int) -> int:
     blanked = 0
     for party in PARTIES:
         path = Path(folder) / f"{party}.csv"
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING)
+        frame = pd.read_csv(
+            path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING
+        )
         for v in schema.owned_by(party):
             mask = rng.random(len(frame)) < rate
             frame.loc[mask, v.name] = ""

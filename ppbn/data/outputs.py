@@ -35,7 +35,9 @@ def check_output_dir(path: str | Path, flag: str = "--out", force: bool = False)
         raise UserError(f"{flag} {out}: exists and is not a folder")
     if out.is_dir():
         if not force and any(out.iterdir()):
-            raise UserError(f"{flag} {out}: folder exists and is not empty (choose another, or --force to replace it)")
+            raise UserError(
+                f"{flag} {out}: folder exists and is not empty (choose another, or --force to replace it)"
+            )
         if force and Path.cwd().resolve().is_relative_to(out.resolve()):
             raise UserError(f"{flag} {out}: will not replace the current folder or one above it")
     _probe_writable(out, flag)
@@ -91,10 +93,18 @@ def atomic_output_dir(path: str | Path, flag: str = "--out", force: bool = False
     except OSError as exc:
         failed = failed_file(exc, out.parent)
         shutil.rmtree(temp, ignore_errors=True)
-        if failed is not None or (is_file_error(exc) and not exc.filename):  # our own writes, not the work's
+        if failed is not None or (
+            is_file_error(exc) and not exc.filename
+        ):  # our own writes, not the work's
             inside = Path(os.path.abspath(temp))
-            name = f" {failed.relative_to(inside)}" if failed is not None and failed.is_relative_to(inside) else ""
-            raise UserError(f"{flag} {out}: cannot write{name} there ({reason(exc)}); nothing was written") from None
+            name = (
+                f" {failed.relative_to(inside)}"
+                if failed is not None and failed.is_relative_to(inside)
+                else ""
+            )
+            raise UserError(
+                f"{flag} {out}: cannot write{name} there ({reason(exc)}); nothing was written"
+            ) from None
         raise
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
@@ -104,8 +114,19 @@ def atomic_output_dir(path: str | Path, flag: str = "--out", force: bool = False
 def is_file_error(exc: BaseException) -> bool:
     """An OSError of the file system (full disk, I/O error, permission), not of a socket,
     a timeout or a process."""
-    network_or_process = (ConnectionError, TimeoutError, BlockingIOError, InterruptedError, ChildProcessError, ProcessLookupError)
-    return isinstance(exc, OSError) and not isinstance(exc, network_or_process) and exc.errno is not None
+    network_or_process = (
+        ConnectionError,
+        TimeoutError,
+        BlockingIOError,
+        InterruptedError,
+        ChildProcessError,
+        ProcessLookupError,
+    )
+    return (
+        isinstance(exc, OSError)
+        and not isinstance(exc, network_or_process)
+        and exc.errno is not None
+    )
 
 
 def reason(exc: OSError) -> str:
@@ -207,7 +228,7 @@ def relocate(value: Any, temp: Path, final: Path) -> Any:
     if isinstance(value, str):
         prefix = str(temp)
         if value == prefix or value.startswith(prefix + os.sep):
-            return str(final) + value[len(prefix):]
+            return str(final) + value[len(prefix) :]
         return value
     if isinstance(value, dict):
         return {key: relocate(item, temp, final) for key, item in value.items()}

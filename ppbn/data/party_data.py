@@ -109,7 +109,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise DataError(f"{path}: data file not found")
     _check_row_lengths(path)
     with _csv_errors(path):
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING)
+        frame = pd.read_csv(
+            path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING
+        )
     if frame.empty:
         raise DataError(f"{path}: no records after the header line")
     return frame
@@ -171,7 +173,11 @@ def _check_row_lengths(path: Path) -> int:
             for row in reader:
                 if row and len(row) != len(header):
                     word = _other_delimiter(row)
-                    hint = f" ({word} appears in it: save the file with commas as separators)" if word else ""
+                    hint = (
+                        f" ({word} appears in it: save the file with commas as separators)"
+                        if word
+                        else ""
+                    )
                     raise DataError(
                         f"{path}: line {reader.line_num} has {len(row)} fields, the header has {len(header)}{hint}"
                     )
@@ -185,9 +191,17 @@ def _check_row_lengths(path: Path) -> int:
 
 def _csv_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
     """The records of a CSV (rows already checked), ``chunk_rows`` at a time, cells as text."""
-    with _csv_errors(path), pd.read_csv(
-        path, dtype=str, keep_default_na=False, na_filter=False, encoding=CSV_ENCODING, chunksize=chunk_rows
-    ) as reader:
+    with (
+        _csv_errors(path),
+        pd.read_csv(
+            path,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            encoding=CSV_ENCODING,
+            chunksize=chunk_rows,
+        ) as reader,
+    ):
         yield from reader
 
 
@@ -195,14 +209,18 @@ def _parquet_file(path: Path):  # noqa: ANN202 - pyarrow.parquet.ParquetFile; py
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise UserError(f"{path}: reading Parquet needs the optional package pyarrow: pip install 'ppbn[parquet]'") from None
+        raise UserError(
+            f"{path}: reading Parquet needs the optional package pyarrow: pip install 'ppbn[parquet]'"
+        ) from None
     try:
         return pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ...: all one line
         raise DataError(f"{path}: not a valid Parquet file: {str(exc).splitlines()[0]}") from None
 
 
-def _parquet_chunks(path: Path, file, columns: list[str], chunk_rows: int) -> Iterator[pd.DataFrame]:  # noqa: ANN001
+def _parquet_chunks(
+    path: Path, file, columns: list[str], chunk_rows: int
+) -> Iterator[pd.DataFrame]:  # noqa: ANN001
     """The records of a Parquet file in record batches, every cell as its text (null: empty)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -215,10 +233,14 @@ def _parquet_chunks(path: Path, file, columns: list[str], chunk_rows: int) -> It
                 frame[name] = pd.Series(text.to_numpy(zero_copy_only=False), dtype=object)
             yield pd.DataFrame(frame)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
-        raise DataError(f"{path}: cannot read the Parquet data as text: {str(exc).splitlines()[0]}") from None
+        raise DataError(
+            f"{path}: cannot read the Parquet data as text: {str(exc).splitlines()[0]}"
+        ) from None
 
 
-def _check_header(path: Path, schema: Schema, role: str, header: list[str] | None = None) -> tuple[str, ...]:
+def _check_header(
+    path: Path, schema: Schema, role: str, header: list[str] | None = None
+) -> tuple[str, ...]:
     header = _raw_header(path) if header is None else header
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
@@ -248,7 +270,9 @@ def _check_ids(path: Path, ids: pd.Series, id_column: str, rows: Rows = CSV_ROWS
         raise DataError(f"{path}: {rows.at(empty[0])}, column {id_column!r}: empty record id")
     nul = np.flatnonzero(ids.str.contains("\0", regex=False).to_numpy())
     if nul.size:
-        raise DataError(f"{path}: {rows.at(nul[0])}, column {id_column!r}: record id contains a NUL character")
+        raise DataError(
+            f"{path}: {rows.at(nul[0])}, column {id_column!r}: record id contains a NUL character"
+        )
     dup_mask = ids.duplicated(keep=False).to_numpy()
     if dup_mask.any():
         at = np.flatnonzero(dup_mask)
@@ -260,7 +284,9 @@ def _check_ids(path: Path, ids: pd.Series, id_column: str, rows: Rows = CSV_ROWS
         )
 
 
-def _sorted_ids(path: Path, ids: np.ndarray, id_column: str, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_ids(
+    path: Path, ids: np.ndarray, id_column: str, rows: Rows
+) -> tuple[np.ndarray, np.ndarray]:
     """The order that sorts ``ids`` (UTF-8 bytes, file order) and the sorted ids; a duplicate
     across chunks is reported as ``_check_ids`` reports one inside a chunk (the earliest
     duplicated id)."""
@@ -302,7 +328,12 @@ def check_missing_rule(rule: str) -> str:
 
 
 def apply_missing_rule(
-    path: Path, schema: Schema, columns: tuple[str, ...], codes: np.ndarray, rule: str, rows: Rows = CSV_ROWS
+    path: Path,
+    schema: Schema,
+    columns: tuple[str, ...],
+    codes: np.ndarray,
+    rule: str,
+    rows: Rows = CSV_ROWS,
 ) -> None:
     """The one place that decides what an empty cell (``MISSING_CODE`` from ``_code_column``)
     becomes, in place: an error, the schema's ``missing_state``, or left as MISSING_CODE for
@@ -340,7 +371,9 @@ def missing_rule_from(missing: str | None, missing_as_category: bool = False) ->
     return check_missing_rule(missing or "error")
 
 
-def _continuous_missing(path: Path, name: str, raw: np.ndarray, rule: str, rows: Rows) -> np.ndarray:
+def _continuous_missing(
+    path: Path, name: str, raw: np.ndarray, rule: str, rows: Rows
+) -> np.ndarray:
     """MISSING CELLS OF A CONTINUOUS COLUMN: the mask of present cells.
 
     Under ``--missing available-case`` an empty cell is left MISSING_CODE (the caller
@@ -357,11 +390,15 @@ def _continuous_missing(path: Path, name: str, raw: np.ndarray, rule: str, rows:
     return present
 
 
-def _parse_numbers(path: Path, name: str, raw: np.ndarray, present: np.ndarray, rows: Rows) -> np.ndarray:
+def _parse_numbers(
+    path: Path, name: str, raw: np.ndarray, present: np.ndarray, rows: Rows
+) -> np.ndarray:
     """The present cells as finite floats (NaN where a cell is empty); the first that is not
     a finite number is reported with its line."""
     numbers = np.full(raw.shape[0], np.nan)
-    numbers[present] = pd.to_numeric(pd.Series(raw[present], dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    numbers[present] = pd.to_numeric(
+        pd.Series(raw[present], dtype=object), errors="coerce"
+    ).to_numpy(dtype=np.float64)
     bad = np.flatnonzero(present & ~np.isfinite(numbers))
     if bad.size:
         row = int(bad[0])
@@ -372,7 +409,9 @@ def _parse_numbers(path: Path, name: str, raw: np.ndarray, present: np.ndarray, 
     return numbers
 
 
-def _cut_points(path: Path, name: str, spec: BinSpec, values: np.ndarray, lines: str) -> tuple[float, ...]:
+def _cut_points(
+    path: Path, name: str, spec: BinSpec, values: np.ndarray, lines: str
+) -> tuple[float, ...]:
     """The owner's cut points for ``values`` under ``spec``, with the load's one-line errors."""
     where = f"{path}: {lines}, column {name!r}"
     try:
@@ -384,13 +423,26 @@ def _cut_points(path: Path, name: str, spec: BinSpec, values: np.ndarray, lines:
     if spec.method == "edges" and spec.edges is None:
         raise DataError(f"{where}: method 'edges' needs the 'edges' list in the owner's schema")
     if spec.method == "mgas" and spec.min_records is None:
-        raise DataError(f"{where}: method 'mgas' needs 'min_records' (and optionally 'min_granularity') in the owner's schema")
+        raise DataError(
+            f"{where}: method 'mgas' needs 'min_records' (and optionally 'min_granularity') in the owner's schema"
+        )
     try:
-        cuts = cuts_for(spec.method, values, spec.count, spec.edges, spec.min_records, spec.min_granularity or 0.0)
+        cuts = cuts_for(
+            spec.method,
+            values,
+            spec.count,
+            spec.edges,
+            spec.min_records,
+            spec.min_granularity or 0.0,
+        )
     except DiscretizationError as exc:
         raise DataError(f"{where}: {exc}") from None
     if len(cuts) + 1 != spec.count:  # only mgas chooses its own number of groups
-        fewer = "raise min_records or min_granularity" if len(cuts) + 1 > spec.count else "lower min_records or min_granularity"
+        fewer = (
+            "raise min_records or min_granularity"
+            if len(cuts) + 1 > spec.count
+            else "lower min_records or min_granularity"
+        )
         raise DataError(
             f"{where}: mgas made {len(cuts) + 1} groups but the schema's bins count is {spec.count}: "
             f"set count to {len(cuts) + 1} (in both parties' schemas), or {fewer}"
@@ -404,7 +456,9 @@ def _cut_points(path: Path, name: str, spec: BinSpec, values: np.ndarray, lines:
     return out
 
 
-def _continuous_numbers(path: Path, values: pd.Series, name: str, rule: str, rows: Rows) -> np.ndarray:
+def _continuous_numbers(
+    path: Path, values: pd.Series, name: str, rule: str, rows: Rows
+) -> np.ndarray:
     """One chunk of a continuous column as floats, NaN where the cell is empty (the cut
     points need the whole column: ``_code_continuous_column``)."""
     raw = values.to_numpy(dtype=object)
@@ -473,7 +527,9 @@ def load_party_data(
         for j, name in enumerate(columns):
             variable = schema.variable(name)
             if variable.bins is not None:
-                numbers.setdefault(name, []).append(_continuous_numbers(path, frame[name], name, rule, where))
+                numbers.setdefault(name, []).append(
+                    _continuous_numbers(path, frame[name], name, rule, where)
+                )
             else:
                 block[:, j] = _code_column(path, frame[name], name, variable.states, where)
         done += len(frame)
@@ -489,7 +545,9 @@ def load_party_data(
     for j, name in enumerate(columns):
         if name in numbers:
             column = np.concatenate(numbers.pop(name))
-            codes[:, j], bins[name] = _code_continuous_column(path, column, name, schema.variable(name).bins, rows)
+            codes[:, j], bins[name] = _code_continuous_column(
+                path, column, name, schema.variable(name).bins, rows
+            )
     apply_missing_rule(path, schema, columns, codes, rule, rows)
     for j in range(codes.shape[1]):  # column by column: no second copy of the whole table
         codes[:, j] = codes[order, j]
@@ -509,7 +567,9 @@ def load_joined(
 
     With ``intersect`` only the records whose id is in both files, in id order (what the
     daemons learn on with ``--align psi``); otherwise both must hold the same ids."""
-    names, codes, _ = load_joined_with_bins(schema, alice_csv, bob_csv, missing_as_category, missing_rule, intersect)
+    names, codes, _ = load_joined_with_bins(
+        schema, alice_csv, bob_csv, missing_as_category, missing_rule, intersect
+    )
     return names, codes
 
 

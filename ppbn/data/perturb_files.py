@@ -31,7 +31,9 @@ def read_mechanisms(path: str | Path) -> Mechanisms:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise UserError(f"{p}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise UserError(
+            f"{p}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
     except UnicodeDecodeError:
         raise UserError(f"{p}: not UTF-8 text") from None
     return parse_mechanisms(data, str(p))
@@ -48,8 +50,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def column_values(path: str | Path, frame: pd.DataFrame, column: str,
-                  mechanisms: Mechanisms) -> np.ndarray:  # fmt: skip
+def column_values(
+    path: str | Path, frame: pd.DataFrame, column: str, mechanisms: Mechanisms
+) -> np.ndarray:
     """One column as its mechanism reads it: state codes 0..K-1 (categorical) or floats
     (additive). An empty cell, a value outside the declared states or a non-number is a
     one-line error naming the file, line and column."""
@@ -74,8 +77,12 @@ def column_values(path: str | Path, frame: pd.DataFrame, column: str,
     return codes
 
 
-def write_randomized(path: str | Path, frame: pd.DataFrame, randomized: Mapping[str, np.ndarray],
-                     mechanisms: Mechanisms) -> None:  # fmt: skip
+def write_randomized(
+    path: str | Path,
+    frame: pd.DataFrame,
+    randomized: Mapping[str, np.ndarray],
+    mechanisms: Mechanisms,
+) -> None:
     """``frame`` with the randomized columns replaced (states by name, numbers in their
     shortest round-trip form), written atomically."""
     out = frame.copy()
@@ -102,8 +109,14 @@ def _pyplot():
     return plt
 
 
-def plot_categorical(path: str | Path, title: str, cells: Sequence[str], randomized: np.ndarray,
-                     estimate: np.ndarray, original: np.ndarray | None) -> None:  # fmt: skip
+def plot_categorical(
+    path: str | Path,
+    title: str,
+    cells: Sequence[str],
+    randomized: np.ndarray,
+    estimate: np.ndarray,
+    original: np.ndarray | None,
+) -> None:
     """Bars per state (or state combination): randomized, reconstructed, original."""
     plt = _pyplot()
     series = [("randomized (as received)", randomized, "C7"), ("reconstructed", estimate, "C0")]
@@ -112,10 +125,17 @@ def plot_categorical(path: str | Path, title: str, cells: Sequence[str], randomi
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(cells) * len(series)), 4.2))
     width = 0.8 / len(series)
     for k, (label, values, color) in enumerate(series):
-        ax.bar(np.arange(len(cells)) + (k - (len(series) - 1) / 2) * width, values, width,
-               label=label, color=color)  # fmt: skip
+        ax.bar(
+            np.arange(len(cells)) + (k - (len(series) - 1) / 2) * width,
+            values,
+            width,
+            label=label,
+            color=color,
+        )
     turn = len(cells) > 6
-    ax.set_xticks(range(len(cells)), cells, rotation=30 if turn else 0, ha="right" if turn else "center")
+    ax.set_xticks(
+        range(len(cells)), cells, rotation=30 if turn else 0, ha="right" if turn else "center"
+    )
     ax.set_ylabel("fraction of records")
     ax.axhline(0, color="black", linewidth=0.6)
     ax.legend(fontsize=8)
@@ -125,19 +145,37 @@ def plot_categorical(path: str | Path, title: str, cells: Sequence[str], randomi
     plt.close(fig)
 
 
-def plot_additive(path: str | Path, title: str, z: np.ndarray, edges: np.ndarray,
-                  density: np.ndarray, original: np.ndarray | None) -> None:  # fmt: skip
+def plot_additive(
+    path: str | Path,
+    title: str,
+    z: np.ndarray,
+    edges: np.ndarray,
+    density: np.ndarray,
+    original: np.ndarray | None,
+) -> None:
     """The histogram of the randomized values against the reconstructed density (steps on
     the bins) and the original values' histogram on the same bins."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    ax.hist(z, bins=min(100, max(10, len(edges) * 2)), density=True, color="C7", alpha=0.45,
-            label="randomized values (as received)")  # fmt: skip
+    ax.hist(
+        z,
+        bins=min(100, max(10, len(edges) * 2)),
+        density=True,
+        color="C7",
+        alpha=0.45,
+        label="randomized values (as received)",
+    )
     ax.stairs(density, edges, color="C0", linewidth=2, label="reconstructed")
     if original is not None:
         counts, _ = np.histogram(np.clip(original, edges[0], edges[-1]), bins=edges)
-        ax.stairs(counts / counts.sum() / np.diff(edges), edges, color="C2", linewidth=1.5,
-                  linestyle="--", label="original")  # fmt: skip
+        ax.stairs(
+            counts / counts.sum() / np.diff(edges),
+            edges,
+            color="C2",
+            linewidth=1.5,
+            linestyle="--",
+            label="original",
+        )
     ax.set_ylim(0, 1.25 * ax.get_ylim()[1])  # room for the legend
     _finish_density_plot(plt, fig, ax, title, path)
 
@@ -152,15 +190,28 @@ def _finish_density_plot(plt, fig, ax, title: str, path: str | Path) -> None:
     plt.close(fig)
 
 
-def plot_mgas(path: str | Path, title: str, grid: np.ndarray, truth: np.ndarray,
-              edges: np.ndarray, discretized: np.ndarray, reconstructed: np.ndarray) -> None:  # fmt: skip
+def plot_mgas(
+    path: str | Path,
+    title: str,
+    grid: np.ndarray,
+    truth: np.ndarray,
+    edges: np.ndarray,
+    discretized: np.ndarray,
+    reconstructed: np.ndarray,
+) -> None:
     """Dissertation Fig. 2.3: the density, after MGAS, and reconstructed after PRAM."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     ax.plot(grid, truth, color="black", linewidth=1, label="two-triangle density")
     ax.stairs(discretized, edges, color="C2", linewidth=1.5, label="after MGAS")
-    ax.stairs(reconstructed, edges, color="C0", linewidth=1.5, linestyle="--",
-              label="reconstructed (EM) after randomization")  # fmt: skip
+    ax.stairs(
+        reconstructed,
+        edges,
+        color="C0",
+        linewidth=1.5,
+        linestyle="--",
+        label="reconstructed (EM) after randomization",
+    )
     ax.set_ylim(0, 1.35 * max(truth.max(), discretized.max(), reconstructed.max()))
     ax.set_xlabel("x")
     _finish_density_plot(plt, fig, ax, title, path)

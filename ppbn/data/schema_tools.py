@@ -45,7 +45,9 @@ class Inferred:
 
 def _numbers(values: np.ndarray) -> np.ndarray | None:
     """The cells as finite floats, or None if any cell is not one."""
-    parsed = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    parsed = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
+        dtype=np.float64
+    )
     return parsed if parsed.size and np.all(np.isfinite(parsed)) else None
 
 
@@ -87,7 +89,9 @@ def infer_schema(
     if dupes:
         raise DataError(f"{path}: line 1: column {dupes[0]!r} appears more than once")
     if id_column not in header:
-        raise DataError(f"{path}: line 1: id column {id_column!r} is missing (columns: {', '.join(header)})")
+        raise DataError(
+            f"{path}: line 1: id column {id_column!r} is missing (columns: {', '.join(header)})"
+        )
     _check_ids(path, frame[id_column], id_column)
     _check_column_names(path, [name for name in header if name != id_column])
     variables: list[Variable] = []
@@ -103,7 +107,9 @@ def infer_schema(
                 "with --missing available-case, or declare 'missing_state' and use --missing category)"
             )
         numbers = _numbers(present)
-        distinct = int(np.unique(numbers).size) if numbers is not None else len(set(present.tolist()))
+        distinct = (
+            int(np.unique(numbers).size) if numbers is not None else len(set(present.tolist()))
+        )
         if distinct < 2:
             raise DataError(
                 f"{path}: lines 2-{cells.size + 1}, column {name!r}: fewer than two distinct values: "
@@ -134,7 +140,9 @@ def _check_column_names(path: Path, names: list[str]) -> None:
             raise DataError(f"{path}: line 1: a column has an empty name")
         problem = bif_name_problem(name)
         if problem:
-            raise DataError(f"{path}: line 1, column {name!r}: the name {problem}; {bif_name_fix(name, ' in the file')}")
+            raise DataError(
+                f"{path}: line 1, column {name!r}: the name {problem}; {bif_name_fix(name, ' in the file')}"
+            )
     clash = bif_case_clash(names)
     if clash:
         raise DataError(
@@ -203,12 +211,18 @@ def merge_schemas(
             )
     missing = {s.missing_state for s in (first, second)} - {None}
     if len(missing) > 1:
-        raise UserError(f"the missing states differ: {a} {first.missing_state!r}, {b} {second.missing_state!r}")
+        raise UserError(
+            f"the missing states differ: {a} {first.missing_state!r}, {b} {second.missing_state!r}"
+        )
     variables = [
         v.to_dict() if v.owner == keep_private_of else v.public_dict()
         for v in (*first.variables, *second.variables)
     ]
-    merged: dict[str, Any] = {"version": SCHEMA_VERSION, "id_column": first.id_column, "variables": variables}
+    merged: dict[str, Any] = {
+        "version": SCHEMA_VERSION,
+        "id_column": first.id_column,
+        "variables": variables,
+    }
     if missing:
         merged["missing_state"] = missing.pop()
     Schema.from_dict(json.loads(json.dumps(merged)), source="merged schema")  # the result must load

@@ -53,11 +53,15 @@ def check_known(kind: str, params: dict[str, Any], known: set[str] | frozenset[s
     for name in LOCAL_SETTINGS:
         if name in params and name not in known:
             raise PolicyRefusal(
-                name, f"{kind}: {name} is this party's local setting (policy file or party serve flag), never a job parameter"
+                name,
+                f"{kind}: {name} is this party's local setting (policy file or party serve flag), never a job parameter",
             )
     unknown = sorted(set(params) - set(known))
     if unknown:
-        raise ParameterError(unknown[0], f"{kind}: unknown parameter {unknown[0]!r} (know: {', '.join(sorted(known))})")
+        raise ParameterError(
+            unknown[0],
+            f"{kind}: unknown parameter {unknown[0]!r} (know: {', '.join(sorted(known))})",
+        )
 
 
 class JobChannel(Protocol):
@@ -113,7 +117,6 @@ class ChannelGroup:
             channel.close()
 
 
-
 class JobCancelled(Exception):
     """Raised inside a job (by ``progress`` or ``check_cancelled``) once it was cancelled."""
 
@@ -159,7 +162,9 @@ class JobKind:
     family_bound: Callable[[dict[str, Any], Schema], FamilyBound | None] = no_families
 
 
-def check_job_policy(kind: JobKind, params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
+def check_job_policy(
+    kind: JobKind, params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope
+) -> None:
     """Normalised parameters under this daemon's policy: the family limits first (one rule
     for every kind, whatever in the request sets the family), then the kind's own checks."""
     policy.require_families(kind.family_bound(params, scope.schema))
@@ -186,7 +191,9 @@ class JobContext:
     out_dir: Path
     ledger: Ledger
     policy: LocalPolicy = field(default_factory=LocalPolicy)
-    fixed_seed_for_testing: str | None = None  # local flag of `party serve`, never from a job message
+    fixed_seed_for_testing: str | None = (
+        None  # local flag of `party serve`, never from a job message
+    )
     counters: OpCounters = field(default_factory=OpCounters)
     tallies: Counter = field(default_factory=Counter)
     phases: dict[str, float] = field(default_factory=dict)
@@ -231,7 +238,7 @@ class JobContext:
         self.check_cancelled()
         self.last_progress = note
         if note.startswith("phase "):
-            self.current_phase = note[len("phase "):]
+            self.current_phase = note[len("phase ") :]
             self.on_phase(self.current_phase)
         self.notes(note)
 

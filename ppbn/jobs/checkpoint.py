@@ -37,7 +37,9 @@ from ppbn.errors import UserError
 from ppbn.protocols.learning.config import K2Checkpoint
 
 KEY_FILE = ".checkpoint.key"
-CHECKPOINT_DIR = ".checkpoints"  # beside the job folders: a failed job's folder keeps only its record
+CHECKPOINT_DIR = (
+    ".checkpoints"  # beside the job folders: a failed job's folder keeps only its record
+)
 KEY_BYTES = 32
 NONCE_BYTES = 12
 KEEP = 2  # the peer can be at most one step behind: keep this step and the one before
@@ -82,7 +84,9 @@ def checkpoint_key(out_root: Path) -> bytes:
     except FileExistsError:
         key = path.read_bytes()
         if len(key) != KEY_BYTES:
-            raise UserError(f"{path}: checkpoint key must be {KEY_BYTES} bytes, found {len(key)}") from None
+            raise UserError(
+                f"{path}: checkpoint key must be {KEY_BYTES} bytes, found {len(key)}"
+            ) from None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
@@ -123,8 +127,14 @@ class CheckpointStore:
         try:
             self._save(meta, state)
         except OSError as exc:
-            failed = failed_file(exc, self.out_root)  # None for a buffered write: name the checkpoint
-            where = failed if failed not in (None, Path(os.path.abspath(self.out_root))) else self.path(state.step)
+            failed = failed_file(
+                exc, self.out_root
+            )  # None for a buffered write: name the checkpoint
+            where = (
+                failed
+                if failed not in (None, Path(os.path.abspath(self.out_root)))
+                else self.path(state.step)
+            )
             raise UserError(
                 f"{where}: cannot write the checkpoint: {exc.strerror or exc}; {io_remedy(exc, self.out_root)}, "
                 "then run the job again"
@@ -145,7 +155,9 @@ class CheckpointStore:
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         np.savez(buffer, **arrays)
         nonce = os.urandom(NONCE_BYTES)
-        sealed = nonce + self._aead().encrypt(nonce, buffer.getvalue(), self._associated(state.step))
+        sealed = nonce + self._aead().encrypt(
+            nonce, buffer.getvalue(), self._associated(state.step)
+        )
         self.folder.mkdir(parents=True, exist_ok=True)
         final = self.path(state.step)
         temporary = final.with_name(final.name + ".tmp")
@@ -172,17 +184,28 @@ class CheckpointStore:
         try:
             sealed = path.read_bytes()
         except FileNotFoundError:
-            raise UserError(f"{path}: no checkpoint of step {step} (have {self.steps() or 'none'})") from None
+            raise UserError(
+                f"{path}: no checkpoint of step {step} (have {self.steps() or 'none'})"
+            ) from None
         try:
-            plain = self._aead().decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], self._associated(step))
+            plain = self._aead().decrypt(
+                sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], self._associated(step)
+            )
         except (InvalidTag, ValueError):
-            raise UserError(f"{path}: checkpoint does not decrypt under {self.out_root / KEY_FILE} (altered, or another job's)") from None
+            raise UserError(
+                f"{path}: checkpoint does not decrypt under {self.out_root / KEY_FILE} (altered, or another job's)"
+            ) from None
         with np.load(io.BytesIO(plain), allow_pickle=False) as data:
             header = json.loads(bytes(data["header"]).decode())
             counts = {tuple(f): data[f"c{i}"] for i, f in enumerate(header["count_families"])}
-            scores = {(c, frozenset(ps)): data[f"s{i}"] for i, (c, ps) in enumerate(header["score_keys"])}
+            scores = {
+                (c, frozenset(ps)): data[f"s{i}"] for i, (c, ps) in enumerate(header["score_keys"])
+            }
         # K2: a wave of [child, chosen or None]; hill climbing: [[kind, parent, child]] or []
-        decisions = [[[None if x is None else str(x) for x in entry] for entry in wave] for wave in header["decisions"]]
+        decisions = [
+            [[None if x is None else str(x) for x in entry] for entry in wave]
+            for wave in header["decisions"]
+        ]
         return header, K2Checkpoint(int(header["step"]), decisions, counts, scores)
 
     def latest_header(self) -> dict[str, Any] | None:

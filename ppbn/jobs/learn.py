@@ -63,26 +63,56 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
     """Normalise and check the job parameters (both daemons run this before starting)."""
     check_known("learn", params, set(DEFAULTS))
     out = {**DEFAULTS, **params}
-    if isinstance(out["max_parents"], bool) or not isinstance(out["max_parents"], int) or not 0 <= out["max_parents"] < len(schema.variables):
-        raise ParameterError("max_parents", f"learn: max_parents must be an integer in 0..{len(schema.variables) - 1}")
+    if (
+        isinstance(out["max_parents"], bool)
+        or not isinstance(out["max_parents"], int)
+        or not 0 <= out["max_parents"] < len(schema.variables)
+    ):
+        raise ParameterError(
+            "max_parents",
+            f"learn: max_parents must be an integer in 0..{len(schema.variables) - 1}",
+        )
     if out["score"] not in SCORE_MODES:
         raise ParameterError("score", f"learn: score must be one of {', '.join(SCORE_MODES)}")
-    if isinstance(out["tau"], bool) or not isinstance(out["tau"], int | float) or not 1e-6 <= out["tau"] <= 1e3:
-        raise ParameterError("tau", "learn: tau must be a number in [1e-6, 1e3] (nats); the secure fixed-point error is ~1e-9")
-    if isinstance(out["c_star"], bool) or not isinstance(out["c_star"], int | float) or not math.isfinite(out["c_star"]) or out["c_star"] < 0:
+    if (
+        isinstance(out["tau"], bool)
+        or not isinstance(out["tau"], int | float)
+        or not 1e-6 <= out["tau"] <= 1e3
+    ):
+        raise ParameterError(
+            "tau",
+            "learn: tau must be a number in [1e-6, 1e3] (nats); the secure fixed-point error is ~1e-9",
+        )
+    if (
+        isinstance(out["c_star"], bool)
+        or not isinstance(out["c_star"], int | float)
+        or not math.isfinite(out["c_star"])
+        or out["c_star"] < 0
+    ):
         raise ParameterError("c_star", "learn: c_star must be a finite number >= 0")
     if out["disclosure"] not in DISCLOSURES:
-        raise ParameterError("disclosure", f"learn: disclosure must be one of {', '.join(DISCLOSURES)}")
+        raise ParameterError(
+            "disclosure", f"learn: disclosure must be one of {', '.join(DISCLOSURES)}"
+        )
     if out["key_bits"] not in KEY_BITS_CHOICES or isinstance(out["key_bits"], bool):
-        raise ParameterError("key_bits", f"learn: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
+        raise ParameterError(
+            "key_bits", f"learn: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}"
+        )
     if not isinstance(out["overlap_tables"], bool):
         raise ParameterError("overlap_tables", "learn: overlap_tables must be true or false")
     if not isinstance(out["split_terms"], bool):
         raise ParameterError("split_terms", "learn: split_terms must be true or false")
     if out["order"] is not None:
         order = out["order"]
-        if not isinstance(order, list) or not all(isinstance(v, str) for v in order) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
-            raise ParameterError("order", "learn: order must list every variable of the schema exactly once")
+        if (
+            not isinstance(order, list)
+            or not all(isinstance(v, str) for v in order)
+            or sorted(order) != sorted(schema.names)
+            or len(set(order)) != len(order)
+        ):
+            raise ParameterError(
+                "order", "learn: order must list every variable of the schema exactly once"
+            )
     out.update(check_search_params("learn", params, out["score"], schema))
     return out
 
@@ -142,7 +172,9 @@ def result_json(
     return out
 
 
-def write_parameter_shares(path: Path, role: str, result: SecureLearnResult, schema: Schema) -> None:
+def write_parameter_shares(
+    path: Path, role: str, result: SecureLearnResult, schema: Schema
+) -> None:
     shares = {
         v: {
             "parents": list(result.search.parents[v]),
@@ -165,7 +197,9 @@ def write_parameter_shares(path: Path, role: str, result: SecureLearnResult, sch
     path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
 
-def combine_parameter_shares(alice: dict[str, Any], bob: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def combine_parameter_shares(
+    alice: dict[str, Any], bob: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
     """Open two parameter-share files into CPTs (both parties must agree to do this)."""
     if {alice.get("role"), bob.get("role")} != {"alice", "bob"}:
         raise UserError("shares combine needs one file of alice and one of bob")
@@ -180,7 +214,9 @@ def combine_parameter_shares(alice: dict[str, Any], bob: dict[str, Any]) -> dict
         d = len(a["states"])
         if len(a["theta"]) != len(b["theta"]) or len(a["theta"]) % d:
             raise UserError(f"variable {v!r}: the two share files disagree on the table size")
-        theta = [((x + y) % modulus) / (1 << frac) for x, y in zip(a["theta"], b["theta"], strict=True)]
+        theta = [
+            ((x + y) % modulus) / (1 << frac) for x, y in zip(a["theta"], b["theta"], strict=True)
+        ]
         flags = [(x + y) % 2 for x, y in zip(a["unobserved"], b["unobserved"], strict=True)]
         out[v] = {
             "parents": a["parents"],
@@ -217,7 +253,9 @@ def checkpoint_store(context: JobContext) -> CheckpointStore:
     return CheckpointStore(context.out_dir.parent, context.job_id, context.role)
 
 
-def agree_resume_step(channel: Channel, store: CheckpointStore, meta: dict[str, Any]) -> K2Checkpoint | None:
+def agree_resume_step(
+    channel: Channel, store: CheckpointStore, meta: dict[str, Any]
+) -> K2Checkpoint | None:
     """Both parties reveal only their last completed K2 step (a public number) and continue
     from the smaller one; this party loads its own checkpoint of that step."""
     steps = store.steps()
@@ -235,7 +273,9 @@ def agree_resume_step(channel: Channel, store: CheckpointStore, meta: dict[str, 
     header, state = store.load(step)
     for key in ("job_id", "kind", "role", "params", "schema", "data"):
         if header.get(key) != meta[key]:
-            raise ProtocolError(f"cannot resume: the checkpoint of step {step} was made with another {key}")
+            raise ProtocolError(
+                f"cannot resume: the checkpoint of step {step} was made with another {key}"
+            )
     return state
 
 
@@ -278,15 +318,25 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         context.progress(f"checkpoint after K2 step {state.step}")
 
     result = learn_secure(
-        channel, role, schema, context.data.codes, config, context.ledger, progress, context.counters,
-        resume=start, checkpoint=save,
-    )  # fmt: skip
+        channel,
+        role,
+        schema,
+        context.data.codes,
+        config,
+        context.ledger,
+        progress,
+        context.counters,
+        resume=start,
+        checkpoint=save,
+    )
     for phase, seconds in result.stats["phases"].items():
         context.phases[phase] = context.phases.get(phase, 0.0) + seconds
     context.count("and_gates", result.stats["and_gates"])
     context.count("ots", result.stats["ots"])
     context.count("ln_evaluations", result.stats["ln_evaluations"])
-    state_names = schema.state_names(context.data.bins)  # local: intervals only for what this party knows
+    state_names = schema.state_names(
+        context.data.bins
+    )  # local: intervals only for what this party knows
     out = result_json(result, schema, config, state_names)
     out["family_records"] = family_records_json(
         result.family_records, context.data.n_records, context.data.missing_rule, schema.names

@@ -72,7 +72,15 @@ _MECHANISM = {"theta", "p", "randomized", "groups"}
 _OPTIONS = {
     "nb": {"class", "estimator", "alpha"},
     "id3": {"class", "estimator", "max_depth", "min_count"},
-    "perceptron": {"class", "estimator", "positive", "encoding", "cost", "iterations", "pocket_seed"},
+    "perceptron": {
+        "class",
+        "estimator",
+        "positive",
+        "encoding",
+        "cost",
+        "iterations",
+        "pocket_seed",
+    },
     "rules": {"min_support", "min_confidence", "max_size"},
 }
 AVAILABLE_CASE_REFUSAL = (
@@ -88,7 +96,9 @@ def _number(kind: str, params: dict[str, Any], key: str, default: float) -> floa
     return float(value)
 
 
-def _integer(kind: str, params: dict[str, Any], key: str, default: int | None, least: int) -> int | None:
+def _integer(
+    kind: str, params: dict[str, Any], key: str, default: int | None, least: int
+) -> int | None:
     value = params.get(key, default)
     if value is None:
         return None
@@ -97,7 +107,9 @@ def _integer(kind: str, params: dict[str, Any], key: str, default: int | None, l
     return value
 
 
-def _choice(kind: str, params: dict[str, Any], key: str, default: str | None, choices: tuple[str, ...]) -> str | None:
+def _choice(
+    kind: str, params: dict[str, Any], key: str, default: str | None, choices: tuple[str, ...]
+) -> str | None:
     value = params.get(key, default)
     if value is not None and value not in choices:
         raise ParameterError(key, f"{kind}: {key!r} must be one of {', '.join(choices)}")
@@ -105,7 +117,9 @@ def _choice(kind: str, params: dict[str, Any], key: str, default: str | None, ch
 
 
 def _variables(kind: str, key: str, value: Any, schema: Schema) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v in schema.names for v in value):
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and v in schema.names for v in value
+    ):
         raise ParameterError(key, f"{kind}: {key!r} must list variables of the schema")
     return list(value)
 
@@ -155,9 +169,17 @@ def full_params(kind: str, params: dict[str, Any], schema: Schema, setup: int) -
         raise ParameterError("min_count", f"{kind}: 'min_count' must be >= 0")
     out["positive"] = params.get("positive")
     if out["positive"] is not None and out["positive"] not in schema.variable(out["class"]).states:
-        raise ParameterError("positive", f"{kind}: 'positive' must name a state of the class {out['class']!r}")
-    if learner == "perceptron" and out["positive"] is None and schema.cardinality(out["class"]) != 2:
-        raise ParameterError("positive", f"{kind}: the class has more than 2 states: name the 'positive' one")
+        raise ParameterError(
+            "positive", f"{kind}: 'positive' must name a state of the class {out['class']!r}"
+        )
+    if (
+        learner == "perceptron"
+        and out["positive"] is None
+        and schema.cardinality(out["class"]) != 2
+    ):
+        raise ParameterError(
+            "positive", f"{kind}: the class has more than 2 states: name the 'positive' one"
+        )
     out["encoding"] = _choice(kind, params, "encoding", "onehot", ENCODINGS)
     out["cost"] = _choice(kind, params, "cost", "expected", COSTS)
     out["iterations"] = _integer(kind, params, "iterations", DEFAULT_ITERATIONS, 1)
@@ -180,7 +202,10 @@ def full_params(kind: str, params: dict[str, Any], schema: Schema, setup: int) -
 
 def _check_mechanism(kind: str, params: dict[str, Any], schema: Schema) -> dict[str, Any]:
     if ("theta" in params) == ("p" in params):
-        raise ParameterError("theta", f"{kind}: give exactly one of 'theta' (randomized response) and 'p' (M-category)")
+        raise ParameterError(
+            "theta",
+            f"{kind}: give exactly one of 'theta' (randomized response) and 'p' (M-category)",
+        )
     out: dict[str, Any] = {"theta": None, "p": None}
     key = "theta" if "theta" in params else "p"
     value = _number(kind, params, key, 0.0)
@@ -190,14 +215,18 @@ def _check_mechanism(kind: str, params: dict[str, Any], schema: Schema) -> dict[
         raise ParameterError("theta", f"{kind}: {exc}") from None
     if key == "p" and not 0.0 <= value < 1.0:
         raise ParameterError("p", f"{kind}: 'p' must be in [0, 1)")
-    out["randomized"] = _variables(kind, "randomized", params.get("randomized", list(schema.names)), schema)
+    out["randomized"] = _variables(
+        kind, "randomized", params.get("randomized", list(schema.names)), schema
+    )
     groups = params.get("groups", [])
     if not isinstance(groups, list):
         raise ParameterError("groups", f"{kind}: 'groups' must be a list of variable lists")
     out["groups"] = [_variables(kind, "groups", group, schema) for group in groups]
     grouped = [v for group in out["groups"] for v in group]
     if len(set(grouped)) != len(grouped) or not all(out["groups"]):
-        raise ParameterError("groups", f"{kind}: 'groups' must be nonempty lists, no variable in two of them")
+        raise ParameterError(
+            "groups", f"{kind}: 'groups' must be nonempty lists, no variable in two of them"
+        )
     try:
         scheme = build_scheme(out, schema)
     except RandomizationError as exc:
@@ -212,10 +241,14 @@ def _check_mechanism(kind: str, params: dict[str, Any], schema: Schema) -> dict[
 def build_scheme(params: dict[str, Any], schema: Schema) -> RandomizationScheme:
     """The public scheme of the parameters."""
     cards = dict(zip(schema.names, schema.cardinalities(), strict=True))
-    return scheme_for(cards, params["randomized"], theta=params["theta"], p=params["p"], groups=params["groups"])
+    return scheme_for(
+        cards, params["randomized"], theta=params["theta"], p=params["p"], groups=params["groups"]
+    )
 
 
-def check_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope, kind: str, sends: bool) -> None:
+def check_policy(
+    params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope, kind: str, sends: bool
+) -> None:
     """The job (``full_params``) under this party's local policy; ``sends``: its columns
     leave its host."""
     if scope.missing_rule == "available-case":
@@ -237,20 +270,44 @@ def check_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope
 def learner_options(params: dict[str, Any]) -> dict[str, Any]:
     """The learner's options of ``full_params`` in the names of ``fit_learner`` (and of
     ``ppbn perturb learn``)."""
-    options = {k: params[k] for k in ("estimator", "alpha", "max_depth", "min_count", "positive", "encoding",
-                                      "cost", "iterations", "min_support", "min_confidence", "max_size")}  # fmt: skip
+    options = {
+        k: params[k]
+        for k in (
+            "estimator",
+            "alpha",
+            "max_depth",
+            "min_count",
+            "positive",
+            "encoding",
+            "cost",
+            "iterations",
+            "min_support",
+            "min_confidence",
+            "max_size",
+        )
+    }
     options["seed"] = params["pocket_seed"]
     return options
 
 
 def _task(params: dict[str, Any]) -> VerticalTask:
-    return VerticalTask(params["learner"], params["class"], learner_options(params), params["learner_party"])
+    return VerticalTask(
+        params["learner"], params["class"], learner_options(params), params["learner_party"]
+    )
 
 
 def _mechanism(params: dict[str, Any], scheme: RandomizationScheme) -> dict[str, Any]:
-    kind = {"kind": "randomized response", "theta": params["theta"]} if params["theta"] is not None else {
-        "kind": "M-category", "p": params["p"]}  # fmt: skip
-    return {**kind, "randomized": params["randomized"], "groups": params["groups"], "scheme": scheme.to_dict()}
+    kind = (
+        {"kind": "randomized response", "theta": params["theta"]}
+        if params["theta"] is not None
+        else {"kind": "M-category", "p": params["p"]}
+    )
+    return {
+        **kind,
+        "randomized": params["randomized"],
+        "groups": params["groups"],
+        "scheme": scheme.to_dict(),
+    }
 
 
 def model_summary(learner: str, model: dict[str, Any]) -> dict[str, Any]:
@@ -312,25 +369,43 @@ def run_setup_one_job(role: str, channel: Channel, context: JobContext) -> dict[
     params = full_params(SETUP_ONE_KIND, context.params, schema, 1)
     scheme = build_scheme(params, schema)
     outcome = run_setup_one(
-        role, channel, schema, context.data.codes, scheme, _task(params), randomization_source(context),
-        context.ledger, context.phase,
-    )  # fmt: skip
+        role,
+        channel,
+        schema,
+        context.data.codes,
+        scheme,
+        _task(params),
+        randomization_source(context),
+        context.ledger,
+        context.phase,
+    )
     return _write_outputs(context, params, outcome, 1, scheme, job_stats(context, channel, started))
 
 
-def run_setup_two_job(role: str, channel: Channel | ChannelGroup, context: JobContext) -> dict[str, Any]:
+def run_setup_two_job(
+    role: str, channel: Channel | ChannelGroup, context: JobContext
+) -> dict[str, Any]:
     """Setup II: the miner learns from both parties' randomized columns and sends the model."""
     started = time.perf_counter()
     schema = context.schema
     params = full_params(SETUP_TWO_KIND, context.params, schema, 2)
     scheme = build_scheme(params, schema)
     if isinstance(channel, ChannelGroup):
-        outcome = run_setup_two_miner(channel.channels, schema, scheme, _task(params), context.ledger, context.phase)
+        outcome = run_setup_two_miner(
+            channel.channels, schema, scheme, _task(params), context.ledger, context.phase
+        )
     elif isinstance(channel, Channel) and role in PARTIES:
         outcome = run_setup_two_party(
-            role, channel, schema, context.data.codes, scheme, _task(params), randomization_source(context),
-            context.ledger, context.phase,
-        )  # fmt: skip
+            role,
+            channel,
+            schema,
+            context.data.codes,
+            scheme,
+            _task(params),
+            randomization_source(context),
+            context.ledger,
+            context.phase,
+        )
     else:
         raise ProtocolError(f"{SETUP_TWO_KIND} runs at the miner with alice and bob, not at {role}")
     return _write_outputs(context, params, outcome, 2, scheme, job_stats(context, channel, started))
@@ -351,7 +426,13 @@ def _setup_one_policy(params: dict[str, Any], policy: LocalPolicy, scope: Policy
 
 
 def _setup_two_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
-    check_policy(full_params(SETUP_TWO_KIND, params, scope.schema, 2), policy, scope, SETUP_TWO_KIND, sends=True)
+    check_policy(
+        full_params(SETUP_TWO_KIND, params, scope.schema, 2),
+        policy,
+        scope,
+        SETUP_TWO_KIND,
+        sends=True,
+    )
 
 
 SETUP_ONE_JOB = JobKind(

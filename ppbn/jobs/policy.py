@@ -39,8 +39,15 @@ DISCLOSURE_MODES = ("public", "owner", "shared")
 ALL_VARIABLES = "*"
 # settings of this daemon's own resources: a job that names one is refused (jobs.check_known)
 LOCAL_SETTINGS = (
-    "workers", "executor", "ray_address", "cache_mb", "spill_mb", "spill_dir", "gc_inline_below", "ot_inline_below",
-)  # fmt: skip
+    "workers",
+    "executor",
+    "ray_address",
+    "cache_mb",
+    "spill_mb",
+    "spill_dir",
+    "gc_inline_below",
+    "ot_inline_below",
+)
 UNSET_NOTES = {
     "workers": "one worker per core",
     "ray_address": "with executor ray, a private Ray instance on this host",
@@ -120,7 +127,9 @@ class LocalPolicy:
     cache_mb: int = 768
     spill_mb: int = 0
     spill_dir: str | None = None
-    gc_inline_below: int = GC_INLINE_BELOW  # garbled runs of fewer AND gates x instances: job thread
+    gc_inline_below: int = (
+        GC_INLINE_BELOW  # garbled runs of fewer AND gates x instances: job thread
+    )
     ot_inline_below: int = OT_INLINE_BELOW  # OT-extension calls of fewer OTs: job thread
     max_message_mb: int = 32
     max_queue_mb: int = 64
@@ -141,7 +150,9 @@ class LocalPolicy:
         try:
             raw = json.loads(text) if file.suffix.lower() == ".json" else tomllib.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise UserError(f"{file}: not valid {'JSON' if file.suffix == '.json' else 'TOML'}: {exc}") from None
+            raise UserError(
+                f"{file}: not valid {'JSON' if file.suffix == '.json' else 'TOML'}: {exc}"
+            ) from None
         return cls.from_mapping(raw, str(file))
 
     @classmethod
@@ -151,7 +162,9 @@ class LocalPolicy:
         known = {f for f in cls.__dataclass_fields__ if f != "source"}
         unknown = sorted(set(raw) - known)
         if unknown:
-            raise UserError(f"{source}: unknown policy setting {unknown[0]!r} (know: {', '.join(sorted(known))})")
+            raise UserError(
+                f"{source}: unknown policy setting {unknown[0]!r} (know: {', '.join(sorted(known))})"
+            )
         values = dict(raw)
         pram_raw = values.pop("pram", {})
         if not isinstance(pram_raw, dict):
@@ -182,28 +195,52 @@ class LocalPolicy:
             raise bad("paths", f"must list some of {', '.join(PATHS)}")
         if self.min_key_bits not in KEY_BITS_CHOICES:
             raise bad("min_key_bits", f"must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
-        if not isinstance(self.disclosures, tuple) or not self.disclosures or not set(self.disclosures) <= set(DISCLOSURE_MODES):
+        if (
+            not isinstance(self.disclosures, tuple)
+            or not self.disclosures
+            or not set(self.disclosures) <= set(DISCLOSURE_MODES)
+        ):
             raise bad("disclosures", f"must list some of {', '.join(DISCLOSURE_MODES)}")
         for name, low, high in (
-            ("max_parents", 0, 64), ("max_family", 2, 64), ("min_statistical_bits", 40, 128),
-            ("min_records", 1, 10**12), ("max_message_mb", 1, 1024), ("max_queue_mb", 1, 4096),
-            ("max_jobs_kept", 1, 100_000), ("cache_mb", 0, 10**7), ("spill_mb", 0, 10**9),
-            ("gc_inline_below", 0, 2**62), ("ot_inline_below", 0, 2**62),
-        ):  # fmt: skip
+            ("max_parents", 0, 64),
+            ("max_family", 2, 64),
+            ("min_statistical_bits", 40, 128),
+            ("min_records", 1, 10**12),
+            ("max_message_mb", 1, 1024),
+            ("max_queue_mb", 1, 4096),
+            ("max_jobs_kept", 1, 100_000),
+            ("cache_mb", 0, 10**7),
+            ("spill_mb", 0, 10**9),
+            ("gc_inline_below", 0, 2**62),
+            ("ot_inline_below", 0, 2**62),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise bad(name, f"must be an integer in {low}..{high}")
-        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 1 <= self.workers <= 1024):
+        if self.workers is not None and (
+            isinstance(self.workers, bool)
+            or not isinstance(self.workers, int)
+            or not 1 <= self.workers <= 1024
+        ):
             raise bad("workers", "must be an integer in 1..1024 (absent: one per core)")
         if self.executor not in EXECUTORS:
             raise bad("executor", f"must be one of {', '.join(EXECUTORS)}")
-        if self.ray_address is not None and (not isinstance(self.ray_address, str) or self.executor != "ray"):
-            raise bad("ray_address", "is a string, and only for executor = \"ray\"")
+        if self.ray_address is not None and (
+            not isinstance(self.ray_address, str) or self.executor != "ray"
+        ):
+            raise bad("ray_address", 'is a string, and only for executor = "ray"')
         if self.spill_dir is not None and not isinstance(self.spill_dir, str):
             raise bad("spill_dir", "must be a folder name")
-        probabilities = {"pram.min_p": self.pram.min_p, **{f"pram.min_p_per_variable.{k}": v for k, v in self.pram.min_p_per_variable.items()}}
+        probabilities = {
+            "pram.min_p": self.pram.min_p,
+            **{f"pram.min_p_per_variable.{k}": v for k, v in self.pram.min_p_per_variable.items()},
+        }
         for name, value in probabilities.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value < 1.0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0.0 <= value < 1.0
+            ):
                 raise bad(name, "must be a probability in [0, 1)")
         if not all(isinstance(v, str) for v in self.pram.always_randomize):
             raise bad("pram.always_randomize", 'must list variable names (or "*")')
@@ -259,9 +296,10 @@ class LocalPolicy:
     def require_path(self, path: str, kind: str) -> None:
         if path not in self.paths:
             raise PolicyRefusal(
-                "kind", f"job kind {kind!r} is on the {path} path, which this party's policy does not allow "
+                "kind",
+                f"job kind {kind!r} is on the {path} path, which this party's policy does not allow "
                 f"(allowed: {', '.join(self.paths) or 'none'})",
-            )  # fmt: skip
+            )
 
     def require_records(self, n_records: int) -> None:
         if n_records < self.min_records:
@@ -274,7 +312,8 @@ class LocalPolicy:
     def require_key_bits(self, key_bits: int) -> None:
         if key_bits < self.min_key_bits:
             raise PolicyRefusal(
-                "key_bits", f"key_bits {key_bits} is below this party's policy minimum {self.min_key_bits}"
+                "key_bits",
+                f"key_bits {key_bits} is below this party's policy minimum {self.min_key_bits}",
             )
 
     def require_families(self, bound: FamilyBound | None) -> None:
@@ -308,7 +347,9 @@ class LocalPolicy:
                 f"statistical_bits {bits} is below this party's policy minimum {self.min_statistical_bits}",
             )
 
-    def require_randomization(self, scheme: RandomizationScheme, own_variables: tuple[str, ...], parameter: str) -> None:
+    def require_randomization(
+        self, scheme: RandomizationScheme, own_variables: tuple[str, ...], parameter: str
+    ) -> None:
         """Every variable of this party that the policy protects is changed with at least
         its minimum probability (for every original value) before it leaves the host."""
         for variable in own_variables:
@@ -346,7 +387,9 @@ def change_probability(scheme: RandomizationScheme, variable: str) -> float:
     matrix = np.asarray(block.matrix, dtype=float)
     cards = block.cardinalities
     axis = block.variables.index(variable)
-    states = np.indices(cards).reshape(len(cards), -1)[axis]  # the variable's state per combined index
+    states = np.indices(cards).reshape(len(cards), -1)[
+        axis
+    ]  # the variable's state per combined index
     released = np.stack([matrix[:, states == k].sum(axis=1) for k in range(cards[axis])], axis=1)
     return float(np.min(np.sort(released, axis=1)[:, :-1].sum(axis=1)))  # all but the most likely
 

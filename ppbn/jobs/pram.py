@@ -69,9 +69,19 @@ SEED_WARNING = (
     "anyone who knows the seed can undo the randomization"
 )
 _KNOWN = {
-    "p", "randomization", "sensitive", "max_parents", "score", "tau", "order", "c_star",
-    "eta", "counts", "dirichlet", *SEARCH_DEFAULTS,
-}  # fmt: skip
+    "p",
+    "randomization",
+    "sensitive",
+    "max_parents",
+    "score",
+    "tau",
+    "order",
+    "c_star",
+    "eta",
+    "counts",
+    "dirichlet",
+    *SEARCH_DEFAULTS,
+}
 HC_SETUP_ONE_REFUSAL = (
     "pram: hill climbing (search hc) needs setup II (a miner): in setup I each child's owner "
     "scores its own families, and a move is chosen among both parties' families"
@@ -95,7 +105,9 @@ def check_pram_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
         )
     check_known("pram", params, _KNOWN)
     if ("p" in params) == ("randomization" in params):
-        raise ParameterError("p", "pram: give exactly one of 'p' (every variable) and 'randomization' (per variable)")
+        raise ParameterError(
+            "p", "pram: give exactly one of 'p' (every variable) and 'randomization' (per variable)"
+        )
     out: dict[str, Any] = {}
     if "p" in params:
         out["p"] = _number(params, "p", 0.0)
@@ -104,15 +116,25 @@ def check_pram_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
         sensitive = params.get("sensitive")
         if sensitive is not None:
             if not isinstance(sensitive, list) or any(v not in schema.names for v in sensitive):
-                raise ParameterError("sensitive", "pram: 'sensitive' must list variables of the schema")
+                raise ParameterError(
+                    "sensitive", "pram: 'sensitive' must list variables of the schema"
+                )
             out["sensitive"] = list(sensitive)
     else:
         if not isinstance(params["randomization"], dict):
-            raise ParameterError("randomization", "pram: 'randomization' must be an object {variable: {kind, ...}}")
+            raise ParameterError(
+                "randomization", "pram: 'randomization' must be an object {variable: {kind, ...}}"
+            )
         out["randomization"] = params["randomization"]
     max_parents = params.get("max_parents", DEFAULT_MAX_PARENTS)
-    if isinstance(max_parents, bool) or not isinstance(max_parents, int) or not 0 <= max_parents < len(schema.names):
-        raise ParameterError("max_parents", f"pram: 'max_parents' must be an integer in 0..{len(schema.names) - 1}")
+    if (
+        isinstance(max_parents, bool)
+        or not isinstance(max_parents, int)
+        or not 0 <= max_parents < len(schema.names)
+    ):
+        raise ParameterError(
+            "max_parents", f"pram: 'max_parents' must be an integer in 0..{len(schema.names) - 1}"
+        )
     out["max_parents"] = max_parents
     out["score"] = params.get("score", "exact")
     if out["score"] not in SCORE_MODES:
@@ -122,8 +144,14 @@ def check_pram_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
     if out["tau"] < 0:
         raise ParameterError("tau", "pram: 'tau' must be >= 0")
     order = params.get("order") or list(schema.names)
-    if not isinstance(order, list) or sorted(order) != sorted(schema.names) or len(set(order)) != len(order):
-        raise ParameterError("order", "pram: 'order' must list every variable of the schema exactly once")
+    if (
+        not isinstance(order, list)
+        or sorted(order) != sorted(schema.names)
+        or len(set(order)) != len(order)
+    ):
+        raise ParameterError(
+            "order", "pram: 'order' must list every variable of the schema exactly once"
+        )
     out["order"] = [str(v) for v in order]
     out["c_star"] = _number(params, "c_star", 1.0)
     out["eta"] = _number(params, "eta", 1.0)
@@ -219,7 +247,10 @@ def json_number(value: float) -> float | str:
 def json_privacy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Privacy rows with infinite gamma written as "inf" (strict JSON)."""
     return [
-        {k: json_number(v) if k.startswith("gamma") and isinstance(v, float) else v for k, v in row.items()}
+        {
+            k: json_number(v) if k.startswith("gamma") and isinstance(v, float) else v
+            for k, v in row.items()
+        }
         for row in rows
     ]
 
@@ -264,7 +295,9 @@ def _write_outputs(
     return result
 
 
-def job_stats(context: JobContext, channel: Channel | ChannelGroup, started: float) -> dict[str, Any]:
+def job_stats(
+    context: JobContext, channel: Channel | ChannelGroup, started: float
+) -> dict[str, Any]:
     """wall_s, phases, bytes and rounds of this party's end of the job, measured by the job."""
     traffic = channel.stats
     return {
@@ -292,13 +325,23 @@ def run_setup_one_job(role: str, channel: Channel, context: JobContext) -> dict[
     params, schema = context.params, context.schema
     scheme = build_scheme(params, schema)
     outcome = run_setup_one(
-        role, channel, schema, context.data.codes, scheme, pram_config(params, schema), randomization_source(context),
-        context.ledger, context.phase, _progress(context),
-    )  # fmt: skip
+        role,
+        channel,
+        schema,
+        context.data.codes,
+        scheme,
+        pram_config(params, schema),
+        randomization_source(context),
+        context.ledger,
+        context.phase,
+        _progress(context),
+    )
     return _write_outputs(context, outcome, 1, scheme, job_stats(context, channel, started))
 
 
-def run_setup_two_job(role: str, channel: Channel | ChannelGroup, context: JobContext) -> dict[str, Any]:
+def run_setup_two_job(
+    role: str, channel: Channel | ChannelGroup, context: JobContext
+) -> dict[str, Any]:
     """Setup II: the miner learns from both parties' randomized data and sends the network back."""
     started = time.perf_counter()
     params, schema = context.params, context.schema
@@ -306,13 +349,26 @@ def run_setup_two_job(role: str, channel: Channel | ChannelGroup, context: JobCo
     config = pram_config(params, schema)
     if isinstance(channel, ChannelGroup):
         outcome = run_setup_two_miner(
-            channel.channels, schema, scheme, config, context.ledger, context.phase, _progress(context)
+            channel.channels,
+            schema,
+            scheme,
+            config,
+            context.ledger,
+            context.phase,
+            _progress(context),
         )
     elif isinstance(channel, Channel) and role in ("alice", "bob"):
         outcome = run_setup_two_party(
-            role, channel, schema, context.data.codes, scheme, config, randomization_source(context),
-            context.ledger, context.phase,
-        )  # fmt: skip
+            role,
+            channel,
+            schema,
+            context.data.codes,
+            scheme,
+            config,
+            randomization_source(context),
+            context.ledger,
+            context.phase,
+        )
     else:
         raise ProtocolError(f"{SETUP_TWO_KIND} runs at the miner with alice and bob, not at {role}")
     return _write_outputs(context, outcome, 2, scheme, job_stats(context, channel, started))

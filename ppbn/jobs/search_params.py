@@ -34,35 +34,62 @@ def _edge_list(kind: str, name: str, value: Any, schema: Schema) -> list[tuple[s
     if value is None:
         return None
     known = set(schema.names)
-    if not isinstance(value, list) or len(value) > len(known) ** 2 or not all(
-        isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) and v in known for v in e) and e[0] != e[1]
-        for e in value
+    if (
+        not isinstance(value, list)
+        or len(value) > len(known) ** 2
+        or not all(
+            isinstance(e, list)
+            and len(e) == 2
+            and all(isinstance(v, str) and v in known for v in e)
+            and e[0] != e[1]
+            for e in value
+        )
     ):
-        raise ParameterError(name, f"{kind}: {name} must be a list of [parent, child] pairs of distinct schema variables")
+        raise ParameterError(
+            name,
+            f"{kind}: {name} must be a list of [parent, child] pairs of distinct schema variables",
+        )
     return [(e[0], e[1]) for e in value]
 
 
 def hc_options_from(params: dict[str, Any], schema: Schema, kind: str = "learn") -> HCOptions:
     """The hill-climbing settings of normalised parameters (``check_search_params``)."""
     edges = {name: _edge_list(kind, name, params[name], schema) for name in HC_EDGE_LISTS}
-    return HCOptions(params["tabu"], edges["start"], edges["black_list"], edges["white_list"], edges["fixed_edges"])
+    return HCOptions(
+        params["tabu"],
+        edges["start"],
+        edges["black_list"],
+        edges["white_list"],
+        edges["fixed_edges"],
+    )
 
 
-def check_search_params(kind: str, params: dict[str, Any], score: str, schema: Schema) -> dict[str, Any]:
+def check_search_params(
+    kind: str, params: dict[str, Any], score: str, schema: Schema
+) -> dict[str, Any]:
     """The search and ess settings of ``params``, normalised, or a ParameterError naming
     the one at fault. ``score`` is the job's (checked) score mode."""
     out = {name: params.get(name, default) for name, default in SEARCH_DEFAULTS.items()}
     ess = out["ess"]
     if ess != DEFAULT_ESS and score != "bdeu":
-        raise ParameterError("ess", f"{kind}: ess is the equivalent sample size of the bdeu score only")
-    if isinstance(ess, bool) or not isinstance(ess, int | float) or not math.isfinite(ess) or not 0 < ess <= MAX_ESS:
+        raise ParameterError(
+            "ess", f"{kind}: ess is the equivalent sample size of the bdeu score only"
+        )
+    if (
+        isinstance(ess, bool)
+        or not isinstance(ess, int | float)
+        or not math.isfinite(ess)
+        or not 0 < ess <= MAX_ESS
+    ):
         raise ParameterError("ess", f"{kind}: ess must be a number in (0, {MAX_ESS:g}]")
     if out["search"] not in SEARCHES:
         raise ParameterError("search", f"{kind}: search must be one of {', '.join(SEARCHES)}")
     if out["search"] == "k2":
         given = [name for name in ("tabu", *HC_EDGE_LISTS) if out[name] != SEARCH_DEFAULTS[name]]
         if given:
-            raise ParameterError(given[0], f"{kind}: {given[0]} is a hill-climbing setting (search hc)")
+            raise ParameterError(
+                given[0], f"{kind}: {given[0]} is a hill-climbing setting (search hc)"
+            )
         return out
     if params.get("order") not in (None, list(schema.names)):  # the PRAM jobs normalise to it
         raise ParameterError("order", f"{kind}: hill climbing (search hc) takes no order")
@@ -87,19 +114,29 @@ def search_family_bound(params: dict[str, Any], schema: Schema, kind: str = "lea
     family. The bound names the parameter that sets it, so a refusal tells the peer which.
     """
     limit = params["max_parents"]
-    bound = FamilyBound(limit, "max_parents", f"max_parents {limit} lets a child have {limit} parents")
+    bound = FamilyBound(
+        limit, "max_parents", f"max_parents {limit} lets a child have {limit} parents"
+    )
     if params["search"] != "hc":
         return bound
     opts = hc_options_from(params, schema, kind)
     try:
-        forced, _, _ = prepare_start(schema.names, opts.start, opts.black_list, opts.white_list, opts.fixed_edges)
-        fixed_only, _, _ = prepare_start(schema.names, None, opts.black_list, opts.white_list, opts.fixed_edges)
+        forced, _, _ = prepare_start(
+            schema.names, opts.start, opts.black_list, opts.white_list, opts.fixed_edges
+        )
+        fixed_only, _, _ = prepare_start(
+            schema.names, None, opts.black_list, opts.white_list, opts.fixed_edges
+        )
     except ValueError as exc:
         raise ParameterError("start", f"{kind}: {exc}") from None
     for child in schema.names:
         count = len(forced[child])
         if count > bound.parents:
             source = "fixed_edges" if len(fixed_only[child]) == count else "start"
-            words = "the fixed edges give" if source == "fixed_edges" else "the start graph (with the fixed edges) gives"
+            words = (
+                "the fixed edges give"
+                if source == "fixed_edges"
+                else "the start graph (with the fixed edges) gives"
+            )
             bound = FamilyBound(count, source, f"{words} {child!r} {count} parents")
     return bound

@@ -55,11 +55,17 @@ def check_tables_params(params: dict[str, Any], schema: Schema) -> dict[str, Any
         if isinstance(out[name], bool) or not isinstance(out[name], int):
             raise ParameterError(name, f"tables: {name} must be an integer")
     if not 2 <= out["max_family"] <= len(schema.variables):
-        raise ParameterError("max_family", f"tables: max_family must be an integer in 2..{len(schema.variables)}")
+        raise ParameterError(
+            "max_family", f"tables: max_family must be an integer in 2..{len(schema.variables)}"
+        )
     if out["key_bits"] not in KEY_BITS_CHOICES:
-        raise ParameterError("key_bits", f"tables: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
+        raise ParameterError(
+            "key_bits", f"tables: key_bits must be one of {', '.join(map(str, KEY_BITS_CHOICES))}"
+        )
     if not 40 <= out["statistical_bits"] <= 128:
-        raise ParameterError("statistical_bits", "tables: statistical_bits must be an integer in 40..128")
+        raise ParameterError(
+            "statistical_bits", "tables: statistical_bits must be an integer in 40..128"
+        )
     if not 1 <= out["chunk_size"] <= 1 << 20:
         raise ParameterError("chunk_size", "tables: chunk_size must be an integer in 1..1048576")
     return out
@@ -76,7 +82,9 @@ def check_tables_policy(params: dict[str, Any], policy: LocalPolicy, scope: Poli
 def tables_family_bound(params: dict[str, Any], schema: Schema) -> FamilyBound:
     """The job shares the counts of every crossing family of ``max_family`` variables."""
     size = params["max_family"]
-    return FamilyBound(size - 1, "max_family", f"max_family {size} lets a child have {size - 1} parents")
+    return FamilyBound(
+        size - 1, "max_family", f"max_family {size} lets a child have {size - 1} parents"
+    )
 
 
 class _PhaseClock:
@@ -121,11 +129,21 @@ def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str
     )
     if config.key_bits == TEST_ONLY_KEY_BITS:
         context.progress(WEAK_KEY_WARNING)
-    context.progress(f"tables: {len(families)} crossing families of at most {params['max_family']} variables")
+    context.progress(
+        f"tables: {len(families)} crossing families of at most {params['max_family']} variables"
+    )
     clock = _PhaseClock(context, "setup")
     with TablesSession(config) as session:
         shares = run_tables(
-            channel, role, schema, context.data.codes, families, config, context.counters, clock, session
+            channel,
+            role,
+            schema,
+            context.data.codes,
+            families,
+            config,
+            context.counters,
+            clock,
+            session,
         )
         clock.switch("write")
     write_shares(context.out_dir, role, families, shares)

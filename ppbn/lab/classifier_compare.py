@@ -52,7 +52,11 @@ from ppbn.randomized.pram.operators import RandomizationScheme, RandomSource
 from ppbn.randomized.pram.privacy import gamma_amplification
 
 LEARNERS = ("naive_bayes", "id3", "perceptron")
-TITLES = {"naive_bayes": "naive Bayes (Zhan)", "id3": "ID3 (Ma Sec. 7.2)", "perceptron": "pocket perceptron (Ma Ch. 6)"}
+TITLES = {
+    "naive_bayes": "naive Bayes (Zhan)",
+    "id3": "ID3 (Ma Sec. 7.2)",
+    "perceptron": "pocket perceptron (Ma Ch. 6)",
+}
 MODES = ("randomized", "reconstructed")
 
 
@@ -105,8 +109,14 @@ def make_problem(settings: ClassifierSettings) -> Problem:
         states[LENS_CLASS] = ("lenses (classes 1-2)", "none (class 3)")
         return Problem(
             "Lens data (Ma 2006, Sec. 6.3: Table 6.1 sampling, UCI Lenses labels, Table 6.2 randomization)",
-            columns, states, LENS_CLASS, columns[:-1], train, test, lenses_scheme,
-        )  # fmt: skip
+            columns,
+            states,
+            LENS_CLASS,
+            columns[:-1],
+            train,
+            test,
+            lenses_scheme,
+        )
     from ppbn.bn.networks import load_network, sample
 
     net = load_network(settings.network)
@@ -117,7 +127,9 @@ def make_problem(settings: ClassifierSettings) -> Problem:
     attributes = settings.attributes or _default_attributes(net, cls)
     for a in attributes:
         if a not in columns or a == cls:
-            raise UserError(f"--attributes: {a!r} is not a variable of {settings.network} besides the class")
+            raise UserError(
+                f"--attributes: {a!r} is not a variable of {settings.network} besides the class"
+            )
     keep = [columns.index(a) for a in attributes] + [columns.index(cls)]
     train = sample(net, settings.records, settings.seed)[:, keep]
     test = sample(net, settings.test_records, settings.seed + 1)[:, keep]
@@ -132,9 +144,15 @@ def make_problem(settings: ClassifierSettings) -> Problem:
         return scheme_for(cards, randomized, p=level, groups=groups)
 
     return Problem(
-        f"network {settings.network} (bnlearn, shipped with pgmpy)", used,
-        {v: net.states[v] for v in used}, cls, tuple(attributes), train, test, scheme,
-    )  # fmt: skip
+        f"network {settings.network} (bnlearn, shipped with pgmpy)",
+        used,
+        {v: net.states[v] for v in used},
+        cls,
+        tuple(attributes),
+        train,
+        test,
+        scheme,
+    )
 
 
 def _default_attributes(net, cls: str) -> tuple[str, ...]:
@@ -162,7 +180,9 @@ def gamma_levels(problem: Problem, level: float) -> dict[str, dict[str, float | 
         gamma = gamma_amplification(block.matrix, block.name)
         key = f"K={block.size}"
         strict[key] = gamma.value if math.isfinite(gamma.value) else None
-        nonzero[key] = gamma.value_ignoring_zeros if math.isfinite(gamma.value_ignoring_zeros) else None
+        nonzero[key] = (
+            gamma.value_ignoring_zeros if math.isfinite(gamma.value_ignoring_zeros) else None
+        )
     return {"gamma": strict, "gamma_ignoring_zeros": nonzero}
 
 
@@ -172,7 +192,13 @@ def _accuracy(model, learner: str, test: RandomizedData, class_name: str) -> flo
     return float(np.mean(model.predict(test) == test.column(class_name)))
 
 
-def _fit(learner: str, data: RandomizedData, problem: Problem, settings: ClassifierSettings, corrected: bool):
+def _fit(
+    learner: str,
+    data: RandomizedData,
+    problem: Problem,
+    settings: ClassifierSettings,
+    corrected: bool,
+):
     cls = problem.class_name
     if learner == "naive_bayes":
         return fit_naive_bayes(data, cls)
@@ -184,13 +210,19 @@ def _fit(learner: str, data: RandomizedData, problem: Problem, settings: Classif
             raise UserError(f"--positive {settings.positive!r}: not a state of {cls}")
         positive = problem.states[cls].index(settings.positive)
     return fit_perceptron(
-        data, cls, positive=positive, encoding=settings.encoding,
-        cost="expected" if corrected else "raw", method=settings.perceptron_estimator,
+        data,
+        cls,
+        positive=positive,
+        encoding=settings.encoding,
+        cost="expected" if corrected else "raw",
+        method=settings.perceptron_estimator,
         iterations=settings.pocket_iterations,
-    )  # fmt: skip
+    )
 
 
-def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str], None]) -> dict[str, Any]:
+def run_classifier_comparison(
+    settings: ClassifierSettings, say: Callable[[str], None]
+) -> dict[str, Any]:
     """Every learner, mode, p and repetition; returns the report as a JSON-ready dict."""
     started = time.perf_counter()
     problem = make_problem(settings)
@@ -203,8 +235,12 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
             f"class {problem.class_name!r} has {len(problem.states[problem.class_name])} states: "
             "give --positive STATE for the perceptron (it separates one state from the rest)"
         )
-    schemes = {x: problem.scheme(x) for x in settings.levels}  # a singular matrix fails here, before any work
-    accuracy: dict[str, Any] = {name: {"original": None, **{m: [] for m in MODES}} for name in LEARNERS}
+    schemes = {
+        x: problem.scheme(x) for x in settings.levels
+    }  # a singular matrix fails here, before any work
+    accuracy: dict[str, Any] = {
+        name: {"original": None, **{m: [] for m in MODES}} for name in LEARNERS
+    }
     seconds: dict[str, float] = dict.fromkeys(LEARNERS, 0.0)
     for learner in LEARNERS:
         model = _fit(learner, original, problem, settings, corrected=False)
@@ -221,29 +257,57 @@ def run_classifier_comparison(settings: ClassifierSettings, say: Callable[[str],
             for learner in LEARNERS:
                 for mode, data in views.items():
                     tick = time.perf_counter()
-                    model = _fit(learner, data, problem, settings, corrected=mode == "reconstructed")
+                    model = _fit(
+                        learner, data, problem, settings, corrected=mode == "reconstructed"
+                    )
                     seconds[learner] += time.perf_counter() - tick
-                    runs.setdefault((learner, mode), []).append(_accuracy(model, learner, test, problem.class_name))
+                    runs.setdefault((learner, mode), []).append(
+                        _accuracy(model, learner, test, problem.class_name)
+                    )
         for (learner, mode), values in runs.items():
-            accuracy[learner][mode].append({
-                "p": p, "mean": float(np.mean(values)),
-                "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0, "runs": values,
-            })  # fmt: skip
-        say(f"{settings.mechanism} = {p:g}: " + ", ".join(
-            f"{learner} {runs[(learner, 'reconstructed')][0]:.3f}" for learner in LEARNERS))  # fmt: skip
-    majority = float(np.max(np.bincount(y, minlength=len(problem.states[problem.class_name]))) / len(y))
+            accuracy[learner][mode].append(
+                {
+                    "p": p,
+                    "mean": float(np.mean(values)),
+                    "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+                    "runs": values,
+                }
+            )
+        say(
+            f"{settings.mechanism} = {p:g}: "
+            + ", ".join(
+                f"{learner} {runs[(learner, 'reconstructed')][0]:.3f}" for learner in LEARNERS
+            )
+        )
+    majority = float(
+        np.max(np.bincount(y, minlength=len(problem.states[problem.class_name]))) / len(y)
+    )
     fits = len(settings.levels) * settings.repeats * len(MODES)
     secure = None
     if settings.secure:
         from ppbn.lab.classifier_secure import secure_classifier
 
         top = _most_private(settings)
-        least = min(min(x, 1.0 - x) for x in settings.levels) if settings.mechanism == "theta" else min(settings.levels)
-        policy = replace(LocalPolicy(), pram=PramPolicy(min_p=least), source=f"ppbn compare-classifiers (change >= {least:g})")
+        least = (
+            min(min(x, 1.0 - x) for x in settings.levels)
+            if settings.mechanism == "theta"
+            else min(settings.levels)
+        )
+        policy = replace(
+            LocalPolicy(),
+            pram=PramPolicy(min_p=least),
+            source=f"ppbn compare-classifiers (change >= {least:g})",
+        )
         secure = secure_classifier(
-            problem.columns, problem.states, problem.class_name, problem.train, problem.test, say,
-            policy=policy, perturbation=(settings.mechanism, top),
-        )  # fmt: skip
+            problem.columns,
+            problem.states,
+            problem.class_name,
+            problem.train,
+            problem.test,
+            say,
+            policy=policy,
+            perturbation=(settings.mechanism, top),
+        )
     return {
         "data": {
             "source": problem.source,
@@ -283,9 +347,15 @@ def _mechanism_text(settings: ClassifierSettings) -> str:
     if settings.network is None:
         return "Table 6.2: M-category p per attribute; class not randomized"
     kind = (
-        "Warner randomized response theta" if settings.mechanism == "theta" else "M-category randomization p"
+        "Warner randomized response theta"
+        if settings.mechanism == "theta"
+        else "M-category randomization p"
     )
-    scope = "all attributes kept or flipped together (one group)" if settings.one_group else "per attribute"
+    scope = (
+        "all attributes kept or flipped together (one group)"
+        if settings.one_group
+        else "per attribute"
+    )
     return f"{kind}, {scope}; class {'randomized too' if settings.randomize_class else 'not randomized'}"
 
 
@@ -293,7 +363,9 @@ def _gamma_text(row: dict[str, Any], sep: str = ", ") -> str:
     parts = []
     for k, v in row["gamma"].items():
         loose = row["gamma_ignoring_zeros"][k]
-        text = f"{v:.3g}" if v is not None else f"inf ({loose:.3g} ignoring zeros)" if loose else "inf"
+        text = (
+            f"{v:.3g}" if v is not None else f"inf ({loose:.3g} ignoring zeros)" if loose else "inf"
+        )
         parts.append(f"{k} {text}")
     return sep.join(parts) or "none (identity)"
 
@@ -308,7 +380,9 @@ def markdown_table(results: dict[str, Any]) -> str:
         for k, p in enumerate(results["levels"]):
             cells = [f"{acc[m][k]['mean']:.3f} ± {acc[m][k]['sd']:.3f}" for m in MODES]
             gamma = _gamma_text(results["privacy"][k])
-            lines.append(f"| {TITLES[learner]} | {p:g} | {gamma} | {acc['original']:.3f} | {cells[0]} | {cells[1]} |")
+            lines.append(
+                f"| {TITLES[learner]} | {p:g} | {gamma} | {acc['original']:.3f} | {cells[0]} | {cells[1]} |"
+            )
     return "\n".join(lines)
 
 
@@ -316,11 +390,17 @@ def paths_table(results: dict[str, Any]) -> str:
     """Perturbation and secure path side by side: accuracy, time, what crosses (``--secure``)."""
     secure = results["secure"]
     levels = results["levels"]
-    top = max(levels) if results["mechanism_parameter"] == "p" else min(levels, key=lambda x: abs(x - 0.5))
+    top = (
+        max(levels)
+        if results["mechanism_parameter"] == "p"
+        else min(levels, key=lambda x: abs(x - 0.5))
+    )
     k = levels.index(top)
     jobs = secure.get("perturbation_jobs", {})
     short = {"naive_bayes": "nb", "id3": "id3", "perceptron": "perceptron"}
-    where = "the data miner (or the class owner) receives every training record's attributes randomized"
+    where = (
+        "the data miner (or the class owner) receives every training record's attributes randomized"
+    )
     lines = [
         "| path | classifier | accuracy | time | what the other side receives |",
         "|---|---|---|---|---|",
@@ -328,8 +408,11 @@ def paths_table(results: dict[str, Any]) -> str:
     for learner in LEARNERS:
         acc = results["accuracy"][learner]["reconstructed"][k]
         job = jobs.get(short[learner], {})
-        cost = (f"{job['wall_s']:.1f} s, {job['bytes_exchanged'] / 1e6:.2f} MB as a perturb-learn job (setup I)"
-                if job.get("available") else f"{results['seconds_per_fit'][learner]:.2f} s per fit (local)")  # fmt: skip
+        cost = (
+            f"{job['wall_s']:.1f} s, {job['bytes_exchanged'] / 1e6:.2f} MB as a perturb-learn job (setup I)"
+            if job.get("available")
+            else f"{results['seconds_per_fit'][learner]:.2f} s per fit (local)"
+        )
         lines.append(
             f"| perturbation, {results['mechanism_parameter']} = {top:g} | {TITLES[learner]} | "
             f"{acc['mean']:.3f} ± {acc['sd']:.3f} | {cost} | {where} (gamma {_gamma_text(results['privacy'][k])}) |"
@@ -342,9 +425,13 @@ def paths_table(results: dict[str, Any]) -> str:
     )
     run = secure["secure"]
     if not run["available"]:
-        lines.append(f"| secure (Yang-Wright) | the same network | not available: {run['reason']} | | |")
+        lines.append(
+            f"| secure (Yang-Wright) | the same network | not available: {run['reason']} | | |"
+        )
     else:
-        same = "equal to the reference" if run["equal_to_reference"] else "DIFFERS from the reference"
+        same = (
+            "equal to the reference" if run["equal_to_reference"] else "DIFFERS from the reference"
+        )
         lines.append(
             f"| secure (Yang-Wright), two daemons | the same network ({run['edges']} edges, {same}) | "
             f"{run['accuracy']:.3f} | {run['wall_s']:.1f} s, {run['bytes_exchanged'] / 1e6:.1f} MB exchanged | "
@@ -380,16 +467,24 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     ps = results["levels"]
-    ticks = [f"{p:g}\n" + _gamma_text(row, "\n") for p, row in zip(ps, results["privacy"], strict=True)]
+    ticks = [
+        f"{p:g}\n" + _gamma_text(row, "\n") for p, row in zip(ps, results["privacy"], strict=True)
+    ]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), sharey=True)
     for ax, learner in zip(axes, LEARNERS, strict=True):
         acc = results["accuracy"][learner]
         ax.axhline(acc["original"], color="C2", linestyle="--", label="original data")
-        ax.axhline(results["data"]["majority_rate"], color="C7", linestyle=":", label="majority class")
+        ax.axhline(
+            results["data"]["majority_rate"], color="C7", linestyle=":", label="majority class"
+        )
         for mode, color in (("randomized", "C3"), ("reconstructed", "C0")):
             mean = [row["mean"] for row in acc[mode]]
             sd = [row["sd"] for row in acc[mode]]
-            label = "randomized, uncorrected" if mode == "randomized" else "reconstructed (estimated counts)"
+            label = (
+                "randomized, uncorrected"
+                if mode == "randomized"
+                else "reconstructed (estimated counts)"
+            )
             ax.errorbar(ps, mean, yerr=sd, color=color, marker="o", capsize=3, label=label)
         ax.set_title(TITLES[learner])
         ax.set_xticks(ps, ticks, fontsize=7)
@@ -398,7 +493,9 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     axes[0].set_ylabel("accuracy on original test records")
     axes[0].legend(fontsize=8)
     data = results["data"]
-    fig.suptitle(f"{data['source']}; class {data['class']}; {data['records']:,} records, {results['repeats']} runs per p")
+    fig.suptitle(
+        f"{data['source']}; class {data['class']}; {data['records']:,} records, {results['repeats']} runs per p"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -427,7 +524,11 @@ def parse_levels(text: str, flag: str) -> tuple[float, ...]:
         raise UserError(f"{flag} must be a comma list of numbers, got {text!r}") from None
     low_ok = (lambda x: x >= 0.0) if flag == "--theta" else (lambda x: x > 0.0)
     high_ok = (lambda x: x <= 1.0) if flag == "--theta" else (lambda x: x < 1.0)
-    if not levels or any(not (low_ok(x) and high_ok(x)) for x in levels) or len(set(levels)) != len(levels):
+    if (
+        not levels
+        or any(not (low_ok(x) and high_ok(x)) for x in levels)
+        or len(set(levels)) != len(levels)
+    ):
         span = "[0, 1]" if flag == "--theta" else "(0, 1)"
         raise UserError(f"{flag} must list distinct randomization levels in {span}")
     return tuple(sorted(levels))
@@ -437,4 +538,3 @@ def parse_names(text: str | None) -> tuple[str, ...] | None:
     if not text:
         return None
     return tuple(n.strip() for n in text.split(",") if n.strip())
-

@@ -42,19 +42,32 @@ def owners(columns: tuple[str, ...], class_name: str) -> dict[str, str]:
     return out
 
 
-def _write_folder(folder: Path, columns: tuple[str, ...], states: dict[str, tuple[str, ...]],
-                  class_name: str, codes: np.ndarray) -> Schema:  # fmt: skip
+def _write_folder(
+    folder: Path,
+    columns: tuple[str, ...],
+    states: dict[str, tuple[str, ...]],
+    class_name: str,
+    codes: np.ndarray,
+) -> Schema:
     from ppbn.data.party_data import write_party_csv
 
     owner = owners(columns, class_name)
-    schema = Schema.from_dict({"id_column": "id", "variables": [
-        {"name": c, "owner": owner[c], "states": list(states[c])} for c in columns]})  # fmt: skip
+    schema = Schema.from_dict(
+        {
+            "id_column": "id",
+            "variables": [
+                {"name": c, "owner": owner[c], "states": list(states[c])} for c in columns
+            ],
+        }
+    )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "schema.json").write_text(schema.to_json(), encoding="utf-8")
     ids = [f"r{i}" for i in range(codes.shape[0])]
     for party in ("alice", "bob"):
         own = tuple(c for c in columns if owner[c] == party)
-        write_party_csv(folder / f"{party}.csv", schema, ids, own, codes[:, [columns.index(c) for c in own]])
+        write_party_csv(
+            folder / f"{party}.csv", schema, ids, own, codes[:, [columns.index(c) for c in own]]
+        )
     return schema
 
 
@@ -84,13 +97,16 @@ def secure_classifier(
     reference_s = time.perf_counter() - tick
     truth = test[:, columns.index(class_name)]
     out: dict[str, Any] = {
-        "search": "hc", "score": SECURE_SCORE, "max_parents": SECURE_MAX_PARENTS,
+        "search": "hc",
+        "score": SECURE_SCORE,
+        "max_parents": SECURE_MAX_PARENTS,
         "owners": owners(columns, class_name),
         "reference": {
             "accuracy": float(np.mean(reference.predict(test, class_name) == truth)),
-            "edges": len(reference.edges()), "seconds": reference_s,
+            "edges": len(reference.edges()),
+            "seconds": reference_s,
         },
-    }  # fmt: skip
+    }
     with tempfile.TemporaryDirectory(prefix="ppbn-classifier-secure-") as work_dir:
         work = Path(work_dir)
         schema = _write_folder(work / "data", columns, states, class_name, train)
@@ -98,20 +114,31 @@ def secure_classifier(
         files = PairFiles(
             work / "data" / "schema.json",
             {"alice": work / "data" / "alice.csv", "bob": work / "data" / "bob.csv"},
-            work / "certs", work,
-        )  # fmt: skip
+            work / "certs",
+            work,
+        )
         say("secure path: alice and bob daemons, job kind learn (hill climbing)")
-        params = {"max_parents": SECURE_MAX_PARENTS, "score": SECURE_SCORE, "search": "hc", "disclosure": "public",
-                  **({"key_bits": key_bits} if key_bits else {})}  # fmt: skip
+        params = {
+            "max_parents": SECURE_MAX_PARENTS,
+            "score": SECURE_SCORE,
+            "search": "hc",
+            "disclosure": "public",
+            **({"key_bits": key_bits} if key_bits else {}),
+        }
         with LocalPair(files, SECURE_TIMEOUT_S, policy=policy) as pair:
             tick = time.perf_counter()
             _job, outcomes = pair.run_job("alice", "learn", params)
             wall = time.perf_counter() - tick
             if perturbation is not None:
-                out["perturbation_jobs"] = _perturbation_jobs(pair, columns, class_name, perturbation, say)
+                out["perturbation_jobs"] = _perturbation_jobs(
+                    pair, columns, class_name, perturbation, say
+                )
         mine = outcomes["alice"]
         if mine.state != "SUCCEEDED":
-            out["secure"] = {"available": False, "reason": f"job {mine.state.lower()}: {mine.error}"}
+            out["secure"] = {
+                "available": False,
+                "reason": f"job {mine.state.lower()}: {mine.error}",
+            }
             return out
         document = json.loads((Path(mine.out_dir) / "network.json").read_text(encoding="utf-8"))
         network = network_from_json(document, schema)
@@ -124,13 +151,20 @@ def secure_classifier(
         "equal_to_reference": sorted(network.edges()) == sorted(reference.edges()),
         "largest_cpt_difference": max(
             float(np.max(np.abs(network.cpts[v] - reference.cpts[v]))) for v in columns
-        ) if sorted(network.edges()) == sorted(reference.edges()) else None,
-    }  # fmt: skip
+        )
+        if sorted(network.edges()) == sorted(reference.edges())
+        else None,
+    }
     return out
 
 
-def _perturbation_jobs(pair, columns: tuple[str, ...], class_name: str, level: tuple[str, float],
-                       say: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
+def _perturbation_jobs(
+    pair,
+    columns: tuple[str, ...],
+    class_name: str,
+    level: tuple[str, float],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
     """Wall time and bytes of each classifier's ``perturb-learn`` job (setup I) at ``level``."""
     from ppbn.lab.compare import bytes_exchanged
 
@@ -138,14 +172,22 @@ def _perturbation_jobs(pair, columns: tuple[str, ...], class_name: str, level: t
     attributes = [c for c in columns if c != class_name]
     out: dict[str, Any] = {}
     for learner in ("nb", "id3", "perceptron"):
-        params = {"learner": learner, "class": class_name, parameter: value, "randomized": attributes}
+        params = {
+            "learner": learner,
+            "class": class_name,
+            parameter: value,
+            "randomized": attributes,
+        }
         tick = time.perf_counter()
         _job, outcomes = pair.run_job("alice", "perturb-learn", params)
         mine = outcomes["alice"]
         if mine.state != "SUCCEEDED":
             out[learner] = {"available": False, "reason": f"job {mine.state.lower()}: {mine.error}"}
             continue
-        out[learner] = {"available": True, "wall_s": time.perf_counter() - tick,
-                        "bytes_exchanged": bytes_exchanged(outcomes)}  # fmt: skip
+        out[learner] = {
+            "available": True,
+            "wall_s": time.perf_counter() - tick,
+            "bytes_exchanged": bytes_exchanged(outcomes),
+        }
         say(f"perturb-learn {learner} ({parameter} = {value:g}): {out[learner]['wall_s']:.1f} s")
     return out

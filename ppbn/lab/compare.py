@@ -130,11 +130,23 @@ class KLEstimator:
             truth_log = truth.log_probability(codes)
             keep = np.isfinite(truth_log)
             codes, truth_log = codes[keep], truth_log[keep]
-            return cls(truth, codes, np.exp(truth_log), truth_log, f"exact (enumeration of {size:,} states)")
+            return cls(
+                truth,
+                codes,
+                np.exp(truth_log),
+                truth_log,
+                f"exact (enumeration of {size:,} states)",
+            )
         codes = sample(truth, samples, seed)
         truth_log = truth.log_probability(codes)
         weights = np.full(samples, 1.0 / samples)
-        return cls(truth, codes, weights, truth_log, f"Monte Carlo ({samples:,} samples from the generating network)")
+        return cls(
+            truth,
+            codes,
+            weights,
+            truth_log,
+            f"Monte Carlo ({samples:,} samples from the generating network)",
+        )
 
     def divergence(self, learned: BayesNet) -> tuple[float, float]:
         """(KL in nats, its standard error: 0 when exact)."""
@@ -172,16 +184,30 @@ class Run:
         tag = " [hc]" if self.search == "hc" else ""
         if self.path != "pram":
             return self.path + tag
-        return f"PRAM setup {'I' if self.setup == 1 else 'II'}" + (f" + {self.fix}" if self.fix else "") + tag
+        return (
+            f"PRAM setup {'I' if self.setup == 1 else 'II'}"
+            + (f" + {self.fix}" if self.fix else "")
+            + tag
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "path": self.path, "label": self.label, "setup": self.setup, "p": self.p,
-            "fix": self.fix, "available": self.available, "reason": self.reason,
-            "structure": self.diff, "kl_nats": _finite(self.kl), "kl_standard_error": _finite(self.kl_se),
-            "wall_s": _finite(self.wall_s), "bytes_exchanged": self.bytes_exchanged,
-            "privacy": self.privacy, "parents": self.parents, "search": self.search,
-        }  # fmt: skip
+            "path": self.path,
+            "label": self.label,
+            "setup": self.setup,
+            "p": self.p,
+            "fix": self.fix,
+            "available": self.available,
+            "reason": self.reason,
+            "structure": self.diff,
+            "kl_nats": _finite(self.kl),
+            "kl_standard_error": _finite(self.kl_se),
+            "wall_s": _finite(self.wall_s),
+            "bytes_exchanged": self.bytes_exchanged,
+            "privacy": self.privacy,
+            "parents": self.parents,
+            "search": self.search,
+        }
 
 
 def _finite(value: float) -> float | None:
@@ -219,7 +245,9 @@ class CompareSettings:
     def fix_for(self, p: float) -> tuple[str, dict[str, float]]:
         """The extra-link fix for this score and p: (label, job parameters)."""
         if self.score == "bic":
-            c_star = self.c_star if self.c_star is not None else scheduled(DEFAULT_C_STAR_SCHEDULE, p)
+            c_star = (
+                self.c_star if self.c_star is not None else scheduled(DEFAULT_C_STAR_SCHEDULE, p)
+            )
             return f"C*={c_star:g}", {"c_star": c_star}
         eta = self.eta if self.eta is not None else scheduled(DEFAULT_ETA_SCHEDULE, p)
         return f"eta={eta:g}", {"eta": eta}
@@ -257,7 +285,9 @@ def run_comparison(
     say(f"data: {settings.records:,} records of {settings.network}; KL {kl.method}")
 
     t0 = time.perf_counter()
-    reference = learn_reference(names, states, codes, settings.max_parents, settings.score, settings.tau)
+    reference = learn_reference(
+        names, states, codes, settings.max_parents, settings.score, settings.tau
+    )
     ref_parents = {v: list(reference.search.parents[v]) for v in names}
     ref_run = Run("reference", parents=ref_parents, wall_s=time.perf_counter() - t0)
     _measure(ref_run, reference.network, ref_parents, kl)
@@ -266,16 +296,23 @@ def run_comparison(
 
     make_local_pki(work / "certs")
     files = PairFiles(
-        data_dir / "schema.json", {"alice": data_dir / "alice.csv", "bob": data_dir / "bob.csv"},
-        work / "certs", work,
-    )  # fmt: skip
+        data_dir / "schema.json",
+        {"alice": data_dir / "alice.csv", "bob": data_dir / "bob.csv"},
+        work / "certs",
+        work,
+    )
     policy = comparison_policy(settings)
     if policy.pram.min_p < LocalPolicy().pram.min_p:
-        say(f"policy: {policy.source} (weaker than the built-in minimum p {LocalPolicy().pram.min_p:g})")
+        say(
+            f"policy: {policy.source} (weaker than the built-in minimum p {LocalPolicy().pram.min_p:g})"
+        )
     with LocalPair(
-        files, settings.timeout_s, miner=True, policy=policy,
+        files,
+        settings.timeout_s,
+        miner=True,
+        policy=policy,
         fixed_seed_for_testing=f"compare/{settings.seed}",
-    ) as trio:  # fmt: skip
+    ) as trio:
         say("daemons up: alice, bob and miner (loopback, mutual TLS)")
         for p in settings.ps:
             fix_label, fix_params = settings.fix_for(p)
@@ -283,12 +320,23 @@ def run_comparison(
             for setup in (1, 2):
                 for fix in ("",) if neutral else ("", fix_label):
                     params: dict[str, Any] = {
-                        "p": p, "max_parents": settings.max_parents, "score": settings.score,
-                        "tau": settings.tau, **(fix_params if fix else {}),
-                    }  # fmt: skip
+                        "p": p,
+                        "max_parents": settings.max_parents,
+                        "score": settings.score,
+                        "tau": settings.tau,
+                        **(fix_params if fix else {}),
+                    }
                     run = Run("pram", setup=setup, p=p, fix=fix)
-                    _run_daemon_job(trio, run, "miner" if setup == 2 else "alice",
-                                    "pram-miner" if setup == 2 else "pram", params, schema, ref_parents, kl)  # fmt: skip
+                    _run_daemon_job(
+                        trio,
+                        run,
+                        "miner" if setup == 2 else "alice",
+                        "pram-miner" if setup == 2 else "pram",
+                        params,
+                        schema,
+                        ref_parents,
+                        kl,
+                    )
                     runs.append(run)
                     say(f"{run.label}, p={p:g}: SHD {run.diff.get('shd', '-')}, {run.wall_s:.2f} s")
         secure = Run("secure")
@@ -297,38 +345,65 @@ def run_comparison(
         else:
             say("secure path (job kind learn): this is the slow one")
             learn_params = {
-                "max_parents": settings.max_parents, "score": settings.score, "tau": settings.tau,
-                "order": None, "c_star": 1.0, "disclosure": "public",
-            }  # fmt: skip
+                "max_parents": settings.max_parents,
+                "score": settings.score,
+                "tau": settings.tau,
+                "order": None,
+                "c_star": 1.0,
+                "disclosure": "public",
+            }
             _run_daemon_job(trio, secure, "alice", "learn", learn_params, schema, ref_parents, kl)
         if not secure.available:
             print(f"ppbn compare: SECURE PATH NOT AVAILABLE: {secure.reason}", file=sys.stderr)
         runs.append(secure)
-        hc_parents = _hill_climbing_runs(settings, trio, names, states, codes, schema, kl, runs, say) if settings.hc else None
+        hc_parents = (
+            _hill_climbing_runs(settings, trio, names, states, codes, schema, kl, runs, say)
+            if settings.hc
+            else None
+        )
     truth_parents = {v: list(made.truth.parents[v]) for v in made.truth.names}
     return Comparison(
-        settings, schema, kl.method, runs, len(reference.search.edges),
-        sum(len(ps) for ps in truth_parents.values()), structure_diff(ref_parents, truth_parents),
+        settings,
+        schema,
+        kl.method,
+        runs,
+        len(reference.search.edges),
+        sum(len(ps) for ps in truth_parents.values()),
+        structure_diff(ref_parents, truth_parents),
         time.perf_counter() - started,
         None if hc_parents is None else structure_diff(hc_parents, truth_parents),
-    )  # fmt: skip
+    )
 
 
 def _hill_climbing_runs(
-    settings: CompareSettings, trio, names, states, codes, schema: Schema, kl: KLEstimator,
-    runs: list[Run], say: Callable[[str], None],
-) -> dict[str, list[str]]:  # fmt: skip
+    settings: CompareSettings,
+    trio,
+    names,
+    states,
+    codes,
+    schema: Schema,
+    kl: KLEstimator,
+    runs: list[Run],
+    say: Callable[[str], None],
+) -> dict[str, list[str]]:
     """The hill-climbing rows (issue 13): the reference, PRAM setup II for each p (plain,
     and with C* for bic; the eta rule is K2's), and the secure path, each measured against
     the hill-climbing reference. Returns the reference's parents."""
     t0 = time.perf_counter()
-    reference = learn_reference(names, states, codes, settings.max_parents, settings.score, settings.tau, search="hc")
+    reference = learn_reference(
+        names, states, codes, settings.max_parents, settings.score, settings.tau, search="hc"
+    )
     ref_parents = {v: list(reference.search.parents[v]) for v in names}
     ref_run = Run("reference", parents=ref_parents, wall_s=time.perf_counter() - t0, search="hc")
     _measure(ref_run, reference.network, ref_parents, kl)
     runs.append(ref_run)
     say(f"reference [hc]: {len(reference.search.moves)} moves in {ref_run.wall_s:.2f} s")
-    common = {"max_parents": settings.max_parents, "score": settings.score, "tau": settings.tau, "search": "hc"}
+    common = {
+        "max_parents": settings.max_parents,
+        "score": settings.score,
+        "tau": settings.tau,
+        "search": "hc",
+    }
     for p in settings.ps:
         fix_label, fix_params = settings.fix_for(p)
         fixes = ("",) if settings.score != "bic" or fix_params["c_star"] == 1.0 else ("", fix_label)
@@ -343,21 +418,38 @@ def _hill_climbing_runs(
         secure.available, secure.reason = False, "skipped (--no-secure)"
     else:
         say("secure path, hill climbing (job kind learn, search hc)")
-        _run_daemon_job(trio, secure, "alice", "learn", {**common, "disclosure": "public"}, schema, ref_parents, kl)
+        _run_daemon_job(
+            trio,
+            secure,
+            "alice",
+            "learn",
+            {**common, "disclosure": "public"},
+            schema,
+            ref_parents,
+            kl,
+        )
     runs.append(secure)
     return ref_parents
 
 
-def _measure(run: Run, network: BayesNet, reference: Mapping[str, Sequence[str]], kl: KLEstimator) -> None:
+def _measure(
+    run: Run, network: BayesNet, reference: Mapping[str, Sequence[str]], kl: KLEstimator
+) -> None:
     run.parents = {v: list(network.parents[v]) for v in network.names}
     run.diff = structure_diff(run.parents, reference)
     run.kl, run.kl_se = kl.divergence(network)
 
 
 def _run_daemon_job(
-    trio, run: Run, start_role: str, kind: str, params: dict[str, Any], schema: Schema,
-    reference: Mapping[str, Sequence[str]], kl: KLEstimator,
-) -> None:  # fmt: skip
+    trio,
+    run: Run,
+    start_role: str,
+    kind: str,
+    params: dict[str, Any],
+    schema: Schema,
+    reference: Mapping[str, Sequence[str]],
+    kl: KLEstimator,
+) -> None:
     """Run one job on the daemons and fill ``run``; a failure makes the run unavailable."""
     t0 = time.perf_counter()
     try:
@@ -401,15 +493,19 @@ def trends(comparison: Comparison) -> list[str]:
     pram = [r for r in _pram_runs(comparison) if r.available]
     for setup in (1, 2):
         for fixed in (False, True):
-            series = sorted((r.p, r.diff["shd"]) for r in pram if r.setup == setup and bool(r.fix) == fixed)
+            series = sorted(
+                (r.p, r.diff["shd"]) for r in pram if r.setup == setup and bool(r.fix) == fixed
+            )
             if len(series) < 2:
                 continue
             shd = [s for _, s in series]
             grows = all(b >= a for a, b in zip(shd, shd[1:], strict=False)) and shd[-1] > shd[0]
             name = f"setup {'I' if setup == 1 else 'II'}{' with the fix' if fixed else ''}"
             verdict = "grows with p" if grows else "does not grow monotonically with p"
-            lines.append(f"Structure error, {name}: SHD {' -> '.join(map(str, shd))} over p = "
-                         f"{', '.join(f'{p:g}' for p, _ in series)}: {verdict}.")  # fmt: skip
+            lines.append(
+                f"Structure error, {name}: SHD {' -> '.join(map(str, shd))} over p = "
+                f"{', '.join(f'{p:g}' for p, _ in series)}: {verdict}."
+            )
     for setup in (1, 2):
         pairs = []
         for p in comparison.settings.ps:
@@ -420,14 +516,19 @@ def trends(comparison: Comparison) -> list[str]:
         if pairs:
             fewer = sum(f < e for _, e, f, _ in pairs)
             detail = "; ".join(f"p={p:g}: {e} -> {f} ({fx})" for p, e, f, fx in pairs)
-            lines.append(f"Extra links, setup {'I' if setup == 1 else 'II'}, plain -> fixed: {detail} "
-                         f"(fewer at {fewer} of {len(pairs)} p values).")  # fmt: skip
+            lines.append(
+                f"Extra links, setup {'I' if setup == 1 else 'II'}, plain -> fixed: {detail} "
+                f"(fewer at {fewer} of {len(pairs)} p values)."
+            )
     return lines
 
 
 def _table_rows(comparison: Comparison) -> list[list[str]]:
     order = {"reference": 0, "secure": 1, "pram": 2}
-    runs = sorted(comparison.runs, key=lambda r: (r.search != "k2", order[r.path], r.p or 0.0, r.setup or 0, r.fix))
+    runs = sorted(
+        comparison.runs,
+        key=lambda r: (r.search != "k2", order[r.path], r.p or 0.0, r.setup or 0, r.fix),
+    )
     rows = []
     for r in runs:
         p = "-" if r.p is None else f"{r.p:g}"
@@ -438,11 +539,33 @@ def _table_rows(comparison: Comparison) -> list[list[str]]:
         wall = f"{r.wall_s:.2f}"
         traffic = f"{r.bytes_exchanged:,}" if r.path != "reference" else "0 (plaintext)"
         d = r.diff
-        rows.append([r.label, p, str(d["shd"]), str(d["extra"]), str(d["missing"]), str(d["reversed"]), kl, wall, traffic])
+        rows.append(
+            [
+                r.label,
+                p,
+                str(d["shd"]),
+                str(d["extra"]),
+                str(d["missing"]),
+                str(d["reversed"]),
+                kl,
+                wall,
+                traffic,
+            ]
+        )
     return rows
 
 
-TABLE_HEADER = ["path", "p", "SHD", "extra", "missing", "reversed", "KL (nats)", "wall (s)", "bytes"]
+TABLE_HEADER = [
+    "path",
+    "p",
+    "SHD",
+    "extra",
+    "missing",
+    "reversed",
+    "KL (nats)",
+    "wall (s)",
+    "bytes",
+]
 
 
 def markdown_table(comparison: Comparison) -> str:
@@ -458,10 +581,19 @@ def privacy_table(comparison: Comparison) -> str:
     for r in _pram_runs(comparison):
         if r.available and r.setup == 2 and not r.fix:
             by_p[r.p] = {"+".join(row["variables"]): row for row in r.privacy}  # type: ignore[index]
-    header = ["variable", "owner", "states"] + [f"gamma p={p:g}" for p in ps] + [f"K_p p={p:g}" for p in ps]
+    header = (
+        ["variable", "owner", "states"]
+        + [f"gamma p={p:g}" for p in ps]
+        + [f"K_p p={p:g}" for p in ps]
+    )
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for v in comparison.schema.variables:
-        gammas = [_fmt_gamma(by_p.get(p, {}).get(v.name, {}).get("gamma")) if v.name in by_p.get(p, {}) else "-" for p in ps]
+        gammas = [
+            _fmt_gamma(by_p.get(p, {}).get(v.name, {}).get("gamma"))
+            if v.name in by_p.get(p, {})
+            else "-"
+            for p in ps
+        ]
         kps = [str(by_p[p][v.name]["k_p"]) if v.name in by_p.get(p, {}) else "-" for p in ps]
         lines.append("| " + " | ".join([v.name, v.owner, str(v.cardinality), *gammas, *kps]) + " |")
     return "\n".join(lines)
@@ -473,15 +605,22 @@ def write_report(comparison: Comparison, out: Path) -> list[Path]:
     s = comparison.settings
     plots = write_plots(comparison, out)
     secure = next(r for r in comparison.runs if r.path == "secure" and r.search == "k2")
-    fix_rule = ("C* (BIC penalty multiplier)" if s.score == "bic" else
-                "eta (relative log-score threshold, ppbn.randomized.pram.oracle)")  # fmt: skip
+    fix_rule = (
+        "C* (BIC penalty multiplier)"
+        if s.score == "bic"
+        else "eta (relative log-score threshold, ppbn.randomized.pram.oracle)"
+    )
     lines = [
         f"# ppbn compare: {s.network}, {s.records:,} records",
         "",
         f"Settings: K2 with at most {s.max_parents} parents, score `{s.score}`, tau {s.tau:g}, "
         f"schema order; data seed {s.seed}. PRAM: M-category randomization with the same p for "
         f"every variable; extra-link fix: {fix_rule}"
-        + (" (paper's schedule over p)." if (s.eta is None and s.score != "bic") or (s.c_star is None and s.score == "bic") else "."),
+        + (
+            " (paper's schedule over p)."
+            if (s.eta is None and s.score != "bic") or (s.c_star is None and s.score == "bic")
+            else "."
+        ),
         "",
         "How it ran: the reference in this process on the joined plaintext; every PRAM run and "
         "the secure run as jobs over three daemon processes (alice, bob, miner) on loopback with "
@@ -534,13 +673,22 @@ def write_report(comparison: Comparison, out: Path) -> list[Path]:
 def comparison_json(comparison: Comparison) -> dict[str, Any]:
     s = comparison.settings
     return {
-        "network": s.network, "records": s.records, "p": list(s.ps), "seed": s.seed,
-        "max_parents": s.max_parents, "score": s.score, "tau": s.tau,
-        "kl_method": comparison.kl_method, "wall_s": round(comparison.wall_s, 3),
-        "reference_edges": comparison.reference_edges, "reference_vs_truth": comparison.reference_vs_truth,
-        "hill_climbing": s.hc, "hc_reference_vs_truth": comparison.hc_reference_vs_truth,
-        "findings": trends(comparison), "runs": [r.to_json() for r in comparison.runs],
-    }  # fmt: skip
+        "network": s.network,
+        "records": s.records,
+        "p": list(s.ps),
+        "seed": s.seed,
+        "max_parents": s.max_parents,
+        "score": s.score,
+        "tau": s.tau,
+        "kl_method": comparison.kl_method,
+        "wall_s": round(comparison.wall_s, 3),
+        "reference_edges": comparison.reference_edges,
+        "reference_vs_truth": comparison.reference_vs_truth,
+        "hill_climbing": s.hc,
+        "hc_reference_vs_truth": comparison.hc_reference_vs_truth,
+        "findings": trends(comparison),
+        "runs": [r.to_json() for r in comparison.runs],
+    }
 
 
 def write_plots(comparison: Comparison, out: Path) -> list[Path]:
@@ -550,11 +698,18 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     pram = [r for r in _pram_runs(comparison) if r.available]
-    others = {r.path: r for r in comparison.runs if r.path != "pram" and r.available and r.search == "k2"}
+    others = {
+        r.path: r for r in comparison.runs if r.path != "pram" and r.available and r.search == "k2"
+    }
     series = {}
     for r in pram:
         series.setdefault((r.setup, bool(r.fix)), []).append(r)
-    styles = {(1, False): ("C0", "-"), (1, True): ("C0", "--"), (2, False): ("C1", "-"), (2, True): ("C1", "--")}
+    styles = {
+        (1, False): ("C0", "-"),
+        (1, True): ("C0", "--"),
+        (2, False): ("C1", "-"),
+        (2, True): ("C1", "--"),
+    }
 
     def label(key: tuple[int | None, bool]) -> str:
         return f"PRAM setup {'I' if key[0] == 1 else 'II'}" + (" + fix" if key[1] else "")
@@ -563,7 +718,14 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
         for key, runs in sorted(series.items()):
             runs = sorted(runs, key=lambda r: r.p)
             color, line = styles[key]
-            ax.plot([r.p for r in runs], [value(r) for r in runs], line, color=color, marker="o", label=label(key))
+            ax.plot(
+                [r.p for r in runs],
+                [value(r) for r in runs],
+                line,
+                color=color,
+                marker="o",
+                label=label(key),
+            )
         for name, color in (("secure", "C2"), ("reference", "C7")):
             if name in others and not math.isnan(value(others[name])):
                 ax.axhline(value(others[name]), color=color, linestyle=":", label=name)
@@ -628,7 +790,9 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
         ax.set_xlabel("randomization p")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"Privacy per variable against p (every variable with the same number of states alike; {title})")
+    fig.suptitle(
+        f"Privacy per variable against p (every variable with the same number of states alike; {title})"
+    )
     fig.tight_layout()
     paths.append(out / "privacy.png")
     fig.savefig(paths[-1], dpi=110)

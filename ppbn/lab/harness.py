@@ -74,7 +74,9 @@ class LocalPair:
         link: LinkSpec | None = None,
     ) -> None:
         if link is not None and miner:
-            raise UserError("--link models the link between alice and bob; it does not run with the miner")
+            raise UserError(
+                "--link models the link between alice and bob; it does not run with the miner"
+            )
         self.files = files
         self.link_spec = link
         self.link: Link | None = None  # the relays, while the pair runs
@@ -105,20 +107,43 @@ class LocalPair:
             peers = ["--alice", self.address("alice"), "--bob", self.address("bob")]
         else:
             peer = "bob" if role == "alice" else "alice"
-            peers = ["--data", str(self.files.data[role]), "--peer", self.peer_address(role, peer), "--missing", self.missing_rule]
+            peers = [
+                "--data",
+                str(self.files.data[role]),
+                "--peer",
+                self.peer_address(role, peer),
+                "--missing",
+                self.missing_rule,
+            ]
             peers += ["--align", self.align]
             if MINER in self.roles:
                 peers += ["--miner", self.address(MINER)]
         return [
-            sys.executable, "-m", "ppbn.cli", "party", "serve", "--role", role,
-            "--schema", str(self.files.schema), *peers,
-            "--listen", self.address(role),
-            "--tls-dir", str(self.files.tls_dir / role), "--out", str(self.out_dir(role)),
-            "--peer-timeout", f"{self.timeout_s:g}",
+            sys.executable,
+            "-m",
+            "ppbn.cli",
+            "party",
+            "serve",
+            "--role",
+            role,
+            "--schema",
+            str(self.files.schema),
+            *peers,
+            "--listen",
+            self.address(role),
+            "--tls-dir",
+            str(self.files.tls_dir / role),
+            "--out",
+            str(self.out_dir(role)),
+            "--peer-timeout",
+            f"{self.timeout_s:g}",
             *(["--policy", str(self._policy_file)] if self.policy is not None else []),
-            *(["--insecure-fixed-seed-for-testing", self.fixed_seed_for_testing]
-              if self.fixed_seed_for_testing is not None else []),
-        ]  # fmt: skip
+            *(
+                ["--insecure-fixed-seed-for-testing", self.fixed_seed_for_testing]
+                if self.fixed_seed_for_testing is not None
+                else []
+            ),
+        ]
 
     @property
     def _policy_file(self) -> Path:
@@ -147,9 +172,12 @@ class LocalPair:
     def _spawn(self, role: str, log_mode: str) -> None:
         with open(self.logs[role], log_mode) as log:
             self.processes[role] = subprocess.Popen(
-                self._command(role), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                self._command(role),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def kill(self, role: str) -> None:
         """SIGKILL ``role``'s daemon and its workers, as a crash or the OOM killer would."""
@@ -173,7 +201,9 @@ class LocalPair:
                         break
                     except UserError as exc:
                         if time.monotonic() > deadline:
-                            raise UserError(f"{role}'s daemon not ready: {exc} (log: {self.logs[role]})") from None
+                            raise UserError(
+                                f"{role}'s daemon not ready: {exc} (log: {self.logs[role]})"
+                            ) from None
 
     def _check_alive(self) -> None:
         for role, process in self.processes.items():

@@ -95,20 +95,29 @@ class MgasResult:
 
     def summary(self) -> dict[str, float | int]:
         return {
-            "seed": self.seed, "width": self.width, "groups": self.groups,
-            "text_groups": TEXT_GROUPS, "keep_probability": self.keep,
+            "seed": self.seed,
+            "width": self.width,
+            "groups": self.groups,
+            "text_groups": TEXT_GROUPS,
+            "keep_probability": self.keep,
             "information_loss_moment": self.loss(self.moment),
             "information_loss_em": self.loss(self.em),
             "information_loss_predicted": self.predicted_loss,
             "l1_discretized": self.l1_to_density(self.original),
             "l1_reconstructed_em": self.l1_to_density(self.em),
             "negative_moment_groups": int(np.sum(self.moment < 0)),
-        }  # fmt: skip
+        }
 
 
-def mgas_two_triangle(seed: int, *, n: int = 100_000, min_records: int = 1500,
-                      granularity: float = 0.25, keep: float = 0.3,
-                      width: float = 12.0) -> MgasResult:  # fmt: skip
+def mgas_two_triangle(
+    seed: int,
+    *,
+    n: int = 100_000,
+    min_records: int = 1500,
+    granularity: float = 0.25,
+    keep: float = 0.3,
+    width: float = 12.0,
+) -> MgasResult:
     """Run the example once: sample, MGAS, M-category randomization, both estimators."""
     rng = np.random.default_rng(seed)
     x = two_triangle_sample(n, rng, width)
@@ -125,6 +134,14 @@ def mgas_two_triangle(seed: int, *, n: int = 100_000, min_records: int = 1500,
     predicted = 0.5 * math.sqrt(2 / math.pi) * float(sd.sum()) / n
     edges = np.concatenate([[x.min()], cuts, [x.max()]])
     return MgasResult(
-        seed, width, cuts, edges, keep, original, observed,
-        moment_estimate(observed, operators), em_estimate(observed, operators), predicted,
-    )  # fmt: skip
+        seed,
+        width,
+        cuts,
+        edges,
+        keep,
+        original,
+        observed,
+        moment_estimate(observed, operators),
+        em_estimate(observed, operators),
+        predicted,
+    )

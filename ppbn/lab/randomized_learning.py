@@ -91,10 +91,11 @@ def load_tables(
             raise DataError(f"{path}: line 1: columns differ from {paths[0]}'s")
     declared = fixed.mechanisms.states if fixed is not None else {}
     states = {
-        c: declared[c] if c in declared
+        c: declared[c]
+        if c in declared
         else tuple(sorted({v for f in frames for v in f[c].to_numpy(dtype=str)}, key=_sort_key))
         for c in columns
-    }  # fmt: skip
+    }
     tables = []
     for path, frame in zip(paths, frames, strict=True):
         codes = np.empty((len(frame), len(columns)), dtype=np.int64)
@@ -115,7 +116,9 @@ def load_tables(
 def _load_folder(folder: Path) -> Table:
     schema_path = folder / "schema.json"
     if not schema_path.is_file():
-        raise DataError(f"{folder}: not a data folder (no schema.json); give a CSV or a `ppbn datasets make` folder")
+        raise DataError(
+            f"{folder}: not a data folder (no schema.json); give a CSV or a `ppbn datasets make` folder"
+        )
     schema = Schema.load(str(schema_path))
     names, codes, bins = load_joined_with_bins(schema, folder / "alice.csv", folder / "bob.csv")
     return Table(tuple(names), codes, schema.state_names(bins))
@@ -150,10 +153,18 @@ class Mechanism:
         return scheme_for(cards, self.randomized, theta=self.theta, p=self.p, groups=self.groups)
 
     def describe(self, class_name: str | None) -> str:
-        kind = f"randomized response theta = {self.theta:g}" if self.theta is not None else f"M-category p = {self.p:g}"
+        kind = (
+            f"randomized response theta = {self.theta:g}"
+            if self.theta is not None
+            else f"M-category p = {self.p:g}"
+        )
         groups = "; groups " + ", ".join("+".join(g) for g in self.groups) if self.groups else ""
         grouped = {v for g in self.groups for v in g}
-        kept = "" if class_name is None or class_name in self.randomized or class_name in grouped else "; class not randomized"
+        kept = (
+            ""
+            if class_name is None or class_name in self.randomized or class_name in grouped
+            else "; class not randomized"
+        )
         return kind + groups + kept
 
 
@@ -190,7 +201,9 @@ class FileMechanism:
         for block in blocks:
             absent = [v for v in block.variables if v not in table.columns]
             if absent:
-                raise UserError(f"{self.path}: group {block.name} is randomized together, but the table has no {absent[0]!r}")
+                raise UserError(
+                    f"{self.path}: group {block.name} is randomized together, but the table has no {absent[0]!r}"
+                )
         return RandomizationScheme({c: len(table.states[c]) for c in table.columns}, blocks)
 
     def describe(self, class_name: str | None) -> str:
@@ -205,12 +218,15 @@ def privacy(scheme: RandomizationScheme) -> list[dict[str, Any]]:
     out = []
     for block in scheme.blocks:
         gamma = gamma_amplification(block.matrix, block.name)
-        out.append({
-            "variables": list(block.variables),
-            "gamma": gamma.value if np.isfinite(gamma.value) else "inf",
-            "gamma_ignoring_zeros": gamma.value_ignoring_zeros
-            if np.isfinite(gamma.value_ignoring_zeros) else "inf",
-        })  # fmt: skip
+        out.append(
+            {
+                "variables": list(block.variables),
+                "gamma": gamma.value if np.isfinite(gamma.value) else "inf",
+                "gamma_ignoring_zeros": gamma.value_ignoring_zeros
+                if np.isfinite(gamma.value_ignoring_zeros)
+                else "inf",
+            }
+        )
     return out
 
 
@@ -231,14 +247,21 @@ def learn(
     ``mechanism``, or with ``correct`` false, the learner takes the records as if they were
     original (the uncorrected baseline)."""
     if test_randomized and (mechanism is None or not correct):
-        raise UserError("--test-randomized needs the mechanism the test records were randomized with")
+        raise UserError(
+            "--test-randomized needs the mechanism the test records were randomized with"
+        )
     if learner not in LEARNERS:
         raise UserError(f"unknown learner {learner!r}; use one of {', '.join(LEARNERS)}")
     if learner == "rules":
-        train = Table(train.columns, item_codes(train.columns, train.codes, train.states),
-                      dict.fromkeys(train.columns, ITEM_STATES))  # fmt: skip
+        train = Table(
+            train.columns,
+            item_codes(train.columns, train.codes, train.states),
+            dict.fromkeys(train.columns, ITEM_STATES),
+        )
     elif class_name is None or class_name not in train.columns:
-        raise UserError(f"--class {class_name!r}: not a column of the data ({', '.join(train.columns)})")
+        raise UserError(
+            f"--class {class_name!r}: not a column of the data ({', '.join(train.columns)})"
+        )
     plain = RandomizationScheme({c: len(train.states[c]) for c in train.columns})
     scheme = mechanism.scheme(train) if mechanism is not None else plain
     codes = train.codes
@@ -268,14 +291,25 @@ def learn(
     if test is not None:
         if test.columns != train.columns:
             raise DataError("the test table's columns differ from the training table's")
-        report.update(_test_report(model, learner, test, class_name, scheme, test_randomized, randomize_seed))
+        report.update(
+            _test_report(model, learner, test, class_name, scheme, test_randomized, randomize_seed)
+        )
         if learner == "perceptron":
-            report["accuracy_task"] = f"{class_name} = {train.states[class_name][model.positive]} vs the rest"
+            report["accuracy_task"] = (
+                f"{class_name} = {train.states[class_name][model.positive]} vs the rest"
+            )
     return report
 
 
-def _test_report(model, learner: str, test: Table, class_name: str, scheme: RandomizationScheme,
-                 test_randomized: bool, randomize_seed: str | None) -> dict[str, Any]:  # fmt: skip
+def _test_report(
+    model,
+    learner: str,
+    test: Table,
+    class_name: str,
+    scheme: RandomizationScheme,
+    test_randomized: bool,
+    randomize_seed: str | None,
+) -> dict[str, Any]:
     """The accuracy on original test records, or its estimate from disguised ones (Zhan Sec.
     3.5); with ``randomize_seed``, the original test records are also randomized here and the
     estimate is reported next to the true accuracy, which shows how well it tracks it (or,

@@ -109,12 +109,17 @@ class Link:
         self.spec = spec
         self.ends = ends
         a, b = ends
-        self.directions = {f"{a}->{b}": Direction(f"{a}->{b}", spec), f"{b}->{a}": Direction(f"{b}->{a}", spec)}
+        self.directions = {
+            f"{a}->{b}": Direction(f"{a}->{b}", spec),
+            f"{b}->{a}": Direction(f"{b}->{a}", spec),
+        }
         self.connections = 0
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: set[asyncio.Task] = set()
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="ppbn-link", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="ppbn-link", daemon=True
+        )
         self._thread.start()
 
     def __enter__(self) -> Link:
@@ -128,7 +133,10 @@ class Link:
         if source not in self.ends:
             raise ValueError(f"unknown end {source!r}")
         other = self.ends[1] if source == self.ends[0] else self.ends[0]
-        forward, backward = self.directions[f"{source}->{other}"], self.directions[f"{other}->{source}"]
+        forward, backward = (
+            self.directions[f"{source}->{other}"],
+            self.directions[f"{other}->{source}"],
+        )
 
         async def start() -> tuple[str, int]:
             async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -146,7 +154,10 @@ class Link:
             **self.spec.as_dict(),
             "connections": self.connections,
             "bytes": {name: d.bytes for name, d in self.directions.items()},
-            "ideal_transfer_s": {name: round(d.bytes * 8 / self.spec.rate_bps, 2) for name, d in self.directions.items()},
+            "ideal_transfer_s": {
+                name: round(d.bytes * 8 / self.spec.rate_bps, 2)
+                for name, d in self.directions.items()
+            },
         }
 
     def close(self) -> None:
@@ -184,8 +195,10 @@ class Link:
         upstream: asyncio.StreamWriter | None = None
         try:
             up_reader, upstream = await asyncio.open_connection(host, port)
-            pumps = [asyncio.create_task(_pump(reader, upstream, forward)),
-                     asyncio.create_task(_pump(up_reader, writer, backward))]  # fmt: skip
+            pumps = [
+                asyncio.create_task(_pump(reader, upstream, forward)),
+                asyncio.create_task(_pump(up_reader, writer, backward)),
+            ]
             try:
                 await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -251,7 +264,9 @@ class ShapedMemoryChannel(MemoryChannel):
     in that direction, then the one-way delay.
     """
 
-    def __init__(self, inbox: queue.Queue, outbox: queue.Queue, direction: Direction, **kwargs) -> None:
+    def __init__(
+        self, inbox: queue.Queue, outbox: queue.Queue, direction: Direction, **kwargs
+    ) -> None:
         super().__init__(inbox, outbox, **kwargs)
         self.direction = direction
 
@@ -274,7 +289,10 @@ def shaped_memory_pair(
     directions (for the bytes each way)."""
     a_to_b: queue.Queue = queue.Queue()
     b_to_a: queue.Queue = queue.Queue()
-    directions = {"alice->bob": Direction("alice->bob", spec), "bob->alice": Direction("bob->alice", spec)}
+    directions = {
+        "alice->bob": Direction("alice->bob", spec),
+        "bob->alice": Direction("bob->alice", spec),
+    }
     alice = ShapedMemoryChannel(b_to_a, a_to_b, directions["alice->bob"], **kwargs)
     bob = ShapedMemoryChannel(a_to_b, b_to_a, directions["bob->alice"], **kwargs)
     return (alice, bob), directions

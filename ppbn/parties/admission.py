@@ -69,10 +69,17 @@ class JobTable:
     running) and the admission of a new one into its single slot."""
 
     def __init__(
-        self, config: DaemonConfig, schema: Schema, data: PartyData, hello: party_pb2.Hello,
-        peer_addresses: dict[str, str], files: JobFiles, metrics: DaemonMetrics, log: logging.Logger,
+        self,
+        config: DaemonConfig,
+        schema: Schema,
+        data: PartyData,
+        hello: party_pb2.Hello,
+        peer_addresses: dict[str, str],
+        files: JobFiles,
+        metrics: DaemonMetrics,
+        log: logging.Logger,
         stopping: threading.Event,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.config = config
         self.role = config.role
         # the peer of two-party jobs; the miner has none (its jobs involve both parties)
@@ -106,31 +113,45 @@ class JobTable:
     def checked_params(self, kind: JobKind, params_json: str) -> dict[str, Any]:
         """Parse, normalise and check a job's parameters against the local policy."""
         if len(params_json.encode("utf-8", "replace")) > MAX_PARAMS_BYTES:
-            raise JobRefused(f"job parameters are over {MAX_PARAMS_BYTES // 1024} KiB", AbortCode.BAD_REQUEST)
+            raise JobRefused(
+                f"job parameters are over {MAX_PARAMS_BYTES // 1024} KiB", AbortCode.BAD_REQUEST
+            )
         try:
             raw = json.loads(params_json or "{}")
         except json.JSONDecodeError as exc:
-            raise JobRefused(f"job parameters are not valid JSON: {exc.msg}", AbortCode.BAD_REQUEST) from None
+            raise JobRefused(
+                f"job parameters are not valid JSON: {exc.msg}", AbortCode.BAD_REQUEST
+            ) from None
         except RecursionError:
-            raise JobRefused("job parameters are nested too deeply", AbortCode.BAD_REQUEST) from None
+            raise JobRefused(
+                "job parameters are nested too deeply", AbortCode.BAD_REQUEST
+            ) from None
         if not isinstance(raw, dict):
             raise JobRefused("job parameters must be a JSON object", AbortCode.BAD_REQUEST)
         try:
             params = kind.check_params(raw, self.schema)
-            scope = PolicyScope(self.role, self.schema, self.data.n_records, self.hello.missing_rule)
+            scope = PolicyScope(
+                self.role, self.schema, self.data.n_records, self.hello.missing_rule
+            )
             check_job_policy(kind, params, self.config.policy, scope)
         except PolicyRefusal as exc:
             raise JobRefused(
-                f"refused by {self.role}'s policy (parameter {exc.parameter!r}): {exc}", AbortCode.POLICY, exc.parameter
+                f"refused by {self.role}'s policy (parameter {exc.parameter!r}): {exc}",
+                AbortCode.POLICY,
+                exc.parameter,
             ) from None
         except ParameterError as exc:
-            raise JobRefused(f"{exc} (parameter {exc.parameter!r})", AbortCode.BAD_REQUEST, exc.parameter) from None
+            raise JobRefused(
+                f"{exc} (parameter {exc.parameter!r})", AbortCode.BAD_REQUEST, exc.parameter
+            ) from None
         except JobRefused:
             raise
         except UserError as exc:
             raise JobRefused(str(exc), AbortCode.BAD_REQUEST) from None
         except RecursionError:
-            raise JobRefused("job parameters are nested too deeply", AbortCode.BAD_REQUEST) from None
+            raise JobRefused(
+                "job parameters are nested too deeply", AbortCode.BAD_REQUEST
+            ) from None
         return params
 
     def _new_job_id(self, requested: str, resume: bool = False) -> str:
@@ -177,11 +198,16 @@ class JobTable:
         with self.lock:
             if self.running is not None:
                 if not self.yields_to(self.running, peers, peer_nonce):
-                    raise JobRefused(f"{self.role} is busy with job {self.running.job_id}; try again later", AbortCode.BUSY)
+                    raise JobRefused(
+                        f"{self.role} is busy with job {self.running.job_id}; try again later",
+                        AbortCode.BUSY,
+                    )
                 self.log.info(
                     "job %s started here and a job of %s crossed: the peer's job runs (smaller nonce), "
-                    "this one is withdrawn", self.running.job_id, peers[0],
-                )  # fmt: skip
+                    "this one is withdrawn",
+                    self.running.job_id,
+                    peers[0],
+                )
                 self.running = None
             job_id = self._new_job_id(job_id, resume)
             channels = {
@@ -228,7 +254,11 @@ class JobTable:
         exactly one job runs: the one with the smaller nonce; the other start is told busy."""
         if peer_nonce is None or not running.pending or running.opened_by != self.role:
             return False
-        if MINER in peers or not isinstance(running.channel, GrpcChannel) or running.channel.peer != peers[0]:
+        if (
+            MINER in peers
+            or not isinstance(running.channel, GrpcChannel)
+            or running.channel.peer != peers[0]
+        ):
             return False
         return peer_nonce < running.nonces[self.role]
 
@@ -237,7 +267,9 @@ class JobTable:
         took its place meanwhile (ProtocolError)."""
         with self.lock:
             if self.running is not job:  # withdrawn for the peer's crossing job meanwhile
-                raise ProtocolError(f"{self.role} is busy with job {self.running.job_id if self.running else '?'}")
+                raise ProtocolError(
+                    f"{self.role} is busy with job {self.running.job_id if self.running else '?'}"
+                )
             job.pending = False
 
     def _forget_old_jobs(self) -> None:
@@ -264,23 +296,34 @@ class JobTable:
         The checkpoint must exist, decrypt under this daemon's key and have been made on the
         same data; parameters given with the request must equal the checkpoint's."""
         if not _JOB_ID.match(job_id or ""):
-            raise JobRefused(f"resume needs the id of an earlier job, not {printable(job_id, 64)!r}", AbortCode.BAD_REQUEST, "resume")
+            raise JobRefused(
+                f"resume needs the id of an earlier job, not {printable(job_id, 64)!r}",
+                AbortCode.BAD_REQUEST,
+                "resume",
+            )
         store = CheckpointStore(Path(self.config.out_dir), job_id, self.role)
         try:
             header = store.latest_header()
         except UserError as exc:
-            raise JobRefused(f"cannot resume job {job_id}: {exc}", AbortCode.BAD_REQUEST, "resume") from None
+            raise JobRefused(
+                f"cannot resume job {job_id}: {exc}", AbortCode.BAD_REQUEST, "resume"
+            ) from None
         if header is None:
             raise JobRefused(
                 f"{self.role} has no checkpoint of job {job_id} in {store.folder}: nothing to resume",
-                AbortCode.BAD_REQUEST, "resume",
-            )  # fmt: skip
+                AbortCode.BAD_REQUEST,
+                "resume",
+            )
         # under --align psi the job's data is the intersection, known only after the PSI: the
         # resumed job compares its digest with the checkpoint's (ppbn.jobs.learn.agree_resume_step)
-        same_data = self.config.align == "psi" or header.get("data") == data_digest(self.data.ids, self.data.codes)
+        same_data = self.config.align == "psi" or header.get("data") == data_digest(
+            self.data.ids, self.data.codes
+        )
         if header.get("role") != self.role or not same_data:
             raise JobRefused(
-                f"cannot resume job {job_id}: {self.role}'s data changed since its checkpoint", AbortCode.BAD_REQUEST, "resume"
+                f"cannot resume job {job_id}: {self.role}'s data changed since its checkpoint",
+                AbortCode.BAD_REQUEST,
+                "resume",
             )
         if params_json and params_json.strip() not in ("", "{}"):
             try:
@@ -290,6 +333,7 @@ class JobTable:
             if asked != header["params"]:
                 raise JobRefused(
                     f"resume of job {job_id}: parameters differ from the checkpoint's (give none)",
-                    AbortCode.BAD_REQUEST, "resume",
-                )  # fmt: skip
+                    AbortCode.BAD_REQUEST,
+                    "resume",
+                )
         return str(header["kind"]), json.dumps(header["params"])

@@ -195,7 +195,9 @@ def _verify_lines(lines: list[bytes], party: str | None) -> ChainState:
 
 def _shown(value: Any) -> str:
     """A field's value for a message: a string quoted as Python does, anything else as JSON."""
-    return repr(clean_text(value, 40)) if isinstance(value, str) else clean_text(json.dumps(value), 40)
+    return (
+        repr(clean_text(value, 40)) if isinstance(value, str) else clean_text(json.dumps(value), 40)
+    )
 
 
 _TIME_CHARS = frozenset("0123456789-:.TZ")
@@ -308,7 +310,9 @@ class AuditLog:
             raise
         self._seq, self._head = state.lines, state.head
 
-    def _set_aside_torn_tail(self, data: bytes, torn: AuditLogTorn, log: logging.Logger) -> ChainState:
+    def _set_aside_torn_tail(
+        self, data: bytes, torn: AuditLogTorn, log: logging.Logger
+    ) -> ChainState:
         """Move the unfinished last line into ``LOG.torn-N`` and cut the log back to its
         intact lines, so the chain goes on where it really ended; the bytes are kept for
         the auditor, not dropped."""
@@ -327,8 +331,12 @@ class AuditLog:
             "audit log %s ended with an unfinished line %d (%d bytes: a write cut short by a crash "
             "or a full disk, not an edit): set aside as %s; lines 1-%d are intact and the log "
             "goes on from there",
-            self.path, torn.line, len(tail), aside, torn.state.lines,
-        )  # fmt: skip
+            self.path,
+            torn.line,
+            len(tail),
+            aside,
+            torn.state.lines,
+        )
         return torn.state
 
     @property
@@ -393,13 +401,18 @@ class AuditLog:
                 continue
             if window.counted:
                 self._append(
-                    "refused_summary", "", dict(
-                        source=source, count=window.counted, first=window.first, last=window.last,
+                    "refused_summary",
+                    "",
+                    dict(
+                        source=source,
+                        count=window.counted,
+                        first=window.first,
+                        last=window.last,
                         codes=dict(sorted(window.codes.items())),
                         note=f"{window.counted} more refused requests from {source} between "
                         f"{window.first} and {window.last}, not logged one by one",
                     ),
-                )  # fmt: skip
+                )
             del self._refused[source]
 
     # -- the job events, with the fields an auditor reads --------------------------------
@@ -437,12 +450,17 @@ class AuditLog:
                 window.codes[clean_text(code, 32)] += 1
                 return
             self._append(
-                "refused", clean_text(job, 64), dict(
-                    kind=clean_text(kind, 32), by=clean_text(by, 160),
-                    refused_by=clean_text(refused_by or self.party, 16), code=code,
-                    parameter=clean_text(parameter, 64), reason=clean_text(reason),
+                "refused",
+                clean_text(job, 64),
+                dict(
+                    kind=clean_text(kind, 32),
+                    by=clean_text(by, 160),
+                    refused_by=clean_text(refused_by or self.party, 16),
+                    code=code,
+                    parameter=clean_text(parameter, 64),
+                    reason=clean_text(reason),
                 ),
-            )  # fmt: skip
+            )
             window.logged += 1
 
     def started(self, job: str, kind: str, peers: list[str]) -> None:

@@ -105,10 +105,15 @@ class DaemonClient:
         try:
             return method(request, timeout=timeout)
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:  # the daemon answers it for an unknown job id only
+            if (
+                exc.code() == grpc.StatusCode.NOT_FOUND
+            ):  # the daemon answers it for an unknown job id only
                 raise UnknownJob(f"daemon at {self.address}: {exc.details()}") from None
-            if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.PERMISSION_DENIED,
-                              grpc.StatusCode.INVALID_ARGUMENT):  # fmt: skip
+            if exc.code() in (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.PERMISSION_DENIED,
+                grpc.StatusCode.INVALID_ARGUMENT,
+            ):
                 raise UserError(f"daemon at {self.address}: {exc.details()}") from None
             if job_id:
                 raise UserError(self._lost_during_job(exc, job_id)) from None
@@ -155,9 +160,13 @@ class DaemonClient:
                 raise UserError(f"daemon at {self.address} not ready after {timeout_s:g} s: {last}")
             time.sleep(0.2)
 
-    def start(self, kind: str, params: dict[str, Any], job_id: str = "", resume: bool = False) -> str:
+    def start(
+        self, kind: str, params: dict[str, Any], job_id: str = "", resume: bool = False
+    ) -> str:
         """Start a job (or, with ``resume``, continue ``job_id`` from both daemons' checkpoints)."""
-        request = party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id, resume=resume)
+        request = party_pb2.JobRequest(
+            kind=kind, params_json=json.dumps(params), job_id=job_id, resume=resume
+        )
         return self._call(self._stub.StartJob, request).job_id
 
     def status(self, job_id: str, following: bool = False) -> party_pb2.JobInfo:

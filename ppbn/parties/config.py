@@ -24,11 +24,15 @@ class DaemonConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     missing_as_category: bool = False  # the older spelling of missing_rule="category"
     missing_rule: str | None = None  # `--missing`: error (default), category or available-case
-    align: str = "strict"  # `--align`: "strict" (same ids) or "psi" (private set intersection per job)
+    align: str = (
+        "strict"  # `--align`: "strict" (same ids) or "psi" (private set intersection per job)
+    )
     probe_interval_s: float = 2.0
     peers: dict[str, str] = field(default_factory=dict)
     policy: LocalPolicy = field(default_factory=LocalPolicy)
-    fixed_seed_for_testing: str | None = None  # `--insecure-fixed-seed-for-testing`: PRAM tests only
+    fixed_seed_for_testing: str | None = (
+        None  # `--insecure-fixed-seed-for-testing`: PRAM tests only
+    )
     audit_log: str | None = None  # `--audit-log`; default out_dir/audit.log
     metrics_port: int | None = None  # `--metrics-port`: None = no metrics endpoint, 0 = a free port
     metrics_host: str = "127.0.0.1"

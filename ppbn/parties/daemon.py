@@ -88,24 +88,37 @@ class PartyDaemon:
         self.log.info("loading schema %s", config.schema_path)
         self.schema = Schema.load(config.schema_path)
         if self.role == MINER:
-            self.data: PartyData = PartyData(self.schema, MINER, (), (), np.zeros((0, 0), dtype=np.int64))
-            self.log.info("miner: no data of its own; serves alice and bob for %s", ", ".join(sorted(MINER_JOB_KINDS)))
+            self.data: PartyData = PartyData(
+                self.schema, MINER, (), (), np.zeros((0, 0), dtype=np.int64)
+            )
+            self.log.info(
+                "miner: no data of its own; serves alice and bob for %s",
+                ", ".join(sorted(MINER_JOB_KINDS)),
+            )
         else:
             self.log.info("loading %s's data %s", self.role, config.data_path)
             self.data = load_party_data(
-                self.schema, self.role, config.data_path, config.missing_as_category, config.missing_rule
+                self.schema,
+                self.role,
+                config.data_path,
+                config.missing_as_category,
+                config.missing_rule,
             )
             self.log.info(
                 "data ok: %d records, %d variables of %s (%s); empty cells: --missing %s",
-                self.data.n_records, len(self.data.columns), self.role, ", ".join(self.data.columns),
+                self.data.n_records,
+                len(self.data.columns),
+                self.role,
+                ", ".join(self.data.columns),
                 self.data.missing_rule,
-            )  # fmt: skip
+            )
         if config.insecure:
             self.tls = None
             self.log.warning(
                 "INSECURE: plaintext gRPC, no certificates: anyone on the network can read the "
-                "traffic and pose as %s; use only on a trusted loopback", " or ".join(self.peer_roles),
-            )  # fmt: skip
+                "traffic and pose as %s; use only on a trusted loopback",
+                " or ".join(self.peer_roles),
+            )
         else:
             if not config.tls_dir:
                 raise UserError("--tls-dir is required (or --insecure for plaintext testing)")
@@ -119,8 +132,10 @@ class PartyDaemon:
         if interrupted:
             self.log.warning(
                 "%s holds %d folder(s) of jobs interrupted by a crash (%s): their ids stay taken",
-                config.out_dir, len(interrupted), ", ".join(interrupted[:5]),
-            )  # fmt: skip
+                config.out_dir,
+                len(interrupted),
+                ", ".join(interrupted[:5]),
+            )
         self.hello = party_pb2.Hello(
             role=self.role,
             protocol_version=PROTOCOL_VERSION,
@@ -136,23 +151,53 @@ class PartyDaemon:
         self._prober: threading.Thread | None = None
         self.metrics = DaemonMetrics(self.role)
         self.metrics_port = 0  # bound port of the metrics endpoint, once serving
-        self.peers = PeerLinks(self.hello, self.peer_addresses, self.tls, config.timeout_s, config.frame_bytes, self.log)
+        self.peers = PeerLinks(
+            self.hello,
+            self.peer_addresses,
+            self.tls,
+            config.timeout_s,
+            config.frame_bytes,
+            self.log,
+        )
         self.job_files = JobFiles(self.role, config.out_dir, self.log)
         self.recorder = Recorder(self.role, config.out_dir, self.metrics, self.log)
         self.table = JobTable(
-            config, self.schema, self.data, self.hello, self.peer_addresses, self.job_files, self.metrics, self.log,
+            config,
+            self.schema,
+            self.data,
+            self.hello,
+            self.peer_addresses,
+            self.job_files,
+            self.metrics,
+            self.log,
             self._stopping,
-        )  # fmt: skip
+        )
         self.runner = JobRunner(
-            config, self.data, self.hello.schema_fingerprint, self.job_files, self.recorder, self.metrics, self.log,
-            self._stopping, self.table.release,
-        )  # fmt: skip
+            config,
+            self.data,
+            self.hello.schema_fingerprint,
+            self.job_files,
+            self.recorder,
+            self.metrics,
+            self.log,
+            self._stopping,
+            self.table.release,
+        )
         self.callers = Callers(self.role, self.tls, self.peer_roles, self.log)
         self.service = PartyService(
-            self.callers, self.peers, self.table, self.runner, self.recorder, self.start_job, self._accept_job,
-            self._stopping, self.log,
-        )  # fmt: skip
-        self._health = DaemonHealth(lambda context: self.callers.require_operator_or_peer(context, "health checks"))
+            self.callers,
+            self.peers,
+            self.table,
+            self.runner,
+            self.recorder,
+            self.start_job,
+            self._accept_job,
+            self._stopping,
+            self.log,
+        )
+        self._health = DaemonHealth(
+            lambda context: self.callers.require_operator_or_peer(context, "health checks")
+        )
 
     def _log_policy(self) -> None:
         """Say at start which local policy this daemon enforces, and what it allows that is weak."""
@@ -160,23 +205,35 @@ class PartyDaemon:
         self.log.info(
             "policy (%s): paths %s; Paillier keys >= %d bits; disclosure %s; max parents %d, "
             "family %d; records >= %d; PRAM p >= %g (randomize %s)",
-            policy.source, ",".join(policy.paths), policy.min_key_bits, ",".join(policy.disclosures),
-            policy.max_parents, policy.max_family, policy.min_records, policy.pram.min_p,
+            policy.source,
+            ",".join(policy.paths),
+            policy.min_key_bits,
+            ",".join(policy.disclosures),
+            policy.max_parents,
+            policy.max_family,
+            policy.min_records,
+            policy.pram.min_p,
             ",".join(policy.pram.always_randomize) or "none",
-        )  # fmt: skip
+        )
         self.log.info(
             "executor %s (%s); ciphertext cache %d MiB in memory, %d MiB spill",
             policy.executor,
-            f"Ray at {policy.ray_address}" if policy.ray_address else f"workers: {policy.workers or 'one per core'}",
-            policy.cache_mb, policy.spill_mb,
-        )  # fmt: skip
+            f"Ray at {policy.ray_address}"
+            if policy.ray_address
+            else f"workers: {policy.workers or 'one per core'}",
+            policy.cache_mb,
+            policy.spill_mb,
+        )
         if policy.weak_key_allowed:
-            self.log.warning("policy allows 1024-bit Paillier keys: below today's security level, TESTING ONLY")
+            self.log.warning(
+                "policy allows 1024-bit Paillier keys: below today's security level, TESTING ONLY"
+            )
         if self.role != MINER and self.data.n_records < policy.min_records:
             self.log.warning(
                 "%d records, fewer than the policy minimum %d: every data job will be refused",
-                self.data.n_records, policy.min_records,
-            )  # fmt: skip
+                self.data.n_records,
+                policy.min_records,
+            )
         if self.config.fixed_seed_for_testing is not None:
             self.log.warning(
                 "INSECURE: --insecure-fixed-seed-for-testing: the PRAM randomization is reproducible "
@@ -185,7 +242,7 @@ class PartyDaemon:
 
     @property
     def peer_state(self) -> str:
-        """"ok" when every peer accepted the last handshake; otherwise what went wrong."""
+        """ "ok" when every peer accepted the last handshake; otherwise what went wrong."""
         return self.peers.state
 
     @property
@@ -219,12 +276,17 @@ class PartyDaemon:
 
     def _start_serving(self) -> int:
         if self.config.metrics_port is not None:
-            self.metrics_port = self.metrics.serve(self.config.metrics_host, self.config.metrics_port)
+            self.metrics_port = self.metrics.serve(
+                self.config.metrics_host, self.config.metrics_port
+            )
             self.log.info(
-                "metrics at http://%s:%d/metrics (plain HTTP, no authentication%s)", self.config.metrics_host,
-                self.metrics_port, "" if self.config.metrics_host in ("127.0.0.1", "::1", "localhost")
+                "metrics at http://%s:%d/metrics (plain HTTP, no authentication%s)",
+                self.config.metrics_host,
+                self.metrics_port,
+                ""
+                if self.config.metrics_host in ("127.0.0.1", "::1", "localhost")
                 else ": NOT bound to localhost, anyone who reaches it can read the daemon's figures",
-            )  # fmt: skip
+            )
         server = grpc.server(
             ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"grpc-{self.role}"),
             options=server_options(self.config.frame_bytes),
@@ -249,13 +311,18 @@ class PartyDaemon:
         self._health.serving()
         self.metrics.set_serving(True)
         self.recorder.append(
-            lambda audit: audit.event("daemon_started", listen=self.config.listen, policy=self.config.policy.source)
+            lambda audit: audit.event(
+                "daemon_started", listen=self.config.listen, policy=self.config.policy.source
+            )
         )
         self.log.info(
             "%s listening on %s (port %d, %s); %s",
-            self.role, self.config.listen, port, "mutual TLS" if self.tls else "PLAINTEXT",
+            self.role,
+            self.config.listen,
+            port,
+            "mutual TLS" if self.tls else "PLAINTEXT",
             ", ".join(f"peer {r} expected at {a}" for r, a in self.peer_addresses.items()),
-        )  # fmt: skip
+        )
         self._prober = threading.Thread(target=self._probe_loop, name="peer-probe", daemon=True)
         self._prober.start()
         return port
@@ -273,7 +340,11 @@ class PartyDaemon:
             job.context.cancel(stopped_reason(self.role))
             job.channel.abort(AbortCode.SHUTTING_DOWN)
             if not job.done.wait(max(grace_s, STOP_WAIT_S)):
-                self.log.error("job %s did not stop within %g s; its files may be missing", job.job_id, STOP_WAIT_S)
+                self.log.error(
+                    "job %s did not stop within %g s; its files may be missing",
+                    job.job_id,
+                    STOP_WAIT_S,
+                )
         if self._server is not None:
             self._server.stop(grace_s).wait()
         self.peers.close()
@@ -307,7 +378,9 @@ class PartyDaemon:
             for role in self.peer_roles:
                 try:
                     introduction = self.handshake_peer(role)
-                except ValueError:  # grpc: "Cannot invoke RPC on closed channel!", which only stop() does
+                except (
+                    ValueError
+                ):  # grpc: "Cannot invoke RPC on closed channel!", which only stop() does
                     if self._stopping.is_set():
                         return
                     raise
@@ -318,7 +391,9 @@ class PartyDaemon:
             self._stopping.wait(self.config.probe_interval_s * (5 if all_ok else 1))
 
     # -- jobs ----------------------------------------------------------------------
-    def start_job(self, kind_name: str, params_json: str, job_id: str, initiator: str, resume: bool = False) -> Job:
+    def start_job(
+        self, kind_name: str, params_json: str, job_id: str, initiator: str, resume: bool = False
+    ) -> Job:
         """Reserve this daemon, get every peer of the job to accept it over a new stream, run it.
 
         The parameters are checked against this daemon's policy before any peer is
@@ -333,29 +408,40 @@ class PartyDaemon:
             introduction = self.peers.before_job(role)
             if not introduction.ok:
                 self.log.error(
-                    "job of kind %s requested by %s not started: %s", kind_name, initiator, introduction.message
+                    "job of kind %s requested by %s not started: %s",
+                    kind_name,
+                    initiator,
+                    introduction.message,
                 )
                 raise UserError(f"job not started: peer {role}: {introduction.message}")
         job = self._new_job(kind, params, job_id, initiator, peers, resume=resume)
         self._record_request(job)
         job.opened_by = self.role
         self.log.info(
-            "job %s (%s) requested by %s: asking %s", job.job_id, job.kind.name, initiator, " and ".join(peers),
+            "job %s (%s) requested by %s: asking %s",
+            job.job_id,
+            job.kind.name,
+            initiator,
+            " and ".join(peers),
             extra={"job": job.job_id},
-        )  # fmt: skip
+        )
         calls = self.peers.open_job(job, initiator, resume)
         try:
             self.peers.await_acceptance(job)
             self.table.confirm(job)
         except ProtocolError as exc:
-            job.abort_code = AbortCode.MISMATCH if isinstance(exc, PeerMismatch) else AbortCode.PROTOCOL
+            job.abort_code = (
+                AbortCode.MISMATCH if isinstance(exc, PeerMismatch) else AbortCode.PROTOCOL
+            )
             job.channel.abort(job.abort_code)
             for call in calls:
                 call.cancel()
             self.table.drop(job, f"job not started: {exc}")
             self.log.error("job %s: %s", job.job_id, job.error)
             peer_code = getattr(job.channel, "peer_abort_code", 0)
-            raise JobRefused(job.error, peer_code or job.abort_code, refused_by=peers[0] if peer_code else "") from None
+            raise JobRefused(
+                job.error, peer_code or job.abort_code, refused_by=peers[0] if peer_code else ""
+            ) from None
         self.runner.launch(job)
         return job
 
@@ -369,21 +455,32 @@ class PartyDaemon:
         if resume:  # our own checkpoint's parameters must be the ones asked for
             own_kind, own_params = self.table.resume_request(opening.job_id, "")
             if kind != own_kind:
-                raise JobRefused(f"resume of job {opening.job_id}: it was a {own_kind} job", AbortCode.BAD_REQUEST, "resume")
+                raise JobRefused(
+                    f"resume of job {opening.job_id}: it was a {own_kind} job",
+                    AbortCode.BAD_REQUEST,
+                    "resume",
+                )
         checked_kind, params = self._checked_job(kind, opening.job.params_json)
         if resume and params != self._checked_job(own_kind, own_params)[1]:
             raise JobRefused(
                 f"resume of job {opening.job_id}: the peer asks for other parameters than {self.role}'s checkpoint",
-                AbortCode.BAD_REQUEST, "resume",
-            )  # fmt: skip
-        job = self._new_job(checked_kind, params, opening.job_id, initiator, (peer,), bytes(opening.nonce), resume)
+                AbortCode.BAD_REQUEST,
+                "resume",
+            )
+        job = self._new_job(
+            checked_kind, params, opening.job_id, initiator, (peer,), bytes(opening.nonce), resume
+        )
         self._record_request(job)
         job.nonces[peer] = bytes(opening.nonce)
         job.opened_by = peer
         self.log.info(
-            "job %s (%s) %s by %s", job.job_id, job.kind.name, "resumed" if resume else "opened", initiator,
+            "job %s (%s) %s by %s",
+            job.job_id,
+            job.kind.name,
+            "resumed" if resume else "opened",
+            initiator,
             extra={"job": job.job_id},
-        )  # fmt: skip
+        )
         return job
 
     def _checked_job(self, kind_name: str, params_json: str) -> tuple[JobKind, dict[str, Any]]:

@@ -215,7 +215,9 @@ class GrpcChannel(Channel):
                     reason = f"peer {self.peer} aborted the job: {abort_text(frame.code, frame.parameter)}"
                     break
                 else:
-                    reason = f"peer {self.peer} sent an unexpected frame ({frame_kind_name(frame.kind)})"
+                    reason = (
+                        f"peer {self.peer} sent an unexpected frame ({frame_kind_name(frame.kind)})"
+                    )
                     break
         except grpc.RpcError as exc:
             if self._got_frame:
@@ -295,7 +297,11 @@ class GrpcChannel(Channel):
         for start in starts:
             chunk = payload[start : start + step]
             more = start + step < len(payload)
-            self._queue_out(Frame(kind=Frame.DATA, job_id=self.job_id, seq=seq, tag=tag, payload=chunk, more=more))
+            self._queue_out(
+                Frame(
+                    kind=Frame.DATA, job_id=self.job_id, seq=seq, tag=tag, payload=chunk, more=more
+                )
+            )
 
     def _queue_out(self, frame: Frame) -> None:
         """Queue one DATA frame, waiting while the peer drains too slowly (up to the timeout)."""
@@ -333,7 +339,9 @@ class GrpcChannel(Channel):
         finally:
             self._awaited = None
         if isinstance(item, Frame):
-            raise ProtocolError(f"peer {self.peer} sent a second {frame_kind_name(item.kind)} frame")
+            raise ProtocolError(
+                f"peer {self.peer} sent a second {frame_kind_name(item.kind)} frame"
+            )
         self._incoming_budget.release(len(item[2]))  # type: ignore[index]
         self._taken += 1
         return item  # type: ignore[return-value]

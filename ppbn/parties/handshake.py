@@ -56,11 +56,15 @@ def peer_addresses(role: str, peer: str, extra: dict[str, str]) -> dict[str, str
     if role == MINER:
         missing = [r for r in PARTY_ROLES if not extra.get(r)]
         if missing:
-            raise UserError(f"the miner needs the address of {' and '.join(missing)} (--{missing[0]})")
+            raise UserError(
+                f"the miner needs the address of {' and '.join(missing)} (--{missing[0]})"
+            )
         return {r: extra[r] for r in PARTY_ROLES}
     unknown = sorted(set(extra) - {MINER})
     if unknown:
-        raise UserError(f"{role} can only be given the miner's address besides its peer, not {unknown[0]!r}")
+        raise UserError(
+            f"{role} can only be given the miner's address besides its peer, not {unknown[0]!r}"
+        )
     if not peer:
         raise UserError(f"{role} needs the address of {other_role(role)} (--peer)")
     miner = {MINER: extra[MINER]} if extra.get(MINER) else {}
@@ -73,7 +77,9 @@ def printable(text: str, limit: int = 80) -> str:
     return cleaned + ("..." if len(text) > limit else "")
 
 
-def hello_mismatch(mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role: str) -> str | None:
+def hello_mismatch(
+    mine: party_pb2.Hello, theirs: party_pb2.Hello, expected_role: str
+) -> str | None:
     """Why ``theirs`` is not the peer ``mine`` should work with, or None if it is."""
     me, them = mine.role, theirs.role or "?"
     if theirs.protocol_version != mine.protocol_version:
@@ -174,9 +180,14 @@ class PeerLinks:
     last one with each peer said."""
 
     def __init__(
-        self, hello: party_pb2.Hello, addresses: dict[str, str], tls: TlsFiles | None, timeout_s: float,
-        frame_bytes: int, log: logging.Logger,
-    ) -> None:  # fmt: skip
+        self,
+        hello: party_pb2.Hello,
+        addresses: dict[str, str],
+        tls: TlsFiles | None,
+        timeout_s: float,
+        frame_bytes: int,
+        log: logging.Logger,
+    ) -> None:
         self.hello = hello
         self.role = hello.role
         self.addresses = addresses
@@ -191,7 +202,7 @@ class PeerLinks:
 
     @property
     def state(self) -> str:
-        """"ok" when every peer accepted the last handshake; otherwise what went wrong
+        """ "ok" when every peer accepted the last handshake; otherwise what went wrong
         (prefixed with the peer's role when this daemon has several peers)."""
         if len(self.states) == 1:
             return next(iter(self.states.values()))
@@ -238,8 +249,12 @@ class PeerLinks:
             return Introduction(role, message, UserError(message))
         mismatch = hello_mismatch(self.hello, reply.hello, role)
         if mismatch:
-            return Introduction(role, f"refused peer at {address}: {mismatch}", PeerMismatch(mismatch))
-        return Introduction(role, f"peer {role} at {address} agrees on schema, records and protocol")
+            return Introduction(
+                role, f"refused peer at {address}: {mismatch}", PeerMismatch(mismatch)
+            )
+        return Introduction(
+            role, f"peer {role} at {address} agrees on schema, records and protocol"
+        )
 
     def record(self, introduction: Introduction) -> None:
         """Keep what the introduction said; log it when it changed."""
@@ -265,7 +280,9 @@ class PeerLinks:
                 return introduction
             time.sleep(0.2)
 
-    def answer(self, request: party_pb2.Hello, role: str, certified: str, caller: str) -> party_pb2.HandshakeReply:
+    def answer(
+        self, request: party_pb2.Hello, role: str, certified: str, caller: str
+    ) -> party_pb2.HandshakeReply:
         """The Handshake RPC: accept the Hello of the peer ``role`` (``certified``: the role of
         its certificate, "" without TLS; ``caller``: its address), or refuse it with a reason."""
         if self.tls is not None and request.identity != certified:
@@ -276,7 +293,11 @@ class PeerLinks:
         else:
             mismatch = hello_mismatch(self.hello, request, role)
         if mismatch:
-            self.record(Introduction(role, f"refused peer {printable(caller)}: {mismatch}", PeerMismatch(mismatch)))
+            self.record(
+                Introduction(
+                    role, f"refused peer {printable(caller)}: {mismatch}", PeerMismatch(mismatch)
+                )
+            )
             return party_pb2.HandshakeReply(accepted=False, reason=mismatch, hello=self.hello)
         return party_pb2.HandshakeReply(accepted=True, hello=self.hello)
 
@@ -290,7 +311,10 @@ class PeerLinks:
                     kind=Frame.OPEN,
                     hello=self.hello,
                     job=party_pb2.JobRequest(
-                        kind=job.kind.name, params_json=json.dumps(job.params), job_id=job.job_id, resume=resume
+                        kind=job.kind.name,
+                        params_json=json.dumps(job.params),
+                        job_id=job.job_id,
+                        resume=resume,
                     ),
                     initiator=initiator,
                     nonce=job.nonces[self.role],
@@ -310,7 +334,9 @@ class PeerLinks:
         for role, channel in job.channels.items():
             answer = channel.next_control(min(self.timeout_s, 30.0))
             if answer.kind != Frame.ACCEPT:
-                raise ProtocolError(f"{role} answered the job request with {frame_kind_name(answer.kind)}")
+                raise ProtocolError(
+                    f"{role} answered the job request with {frame_kind_name(answer.kind)}"
+                )
             mismatch = hello_mismatch(self.hello, answer.hello, role)
             if mismatch:
                 raise PeerMismatch(f"refused peer: {mismatch}")
@@ -328,13 +354,16 @@ class PeerLinks:
         accept, a nonce, and a job kind this daemon runs with that peer; else JobRefused."""
         if opening.kind != Frame.OPEN:
             raise JobRefused(
-                f"a job stream must start with OPEN, not {frame_kind_name(opening.kind)}", AbortCode.PROTOCOL
+                f"a job stream must start with OPEN, not {frame_kind_name(opening.kind)}",
+                AbortCode.PROTOCOL,
             )
         mismatch = hello_mismatch(self.hello, opening.hello, peer)
         if mismatch:
             raise JobRefused(mismatch, AbortCode.MISMATCH)
         if len(opening.nonce) != NONCE_BYTES:
-            raise JobRefused(f"the job request carries no {NONCE_BYTES}-byte nonce", AbortCode.PROTOCOL)
+            raise JobRefused(
+                f"the job request carries no {NONCE_BYTES}-byte nonce", AbortCode.PROTOCOL
+            )
         kind = opening.job.kind
         if (peer == MINER) != (kind in MINER_JOB_KINDS):
             raise JobRefused(

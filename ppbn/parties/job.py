@@ -53,7 +53,9 @@ class Job:
     state: int = JobInfo.RUNNING
     error: str = ""
     refused: bool = False  # FAILED for its input or a policy (JobInfo.refused)
-    nonces: dict[str, bytes] = field(default_factory=dict)  # role -> nonce of every daemon of the job
+    nonces: dict[str, bytes] = field(
+        default_factory=dict
+    )  # role -> nonce of every daemon of the job
     opened_by: str = ""  # role of the daemon that opened the job's streams
     pending: bool = False  # started here, the peer has not accepted yet (see JobTable.yields_to)
     result: dict[str, Any] | None = None

@@ -64,14 +64,22 @@ class JobFiles:
         try:
             folder.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
-            raise JobRefused(f"{self.role} already has a job {job_id!r} on disk", AbortCode.DUPLICATE_JOB) from None
+            raise JobRefused(
+                f"{self.role} already has a job {job_id!r} on disk", AbortCode.DUPLICATE_JOB
+            ) from None
         except OSError as exc:
             self.log.error("job %s: cannot make its folder %s: %s", job_id, folder, exc.strerror)
-            raise JobRefused(f"{self.role} cannot write its job folder (see its log)", AbortCode.FAILED) from None
+            raise JobRefused(
+                f"{self.role} cannot write its job folder (see its log)", AbortCode.FAILED
+            ) from None
         return folder
 
     def write(
-        self, job: Job, state: int, result: dict[str, Any] | None, stats: dict[str, Any] | None,
+        self,
+        job: Job,
+        state: int,
+        result: dict[str, Any] | None,
+        stats: dict[str, Any] | None,
         peer_stats: dict[str, Any] | None,
     ) -> dict[str, Any] | None:
         """Write result, stats and ledger beside the job's own files in its temporary folder;
@@ -97,7 +105,9 @@ class JobFiles:
             "result": result,
         }
         (temp / "result.json").write_text(json.dumps(status, indent=2) + "\n")
-        (temp / "stats.json").write_text(json.dumps({"self": stats, "peer": peer_stats}, indent=2) + "\n")
+        (temp / "stats.json").write_text(
+            json.dumps({"self": stats, "peer": peer_stats}, indent=2) + "\n"
+        )
         (temp / "ledger.json").write_text(job.context.ledger.to_json() + "\n")
         return result
 
@@ -140,8 +150,10 @@ class JobFiles:
             else:
                 self.log.error(
                     "job %s: its result files cannot be written either (%s: %s): no folder is kept for it",
-                    job.job_id, where, reason(exc),
-                )  # fmt: skip
+                    job.job_id,
+                    where,
+                    reason(exc),
+                )
 
     def _failed_write(self, exc: OSError) -> tuple[str, Path]:
         """The file a failed write names (or the job's files, if it names none) and the
@@ -151,7 +163,9 @@ class JobFiles:
             failed = Path(os.fsdecode(exc.filename))
         if failed is None:
             return f"the job's files in {self.out}", self.out
-        return str(failed), self.out if failed.is_relative_to(self.out.absolute()) else failed.parent
+        return str(failed), self.out if failed.is_relative_to(
+            self.out.absolute()
+        ) else failed.parent
 
     def write_failure_text(self, exc: OSError) -> str:
         """One line for a job whose files cannot be written: the file, the OS's reason, and

@@ -70,7 +70,9 @@ def _parse_stats(payload: bytes, kind: str) -> dict[str, Any]:
             f"peer sent end-of-job statistics with fields other than {', '.join(EXCHANGED_STATS)}"
         )
     if value["protocol_version"] != PROTOCOL_VERSION or value["kind"] != kind:
-        raise ProtocolError("peer's end-of-job statistics name another protocol version or job kind")
+        raise ProtocolError(
+            "peer's end-of-job statistics name another protocol version or job kind"
+        )
     return value
 
 

@@ -72,8 +72,15 @@ _EKU_NAMES = {
     ExtendedKeyUsageOID.SERVER_AUTH: "serverAuth",
     ExtendedKeyUsageOID.CLIENT_AUTH: "clientAuth",
 }
-_KEY_USAGES = ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment",
-               "key_agreement", "key_cert_sign", "crl_sign")  # fmt: skip
+_KEY_USAGES = (
+    "digital_signature",
+    "content_commitment",
+    "key_encipherment",
+    "data_encipherment",
+    "key_agreement",
+    "key_cert_sign",
+    "crl_sign",
+)
 
 
 @dataclass(frozen=True)
@@ -106,14 +113,23 @@ class CertSummary:
             return None if value is None else value.isoformat()
 
         return {
-            "kind": self.kind, "subject": self.subject, "role": self.role, "party": self.party,
-            "hosts": list(self.hosts), "is_ca": self.is_ca, "issuer": self.issuer,
-            "serial": self.serial, "sha256": self.fingerprint, "key_usage": list(self.key_usage),
+            "kind": self.kind,
+            "subject": self.subject,
+            "role": self.role,
+            "party": self.party,
+            "hosts": list(self.hosts),
+            "is_ca": self.is_ca,
+            "issuer": self.issuer,
+            "serial": self.serial,
+            "sha256": self.fingerprint,
+            "key_usage": list(self.key_usage),
             "key_usage_critical": self.key_usage_critical,
             "extended_key_usage": list(self.extended_key_usage),
-            "not_before": when(self.not_before), "not_after": when(self.not_after),
-            "days_left": self.days_left(now), "warning": self.warning(now),
-        }  # fmt: skip
+            "not_before": when(self.not_before),
+            "not_after": when(self.not_after),
+            "days_left": self.days_left(now),
+            "warning": self.warning(now),
+        }
 
 
 # -- writing keys, requests and certificates --------------------------------------
@@ -267,12 +283,21 @@ def summarize(item: x509.Certificate | x509.CertificateSigningRequest) -> CertSu
     eku = find_extension(item.extensions, x509.ExtendedKeyUsage)
     ext_usage = tuple(_EKU_NAMES.get(oid, oid.dotted_string) for oid in (eku.value if eku else ()))
     return CertSummary(
-        "certificate", item.subject.rfc4514_string(), role, party, hosts, is_ca,
-        issuer=item.issuer.rfc4514_string(), serial=f"{item.serial_number:x}",
-        fingerprint=fingerprint(item), key_usage=key_usage,
-        key_usage_critical=bool(usage and usage.critical), extended_key_usage=ext_usage,
-        not_before=item.not_valid_before_utc, not_after=item.not_valid_after_utc,
-    )  # fmt: skip
+        "certificate",
+        item.subject.rfc4514_string(),
+        role,
+        party,
+        hosts,
+        is_ca,
+        issuer=item.issuer.rfc4514_string(),
+        serial=f"{item.serial_number:x}",
+        fingerprint=fingerprint(item),
+        key_usage=key_usage,
+        key_usage_critical=bool(usage and usage.critical),
+        extended_key_usage=ext_usage,
+        not_before=item.not_valid_before_utc,
+        not_after=item.not_valid_after_utc,
+    )
 
 
 def load_inspectable(path: Path) -> list[x509.Certificate | x509.CertificateSigningRequest]:
@@ -328,21 +353,29 @@ def make_ca(
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=False, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-    )  # fmt: skip
+    )
     if party is not None:
         builder = builder.add_extension(
             x509.SubjectAlternativeName([x509.UniformResourceIdentifier(PARTY_URI + party)]),
             critical=False,
         )
     cert = builder.sign(key, hashes.SHA256())
-    _write_files([(key_path, key_pem(key), True), (cert_path, cert_pem(cert), False)], replace=False)
+    _write_files(
+        [(key_path, key_pem(key), True), (cert_path, cert_pem(cert), False)], replace=False
+    )
     return cert_path, key_path
 
 
@@ -376,7 +409,10 @@ def make_request(
         .sign(key, hashes.SHA256())
     )
     _write_files(
-        [(key_path, key_pem(key), True), (csr_path, csr.public_bytes(serialization.Encoding.PEM), False)],
+        [
+            (key_path, key_pem(key), True),
+            (csr_path, csr.public_bytes(serialization.Encoding.PEM), False),
+        ],
         replace=force,
     )
     return key_path, csr_path
@@ -442,8 +478,9 @@ def issue_certificate(
     ski = find_extension(ca_cert.extensions, x509.SubjectKeyIdentifier)
     authority = (
         x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski.value)
-        if ski else x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key())
-    )  # fmt: skip
+        if ski
+        else x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key())
+    )
     return (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, role)]))
@@ -455,9 +492,15 @@ def issue_certificate(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                crl_sign=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -466,7 +509,7 @@ def issue_certificate(
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(csr.public_key()), critical=False)
         .add_extension(authority, critical=False)
         .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
+    )
 
 
 def _load_ca(ca_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
@@ -553,7 +596,11 @@ def trust_ca(
             f"not the pinned {normalize_fingerprint(pinned)}"
         )
     own_path, bundle_path = base / CA_CERT, base / TRUSTED
-    known = load_certs(read_pem_file(bundle_path, "bundle"), bundle_path) if bundle_path.exists() else []
+    known = (
+        load_certs(read_pem_file(bundle_path, "bundle"), bundle_path)
+        if bundle_path.exists()
+        else []
+    )
     if own_path.exists():
         own = load_cert(own_path, "CA certificate")
         if fingerprint(own) == found:
@@ -571,7 +618,9 @@ def trust_ca(
                 f"{ca_path}: another CA named {cert.subject.rfc4514_string()!r} is already "
                 "trusted here; CA names must differ (`ppbn certs ca --name`)"
             )
-    _write_file(bundle_path, b"".join(cert_pem(c) for c in [*known, cert]), private=False, replace=True)
+    _write_file(
+        bundle_path, b"".join(cert_pem(c) for c in [*known, cert]), private=False, replace=True
+    )
     return found, True
 
 

@@ -28,7 +28,9 @@ AbortCode = party_pb2.AbortCode
 class Recorder:
     """The audit log (open while the daemon serves) and the metrics of one daemon."""
 
-    def __init__(self, role: str, out_dir: str, metrics: DaemonMetrics, log: logging.Logger) -> None:
+    def __init__(
+        self, role: str, out_dir: str, metrics: DaemonMetrics, log: logging.Logger
+    ) -> None:
         self.role = role
         self.out_dir = out_dir
         self.metrics = metrics
@@ -58,8 +60,10 @@ class Recorder:
         except OSError as exc:
             self.log.error(
                 "audit log %s: cannot append an event (%s): no job runs until it can; %s",
-                self.audit.path, reason(exc), io_remedy(exc, self.audit.path.parent),
-            )  # fmt: skip
+                self.audit.path,
+                reason(exc),
+                io_remedy(exc, self.audit.path.parent),
+            )
             return False
         except ValueError as exc:
             self.log.error("audit log %s: cannot append an event: %s", self.audit.path, exc)
@@ -69,27 +73,45 @@ class Recorder:
     def requested(self, job: Job) -> bool:
         """Log a job this daemon accepted to run (and, for a resume, the step it resumes
         from); False if that could not be logged."""
-        if not self.append(lambda audit: audit.requested(job.job_id, job.kind.name, job.initiator, job.params)):
+        if not self.append(
+            lambda audit: audit.requested(job.job_id, job.kind.name, job.initiator, job.params)
+        ):
             return False
         if job.context.resume:
             steps = CheckpointStore(Path(self.out_dir), job.job_id, self.role).steps()
             self.append(
-                lambda audit: audit.resumed(job.job_id, job.kind.name, job.initiator, f"step {steps[-1]}" if steps else "none")
-            )  # fmt: skip
+                lambda audit: audit.resumed(
+                    job.job_id,
+                    job.kind.name,
+                    job.initiator,
+                    f"step {steps[-1]}" if steps else "none",
+                )
+            )
         return True
 
-    def refusal(self, job_id: str, kind: str, requester: str, exc: UserError, source: str = "") -> None:
+    def refusal(
+        self, job_id: str, kind: str, requester: str, exc: UserError, source: str = ""
+    ) -> None:
         """``source``: who sent the request as authenticated (bounds its refusal lines)."""
         refused = isinstance(exc, JobRefused)
-        code = AbortCode.Name(exc.code) if refused and exc.code in AbortCode.values() else "NOT_STARTED"
+        code = (
+            AbortCode.Name(exc.code)
+            if refused and exc.code in AbortCode.values()
+            else "NOT_STARTED"
+        )
         self.metrics.job_refused(code)
         self.append(
             lambda audit: audit.refused(
-                job_id, kind, requester, code=code, reason=str(exc),
+                job_id,
+                kind,
+                requester,
+                code=code,
+                reason=str(exc),
                 parameter=exc.parameter if refused else "",
-                refused_by=(exc.refused_by if refused else "") or self.role, source=source or requester,
+                refused_by=(exc.refused_by if refused else "") or self.role,
+                source=source or requester,
             )
-        )  # fmt: skip
+        )
 
     def started(self, job: Job) -> None:
         """The job's first line once it runs; it does not run unrecorded."""
@@ -122,11 +144,25 @@ class Recorder:
         elif job.state == JobInfo.CANCELLED:
             event, code = "cancelled", AbortCode.Name(job.abort_code or AbortCode.CANCELLED)
         elif peer_code:
-            event, code = "aborted", AbortCode.Name(peer_code) if peer_code in AbortCode.values() else str(peer_code)
+            event, code = (
+                "aborted",
+                AbortCode.Name(peer_code) if peer_code in AbortCode.values() else str(peer_code),
+            )
         else:
-            event, code = "failed", AbortCode.Name(job.abort_code) if job.abort_code else "ABORT_UNSPECIFIED"
+            event, code = (
+                "failed",
+                AbortCode.Name(job.abort_code) if job.abort_code else "ABORT_UNSPECIFIED",
+            )
         # an internal error's text may quote anything; the daemon's own log keeps it
-        error = "internal error (see the daemon log)" if job.abort_code == AbortCode.INTERNAL else job.error
+        error = (
+            "internal error (see the daemon log)"
+            if job.abort_code == AbortCode.INTERNAL
+            else job.error
+        )
         stats = job.stats or {}
-        figures = {k: stats[k] for k in ("wall_s", "bytes_sent", "bytes_received", "rounds", "phases") if k in stats}
+        figures = {
+            k: stats[k]
+            for k in ("wall_s", "bytes_sent", "bytes_received", "rounds", "phases")
+            if k in stats
+        }
         self.append(lambda audit: audit.ended(job.job_id, event, code, error, figures))

@@ -51,7 +51,9 @@ from ppbn.protocols.records import (
 JobInfo = party_pb2.JobInfo
 AbortCode = party_pb2.AbortCode
 NOTE_INTERVAL_S = 5.0
-STOP_SIGNAL_WAIT_S = 1.0  # a worker lost: how long to wait for a stop signal to reach this daemon too
+STOP_SIGNAL_WAIT_S = (
+    1.0  # a worker lost: how long to wait for a stop signal to reach this daemon too
+)
 
 
 def stopped_reason(role: str) -> str:
@@ -69,7 +71,9 @@ def resume_session(job_id: str, opened_by: str, nonces: dict[str, bytes]) -> byt
 
 def _peer_refused(job: Job) -> bool:
     """The peer ended the job for its input or policy (its ABORT code says so)."""
-    return any(c.peer_abort_code in (AbortCode.POLICY, AbortCode.MISMATCH) for c in job.channels.values())
+    return any(
+        c.peer_abort_code in (AbortCode.POLICY, AbortCode.MISMATCH) for c in job.channels.values()
+    )
 
 
 def _relayed_failure(channel: GrpcChannel | ChannelGroup) -> tuple[int, str] | None:
@@ -78,7 +82,10 @@ def _relayed_failure(channel: GrpcChannel | ChannelGroup) -> tuple[int, str] | N
     if not isinstance(channel, ChannelGroup):
         return None
     for each in channel.channels.values():
-        if each.peer_abort_code == AbortCode.FAILED and each.peer_abort_parameter in (OUTPUTS_PARAMETER, AUDIT_LOG_PARAMETER):
+        if each.peer_abort_code == AbortCode.FAILED and each.peer_abort_parameter in (
+            OUTPUTS_PARAMETER,
+            AUDIT_LOG_PARAMETER,
+        ):
             return AbortCode.FAILED, RELAYED_PARAMETER
     return None
 
@@ -95,10 +102,17 @@ class JobRunner:
     """Runs each admitted job in its own thread, then records how it ended."""
 
     def __init__(
-        self, config: DaemonConfig, data: PartyData, schema_fingerprint: str, files: JobFiles,
-        recorder: Recorder, metrics: DaemonMetrics, log: logging.Logger, stopping: threading.Event,
+        self,
+        config: DaemonConfig,
+        data: PartyData,
+        schema_fingerprint: str,
+        files: JobFiles,
+        recorder: Recorder,
+        metrics: DaemonMetrics,
+        log: logging.Logger,
+        stopping: threading.Event,
         release: Callable[[Job], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.config = config
         self.role = config.role
         self.data = data
@@ -123,7 +137,9 @@ class JobRunner:
 
         job.context.notes = note
         job.context.link_failure = lambda: job.channel.failure
-        threading.Thread(target=self._run, args=(job,), name=f"job-{job.job_id}", daemon=True).start()
+        threading.Thread(
+            target=self._run, args=(job,), name=f"job-{job.job_id}", daemon=True
+        ).start()
 
     def cancel(self, job: Job, reason: str) -> None:
         if job.done.is_set():
@@ -142,19 +158,29 @@ class JobRunner:
         if isinstance(channel, ChannelGroup):
             miner_check_records(channel.channels, job.job_id, nonces)
         elif MINER in job.nonces:
-            party_check_records_for_miner(channel, job.job_id, job.nonces[self.role], self.data.ids, 2)
+            party_check_records_for_miner(
+                channel, job.job_id, job.nonces[self.role], self.data.ids, 2
+            )
         elif self.config.align == "psi":
             ctx = job.context
             with ctx.phase("record alignment"):
                 ctx.data = align_by_psi(
-                    channel, self.role, self.data, job_key(job.job_id, nonces), ctx.policy, ctx.ledger, ctx.report,
+                    channel,
+                    self.role,
+                    self.data,
+                    job_key(job.job_id, nonces),
+                    ctx.policy,
+                    ctx.ledger,
+                    ctx.report,
                     ctx.params.get("key_bits"),
-                )  # fmt: skip
+                )
             return
         else:
             key = job_key(job.job_id, nonces)
             check_same_records(channel, key, self.data.ids, self.role, channel.peer)
-        job.context.ledger.record("records_match", True, "keyed record-id digest (HMAC-SHA256, per-job key)")
+        job.context.ledger.record(
+            "records_match", True, "keyed record-id digest (HMAC-SHA256, per-job key)"
+        )
 
     def _run(self, job: Job) -> None:
         ctx, channel = job.context, job.channel
@@ -191,18 +217,26 @@ class JobRunner:
                 job.state, job.error = JobInfo.CANCELLED, ctx.cancel_reason or "cancelled"
                 if self.stopping.is_set():
                     job.error = self._failure_text(job, JobCancelled(job.error))
-                self._abort(job, AbortCode.SHUTTING_DOWN if self.stopping.is_set() else AbortCode.CANCELLED)
+                self._abort(
+                    job, AbortCode.SHUTTING_DOWN if self.stopping.is_set() else AbortCode.CANCELLED
+                )
             else:
                 job.state, job.error = JobInfo.FAILED, self._failure_text(job, exc)
                 job.refused = isinstance(exc, RecordsMismatch) or _peer_refused(job)
                 self._abort(job, *_relayed_failure(channel) or (_abort_code_for(exc), ""))
         except UserError as exc:  # the data or a policy refuses the job: bad input, not a fault
             job.state, job.error, job.refused = JobInfo.FAILED, str(exc), True
-            self._abort(job, AbortCode.POLICY if isinstance(exc, PolicyRefusal) else AbortCode.FAILED)
+            self._abort(
+                job, AbortCode.POLICY if isinstance(exc, PolicyRefusal) else AbortCode.FAILED
+            )
         except ExecutorError as exc:  # this party's workers or Ray cluster lost tasks: the job fails, the daemon serves on
-            if self.stopping.wait(STOP_SIGNAL_WAIT_S):  # a stop signal sent to the process group killed them
+            if self.stopping.wait(
+                STOP_SIGNAL_WAIT_S
+            ):  # a stop signal sent to the process group killed them
                 job.state = JobInfo.CANCELLED
-                job.error = self._failure_text(job, JobCancelled(ctx.cancel_reason or stopped_reason(self.role)))
+                job.error = self._failure_text(
+                    job, JobCancelled(ctx.cancel_reason or stopped_reason(self.role))
+                )
                 self._abort(job, AbortCode.SHUTTING_DOWN)
             else:
                 job.state, job.error = JobInfo.FAILED, f"{self.role}'s executor: {exc}"
@@ -223,7 +257,9 @@ class JobRunner:
                 job.peer_stats = mirrored_peer_stats(job)
             self.files.finish(job)
             if job.state != JobInfo.SUCCEEDED:
-                self.log.error("job %s %s: %s", job.job_id, JobInfo.State.Name(job.state).lower(), job.error)
+                self.log.error(
+                    "job %s %s: %s", job.job_id, JobInfo.State.Name(job.state).lower(), job.error
+                )
             self.recorder.ended(job)
             self.release(job)
             job.done.set()
@@ -236,10 +272,19 @@ class JobRunner:
         if ctx.current_phase:
             text += f" (phase: {ctx.current_phase})"
         abort = job.channel.peer_abort_code if isinstance(job.channel, GrpcChannel) else 0
-        if not isinstance(exc, PeerGone | JobCancelled) or abort not in (0, AbortCode.SHUTTING_DOWN, AbortCode.TIMEOUT):
+        if not isinstance(exc, PeerGone | JobCancelled) or abort not in (
+            0,
+            AbortCode.SHUTTING_DOWN,
+            AbortCode.TIMEOUT,
+        ):
             return text  # the peer refused or broke the protocol: retrying the same will not help
-        if job.kind.name == "learn" and CheckpointStore(Path(self.config.out_dir), job.job_id, self.role).steps():
-            return text + f"; when both daemons are up, resume with `ppbn learn --resume {job.job_id}`"
+        if (
+            job.kind.name == "learn"
+            and CheckpointStore(Path(self.config.out_dir), job.job_id, self.role).steps()
+        ):
+            return (
+                text + f"; when both daemons are up, resume with `ppbn learn --resume {job.job_id}`"
+            )
         return text + "; when both daemons are up, start the job again"
 
     def _abort(self, job: Job, code: int, parameter: str = "") -> None:

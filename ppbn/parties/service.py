@@ -34,7 +34,9 @@ AbortCode = party_pb2.AbortCode
 class Callers:
     """Checks the certificate of whoever calls this daemon against what the call is for."""
 
-    def __init__(self, role: str, tls: TlsFiles | None, peer_roles: tuple[str, ...], log: logging.Logger) -> None:
+    def __init__(
+        self, role: str, tls: TlsFiles | None, peer_roles: tuple[str, ...], log: logging.Logger
+    ) -> None:
         self.role = role
         self.tls = tls
         self.peer_roles = peer_roles
@@ -49,7 +51,11 @@ class Callers:
     def _describe(identity: CertIdentity | None) -> str:
         if identity is None:
             return "a caller without a certificate"
-        issuer = "" if identity.vouched_for else f" issued by a CA of party {identity.issuer_party or '(none)'!r}"
+        issuer = (
+            ""
+            if identity.vouched_for
+            else f" issued by a CA of party {identity.issuer_party or '(none)'!r}"
+        )
         return f"a certificate for role {identity.role!r} of party {identity.party!r}{issuer}"
 
     def _is_own_operator(self, identity: CertIdentity | None) -> bool:
@@ -76,9 +82,12 @@ class Callers:
         identity = peer_identity(context, self.tls)
         if not self._is_own_operator(identity):
             self._deny(
-                context, what, f"its own operator (an operator certificate for {self.role} issued by "
-                f"{self.role}'s CA)", self._describe(identity),
-            )  # fmt: skip
+                context,
+                what,
+                f"its own operator (an operator certificate for {self.role} issued by "
+                f"{self.role}'s CA)",
+                self._describe(identity),
+            )
         return f"operator of {self.role} ({identity.fingerprint[:16]})"
 
     def require_peer(self, context: grpc.ServicerContext, what: str) -> str:
@@ -98,7 +107,10 @@ class Callers:
             return
         if not self._is_peer(identity):
             self._deny(
-                context, what, f"its own operator or {' or '.join(self.peer_roles)}", self._describe(identity)
+                context,
+                what,
+                f"its own operator or {' or '.join(self.peer_roles)}",
+                self._describe(identity),
             )
 
     def claimed_peer(self, certified: str, claimed: str) -> str:
@@ -111,17 +123,26 @@ class Callers:
 
 def _require_parsed(request: Any, context: grpc.ServicerContext, message: str) -> None:
     if request is MALFORMED:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {message} message")
+        context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {message} message"
+        )
 
 
 class PartyService(party_pb2_grpc.PartyServiceServicer):
     """The RPCs: each checks its caller and its request, then acts on the daemon's parts."""
 
     def __init__(
-        self, callers: Callers, peers: PeerLinks, table: JobTable, runner: JobRunner, recorder: Recorder,
-        start_job: Callable[[str, str, str, str, bool], Job], accept_job: Callable[[party_pb2.Frame, str], Job],
-        stopping: threading.Event, log: logging.Logger,
-    ) -> None:  # fmt: skip
+        self,
+        callers: Callers,
+        peers: PeerLinks,
+        table: JobTable,
+        runner: JobRunner,
+        recorder: Recorder,
+        start_job: Callable[[str, str, str, str, bool], Job],
+        accept_job: Callable[[party_pb2.Frame, str], Job],
+        stopping: threading.Event,
+        log: logging.Logger,
+    ) -> None:
         self.callers = callers
         self.peers = peers
         self.role = peers.role
@@ -134,7 +155,9 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
         self.stopping = stopping
         self.log = log
 
-    def Health(self, request: party_pb2.HealthRequest, context: grpc.ServicerContext) -> party_pb2.HealthReply:  # noqa: N802 - gRPC method name
+    def Health(
+        self, request: party_pb2.HealthRequest, context: grpc.ServicerContext
+    ) -> party_pb2.HealthReply:  # noqa: N802 - gRPC method name
         self.callers.require_operator_or_peer(context, "health queries")
         _require_parsed(request, context, "HealthRequest")
         running = self.table.running
@@ -149,28 +172,38 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
             schema_fingerprint=self.hello.schema_fingerprint,
         )
 
-    def Handshake(self, request: party_pb2.Hello, context: grpc.ServicerContext) -> party_pb2.HandshakeReply:  # noqa: N802
+    def Handshake(
+        self, request: party_pb2.Hello, context: grpc.ServicerContext
+    ) -> party_pb2.HandshakeReply:  # noqa: N802
         certified = self.callers.require_peer(context, "handshakes")
         _require_parsed(request, context, "Hello")
         role = self.callers.claimed_peer(certified, request.role)
         return self.peers.answer(request, role, certified, context.peer())
 
-    def StartJob(self, request: party_pb2.JobRequest, context: grpc.ServicerContext) -> party_pb2.JobInfo:  # noqa: N802
+    def StartJob(
+        self, request: party_pb2.JobRequest, context: grpc.ServicerContext
+    ) -> party_pb2.JobInfo:  # noqa: N802
         initiator = self.callers.require_operator(context, "job requests")
         _require_parsed(request, context, "JobRequest")
         try:
-            job = self.start_job(request.kind, request.params_json, request.job_id, initiator, request.resume)
+            job = self.start_job(
+                request.kind, request.params_json, request.job_id, initiator, request.resume
+            )
         except UserError as exc:
             self.recorder.refusal(request.job_id, request.kind, initiator, exc)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return job.info()
 
-    def JobStatus(self, request: party_pb2.JobQuery, context: grpc.ServicerContext) -> party_pb2.JobInfo:  # noqa: N802
+    def JobStatus(
+        self, request: party_pb2.JobQuery, context: grpc.ServicerContext
+    ) -> party_pb2.JobInfo:  # noqa: N802
         self.callers.require_operator(context, "job status queries")
         _require_parsed(request, context, "JobQuery")
         return self._known_job(request.job_id, context).info()
 
-    def CancelJob(self, request: party_pb2.JobQuery, context: grpc.ServicerContext) -> party_pb2.JobInfo:  # noqa: N802
+    def CancelJob(
+        self, request: party_pb2.JobQuery, context: grpc.ServicerContext
+    ) -> party_pb2.JobInfo:  # noqa: N802
         caller = self.callers.require_operator(context, "job cancellations")
         _require_parsed(request, context, "JobQuery")
         job = self._known_job(request.job_id, context)
@@ -181,7 +214,9 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
     def _known_job(self, job_id: str, context: grpc.ServicerContext) -> Job:
         job = self.table.jobs.get(job_id)
         if job is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"{self.role} knows no job {printable(job_id, 64)!r}")
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"{self.role} knows no job {printable(job_id, 64)!r}"
+            )
         return job
 
     def Exchange(  # noqa: N802
@@ -193,7 +228,10 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
         except (StopIteration, grpc.RpcError):
             return
         if opening is MALFORMED:
-            self.log.error("refused a job stream from %s: its first frame is not a valid Frame message", certified or "?")
+            self.log.error(
+                "refused a job stream from %s: its first frame is not a valid Frame message",
+                certified or "?",
+            )
             yield Frame(kind=Frame.ABORT, code=AbortCode.PROTOCOL)
             return
         job_id = opening.job_id
@@ -204,13 +242,21 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
             code = exc.code if isinstance(exc, JobRefused) else AbortCode.BAD_REQUEST
             parameter = exc.parameter if isinstance(exc, JobRefused) else ""
             self.log.error("refused job %r from %s: %s", printable(job_id, 64), peer, exc)
-            self.recorder.refusal(job_id, opening.job.kind, f"{printable(opening.initiator, 96)} (via {peer})", exc, peer)
+            self.recorder.refusal(
+                job_id,
+                opening.job.kind,
+                f"{printable(opening.initiator, 96)} (via {peer})",
+                exc,
+                peer,
+            )
             yield Frame(kind=Frame.ABORT, job_id=job_id[:64], code=code, parameter=parameter)
             return
         channel = job.channel
         assert isinstance(channel, GrpcChannel)
         context.add_callback(lambda: channel.mark_dead(f"connection to peer {peer} closed"))
-        channel.queue_control(Frame(kind=Frame.ACCEPT, hello=self.hello, nonce=job.nonces[self.role]))
+        channel.queue_control(
+            Frame(kind=Frame.ACCEPT, hello=self.hello, nonce=job.nonces[self.role])
+        )
         threading.Thread(target=channel.pump, args=(request_iterator,), daemon=True).start()
         self.runner.launch(job)
         yield from channel.outgoing_frames()
@@ -237,9 +283,15 @@ def add_party_service(servicer: PartyService, server: grpc.Server) -> None:
     for method in service.methods:
         request = _parse_or_malformed(getattr(party_pb2, method.input_type.name))
         reply = getattr(party_pb2, method.output_type.name).SerializeToString
-        make = grpc.stream_stream_rpc_method_handler if method.client_streaming else grpc.unary_unary_rpc_method_handler
+        make = (
+            grpc.stream_stream_rpc_method_handler
+            if method.client_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
         handlers[method.name] = make(
             getattr(servicer, method.name), request_deserializer=request, response_serializer=reply
         )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
     server.add_registered_method_handlers(service.full_name, handlers)

@@ -52,8 +52,15 @@ CA_CERT, CA_KEY, TRUSTED = "ca.crt", "ca.key", "trusted.crt"
 log = logging.getLogger(__name__)
 
 # what OpenSSL reports when the bytes that come back are not a TLS record at all
-_NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST",
-                              "RECORD_LAYER_FAILURE", "UNKNOWN_PROTOCOL"})  # fmt: skip
+_NOT_TLS_REASONS = frozenset(
+    {
+        "WRONG_VERSION_NUMBER",
+        "PACKET_LENGTH_TOO_LONG",
+        "HTTP_REQUEST",
+        "RECORD_LAYER_FAILURE",
+        "UNKNOWN_PROTOCOL",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,9 @@ class CertIdentity:
     def vouched_for(self) -> bool:
         """Signed by our own CA, or by a trusted CA bound to the party the certificate names:
         a party's CA cannot issue certificates for another party's role."""
-        return self.issued_by_own_ca or (bool(self.issuer_party) and self.issuer_party == self.party)
+        return self.issued_by_own_ca or (
+            bool(self.issuer_party) and self.issuer_party == self.party
+        )
 
 
 # -- reading certificates and keys (the daemons and the CA tooling alike) ----------
@@ -209,8 +218,10 @@ def san_identity(extensions: x509.Extensions) -> tuple[str, str, tuple[str, ...]
             parties.append(uri.removeprefix(PARTY_URI))
         else:
             others.append(uri)
-    hosts = (*san.value.get_values_for_type(x509.DNSName),
-             *(str(ip) for ip in san.value.get_values_for_type(x509.IPAddress)))  # fmt: skip
+    hosts = (
+        *san.value.get_values_for_type(x509.DNSName),
+        *(str(ip) for ip in san.value.get_values_for_type(x509.IPAddress)),
+    )
     role = roles[0] if len(roles) == 1 else ""
     party = parties[0] if len(parties) == 1 else ""
     if len(roles) > 1 or len(parties) > 1:
@@ -257,7 +268,9 @@ def load_tls_files(tls_dir: str | Path, identity: str) -> TlsFiles:
     check_ca_cert(ca, str(ca_path))
     bundle_path = base / TRUSTED
     imported = (
-        load_certs(read_pem_file(bundle_path, "bundle"), bundle_path) if bundle_path.exists() else []
+        load_certs(read_pem_file(bundle_path, "bundle"), bundle_path)
+        if bundle_path.exists()
+        else []
     )
     for cert in imported:
         where = f"{bundle_path} ({cert.subject.rfc4514_string()})"
@@ -274,15 +287,19 @@ def load_tls_files(tls_dir: str | Path, identity: str) -> TlsFiles:
     key = load_key(key_path, f"private key of {identity}")
     role, party = cert_role(cert)
     if not role:
-        raise UserError(f"{cert_path}: names no ppbn role (made before per-party certificates? "
-                        "request a new one with `ppbn certs request`)")  # fmt: skip
+        raise UserError(
+            f"{cert_path}: names no ppbn role (made before per-party certificates? "
+            "request a new one with `ppbn certs request`)"
+        )
     if role != identity:
         raise UserError(f"{cert_path}: certificate is for role {role!r}, expected {identity!r}")
     if not issued_by(cert, ca):
         raise UserError(f"{cert_path}: not signed by the CA in {ca_path}")
     ca_party = cert_role(ca)[1]
     if ca_party and ca_party != party:
-        raise UserError(f"{cert_path}: certificate of party {party!r} from {ca_path}, the CA of party {ca_party!r}")
+        raise UserError(
+            f"{cert_path}: certificate of party {party!r} from {ca_path}, the CA of party {ca_party!r}"
+        )
     if not same_key(key, cert):
         raise UserError(f"{key_path}: key does not match {cert_path}")
     if cert.not_valid_after_utc <= now:
@@ -309,11 +326,18 @@ def load_tls_files(tls_dir: str | Path, identity: str) -> TlsFiles:
         log.warning("TLS: %s", warning)
     ca_pem = cert_pem(ca)
     return TlsFiles(
-        identity=identity, party=party, ca_pem=ca_pem,
+        identity=identity,
+        party=party,
+        ca_pem=ca_pem,
         trusted_pem=ca_pem + b"".join(cert_pem(c) for c in imported),
-        cert_pem=cert_pem(cert), key_pem=key_pem(key), cert_path=cert_path, key_path=key_path,
-        not_after=cert.not_valid_after_utc, warnings=tuple(warnings), imported_cas=tuple(imported),
-    )  # fmt: skip
+        cert_pem=cert_pem(cert),
+        key_pem=key_pem(key),
+        cert_path=cert_path,
+        key_path=key_path,
+        not_after=cert.not_valid_after_utc,
+        warnings=tuple(warnings),
+        imported_cas=tuple(imported),
+    )
 
 
 def server_credentials(files: TlsFiles) -> grpc.ServerCredentials:

@@ -117,10 +117,10 @@ class ChannelStats:
         """Add ``other``'s counters (``mirrored``: seen from its peer, sent and received
         swapped); rounds take the larger, as channels that run side by side."""
         s = (1, 0, 3, 2) if mirrored else (0, 1, 2, 3)
-        self.bytes_sent += (other.bytes_received if mirrored else other.bytes_sent)
-        self.bytes_received += (other.bytes_sent if mirrored else other.bytes_received)
-        self.messages_sent += (other.messages_received if mirrored else other.messages_sent)
-        self.messages_received += (other.messages_sent if mirrored else other.messages_received)
+        self.bytes_sent += other.bytes_received if mirrored else other.bytes_sent
+        self.bytes_received += other.bytes_sent if mirrored else other.bytes_received
+        self.messages_sent += other.messages_received if mirrored else other.messages_sent
+        self.messages_received += other.messages_sent if mirrored else other.messages_received
         self.rounds = max(self.rounds, other.rounds)
         for key, cell in other.by_kind.items():
             mine = self.by_kind.setdefault(key, [0, 0, 0, 0])
@@ -132,9 +132,11 @@ class ChannelStats:
         out: dict[str, dict[str, dict[str, int]]] = {}
         for (section, tag), (sent, received, n_sent, n_received) in self.by_kind.items():
             out.setdefault(section, {})[tag] = {
-                "bytes_sent": sent, "bytes_received": received,
-                "messages_sent": n_sent, "messages_received": n_received,
-            }  # fmt: skip
+                "bytes_sent": sent,
+                "bytes_received": received,
+                "messages_sent": n_sent,
+                "messages_received": n_received,
+            }
         return out
 
 
@@ -199,9 +201,13 @@ class Channel(ABC):
         self.stats.note("send", len(payload) + len(tag), tag)
 
     def recv(self, tag: str, max_bytes: int | None = None) -> bytes:
-        seq, got_tag, payload = self._receive_frame(self.max_message_bytes if max_bytes is None else max_bytes)
+        seq, got_tag, payload = self._receive_frame(
+            self.max_message_bytes if max_bytes is None else max_bytes
+        )
         if seq != self._recv_seq:
-            raise ProtocolError(f"message {got_tag!r}: sequence number {seq}, expected {self._recv_seq}")
+            raise ProtocolError(
+                f"message {got_tag!r}: sequence number {seq}, expected {self._recv_seq}"
+            )
         self._recv_seq += 1
         if got_tag != tag:
             raise ProtocolError(f"expected message {tag!r} from peer, got {got_tag!r}")
@@ -241,7 +247,9 @@ class Channel(ABC):
             if left:
                 self._waiting_bytes -= sum(len(frame[2]) for frame in left)
         if left:
-            raise ProtocolError(f"peer sent {len(left)} more messages on {lane.name} than the protocol has")
+            raise ProtocolError(
+                f"peer sent {len(left)} more messages on {lane.name} than the protocol has"
+            )
         self.settle_lane(lane)
 
     def settle_lane(self, lane: LaneChannel) -> None:
@@ -296,7 +304,9 @@ class Channel(ABC):
                             raise ProtocolError(f"message {tag!r}: no such lane is open")
                         self._waiting[name] = deque()
                     if self._waiting_bytes + len(payload) > LANE_BACKLOG_BYTES:
-                        raise ProtocolError(f"message {tag!r}: over {LANE_BACKLOG_BYTES} bytes wait for other lanes")
+                        raise ProtocolError(
+                            f"message {tag!r}: over {LANE_BACKLOG_BYTES} bytes wait for other lanes"
+                        )
                     self._waiting[name].append((seq, inner, payload))
                     self._waiting_bytes += len(payload)
                     self._lanes.notify_all()
@@ -335,7 +345,8 @@ class Channel(ABC):
                 f"message {tag!r}: {len(payload)} bytes, expected {count} integers of {width_bytes} bytes"
             )
         return [
-            int.from_bytes(payload[i : i + width_bytes], "big") for i in range(0, expected, width_bytes)
+            int.from_bytes(payload[i : i + width_bytes], "big")
+            for i in range(0, expected, width_bytes)
         ]
 
     # -- small structured values --------------------------------------------------
@@ -355,9 +366,11 @@ class LaneChannel(Channel):
 
     def __init__(self, parent: Channel, name: str, session: bytes | None = None) -> None:
         super().__init__(
-            timeout_s=parent.timeout_s, max_message_bytes=parent.max_message_bytes,
-            keep_transcript=parent.transcript is not None, session=parent.session if session is None else session,
-        )  # fmt: skip
+            timeout_s=parent.timeout_s,
+            max_message_bytes=parent.max_message_bytes,
+            keep_transcript=parent.transcript is not None,
+            session=parent.session if session is None else session,
+        )
         self.parent = parent
         self.name = name
         self.stats.section = parent.stats.section
@@ -367,7 +380,9 @@ class LaneChannel(Channel):
             self.parent._put(seq, f"{self.name}{LANE_MARK}{tag}", payload)
 
     def _get(self, timeout_s: float) -> tuple[int, str, bytes]:
-        raise ProtocolError("a lane reads through its parent channel")  # only _receive_frame is used
+        raise ProtocolError(
+            "a lane reads through its parent channel"
+        )  # only _receive_frame is used
 
     def _receive_frame(self, max_bytes: int) -> tuple[int, str, bytes]:
         return self.parent._frame_for(self.name, max_bytes, self.timeout_s)

@@ -94,7 +94,9 @@ class Executor(ABC):
     @abstractmethod
     def submit(self, fn: Callable, *args: Any) -> Pending: ...
 
-    def map(self, fn: Callable, items: Iterable[tuple], inflight: int | None = None) -> Iterator[Any]:
+    def map(
+        self, fn: Callable, items: Iterable[tuple], inflight: int | None = None
+    ) -> Iterator[Any]:
         """``fn(*item)`` for each item, results in order; ``items`` is consumed lazily and at
         most ``inflight`` tasks (default two per worker) are outstanding at any time."""
         limit = max(1, inflight if inflight is not None else 2 * self.workers)
@@ -192,7 +194,9 @@ class InlineExecutor(Executor):
     def submit(self, fn: Callable, *args: Any) -> Pending:
         return _Done(fn, _resolved(args))
 
-    def map(self, fn: Callable, items: Iterable[tuple], inflight: int | None = None) -> Iterator[Any]:
+    def map(
+        self, fn: Callable, items: Iterable[tuple], inflight: int | None = None
+    ) -> Iterator[Any]:
         """Each item computed when its result is taken: with no other worker, running ahead
         only delays the consumer (a garbler would send chunk i after garbling chunk i + 1)."""
         for item in items:
@@ -264,7 +268,9 @@ class LocalExecutor(Executor):
         try:
             return _LocalPending(pool.submit(fn, *_resolved(args)))
         except BrokenProcessPool:
-            raise ExecutorError("local executor: the worker pool is broken (a worker process died)") from None
+            raise ExecutorError(
+                "local executor: the worker pool is broken (a worker process died)"
+            ) from None
 
     def close(self) -> None:
         with self._lock:
@@ -375,7 +381,9 @@ class _RayPending(Pending):
         except ray.exceptions.RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, Exception) else None
             if cause is None or isinstance(cause, ray.exceptions.RayError):
-                raise ExecutorError(f"ray executor: task failed: {str(exc).splitlines()[0]}") from None
+                raise ExecutorError(
+                    f"ray executor: task failed: {str(exc).splitlines()[0]}"
+                ) from None
             raise cause from None
         except ray.exceptions.RayError as exc:
             raise ExecutorError(
@@ -409,7 +417,9 @@ class RayExecutor(Executor):
         try:
             ref = remote.remote(*refs)
         except self._ray.exceptions.RayError as exc:
-            raise ExecutorError(f"ray executor: cannot submit a task: {str(exc).splitlines()[0]}") from None
+            raise ExecutorError(
+                f"ray executor: cannot submit a task: {str(exc).splitlines()[0]}"
+            ) from None
         return _RayPending(self._ray, ref)
 
     def close(self) -> None:

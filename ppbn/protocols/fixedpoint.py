@@ -167,15 +167,23 @@ def shift_frac_for(count_bits: int) -> int:
     """F for counts (plus their shifts) below 2^count_bits: X = z' 2^F fits SHIFTED_BITS."""
     frac = SHIFTED_BITS - count_bits
     if frac < MIN_SHIFT_FRAC:
-        raise ValueError(f"BDeu on the secure path needs counts below 2^{SHIFTED_BITS - MIN_SHIFT_FRAC}")
+        raise ValueError(
+            f"BDeu on the secure path needs counts below 2^{SHIFTED_BITS - MIN_SHIFT_FRAC}"
+        )
     return frac
 
 
 def lgamma_table(shift: Shift) -> tuple[int, ...]:
     """C-table of one bdeu shift: lnG(x + a) * 2^SCORE_FRAC for x < 64, then the Stirling
     constant ln(2 pi)/2 + 1/2 - a' (see the module docstring); 7-bit index."""
-    values = [_fixed(Fraction(math.lgamma(x + shift.a)), SCORE_FRAC) for x in range(EXACT_TABLE_SIZE)]
-    stirling = Fraction(math.log(2 * math.pi)) / 2 + Fraction(1, 2) - Fraction(shift.numerator, 1 << shift.frac)
+    values = [
+        _fixed(Fraction(math.lgamma(x + shift.a)), SCORE_FRAC) for x in range(EXACT_TABLE_SIZE)
+    ]
+    stirling = (
+        Fraction(math.log(2 * math.pi)) / 2
+        + Fraction(1, 2)
+        - Fraction(shift.numerator, 1 << shift.frac)
+    )
     values.append(_fixed(stirling, SCORE_FRAC))
     values += [0] * (2 * EXACT_TABLE_SIZE - len(values))
     return tuple(values)
@@ -186,7 +194,9 @@ def shifted_k_table(shift_frac: int) -> tuple[int, ...]:
     directly (k >= F + 6 whenever the gate is on; entry 0, the gated one, is 0)."""
     size = 1 << max(1, (SHIFTED_BITS - 1).bit_length())
     ln2 = Fraction(math.log(2))
-    return tuple(_fixed((k - shift_frac) * ln2, FRAC) if k >= shift_frac else 0 for k in range(size))
+    return tuple(
+        _fixed((k - shift_frac) * ln2, FRAC) if k >= shift_frac else 0 for k in range(size)
+    )
 
 
 @dataclass(frozen=True)
@@ -201,8 +211,12 @@ class ShiftCoefficients:
 
     @classmethod
     def of(cls, shifts: list[Shift]) -> ShiftCoefficients:
-        rows = [_shift_coefficients(shift) for shift in shifts]  # a few distinct shifts, many counts
-        integer, high, low, over_12 = (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
+        rows = [
+            _shift_coefficients(shift) for shift in shifts
+        ]  # a few distinct shifts, many counts
+        integer, high, low, over_12 = (
+            (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
+        )
         return cls(integer, high, low, over_12)
 
 
@@ -212,7 +226,12 @@ def _shift_coefficients(shift: Shift) -> tuple[int, int, int, int]:
     c = 2 * (Fraction(shift.a) - 1)
     whole = math.floor(c)
     fraction = int(round((c - whole) * (1 << 64)))
-    return whole, fraction >> SPLIT_BITS, fraction & ((1 << SPLIT_BITS) - 1), _scaled(Fraction(1, 12) - shift.delta / 2, TAIL_FRAC)
+    return (
+        whole,
+        fraction >> SPLIT_BITS,
+        fraction & ((1 << SPLIT_BITS) - 1),
+        _scaled(Fraction(1, 12) - shift.delta / 2, TAIL_FRAC),
+    )
 
 
 @dataclass(frozen=True)
@@ -345,20 +364,25 @@ class Backend(Protocol):
     def scale(self, x, c: int):
         """x * c for a public integer c, exact (no truncation)."""
         ...
+
     def scale_each(self, x, cs: list[int]):
         """x[i] * cs[i] for public integers, exact (bdeu's per-count constants)."""
         ...
+
     def constant(self, c: int, like):
         """The public constant c as a vector shaped like ``like``."""
         ...
+
     def truncate(self, x, bits: int, bound_bits: int):
         """floor(x / 2^bits) (+1 ulp allowed), for |x| < 2^bound_bits."""
         ...
+
     def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
         """floor(x * y / 2^bits) (+1 ulp allowed) for |x y| < 2^bound_bits; with bits = 0
         the product is exact in the ring and bound_bits is unused. |x| < 2^operand_bits[0]
         and |y| < 2^operand_bits[1] (the secure backend needs OTs in proportion)."""
         ...
+
     def square(self, x, bits: int, bound_bits: int, operand_bits: int):
         """mul(x, x, ...) for |x| < 2^operand_bits (the secure backend: half the OTs)."""
         ...
@@ -400,12 +424,21 @@ class Series:
             be.add(be.scale(u, _scaled(c[5], HIGH_FRAC)), be.scale(u2, _scaled(c[6], HIGH_FRAC))),
             be.scale(u3, _scaled(c[7], HIGH_FRAC)),
         )
-        high = be.add(be.constant(_scaled(c[4], FRAC), u), be.truncate(inner, HIGH_FRAC, check_bound(HIGH_FRAC + FRAC - 5)))
-        return be.add(low, be.mul(high, u4, FRAC, check_bound(FRAC + 24 + 2), (FRAC + 1, FRAC - 23)))
+        high = be.add(
+            be.constant(_scaled(c[4], FRAC), u),
+            be.truncate(inner, HIGH_FRAC, check_bound(HIGH_FRAC + FRAC - 5)),
+        )
+        return be.add(
+            low, be.mul(high, u4, FRAC, check_bound(FRAC + 24 + 2), (FRAC + 1, FRAC - 23))
+        )
 
 
-LN1P = Series(tuple(Fraction(0) if i == 0 else Fraction((-1) ** (i + 1), i) for i in range(SERIES_DEGREE + 1)))
-INV1P_MINUS_1 = Series(tuple(Fraction(0) if i == 0 else Fraction((-1) ** i) for i in range(SERIES_DEGREE + 1)))
+LN1P = Series(
+    tuple(Fraction(0) if i == 0 else Fraction((-1) ** (i + 1), i) for i in range(SERIES_DEGREE + 1))
+)
+INV1P_MINUS_1 = Series(
+    tuple(Fraction(0) if i == 0 else Fraction((-1) ** i) for i in range(SERIES_DEGREE + 1))
+)
 
 
 def powers_on(be: Backend, u):
@@ -416,7 +449,16 @@ def powers_on(be: Backend, u):
 
 
 def terms_on(
-    be: Backend, mode: str, count_bits: int, u, x2, k_ln2, ln_r, c_entry, inv, shifts: ShiftCoefficients | None = None
+    be: Backend,
+    mode: str,
+    count_bits: int,
+    u,
+    x2,
+    k_ln2,
+    ln_r,
+    c_entry,
+    inv,
+    shifts: ShiftCoefficients | None = None,
 ):
     """Cell/row terms * 2^SCORE_FRAC of counts below 2^count_bits from the circuit outputs
     and the looked-up entries (``k_ln2`` = K_TABLE[k], ``ln_r`` = J_TABLE[j], ``c_entry`` =
@@ -435,19 +477,46 @@ def terms_on(
     term = be.bit_mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), x2_bits, FRAC + 6)
     # the series first: of two operands of equal bound the second is reshared, and 1/x's
     # share is final in more low bits than the series' (``arith.ArithSession.derive``)
-    inv_x = be.add(inv, be.mul(INV1P_MINUS_1.evaluate(be, u, u2, u3, u4), inv, FRAC, check_bound(2 * (FRAC - 6) + 1), (FRAC - 5, FRAC - 5)))
+    inv_x = be.add(
+        inv,
+        be.mul(
+            INV1P_MINUS_1.evaluate(be, u, u2, u3, u4),
+            inv,
+            FRAC,
+            check_bound(2 * (FRAC - 6) + 1),
+            (FRAC - 5, FRAC - 5),
+        ),
+    )
     inv_x2 = be.square(inv_x, FRAC, check_bound(2 * (FRAC - 6) + 1), FRAC - 5)
     if shifts is None:
-        over_12 = be.truncate(be.scale(inv_x, _scaled(Fraction(1, 12), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
+        over_12 = be.truncate(
+            be.scale(inv_x, _scaled(Fraction(1, 12), TAIL_FRAC)),
+            TAIL_FRAC,
+            check_bound(FRAC - 6 + TAIL_FRAC - 3),
+        )
     else:
         # (a - 1) L at scale 2^SCORE_FRAC: 2 (a - 1) = integer + fraction, |ln z'| < 2^4
         ln_bits = FRAC + 4
         term = be.add(term, be.scale_each(ln, shifts.integer))
-        high = be.truncate(be.scale_each(ln, shifts.high), 64 - SPLIT_BITS, check_bound(64 - SPLIT_BITS + ln_bits))
+        high = be.truncate(
+            be.scale_each(ln, shifts.high), 64 - SPLIT_BITS, check_bound(64 - SPLIT_BITS + ln_bits)
+        )
         low = be.truncate(be.scale_each(ln, shifts.low), 64, check_bound(SPLIT_BITS + ln_bits))
         term = be.add(term, be.add(high, low))
-        over_12 = be.truncate(be.scale_each(inv_x, shifts.over_12), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3))
-    cube_360 = be.mul(inv_x, be.truncate(be.scale(inv_x2, _scaled(Fraction(1, 360), TAIL_FRAC)), TAIL_FRAC, check_bound(FRAC - 12 + TAIL_FRAC - 8)), FRAC, check_bound((FRAC - 6) + (FRAC - 20) + 1), (FRAC - 5, FRAC - 20))
+        over_12 = be.truncate(
+            be.scale_each(inv_x, shifts.over_12), TAIL_FRAC, check_bound(FRAC - 6 + TAIL_FRAC - 3)
+        )
+    cube_360 = be.mul(
+        inv_x,
+        be.truncate(
+            be.scale(inv_x2, _scaled(Fraction(1, 360), TAIL_FRAC)),
+            TAIL_FRAC,
+            check_bound(FRAC - 12 + TAIL_FRAC - 8),
+        ),
+        FRAC,
+        check_bound((FRAC - 6) + (FRAC - 20) + 1),
+        (FRAC - 5, FRAC - 20),
+    )
     correction = be.sub(over_12, cube_360)
     return be.add(be.add(term, c_entry), be.scale(correction, 2))
 
@@ -489,7 +558,9 @@ class PlainBackend:
         return self.mul(x, y, 0, 0, (x_bits, y_bits))
 
 
-def term_fixed_many(xs: list[int], count_bits: int, mode: str, shifts: list[Shift] | None = None) -> list[int]:
+def term_fixed_many(
+    xs: list[int], count_bits: int, mode: str, shifts: list[Shift] | None = None
+) -> list[int]:
     """The model of the secure terms for many counts at once (bdeu: one shift per count)."""
     be = PlainBackend()
     per_count = shifts if shifts is not None else [None] * len(xs)

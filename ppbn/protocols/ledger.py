@@ -68,5 +68,7 @@ class Ledger:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"party": self.party, "entries": [asdict(e) for e in self.entries]}, indent=2, default=str
+            {"party": self.party, "entries": [asdict(e) for e in self.entries]},
+            indent=2,
+            default=str,
         )

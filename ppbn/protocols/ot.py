@@ -252,7 +252,10 @@ def transpose_bits(matrix: np.ndarray) -> np.ndarray:
         raise ValueError("row count must be a multiple of 8")
     groups = rows // 8
     words = np.empty((groups, col_bytes), dtype=np.uint64)
-    np.copyto(words.view(np.uint8).reshape(groups, col_bytes, 8), matrix.reshape(groups, 8, col_bytes).transpose(0, 2, 1))
+    np.copyto(
+        words.view(np.uint8).reshape(groups, col_bytes, 8),
+        matrix.reshape(groups, 8, col_bytes).transpose(0, 2, 1),
+    )
     tmp = np.empty_like(words)
     for shift, mask in _MASKS:
         np.right_shift(words, shift, out=tmp)
@@ -262,7 +265,10 @@ def transpose_bits(matrix: np.ndarray) -> np.ndarray:
         np.left_shift(tmp, shift, out=tmp)
         words ^= tmp
     out = np.empty((col_bytes * 8, groups), dtype=np.uint8)
-    np.copyto(out.reshape(col_bytes, 8, groups), words.view(np.uint8).reshape(groups, col_bytes, 8).transpose(1, 2, 0))
+    np.copyto(
+        out.reshape(col_bytes, 8, groups),
+        words.view(np.uint8).reshape(groups, col_bytes, 8).transpose(1, 2, 0),
+    )
     return out
 
 
@@ -295,7 +301,8 @@ class ColumnStreams:
         counter = modes.CTR((offset // 16).to_bytes(16, "big"))
         skip = bytes(offset % 16)
         self._streams = [
-            Cipher(algorithms.AES(self.keys[i : i + 16]), counter).encryptor() for i in range(0, len(self.keys), 16)
+            Cipher(algorithms.AES(self.keys[i : i + 16]), counter).encryptor()
+            for i in range(0, len(self.keys), 16)
         ]
         for stream in self._streams:
             stream.update(skip)
@@ -340,7 +347,10 @@ def _padded(m: int) -> int:
 
 def _blocks(m: int) -> list[tuple[int, int, int]]:
     """(start, size, column bytes) of each extension block of m OTs, CHUNK_OTS at most."""
-    return [(start, min(CHUNK_OTS, m - start), _padded(min(CHUNK_OTS, m - start)) // 8) for start in range(0, m, CHUNK_OTS)]
+    return [
+        (start, min(CHUNK_OTS, m - start), _padded(min(CHUNK_OTS, m - start)) // 8)
+        for start in range(0, m, CHUNK_OTS)
+    ]
 
 
 def send_rows(channel: Channel, tag: str, array: np.ndarray) -> None:
@@ -376,7 +386,11 @@ def _xor(a: bytes, b: bytes) -> bytes:
 
 def _expand(seed: bytes) -> tuple[bytes, bytes]:
     """A GGM node's two children: AES-128 under the node's seed on the blocks 0 and 1."""
-    out = Cipher(algorithms.AES(seed), modes.ECB()).encryptor().update(bytes(16) + (1).to_bytes(16, "big"))
+    out = (
+        Cipher(algorithms.AES(seed), modes.ECB())
+        .encryptor()
+        .update(bytes(16) + (1).to_bytes(16, "big"))
+    )
     return out[:16], out[16:]
 
 
@@ -424,7 +438,9 @@ def chunk_points(s_bits: np.ndarray) -> np.ndarray:
     return np.packbits(s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
 
 
-def _chunk_sums(keys: bytes | ColumnStreams, offset: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _chunk_sums(
+    keys: bytes | ColumnStreams, offset: int, width: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(S, T) of each chunk's 2^k leaf streams at bytes [offset, offset + width): S[i, b]
     the XOR of chunk i's streams over the leaves x with bit b set, T[i] the XOR of all.
 
@@ -448,7 +464,14 @@ def _chunk_sums(keys: bytes | ColumnStreams, offset: int, width: int) -> tuple[n
 
 
 def sender_block(
-    keys: bytes | ColumnStreams, s_bits: np.ndarray, offset: int, u: np.ndarray, size: int, protocol: bytes, session: bytes, first: int
+    keys: bytes | ColumnStreams,
+    s_bits: np.ndarray,
+    offset: int,
+    u: np.ndarray,
+    size: int,
+    protocol: bytes,
+    session: bytes,
+    first: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One extension block at the sender, a pure function for the sender's executor
     (SoftSpokenOT, Roy, CRYPTO 2022, semi-honest, with the IKNP03 / ALSZ13 Sec. 5.4 hashing).
@@ -473,7 +496,12 @@ def sender_block(
 
 
 def receiver_block(
-    keys: bytes | ColumnStreams, offset: int, choices: np.ndarray, protocol: bytes, session: bytes, first: int
+    keys: bytes | ColumnStreams,
+    offset: int,
+    choices: np.ndarray,
+    protocol: bytes,
+    session: bytes,
+    first: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One extension block at the receiver, a pure function for the receiver's executor:
     the message u_i = R_i ^ c of each chunk (``sender_block``) and the pads H(t_j, j) of its
@@ -524,9 +552,13 @@ class OTSender:
     def _setup(self) -> ColumnStreams:
         """s, and by KAPPA base OTs every leaf of each chunk's GGM tree but the chunk's point."""
         stream = RandomStream(self._seeds.next())
-        self._s_bits = np.unpackbits(np.frombuffer(stream.bytes(KAPPA // 8), dtype=np.uint8), bitorder="little")
+        self._s_bits = np.unpackbits(
+            np.frombuffer(stream.bytes(KAPPA // 8), dtype=np.uint8), bitorder="little"
+        )
         points = chunk_points(self._s_bits)
-        choices = np.array([c for point in points.tolist() for c in puncture_choices(point)], dtype=np.uint8)
+        choices = np.array(
+            [c for point in points.tolist() for c in puncture_choices(point)], dtype=np.uint8
+        )
         keys = base_ot_receive(self.channel, choices, self.group, self.instance, stream)
         masked = self.channel.recv_array("ot.ext.ggm", np.uint8, (KAPPA, 2, 16))
         leaves = []
@@ -557,7 +589,9 @@ class OTSender:
         self._offset = int(offsets[-1])
         protocol, session = _extension_protocol(self.instance), self.channel.session
         executor = executor_for(self._executor, m, self._inline_below)
-        keys = streams if executor.kind == "inline" else streams.keys  # open streams stay in this thread
+        keys = (
+            streams if executor.kind == "inline" else streams.keys
+        )  # open streams stay in this thread
 
         def tasks():
             for (start, size, width), offset in zip(blocks, offsets.tolist(), strict=False):
@@ -566,7 +600,9 @@ class OTSender:
 
         pad0 = np.empty((m, 2), dtype=np.uint64)
         pad1 = np.empty((m, 2), dtype=np.uint64)
-        for (start, size, _), (p0, p1) in zip(blocks, executor.map(sender_block, tasks()), strict=True):
+        for (start, size, _), (p0, p1) in zip(
+            blocks, executor.map(sender_block, tasks()), strict=True
+        ):
             pad0[start : start + size] = p0
             pad1[start : start + size] = p1
         return pad0, pad1
@@ -655,13 +691,17 @@ class OTReceiver:
         self._offset = int(offsets[-1])
         protocol, session = _extension_protocol(self.instance), self.channel.session
         executor = executor_for(self._executor, m, self._inline_below)
-        keys = streams if executor.kind == "inline" else streams.keys  # open streams stay in this thread
+        keys = (
+            streams if executor.kind == "inline" else streams.keys
+        )  # open streams stay in this thread
         tasks = (
             (keys, offset, choices[start : start + size], protocol, session, self.ots + start)
             for (start, size, _), offset in zip(blocks, offsets.tolist(), strict=False)
         )
         pads = np.empty((m, 2), dtype=np.uint64)
-        for (start, size, _), (u, pad) in zip(blocks, executor.map(receiver_block, tasks), strict=True):
+        for (start, size, _), (u, pad) in zip(
+            blocks, executor.map(receiver_block, tasks), strict=True
+        ):
             self.channel.send_array("ot.ext.u", u)
             pads[start : start + size] = pad
         return pads

@@ -228,7 +228,9 @@ class KeyPair:
 def validate_ciphertext(ciphertext: int, public: PublicKey, what: str = "ciphertext") -> None:
     """Raise ProtocolError unless 0 < c < N^2 and gcd(c, N) = 1 (c is in Z*_{N^2})."""
     if not 0 < ciphertext < public.nsquare:
-        raise ProtocolError(f"{what} is out of range: a Paillier ciphertext must satisfy 0 < c < N^2")
+        raise ProtocolError(
+            f"{what} is out of range: a Paillier ciphertext must satisfy 0 < c < N^2"
+        )
     if gmpy2.gcd(ciphertext, public.n) != 1:
         raise ProtocolError(f"{what} is not invertible mod N^2 (gcd(c, N) != 1)")
 
@@ -237,7 +239,9 @@ def decode_ciphertexts(payload: bytes, count: int, public: PublicKey, what: str)
     """Split a received payload into ``count`` ciphertexts and validate each one."""
     width = public.ciphertext_bytes
     if len(payload) != count * width:
-        raise ProtocolError(f"{what}: {len(payload)} bytes, expected {count} ciphertexts of {width} bytes")
+        raise ProtocolError(
+            f"{what}: {len(payload)} bytes, expected {count} ciphertexts of {width} bytes"
+        )
     out = []
     for i in range(count):
         c = mpz(int.from_bytes(payload[i * width : (i + 1) * width], "big"))
@@ -263,7 +267,9 @@ def _random_unit(n: int, stream: RandomStream | None = None) -> mpz:
             return r
 
 
-def _exponent_digits(count: int, windows: int, window_bits: int, seed: bytes | None) -> list[list[int]]:
+def _exponent_digits(
+    count: int, windows: int, window_bits: int, seed: bytes | None
+) -> list[list[int]]:
     """``count`` exponents as ``windows`` uniform digits of ``window_bits`` bits each, least
     significant first, from ``seed`` (a task's seed) or from the OS."""
     size = 4 * count * windows
@@ -376,7 +382,10 @@ class FastEncryptor:
     def add_to_pool(self, payload: bytes) -> None:
         """Add randomizers made by worker processes (``fast_randomizers_bytes``) to the pool."""
         width = self.public.ciphertext_bytes
-        self._pool.extend(mpz(int.from_bytes(payload[i : i + width], "big")) for i in range(0, len(payload), width))
+        self._pool.extend(
+            mpz(int.from_bytes(payload[i : i + width], "big"))
+            for i in range(0, len(payload), width)
+        )
 
     @property
     def pooled(self) -> int:
@@ -390,7 +399,9 @@ class FastEncryptor:
         taken = [self._pool.popleft() for _ in range(min(count, len(self._pool)))]
         return taken + self.fresh_randomizers(count - len(taken))
 
-    def encrypt_many(self, plaintexts: Sequence[int], counters: OpCounters | None = None) -> list[mpz]:
+    def encrypt_many(
+        self, plaintexts: Sequence[int], counters: OpCounters | None = None
+    ) -> list[mpz]:
         n, nsquare = self.n, self.nsquare
         for m in plaintexts:
             if not 0 <= m < n:
@@ -408,7 +419,9 @@ class FastEncryptor:
 # -- bulk tasks (pure functions of their arguments, for any executor) --------------------------
 
 _ENCRYPTORS: OrderedDict[tuple, FastEncryptor] = OrderedDict()
-_ENCRYPTORS_KEPT = 4  # both parties of an in-process test run encrypt and re-randomize, each under its own key
+_ENCRYPTORS_KEPT = (
+    4  # both parties of an in-process test run encrypt and re-randomize, each under its own key
+)
 _ENCRYPTORS_LOCK = threading.Lock()
 
 
@@ -438,7 +451,9 @@ def _task_encryptor(spec: tuple) -> FastEncryptor:
     return encryptor
 
 
-def encrypt_bit_rows(spec: tuple, positions: np.ndarray, seed: bytes, randomizers: bytes = b"") -> bytes:
+def encrypt_bit_rows(
+    spec: tuple, positions: np.ndarray, seed: bytes, randomizers: bytes = b""
+) -> bytes:
     """Encrypt, for each row of ``positions``, the integer with a 1 at each listed bit (-1 = none).
 
     This is a packed one-hot plaintext (``tables/inputs.py``). The randomizers are ``randomizers``
@@ -455,11 +470,16 @@ def encrypt_bit_rows(spec: tuple, positions: np.ndarray, seed: bytes, randomizer
         plaintexts.append(m)
     width = enc.public.ciphertext_bytes
     if randomizers:
-        rhos = [mpz(int.from_bytes(randomizers[i : i + width], "big")) for i in range(0, len(randomizers), width)]
+        rhos = [
+            mpz(int.from_bytes(randomizers[i : i + width], "big"))
+            for i in range(0, len(randomizers), width)
+        ]
     else:
         rhos = enc.fresh_randomizers(len(plaintexts), seed)
     n, nsquare = enc.n, enc.nsquare
-    return encode_ciphertexts(((1 + m * n) * r % nsquare for m, r in zip(plaintexts, rhos, strict=True)), enc.public)
+    return encode_ciphertexts(
+        ((1 + m * n) * r % nsquare for m, r in zip(plaintexts, rhos, strict=True)), enc.public
+    )
 
 
 def fast_randomizers_bytes(spec: tuple, count: int, seed: bytes) -> bytes:
@@ -486,12 +506,16 @@ def multiply_by_label(
     nsquare = big_n * big_n
     count = labels.shape[1]
     if len(payload) != count * width:
-        raise ProtocolError(f"tables.ciphertexts: {len(payload)} bytes, expected {count} ciphertexts of {width} bytes")
+        raise ProtocolError(
+            f"tables.ciphertexts: {len(payload)} bytes, expected {count} ciphertexts of {width} bytes"
+        )
     cts = []
     for i in range(count):
         c = mpz(int.from_bytes(payload[i * width : (i + 1) * width], "big"))
         if not 0 < c < nsquare:
-            raise ProtocolError(f"tables.ciphertexts: ciphertext {i} of the chunk is out of range (need 0 < c < N^2)")
+            raise ProtocolError(
+                f"tables.ciphertexts: ciphertext {i} of the chunk is out of range (need 0 < c < N^2)"
+            )
         cts.append(c)
     products_out = []
     multiplications = 0
@@ -506,7 +530,9 @@ def multiply_by_label(
                 multiplications += 1
         for value in acc:
             if value is not None and gmpy2.gcd(value, big_n) != 1:
-                raise ProtocolError("tables.ciphertexts: a ciphertext of the chunk is not invertible mod N^2 (gcd(c, N) != 1)")
+                raise ProtocolError(
+                    "tables.ciphertexts: a ciphertext of the chunk is not invertible mod N^2 (gcd(c, N) != 1)"
+                )
         products_out.append(encode_ciphertexts((1 if v is None else v for v in acc), public))
     return products_out, multiplications
 
@@ -523,7 +549,9 @@ def combine_products(n: int, *parts: tuple[list[bytes], int]) -> tuple[list[byte
     for k, blob in enumerate(first):
         acc: list[mpz | None] = [
             None if v == 1 else v
-            for v in (mpz(int.from_bytes(blob[i : i + width], "big")) for i in range(0, len(blob), width))
+            for v in (
+                mpz(int.from_bytes(blob[i : i + width], "big")) for i in range(0, len(blob), width)
+            )
         ]
         for other, _ in parts[1:]:
             row = other[k]
@@ -575,7 +603,10 @@ def rerandomizers_bytes(spec: tuple, count: int, seed: bytes) -> bytes:
     windows = math.ceil(exponent_bits / window_bits)
     big_n = mpz(n)
     nsquare, g = big_n * big_n, mpz(base)
-    exponents = (sum(d << (window_bits * i) for i, d in enumerate(row)) for row in _exponent_digits(count, windows, window_bits, seed))
+    exponents = (
+        sum(d << (window_bits * i) for i, d in enumerate(row))
+        for row in _exponent_digits(count, windows, window_bits, seed)
+    )
     return encode_ciphertexts((gmpy2.powmod(g, e, nsquare) for e in exponents), PublicKey(n))
 
 

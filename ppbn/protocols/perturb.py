@@ -103,7 +103,9 @@ def learn_model(
         codes = item_codes(names, codes, states)
         states = dict.fromkeys(names, ITEM_STATES)
     data = RandomizedData(names, codes, scheme)
-    return model_dict(fit_learner(task.learner, data, task.class_name, task.options, states), states)
+    return model_dict(
+        fit_learner(task.learner, data, task.class_name, task.options, states), states
+    )
 
 
 # -- setup I ----------------------------------------------------------------------------
@@ -137,7 +139,9 @@ def run_setup_one(
         return VerticalOutcome(model, other_columns, (), privacy)
     n = int(own_codes.shape[0])
     with phase("receive randomized data"):
-        theirs, their_scheme = recv_randomized(channel, schema, other_columns, n, scheme, ledger, other)
+        theirs, their_scheme = recv_randomized(
+            channel, schema, other_columns, n, scheme, ledger, other
+        )
     with phase("learn"):
         by_name = {name: own_codes[:, j].astype(np.int64) for j, name in enumerate(own_columns)}
         by_name.update({name: theirs[:, j] for j, name in enumerate(other_columns)})
@@ -212,7 +216,9 @@ def recv_model(
 ) -> dict[str, Any]:
     """Receive the model, check its shape against the task and the schema, record it."""
     try:
-        model = json.loads(channel.recv(MODEL_TAG, max_bytes=MODEL_MAX_BYTES), parse_constant=_reject_constant)
+        model = json.loads(
+            channel.recv(MODEL_TAG, max_bytes=MODEL_MAX_BYTES), parse_constant=_reject_constant
+        )
     except (ValueError, UnicodeDecodeError):
         raise ProtocolError(f"{sender} sent a model that is not strict JSON") from None
     problem = model_problem(model, task, schema, records)
@@ -238,8 +244,10 @@ def model_problem(model: Any, task: VerticalTask, schema: Schema, records: int) 
     if task.learner == "id3":
         return _tree_problem(model.get("tree"), schema, classes, depth=0)
     weights = model.get("weights")
-    if model.get("positive") not in classes or not isinstance(weights, dict) or not all(
-        _is_number(w) for w in weights.values()
+    if (
+        model.get("positive") not in classes
+        or not isinstance(weights, dict)
+        or not all(_is_number(w) for w in weights.values())
     ):
         return "the positive class or the weights are malformed"
     return None
@@ -280,7 +288,11 @@ def _tree_problem(node: Any, schema: Schema, classes: tuple[str, ...], depth: in
     if depth > len(schema.names) or not isinstance(node, dict) or node.get("label") not in classes:
         return "a tree node is malformed (label, depth)"
     counts = node.get("counts")
-    if not isinstance(counts, dict) or tuple(counts) != classes or not all(_is_number(c) for c in counts.values()):
+    if (
+        not isinstance(counts, dict)
+        or tuple(counts) != classes
+        or not all(_is_number(c) for c in counts.values())
+    ):
         return "a tree node's counts are malformed"
     if "split" not in node:
         return None
@@ -308,7 +320,9 @@ def _rules_problem(model: dict, schema: Schema, records: int) -> str | None:
         if (
             not isinstance(entry, dict)
             or not _items_ok(entry.get("items"), names)
-            or not all(_is_number(entry.get(k)) for k in ("support", "support_sd", "randomized_support"))
+            or not all(
+                _is_number(entry.get(k)) for k in ("support", "support_sd", "randomized_support")
+            )
         ):
             return "a frequent itemset is malformed"
     for rule in rules:
@@ -323,4 +337,9 @@ def _rules_problem(model: dict, schema: Schema, records: int) -> str | None:
 
 
 def _items_ok(items: Any, names: set[str]) -> bool:
-    return isinstance(items, list) and bool(items) and len(set(items)) == len(items) and set(items) <= names
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and len(set(items)) == len(items)
+        and set(items) <= names
+    )

@@ -52,7 +52,9 @@ class PipeChannel(Channel):
         if self._send_failure:
             raise PeerGone(self._send_failure)
         # the monotonic clock is system-wide on Linux, so the receiver can wait for the stamp
-        arrives = self._link.schedule(len(payload) + len(tag), time.monotonic()) if self._link else 0.0
+        arrives = (
+            self._link.schedule(len(payload) + len(tag), time.monotonic()) if self._link else 0.0
+        )
         self._outgoing.put((seq, tag, payload, arrives))
 
     def _get(self, timeout_s: float) -> tuple[int, str, bytes]:

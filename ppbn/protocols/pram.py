@@ -114,7 +114,9 @@ def code_dtype(schema: Schema) -> np.dtype:
     raise RandomizationError(f"a variable has {largest} states: too many to send")
 
 
-def with_block_mates(names: Sequence[str], scheme: RandomizationScheme, schema: Schema) -> tuple[str, ...]:
+def with_block_mates(
+    names: Sequence[str], scheme: RandomizationScheme, schema: Schema
+) -> tuple[str, ...]:
     """``names`` plus every variable randomized jointly with one of them, in schema order."""
     chosen = set(names)
     for name in names:
@@ -214,7 +216,11 @@ def recv_randomized(
     for block in received.blocks:
         ledger.record(
             "randomization_matrix",
-            {"variables": list(block.variables), "label": block.label, "matrix": block.matrix.tolist()},
+            {
+                "variables": list(block.variables),
+                "label": block.label,
+                "matrix": block.matrix.tolist(),
+            },
             sender,
         )
     return codes, received
@@ -231,7 +237,9 @@ def recv_from_both_parties(
     records = None
     for party in PARTIES:
         columns = tuple(v.name for v in schema.owned_by(party))
-        parts[party], _ = recv_randomized(channels[party], schema, columns, records, scheme, ledger, party)
+        parts[party], _ = recv_randomized(
+            channels[party], schema, columns, records, scheme, ledger, party
+        )
         records = parts[party].shape[0]
     by_name = {
         v.name: parts[v.owner][:, [u.name for u in schema.owned_by(v.owner)].index(v.name)]
@@ -254,11 +262,15 @@ def _check_agreed(received: RandomizationScheme, agreed: RandomizationScheme, se
 # -- families on the wire ---------------------------------------------------------------
 
 
-Family = tuple[tuple[str, ...], np.ndarray, tuple[int, ...]]  # (parents in order added, CPT, unobserved rows)
+Family = tuple[
+    tuple[str, ...], np.ndarray, tuple[int, ...]
+]  # (parents in order added, CPT, unobserved rows)
 
 
 def network_families(network: BayesNet, children: Sequence[str]) -> dict[str, Family]:
-    return {v: (network.parents[v], network.cpts[v], network.unobserved.get(v, ())) for v in children}
+    return {
+        v: (network.parents[v], network.cpts[v], network.unobserved.get(v, ())) for v in children
+    }
 
 
 def encode_families(families: Mapping[str, Family]) -> bytes:
@@ -295,7 +307,10 @@ def decode_families(
             not isinstance(parents, list)
             or len(parents) > config.max_parents
             or len(set(map(str, parents))) != len(parents)
-            or any(p not in position or p == child or (ordered and position[p] >= position[child]) for p in parents)
+            or any(
+                p not in position or p == child or (ordered and position[p] >= position[child])
+                for p in parents
+            )
         ):
             where = "in the K2 order" if ordered else "of the schema"
             raise ProtocolError(
@@ -314,7 +329,9 @@ def decode_families(
             or np.any(table < 0)
             or not np.allclose(table.sum(axis=1), 1.0, atol=CPT_ROW_TOLERANCE)
         ):
-            raise ProtocolError(f"{sender} sent a CPT for {child!r} that is not a {shape} stochastic table")
+            raise ProtocolError(
+                f"{sender} sent a CPT for {child!r} that is not a {shape} stochastic table"
+            )
         unobserved = entry.get("unobserved", [])
         if not isinstance(unobserved, list) or any(
             not isinstance(j, int) or not 0 <= j < q for j in unobserved
@@ -453,11 +470,16 @@ def run_setup_one(
             {c: schema.cardinality(c) for c in columns}, their_scheme.blocks
         )
         estimator = PramEstimator(columns, view, view_scheme)
-        oracle = PramOracle(estimator, config.mode, config.c_star, config.eta, config.counts, config.ess)
+        oracle = PramOracle(
+            estimator, config.mode, config.c_star, config.eta, config.counts, config.ess
+        )
         search: K2Result = k2_search(
-            config.order, config.max_parents, _OwnChildrenOracle(oracle, frozenset(own_columns)),
-            config.tau, progress,
-        )  # fmt: skip
+            config.order,
+            config.max_parents,
+            _OwnChildrenOracle(oracle, frozenset(own_columns)),
+            config.tau,
+            progress,
+        )
         own_families: dict[str, Family] = {}
         for child in own_columns:
             family = (*search.parents[child], child)
@@ -469,8 +491,11 @@ def run_setup_one(
         peer_columns = tuple(v.name for v in schema.owned_by(peer))
         theirs_families = decode_families(
             channel.recv("pram.families", max_bytes=FAMILIES_MAX_BYTES),
-            schema, peer_columns, config, peer,
-        )  # fmt: skip
+            schema,
+            peer_columns,
+            config,
+            peer,
+        )
     network, edges = _assemble(schema, {**own_families, **theirs_families}, config.order)
     _record_network(ledger, network, edges, peer_columns, peer)
     disclosed = tuple(v for v in schema.names if v in set(to_send) | set(to_receive))
@@ -501,12 +526,17 @@ def run_setup_two_party(
     with phase("wait for the miner"):
         families = decode_families(
             channel.recv("pram.families", max_bytes=FAMILIES_MAX_BYTES),
-            schema, schema.names, config, MINER,
-        )  # fmt: skip
+            schema,
+            schema.names,
+            config,
+            MINER,
+        )
     network, edges = _assemble(schema, families, config.order)
     _record_network(ledger, network, edges, schema.names, MINER)
     disclosed = schema.names
-    return PramOutcome(network, edges, config.order, disclosed, privacy_rows(scheme, disclosed, schema), ())
+    return PramOutcome(
+        network, edges, config.order, disclosed, privacy_rows(scheme, disclosed, schema), ()
+    )
 
 
 def run_setup_two_miner(
@@ -525,19 +555,36 @@ def run_setup_two_miner(
     with phase("learn"):
         states = {v.name: v.states for v in schema.variables}
         learned = learn_pram(
-            schema.names, states, randomized, scheme, config.max_parents, config.mode, config.tau,
-            config.order, config.c_star, config.eta, config.counts, config.pseudo_count, progress,
-            search=config.search, hc=config.hc, ess=config.ess,
-        )  # fmt: skip
+            schema.names,
+            states,
+            randomized,
+            scheme,
+            config.max_parents,
+            config.mode,
+            config.tau,
+            config.order,
+            config.c_star,
+            config.eta,
+            config.counts,
+            config.pseudo_count,
+            progress,
+            search=config.search,
+            hc=config.hc,
+            ess=config.ess,
+        )
     with phase("send network"):
         payload = encode_families(network_families(learned.network, schema.names))
         for party in PARTIES:
             channels[party].send("pram.families", payload)
     disclosed = schema.names
     return PramOutcome(
-        learned.network, learned.search.edges, config.order, disclosed,
-        privacy_rows(scheme, disclosed, schema), disclosed,
-    )  # fmt: skip
+        learned.network,
+        learned.search.edges,
+        config.order,
+        disclosed,
+        privacy_rows(scheme, disclosed, schema),
+        disclosed,
+    )
 
 
 def iter_privacy_text(rows: Sequence[Mapping[str, Any]]) -> Iterator[str]:

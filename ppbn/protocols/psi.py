@@ -165,7 +165,9 @@ def cuckoo_bins(hashed: np.ndarray, key: bytes, m: int) -> np.ndarray:
     return ((words * np.uint64(m)) >> np.uint64(32)).astype(np.int64)
 
 
-def cuckoo_insert(bins: np.ndarray, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def cuckoo_insert(
+    bins: np.ndarray, m: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Cuckoo hashing with 3 choices by parallel random walk: in each round every pending
     id tries its current choice; one id per contested bin wins and evicts the occupant;
     losers and evicted ids move to a random other choice. Returns (table, choice): table[j]
@@ -195,7 +197,10 @@ def cuckoo_insert(bins: np.ndarray, m: int, rng: np.random.Generator) -> tuple[n
 
 
 _TAGS = np.array(
-    [[(np.uint64(4 * i + w + 1) << np.uint64(56)) for w in range(CODE_WORDS // 2)] for i in range(HASHES + 1)],
+    [
+        [(np.uint64(4 * i + w + 1) << np.uint64(56)) for w in range(CODE_WORDS // 2)]
+        for i in range(HASHES + 1)
+    ],
     dtype=np.uint64,
 )  # (hash index or 3 = empty bin, code block) -> tweak in the high byte of the high word
 
@@ -223,7 +228,9 @@ class _RowHash:
 
     def __call__(self, rows: np.ndarray, bins: np.ndarray) -> np.ndarray:
         n = rows.shape[0]
-        tweaks = (bins.astype(np.uint64)[:, None] * np.uint64(4) + np.arange(4, dtype=np.uint64)).ravel()
+        tweaks = (
+            bins.astype(np.uint64)[:, None] * np.uint64(4) + np.arange(4, dtype=np.uint64)
+        ).ravel()
         h = self._hash.hash(np.ascontiguousarray(rows).reshape(-1, 2), tweaks).reshape(n, 4, 2)
         folded = h[:, 0] ^ h[:, 1] ^ h[:, 2] ^ h[:, 3]
         return np.ascontiguousarray(folded.view(np.uint8).reshape(n, 16)[:, : self.width])
@@ -391,7 +398,9 @@ class _Receiver(_Party):
         for start in range(0, m, CHUNK_BINS):
             size = min(CHUNK_BINS, m - start)
             w = size // 8
-            code = codewords(inputs[start : start + size], index[start : start + size], self.code_key)
+            code = codewords(
+                inputs[start : start + size], index[start : start + size], self.code_key
+            )
             u = transpose_bits(code.view(np.uint8))  # (k, w) columns
             t_cols = np.empty((CODE_BITS, w), dtype=np.uint8)
             g1 = np.empty((CODE_BITS, w), dtype=np.uint8)
@@ -498,7 +507,9 @@ class _Sender(_Party):
             size = min(CHUNK_VALUES, count - start)
             flat[start : start + size] = ch.recv_array("psi.matches", np.uint64, (size,))
         if flat.size and (flat[-1] >= np.uint64(HASHES * n2) or np.any(flat[1:] <= flat[:-1])):
-            raise ProtocolError("message 'psi.matches': positions out of range or not strictly increasing")
+            raise ProtocolError(
+                "message 'psi.matches': positions out of range or not strictly increasing"
+            )
         which, pos = np.divmod(flat.astype(np.int64), n2)
         own = np.empty(flat.size, dtype=np.int64)
         for i in range(HASHES):

@@ -99,32 +99,44 @@ def job_key(job_id: str, nonces: Sequence[bytes]) -> bytes:
 def records_digest(key: bytes, ids: Sequence[str]) -> bytes:
     """HMAC-SHA256 of the sorted ids, each length-prefixed (no two id lists collide)."""
     mac = hmac.new(key, digestmod=hashlib.sha256)
-    ordered = ids.encoded() if isinstance(ids, RecordIds) else (i.encode("utf-8") for i in sorted(ids))
+    ordered = (
+        ids.encoded() if isinstance(ids, RecordIds) else (i.encode("utf-8") for i in sorted(ids))
+    )
     for encoded in ordered:
         mac.update(len(encoded).to_bytes(4, "big"))
         mac.update(encoded)
     return mac.digest()
 
 
-def check_same_records(channel: Channel, key: bytes, ids: Sequence[str], me: str, peer: str) -> None:
+def check_same_records(
+    channel: Channel, key: bytes, ids: Sequence[str], me: str, peer: str
+) -> None:
     """Two parties: swap digests; ProtocolError unless the peer holds the same ids."""
     channel.send("job.records", records_digest(key, ids))
     theirs = channel.recv("job.records", max_bytes=DIGEST_BYTES)
     if not hmac.compare_digest(theirs, records_digest(key, ids)):
-        raise RecordsMismatch(f"{me} and {peer} hold the same number of records but different record ids")
+        raise RecordsMismatch(
+            f"{me} and {peer} hold the same number of records but different record ids"
+        )
 
 
-def miner_check_records(channels: Mapping[str, Channel], job_id: str, nonces: Sequence[bytes]) -> None:
+def miner_check_records(
+    channels: Mapping[str, Channel], job_id: str, nonces: Sequence[bytes]
+) -> None:
     """At the miner: send every party the job's nonces, compare the digests they return."""
     payload = b"".join(nonces)
     for channel in channels.values():
         channel.send("job.nonces", payload)
-    digests = {role: ch.recv("job.records", max_bytes=DIGEST_BYTES) for role, ch in channels.items()}
+    digests = {
+        role: ch.recv("job.records", max_bytes=DIGEST_BYTES) for role, ch in channels.items()
+    }
     if any(len(d) != DIGEST_BYTES for d in digests.values()):
         raise ProtocolError("a party sent a record digest of the wrong size")
     first, *rest = digests.values()
     if not all(hmac.compare_digest(first, other) for other in rest):
-        raise RecordsMismatch(f"{' and '.join(digests)} hold the same number of records but different record ids")
+        raise RecordsMismatch(
+            f"{' and '.join(digests)} hold the same number of records but different record ids"
+        )
 
 
 def party_check_records_for_miner(

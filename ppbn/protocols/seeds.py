@@ -68,5 +68,8 @@ class TaskSeeds:
             return secrets.token_bytes(SEED_BYTES)
         self._counter += 1
         return hashlib.blake2b(
-            self._counter.to_bytes(8, "big"), key=self._fixed[:64], digest_size=SEED_BYTES, person=b"ppbn seeds"
+            self._counter.to_bytes(8, "big"),
+            key=self._fixed[:64],
+            digest_size=SEED_BYTES,
+            person=b"ppbn seeds",
         ).digest()

@@ -150,7 +150,12 @@ class YaoCounters:
     runs: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"and_gates": self.and_gates, "ots": self.ots, "instances": self.instances, "runs": self.runs}
+        return {
+            "and_gates": self.and_gates,
+            "ots": self.ots,
+            "instances": self.instances,
+            "runs": self.runs,
+        }
 
 
 @lru_cache(maxsize=64)
@@ -182,14 +187,22 @@ def _ring_values(values: np.ndarray) -> np.ndarray:
     return ring.from_uint64(values) if values.dtype == np.uint64 else ring.from_ints(values)
 
 
-def _shared_outputs(circuit: Circuit, modes: Mapping[str, Reveal]) -> tuple[tuple[str, Reveal], ...]:
-    return tuple((b.name, modes[b.name]) for b in circuit.outputs if modes[b.name] in (Reveal.SHARES, Reveal.INTEGER_SHARES))
+def _shared_outputs(
+    circuit: Circuit, modes: Mapping[str, Reveal]
+) -> tuple[tuple[str, Reveal], ...]:
+    return tuple(
+        (b.name, modes[b.name])
+        for b in circuit.outputs
+        if modes[b.name] in (Reveal.SHARES, Reveal.INTEGER_SHARES)
+    )
 
 
 def garbled_circuit(circuit: Circuit, outputs: Mapping[str, Reveal | str]) -> Circuit:
     """The circuit ``YaoParty.run`` garbles for these output modes (the mask inputs and
     additions of the shared outputs included): its AND gates are what a run costs."""
-    return _with_share_outputs(circuit, _shared_outputs(circuit, {n: Reveal(m) for n, m in outputs.items()}))
+    return _with_share_outputs(
+        circuit, _shared_outputs(circuit, {n: Reveal(m) for n, m in outputs.items()})
+    )
 
 
 def _random_values(stream: RandomStream, width: int, count: int) -> np.ndarray:
@@ -197,7 +210,13 @@ def _random_values(stream: RandomStream, width: int, count: int) -> np.ndarray:
     n_bytes = (width + 7) // 8
     raw = stream.bytes(n_bytes * count)
     mask = (1 << width) - 1
-    return as_values([int.from_bytes(raw[i * n_bytes : (i + 1) * n_bytes], "little") & mask for i in range(count)], width)
+    return as_values(
+        [
+            int.from_bytes(raw[i * n_bytes : (i + 1) * n_bytes], "little") & mask
+            for i in range(count)
+        ],
+        width,
+    )
 
 
 def _labels(stream: RandomStream, shape: tuple[int, ...]) -> np.ndarray:
@@ -257,11 +276,15 @@ def garble_chunk(
     zero = np.empty((len(schedule.input_slots), size, 2), dtype=np.uint64)
     zero[ot_rows] = ot_zero
     if seeded_rows.size:
-        zero[seeded_rows] = seeded_labels(seed_key, seeded_rows.size, size) ^ _times_delta(seeded_bits, delta)
+        zero[seeded_rows] = seeded_labels(seed_key, seeded_rows.size, size) ^ _times_delta(
+            seeded_bits, delta
+        )
     return garble(schedule, zero, delta, tweak, FixedKeyHash(YAO_PROTOCOL, session))
 
 
-def evaluate_chunk(schedule: Schedule, session: bytes, tweak: int, labels: np.ndarray, tables: np.ndarray) -> np.ndarray:
+def evaluate_chunk(
+    schedule: Schedule, session: bytes, tweak: int, labels: np.ndarray, tables: np.ndarray
+) -> np.ndarray:
     """Evaluate one chunk of garbled instances (``circuits.garble.evaluate_garbled``), a
     pure function for the evaluator's own executor: its output labels."""
     return evaluate_garbled(schedule, labels, tables, tweak, FixedKeyHash(YAO_PROTOCOL, session))
@@ -299,9 +322,12 @@ class YaoParty:
         self._executor = executor
         self._gc_inline_below = gc_inline_below
         self._ot_options = {
-            "dh_bits": self.dh_bits, "instance": OT_INSTANCE, "seeds": self._seeds,
-            "executor": executor, "inline_below": ot_inline_below,
-        }  # fmt: skip
+            "dh_bits": self.dh_bits,
+            "instance": OT_INSTANCE,
+            "seeds": self._seeds,
+            "executor": executor,
+            "inline_below": ot_inline_below,
+        }
 
     # -- public entry point ------------------------------------------------------------
     def run(
@@ -328,9 +354,13 @@ class YaoParty:
         if unknown:
             raise ValueError(f"unknown input bundles {unknown}")
         values = {name: as_values(v, circuit.input(name).width) for name, v in inputs.items()}
-        counts = {len(v) for v in values.values()} | ({instances} if instances is not None else set())
+        counts = {len(v) for v in values.values()} | (
+            {instances} if instances is not None else set()
+        )
         if len(counts) != 1:
-            raise ValueError(f"inputs and instances disagree on the instance count: {sorted(counts)}")
+            raise ValueError(
+                f"inputs and instances disagree on the instance count: {sorted(counts)}"
+            )
         k = counts.pop()
         if k < 1:
             raise ValueError("at least one instance is needed")
@@ -342,11 +372,15 @@ class YaoParty:
         seeded = {MASK_PREFIX + n for n, _ in shared} | garbler_inputs
         if garbler:
             stream = RandomStream(self._seeds.next())
-            masks = {n: _random_values(stream, full.input(MASK_PREFIX + n).width, k) for n, _ in shared}
+            masks = {
+                n: _random_values(stream, full.input(MASK_PREFIX + n).width, k) for n, _ in shared
+            }
             values.update({MASK_PREFIX + n: v for n, v in masks.items()})
             result = self._garble_side(full, values, modes, k, seeded)
             for n, m in shared:  # the garbler's share: the mask, or -r in the ring
-                result[n] = ring.neg(_ring_values(masks[n])) if m == Reveal.INTEGER_SHARES else masks[n]
+                result[n] = (
+                    ring.neg(_ring_values(masks[n])) if m == Reveal.INTEGER_SHARES else masks[n]
+                )
         else:
             result = self._evaluate_side(full, values, modes, k, seeded)
             for n in (n for n, m in shared if m == Reveal.INTEGER_SHARES):
@@ -422,7 +456,9 @@ class YaoParty:
         )
 
     @staticmethod
-    def _split(circuit: Circuit, bits_by_row: np.ndarray, wanted: list[str]) -> dict[str, np.ndarray]:
+    def _split(
+        circuit: Circuit, bits_by_row: np.ndarray, wanted: list[str]
+    ) -> dict[str, np.ndarray]:
         out, pos = {}, 0
         for b in circuit.outputs:
             if b.name in wanted:
@@ -440,15 +476,24 @@ class YaoParty:
 
     # -- garbler -----------------------------------------------------------------------
     def _garble_side(
-        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int, seeded: set[str]
+        self,
+        full: Circuit,
+        values: dict[str, np.ndarray],
+        modes: Mapping[str, Reveal],
+        k: int,
+        seeded: set[str],
     ) -> dict[str, np.ndarray]:
         mine = set(values)
-        self.channel.send("yao.header", self._header(full, k, sorted(mine), modes, self._tweak_base))
+        self.channel.send(
+            "yao.header", self._header(full, k, sorted(mine), modes, self._tweak_base)
+        )
         delta = _delta(RandomStream(self._seeds.next()))
         sched = schedule_of(full)
         ot_rows, seeded_rows, seeded_bits = self._partition(full, seeded, values, k)
         seed = b""
-        if seeded_rows.size:  # public: the evaluator's labels of the garbler's inputs follow from it
+        if (
+            seeded_rows.size
+        ):  # public: the evaluator's labels of the garbler's inputs follow from it
             seed = self._seeds.next()[:LABEL_SEED_BYTES]
             self.channel.send("yao.label_seed", seed)
         session = self.channel.session
@@ -457,18 +502,31 @@ class YaoParty:
             if self._ot_sender is None:
                 self._ot_sender = OTSender(self.channel, **self._ot_options)
             ots_before = self._ot_sender.ots
-            ot_zero = self._ot_sender.send_correlated(len(ot_rows) * k, delta).reshape(len(ot_rows), k, 2)
+            ot_zero = self._ot_sender.send_correlated(len(ot_rows) * k, delta).reshape(
+                len(ot_rows), k, 2
+            )
             self.counters.ots += self._ot_sender.ots - ots_before
         chunks = self._chunks(full, k)
         tweaks = [self._tweak_base + 2 * sched.n_and * c.start for c in chunks]
         tasks = (
-            (sched, session, tweak, delta, ot_rows, np.ascontiguousarray(ot_zero[:, chunk]), seeded_rows,
-             np.ascontiguousarray(seeded_bits[:, chunk]), label_key(session, seed, chunk.start) if seed else b"")
+            (
+                sched,
+                session,
+                tweak,
+                delta,
+                ot_rows,
+                np.ascontiguousarray(ot_zero[:, chunk]),
+                seeded_rows,
+                np.ascontiguousarray(seeded_bits[:, chunk]),
+                label_key(session, seed, chunk.start) if seed else b"",
+            )
             for chunk, tweak in zip(chunks, tweaks, strict=True)
-        )  # fmt: skip
+        )
         out_zero = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
         executor = executor_for(self._executor, sched.n_and * k, self._gc_inline_below)
-        for chunk, (tables, chunk_out) in zip(chunks, executor.map(garble_chunk, tasks), strict=True):
+        for chunk, (tables, chunk_out) in zip(
+            chunks, executor.map(garble_chunk, tasks), strict=True
+        ):
             self.channel.send_array("yao.tables", tables)
             out_zero[:, chunk] = chunk_out
         decode = permute_bits(out_zero)  # (n_output_bits, k)
@@ -485,12 +543,19 @@ class YaoParty:
             result.update(self._split(full, permuted ^ decode[g_rows], garbler_names))
         b_rows = self._output_rows(full, set(both_names))
         if b_rows.size:
-            result.update(self._split(full, self._bits("yao.out_values", b_rows.size, k), both_names))
+            result.update(
+                self._split(full, self._bits("yao.out_values", b_rows.size, k), both_names)
+            )
         return result
 
     # -- evaluator -----------------------------------------------------------------------
     def _evaluate_side(
-        self, full: Circuit, values: dict[str, np.ndarray], modes: Mapping[str, Reveal], k: int, seeded: set[str]
+        self,
+        full: Circuit,
+        values: dict[str, np.ndarray],
+        modes: Mapping[str, Reveal],
+        k: int,
+        seeded: set[str],
     ) -> dict[str, np.ndarray]:
         mine = set(values)
         garbler_bundles = sorted(b.name for b in full.inputs if b.name not in mine)
@@ -508,21 +573,29 @@ class YaoParty:
         if seeded_rows.size:
             seed = self.channel.recv("yao.label_seed", max_bytes=LABEL_SEED_BYTES)
             if len(seed) != LABEL_SEED_BYTES:
-                raise ProtocolError(f"yao.label_seed has {len(seed)} bytes, expected {LABEL_SEED_BYTES}")
+                raise ProtocolError(
+                    f"yao.label_seed has {len(seed)} bytes, expected {LABEL_SEED_BYTES}"
+                )
         if ot_rows.size:
             if self._ot_receiver is None:
                 self._ot_receiver = OTReceiver(self.channel, **self._ot_options)
             ots_before = self._ot_receiver.ots
             choices = own_bits.reshape(-1)
-            labels[ot_rows] = self._ot_receiver.receive_correlated(choices).reshape(len(ot_rows), k, 2)
+            labels[ot_rows] = self._ot_receiver.receive_correlated(choices).reshape(
+                len(ot_rows), k, 2
+            )
             self.counters.ots += self._ot_receiver.ots - ots_before
         chunks = self._chunks(full, k)
 
         def tasks():
             for chunk in chunks:
                 size = chunk.stop - chunk.start
-                if seeded_rows.size:  # the active labels of the garbler's inputs, from the public seed
-                    labels[seeded_rows, chunk] = seeded_labels(label_key(session, seed, chunk.start), seeded_rows.size, size)
+                if (
+                    seeded_rows.size
+                ):  # the active labels of the garbler's inputs, from the public seed
+                    labels[seeded_rows, chunk] = seeded_labels(
+                        label_key(session, seed, chunk.start), seeded_rows.size, size
+                    )
                 tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
                 tweak = self._tweak_base + 2 * sched.n_and * chunk.start
                 yield sched, session, tweak, np.ascontiguousarray(labels[:, chunk]), tables
@@ -545,6 +618,8 @@ class YaoParty:
             self._send_bits("yao.out_permute", permuted[g_rows])
         both_names = [n for n in order if modes[n] == Reveal.BOTH]
         if both_names:
-            both_bits = np.concatenate([values_to_bits(result[n], full.output(n).width) for n in both_names])
+            both_bits = np.concatenate(
+                [values_to_bits(result[n], full.output(n).width) for n in both_names]
+            )
             self._send_bits("yao.out_values", both_bits)
         return result

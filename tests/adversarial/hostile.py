@@ -30,9 +30,13 @@ STATES = ["s0", "s1", "s2"]
 OWNERS = {"a1": "alice", "b1": "bob", "a2": "alice", "b2": "bob"}
 # what a hostile alice allows itself: nothing is checked on its side anyway
 PERMISSIVE = LocalPolicy(
-    min_key_bits=1024, max_parents=64, max_family=64, min_records=1,
-    pram=PramPolicy(min_p=0.0, always_randomize=()), source="test: permissive",
-)  # fmt: skip
+    min_key_bits=1024,
+    max_parents=64,
+    max_family=64,
+    min_records=1,
+    pram=PramPolicy(min_p=0.0, always_randomize=()),
+    source="test: permissive",
+)
 
 
 def write_dataset(base: Path, n: int, seed: int) -> dict[str, Path]:
@@ -62,7 +66,10 @@ AbortCode = party_pb2.AbortCode
 def refused_at_bob(pair: Pair, caplog, kind: str, params: dict, parameter: str) -> None:
     jobs_before = set(pair.bob.jobs)
     caplog.clear()
-    with caplog.at_level(logging.ERROR, logger="ppbn.party.bob"), pytest.raises(UserError) as refused:
+    with (
+        caplog.at_level(logging.ERROR, logger="ppbn.party.bob"),
+        pytest.raises(UserError) as refused,
+    ):
         pair.alice.start_job(kind, json.dumps(params), "", "hostile test")
     message = str(refused.value)
     # alice (the requesting side) is told which parameter, in bob's fixed words
@@ -73,7 +80,11 @@ def refused_at_bob(pair: Pair, caplog, kind: str, params: dict, parameter: str) 
     assert any("refused job" in line and parameter in line for line in bob_lines), bob_lines
     assert set(pair.bob.jobs) == jobs_before
     # what bob sent on the job's stream: one ABORT frame, nothing else
-    job = next(j for j in pair.alice.jobs.values() if j.error and j.job_id not in jobs_before and not j.result)
+    job = next(
+        j
+        for j in pair.alice.jobs.values()
+        if j.error and j.job_id not in jobs_before and not j.result
+    )
     channel = job.channel
     assert channel.peer_abort_code in (AbortCode.POLICY, AbortCode.BAD_REQUEST)
     assert channel.stats.bytes_received == 0 and channel.stats.messages_received == 0
@@ -94,7 +105,9 @@ class HostileDaemon(PartyDaemon):
 class Pair:
     """A hostile alice and an honest bob on loopback ports, with their TLS folders."""
 
-    def __init__(self, base: Path, files: dict[str, Path], tls: dict[str, Path], bob_policy: LocalPolicy) -> None:
+    def __init__(
+        self, base: Path, files: dict[str, Path], tls: dict[str, Path], bob_policy: LocalPolicy
+    ) -> None:
         ports = {"alice": free_port(), "bob": free_port()}
         self.tls = tls
         self.addresses = {role: f"127.0.0.1:{port}" for role, port in ports.items()}
@@ -102,10 +115,16 @@ class Pair:
         def config(role: str, policy: LocalPolicy) -> DaemonConfig:
             peer = "bob" if role == "alice" else "alice"
             return DaemonConfig(
-                role=role, schema_path=str(files["schema"]), data_path=str(files[role]),
-                listen=self.addresses[role], peer=self.addresses[peer], tls_dir=str(tls[role]),
-                out_dir=str(base / f"out-{role}"), timeout_s=10.0, policy=policy,
-            )  # fmt: skip
+                role=role,
+                schema_path=str(files["schema"]),
+                data_path=str(files[role]),
+                listen=self.addresses[role],
+                peer=self.addresses[peer],
+                tls_dir=str(tls[role]),
+                out_dir=str(base / f"out-{role}"),
+                timeout_s=10.0,
+                policy=policy,
+            )
 
         self.alice = HostileDaemon(config("alice", PERMISSIVE))
         self.bob = PartyDaemon(config("bob", bob_policy))
@@ -113,7 +132,9 @@ class Pair:
     def __enter__(self) -> Pair:
         self.alice.start()
         self.bob.start()
-        wait_for(lambda: self.alice.peer_state == "ok" and self.bob.peer_state == "ok", 20, "handshake")
+        wait_for(
+            lambda: self.alice.peer_state == "ok" and self.bob.peer_state == "ok", 20, "handshake"
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -130,6 +151,8 @@ def pki(tmp_path_factory) -> dict[str, Path]:
 def pair(tmp_path_factory, pki):
     base = tmp_path_factory.mktemp("hostile")
     files = write_dataset(base / "data", N_RECORDS, seed=1)
-    bob_policy = replace(LocalPolicy(), disclosures=("owner", "shared"), source="test: bob keeps its CPTs")
+    bob_policy = replace(
+        LocalPolicy(), disclosures=("owner", "shared"), source="test: bob keeps its CPTs"
+    )
     with Pair(base, files, pki, bob_policy) as running:
         yield running

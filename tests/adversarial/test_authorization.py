@@ -38,7 +38,9 @@ def _code(call, request) -> grpc.StatusCode:
 
 def _job_control(stub) -> dict[str, grpc.StatusCode]:
     return {
-        "StartJob": _code(stub.StartJob, party_pb2.JobRequest(kind="ping", params_json='{"rounds": 1}')),
+        "StartJob": _code(
+            stub.StartJob, party_pb2.JobRequest(kind="ping", params_json='{"rounds": 1}')
+        ),
         "JobStatus": _code(stub.JobStatus, party_pb2.JobQuery(job_id="nope")),
         "CancelJob": _code(stub.CancelJob, party_pb2.JobQuery(job_id="nope")),
     }
@@ -58,7 +60,9 @@ def test_the_own_operator_gets_through(pair, pki):
     stub = _stub(pair, pki["bob"], "operator", "bob")
     codes = _job_control(stub)
     assert codes["StartJob"] == grpc.StatusCode.OK
-    assert codes["JobStatus"] == codes["CancelJob"] == grpc.StatusCode.NOT_FOUND  # through, no such job
+    assert (
+        codes["JobStatus"] == codes["CancelJob"] == grpc.StatusCode.NOT_FOUND
+    )  # through, no such job
     assert _code(stub.Health, party_pb2.HealthRequest()) == grpc.StatusCode.OK
 
 
@@ -68,18 +72,29 @@ def test_peer_rpcs_are_denied_to_operators_and_the_miner(pair, pki):
         stub = _stub(pair, pki[holder], identity, "bob")
         assert _code(stub.Handshake, hello) == DENIED, (holder, identity)
         frames = iter([party_pb2.Frame(kind=party_pb2.Frame.OPEN, hello=hello)])
-        assert _code(lambda req, timeout, s=stub: list(s.Exchange(req, timeout=timeout)), frames) == DENIED
+        assert (
+            _code(lambda req, timeout, s=stub: list(s.Exchange(req, timeout=timeout)), frames)
+            == DENIED
+        )
 
 
 def _reissued(
-    pki: dict[str, Path], tmp_path: Path, role: str, party: str, not_before, not_after, ca_of: str = ""
+    pki: dict[str, Path],
+    tmp_path: Path,
+    role: str,
+    party: str,
+    not_before,
+    not_after,
+    ca_of: str = "",
 ) -> Path:
     """A copy of ``party``'s TLS folder with a ``role`` certificate of the given validity,
     signed by the real CA of ``ca_of`` (default: ``party``'s own)."""
     ca_of = ca_of or party
     folder = tmp_path / f"{party}-{role}-by-{ca_of}"
     shutil.copytree(pki[ca_of], folder)
-    _, csr_path = make_request(folder, role, party, ("localhost", "127.0.0.1") if role != "operator" else (), force=True)
+    _, csr_path = make_request(
+        folder, role, party, ("localhost", "127.0.0.1") if role != "operator" else (), force=True
+    )
     ca_dir = pki[party].parent / f"ca-{ca_of}"
     ca_cert = x509.load_pem_x509_certificate((ca_dir / "ca.crt").read_bytes())
     ca_key = serialization.load_pem_private_key((ca_dir / "ca.key").read_bytes(), password=None)
@@ -91,7 +106,9 @@ def _reissued(
 
 def test_an_expired_certificate_is_refused_at_the_handshake(pair, pki, tmp_path, monkeypatch):
     now = dt.datetime.now(dt.UTC)
-    folder = _reissued(pki, tmp_path, "operator", "bob", now - dt.timedelta(days=30), now - dt.timedelta(days=1))
+    folder = _reissued(
+        pki, tmp_path, "operator", "bob", now - dt.timedelta(days=30), now - dt.timedelta(days=1)
+    )
     # load_tls_files refuses an expired certificate of one's own: read it as a client would anyway
     monkeypatch.setattr("ppbn.parties.tls.now_utc", lambda: now - dt.timedelta(days=10))
     stub = _stub(pair, folder, "operator", "bob")
@@ -116,17 +133,29 @@ def test_a_trusted_ca_cannot_issue_another_partys_role(pair, pki, tmp_path):
     not alice: only alice's own CA may vouch for alice's daemon."""
     now = dt.datetime.now(dt.UTC)
     folder = _reissued(
-        pki, tmp_path, "alice", "alice", now - dt.timedelta(hours=1), now + dt.timedelta(days=30), ca_of="miner"
+        pki,
+        tmp_path,
+        "alice",
+        "alice",
+        now - dt.timedelta(hours=1),
+        now + dt.timedelta(days=30),
+        ca_of="miner",
     )
     # load_tls_files would refuse this folder (the certificate is not from its ca.crt's
     # party): build the forger's credentials by hand
     ca_pem = (folder / "ca.crt").read_bytes()
     forged = TlsFiles(
-        identity="alice", party="alice", ca_pem=ca_pem,
+        identity="alice",
+        party="alice",
+        ca_pem=ca_pem,
         trusted_pem=ca_pem + (folder / "trusted.crt").read_bytes(),
-        cert_pem=(folder / "alice.crt").read_bytes(), key_pem=(folder / "alice.key").read_bytes(),
-        cert_path=folder / "alice.crt", key_path=folder / "alice.key", not_after=now, warnings=(),
-    )  # fmt: skip
+        cert_pem=(folder / "alice.crt").read_bytes(),
+        key_pem=(folder / "alice.key").read_bytes(),
+        cert_path=folder / "alice.crt",
+        key_path=folder / "alice.key",
+        not_after=now,
+        warnings=(),
+    )
     stub = party_pb2_grpc.PartyServiceStub(dial(pair.addresses["bob"], forged, "bob"))
     with pytest.raises(grpc.RpcError) as refused:
         stub.Handshake(pair.alice.hello, timeout=10)

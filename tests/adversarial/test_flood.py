@@ -22,7 +22,9 @@ from ppbn.parties.tls import load_tls_files
 from ppbn.proto import party_pb2, party_pb2_grpc
 
 MIB = 1024 * 1024
-pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc for RSS")
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/status").exists(), reason="needs /proc for RSS"
+)
 
 
 def _rss_mib(pid: int) -> float:
@@ -38,19 +40,41 @@ def bob_process(tmp_path_factory, pki):
     files = write_dataset(base / "data", 150, seed=9)
     port = free_port()
     command = [
-        sys.executable, "-m", "ppbn.cli", "party", "serve", "--role", "bob",
-        "--schema", str(files["schema"]), "--data", str(files["bob"]),
-        "--listen", f"127.0.0.1:{port}", "--peer", f"127.0.0.1:{free_port()}",
-        "--tls-dir", str(pki["bob"]), "--out", str(base / "out"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "ppbn.cli",
+        "party",
+        "serve",
+        "--role",
+        "bob",
+        "--schema",
+        str(files["schema"]),
+        "--data",
+        str(files["bob"]),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--peer",
+        f"127.0.0.1:{free_port()}",
+        "--tls-dir",
+        str(pki["bob"]),
+        "--out",
+        str(base / "out"),
+    ]
     with open(base / "bob.log", "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     address = f"127.0.0.1:{port}"
-    operator = party_pb2_grpc.PartyServiceStub(dial(address, load_tls_files(pki["bob"], "operator"), "bob", 256 * MIB))
+    operator = party_pb2_grpc.PartyServiceStub(
+        dial(address, load_tls_files(pki["bob"], "operator"), "bob", 256 * MIB)
+    )
 
     def healthy():
         try:
-            return operator.Health(party_pb2.HealthRequest(), timeout=2).status == party_pb2.HealthReply.SERVING
+            return (
+                operator.Health(party_pb2.HealthRequest(), timeout=2).status
+                == party_pb2.HealthReply.SERVING
+            )
         except grpc.RpcError:
             return False
 
@@ -71,7 +95,9 @@ def test_oversized_frames_and_a_flood_leave_memory_bounded_and_the_daemon_servin
     with pytest.raises(grpc.RpcError) as big:
         operator.StartJob(party_pb2.JobRequest(kind="ping", params_json=huge), timeout=60)
     assert big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    alice = party_pb2_grpc.PartyServiceStub(dial(address, load_tls_files(pki["alice"], "alice"), "bob", 256 * MIB))
+    alice = party_pb2_grpc.PartyServiceStub(
+        dial(address, load_tls_files(pki["alice"], "alice"), "bob", 256 * MIB)
+    )
     frame = party_pb2.Frame(kind=party_pb2.Frame.OPEN, payload=b"\0" * (100 * MIB))
     with pytest.raises(grpc.RpcError) as big_frame:
         list(alice.Exchange(iter([frame]), timeout=60))
@@ -79,7 +105,9 @@ def test_oversized_frames_and_a_flood_leave_memory_bounded_and_the_daemon_servin
     del huge, frame
 
     # 1,000 requests queued at once, each with the largest parameters a request may carry
-    request = party_pb2.JobRequest(kind="ping", params_json='{"rounds": 1, "pad": "' + "y" * 60_000 + '"}')
+    request = party_pb2.JobRequest(
+        kind="ping", params_json='{"rounds": 1, "pad": "' + "y" * 60_000 + '"}'
+    )
     futures = [operator.StartJob.future(request, timeout=120) for _ in range(1000)]
     codes: dict[grpc.StatusCode, int] = {}
     for future in futures:
@@ -87,14 +115,21 @@ def test_oversized_frames_and_a_flood_leave_memory_bounded_and_the_daemon_servin
         code = future.code()
         codes[code] = codes.get(code, 0) + 1
     assert sum(codes.values()) == 1000
-    assert set(codes) <= {grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED}, codes
+    assert set(codes) <= {
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }, codes
 
     # deep nesting, in the job parameters and in a peer's first frame
     for depth in (1_000, 100_000):
         with pytest.raises(grpc.RpcError) as nested:
-            operator.StartJob(party_pb2.JobRequest(kind="ping", params_json="[" * depth), timeout=30)
+            operator.StartJob(
+                party_pb2.JobRequest(kind="ping", params_json="[" * depth), timeout=30
+            )
         assert nested.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert "nested too deeply" in nested.value.details() or "over 64 KiB" in nested.value.details()
+        assert (
+            "nested too deeply" in nested.value.details() or "over 64 KiB" in nested.value.details()
+        )
     odd = party_pb2.Frame(kind=99, job_id="x")
     answers = list(alice.Exchange(iter([odd]), timeout=30))
     assert len(answers) == 1 and answers[0].kind == party_pb2.Frame.ABORT

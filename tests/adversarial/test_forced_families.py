@@ -23,8 +23,16 @@ INTO_B2 = [["a1", "b2"], ["b1", "b2"], ["a2", "b2"]]  # three parents: a family 
 FORCED = [
     ("learn", {"search": "hc", "max_parents": 1, "fixed_edges": INTO_B2}, "fixed_edges"),
     ("learn", {"search": "hc", "max_parents": 1, "start": INTO_B2}, "start"),
-    ("learn", {"search": "hc", "max_parents": 1, "start": INTO_B2[:2], "fixed_edges": INTO_B2[2:]}, "start"),
-    ("learn", {"max_parents": 1, "fixed_edges": INTO_B2}, "fixed_edges"),  # K2 takes no forced edges
+    (
+        "learn",
+        {"search": "hc", "max_parents": 1, "start": INTO_B2[:2], "fixed_edges": INTO_B2[2:]},
+        "start",
+    ),
+    (
+        "learn",
+        {"max_parents": 1, "fixed_edges": INTO_B2},
+        "fixed_edges",
+    ),  # K2 takes no forced edges
     ("learn", {"max_parents": 3}, "max_parents"),  # K2 within max_parents, over max_family
     ("learn", {"search": "hc", "max_parents": 3}, "max_parents"),
     ("pram", {"p": 0.3, "max_parents": 3}, "max_parents"),
@@ -42,7 +50,9 @@ def strict_pair(tmp_path_factory, pki):
 
 
 @pytest.mark.parametrize(("kind", "params", "parameter"), FORCED, ids=lambda x: str(x)[:48])
-def test_a_family_over_the_limit_is_refused_whatever_forces_it(strict_pair, caplog, kind, params, parameter):
+def test_a_family_over_the_limit_is_refused_whatever_forces_it(
+    strict_pair, caplog, kind, params, parameter
+):
     refused_at_bob(strict_pair, caplog, kind, params, parameter)
 
 
@@ -54,6 +64,8 @@ def test_an_honest_job_with_forced_edges_runs_afterwards_within_the_limits(stric
     assert job.error == "", job.error
     bob_side = strict_pair.bob.jobs[job.job_id]
     assert bob_side.done.wait(10) and bob_side.error == ""
-    network = json.loads((Path(strict_pair.bob.config.out_dir) / job.job_id / "network.json").read_text())
+    network = json.loads(
+        (Path(strict_pair.bob.config.out_dir) / job.job_id / "network.json").read_text()
+    )
     assert {"a1", "b1"} <= set(network["parents"]["b2"])
     assert max(len(ps) for ps in network["parents"].values()) <= 2

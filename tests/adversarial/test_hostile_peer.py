@@ -41,7 +41,9 @@ WEAKENINGS = [
 
 
 @pytest.mark.parametrize(("kind", "params", "parameter"), WEAKENINGS, ids=lambda x: str(x)[:40])
-def test_a_weaker_parameter_is_refused_before_any_data_derived_byte(pair, caplog, kind, params, parameter):
+def test_a_weaker_parameter_is_refused_before_any_data_derived_byte(
+    pair, caplog, kind, params, parameter
+):
     refused_at_bob(pair, caplog, kind, params, parameter)
 
 
@@ -68,7 +70,10 @@ def test_the_requesting_daemon_refuses_its_own_operator_first(tmp_path, pki):
     files = write_dataset(tmp_path / "data", 150, seed=3)
     with Pair(tmp_path, files, pki, LocalPolicy()) as running:
         bob = running.bob
-        with pytest.raises(UserError, match=r"refused by bob.s policy .parameter .key_bits..: key_bits 1024 is below"):
+        with pytest.raises(
+            UserError,
+            match=r"refused by bob.s policy .parameter .key_bits..: key_bits 1024 is below",
+        ):
             bob.start_job("learn", json.dumps({"key_bits": 1024, "max_parents": 1}), "", "operator")
         with pytest.raises(UserError, match=r"seed is never taken from a job message"):
             bob.start_job("pram", json.dumps({"p": 0.3, "seed": 1}), "", "operator")
@@ -88,6 +93,9 @@ def test_a_reused_job_id_is_refused_on_disk_too(tmp_path, pki):
 def test_a_stricter_local_policy_refuses_a_whole_path(tmp_path, pki):
     files = write_dataset(tmp_path / "data", 150, seed=5)
     secure_only = replace(LocalPolicy(), paths=("secure",), source="test: secure only")
-    with Pair(tmp_path, files, pki, secure_only) as running, pytest.raises(UserError, match=r"parameter 'kind'"):
+    with (
+        Pair(tmp_path, files, pki, secure_only) as running,
+        pytest.raises(UserError, match=r"parameter 'kind'"),
+    ):
         running.alice.start_job("pram", json.dumps({"p": 0.4}), "", "test")
     assert PERMISSIVE.min_records == 1  # the hostile side allowed it; bob alone decided

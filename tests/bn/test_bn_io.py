@@ -54,11 +54,40 @@ def test_bif_refuses_names_it_cannot_write():
 # at the edge of what a BIF file carries: one word of letters, digits, _ - . for a name (the
 # words 'table' and 'default' not followed by a number character); a state may hold blanks
 # inside, quotes ', slashes, brackets [ ], comparison signs, Unicode
-EDGE_NAMES = ("a.b-c_1", "ä1", "1", "e", "Stable", "table", "default", "table_1", "variable", "probability", "x-")
+EDGE_NAMES = (
+    "a.b-c_1",
+    "ä1",
+    "1",
+    "e",
+    "Stable",
+    "table",
+    "default",
+    "table_1",
+    "variable",
+    "probability",
+    "x-",
+)
 EDGE_STATES = (
-    "very high", "x<18", "18<=x<35", "x>=35", "-1.5", "1e-05", "a/b", "it's", "a:b=c", "[1]", "table 1",
-    "default", "ä", "a  b", "#%&*+", "a\\b", "*/", "/", "variable",
-)  # fmt: skip
+    "very high",
+    "x<18",
+    "18<=x<35",
+    "x>=35",
+    "-1.5",
+    "1e-05",
+    "a/b",
+    "it's",
+    "a:b=c",
+    "[1]",
+    "table 1",
+    "default",
+    "ä",
+    "a  b",
+    "#%&*+",
+    "a\\b",
+    "*/",
+    "/",
+    "variable",
+)
 
 
 def _edge_network() -> BayesNet:
@@ -66,8 +95,10 @@ def _edge_network() -> BayesNet:
     child of the two before it (so every state appears in a probability row as a parent)."""
     rng = np.random.default_rng(3)
     names = EDGE_NAMES
-    states = {v: (EDGE_STATES[i % len(EDGE_STATES)], EDGE_STATES[(i + 7) % len(EDGE_STATES)], f"s{i}")
-              for i, v in enumerate(names)}  # fmt: skip
+    states = {
+        v: (EDGE_STATES[i % len(EDGE_STATES)], EDGE_STATES[(i + 7) % len(EDGE_STATES)], f"s{i}")
+        for i, v in enumerate(names)
+    }
     states[names[0]] = EDGE_STATES  # one variable with all of them
     parents = {v: names[max(0, i - 2) : i] for i, v in enumerate(names)}
     cpts = {}
@@ -96,11 +127,22 @@ def test_bif_at_the_edge_of_the_allowed_names_reads_back_in_pgmpy(tmp_path):
         values = np.moveaxis(np.asarray(cpd.values), 0, -1).reshape(-1, len(net.states[v]))
         np.testing.assert_allclose(values, net.cpts[v], atol=1e-12)
     # one step beyond the edge: refused with the file named, and nothing written
-    for name, state in (("mean radius", "x"), ("table1", "x"), ("a", "a,b"), ("a", 'a"b'), ("a", "a\tb"),
-                        ("a", "a//b"), ("a", " a"), ("a", "a|b")):  # fmt: skip
+    for name, state in (
+        ("mean radius", "x"),
+        ("table1", "x"),
+        ("a", "a,b"),
+        ("a", 'a"b'),
+        ("a", "a\tb"),
+        ("a", "a//b"),
+        ("a", " a"),
+        ("a", "a|b"),
+    ):
         bad = BayesNet((name,), {name: (state, "y")}, {name: ()}, {name: np.array([[0.5, 0.5]])})
         target = tmp_path / "beyond.bif"
-        with pytest.raises(DataError, match=rf"^{re.escape(str(target))}: cannot write the network: variable {re.escape(repr(name))}"):
+        with pytest.raises(
+            DataError,
+            match=rf"^{re.escape(str(target))}: cannot write the network: variable {re.escape(repr(name))}",
+        ):
             write_bif(bad, target)
         assert not target.exists()
 
@@ -108,7 +150,10 @@ def test_bif_at_the_edge_of_the_allowed_names_reads_back_in_pgmpy(tmp_path):
 @pytest.mark.parametrize(
     ("names", "states"),
     [
-        (("mean radius", "b"), ("x", "y")),  # a root "probability ( mean radius )": child 'mean', parent 'radius'
+        (
+            ("mean radius", "b"),
+            ("x", "y"),
+        ),  # a root "probability ( mean radius )": child 'mean', parent 'radius'
         (("a", "table1"), ("x", "y")),  # 'table' + '1' in a header: a phantom table row
         (("a", "default-2"), ("x", "y")),
         (("a", "b"), ("x}", "y")),  # '}' ends the block early
@@ -137,23 +182,49 @@ def _pgmpy_reads_back(names: tuple[str, str], states: tuple[str, str]) -> bool:
     from pgmpy.readwrite import BIFReader
 
     a, b = names
-    net = BayesNet(names, {a: states, b: ("p", "q")}, {a: (), b: (a,)},
-                   {a: np.array([[0.25, 0.75]]), b: np.array([[0.1, 0.9], [0.6, 0.4]])})  # fmt: skip
+    net = BayesNet(
+        names,
+        {a: states, b: ("p", "q")},
+        {a: (), b: (a,)},
+        {a: np.array([[0.25, 0.75]]), b: np.array([[0.1, 0.9], [0.6, 0.4]])},
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             reader = BIFReader(string=bif_text(net))
         except Exception:  # noqa: BLE001 - any failure of the reader is a failure to read back
             return False
-    read_back = (reader.variable_names, reader.variable_states, reader.variable_parents,
-                 [np.asarray(reader.variable_cpds.get(v, [])).tolist() for v in names])  # fmt: skip
-    return read_back == (list(names), {a: list(states), b: ["p", "q"]}, {a: [], b: [a]},
-                         [[[0.25], [0.75]], [[0.1, 0.6], [0.9, 0.4]]])  # fmt: skip
+    read_back = (
+        reader.variable_names,
+        reader.variable_states,
+        reader.variable_parents,
+        [np.asarray(reader.variable_cpds.get(v, [])).tolist() for v in names],
+    )
+    return read_back == (
+        list(names),
+        {a: list(states), b: ["p", "q"]},
+        {a: [], b: [a]},
+        [[[0.25], [0.75]], [[0.1, 0.6], [0.9, 0.4]]],
+    )
 
 
 def test_reference_json_shape(asia_dir, capsys, tmp_path):
-    assert main(["reference", "--data", str(asia_dir), "--max-parents", "2", "--format", "json",
-                 "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "reference",
+                "--data",
+                str(asia_dir),
+                "--max-parents",
+                "2",
+                "--format",
+                "json",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert set(result) >= {"order", "edges", "parents", "parameters", "score", "tau"}
     assert result["score"] == "exact"
@@ -177,15 +248,27 @@ def test_reference_order_and_errors(asia_dir, capsys):
 
 
 def test_datasets_make_cli_rejects_unknown_network(tmp_path, capsys):
-    assert main(["datasets", "make", "--network", "nowhere", "--records", "10", "--out", str(tmp_path)]) == 2
+    assert (
+        main(
+            ["datasets", "make", "--network", "nowhere", "--records", "10", "--out", str(tmp_path)]
+        )
+        == 2
+    )
     assert "unknown network 'nowhere'" in capsys.readouterr().err
 
 
 def test_reference_on_water_is_fast(tmp_path, capsys):
     """Acceptance: exact on water, 20,000 records, u = 3, well under a minute. Not a timed
     benchmark: the bound is 60 s and typical runs take about a second."""
-    assert main(["datasets", "make", "--network", "water", "--records", "20000", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            ["datasets", "make", "--network", "water", "--records", "20000", "--out", str(tmp_path)]
+        )
+        == 0
+    )
     start = time.perf_counter()
-    assert main(["reference", "--data", str(tmp_path), "--max-parents", "3", "--format", "json"]) == 0
+    assert (
+        main(["reference", "--data", str(tmp_path), "--max-parents", "3", "--format", "json"]) == 0
+    )
     assert time.perf_counter() - start < 60
     assert len(json.loads(capsys.readouterr().out.split("\n", 1)[1])["edges"]) > 20

@@ -24,7 +24,9 @@ from ppbn.bn.discretize import (
 
 # values with ties on purpose: small integers scaled, plus some spread
 values_strategy = st.lists(
-    st.one_of(st.integers(-50, 50).map(float), st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)),
+    st.one_of(
+        st.integers(-50, 50).map(float), st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
+    ),
     min_size=2,
     max_size=300,
 ).map(lambda xs: np.array(xs, dtype=np.float64))
@@ -112,7 +114,11 @@ def test_mgas_merges_the_closest_clusters_first():
 
 
 def test_cut_points_and_labels_are_deterministic():
-    assert format_number(18.0) == "18" and format_number(0.1) == "0.1" and format_number(-2.5) == "-2.5"
+    assert (
+        format_number(18.0) == "18"
+        and format_number(0.1) == "0.1"
+        and format_number(-2.5) == "-2.5"
+    )
     assert interval_labels([18, 35]) == ("x<18", "18<=x<35", "x>=35")
     assert bin_labels(3) == ("bin1", "bin2", "bin3")
     values = np.array([10.0, 20.0, 30.0, 40.0])

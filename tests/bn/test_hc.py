@@ -89,7 +89,9 @@ def test_move_generator_matches_brute_force(case):
                 if u == v:
                     continue
                 move = Move(kind, (u, v))
-                expected = _brute_force_legal(names, parents, max_parents, tabu, forbidden, required, move)
+                expected = _brute_force_legal(
+                    names, parents, max_parents, tabu, forbidden, required, move
+                )
                 assert (move in legal) == expected, move
     for move in legal:  # every legal move keeps the graph a DAG, fixed edges in place
         after = dict(parents)
@@ -117,15 +119,23 @@ def test_hill_climb_respects_lists_and_tabu(case, tabu_length, seed):
 
     start = {v: tuple(p for p in parents[v] if (p, v) not in forbidden) for v in names}
     result = hill_climb(
-        names, RandomOracle(), max_parents + len(names), 1e-6, tabu_length, start,
-        black_list=forbidden, fixed_edges=required,
-    )  # fmt: skip
+        names,
+        RandomOracle(),
+        max_parents + len(names),
+        1e-6,
+        tabu_length,
+        start,
+        black_list=forbidden,
+        fixed_edges=required,
+    )
     current = dict(start)
     history: list[Move] = []
     for applied in result.moves:
         recent = history[-tabu_length:] if tabu_length else []
         tabu = [Move({ADD: DELETE, DELETE: ADD}.get(m.kind, m.kind), m.edge) for m in recent]
-        assert applied.move in legal_moves(names, current, len(names) * 2, tabu, forbidden, required)
+        assert applied.move in legal_moves(
+            names, current, len(names) * 2, tabu, forbidden, required
+        )
         assert applied.delta > 1e-6
         apply_move(applied.move, current)
         history.append(applied.move)
@@ -137,7 +147,11 @@ def test_hill_climb_respects_lists_and_tabu(case, tabu_length, seed):
 def test_prepare_start_lists():
     names = ("a", "b", "c")
     parents, forbidden, required = prepare_start(
-        names, [("a", "b"), ("b", "c")], black_list=[("b", "c")], white_list=None, fixed_edges=[("c", "a")]
+        names,
+        [("a", "b"), ("b", "c")],
+        black_list=[("b", "c")],
+        white_list=None,
+        fixed_edges=[("c", "a")],
     )
     assert parents == {"a": ("c",), "b": ("a",), "c": ()}
     assert ("b", "c") in forbidden and required == {("c", "a")}
@@ -156,7 +170,9 @@ def test_bdeu_by_hand():
     ess, q, d = 10.0, 3, 2
     aj, ajk = ess / q, ess / (q * d)
     expected = sum(
-        math.lgamma(aj) - math.lgamma(aj + row.sum()) + sum(math.lgamma(ajk + x) - math.lgamma(ajk) for x in row)
+        math.lgamma(aj)
+        - math.lgamma(aj + row.sum())
+        + sum(math.lgamma(ajk + x) - math.lgamma(ajk) for x in row)
         for row in counts
     )
     assert bdeu_score(counts, ess) == pytest.approx(expected, abs=1e-12)
@@ -166,7 +182,9 @@ def test_bdeu_by_hand():
 
 
 def _frame(net, codes) -> pd.DataFrame:
-    return pd.DataFrame({v: np.array(net.states[v], dtype=object)[codes[:, i]] for i, v in enumerate(net.names)})
+    return pd.DataFrame(
+        {v: np.array(net.states[v], dtype=object)[codes[:, i]] for i, v in enumerate(net.names)}
+    )
 
 
 def _pgmpy_score(mode, frame, net):
@@ -215,8 +233,14 @@ def _pgmpy_trace(net, codes, mode, max_parents, tabu, epsilon):
     class Recording(HillClimbSearch):
         steps: list
 
-        def _legal_operations(self, model, score, prior, tabu_list, max_indegree, forbidden, required):
-            ops = list(super()._legal_operations(model, score, prior, tabu_list, max_indegree, forbidden, required))
+        def _legal_operations(
+            self, model, score, prior, tabu_list, max_indegree, forbidden, required
+        ):
+            ops = list(
+                super()._legal_operations(
+                    model, score, prior, tabu_list, max_indegree, forbidden, required
+                )
+            )
             graph = {v: tuple(model.get_parents(v)) for v in net.names}
             self.steps.append((graph, [Move(_KIND[k], e) for k, e in tabu_list], ops))
             return iter(ops)
@@ -227,9 +251,12 @@ def _pgmpy_trace(net, codes, mode, max_parents, tabu, epsilon):
         est = Recording(frame, state_names={v: list(net.states[v]) for v in net.names})
         est.steps = []
         dag = est.estimate(
-            scoring_method=_pgmpy_score(mode, frame, net), tabu_length=tabu, max_indegree=max_parents,
-            epsilon=epsilon, show_progress=False,
-        )  # fmt: skip
+            scoring_method=_pgmpy_score(mode, frame, net),
+            tabu_length=tabu,
+            max_indegree=max_parents,
+            epsilon=epsilon,
+            show_progress=False,
+        )
     return est.steps, {v: set(dag.get_parents(v)) for v in net.names}
 
 
@@ -292,11 +319,22 @@ def test_learn_reference_hc_asia():
     assert learned.search.moves and all(m.delta > 1e-4 for m in learned.search.moves)
     assert set(learned.network.parents) == set(net.names)
     for v in net.names:
-        assert learned.network.cpts[v].shape[0] == int(np.prod([net.cardinality(p) for p in learned.search.parents[v]]))
-    opts = HCOptions(tabu_length=5, fixed_edges=[("asia", "dysp")], black_list=[("smoke", "lung"), ("lung", "smoke")])
-    constrained = learn_reference(net.names, net.states, codes, 2, "bic", 1e-4, search="hc", hc=opts)
+        assert learned.network.cpts[v].shape[0] == int(
+            np.prod([net.cardinality(p) for p in learned.search.parents[v]])
+        )
+    opts = HCOptions(
+        tabu_length=5,
+        fixed_edges=[("asia", "dysp")],
+        black_list=[("smoke", "lung"), ("lung", "smoke")],
+    )
+    constrained = learn_reference(
+        net.names, net.states, codes, 2, "bic", 1e-4, search="hc", hc=opts
+    )
     assert "asia" in constrained.search.parents["dysp"]
-    assert "smoke" not in constrained.search.parents["lung"] and "lung" not in constrained.search.parents["smoke"]
+    assert (
+        "smoke" not in constrained.search.parents["lung"]
+        and "lung" not in constrained.search.parents["smoke"]
+    )
 
 
 def test_cli_reference_hc_and_refusals(tmp_path, capsys):
@@ -305,18 +343,48 @@ def test_cli_reference_hc_and_refusals(tmp_path, capsys):
     from ppbn.cli import main
 
     data = tmp_path / "asia"
-    assert main(["datasets", "make", "--network", "asia", "--records", "2000", "--out", str(data)]) == 0
+    assert (
+        main(["datasets", "make", "--network", "asia", "--records", "2000", "--out", str(data)])
+        == 0
+    )
     (tmp_path / "fixed.json").write_text('[["asia", "tub"]]')
     out = tmp_path / "out"
-    argv = ["reference", "--data", str(data), "--search", "hc", "--score", "bdeu", "--ess", "5",
-            "--fixed-edges", str(tmp_path / "fixed.json"), "--tabu", "10", "--out", str(out)]  # fmt: skip
+    argv = [
+        "reference",
+        "--data",
+        str(data),
+        "--search",
+        "hc",
+        "--score",
+        "bdeu",
+        "--ess",
+        "5",
+        "--fixed-edges",
+        str(tmp_path / "fixed.json"),
+        "--tabu",
+        "10",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     result = json.loads((out / "network.json").read_text())
     assert result["search"] == "hc" and result["ess"] == 5 and result["moves"]
     assert ["asia", "tub"] in result["edges"] and ["asia", "tub"] in result["start"]
     assert {"kind", "edge", "delta"} <= set(result["moves"][0])
     capsys.readouterr()
-    argv = ["simulate", "--path", "pram", "--p", "0.2", "--network", "asia", "--records", "200", "--search", "hc"]
+    argv = [
+        "simulate",
+        "--path",
+        "pram",
+        "--p",
+        "0.2",
+        "--network",
+        "asia",
+        "--records",
+        "200",
+        "--search",
+        "hc",
+    ]
     assert main(argv) == 2
     assert "--search hc on the PRAM path needs --setup 2 (a miner)" in capsys.readouterr().err
 
@@ -332,10 +400,16 @@ def test_pram_hill_climbing_and_bdeu():
 
     net = load_network("asia")
     codes = sample(net, 3000, 2)
-    scheme = RandomizationScheme.uniform(dict(zip(net.names, [net.cardinality(v) for v in net.names], strict=True)), 0.0)
+    scheme = RandomizationScheme.uniform(
+        dict(zip(net.names, [net.cardinality(v) for v in net.names], strict=True)), 0.0
+    )
     opts = HCOptions(tabu_length=10)
-    learned = learn_pram(net.names, net.states, codes, scheme, 2, "bdeu", 1e-3, search="hc", hc=opts, ess=3.0)
-    reference = learn_reference(net.names, net.states, codes, 2, "bdeu", 1e-3, search="hc", hc=opts, ess=3.0)
+    learned = learn_pram(
+        net.names, net.states, codes, scheme, 2, "bdeu", 1e-3, search="hc", hc=opts, ess=3.0
+    )
+    reference = learn_reference(
+        net.names, net.states, codes, 2, "bdeu", 1e-3, search="hc", hc=opts, ess=3.0
+    )
     assert [m.move for m in learned.search.moves] == [m.move for m in reference.search.moves]
     schema = Schema("id", tuple(Variable(v, "alice", net.states[v]) for v in net.names))
     params = {"p": 0.2, "search": "hc", "score": "bdeu", "ess": 3.0}

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from known_files import BRISTOL
+
 from ppbn.circuits.bristol import (
     BristolError,
     hex_to_value,
@@ -32,13 +32,13 @@ from ppbn.circuits.ir import (
 from ppbn.circuits.schedule import schedule_of
 
 
-
 def load(path: Path) -> Circuit:
     return parse_bristol(path.read_text(), source=str(path))
 
 
 needs_bristol = pytest.mark.skipif(
-    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')"
+    not BRISTOL.is_dir(),
+    reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')",
 )
 
 
@@ -46,7 +46,10 @@ needs_bristol = pytest.mark.skipif(
 def test_aes128_plaintext_known_answer_and_round_trip() -> None:
     circuit = load(BRISTOL / "aes_128.txt")
     assert circuit.and_count == 6400
-    inputs = {"in0": [hex_to_value("000102030405060708090a0b0c0d0e0f")], "in1": [hex_to_value("00112233445566778899aabbccddeeff")]}
+    inputs = {
+        "in0": [hex_to_value("000102030405060708090a0b0c0d0e0f")],
+        "in1": [hex_to_value("00112233445566778899aabbccddeeff")],
+    }
     out = evaluate(circuit, inputs)["out0"][0]
     assert value_to_hex(out, 128) == "69c4e0d86a7b0430d8cdb78070b4c55a"
     again = parse_bristol(write_bristol(circuit))
@@ -61,7 +64,9 @@ def test_sha256_plaintext_known_answer() -> None:
     block = "616263" + "80" + "00" * 52 + "0000000000000018"
     iv = "6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19"
     out = evaluate(circuit, {"in0": [hex_to_value(block)], "in1": [hex_to_value(iv)]})["out0"][0]
-    assert value_to_hex(out, 256) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert (
+        value_to_hex(out, 256) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    )
 
 
 def test_eq_eqw_mand_are_lowered() -> None:
@@ -118,14 +123,19 @@ def test_writer_copies_outputs_that_are_inputs_or_repeated() -> None:
     again = parse_bristol(write_bristol(circuit))
     for a in (0, 1):
         for b in (0, 1):
-            assert evaluate(again, {"in0": [a], "in1": [b]})["out0"][0] == evaluate(circuit, {"a": [a], "b": [b]})["o"][0]
+            assert (
+                evaluate(again, {"in0": [a], "in1": [b]})["out0"][0]
+                == evaluate(circuit, {"a": [a], "b": [b]})["o"][0]
+            )
 
 
 def test_ir_rejects_bad_structure() -> None:
     with pytest.raises(CircuitError, match="defined before"):
         Circuit(3, [Op.XOR], [0], [2], [2], [Bundle("a", (0, 1))], [Bundle("o", (2,))])
     with pytest.raises(CircuitError, match="duplicate"):
-        Circuit(3, [Op.XOR], [0], [1], [2], [Bundle("a", (0,)), Bundle("a", (1,))], [Bundle("o", (2,))])
+        Circuit(
+            3, [Op.XOR], [0], [1], [2], [Bundle("a", (0,)), Bundle("a", (1,))], [Bundle("o", (2,))]
+        )
     with pytest.raises(CircuitError, match="undefined"):
         Circuit(4, [Op.XOR], [0], [1], [2], [Bundle("a", (0, 1))], [Bundle("o", (3,))])
 
@@ -140,7 +150,9 @@ def test_value_bit_conversion_round_trips(width: int, raw: list[int]) -> None:
     assert [int(v) for v in back] == values
     assert back.dtype == (np.uint64 if width <= 64 else object)
     signed = [v - (1 << (width - 1)) for v in values]
-    assert to_signed(to_unsigned(signed, width), width) == [((s + (1 << (width - 1))) % (1 << width)) - (1 << (width - 1)) for s in signed]
+    assert to_signed(to_unsigned(signed, width), width) == [
+        ((s + (1 << (width - 1))) % (1 << width)) - (1 << (width - 1)) for s in signed
+    ]
 
 
 def test_values_out_of_range_are_rejected() -> None:

@@ -96,7 +96,9 @@ def test_add_sub_compare_mux(width: int) -> None:
 @pytest.mark.parametrize("width", [2, 8, 64, 90])
 def test_leading_one_and_normalize(width: int) -> None:
     rng = random.Random(width)
-    xs = [0, 1, 2, 3, (1 << width) - 1, 1 << (width - 1)] + [rng.getrandbits(rng.randint(1, width)) for _ in range(60)]
+    xs = [0, 1, 2, 3, (1 << width) - 1, 1 << (width - 1)] + [
+        rng.getrandbits(rng.randint(1, width)) for _ in range(60)
+    ]
 
     def build(b: B.CircuitBuilder) -> None:
         x = b.input("x", width)
@@ -172,7 +174,9 @@ def reference_argmax(values: list[int], tolerance: int) -> int:
     return next(i for i, v in enumerate(values) if v >= best - tolerance)
 
 
-@pytest.mark.parametrize(("width", "k", "is_signed"), [(3, 1, False), (6, 5, True), (16, 4, False), (80, 3, True)])
+@pytest.mark.parametrize(
+    ("width", "k", "is_signed"), [(3, 1, False), (6, 5, True), (16, 4, False), (80, 3, True)]
+)
 def test_argmax_tolerant_edges_and_ties(width: int, k: int, is_signed: bool) -> None:
     rng = random.Random(width * k)
     mod = 1 << width
@@ -181,7 +185,9 @@ def test_argmax_tolerant_edges_and_ties(width: int, k: int, is_signed: bool) -> 
     rows += [[rng.choice([lo, hi, 0, 1]) for _ in range(k)] for _ in range(20)]
     rows += [[rng.randint(lo, hi) for _ in range(k)] for _ in range(40)]
     base = rng.randint(lo + 5, hi - 5) if hi - lo > 12 else 0
-    rows += [[min(hi, max(lo, base + rng.randint(-3, 3))) for _ in range(k)] for _ in range(40)]  # near-ties
+    rows += [
+        [min(hi, max(lo, base + rng.randint(-3, 3))) for _ in range(k)] for _ in range(40)
+    ]  # near-ties
     for tolerance in (0, 1, 3, mod - 1):
 
         def build(b: B.CircuitBuilder, tol: int = tolerance) -> None:

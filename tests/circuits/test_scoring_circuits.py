@@ -36,8 +36,14 @@ def _normalise_shared(circuit, xs, k_bits, rng):
     xa, xb = _split64(xs, rng)
     low = (1 << k_bits) - 1
     xa, xb = [v & low for v in xa], [v & low for v in xb]
-    pads = {b.name: rng.integers(0, 1 << b.width, size=len(xs)).astype(np.uint64) for b in circuit.inputs if b.name.startswith("mu_")}
-    return evaluate(circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads}), pads
+    pads = {
+        b.name: rng.integers(0, 1 << b.width, size=len(xs)).astype(np.uint64)
+        for b in circuit.inputs
+        if b.name.startswith("mu_")
+    }
+    return evaluate(
+        circuit, {"xa": np.array(xa, dtype=np.uint64), "xb": np.array(xb, dtype=np.uint64), **pads}
+    ), pads
 
 
 def _shared(out, spec, i: int) -> dict[str, int]:
@@ -56,7 +62,10 @@ def test_normalisation_circuit_matches_model(mode, max_count):
     k_bits = count_bits_for(max_count)
     circuit_spec = normalisation_spec(k_bits, mode)
     circuit = normalisation_circuit(circuit_spec)
-    xs = sorted({0, 1, 2, 3, 63, 64, 65, 127, 128, max_count, (1 << k_bits) - 1} | set(rng.integers(0, max_count, 200).tolist()))
+    xs = sorted(
+        {0, 1, 2, 3, 63, 64, 65, 127, 128, max_count, (1 << k_bits) - 1}
+        | set(rng.integers(0, max_count, 200).tolist())
+    )
     out, pads = _normalise_shared(circuit, xs, k_bits, rng)
     for i, x in enumerate(xs):
         nm = normalise(x, k_bits, mode)
@@ -76,7 +85,9 @@ def test_bdeu_normalisation_circuit_matches_model(a, max_count):
     shift = Shift(a, shift_frac_for(k_bits))
     spec = normalisation_spec(k_bits, "bdeu", shift)
     circuit = normalisation_circuit(spec)
-    xs = sorted({0, 1, 63, 64, 65, 127, 128, max_count} | set(rng.integers(0, max_count, 100).tolist()))
+    xs = sorted(
+        {0, 1, 63, 64, 65, 127, 128, max_count} | set(rng.integers(0, max_count, 100).tolist())
+    )
     out, pads = _normalise_shared(circuit, xs, k_bits, rng)
     for i, x in enumerate(xs):
         nm = normalise(x, k_bits, "bdeu", shift)
@@ -111,7 +122,11 @@ def test_narrow_outputs_hold_every_count_exactly(mode, k_bits):
         assert needed == {name: o.width for name, o in shared_outputs(spec).items()}
 
 
-@given(st.lists(st.integers(-(2**80), 2**80), min_size=1, max_size=6), st.integers(-(2**80), 2**80), st.integers(0, 2**20))
+@given(
+    st.lists(st.integers(-(2**80), 2**80), min_size=1, max_size=6),
+    st.integers(-(2**80), 2**80),
+    st.integers(0, 2**20),
+)
 @settings(max_examples=40, deadline=None)
 def test_decision_circuit_applies_the_tie_rule(scores, current, tolerance):
     rng = np.random.default_rng(len(scores))
@@ -137,8 +152,13 @@ def test_division_circuit():
     nums = [0, 1, 7, 5000, 0, 3, 2500]
     dens = [0, 1, 9, 5000, 5, 3, 4999]
     low = (1 << k_bits) - 1
-    shares = {**dict(zip(("na", "nb"), _split64(nums, rng), strict=True)), **dict(zip(("da", "db"), _split64(dens, rng), strict=True))}
-    out = evaluate(circuit, {k: np.array(v, dtype=np.uint64) & np.uint64(low) for k, v in shares.items()})
+    shares = {
+        **dict(zip(("na", "nb"), _split64(nums, rng), strict=True)),
+        **dict(zip(("da", "db"), _split64(dens, rng), strict=True)),
+    }
+    out = evaluate(
+        circuit, {k: np.array(v, dtype=np.uint64) & np.uint64(low) for k, v in shares.items()}
+    )
     for i, (n, d) in enumerate(zip(nums, dens, strict=True)):
         expected = round(2**PARAM_FRAC / 3) if d == 0 else (n << PARAM_FRAC) // d
         assert int(out["theta"][i]) == expected

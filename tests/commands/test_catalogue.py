@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 import pytest
+from known_files import TEST_POLICY
 from waiting import wait_until as wait_for
 
-from known_files import TEST_POLICY
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
 from ppbn.data.datasets import make_dataset
@@ -77,18 +77,13 @@ def unwritable_folder(tmp_path: Path) -> Path:
 # -- 1. outputs: checked before any work, written aside, renamed into place ------------------
 
 
-@pytest.fixture(scope="module")
-def small_data(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("catalogue") / "asia"
-    make_dataset("asia", 300, 7, out)
-    return out
-
-
 def test_reference_out_that_is_a_file_is_refused_before_loading_anything(tmp_path, capsys):
     target = tmp_path / "result.txt"
     target.write_text("keep me")
     # --data does not exist: the --out error comes first, so no work is ever lost to it
-    code, err = run(["reference", "--data", str(tmp_path / "nowhere"), "--out", str(target)], capsys)
+    code, err = run(
+        ["reference", "--data", str(tmp_path / "nowhere"), "--out", str(target)], capsys
+    )
     assert code == 2
     assert err == f"ppbn: error: --out {target}: exists and is not a folder\n"
     assert target.read_text() == "keep me" and entries(tmp_path) == ["result.txt"]
@@ -99,15 +94,23 @@ def test_reference_out_in_an_unwritable_folder(small_data, tmp_path, capsys):
     target = parent / "ref"
     code, err = run(["reference", "--data", str(small_data), "--out", str(target)], capsys)
     assert code == 2
-    assert re.fullmatch(rf"ppbn: error: --out {re.escape(str(target))}: cannot write in {re.escape(str(parent))} \(.+\)\n", err)
+    assert re.fullmatch(
+        rf"ppbn: error: --out {re.escape(str(target))}: cannot write in {re.escape(str(parent))} \(.+\)\n",
+        err,
+    )
     assert not target.exists()
 
 
 def test_reference_out_below_a_file(small_data, tmp_path, capsys):
     (tmp_path / "file").write_text("")
-    code, err = run(["reference", "--data", str(small_data), "--out", str(tmp_path / "file" / "ref")], capsys)
+    code, err = run(
+        ["reference", "--data", str(small_data), "--out", str(tmp_path / "file" / "ref")], capsys
+    )
     assert code == 2
-    assert err == f"ppbn: error: --out {tmp_path / 'file' / 'ref'}: {tmp_path / 'file'} is not a folder\n"
+    assert (
+        err
+        == f"ppbn: error: --out {tmp_path / 'file' / 'ref'}: {tmp_path / 'file'} is not a folder\n"
+    )
 
 
 def test_reference_out_is_written_whole_and_replaced_only_with_force(small_data, tmp_path, capsys):
@@ -117,26 +120,74 @@ def test_reference_out_is_written_whole_and_replaced_only_with_force(small_data,
     (out / "notes.txt").write_text("mine")
     code, err = run(["reference", "--data", str(small_data), "--out", str(out)], capsys)
     assert code == 2
-    assert err == f"ppbn: error: --out {out}: folder exists and is not empty (choose another, or --force to replace it)\n"
-    assert run(["reference", "--data", str(small_data), "--out", str(out), "--force"], capsys)[0] == 0
-    assert entries(out) == ["network.bif", "network.json"] and entries(tmp_path) == ["ref"]  # no old files mixed in
+    assert (
+        err
+        == f"ppbn: error: --out {out}: folder exists and is not empty (choose another, or --force to replace it)\n"
+    )
+    assert (
+        run(["reference", "--data", str(small_data), "--out", str(out), "--force"], capsys)[0] == 0
+    )
+    assert entries(out) == ["network.bif", "network.json"] and entries(tmp_path) == [
+        "ref"
+    ]  # no old files mixed in
 
 
 def test_datasets_make_refuses_an_existing_target_without_force(tmp_path, capsys):
     out = tmp_path / "d"
-    assert run(["datasets", "make", "--network", "asia", "--records", "50", "--out", str(out)], capsys)[0] == 0
+    assert (
+        run(
+            ["datasets", "make", "--network", "asia", "--records", "50", "--out", str(out)], capsys
+        )[0]
+        == 0
+    )
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    code, err = run(["datasets", "make", "--network", "asia", "--records", "80", "--seed", "1", "--out", str(out)], capsys)
+    code, err = run(
+        [
+            "datasets",
+            "make",
+            "--network",
+            "asia",
+            "--records",
+            "80",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 2
-    assert err == f"ppbn: error: --out {out}: folder exists and is not empty (choose another, or --force to replace it)\n"
+    assert (
+        err
+        == f"ppbn: error: --out {out}: folder exists and is not empty (choose another, or --force to replace it)\n"
+    )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert run(["datasets", "make", "--network", "asia", "--records", "80", "--out", str(out), "--force"], capsys)[0] == 0
+    assert (
+        run(
+            [
+                "datasets",
+                "make",
+                "--network",
+                "asia",
+                "--records",
+                "80",
+                "--out",
+                str(out),
+                "--force",
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     assert len((out / "alice.csv").read_text().splitlines()) == 81 and entries(tmp_path) == ["d"]
 
 
 def test_datasets_make_into_a_file(tmp_path, capsys):
     (tmp_path / "f").write_text("x")
-    code, err = run(["datasets", "make", "--network", "asia", "--records", "50", "--out", str(tmp_path / "f")], capsys)
+    code, err = run(
+        ["datasets", "make", "--network", "asia", "--records", "50", "--out", str(tmp_path / "f")],
+        capsys,
+    )
     assert (code, err) == (2, f"ppbn: error: --out {tmp_path / 'f'}: exists and is not a folder\n")
 
 
@@ -149,11 +200,14 @@ def test_a_failure_while_writing_leaves_the_old_folder_and_no_temporary(tmp_path
     assert entries(tmp_path) == ["out"] and entries(out) == []
 
 
-@pytest.mark.parametrize("command", [
-    ["compare", "--network", "asia", "--records", "100", "--p", "0.2"],
-    ["simulate", "--network", "asia", "--records", "100"],
-    ["demo"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["compare", "--network", "asia", "--records", "100", "--p", "0.2"],
+        ["simulate", "--network", "asia", "--records", "100"],
+        ["demo"],
+    ],
+)
 def test_run_commands_check_out_before_any_work(command, tmp_path, capsys):
     target = tmp_path / "taken"
     target.write_text("")
@@ -171,7 +225,9 @@ def test_certs_ca_into_a_file_or_an_unwritable_folder(tmp_path, capsys):
     parent = unwritable_folder(tmp_path)
     code, err = run(["certs", "ca", "--out", str(parent / "ca")], capsys)
     assert code == 2
-    assert re.fullmatch(rf"ppbn: error: cannot write {re.escape(str(parent / 'ca' / 'ca.key'))}: .+\n", err)
+    assert re.fullmatch(
+        rf"ppbn: error: cannot write {re.escape(str(parent / 'ca' / 'ca.key'))}: .+\n", err
+    )
     assert not (parent / "ca").exists()
 
 
@@ -179,8 +235,14 @@ def test_certs_request_never_leaves_a_new_key_beside_an_old_request(tmp_path, ca
     out = tmp_path / "host"
     (out / "bob.csr").mkdir(parents=True)  # the request cannot be written
     (out / "bob.key").write_text("old key")
-    code, err = run(["certs", "request", "--role", "bob", "--host", "b.example", "--out", str(out), "--force"], capsys)
-    assert (code, err) == (2, f"ppbn: error: cannot write {out / 'bob.csr'}: it exists and is not a file\n")
+    code, err = run(
+        ["certs", "request", "--role", "bob", "--host", "b.example", "--out", str(out), "--force"],
+        capsys,
+    )
+    assert (code, err) == (
+        2,
+        f"ppbn: error: cannot write {out / 'bob.csr'}: it exists and is not a file\n",
+    )
     assert (out / "bob.key").read_text() == "old key" and entries(out) == ["bob.csr", "bob.key"]
 
 
@@ -196,7 +258,10 @@ def test_certs_ca_writes_key_and_certificate_together_or_neither(tmp_path, capsy
 
     monkeypatch.setattr(pki.os, "link", link_fails_for_the_certificate)
     code, err = run(["certs", "ca", "--out", str(tmp_path / "ca")], capsys)
-    assert (code, err) == (2, f"ppbn: error: cannot write {tmp_path / 'ca' / 'ca.crt'}: No space left on device\n")
+    assert (code, err) == (
+        2,
+        f"ppbn: error: cannot write {tmp_path / 'ca' / 'ca.crt'}: No space left on device\n",
+    )
     assert entries(tmp_path / "ca") == []  # no CA key without its certificate
 
 
@@ -206,7 +271,9 @@ def test_certs_ca_writes_key_and_certificate_together_or_neither(tmp_path, capsy
 def csv_schema(tmp_path: Path) -> Schema:
     schema = {
         "id_column": "record_id",
-        "variables": [{"name": n, "owner": "alice", "states": ["x", "y"]} for n in ("a", "b", "c", "d")]
+        "variables": [
+            {"name": n, "owner": "alice", "states": ["x", "y"]} for n in ("a", "b", "c", "d")
+        ]
         + [{"name": "z", "owner": "bob", "states": ["x", "y"]}],
     }
     path = tmp_path / "schema.json"
@@ -249,11 +316,29 @@ def test_port_in_use_is_one_line_without_grpc_core_logs(small_data, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [*ppbn_command(), "party", "serve", "--role", "alice", "--schema", str(small_data / "schema.json"),
-             "--data", str(small_data / "alice.csv"), "--listen", f"127.0.0.1:{port}", "--peer", "127.0.0.1:9",
-             "--insecure", "--out", str(tmp_path / "out")],
-            capture_output=True, text=True, timeout=60, env=clean_env(),
-        )  # fmt: skip
+            [
+                *ppbn_command(),
+                "party",
+                "serve",
+                "--role",
+                "alice",
+                "--schema",
+                str(small_data / "schema.json"),
+                "--data",
+                str(small_data / "alice.csv"),
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--peer",
+                "127.0.0.1:9",
+                "--insecure",
+                "--out",
+                str(tmp_path / "out"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(),
+        )
     assert done.returncode == 2
     assert not GRPC_CORE_LINE.search(done.stderr), done.stderr
     assert done.stderr.splitlines()[-1] == (
@@ -267,13 +352,31 @@ def test_port_in_use_is_one_line_without_grpc_core_logs(small_data, tmp_path):
 
 def test_daemon_with_an_unwritable_out_does_not_start(small_data, tmp_path, capsys):
     (tmp_path / "file").write_text("")
-    code, err = run([
-        "party", "serve", "--role", "alice", "--schema", str(small_data / "schema.json"), "--data",
-        str(small_data / "alice.csv"), "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:9", "--insecure",
-        "--out", str(tmp_path / "file" / "out"),
-    ], capsys)  # fmt: skip
+    code, err = run(
+        [
+            "party",
+            "serve",
+            "--role",
+            "alice",
+            "--schema",
+            str(small_data / "schema.json"),
+            "--data",
+            str(small_data / "alice.csv"),
+            "--listen",
+            "127.0.0.1:0",
+            "--peer",
+            "127.0.0.1:9",
+            "--insecure",
+            "--out",
+            str(tmp_path / "file" / "out"),
+        ],
+        capsys,
+    )
     assert code == 2
-    assert err.splitlines()[-1] == f"ppbn: error: --out {tmp_path / 'file' / 'out'}: cannot write job files there (Not a directory)"
+    assert (
+        err.splitlines()[-1]
+        == f"ppbn: error: --out {tmp_path / 'file' / 'out'}: cannot write job files there (Not a directory)"
+    )
 
 
 class InProcessPair:
@@ -285,11 +388,17 @@ class InProcessPair:
         self.daemons = {}
         for role, peer in (("alice", "bob"), ("bob", "alice")):
             config = DaemonConfig(
-                role=role, schema_path=str(data / "schema.json"), data_path=str(data / f"{role}.csv"),
-                listen=f"127.0.0.1:{self.ports[role]}", peer=f"127.0.0.1:{self.ports[peer]}",
-                insecure=True, out_dir=str(self.out[role]), timeout_s=5.0, probe_interval_s=0.2,
+                role=role,
+                schema_path=str(data / "schema.json"),
+                data_path=str(data / f"{role}.csv"),
+                listen=f"127.0.0.1:{self.ports[role]}",
+                peer=f"127.0.0.1:{self.ports[peer]}",
+                insecure=True,
+                out_dir=str(self.out[role]),
+                timeout_s=5.0,
+                probe_interval_s=0.2,
                 policy=LocalPolicy.load(TEST_POLICY),
-            )  # fmt: skip
+            )
             self.daemons[role] = PartyDaemon(config)
             self.daemons[role].start()
         wait_for(lambda: all(d.peer_state == "ok" for d in self.daemons.values()), what="handshake")
@@ -320,7 +429,9 @@ def job_kind(name: str, run_fn):
 
 def test_a_failed_job_keeps_no_network_beside_its_result_at_either_side(in_process):
     def half(role, channel, context):
-        (context.out_dir / "network.json").write_text('{"edges": []}')  # complete, then the job fails
+        (context.out_dir / "network.json").write_text(
+            '{"edges": []}'
+        )  # complete, then the job fails
         if role == "alice":
             raise UserError(f"cannot read {context.out_dir}/secret-local-file")
         channel.recv("never")
@@ -332,12 +443,17 @@ def test_a_failed_job_keeps_no_network_beside_its_result_at_either_side(in_proce
     assert outcome.state == "FAILED"
     bob_job = wait_for(lambda: in_process.daemons["bob"].jobs.get(job_id), what="bob's job")
     wait_for(bob_job.done.is_set, what="bob's job to end")
-    assert bob_job.error == "peer alice aborted the job: the job failed there (details in its own log)"
+    assert (
+        bob_job.error == "peer alice aborted the job: the job failed there (details in its own log)"
+    )
     for role, out in in_process.out.items():
         assert entries(out / job_id) == ["ledger.json", "result.json", "stats.json"], role
         assert json.loads((out / job_id / "result.json").read_text())["state"] == "FAILED"
         assert entries(out) == [job_id], role  # no temporary folder left behind
-    assert str(in_process.out["alice"]) not in (in_process.out["bob"] / job_id / "result.json").read_text()
+    assert (
+        str(in_process.out["alice"])
+        not in (in_process.out["bob"] / job_id / "result.json").read_text()
+    )
 
 
 def test_a_successful_job_folder_appears_whole(in_process):
@@ -354,7 +470,9 @@ def test_a_successful_job_folder_appears_whole(in_process):
         job_id = client.start("writes", {})
         outcome = client.wait(job_id, timeout_s=20)
     assert outcome.state == "SUCCEEDED", outcome.error
-    assert all(names == [f".{job_id}.partial"] for names in seen_during_run)  # not OUT/JOB until done
+    assert all(
+        names == [f".{job_id}.partial"] for names in seen_during_run
+    )  # not OUT/JOB until done
     assert outcome.result == {"file": str(in_process.out["alice"] / job_id / "network.json")}
     assert outcome.out_dir == str(in_process.out["alice"] / job_id)
     wait_for(in_process.daemons["bob"].jobs[job_id].done.is_set, what="bob's job to end")
@@ -387,7 +505,10 @@ def start_both(clients: dict[str, DaemonClient], kind: str, tag: str) -> dict[st
 
 
 def job_ended_everywhere(pair: InProcessPair, job_id: str) -> bool:
-    return all(job_id in d.jobs and d.jobs[job_id].done.is_set() and d.running is None for d in pair.daemons.values())
+    return all(
+        job_id in d.jobs and d.jobs[job_id].done.is_set() and d.running is None
+        for d in pair.daemons.values()
+    )
 
 
 def test_crossing_job_starts_run_exactly_one(in_process, caplog):
@@ -410,14 +531,19 @@ def test_crossing_job_starts_run_exactly_one(in_process, caplog):
                 loser = next(text for text in outcomes.values() if not text.startswith("started"))
                 assert "busy" in loser, loser
                 job_id = outcomes[started[0]].split()[1]
-                wait_for(lambda job_id=job_id: job_ended_everywhere(in_process, job_id), what=f"job {job_id} to end")
+                wait_for(
+                    lambda job_id=job_id: job_ended_everywhere(in_process, job_id),
+                    what=f"job {job_id} to end",
+                )
                 for daemon in in_process.daemons.values():
                     assert daemon.jobs[job_id].state == party_pb2.JobInfo.SUCCEEDED
         finally:
             for client in clients.values():
                 client.close()
     crossings = sum("crossed" in record.getMessage() for record in caplog.records)
-    print(f"20 simultaneous starts: each ran exactly one job; {crossings} resolved by the nonce tie-break")
+    print(
+        f"20 simultaneous starts: each ran exactly one job; {crossings} resolved by the nonce tie-break"
+    )
 
 
 # -- 3 and 4: real daemon processes: SIGKILL leaves no orphans, Ctrl-C of learn cancels -----
@@ -433,8 +559,12 @@ def big_data(tmp_path_factory) -> Path:
 @pytest.fixture
 def process_pair(big_data, tmp_path):
     make_local_pki(tmp_path / "certs", PARTY_ROLES)
-    files = PairFiles(big_data / "schema.json", {r: big_data / f"{r}.csv" for r in PARTY_ROLES},
-                      tmp_path / "certs", tmp_path)  # fmt: skip
+    files = PairFiles(
+        big_data / "schema.json",
+        {r: big_data / f"{r}.csv" for r in PARTY_ROLES},
+        tmp_path / "certs",
+        tmp_path,
+    )
     policy = dataclasses.replace(LocalPolicy.load(TEST_POLICY), workers=2)
     with LocalPair(files, 30.0, policy=policy) as pair:
         yield pair
@@ -489,17 +619,34 @@ def test_sigkill_of_a_daemon_leaves_no_worker_or_resource_tracker(process_pair):
     role, kids = next(iter(victims.items()))
     os.kill(process_pair.processes[role].pid, signal.SIGKILL)
     killed = time.monotonic()
-    wait_for(lambda: not any(alive(pid) for pid in kids), 10, f"{role}'s {len(kids)} children to exit")
-    print(f"SIGKILL of {role}: its {len(kids)} child processes were gone after {time.monotonic() - killed:.2f} s")
+    wait_for(
+        lambda: not any(alive(pid) for pid in kids), 10, f"{role}'s {len(kids)} children to exit"
+    )
+    print(
+        f"SIGKILL of {role}: its {len(kids)} child processes were gone after {time.monotonic() - killed:.2f} s"
+    )
 
 
 @pytest.mark.slow
 def test_ctrl_c_of_learn_cancels_the_job_at_both_daemons(process_pair, tmp_path):
     learn = subprocess.Popen(
-        [*ppbn_command(), "learn", "--peer", process_pair.address("alice"), "--tls-dir",
-         str(tmp_path / "certs" / "alice"), "--job", "tables", "--params", json.dumps(TABLES_JOB)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
-    )  # fmt: skip
+        [
+            *ppbn_command(),
+            "learn",
+            "--peer",
+            process_pair.address("alice"),
+            "--tls-dir",
+            str(tmp_path / "certs" / "alice"),
+            "--job",
+            "tables",
+            "--params",
+            json.dumps(TABLES_JOB),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
     first = learn.stderr.readline()
     match = re.match(r"job (\S+) \(tables\) started at alice", first)
     assert match, first
@@ -508,15 +655,25 @@ def test_ctrl_c_of_learn_cancels_the_job_at_both_daemons(process_pair, tmp_path)
     learn.send_signal(signal.SIGINT)
     _, err = learn.communicate(timeout=30)
     assert learn.returncode == 130
-    assert err.splitlines()[-1] == f"ppbn: interrupted; job {job_id} cancelled at alice, which told its peer to stop it too"
+    assert (
+        err.splitlines()[-1]
+        == f"ppbn: interrupted; job {job_id} cancelled at alice, which told its peer to stop it too"
+    )
     assert "Traceback" not in err
     for role in PARTY_ROLES:
         with process_pair.client(role) as client:
             outcome = client.wait(job_id, timeout_s=20)
         assert outcome.state in ("CANCELLED", "FAILED"), (role, outcome.state)
-    assert entries(process_pair.out_dir("alice") / job_id) == ["ledger.json", "result.json", "stats.json"]
+    assert entries(process_pair.out_dir("alice") / job_id) == [
+        "ledger.json",
+        "result.json",
+        "stats.json",
+    ]
 
 
 def test_shares_combine_out_that_is_a_folder(tmp_path, capsys):
-    code, err = run(["shares", "combine", "--alice", "a.json", "--bob", "b.json", "--out", str(tmp_path)], capsys)
+    code, err = run(
+        ["shares", "combine", "--alice", "a.json", "--bob", "b.json", "--out", str(tmp_path)],
+        capsys,
+    )
     assert (code, err) == (2, f"ppbn: error: --out {tmp_path}: is a folder, not a file\n")

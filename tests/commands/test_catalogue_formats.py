@@ -14,7 +14,9 @@ import pytest
 from ppbn.cli import main
 
 ALLOWED_NAME = "(letters, digits, '_', '-', '.')"
-ALLOWED_STATE = '(any text without , ; ( ) { } | " // /* or a control character, no blank at either end)'
+ALLOWED_STATE = (
+    '(any text without , ; ( ) { } | " // /* or a control character, no blank at either end)'
+)
 
 
 def run(argv: list[str], capsys) -> tuple[int, str]:
@@ -23,7 +25,10 @@ def run(argv: list[str], capsys) -> tuple[int, str]:
 
 
 def two_party_folder(
-    folder: Path, name: str = "radius", states: tuple[str, str] = ("low", "high"), schema_extra: dict | None = None
+    folder: Path,
+    name: str = "radius",
+    states: tuple[str, str] = ("low", "high"),
+    schema_extra: dict | None = None,
 ) -> Path:
     """schema.json, alice.csv and bob.csv for one alice variable ``name`` (``states``) and
     one bob variable; the CSV cells are quoted, so any value survives the CSV itself."""
@@ -44,9 +49,12 @@ def two_party_folder(
 
     ids = [f"r{i:02d}" for i in range(20)]
     (folder / "alice.csv").write_text(
-        f"id,{quoted(name)}\n" + "".join(f"{r},{quoted(states[i % 2])}\n" for i, r in enumerate(ids))
+        f"id,{quoted(name)}\n"
+        + "".join(f"{r},{quoted(states[i % 2])}\n" for i, r in enumerate(ids))
     )
-    (folder / "bob.csv").write_text("id,target\n" + "".join(f"{r},{('no', 'yes')[i % 3 == 0]}\n" for i, r in enumerate(ids)))
+    (folder / "bob.csv").write_text(
+        "id,target\n" + "".join(f"{r},{('no', 'yes')[i % 3 == 0]}\n" for i, r in enumerate(ids))
+    )
     return folder
 
 
@@ -57,9 +65,25 @@ def test_schema_infer_refuses_a_column_name_with_a_space(tmp_path, capsys):
     """scikit-learn's breast cancer data: 'mean radius'. The inferred schema would load, and
     the learn job would fail only when writing network.bif, after all the secure work."""
     csv = tmp_path / "alice.csv"
-    csv.write_text("id,mean radius,label\n" + "".join(f"r{i},{10 + i},{'ab'[i % 2]}\n" for i in range(30)))
+    csv.write_text(
+        "id,mean radius,label\n" + "".join(f"r{i},{10 + i},{'ab'[i % 2]}\n" for i in range(30))
+    )
     out = tmp_path / "alice.json"
-    code, err = run(["schema", "infer", "--data", str(csv), "--owner", "alice", "--id", "id", "--out", str(out)], capsys)
+    code, err = run(
+        [
+            "schema",
+            "infer",
+            "--data",
+            str(csv),
+            "--owner",
+            "alice",
+            "--id",
+            "id",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 2
     assert err == (
         f"ppbn: error: {csv}: line 1, column 'mean radius': the name has a space, which a BIF file cannot "
@@ -70,13 +94,22 @@ def test_schema_infer_refuses_a_column_name_with_a_space(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("value", "shown"),
-    [("red, dark", "','"), ("a;b", "';'"), ("x (y)", "'('"), ("{x}", "'{'"), ("a|b", "'|'"), ('say "hi"', "'\"'")],
+    [
+        ("red, dark", "','"),
+        ("a;b", "';'"),
+        ("x (y)", "'('"),
+        ("{x}", "'{'"),
+        ("a|b", "'|'"),
+        ('say "hi"', "'\"'"),
+    ],
 )
 def test_schema_infer_refuses_a_value_the_bif_cannot_carry(tmp_path, capsys, value, shown):
     csv = tmp_path / "alice.csv"
     cell = '"' + value.replace('"', '""') + '"'
     csv.write_text("id,colour\nr1,blue\nr2,green\n" + f"r3,{cell}\nr4,blue\n")
-    code, err = run(["schema", "infer", "--data", str(csv), "--owner", "alice", "--id", "id"], capsys)
+    code, err = run(
+        ["schema", "infer", "--data", str(csv), "--owner", "alice", "--id", "id"], capsys
+    )
     assert code == 2
     assert err == (
         f"ppbn: error: {csv}: line 4, column 'colour': value {value!r} has {shown}, which a BIF file "
@@ -110,11 +143,26 @@ def test_reference_out_with_a_comma_in_a_state_is_one_line_not_a_traceback(tmp_p
 
 def test_party_serve_refuses_a_schema_the_outputs_cannot_carry(tmp_path, capsys):
     data = two_party_folder(tmp_path / "data", states=("low", "(high)"))
-    code, err = run([
-        "party", "serve", "--role", "alice", "--schema", str(data / "schema.json"), "--data",
-        str(data / "alice.csv"), "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:9", "--insecure",
-        "--out", str(tmp_path / "out"),
-    ], capsys)  # fmt: skip
+    code, err = run(
+        [
+            "party",
+            "serve",
+            "--role",
+            "alice",
+            "--schema",
+            str(data / "schema.json"),
+            "--data",
+            str(data / "alice.csv"),
+            "--listen",
+            "127.0.0.1:0",
+            "--peer",
+            "127.0.0.1:9",
+            "--insecure",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capsys,
+    )
     assert code == 2
     assert "Traceback" not in err
     assert err.splitlines()[-1] == (
@@ -126,8 +174,22 @@ def test_party_serve_refuses_a_schema_the_outputs_cannot_carry(tmp_path, capsys)
 def test_schema_merge_refuses_names_that_differ_only_in_case(tmp_path, capsys):
     """pgmpy's BIF reader matches variable names in lower case: 'Age' and 'age' would merge."""
     first, second = tmp_path / "alice.json", tmp_path / "bob.json"
-    first.write_text(json.dumps({"id_column": "id", "variables": [{"name": "Age", "owner": "alice", "states": ["y", "o"]}]}))
-    second.write_text(json.dumps({"id_column": "id", "variables": [{"name": "age", "owner": "bob", "states": ["y", "o"]}]}))
+    first.write_text(
+        json.dumps(
+            {
+                "id_column": "id",
+                "variables": [{"name": "Age", "owner": "alice", "states": ["y", "o"]}],
+            }
+        )
+    )
+    second.write_text(
+        json.dumps(
+            {
+                "id_column": "id",
+                "variables": [{"name": "age", "owner": "bob", "states": ["y", "o"]}],
+            }
+        )
+    )
     code, err = run(["schema", "merge", str(first), str(second)], capsys)
     assert code == 2
     assert err == (
@@ -143,7 +205,9 @@ def test_schema_merge_refuses_names_that_differ_only_in_case(tmp_path, capsys):
 def test_schema_infer_names_another_separator(tmp_path, capsys, sep, word):
     csv = tmp_path / "alice.csv"
     csv.write_text(sep.join(["id", "smoke", "lung"]) + "\n" + sep.join(["r1", "yes", "no"]) + "\n")
-    code, err = run(["schema", "infer", "--data", str(csv), "--owner", "alice", "--id", "id"], capsys)
+    code, err = run(
+        ["schema", "infer", "--data", str(csv), "--owner", "alice", "--id", "id"], capsys
+    )
     assert code == 2
     assert err == (
         f"ppbn: error: {csv}: line 1 has one column, but {word} appears in it: ppbn reads comma-separated "
@@ -169,18 +233,32 @@ def test_reference_names_a_semicolon_csv(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda s: s.update(missing_stat="?"),
-         "unknown key 'missing_stat': did you mean 'missing_state'? (known keys: version, id_column, variables, missing_state)"),
-        (lambda s: s.update(variabels=s["variables"]),
-         "unknown key 'variabels': did you mean 'variables'? (known keys: version, id_column, variables, missing_state)"),
-        (lambda s: s["variables"][0].update(stats=["a", "b"]),
-         "variable 'radius': unknown key 'stats': did you mean 'states'? (known keys: name, owner, states, type, bins)"),
-        (lambda s: s["variables"][0].update(missing_state="?"),
-         "variable 'radius': key 'missing_state' belongs at the top level of the schema, not in a variable"),
-        (lambda s: s.update(version=2), "schema 'version' 2 is not supported: this ppbn reads version 1"),
-        (lambda s: s.update(version="1"), "schema 'version' '1' is not supported: this ppbn reads version 1"),
+        (
+            lambda s: s.update(missing_stat="?"),
+            "unknown key 'missing_stat': did you mean 'missing_state'? (known keys: version, id_column, variables, missing_state)",
+        ),
+        (
+            lambda s: s.update(variabels=s["variables"]),
+            "unknown key 'variabels': did you mean 'variables'? (known keys: version, id_column, variables, missing_state)",
+        ),
+        (
+            lambda s: s["variables"][0].update(stats=["a", "b"]),
+            "variable 'radius': unknown key 'stats': did you mean 'states'? (known keys: name, owner, states, type, bins)",
+        ),
+        (
+            lambda s: s["variables"][0].update(missing_state="?"),
+            "variable 'radius': key 'missing_state' belongs at the top level of the schema, not in a variable",
+        ),
+        (
+            lambda s: s.update(version=2),
+            "schema 'version' 2 is not supported: this ppbn reads version 1",
+        ),
+        (
+            lambda s: s.update(version="1"),
+            "schema 'version' '1' is not supported: this ppbn reads version 1",
+        ),
     ],
-)  # fmt: skip
+)
 def test_reference_refuses_misspelled_keys_and_other_versions(tmp_path, capsys, change, message):
     data = two_party_folder(tmp_path / "data")
     schema = json.loads((data / "schema.json").read_text())
@@ -193,10 +271,23 @@ def test_reference_refuses_misspelled_keys_and_other_versions(tmp_path, capsys, 
 
 def test_schema_merge_refuses_a_misspelled_key_in_a_partial_schema(tmp_path, capsys):
     first, second = tmp_path / "alice.json", tmp_path / "bob.json"
-    first.write_text(json.dumps({"id_column": "id", "missing_stat": "?",
-                                 "variables": [{"name": "a", "owner": "alice", "states": ["x", "y"]}]}))  # fmt: skip
-    second.write_text(json.dumps({"id_column": "id", "variables": [{"name": "b", "owner": "bob", "states": ["x", "y"]}]}))
+    first.write_text(
+        json.dumps(
+            {
+                "id_column": "id",
+                "missing_stat": "?",
+                "variables": [{"name": "a", "owner": "alice", "states": ["x", "y"]}],
+            }
+        )
+    )
+    second.write_text(
+        json.dumps(
+            {"id_column": "id", "variables": [{"name": "b", "owner": "bob", "states": ["x", "y"]}]}
+        )
+    )
     code, err = run(["schema", "merge", str(first), str(second)], capsys)
     assert code == 2
-    assert err.startswith(f"ppbn: error: {first}: unknown key 'missing_stat': did you mean 'missing_state'?")
+    assert err.startswith(
+        f"ppbn: error: {first}: unknown key 'missing_stat': did you mean 'missing_state'?"
+    )
     assert err.count("\n") == 1

@@ -20,10 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_catalogue import InProcessPair, entries, job_kind, run, small_data  # noqa: F401 - fixture
+from known_files import TEST_POLICY
+from test_catalogue import InProcessPair, entries, job_kind, run
 from waiting import wait_until as wait_for
 
-from known_files import TEST_POLICY
 from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
@@ -61,7 +61,9 @@ def small_disk(tmp_path) -> SmallDisk:
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         pytest.skip("a small file system needs root on Linux (mount -t tmpfs)")
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(root)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(root)],
+        capture_output=True,
+        text=True,
     )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
@@ -78,12 +80,18 @@ class Pair(InProcessPair):
         self.daemons = {}
         for role, peer in (("alice", "bob"), ("bob", "alice")):
             config = DaemonConfig(
-                role=role, schema_path=str(data / "schema.json"), data_path=str(data / f"{role}.csv"),
-                listen=f"127.0.0.1:{self.ports[role]}", peer=f"127.0.0.1:{self.ports[peer]}",
-                insecure=True, out_dir=str(self.out[role]), timeout_s=5.0, probe_interval_s=0.2,
+                role=role,
+                schema_path=str(data / "schema.json"),
+                data_path=str(data / f"{role}.csv"),
+                listen=f"127.0.0.1:{self.ports[role]}",
+                peer=f"127.0.0.1:{self.ports[peer]}",
+                insecure=True,
+                out_dir=str(self.out[role]),
+                timeout_s=5.0,
+                probe_interval_s=0.2,
                 policy=LocalPolicy.load(TEST_POLICY),
                 audit_log=str(alice_audit) if role == "alice" and alice_audit else None,
-            )  # fmt: skip
+            )
             self.daemons[role] = PartyDaemon(config)
             self.daemons[role].start()
         wait_for(lambda: all(d.peer_state == "ok" for d in self.daemons.values()), what="handshake")
@@ -91,7 +99,9 @@ class Pair(InProcessPair):
 
 def no_traceback(caplog) -> None:
     for record in caplog.records:
-        assert record.exc_info is None and "Traceback" not in record.getMessage(), record.getMessage()
+        assert record.exc_info is None and "Traceback" not in record.getMessage(), (
+            record.getMessage()
+        )
 
 
 def outcomes(pair: InProcessPair, job_id: str) -> dict[str, tuple[str, str]]:
@@ -112,7 +122,7 @@ def run_job(pair: InProcessPair, kind: str) -> tuple[str, dict[str, tuple[str, s
 
 
 @pytest.fixture
-def full_disk_pair(small_data, tmp_path, small_disk):  # noqa: F811 - fixture
+def full_disk_pair(small_data, tmp_path, small_disk):
     pair = Pair(small_data, tmp_path, small_disk.root / "out", tmp_path / "alice-audit.log")
     yield pair, small_disk
     pair.stop()
@@ -182,12 +192,18 @@ def test_result_files_that_do_not_fit_fail_the_job_at_both_parties(full_disk_pai
     with job_kind("small", small):
         job_id, ended = run_job(pair, "small")
     assert ended == {"alice": ("SUCCEEDED", ""), "bob": ("SUCCEEDED", "")}
-    assert entries(pair.out["alice"] / job_id) == ["ledger.json", "network.json", "result.json", "stats.json"]
+    assert entries(pair.out["alice"] / job_id) == [
+        "ledger.json",
+        "network.json",
+        "result.json",
+        "stats.json",
+    ]
 
 
-def test_a_job_whose_reveals_cannot_be_audited_fails_at_both_parties(small_data, tmp_path, caplog):  # noqa: F811
+def test_a_job_whose_reveals_cannot_be_audited_fails_at_both_parties(small_data, tmp_path, caplog):
     pair = Pair(small_data, tmp_path, tmp_path / "out-alice", None)
     try:
+
         def refuse(*args, **kwargs):
             raise OSError(errno.ENOSPC, NO_SPACE)
 
@@ -204,7 +220,8 @@ def test_a_job_whose_reveals_cannot_be_audited_fails_at_both_parties(small_data,
     finally:
         pair.stop()
     assert ended["alice"] == (
-        "FAILED", "alice's audit log cannot be written (see its log): the job's outputs are kept at no party"
+        "FAILED",
+        "alice's audit log cannot be written (see its log): the job's outputs are kept at no party",
     )
     assert ended["bob"][0] == "FAILED" and "it could not write its audit log" in ended["bob"][1]
     no_traceback(caplog)
@@ -213,7 +230,9 @@ def test_a_job_whose_reveals_cannot_be_audited_fails_at_both_parties(small_data,
 
 
 # -- the audit log on a full disk -----------------------------------------------------------
-def test_a_full_disk_leaves_no_torn_audit_line_and_the_daemon_restarts(small_data, tmp_path, small_disk, caplog):  # noqa: F811
+def test_a_full_disk_leaves_no_torn_audit_line_and_the_daemon_restarts(
+    small_data, tmp_path, small_disk, caplog
+):
     """Appends fail once the log's last page is full; the log keeps whole lines only, jobs
     are refused with one line meanwhile, and after space is freed the daemon starts."""
     out = small_disk.root / "out"
@@ -237,14 +256,20 @@ def test_a_full_disk_leaves_no_torn_audit_line_and_the_daemon_restarts(small_dat
     finally:
         pair.stop()
     no_traceback(caplog)
-    assert any("cannot append an event (No space left on device): no job runs until it can" in r.getMessage() for r in caplog.records)
+    assert any(
+        "cannot append an event (No space left on device): no job runs until it can"
+        in r.getMessage()
+        for r in caplog.records
+    )
     small_disk.free()
     again = Pair(small_data, tmp_path / "again", out, None)
     again.stop()
     assert verify_log(log.read_bytes(), "alice").lines >= 3
 
 
-def test_a_torn_tail_is_set_aside_at_start_and_an_edit_is_still_refused(small_data, tmp_path, caplog):  # noqa: F811
+def test_a_torn_tail_is_set_aside_at_start_and_an_edit_is_still_refused(
+    small_data, tmp_path, caplog
+):
     out = tmp_path / "out-alice"
     pair = Pair(small_data, tmp_path, out, None)
     pair.stop()
@@ -265,12 +290,16 @@ def test_a_torn_tail_is_set_aside_at_start_and_an_edit_is_still_refused(small_da
         f"a crash or a full disk, not an edit): set aside as {aside}; lines 1-{len(lines)} are intact and the "
         "log goes on from there"
     ]
-    assert log.read_bytes().startswith(whole) and verify_log(log.read_bytes(), "alice").lines > len(lines)
+    assert log.read_bytes().startswith(whole) and verify_log(log.read_bytes(), "alice").lines > len(
+        lines
+    )
     # a changed complete line is still tampering: refused
     changed = log.read_bytes().replace(b'"event":"daemon_started"', b'"event":"daemon_startet"', 1)
     log.write_bytes(changed)
     config = replace(again.daemons["alice"].config, listen=f"127.0.0.1:{free_port()}")
-    with pytest.raises(UserError, match=r"is broken at line 2: its prev does not match the hash of line 1"):
+    with pytest.raises(
+        UserError, match=r"is broken at line 2: its prev does not match the hash of line 1"
+    ):
         PartyDaemon(config).start()
 
 
@@ -280,23 +309,32 @@ def test_a_tail_that_no_write_leaves_is_refused_as_damage(tmp_path):
     first.event("daemon_started")
     first.close()
     log.write_bytes(log.read_bytes() + b'{"seq":2,"time":"yesterday"')
-    with pytest.raises(UserError, match=r"line 2: is incomplete \(no newline at the end\) and is not the start of an event line"):
+    with pytest.raises(
+        UserError,
+        match=r"line 2: is incomplete \(no newline at the end\) and is not the start of an event line",
+    ):
         AuditLog(log, "alice")
 
 
 # -- refused requests: the log grows at a bounded rate --------------------------------------
-def test_a_peer_flooding_refused_requests_gets_a_bounded_number_of_lines(small_data, tmp_path):  # noqa: F811
+def test_a_peer_flooding_refused_requests_gets_a_bounded_number_of_lines(small_data, tmp_path):
     policy = LocalPolicy.load(TEST_POLICY)
     strict = replace(policy, disclosures=("owner", "shared"))
     ports = {"alice": free_port(), "bob": free_port()}
     daemons = {}
     for role, peer in (("alice", "bob"), ("bob", "alice")):
         config = DaemonConfig(
-            role=role, schema_path=str(small_data / "schema.json"), data_path=str(small_data / f"{role}.csv"),
-            listen=f"127.0.0.1:{ports[role]}", peer=f"127.0.0.1:{ports[peer]}", insecure=True,
-            out_dir=str(tmp_path / f"out-{role}"), timeout_s=5.0, probe_interval_s=0.2,
+            role=role,
+            schema_path=str(small_data / "schema.json"),
+            data_path=str(small_data / f"{role}.csv"),
+            listen=f"127.0.0.1:{ports[role]}",
+            peer=f"127.0.0.1:{ports[peer]}",
+            insecure=True,
+            out_dir=str(tmp_path / f"out-{role}"),
+            timeout_s=5.0,
+            probe_interval_s=0.2,
             policy=strict if role == "alice" else policy,
-        )  # fmt: skip
+        )
         daemons[role] = PartyDaemon(config)
         daemons[role].start()
     try:
@@ -304,11 +342,16 @@ def test_a_peer_flooding_refused_requests_gets_a_bounded_number_of_lines(small_d
         with DaemonClient(f"127.0.0.1:{ports['bob']}", None, insecure=True) as client:
             for number in range(25):
                 with pytest.raises(UserError, match="disclosure"):
-                    client.start("learn", {"key_bits": 1024, "disclosure": "public"}, f"flood{number}")
+                    client.start(
+                        "learn", {"key_bits": 1024, "disclosure": "public"}, f"flood{number}"
+                    )
     finally:
         for daemon in daemons.values():
             daemon.stop(0.5)
-    events = [json.loads(line) for line in (tmp_path / "out-alice" / "audit.log").read_bytes().splitlines()]
+    events = [
+        json.loads(line)
+        for line in (tmp_path / "out-alice" / "audit.log").read_bytes().splitlines()
+    ]
     refused = [e for e in events if e["event"] == "refused"]
     summaries = [e for e in events if e["event"] == "refused_summary"]
     assert len(refused) == 10
@@ -321,10 +364,25 @@ def test_a_peer_flooding_refused_requests_gets_a_bounded_number_of_lines(small_d
 # -- datasets make on a full disk -----------------------------------------------------------
 def test_datasets_make_on_a_full_disk_is_one_line_and_leaves_nothing(small_disk, capsys):
     out = small_disk.root / "d"  # 256 KiB: 20,000 records do not fit
-    code, err = run(["datasets", "make", "--network", "asia", "--records", "20000", "--missing-rate", "0.1",
-                     "--out", str(out)], capsys)  # fmt: skip
+    code, err = run(
+        [
+            "datasets",
+            "make",
+            "--network",
+            "asia",
+            "--records",
+            "20000",
+            "--missing-rate",
+            "0.1",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 2
-    assert err == f"ppbn: error: --out {out}: cannot write there ({NO_SPACE}); nothing was written\n"
+    assert (
+        err == f"ppbn: error: --out {out}: cannot write there ({NO_SPACE}); nothing was written\n"
+    )
     assert entries(small_disk.root) == []
 
 
@@ -339,8 +397,13 @@ def test_datasets_make_on_a_full_disk_without_a_small_file_system(tmp_path, caps
 
     monkeypatch.setattr(datasets, "write_party_csv", full)
     out = tmp_path / "d"
-    code, err = run(["datasets", "make", "--network", "asia", "--records", "50", "--out", str(out)], capsys)
-    assert (code, err) == (2, f"ppbn: error: --out {out}: cannot write there ({NO_SPACE}); nothing was written\n")
+    code, err = run(
+        ["datasets", "make", "--network", "asia", "--records", "50", "--out", str(out)], capsys
+    )
+    assert (code, err) == (
+        2,
+        f"ppbn: error: --out {out}: cannot write there ({NO_SPACE}); nothing was written\n",
+    )
     assert entries(tmp_path) == []
 
 
@@ -362,7 +425,9 @@ def test_audit_verify_tells_a_torn_tail_from_an_edit(tmp_path, capsys):
     log.write_bytes(whole.replace(b'"j1"', b'"j9"'))
     assert main(["audit", "verify", str(log)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"ppbn: audit log {log} is broken (changed or damaged): line 3: its prev does not match")
+    assert err.startswith(
+        f"ppbn: audit log {log} is broken (changed or damaged): line 3: its prev does not match"
+    )
 
 
 # -- three parties: the miner confirms only once both parties have ---------------------------
@@ -395,8 +460,14 @@ def test_a_party_that_cannot_write_fails_a_miner_job_at_all_three(tmp_path, monk
         ended = outcomes(trio, job_id)
     finally:
         trio.stop()
-    assert {role: state for role, (state, _) in ended.items()} == {"alice": "FAILED", "bob": "FAILED", "miner": "FAILED"}
-    assert ended["bob"][1].startswith(f"bob cannot write {tmp_path / 'out-bob' / f'.{job_id}.partial' / 'network.json'}")
+    assert {role: state for role, (state, _) in ended.items()} == {
+        "alice": "FAILED",
+        "bob": "FAILED",
+        "miner": "FAILED",
+    }
+    assert ended["bob"][1].startswith(
+        f"bob cannot write {tmp_path / 'out-bob' / f'.{job_id}.partial' / 'network.json'}"
+    )
     assert ended["miner"][1].startswith("peer bob aborted the job: it could not write its outputs")
     assert ended["alice"][1].startswith(
         "peer miner aborted the job: the other party could not write its outputs or its audit log, so no party "

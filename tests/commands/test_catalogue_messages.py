@@ -18,9 +18,9 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from known_files import TEST_POLICY
 from waiting import wait_until as wait_for
 
-from known_files import TEST_POLICY
 from ppbn.cli import main
 from ppbn.data.datasets import make_dataset
 from ppbn.jobs.base import JobKind
@@ -68,7 +68,9 @@ class FakeDaemon(party_pb2_grpc.PartyServiceServicer):
         return f"127.0.0.1:{self.port}"
 
     def Health(self, request, context):  # noqa: N802 - gRPC's method name
-        return party_pb2.HealthReply(status=party_pb2.HealthReply.SERVING, role="alice", peer_state="ok")
+        return party_pb2.HealthReply(
+            status=party_pb2.HealthReply.SERVING, role="alice", peer_state="ok"
+        )
 
     def StartJob(self, request, context):  # noqa: N802
         return JobInfo(job_id="j1", kind=request.kind, state=JobInfo.RUNNING)
@@ -120,7 +122,9 @@ def test_a_plain_http_server_at_the_address_is_named_as_not_tls(tmp_path, capsys
     threading.Thread(target=web.serve_forever, daemon=True).start()
     address = f"127.0.0.1:{web.server_address[1]}"
     try:
-        code, err = run(["learn", "--peer", address, "--tls-dir", str(pki["alice"]), "--job", "ping"], capsys)
+        code, err = run(
+            ["learn", "--peer", address, "--tls-dir", str(pki["alice"]), "--job", "ping"], capsys
+        )
     finally:
         web.shutdown()
         web.server_close()
@@ -146,11 +150,17 @@ def daemon_pair(data: Path, tmp: Path):
     try:
         for role, peer in (("alice", "bob"), ("bob", "alice")):
             config = DaemonConfig(
-                role=role, schema_path=str(data / "schema.json"), data_path=str(data / f"{role}.csv"),
-                listen=f"127.0.0.1:{ports[role]}", peer=f"127.0.0.1:{ports[peer]}", insecure=True,
-                out_dir=str(tmp / f"out-{role}"), timeout_s=5.0, probe_interval_s=0.2,
+                role=role,
+                schema_path=str(data / "schema.json"),
+                data_path=str(data / f"{role}.csv"),
+                listen=f"127.0.0.1:{ports[role]}",
+                peer=f"127.0.0.1:{ports[peer]}",
+                insecure=True,
+                out_dir=str(tmp / f"out-{role}"),
+                timeout_s=5.0,
+                probe_interval_s=0.2,
                 policy=LocalPolicy.load(TEST_POLICY),
-            )  # fmt: skip
+            )
             daemons[role] = PartyDaemon(config)
             daemons[role].start()
         wait_for(lambda: all(d.peer_state == "ok" for d in daemons.values()), what="handshake")
@@ -174,7 +184,9 @@ def test_a_stopped_daemon_says_its_operator_stopped_it_and_the_peer_names_it(tin
         with daemon_pair(tiny_data, tmp_path) as (daemons, ports):
             with DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as client:
                 job_id = client.start("hold", {})
-                wait_for(lambda: all(job_id in d.jobs for d in daemons.values()), what="the job at both")
+                wait_for(
+                    lambda: all(job_id in d.jobs for d in daemons.values()), what="the job at both"
+                )
                 daemons["alice"].stop(grace_s=0.5)
             jobs = {role: d.jobs[job_id] for role, d in daemons.items()}
             wait_for(lambda: all(job.done.is_set() for job in jobs.values()), what="the job to end")
@@ -206,9 +218,27 @@ def multi_state_csv(path: Path, n: int, seed: int) -> Path:
 
 
 def test_perturb_learn_reports_the_accuracy_and_skips_a_too_costly_estimate(tmp_path, capsys):
-    train, test = multi_state_csv(tmp_path / "train.csv", 400, 1), multi_state_csv(tmp_path / "test.csv", 100, 2)
-    argv = ["perturb", "learn", "nb", "--data", str(train), "--test", str(test), "--class", "y", "--id", "rid",
-            "--p", "0.3", "--randomize", "5"]  # fmt: skip
+    train, test = (
+        multi_state_csv(tmp_path / "train.csv", 400, 1),
+        multi_state_csv(tmp_path / "test.csv", 100, 2),
+    )
+    argv = [
+        "perturb",
+        "learn",
+        "nb",
+        "--data",
+        str(train),
+        "--test",
+        str(test),
+        "--class",
+        "y",
+        "--id",
+        "rid",
+        "--p",
+        "0.3",
+        "--randomize",
+        "5",
+    ]
     code = main(argv)
     out = capsys.readouterr().out
     assert code == 0
@@ -238,23 +268,62 @@ def argparse_error(argv: list[str], capsys) -> str:
 @pytest.mark.parametrize(
     ("argv", "line"),
     [
-        (["datasets", "make", "--network", "asia", "--records", "0", "--out", "x"],
-         "ppbn datasets make: error: argument --records: must be a positive integer (got 0)"),
-        (["datasets", "make", "--network", "asia", "--records", "-5", "--out", "x"],
-         "ppbn datasets make: error: argument --records: must be a positive integer (got -5)"),
-        (["datasets", "make", "--network", "asia", "--records", "10", "--seed", "-1", "--out", "x"],
-         "ppbn datasets make: error: argument --seed: must be a non-negative integer (got -1)"),
-        (["simulate", "--records", "0"], "ppbn simulate: error: argument --records: must be a positive integer (got 0)"),
-        (["simulate", "--timeout", "0"], "ppbn simulate: error: argument --timeout: must be a positive number (got 0)"),
-        (["reference", "--max-parents", "-1"],
-         "ppbn reference: error: argument --max-parents: must be a non-negative integer (got -1)"),
-        (["reference", "--ess", "0"], "ppbn reference: error: argument --ess: must be a positive number (got 0)"),
-        (["reference", "--tau", "nan"], "ppbn reference: error: argument --tau: must be a finite number (got nan)"),
-        (["bench", "tables", "--records", "0"],
-         "ppbn bench tables: error: argument --records: must be a positive integer (got 0)"),
-        (["bench", "k2", "--records", "-3"], "ppbn bench k2: error: argument --records: must be a positive integer (got -3)"),
-        (["bench", "gc", "--repeats", "0"], "ppbn bench gc: error: argument --repeats: must be a positive integer (got 0)"),
-    ],  # fmt: skip
+        (
+            ["datasets", "make", "--network", "asia", "--records", "0", "--out", "x"],
+            "ppbn datasets make: error: argument --records: must be a positive integer (got 0)",
+        ),
+        (
+            ["datasets", "make", "--network", "asia", "--records", "-5", "--out", "x"],
+            "ppbn datasets make: error: argument --records: must be a positive integer (got -5)",
+        ),
+        (
+            [
+                "datasets",
+                "make",
+                "--network",
+                "asia",
+                "--records",
+                "10",
+                "--seed",
+                "-1",
+                "--out",
+                "x",
+            ],
+            "ppbn datasets make: error: argument --seed: must be a non-negative integer (got -1)",
+        ),
+        (
+            ["simulate", "--records", "0"],
+            "ppbn simulate: error: argument --records: must be a positive integer (got 0)",
+        ),
+        (
+            ["simulate", "--timeout", "0"],
+            "ppbn simulate: error: argument --timeout: must be a positive number (got 0)",
+        ),
+        (
+            ["reference", "--max-parents", "-1"],
+            "ppbn reference: error: argument --max-parents: must be a non-negative integer (got -1)",
+        ),
+        (
+            ["reference", "--ess", "0"],
+            "ppbn reference: error: argument --ess: must be a positive number (got 0)",
+        ),
+        (
+            ["reference", "--tau", "nan"],
+            "ppbn reference: error: argument --tau: must be a finite number (got nan)",
+        ),
+        (
+            ["bench", "tables", "--records", "0"],
+            "ppbn bench tables: error: argument --records: must be a positive integer (got 0)",
+        ),
+        (
+            ["bench", "k2", "--records", "-3"],
+            "ppbn bench k2: error: argument --records: must be a positive integer (got -3)",
+        ),
+        (
+            ["bench", "gc", "--repeats", "0"],
+            "ppbn bench gc: error: argument --repeats: must be a positive integer (got 0)",
+        ),
+    ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )
 def test_a_numeric_flag_out_of_range_is_named(argv, line, capsys):
@@ -262,7 +331,18 @@ def test_a_numeric_flag_out_of_range_is_named(argv, line, capsys):
 
 
 def test_party_serve_workers_names_the_flag_not_the_policy(capsys):
-    argv = ["party", "serve", "--role", "alice", "--schema", "s.json", "--listen", "127.0.0.1:1", "--workers", "10000"]
+    argv = [
+        "party",
+        "serve",
+        "--role",
+        "alice",
+        "--schema",
+        "s.json",
+        "--listen",
+        "127.0.0.1:1",
+        "--workers",
+        "10000",
+    ]
     assert argparse_error(argv, capsys) == (
         "ppbn party serve: error: argument --workers: must be an integer in 1..1024 (got 10000)"
     )

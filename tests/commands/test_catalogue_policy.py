@@ -33,14 +33,23 @@ SIMULATE = ["simulate", "--network", "asia", "--records", "300", "--format", "js
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
-        (["--search", "hc", "--max-parents", "4", "--fixed-edges", "{edges}"],
-         "(parameter 'fixed_edges'): the fixed edges give 'dysp' 7 parents, above this party's policy maximum max_parents 4"),
-        (["--search", "hc", "--max-parents", "1", "--disclosure", "owner", "--start", "{edges}"],
-         "(parameter 'start'): the start graph (with the fixed edges) gives 'dysp' 7 parents"),
-        (["--max-parents", "4", "--policy", "{strict}"],
-         "(parameter 'max_parents'): max_parents 4 lets a child have 4 parents, a family of 5 variables, "
-         "above this party's policy maximum max_family 3"),
-        (["--search", "hc", "--max-parents", "4", "--policy", "{strict}"], "policy maximum max_family 3"),
+        (
+            ["--search", "hc", "--max-parents", "4", "--fixed-edges", "{edges}"],
+            "(parameter 'fixed_edges'): the fixed edges give 'dysp' 7 parents, above this party's policy maximum max_parents 4",
+        ),
+        (
+            ["--search", "hc", "--max-parents", "1", "--disclosure", "owner", "--start", "{edges}"],
+            "(parameter 'start'): the start graph (with the fixed edges) gives 'dysp' 7 parents",
+        ),
+        (
+            ["--max-parents", "4", "--policy", "{strict}"],
+            "(parameter 'max_parents'): max_parents 4 lets a child have 4 parents, a family of 5 variables, "
+            "above this party's policy maximum max_family 3",
+        ),
+        (
+            ["--search", "hc", "--max-parents", "4", "--policy", "{strict}"],
+            "policy maximum max_family 3",
+        ),
     ],
 )
 def test_a_family_over_the_policy_is_refused_in_one_line(files, capsys, extra, words):

@@ -8,19 +8,27 @@ import json
 from pathlib import Path
 
 import pytest
-
 from known_files import BRISTOL
+
 from ppbn.cli import main
 
 needs_bristol = pytest.mark.skipif(
-    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')"
+    not BRISTOL.is_dir(),
+    reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')",
 )
-AES_ARGS = ["--input", "000102030405060708090a0b0c0d0e0f", "--input", "00112233445566778899aabbccddeeff"]
+AES_ARGS = [
+    "--input",
+    "000102030405060708090a0b0c0d0e0f",
+    "--input",
+    "00112233445566778899aabbccddeeff",
+]
 
 
 @needs_bristol
 @pytest.mark.parametrize("garbled", [False, True])
-def test_circuit_run_prints_the_aes_known_answer(garbled: bool, capsys: pytest.CaptureFixture[str]) -> None:
+def test_circuit_run_prints_the_aes_known_answer(
+    garbled: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = ["circuit", "run", "--bristol", str(BRISTOL / "aes_128.txt"), *AES_ARGS]
     assert main(argv + (["--garbled"] if garbled else [])) == 0
     assert capsys.readouterr().out.split() == ["69c4e0d86a7b0430d8cdb78070b4c55a"]
@@ -35,7 +43,12 @@ def test_circuit_run_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "2 inputs" in capsys.readouterr().err
     assert main(["circuit", "run", "--bristol", str(adder), "--input", "2", "--input", "1"]) == 2
     assert "does not fit" in capsys.readouterr().err
-    assert main(["circuit", "run", "--bristol", str(adder), "--input", "1", "--input", "1", "--garbled"]) == 0
+    assert (
+        main(
+            ["circuit", "run", "--bristol", str(adder), "--input", "1", "--input", "1", "--garbled"]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.split() == ["1"]
 
 
@@ -47,11 +60,27 @@ def test_circuit_costs_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 @needs_bristol
 def test_bench_gc_and_ot_report_their_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench", "gc", "--bristol", str(BRISTOL / "aes_128.txt"), "--instances", "2", "--repeats", "1"]
+    argv = [
+        "bench",
+        "gc",
+        "--bristol",
+        str(BRISTOL / "aes_128.txt"),
+        "--instances",
+        "2",
+        "--repeats",
+        "1",
+    ]
     assert main([*argv, "--format", "json"]) == 0
     gc = json.loads(capsys.readouterr().out)
-    assert {"garble_and_per_s", "eval_and_per_s", "bytes_per_and", "single_instance_garble_and_per_s"} <= set(gc)
+    assert {
+        "garble_and_per_s",
+        "eval_and_per_s",
+        "bytes_per_and",
+        "single_instance_garble_and_per_s",
+    } <= set(gc)
     assert gc["bytes_per_and"] == 32.0 and gc["and_gates"] == 6400
     assert main(["bench", "ot", "--count", "1000", "--repeats", "1", "--format", "json"]) == 0
     ot = json.loads(capsys.readouterr().out)
-    assert ot["count"] == 1000 and ot["ot_per_s"] > 0 and 34 <= ot["bytes_per_ot"] < 35  # u: 2 bytes (SoftSpokenOT k = 8), y: 32
+    assert (
+        ot["count"] == 1000 and ot["ot_per_s"] > 0 and 34 <= ot["bytes_per_ot"] < 35
+    )  # u: 2 bytes (SoftSpokenOT k = 8), y: 32

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from known_files import TEST_POLICY as KNOWN_POLICY
+
 from ppbn.bn.discretize import format_number
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
@@ -23,13 +23,21 @@ TEST_POLICY = str(KNOWN_POLICY)
 OWNER_COPY = {
     "id_column": "id",
     "variables": [
-        {"name": "age", "owner": "alice", "type": "continuous",
-         "bins": {"method": "edges", "count": 3, "edges": [18, 35]}},
-        {"name": "income", "owner": "alice", "type": "continuous",
-         "bins": {"method": "mgas", "count": 2, "min_records": 2, "min_granularity": 1}},
+        {
+            "name": "age",
+            "owner": "alice",
+            "type": "continuous",
+            "bins": {"method": "edges", "count": 3, "edges": [18, 35]},
+        },
+        {
+            "name": "income",
+            "owner": "alice",
+            "type": "continuous",
+            "bins": {"method": "mgas", "count": 2, "min_records": 2, "min_granularity": 1},
+        },
         {"name": "smoker", "owner": "bob", "states": ["no", "yes"]},
     ],
-}  # fmt: skip
+}
 
 
 def _peer_copy() -> dict:
@@ -50,8 +58,13 @@ def test_fingerprint_covers_only_the_public_part():
     owner, peer = Schema.from_dict(OWNER_COPY), Schema.from_dict(_peer_copy())
     assert owner.fingerprint() == peer.fingerprint()
     assert owner.variable("age").states == ("bin1", "bin2", "bin3")
-    assert '"edges": [' not in json.dumps(owner.public_dict()) and "min_records" not in json.dumps(owner.public_dict())
-    assert owner.to_dict()["variables"][0]["bins"]["edges"] == [18, 35]  # the owner's file keeps them
+    assert '"edges": [' not in json.dumps(owner.public_dict()) and "min_records" not in json.dumps(
+        owner.public_dict()
+    )
+    assert owner.to_dict()["variables"][0]["bins"]["edges"] == [
+        18,
+        35,
+    ]  # the owner's file keeps them
     for change in (("count", 4, "edges", [1, 2, 3]), ("method", "quantile", "edges", None)):
         other = copy.deepcopy(OWNER_COPY)
         other["variables"][0]["bins"][change[0]] = change[1]
@@ -64,21 +77,28 @@ def test_fingerprint_covers_only_the_public_part():
     published["variables"][0]["bins"]["publish_edges"] = True
     moved = copy.deepcopy(published)
     moved["variables"][0]["bins"]["edges"] = [18, 40]
-    assert Schema.from_dict(published).fingerprint() not in {owner.fingerprint(), Schema.from_dict(moved).fingerprint()}
+    assert Schema.from_dict(published).fingerprint() not in {
+        owner.fingerprint(),
+        Schema.from_dict(moved).fingerprint(),
+    }
 
 
 def test_categorical_fingerprint_is_unchanged():
     """The fingerprint of an all-categorical schema is the one computed before issue 11."""
-    schema = Schema.from_dict({
-        "id_column": "id",
-        "variables": [
-            {"name": "smoke", "owner": "alice", "states": ["yes", "no"]},
-            {"name": "lung", "owner": "alice", "states": ["yes", "no", "?"]},
-            {"name": "xray", "owner": "bob", "states": ["pos", "neg"]},
-        ],
-        "missing_state": "?",
-    })  # fmt: skip
-    assert schema.fingerprint() == "ed79e5483546c0a3038e6bb0b976f0ad81c9f07ce959c162aa60f31d54397e1d"
+    schema = Schema.from_dict(
+        {
+            "id_column": "id",
+            "variables": [
+                {"name": "smoke", "owner": "alice", "states": ["yes", "no"]},
+                {"name": "lung", "owner": "alice", "states": ["yes", "no", "?"]},
+                {"name": "xray", "owner": "bob", "states": ["pos", "neg"]},
+            ],
+            "missing_state": "?",
+        }
+    )
+    assert (
+        schema.fingerprint() == "ed79e5483546c0a3038e6bb0b976f0ad81c9f07ce959c162aa60f31d54397e1d"
+    )
     assert schema.public_dict() == schema.to_dict()
 
 
@@ -90,10 +110,19 @@ def test_categorical_fingerprint_is_unchanged():
         ({"method": "quantile", "count": True}, "'count' must be an integer >= 2"),
         ({"method": "edges", "count": 3, "edges": [35, 18]}, "edges must be strictly increasing"),
         ({"method": "edges", "count": 4, "edges": [18, 35]}, "4 bins need 3 edges"),
-        ({"method": "edges", "count": 3, "edges": [18, "x"]}, "'edges' must be a list of finite numbers"),
+        (
+            {"method": "edges", "count": 3, "edges": [18, "x"]},
+            "'edges' must be a list of finite numbers",
+        ),
         ({"method": "quantile", "count": 3, "cuont": 3}, "unknown key 'cuont'"),
-        ({"method": "quantile", "count": 3, "publish_edges": True}, "'publish_edges' needs the 'edges'"),
-        ({"method": "quantile", "count": 3, "edges": [1, 2]}, "'edges' are used only with method 'edges'"),
+        (
+            {"method": "quantile", "count": 3, "publish_edges": True},
+            "'publish_edges' needs the 'edges'",
+        ),
+        (
+            {"method": "quantile", "count": 3, "edges": [1, 2]},
+            "'edges' are used only with method 'edges'",
+        ),
         ({"method": "quantile", "count": 3, "min_records": 5}, "apply to method 'mgas' only"),
         ({"method": "mgas", "count": 3, "min_records": 0}, "'min_records' must be an integer >= 1"),
         ("quantile", "needs a 'bins' object"),
@@ -130,7 +159,9 @@ def test_owner_discretizes_and_keeps_its_cut_points(tmp_path):
     names = data.schema.state_names(data.bins)
     assert names["age"] == ("x<18", "18<=x<35", "x>=35") and names["smoker"] == ("no", "yes")
     peer = Schema.from_dict(_peer_copy())
-    bob = load_party_data(peer, "bob", _csv(tmp_path / "b.csv", "id,smoker\nr1,no\nr2,yes\nr3,no\nr4,no\n"))
+    bob = load_party_data(
+        peer, "bob", _csv(tmp_path / "b.csv", "id,smoker\nr1,no\nr2,yes\nr3,no\nr4,no\n")
+    )
     assert bob.bins == {} and peer.state_names(bob.bins)["age"] == ("bin1", "bin2", "bin3")
     published = copy.deepcopy(_peer_copy())
     published["variables"][0]["bins"].update(publish_edges=True, edges=[18, 35])
@@ -140,17 +171,26 @@ def test_owner_discretizes_and_keeps_its_cut_points(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("id,age,income\nr1,12,100\nr2,abc,101\nr3,35,200\n",
-         r"a\.csv: line 3, column 'age': value 'abc' is not a finite number"),
-        ("id,age,income\nr1,12,100\nr2,nan,101\nr3,35,200\n", r"line 3, column 'age': value 'nan' is not a finite number"),
+        (
+            "id,age,income\nr1,12,100\nr2,abc,101\nr3,35,200\n",
+            r"a\.csv: line 3, column 'age': value 'abc' is not a finite number",
+        ),
+        (
+            "id,age,income\nr1,12,100\nr2,nan,101\nr3,35,200\n",
+            r"line 3, column 'age': value 'nan' is not a finite number",
+        ),
         ("id,age,income\nr1,12,100\nr2,,101\nr3,35,200\n", r"line 3, column 'age': missing value"),
-        ("id,age,income\nr1,12,100\nr2,12,101\nr3,12,200\n",
-         r"a\.csv: lines 2-4, column 'age': only 1 distinct values for 3 bins: lower the bins count in the "
-         r"schema, or declare 'age' categorical"),
-        ("id,age,income\nr1,12,100\nr2,20,100.5\nr3,35,101\nr4,80,101.4\n",
-         r"column 'income': mgas made 1 groups but the schema's bins count is 2: set count to 1 .*lower min_records"),
+        (
+            "id,age,income\nr1,12,100\nr2,12,101\nr3,12,200\n",
+            r"a\.csv: lines 2-4, column 'age': only 1 distinct values for 3 bins: lower the bins count in the "
+            r"schema, or declare 'age' categorical",
+        ),
+        (
+            "id,age,income\nr1,12,100\nr2,20,100.5\nr3,35,101\nr4,80,101.4\n",
+            r"column 'income': mgas made 1 groups but the schema's bins count is 2: set count to 1 .*lower min_records",
+        ),
     ],
-)  # fmt: skip
+)
 def test_load_errors_are_one_line_with_file_line_and_column(tmp_path, text, message):
     with pytest.raises(DataError, match=message) as info:
         load_party_data(Schema.from_dict(OWNER_COPY), "alice", _csv(tmp_path / "a.csv", text))
@@ -159,12 +199,21 @@ def test_load_errors_are_one_line_with_file_line_and_column(tmp_path, text, mess
 
 def test_private_fields_missing_at_the_owner_and_published_edges_that_differ(tmp_path):
     path = _csv(tmp_path / "a.csv", GOOD)
-    with pytest.raises(DataError, match="method 'edges' needs the 'edges' list in the owner's schema"):
+    with pytest.raises(
+        DataError, match="method 'edges' needs the 'edges' list in the owner's schema"
+    ):
         load_party_data(Schema.from_dict(_peer_copy()), "alice", path)
     raw = copy.deepcopy(OWNER_COPY)
-    raw["variables"][0]["bins"] = {"method": "quantile", "count": 2, "publish_edges": True, "edges": [25]}
+    raw["variables"][0]["bins"] = {
+        "method": "quantile",
+        "count": 2,
+        "publish_edges": True,
+        "edges": [25],
+    }
     # the cut between 20.5 and 35: their midpoint 27.75, rounded as far as it stays between
-    with pytest.raises(DataError, match=r"the quantile cut points of this file \[30\] differ from the published"):
+    with pytest.raises(
+        DataError, match=r"the quantile cut points of this file \[30\] differ from the published"
+    ):
         load_party_data(Schema.from_dict(raw), "alice", path)
 
 
@@ -185,20 +234,57 @@ def _strings(root: Path) -> str:
 def test_secure_learn_equals_reference_and_cut_points_stay_with_the_owner(tmp_path, capsys):
     data = tmp_path / "data"
     # two continuous columns on each side (alice: bronc, xray; bob: smoke, lung), quantile bins
-    assert main(["datasets", "make", "--network", "asia", "--records", "500", "--seed", "5",
-                 "--continuous", "bronc,smoke,xray,lung", "--out", str(data)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "datasets",
+                "make",
+                "--network",
+                "asia",
+                "--records",
+                "500",
+                "--seed",
+                "5",
+                "--continuous",
+                "bronc,smoke,xray,lung",
+                "--out",
+                str(data),
+            ]
+        )
+        == 0
+    )
     schema = Schema.load(str(data / "schema.json"))
-    assert {v.name: v.owner for v in schema.continuous()} == {"smoke": "bob", "lung": "bob", "bronc": "alice", "xray": "alice"}
+    assert {v.name: v.owner for v in schema.continuous()} == {
+        "smoke": "bob",
+        "lung": "bob",
+        "bronc": "alice",
+        "xray": "alice",
+    }
     capsys.readouterr()
     sim = tmp_path / "sim"
-    code = main([
-        "simulate", "--data", str(data), "--max-parents", "2", "--params", '{"key_bits": 1024}',
-        "--policy", TEST_POLICY, "--format", "json", "--out", str(sim),
-    ])  # fmt: skip
+    code = main(
+        [
+            "simulate",
+            "--data",
+            str(data),
+            "--max-parents",
+            "2",
+            "--params",
+            '{"key_bits": 1024}',
+            "--policy",
+            TEST_POLICY,
+            "--format",
+            "json",
+            "--out",
+            str(sim),
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report.get("error")
     ref_dir = tmp_path / "ref"
-    assert main(["reference", "--data", str(data), "--max-parents", "2", "--out", str(ref_dir)]) == 0
+    assert (
+        main(["reference", "--data", str(data), "--max-parents", "2", "--out", str(ref_dir)]) == 0
+    )
     reference = json.loads((ref_dir / "network.json").read_text())
     assert reference["edges"], "the test needs a network with edges"
     _, _, cuts = load_joined_with_bins(schema, data / "alice.csv", data / "bob.csv")
@@ -208,10 +294,15 @@ def test_secure_learn_equals_reference_and_cut_points_stay_with_the_owner(tmp_pa
         assert mine["edges"] == reference["edges"]  # structure and edge order
         for v, spec in reference["parameters"].items():
             assert mine["parameters"][v]["parents"] == spec["parents"]
-            assert np.max(np.abs(np.array(mine["parameters"][v]["table"]) - np.array(spec["table"]))) < 1e-9
+            assert (
+                np.max(np.abs(np.array(mine["parameters"][v]["table"]) - np.array(spec["table"])))
+                < 1e-9
+            )
             variable = schema.variable(v)
             if not variable.is_continuous or variable.owner == role:
-                assert mine["parameters"][v]["states"] == spec["states"]  # intervals, as in the reference
+                assert (
+                    mine["parameters"][v]["states"] == spec["states"]
+                )  # intervals, as in the reference
             else:
                 assert mine["parameters"][v]["states"] == list(variable.states)  # bin1..binK
         own = _strings(folder)
@@ -219,6 +310,9 @@ def test_secure_learn_equals_reference_and_cut_points_stay_with_the_owner(tmp_pa
         for v in theirs:
             for c in cuts[v]:
                 assert format_number(c) not in own, (role, v, c)
-        assert "<=x<" not in (folder / "ledger.json").read_text() and "x>=" not in (folder / "ledger.json").read_text()
+        assert (
+            "<=x<" not in (folder / "ledger.json").read_text()
+            and "x>=" not in (folder / "ledger.json").read_text()
+        )
         for v in (v.name for v in schema.continuous() if v.owner == role):
             assert f"x>={format_number(cuts[v][-1])}" in (folder / "network.bif").read_text()

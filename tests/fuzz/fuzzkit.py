@@ -26,9 +26,9 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+from known_files import TEST_POLICY as KNOWN_POLICY
 from waiting import wait_until as wait_for
 
-from known_files import TEST_POLICY as KNOWN_POLICY
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.lab.harness import free_port
@@ -86,7 +86,12 @@ def write_dataset(base: Path, n: int = N_RECORDS, seed: int = 16) -> dict[str, P
     (base / "schema.json").write_text(json.dumps(schema))
     rng = np.random.default_rng(seed)
     a1 = rng.integers(0, 3, n)
-    codes = {"a1": a1, "b1": (a1 + rng.integers(0, 2, n)) % 3, "a2": rng.integers(0, 3, n), "b2": rng.integers(0, 3, n)}
+    codes = {
+        "a1": a1,
+        "b1": (a1 + rng.integers(0, 2, n)) % 3,
+        "a2": rng.integers(0, 3, n),
+        "b2": rng.integers(0, 3, n),
+    }
     ids = [f"r{i:04d}" for i in range(n)]
     files = {"schema": base / "schema.json"}
     for role in ("alice", "bob"):
@@ -236,7 +241,12 @@ class Plan:
             self.phase, self.applied, self.sent_at = phase_of(frame), True, time.monotonic()
             items = mutate(frame, self.mutation)
             if not self.raw_ok:
-                items = [Frame(kind=Frame.DATA, job_id=frame.job_id, payload=i) if isinstance(i, bytes) else i for i in items]
+                items = [
+                    Frame(kind=Frame.DATA, job_id=frame.job_id, payload=i)
+                    if isinstance(i, bytes)
+                    else i
+                    for i in items
+                ]
             for item in items:
                 if item is END:
                     return
@@ -250,7 +260,9 @@ class RawStub:
         self.Handshake = real.Handshake  # noqa: N815 - the stub's method name
         self.Health = real.Health  # noqa: N815
         self.Exchange = channel.stream_stream(  # noqa: N815
-            SERVICE + "Exchange", request_serializer=serialize_any, response_deserializer=Frame.FromString
+            SERVICE + "Exchange",
+            request_serializer=serialize_any,
+            response_deserializer=Frame.FromString,
         )
 
 
@@ -288,21 +300,45 @@ class FuzzAlice(PartyDaemon):
 class BobProcess:
     """bob's daemon as its own process, with the clients the fuzzer calls it through."""
 
-    def __init__(self, base: Path, files: dict[str, Path], pki: dict[str, Path], alice_address: str) -> None:
+    def __init__(
+        self, base: Path, files: dict[str, Path], pki: dict[str, Path], alice_address: str
+    ) -> None:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.log_path = base / "bob.log"
         self.out = base / "out-bob"
         command = [
-            sys.executable, "-m", "ppbn.cli", "party", "serve", "--role", "bob",
-            "--schema", str(files["schema"]), "--data", str(files["bob"]),
-            "--listen", self.address, "--peer", alice_address, "--tls-dir", str(pki["bob"]),
-            "--out", str(self.out), "--policy", str(POLICY_FILE), "--workers", "1",
-            "--peer-timeout", str(PEER_TIMEOUT_S),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "ppbn.cli",
+            "party",
+            "serve",
+            "--role",
+            "bob",
+            "--schema",
+            str(files["schema"]),
+            "--data",
+            str(files["bob"]),
+            "--listen",
+            self.address,
+            "--peer",
+            alice_address,
+            "--tls-dir",
+            str(pki["bob"]),
+            "--out",
+            str(self.out),
+            "--policy",
+            str(POLICY_FILE),
+            "--workers",
+            "1",
+            "--peer-timeout",
+            str(PEER_TIMEOUT_S),
+        ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
         self._log_offset = 0
         operator_tls = load_tls_files(pki["bob"], "operator")
         peer_tls = load_tls_files(pki["alice"], "alice")
@@ -314,11 +350,15 @@ class BobProcess:
     def raw_unary(self, method: str, as_peer: bool) -> Callable[..., bytes]:
         """A call of ``method`` that sends bytes as they are (no serializer): any protobuf or none."""
         channel = self.peer_channel if as_peer else self.operator_channel
-        return channel.unary_unary(SERVICE + method, request_serializer=None, response_deserializer=None)
+        return channel.unary_unary(
+            SERVICE + method, request_serializer=None, response_deserializer=None
+        )
 
     def raw_exchange(self) -> Callable[..., Iterator[Frame]]:
         return self.peer_channel.stream_stream(
-            SERVICE + "Exchange", request_serializer=serialize_any, response_deserializer=Frame.FromString
+            SERVICE + "Exchange",
+            request_serializer=serialize_any,
+            response_deserializer=Frame.FromString,
         )
 
     def healthy(self) -> bool:
@@ -365,13 +405,21 @@ class BobProcess:
                 self.process.wait(5)
 
 
-def make_alice(base: Path, files: dict[str, Path], pki: dict[str, Path], bob_address: str, port: int) -> FuzzAlice:
+def make_alice(
+    base: Path, files: dict[str, Path], pki: dict[str, Path], bob_address: str, port: int
+) -> FuzzAlice:
     config = DaemonConfig(
-        role="alice", schema_path=str(files["schema"]), data_path=str(files["alice"]),
-        listen=f"127.0.0.1:{port}", peer=bob_address, tls_dir=str(pki["alice"]),
-        out_dir=str(base / "out-alice"), timeout_s=PEER_TIMEOUT_S,
-        policy=LocalPolicy.load(str(POLICY_FILE)), probe_interval_s=2.0,
-    )  # fmt: skip
+        role="alice",
+        schema_path=str(files["schema"]),
+        data_path=str(files["alice"]),
+        listen=f"127.0.0.1:{port}",
+        peer=bob_address,
+        tls_dir=str(pki["alice"]),
+        out_dir=str(base / "out-alice"),
+        timeout_s=PEER_TIMEOUT_S,
+        policy=LocalPolicy.load(str(POLICY_FILE)),
+        probe_interval_s=2.0,
+    )
     return FuzzAlice(config)
 
 
@@ -404,16 +452,22 @@ class Tally:
         return sum(self.messages.values())
 
     def summary(self) -> list[str]:
-        lines = [f"fuzz: {self.total():,} mutated messages in {time.monotonic() - self.started:.0f} s"]
+        lines = [
+            f"fuzz: {self.total():,} mutated messages in {time.monotonic() - self.started:.0f} s"
+        ]
         for rpc in sorted({r for r, _ in self.messages}):
             parts = [f"{p} {n:,}" for (r, p), n in sorted(self.messages.items()) if r == rpc]
-            lines.append(f"  {rpc}: {sum(n for (r, _), n in self.messages.items() if r == rpc):,} ({', '.join(parts)})")
+            lines.append(
+                f"  {rpc}: {sum(n for (r, _), n in self.messages.items() if r == rpc):,} ({', '.join(parts)})"
+            )
         lines.append("statuses seen:")
         for rpc in sorted({r for r, _ in self.statuses}):
             parts = [f"{s} {n:,}" for (r, s), n in sorted(self.statuses.items()) if r == rpc]
             lines.append(f"  {rpc}: {', '.join(parts)}")
         lines.append(f"crashes {self.crashes}, hangs {self.hangs}, findings {len(self.findings)}")
-        lines.append(f"slowest job end after a hostile frame: {self.slowest_end_s:.2f} s (peer timeout {PEER_TIMEOUT_S:g} s)")
+        lines.append(
+            f"slowest job end after a hostile frame: {self.slowest_end_s:.2f} s (peer timeout {PEER_TIMEOUT_S:g} s)"
+        )
         lines.append(
             f"bob RSS {self.rss_before_mib:.0f} MiB before, {self.rss_after_mib:.0f} MiB after "
             f"(+{self.rss_after_mib - self.rss_before_mib:.0f}), peak {self.rss_peak_mib:.0f} MiB"
@@ -461,7 +515,9 @@ class Fuzzer:
     def check_bob(self, what: str) -> None:
         """bob is alive, serving, has logged nothing that shows an unchecked field; sample RSS."""
         if self.bob.process.poll() is not None:
-            self.fail(f"bob's daemon exited with {self.bob.process.returncode} after {what}", crash=True)
+            self.fail(
+                f"bob's daemon exited with {self.bob.process.returncode} after {what}", crash=True
+            )
         if not self.bob.healthy():
             time.sleep(1.0)  # one retry: the health call itself may have hit the RPC bound
             if not self.bob.healthy():
@@ -503,7 +559,9 @@ class Fuzzer:
             self.alice.refuse_jobs = False
         self.check_status(rpc, code, details, what)
         if rpc == "StartJob" and reply is not None:
-            job_id = reply.job_id if not isinstance(reply, bytes) else JobInfo.FromString(reply).job_id
+            job_id = (
+                reply.job_id if not isinstance(reply, bytes) else JobInfo.FromString(reply).job_id
+            )
             self.end_job_at_bob(job_id)
         self.check_bob(what)
 
@@ -512,8 +570,12 @@ class Fuzzer:
         try:
             self.bob.operator.CancelJob(party_pb2.JobQuery(job_id=job_id), timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as exc:
-            self.check_status("CancelJob", exc.code(), exc.details() or "", f"cancelling job {job_id}")
-        wait_for(self.bob.idle, PEER_TIMEOUT_S + HANG_MARGIN_S, f"bob to end cancelled job {job_id}")
+            self.check_status(
+                "CancelJob", exc.code(), exc.details() or "", f"cancelling job {job_id}"
+            )
+        wait_for(
+            self.bob.idle, PEER_TIMEOUT_S + HANG_MARGIN_S, f"bob to end cancelled job {job_id}"
+        )
         self.settle_alice(job_id)
 
     def settle_alice(self, job_id: str) -> None:
@@ -539,22 +601,32 @@ class Fuzzer:
         self.check_status("Exchange", code, details, what)
         for answer in answers:
             if answer.kind == Frame.ABORT:
-                TALLY.saw("Exchange", f"ABORT {AbortCode.Name(answer.code) if answer.code in AbortCode.values() else answer.code}")
+                TALLY.saw(
+                    "Exchange",
+                    f"ABORT {AbortCode.Name(answer.code) if answer.code in AbortCode.values() else answer.code}",
+                )
                 if answer.code == AbortCode.INTERNAL:
                     self.fail(f"bob aborted with INTERNAL after {what}")
         started = time.monotonic()
         if not wait_for_quietly(self.bob.idle, PEER_TIMEOUT_S + HANG_MARGIN_S):
-            self.fail(f"bob still runs a job {PEER_TIMEOUT_S + HANG_MARGIN_S:g} s after {what}", hang=True)
+            self.fail(
+                f"bob still runs a job {PEER_TIMEOUT_S + HANG_MARGIN_S:g} s after {what}", hang=True
+            )
         TALLY.slowest_end_s = max(TALLY.slowest_end_s, time.monotonic() - started)
         self.check_bob(what)
 
     def honest_opening(self, job_id: str, kind: str = "ping") -> Frame:
         """The OPEN frame alice would send for an honest job of ``kind``."""
         return Frame(
-            kind=Frame.OPEN, job_id=job_id, hello=self.alice.hello, initiator="fuzz",
-            job=party_pb2.JobRequest(kind=kind, params_json=json.dumps(HONEST_PARAMS[kind]), job_id=job_id),
+            kind=Frame.OPEN,
+            job_id=job_id,
+            hello=self.alice.hello,
+            initiator="fuzz",
+            job=party_pb2.JobRequest(
+                kind=kind, params_json=json.dumps(HONEST_PARAMS[kind]), job_id=job_id
+            ),
             nonce=os.urandom(16),
-        )  # fmt: skip
+        )
 
     def hostile_job(self, kind: str, params: dict, opener: str, k: int, mutation: Mutation) -> bool:
         """Run an honest job whose stream from alice has frame k mutated; False if it had no frame k.
@@ -572,13 +644,16 @@ class Fuzzer:
         else:
             try:
                 self.bob.operator.StartJob(
-                    party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id), timeout=RPC_TIMEOUT_S
+                    party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id),
+                    timeout=RPC_TIMEOUT_S,
                 )
             except grpc.RpcError as exc:
                 self.check_status("StartJob", exc.code(), exc.details() or "", what)
         self.alice.plan = None
         alice_job = self.alice.jobs.get(job_id)
-        wait_for_quietly(lambda: plan.applied or (alice_job is not None and alice_job.done.is_set()), 120)
+        wait_for_quietly(
+            lambda: plan.applied or (alice_job is not None and alice_job.done.is_set()), 120
+        )
         if not plan.applied:
             self.settle_alice(job_id)
             wait_for(self.bob.idle, PEER_TIMEOUT_S + HANG_MARGIN_S, "bob to end an unmutated job")
@@ -587,10 +662,15 @@ class Fuzzer:
         TALLY.sent("Exchange", f"{kind}, {opener} opens: {plan.phase}")
         limit = plan.sent_at + PEER_TIMEOUT_S + HANG_MARGIN_S
         if not wait_for_quietly(self.bob.idle, limit - time.monotonic()):
-            self.fail(f"bob still runs the job {PEER_TIMEOUT_S + HANG_MARGIN_S:g} s after {what}", hang=True)
+            self.fail(
+                f"bob still runs the job {PEER_TIMEOUT_S + HANG_MARGIN_S:g} s after {what}",
+                hang=True,
+            )
         TALLY.slowest_end_s = max(TALLY.slowest_end_s, time.monotonic() - plan.sent_at)
         try:
-            info = self.bob.operator.JobStatus(party_pb2.JobQuery(job_id=job_id), timeout=RPC_TIMEOUT_S)
+            info = self.bob.operator.JobStatus(
+                party_pb2.JobQuery(job_id=job_id), timeout=RPC_TIMEOUT_S
+            )
             state, error = JobInfo.State.Name(info.state), info.error
         except grpc.RpcError as exc:
             state, error = exc.code().name, ""
@@ -599,8 +679,14 @@ class Fuzzer:
         TALLY.saw("Exchange", f"{state}" + (f" + ABORT {AbortCode.Name(abort)}" if abort else ""))
         if "internal error" in error or abort == AbortCode.INTERNAL:
             time.sleep(0.5)  # bob logs the traceback as the job ends
-            trace = " | ".join(line[:200] for line in self.bob.new_log().splitlines() if line.startswith(("  ", "Traceback")))
-            self.fail(f"bob's job failed with an internal error after {what}: {error[:300]} | {trace[-1500:]}")
+            trace = " | ".join(
+                line[:200]
+                for line in self.bob.new_log().splitlines()
+                if line.startswith(("  ", "Traceback"))
+            )
+            self.fail(
+                f"bob's job failed with an internal error after {what}: {error[:300]} | {trace[-1500:]}"
+            )
         self.settle_alice(job_id)
         self.check_bob(what)
         return True
@@ -617,10 +703,17 @@ class Fuzzer:
                 assert job.done.wait(120) and job.state == JobInfo.SUCCEEDED, job.error
             else:
                 self.bob.operator.StartJob(
-                    party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id), timeout=RPC_TIMEOUT_S
+                    party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id),
+                    timeout=RPC_TIMEOUT_S,
                 )
-                wait_for(lambda: self.alice.jobs.get(job_id) and self.alice.jobs[job_id].done.is_set(), 120, "honest job")
-                assert self.alice.jobs[job_id].state == JobInfo.SUCCEEDED, self.alice.jobs[job_id].error
+                wait_for(
+                    lambda: self.alice.jobs.get(job_id) and self.alice.jobs[job_id].done.is_set(),
+                    120,
+                    "honest job",
+                )
+                assert self.alice.jobs[job_id].state == JobInfo.SUCCEEDED, self.alice.jobs[
+                    job_id
+                ].error
             wait_for(self.bob.idle, 30, "bob to finish the honest job")
             self.honest_phases[key] = list(plan.tags)
         return self.honest_phases[key]

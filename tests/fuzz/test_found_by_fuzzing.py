@@ -24,7 +24,9 @@ def test_a_reshared_value_out_of_range_is_a_protocol_error(value):
     with pytest.raises(ProtocolError, match="arith.reshare"):
         _reshare(bob, ring.from_ints([0, 0]), 20)
     alice_end, bob_end = memory_channel_pair(timeout_s=5)
-    alice_end.send_array("arith.reshare", ring.from_ints([3, value]).view(np.uint8).reshape(2, 16)[:, :3].copy())
+    alice_end.send_array(
+        "arith.reshare", ring.from_ints([3, value]).view(np.uint8).reshape(2, 16)[:, :3].copy()
+    )
     share = _reshare(arith.ArithSession(bob_end, "bob"), ring.from_ints([0, 0]), 20)
     assert np.all(ring.sar(share.signed, 21) == ring.sar(share.signed, 127))  # in range
     assert set(share.top.tolist()) <= {0, 1}
@@ -38,7 +40,11 @@ def test_an_honest_reshare_passes_the_range_check():
     mine = _reshare(alice, x, 20)
     theirs = _reshare(bob, ring.from_ints([0, 0, 0]), 20)
     wrap = ring.shl(ring.from_uint64(mine.top & theirs.top), 22)
-    assert ring.to_signed(ring.add(ring.add(mine.signed, theirs.signed), wrap)) == [5 + 2**20, -7 + 2**20, 2**21 - 1]
+    assert ring.to_signed(ring.add(ring.add(mine.signed, theirs.signed), wrap)) == [
+        5 + 2**20,
+        -7 + 2**20,
+        2**21 - 1,
+    ]
     assert np.all(ring.sar(theirs.signed, 21) == ring.sar(theirs.signed, 127))  # in range
 
 

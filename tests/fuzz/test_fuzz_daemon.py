@@ -23,7 +23,9 @@ from strategies import TEXT, hello_fields, job_fields, mutations, random_frames
 from ppbn.parties.daemon import PROTOCOL_VERSION
 from ppbn.proto import party_pb2
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc for RSS")
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/status").exists(), reason="needs /proc for RSS"
+)
 
 # examples per test: (short, long)
 EXAMPLES = {
@@ -64,7 +66,9 @@ def unary_calls(draw) -> tuple[str, object, bool, bool]:
 @st.composite
 def unary_requests(draw) -> tuple[str, object, bool]:
     rpc = draw(st.sampled_from(["Health", "Handshake", "StartJob", "JobStatus", "CancelJob"]))
-    as_peer = draw(st.booleans()) if rpc in ("Health", "Handshake") else draw(st.integers(0, 9)) == 0
+    as_peer = (
+        draw(st.booleans()) if rpc in ("Health", "Handshake") else draw(st.integers(0, 9)) == 0
+    )
     if draw(st.integers(0, 4)) == 0:
         return rpc, draw(st.binary(max_size=300)), as_peer
     if rpc == "Health":
@@ -103,7 +107,9 @@ def first_messages(draw, fuzzer: Fuzzer) -> tuple[list[object], str]:
         return [draw(random_frames())], "first frame: random"
     if choice == 2:
         return [], "first frame: none"
-    opening = fuzzer.honest_opening(fuzzer.fresh_job_id(), draw(st.sampled_from(sorted(HONEST_PARAMS))))
+    opening = fuzzer.honest_opening(
+        fuzzer.fresh_job_id(), draw(st.sampled_from(sorted(HONEST_PARAMS)))
+    )
     mutation = draw(mutations())
     items = [item for item in mutate(opening, mutation) if isinstance(item, bytes | Frame)]
     return items, f"first frame: OPEN with {mutation.name}"
@@ -150,7 +156,15 @@ def test_a_hostile_frame_in_any_phase_of_a_learn_job(fuzzer):
     _hostile_jobs(fuzzer, ("learn",), "learn")
 
 
-OVERSIZED = [("tables", "open"), ("tables", "records"), ("tables", "tables"), ("learn", "yao"), ("learn", "arith"), ("learn", "params"), ("learn", "done")]
+OVERSIZED = [
+    ("tables", "open"),
+    ("tables", "records"),
+    ("tables", "tables"),
+    ("learn", "yao"),
+    ("learn", "arith"),
+    ("learn", "params"),
+    ("learn", "done"),
+]
 
 
 @pytest.mark.parametrize(("kind", "phase"), OVERSIZED)
@@ -167,14 +181,20 @@ def test_a_message_split_into_endless_chunks(fuzzer):
     both its queue budget (64 MiB) and what its protocol expects next, so its memory
     never grows by the flood's size."""
     phases = fuzzer.record_honest_phases("tables", HONEST_PARAMS["tables"], "alice")
-    chunk = Frame(kind=Frame.DATA, tag="tables.ciphertexts", payload=b"\x02" * (16 * MIB), more=True)
+    chunk = Frame(
+        kind=Frame.DATA, tag="tables.ciphertexts", payload=b"\x02" * (16 * MIB), more=True
+    )
     flood = Mutation("random_frames", (chunk,) * 40)
     fuzzer.bob.reset_peak_rss()
     before = fuzzer.bob.rss_mib()
-    assert fuzzer.hostile_job("tables", HONEST_PARAMS["tables"], "alice", phases.index("tables"), flood)
+    assert fuzzer.hostile_job(
+        "tables", HONEST_PARAMS["tables"], "alice", phases.index("tables"), flood
+    )
     assert "expects a shorter one" in fuzzer.last_error, fuzzer.last_error
     peak = fuzzer.bob.peak_rss_mib()
-    assert peak - before < RSS_GROWTH_BOUND_MIB, f"bob's RSS went from {before:.0f} to {peak:.0f} MiB"
+    assert peak - before < RSS_GROWTH_BOUND_MIB, (
+        f"bob's RSS went from {before:.0f} to {peak:.0f} MiB"
+    )
 
 
 def test_rss_stays_bounded(fuzzer):

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from known_files import TEST_POLICY
 from waiting import wait_until
 
-from known_files import TEST_POLICY
 from ppbn.bn.learn import learn_reference
 from ppbn.bn.schema import Schema
 from ppbn.cli import main as ppbn_main
@@ -51,14 +51,28 @@ def test_datasets_make_overlap_gives_each_party_own_records_in_its_own_order(ove
     assert len(set(alice) & set(bob)) == 300
     shared = [i for i in alice if i in set(bob)]
     assert shared != [i for i in bob if i in set(alice)]  # the rows are in different orders
-    code = ppbn_main(["datasets", "make", "--network", "asia", "--records", "10", "--overlap", "1.5",
-                      "--out", str(overlapping.parent / "bad")])  # fmt: skip
+    code = ppbn_main(
+        [
+            "datasets",
+            "make",
+            "--network",
+            "asia",
+            "--records",
+            "10",
+            "--overlap",
+            "1.5",
+            "--out",
+            str(overlapping.parent / "bad"),
+        ]
+    )
     assert code == 2
 
 
 def test_reference_align_psi_joins_the_intersection(overlapping, capsys):
     schema = Schema.load(str(overlapping / "schema.json"))
-    names, codes = load_joined(schema, overlapping / "alice.csv", overlapping / "bob.csv", intersect=True)
+    names, codes = load_joined(
+        schema, overlapping / "alice.csv", overlapping / "bob.csv", intersect=True
+    )
     assert codes.shape == (300, len(names))
     assert ppbn_main(["reference", "--data", str(overlapping), "--max-parents", "2"]) == 2
     assert "has no row in" in capsys.readouterr().err
@@ -66,7 +80,9 @@ def test_reference_align_psi_joins_the_intersection(overlapping, capsys):
 
 def _pair(data: Path, work: Path, policy: LocalPolicy | None = None) -> LocalPair:
     make_local_pki(work / "certs", PARTY_ROLES)
-    files = PairFiles(data / "schema.json", {r: data / f"{r}.csv" for r in PARTY_ROLES}, work / "certs", work)
+    files = PairFiles(
+        data / "schema.json", {r: data / f"{r}.csv" for r in PARTY_ROLES}, work / "certs", work
+    )
     return LocalPair(files, 20.0, policy=policy or LocalPolicy.load(TEST_POLICY), align="psi")
 
 
@@ -76,7 +92,9 @@ def test_two_daemons_learn_the_reference_of_the_intersection(overlapping, tmp_pa
         outcome = client.wait(job_id, 300)
         assert outcome.state == "SUCCEEDED", outcome.error
     schema = Schema.load(str(overlapping / "schema.json"))
-    names, codes = load_joined(schema, overlapping / "alice.csv", overlapping / "bob.csv", intersect=True)
+    names, codes = load_joined(
+        schema, overlapping / "alice.csv", overlapping / "bob.csv", intersect=True
+    )
     states = {v.name: v.states for v in schema.variables}
     reference = learn_reference(names, states, codes, 2, "exact")
     only = {
@@ -90,13 +108,18 @@ def test_two_daemons_learn_the_reference_of_the_intersection(overlapping, tmp_pa
         for v in names:
             table = np.array(learned["parameters"][v]["table"])
             assert np.max(np.abs(table - reference.network.cpts[v])) < 1e-9
-        ledger = {e["kind"]: e["value"] for e in json.loads((folder / "ledger.json").read_text())["entries"]}
+        ledger = {
+            e["kind"]: e["value"]
+            for e in json.loads((folder / "ledger.json").read_text())["entries"]
+        }
         assert ledger["psi_peer_set_size"] == 500
         assert ledger["psi_intersection_size"] == ledger["aligned_record_count"] == 300
         peer_only = only["bob" if role == "alice" else "alice"]
         text = "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
         text += pair.logs[role].read_text()
-        assert not [i for i in peer_only if i in text], f"{role}'s files name a record only its peer holds"
+        assert not [i for i in peer_only if i in text], (
+            f"{role}'s files name a record only its peer holds"
+        )
 
 
 def _disjoint(data: Path, out: Path, keep_shared: int) -> Path:
@@ -123,20 +146,36 @@ def _disjoint(data: Path, out: Path, keep_shared: int) -> Path:
     ("shared", "message"),
     [
         (0, "share none: nothing to learn"),
-        (50, "the intersection holds 50 records, fewer than this party's policy minimum of 100: on so few "
-             "records the CPTs would reveal individual records"),
+        (
+            50,
+            "the intersection holds 50 records, fewer than this party's policy minimum of 100: on so few "
+            "records the CPTs would reveal individual records",
+        ),
     ],
-)  # fmt: skip
+)
 def test_small_or_empty_intersections_are_refused(overlapping, tmp_path, capsys, shared, message):
     data = _disjoint(overlapping, tmp_path / "data", shared)
     policy = dataclasses.replace(LocalPolicy.load(TEST_POLICY), min_records=100)
     with _pair(data, tmp_path, policy=policy) as pair:
-        code = ppbn_main(["learn", "--peer", pair.address("alice"), "--tls-dir", str(tmp_path / "certs" / "alice"),
-                          "--params", json.dumps(PARAMS), "--format", "json"])  # fmt: skip
+        code = ppbn_main(
+            [
+                "learn",
+                "--peer",
+                pair.address("alice"),
+                "--tls-dir",
+                str(tmp_path / "certs" / "alice"),
+                "--params",
+                json.dumps(PARAMS),
+                "--format",
+                "json",
+            ]
+        )
         assert code == 2  # refused for its input, like any other bad input
         outcome = json.loads(capsys.readouterr().out)
         assert outcome["state"] == "FAILED" and message in outcome["error"]
-        wait_until(lambda: message in pair.logs["bob"].read_text(), 20, "bob's own check to say the same")
+        wait_until(
+            lambda: message in pair.logs["bob"].read_text(), 20, "bob's own check to say the same"
+        )
         assert not list(pair.out_dir("alice").rglob("network.json"))
 
 
@@ -150,14 +189,27 @@ def test_align_on_one_daemon_only_is_refused_on_both_sides(overlapping, tmp_path
         for role in PARTY_ROLES:
             peer = "bob" if role == "alice" else "alice"
             config = DaemonConfig(
-                role=role, schema_path=str(overlapping / "schema.json"), data_path=str(overlapping / f"{role}.csv"),
-                listen=f"127.0.0.1:{ports[role]}", peer=f"127.0.0.1:{ports[peer]}",
-                tls_dir=str(tmp_path / "certs" / role), out_dir=str(tmp_path / f"out-{role}"),
-                timeout_s=5.0, probe_interval_s=0.2, align=aligns[role], policy=LocalPolicy.load(TEST_POLICY),
-            )  # fmt: skip
+                role=role,
+                schema_path=str(overlapping / "schema.json"),
+                data_path=str(overlapping / f"{role}.csv"),
+                listen=f"127.0.0.1:{ports[role]}",
+                peer=f"127.0.0.1:{ports[peer]}",
+                tls_dir=str(tmp_path / "certs" / role),
+                out_dir=str(tmp_path / f"out-{role}"),
+                timeout_s=5.0,
+                probe_interval_s=0.2,
+                align=aligns[role],
+                policy=LocalPolicy.load(TEST_POLICY),
+            )
             daemons.append(PartyDaemon(config))
             daemons[-1].start()
-        states = wait_until(lambda: all("--align" in d.peer_state for d in daemons) and [d.peer_state for d in daemons], 20, "both handshakes to fail on --align")
+        states = wait_until(
+            lambda: (
+                all("--align" in d.peer_state for d in daemons) and [d.peer_state for d in daemons]
+            ),
+            20,
+            "both handshakes to fail on --align",
+        )
     finally:
         for daemon in daemons:
             daemon.stop(grace_s=0.5)

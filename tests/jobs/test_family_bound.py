@@ -20,7 +20,13 @@ from ppbn.jobs.search_params import SEARCH_DEFAULTS, search_family_bound
 NAMES = ("asia", "tub", "smoke", "lung", "bronc", "either", "xray", "dysp")
 OWNERS = ("alice", "bob") * 4
 SCHEMA = Schema.from_dict(
-    {"id_column": "id", "variables": [{"name": n, "owner": o, "states": ["no", "yes"]} for n, o in zip(NAMES, OWNERS, strict=True)]}
+    {
+        "id_column": "id",
+        "variables": [
+            {"name": n, "owner": o, "states": ["no", "yes"]}
+            for n, o in zip(NAMES, OWNERS, strict=True)
+        ],
+    }
 )
 ALL_INTO_DYSP = [[v, "dysp"] for v in NAMES if v != "dysp"]
 
@@ -46,23 +52,31 @@ def test_a_start_graph_sets_the_bound_and_is_named():
 
 
 def test_start_and_fixed_edges_add_up_for_one_child():
-    bound = search_family_bound(params(search="hc", start=ALL_INTO_DYSP[:2], fixed_edges=ALL_INTO_DYSP[2:4]), SCHEMA)
+    bound = search_family_bound(
+        params(search="hc", start=ALL_INTO_DYSP[:2], fixed_edges=ALL_INTO_DYSP[2:4]), SCHEMA
+    )
     assert (bound.parents, bound.parameter) == (4, "start")
 
 
 def test_forced_families_within_the_parent_limit_leave_it_the_bound():
-    bound = search_family_bound(params(search="hc", max_parents=3, fixed_edges=ALL_INTO_DYSP[:3]), SCHEMA)
+    bound = search_family_bound(
+        params(search="hc", max_parents=3, fixed_edges=ALL_INTO_DYSP[:3]), SCHEMA
+    )
     assert (bound.parents, bound.parameter) == (3, "max_parents")
 
 
 def test_white_and_black_lists_cannot_enlarge_a_family():
     every_edge = [[u, v] for u in NAMES for v in NAMES if u != v]
-    bound = search_family_bound(params(search="hc", white_list=every_edge, black_list=ALL_INTO_DYSP[:1]), SCHEMA)
+    bound = search_family_bound(
+        params(search="hc", white_list=every_edge, black_list=ALL_INTO_DYSP[:1]), SCHEMA
+    )
     assert (bound.parents, bound.parameter) == (2, "max_parents")
 
 
 def test_black_listed_start_edges_do_not_count():
-    bound = search_family_bound(params(search="hc", start=ALL_INTO_DYSP[:5], black_list=ALL_INTO_DYSP[:3]), SCHEMA)
+    bound = search_family_bound(
+        params(search="hc", start=ALL_INTO_DYSP[:5], black_list=ALL_INTO_DYSP[:3]), SCHEMA
+    )
     assert bound.parents == 2
 
 
@@ -70,8 +84,16 @@ def test_black_listed_start_edges_do_not_count():
     ("policy", "bound", "words"),
     [
         (LocalPolicy(), FamilyBound(5, "fixed_edges", "x"), "max_parents 4"),
-        (replace(LocalPolicy(), max_family=3), FamilyBound(3, "max_parents", "x"), "a family of 4 variables"),
-        (replace(LocalPolicy(), max_parents=8, max_family=3), FamilyBound(3, "max_family", "x"), "max_family 3"),
+        (
+            replace(LocalPolicy(), max_family=3),
+            FamilyBound(3, "max_parents", "x"),
+            "a family of 4 variables",
+        ),
+        (
+            replace(LocalPolicy(), max_parents=8, max_family=3),
+            FamilyBound(3, "max_family", "x"),
+            "max_family 3",
+        ),
     ],
 )
 def test_a_bound_over_either_limit_is_refused_naming_the_parameter(policy, bound, words):
@@ -97,7 +119,11 @@ SCOPE = PolicyScope("alice", SCHEMA, 5000)
         ("learn", {"max_parents": 4}, "max_parents"),  # K2 at u = 4 under max_family 3
         ("learn", {"search": "hc", "max_parents": 4}, "max_parents"),
         ("pram", {"p": 0.3, "max_parents": 4}, "max_parents"),
-        ("pram-miner", {"p": 0.3, "search": "hc", "max_parents": 1, "fixed_edges": ALL_INTO_DYSP}, "fixed_edges"),
+        (
+            "pram-miner",
+            {"p": 0.3, "search": "hc", "max_parents": 1, "fixed_edges": ALL_INTO_DYSP},
+            "fixed_edges",
+        ),
         ("tables", {"max_family": 4}, "max_family"),
     ],
 )

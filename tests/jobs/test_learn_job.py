@@ -4,11 +4,10 @@ parameters, the shared disclosure and `ppbn shares combine` (issue 5)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-
 from known_files import TEST_POLICY as KNOWN_POLICY
+
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
 from ppbn.errors import UserError
@@ -18,10 +17,29 @@ TEST_POLICY = str(KNOWN_POLICY)
 
 
 def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):
-    code = main([
-        "simulate", "--network", "asia", "--records", "1200", "--seed", "3", "--max-parents", "2",
-        "--score", "yw0", "--params", '{"key_bits": 1024}', "--policy", TEST_POLICY, "--format", "json", "--out", str(tmp_path),
-    ])  # fmt: skip
+    code = main(
+        [
+            "simulate",
+            "--network",
+            "asia",
+            "--records",
+            "1200",
+            "--seed",
+            "3",
+            "--max-parents",
+            "2",
+            "--score",
+            "yw0",
+            "--params",
+            '{"key_bits": 1024}',
+            "--policy",
+            TEST_POLICY,
+            "--format",
+            "json",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report.get("error")
     assert report["kind"] == "learn" and report["state"] == "SUCCEEDED"
@@ -30,7 +48,16 @@ def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):
     assert "for tests only" in report["result"]["warning"]  # 1024-bit keys never pass quietly
     for role in ("alice", "bob"):
         stats = report["stats"][role]
-        for key in ("wall_s", "phases", "bytes_sent", "bytes_received", "rounds", "paillier_encryptions", "and_gates", "ots"):
+        for key in (
+            "wall_s",
+            "phases",
+            "bytes_sent",
+            "bytes_received",
+            "rounds",
+            "paillier_encryptions",
+            "and_gates",
+            "ots",
+        ):
             assert key in stats, key
         out = next(tmp_path.glob(f"out-{role}/*/network.json"))
         network = json.loads(out.read_text())
@@ -38,25 +65,72 @@ def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):
         assert {"order", "edges", "parents", "parameters", "score", "tau", "stats"} <= set(network)
         assert (out.parent / "network.bif").is_file()
         ledger = json.loads((out.parent / "ledger.json").read_text())
-        assert {e["kind"] for e in ledger["entries"]} <= {"schema", "record_count", "records_match", "k2_decision", "edge", "structure", "parameter"}
+        assert {e["kind"] for e in ledger["entries"]} <= {
+            "schema",
+            "record_count",
+            "records_match",
+            "k2_decision",
+            "edge",
+            "structure",
+            "parameter",
+        }
 
 
 def test_shared_disclosure_and_combine(tmp_path, capsys):
-    code = main([
-        "simulate", "--network", "asia", "--records", "800", "--max-parents", "1", "--disclosure", "shared",
-        "--params", '{"key_bits": 1024}', "--policy", TEST_POLICY, "--format", "json", "--out", str(tmp_path),
-    ])  # fmt: skip
+    code = main(
+        [
+            "simulate",
+            "--network",
+            "asia",
+            "--records",
+            "800",
+            "--max-parents",
+            "1",
+            "--disclosure",
+            "shared",
+            "--params",
+            '{"key_bits": 1024}',
+            "--policy",
+            TEST_POLICY,
+            "--format",
+            "json",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["reference_check"]["max_abs_cpt_difference"] is None
-    files = {role: next(tmp_path.glob(f"out-{role}/*/parameter_shares.json")) for role in ("alice", "bob")}
+    files = {
+        role: next(tmp_path.glob(f"out-{role}/*/parameter_shares.json"))
+        for role in ("alice", "bob")
+    }
     network = json.loads(next(tmp_path.glob("out-alice/*/network.json")).read_text())
-    assert network["parameters"] == {} and sorted(network["parameters_withheld"]) == sorted(network["order"])
+    assert network["parameters"] == {} and sorted(network["parameters_withheld"]) == sorted(
+        network["order"]
+    )
     opened_path = tmp_path / "opened.json"
-    assert main(["shares", "combine", "--alice", str(files["alice"]), "--bob", str(files["bob"]), "--out", str(opened_path)]) == 0
+    assert (
+        main(
+            [
+                "shares",
+                "combine",
+                "--alice",
+                str(files["alice"]),
+                "--bob",
+                str(files["bob"]),
+                "--out",
+                str(opened_path),
+            ]
+        )
+        == 0
+    )
     opened = json.loads(opened_path.read_text())["parameters"]
     for v, spec in opened.items():
         assert all(abs(sum(row) - 1) < 1e-9 for row in spec["table"]), v
-    assert main(["shares", "combine", "--alice", str(files["alice"]), "--bob", str(files["alice"])]) == 2
+    assert (
+        main(["shares", "combine", "--alice", str(files["alice"]), "--bob", str(files["alice"])])
+        == 2
+    )
     assert "one file of alice and one of bob" in capsys.readouterr().err
 
 

@@ -5,12 +5,11 @@ indicator rows in the tables protocol) and in the plaintext reference alike."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from known_files import TEST_POLICY as KNOWN_POLICY
+
 from ppbn.bn.k2 import CountsOracle, count_table
 from ppbn.bn.learn import joined_count_fn, learn_reference
 from ppbn.bn.networks import load_network, sample
@@ -112,14 +111,28 @@ def _write(tmp_path, alice: str, bob: str):
 def test_loader_codes_missing_cells_per_rule(tmp_path):
     alice_csv, bob_csv = _write(tmp_path, "id,a,b\n1,x,\n2,,z\n3,y,x\n", "id,c\n3,x\n1,\n2,y\n")
     data = load_party_data(SCHEMA, "alice", alice_csv, missing_rule="available-case")
-    assert data.codes.tolist() == [[0, -1], [-1, 2], [1, 0]] and data.missing_rule == "available-case"
-    with pytest.raises(DataError, match=r"line 3, column 'a': missing value \(pass --missing available-case"):
+    assert (
+        data.codes.tolist() == [[0, -1], [-1, 2], [1, 0]] and data.missing_rule == "available-case"
+    )
+    with pytest.raises(
+        DataError, match=r"line 3, column 'a': missing value \(pass --missing available-case"
+    ):
         load_party_data(SCHEMA, "alice", alice_csv)
     # the alias and the new spelling agree
-    assert load_party_data(SCHEMA, "bob", bob_csv, missing_as_category=True).codes.tolist() == [[1], [1], [0]]
-    assert load_party_data(SCHEMA, "bob", bob_csv, missing_rule="category").codes.tolist() == [[1], [1], [0]]
+    assert load_party_data(SCHEMA, "bob", bob_csv, missing_as_category=True).codes.tolist() == [
+        [1],
+        [1],
+        [0],
+    ]
+    assert load_party_data(SCHEMA, "bob", bob_csv, missing_rule="category").codes.tolist() == [
+        [1],
+        [1],
+        [0],
+    ]
     with pytest.raises(DataError, match="contradicts --missing available-case"):
-        load_party_data(SCHEMA, "bob", bob_csv, missing_as_category=True, missing_rule="available-case")
+        load_party_data(
+            SCHEMA, "bob", bob_csv, missing_as_category=True, missing_rule="available-case"
+        )
     names, codes = load_joined(SCHEMA, alice_csv, bob_csv, missing_rule="available-case")
     assert names == ("a", "b", "c") and codes.tolist() == [[0, -1, -1], [-1, 2, 1], [1, 0, 0]]
 
@@ -131,7 +144,11 @@ def test_secure_tables_leave_out_records_missing_in_the_family():
     cards = [2, 3, 2, 2, 3, 2]
     owners = ["alice", "bob", "alice", "bob", "bob", "alice"]
     schema = Schema(
-        "id", tuple(Variable(f"v{i}", o, tuple(map(str, range(c)))) for i, (c, o) in enumerate(zip(cards, owners, strict=True)))
+        "id",
+        tuple(
+            Variable(f"v{i}", o, tuple(map(str, range(c))))
+            for i, (c, o) in enumerate(zip(cards, owners, strict=True))
+        ),
     )
     rng = np.random.default_rng(3)
     n = 300
@@ -150,7 +167,9 @@ def test_secure_tables_leave_out_records_missing_in_the_family():
     counts = reconstruct(alice, bob)
     for family in families:
         expected = count_table(full, [index[v] for v in family], schema.cardinalities(family))
-        np.testing.assert_array_equal(counts[family].astype(np.int64), expected, err_msg=str(family))
+        np.testing.assert_array_equal(
+            counts[family].astype(np.int64), expected, err_msg=str(family)
+        )
 
 
 # -- the secure path equals the reference ---------------------------------------------------------
@@ -159,7 +178,10 @@ def test_secure_tables_leave_out_records_missing_in_the_family():
 def _schema(net) -> Schema:
     return Schema(
         "id",
-        tuple(Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v]) for i, v in enumerate(net.names)),
+        tuple(
+            Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v])
+            for i, v in enumerate(net.names)
+        ),
     )
 
 
@@ -230,11 +252,21 @@ def test_hello_mismatch_names_the_rule_on_both_sides():
     from ppbn.proto import party_pb2
 
     def hello(role, rule):
-        return party_pb2.Hello(role=role, protocol_version=PROTOCOL_VERSION, schema_fingerprint="f", record_count=5, missing_rule=rule)
+        return party_pb2.Hello(
+            role=role,
+            protocol_version=PROTOCOL_VERSION,
+            schema_fingerprint="f",
+            record_count=5,
+            missing_rule=rule,
+        )
 
     expected = "alice runs --missing available-case, bob runs --missing error: both daemons must use the same --missing"
-    assert hello_mismatch(hello("bob", "error"), hello("alice", "available-case"), "alice") == expected
-    assert hello_mismatch(hello("alice", "available-case"), hello("bob", ""), "bob") == expected  # "" = older daemon
+    assert (
+        hello_mismatch(hello("bob", "error"), hello("alice", "available-case"), "alice") == expected
+    )
+    assert (
+        hello_mismatch(hello("alice", "available-case"), hello("bob", ""), "bob") == expected
+    )  # "" = older daemon
     assert parties_mismatch(hello("alice", "available-case"), hello("bob", "error")) == expected
     assert hello_mismatch(hello("alice", "category"), hello("bob", "category"), "bob") is None
 
@@ -243,12 +275,19 @@ def test_hello_mismatch_names_the_rule_on_both_sides():
 def daemon_world(tmp_path):
     schema = {
         "id_column": "id",
-        "variables": [{"name": n, "owner": o, "states": ["s0", "s1"]} for n, o in (("a", "alice"), ("b", "bob"))],
+        "variables": [
+            {"name": n, "owner": o, "states": ["s0", "s1"]}
+            for n, o in (("a", "alice"), ("b", "bob"))
+        ],
     }
     (tmp_path / "schema.json").write_text(json.dumps(schema))
     ids = [f"r{i:02d}" for i in range(30)]
-    (tmp_path / "alice.csv").write_text("id,a\n" + "".join(f"{r},{'' if i % 7 == 0 else 's1'}\n" for i, r in enumerate(ids)))
-    (tmp_path / "bob.csv").write_text("id,b\n" + "".join(f"{r},{'s0' if i % 2 else ''}\n" for i, r in enumerate(ids)))
+    (tmp_path / "alice.csv").write_text(
+        "id,a\n" + "".join(f"{r},{'' if i % 7 == 0 else 's1'}\n" for i, r in enumerate(ids))
+    )
+    (tmp_path / "bob.csv").write_text(
+        "id,b\n" + "".join(f"{r},{'s0' if i % 2 else ''}\n" for i, r in enumerate(ids))
+    )
     return tmp_path
 
 
@@ -261,10 +300,17 @@ def _daemons(world, rules: dict[str, str]):
     for role, rule in rules.items():
         peer = "bob" if role == "alice" else "alice"
         config = DaemonConfig(
-            role=role, schema_path=str(world / "schema.json"), data_path=str(world / f"{role}.csv"),
-            listen=f"127.0.0.1:{ports[role]}", peer=f"127.0.0.1:{ports[peer]}", insecure=True,
-            out_dir=str(world / f"out-{role}"), timeout_s=10, probe_interval_s=0.2, missing_rule=rule,
-        )  # fmt: skip
+            role=role,
+            schema_path=str(world / "schema.json"),
+            data_path=str(world / f"{role}.csv"),
+            listen=f"127.0.0.1:{ports[role]}",
+            peer=f"127.0.0.1:{ports[peer]}",
+            insecure=True,
+            out_dir=str(world / f"out-{role}"),
+            timeout_s=10,
+            probe_interval_s=0.2,
+            missing_rule=rule,
+        )
         daemon = PartyDaemon(config)
         daemon.start()
         started.append(daemon)
@@ -292,13 +338,17 @@ def test_handshake_and_pram_refusal_between_live_daemons(daemon_world):
     from ppbn.parties.client import DaemonClient
 
     # bob's file has no empty cells in this variant, so both rules load it
-    (daemon_world / "bob.csv").write_text("id,b\n" + "".join(f"r{i:02d},s{i % 2}\n" for i in range(30)))
+    (daemon_world / "bob.csv").write_text(
+        "id,b\n" + "".join(f"r{i:02d},s{i % 2}\n" for i in range(30))
+    )
     daemons, ports = _daemons(daemon_world, {"alice": "available-case", "bob": "error"})
     try:
         alice, bob = daemons
         _wait(lambda: _settled(alice) and _settled(bob), "handshake outcome")
         for daemon in daemons:
-            assert "alice runs --missing available-case, bob runs --missing error" in daemon.peer_state
+            assert (
+                "alice runs --missing available-case, bob runs --missing error" in daemon.peer_state
+            )
     finally:
         for d in daemons:
             d.stop(grace_s=0.5)
@@ -319,8 +369,21 @@ def test_handshake_and_pram_refusal_between_live_daemons(daemon_world):
 def test_simulate_refuses_available_case_on_the_pram_path(capsys):
     from ppbn.cli import main as ppbn_main
 
-    code = ppbn_main(["simulate", "--network", "asia", "--records", "200", "--path", "pram", "--p", "0.3",
-                      "--missing", "available-case"])  # fmt: skip
+    code = ppbn_main(
+        [
+            "simulate",
+            "--network",
+            "asia",
+            "--records",
+            "200",
+            "--path",
+            "pram",
+            "--p",
+            "0.3",
+            "--missing",
+            "available-case",
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "secure path only" in err[0]
@@ -329,11 +392,28 @@ def test_simulate_refuses_available_case_on_the_pram_path(capsys):
 def test_simulate_available_case_equals_the_reference(capsys):
     """Both daemons as processes over mutual TLS, 5% of asia's cells emptied at random."""
     from ppbn.cli import main as ppbn_main
-    code = ppbn_main([
-        "simulate", "--network", "asia", "--records", "1000", "--missing-rate", "0.05",
-        "--missing", "available-case", "--params", json.dumps({"key_bits": 1024}),
-        "--policy", TEST_POLICY, "--format", "json", "--timeout", "60",
-    ])  # fmt: skip
+
+    code = ppbn_main(
+        [
+            "simulate",
+            "--network",
+            "asia",
+            "--records",
+            "1000",
+            "--missing-rate",
+            "0.05",
+            "--missing",
+            "available-case",
+            "--params",
+            json.dumps({"key_bits": 1024}),
+            "--policy",
+            TEST_POLICY,
+            "--format",
+            "json",
+            "--timeout",
+            "60",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)

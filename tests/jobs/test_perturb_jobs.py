@@ -24,16 +24,27 @@ SEED = "test-perturb-jobs"
 # a party that protects none of its variables: the identity mechanism may leave its host
 PERMISSIVE = LocalPolicy(pram=PramPolicy(always_randomize=()), source="test: nothing protected")
 OPTIONS = {
-    "estimator": None, "alpha": 1.0, "max_depth": None, "min_count": 1.0, "positive": None,
-    "encoding": "onehot", "cost": "expected", "iterations": 20_000, "seed": 0,
-    "min_support": 0.05, "min_confidence": 0.6, "max_size": None,
-}  # fmt: skip
+    "estimator": None,
+    "alpha": 1.0,
+    "max_depth": None,
+    "min_count": 1.0,
+    "positive": None,
+    "encoding": "onehot",
+    "cost": "expected",
+    "iterations": 20_000,
+    "seed": 0,
+    "min_support": 0.05,
+    "min_confidence": 0.6,
+    "max_size": None,
+}
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("perturb-jobs")
-    make_dataset("asia", RECORDS, 5, base / "data")  # alice: asia tub bronc xray; bob: smoke lung either dysp
+    make_dataset(
+        "asia", RECORDS, 5, base / "data"
+    )  # alice: asia tub bronc xray; bob: smoke lung either dysp
     make_local_pki(base / "certs")
     return base
 
@@ -74,16 +85,26 @@ def _run(trio: Trio, start_role: str, kind: str, params: dict) -> dict[str, dict
 
 
 def _local(
-    world: Path, learner: str, class_name: str | None, theta: float, randomized, seed: str | None = None, **options
+    world: Path,
+    learner: str,
+    class_name: str | None,
+    theta: float,
+    randomized,
+    seed: str | None = None,
+    **options,
 ) -> dict:
     """``ppbn perturb learn``'s library call on the joined data (randomized here with ``seed``)."""
     (table,) = load_tables([world / "data"])
     mechanism = Mechanism(theta, None, (), tuple(randomized))
-    return learn(learner, table, None, class_name, mechanism, {**OPTIONS, **options}, randomize_seed=seed)["model"]
+    return learn(
+        learner, table, None, class_name, mechanism, {**OPTIONS, **options}, randomize_seed=seed
+    )["model"]
 
 
 def _model(document: dict) -> dict:
-    return {k: v for k, v in document.items() if k not in ("mechanism", "privacy", "stats", "perturb")}
+    return {
+        k: v for k, v in document.items() if k not in ("mechanism", "privacy", "stats", "perturb")
+    }
 
 
 def _entries(ledger: dict, kind: str) -> list[dict]:
@@ -96,30 +117,47 @@ def _owned(world: Path, party: str) -> list[str]:
 
 
 def test_setup_one_identity_naive_bayes_equals_the_local_learner_bit_for_bit(world, permissive):
-    got = _run(permissive, "alice", "perturb-learn", {"learner": "nb", "class": "dysp", "theta": 1.0})
+    got = _run(
+        permissive, "alice", "perturb-learn", {"learner": "nb", "class": "dysp", "theta": 1.0}
+    )
     assert set(got) == {"alice", "bob"}
     expected = _local(world, "nb", "dysp", 1.0, _owned(world, "alice"))
     for role, files in got.items():
         assert _model(files["model"]) == expected, role  # exact float equality
         assert files["model"]["perturb"]["disclosed"] == _owned(world, "alice")
         assert files["model"]["stats"]["wall_s"] > 0 and files["model"]["stats"]["phases"]
-        assert all(row["gamma"] == "inf" for row in files["model"]["privacy"])  # theta = 1: not randomized
+        assert all(
+            row["gamma"] == "inf" for row in files["model"]["privacy"]
+        )  # theta = 1: not randomized
     # bob owns the class and learns: he received alice's columns; alice received the model
     (received,) = _entries(got["bob"]["ledger"], "randomized_data")
-    assert received["source"] == "alice" and received["value"]["variables"] == _owned(world, "alice")
+    assert received["source"] == "alice" and received["value"]["variables"] == _owned(
+        world, "alice"
+    )
     assert not _entries(got["bob"]["ledger"], "randomization_matrix")  # identity: sent as they are
     (model,) = _entries(got["alice"]["ledger"], "model")
     assert model["source"] == "bob" and model["value"] == expected
     assert not _entries(got["alice"]["ledger"], "randomized_data")
-    assert got["alice"]["result"]["received"] == [] and got["bob"]["result"]["received"] == _owned(world, "alice")
+    assert got["alice"]["result"]["received"] == [] and got["bob"]["result"]["received"] == _owned(
+        world, "alice"
+    )
 
 
-def test_identity_rules_and_naive_bayes_through_the_miner_equal_the_local_learner(world, permissive):
-    rules = _run(permissive, "alice", "perturb-learn", {"learner": "rules", "learner_party": "bob", "p": 0.0})
+def test_identity_rules_and_naive_bayes_through_the_miner_equal_the_local_learner(
+    world, permissive
+):
+    rules = _run(
+        permissive, "alice", "perturb-learn", {"learner": "rules", "learner_party": "bob", "p": 0.0}
+    )
     expected_rules = _local(world, "rules", None, 1.0, [])
     assert all(_model(files["model"]) == expected_rules for files in rules.values())
     assert _entries(rules["alice"]["ledger"], "model")[0]["source"] == "bob"
-    got = _run(permissive, "miner", "perturb-learn-miner", {"learner": "nb", "class": "either", "theta": 1.0})
+    got = _run(
+        permissive,
+        "miner",
+        "perturb-learn-miner",
+        {"learner": "nb", "class": "either", "theta": 1.0},
+    )
     assert set(got) == {"alice", "bob", "miner"}
     expected = _local(world, "nb", "either", 1.0, [])
     assert all(_model(files["model"]) == expected for files in got.values())
@@ -132,18 +170,24 @@ def test_setup_two_theta_08_equals_the_local_learner_on_the_same_randomized_reco
     expected = _local(world, "nb", "either", 0.8, names, seed=SEED)
     for role, files in got.items():
         assert _model(files["model"]) == expected, role
-        assert [row["gamma"] for row in files["model"]["privacy"]] == [pytest.approx(4.0)] * len(names)  # 0.8 / 0.2
+        assert [row["gamma"] for row in files["model"]["privacy"]] == [pytest.approx(4.0)] * len(
+            names
+        )  # 0.8 / 0.2
         assert "TESTING ONLY" in files["result"]["warning"]
     miner = got["miner"]["ledger"]
     assert {e["source"] for e in _entries(miner, "randomized_data")} == {"alice", "bob"}
-    assert len(_entries(miner, "randomization_matrix")) == len(names)  # one Warner block per variable
+    assert len(_entries(miner, "randomization_matrix")) == len(
+        names
+    )  # one Warner block per variable
     for role in ("alice", "bob"):  # the parties see the model only, never each other's columns
         assert not _entries(got[role]["ledger"], "randomized_data")
         (model,) = _entries(got[role]["ledger"], "model")
         assert model["source"] == "miner" and model["value"] == expected
 
 
-def test_setup_one_id3_theta_08_equals_the_local_learner_on_the_same_randomized_records(world, strict):
+def test_setup_one_id3_theta_08_equals_the_local_learner_on_the_same_randomized_records(
+    world, strict
+):
     params = {"learner": "id3", "class": "dysp", "theta": 0.8, "max_depth": 3}
     got = _run(strict, "alice", "perturb-learn", params)
     expected = _local(world, "id3", "dysp", 0.8, _owned(world, "alice"), seed=SEED, max_depth=3)
@@ -156,14 +200,21 @@ def test_setup_one_id3_theta_08_equals_the_local_learner_on_the_same_randomized_
     [
         ("alice", "perturb-learn", {"learner": "nb", "class": "bronc", "theta": 1.0}, "theta"),
         ("alice", "perturb-learn", {"learner": "nb", "class": "bronc", "theta": 0.0}, "theta"),
-        ("alice", "perturb-learn", {"learner": "nb", "class": "bronc", "theta": 0.8, "randomized": ["dysp"]}, "randomized"),
+        (
+            "alice",
+            "perturb-learn",
+            {"learner": "nb", "class": "bronc", "theta": 0.8, "randomized": ["dysp"]},
+            "randomized",
+        ),
         ("miner", "perturb-learn-miner", {"learner": "id3", "class": "dysp", "p": 0.0}, "p"),
         ("miner", "perturb-learn-miner", {"learner": "id3", "class": "dysp", "p": 0.05}, "p"),
         ("miner", "perturb-learn-miner", {"learner": "id3", "class": "dysp", "p": 0.95}, "p"),
     ],
     ids=["theta-1", "theta-0", "unrandomized", "p-0", "p-below-min", "p-near-a-flip"],
 )
-def test_a_protected_variable_randomized_too_weakly_is_refused(strict, start, kind, params, parameter):
+def test_a_protected_variable_randomized_too_weakly_is_refused(
+    strict, start, kind, params, parameter
+):
     """Every party protects its variables: theta 1 (or a deterministic flip, theta 0) and p
     below 0.1 are refused before anything is sent. In setup I alice owns the class bronc, so
     bob is the one who would send, and his daemon refuses."""

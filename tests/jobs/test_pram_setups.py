@@ -83,17 +83,29 @@ def test_setup_one_over_daemons_equals_the_in_process_learner(world, trio):
     got = run(trio, "alice", "pram", params)
     assert set(got) == {"alice", "bob"}
     schema, names, codes, scheme, randomized, states, owner = _joined(world)
-    search, network, _ = learn_pram_setup_one(names, states, owner, codes, randomized, scheme, 2, "exact")
+    search, network, _ = learn_pram_setup_one(
+        names, states, owner, codes, randomized, scheme, 2, "exact"
+    )
     for role, files in got.items():
         doc = files["network"]
         assert [tuple(e) for e in doc["edges"]] == search.edges, role
         for v in names:
             assert np.allclose(doc["parameters"][v]["table"], network.cpts[v]), (role, v)
-        assert doc["stats"]["bytes_sent"] > 0 and doc["stats"]["wall_s"] > 0 and doc["stats"]["phases"]
-        assert {row["k_p"] for row in doc["privacy"]} == {2} and doc["privacy"][0]["gamma"] == pytest.approx(4.0)
+        assert (
+            doc["stats"]["bytes_sent"] > 0 and doc["stats"]["wall_s"] > 0 and doc["stats"]["phases"]
+        )
+        assert {row["k_p"] for row in doc["privacy"]} == {2} and doc["privacy"][0][
+            "gamma"
+        ] == pytest.approx(4.0)
         assert files["bif"].startswith("network ppbn {")
-        _check_ledger(files["ledger"], {"randomized_data", "randomization_matrix", "structure", "parameter"})
-        received = [e["value"]["variables"] for e in files["ledger"]["entries"] if e["kind"] == "randomized_data"]
+        _check_ledger(
+            files["ledger"], {"randomized_data", "randomization_matrix", "structure", "parameter"}
+        )
+        received = [
+            e["value"]["variables"]
+            for e in files["ledger"]["entries"]
+            if e["kind"] == "randomized_data"
+        ]
         peer = "bob" if role == "alice" else "alice"
         assert received and all(owner[v] == peer for v in received[0])
 
@@ -125,14 +137,28 @@ def test_miner_is_refused_by_a_party_that_does_not_expect_one(trio):
     alice = trio.start("alice", accept_miner=False)
     trio.start("bob")
     miner = trio.start("miner")
-    wait_for(lambda: "certificate for role 'miner'" in miner.peer_states["alice"], what="alice's refusal")
-    assert "alice takes handshakes only from bob, not from a certificate for role 'miner'" in miner.peer_states["alice"]
-    wait_for(lambda: miner.peer_states["bob"] == "ok" and alice.peer_state == "ok", what="the other handshakes")
+    wait_for(
+        lambda: "certificate for role 'miner'" in miner.peer_states["alice"], what="alice's refusal"
+    )
+    assert (
+        "alice takes handshakes only from bob, not from a certificate for role 'miner'"
+        in miner.peer_states["alice"]
+    )
+    wait_for(
+        lambda: miner.peer_states["bob"] == "ok" and alice.peer_state == "ok",
+        what="the other handshakes",
+    )
     with trio.client("miner") as client, pytest.raises(UserError, match="job not started"):
         client.start("pram-miner", {"p": P})
-    with trio.client("miner") as client, pytest.raises(UserError, match="the miner runs only .*pram-miner"):
+    with (
+        trio.client("miner") as client,
+        pytest.raises(UserError, match="the miner runs only .*pram-miner"),
+    ):
         client.start("ping", {})
-    with trio.client("alice") as client, pytest.raises(UserError, match="start it at the miner's daemon"):
+    with (
+        trio.client("alice") as client,
+        pytest.raises(UserError, match="start it at the miner's daemon"),
+    ):
         client.start("pram-miner", {"p": P})
 
 
@@ -141,23 +167,46 @@ def test_a_daemon_of_the_wrong_role_at_the_miners_address_is_refused(trio):
     trio.start("bob")
     impostor = trio.start("miner", as_role="alice")  # an "alice" where the miner should be
     alice = trio.daemons["alice"]
-    wait_for(lambda: "miner" in alice.peer_states and alice.peer_states["miner"] not in ("ok", "not contacted yet")
-             and "refused the connection" not in alice.peer_states["miner"], what="alice's view of the miner")  # fmt: skip
-    assert re.search("certificate for (role )?'alice'", alice.peer_states["miner"]), alice.peer_states
+    wait_for(
+        lambda: (
+            "miner" in alice.peer_states
+            and alice.peer_states["miner"] not in ("ok", "not contacted yet")
+            and "refused the connection" not in alice.peer_states["miner"]
+        ),
+        what="alice's view of the miner",
+    )
+    assert re.search("certificate for (role )?'alice'", alice.peer_states["miner"]), (
+        alice.peer_states
+    )
     assert impostor.peer_state != "ok"
 
 
 def test_simulate_pram_setup_two_prints_every_daemon(world, capsys):
-    code = ppbn_main([
-        "simulate", "--path", "pram", "--setup", "2", "--data", str(world / "data"), "--p", "0.1",
-        "--format", "json", "--timeout", "20",
-    ])  # fmt: skip
+    code = ppbn_main(
+        [
+            "simulate",
+            "--path",
+            "pram",
+            "--setup",
+            "2",
+            "--data",
+            str(world / "data"),
+            "--p",
+            "0.1",
+            "--format",
+            "json",
+            "--timeout",
+            "20",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
     assert report["state"] == "SUCCEEDED" and report["kind"] == "pram-miner"
     assert set(report["parties"]) == {"alice", "bob", "miner"}
     miner_stats = report["parties"]["miner"]["result"]["stats"]
-    party_sent = sum(report["parties"][r]["result"]["stats"]["bytes_sent"] for r in ("alice", "bob"))
+    party_sent = sum(
+        report["parties"][r]["result"]["stats"]["bytes_sent"] for r in ("alice", "bob")
+    )
     assert miner_stats["bytes_received"] == party_sent
     assert report["structure_vs_reference"]["shd"] >= 0 and report["privacy"]

@@ -33,7 +33,9 @@ def test_resumed_protocol_run_equals_the_uninterrupted_one():
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2
     k = 1  # resume after the first wave: the later waves and the parameters run again
     resume = {r: saved[r][k - 1] for r in saved}
-    again_alice, again_bob, again_ledgers = learn_both(schema, codes, net.names, config, resume=resume)
+    again_alice, again_bob, again_ledgers = learn_both(
+        schema, codes, net.names, config, resume=resume
+    )
     assert again_alice.search.edges == alice.search.edges == again_bob.search.edges
     for v in net.names:
         np.testing.assert_allclose(again_alice.network.cpts[v], alice.network.cpts[v], atol=1e-9)
@@ -56,7 +58,10 @@ def test_checkpoint_store_is_encrypted_atomic_and_keeps_two_steps(tmp_path):
     shares = {("a", "b"): np.arange(4, dtype=np.uint64)}
     scores = {("b", frozenset({"a"})): np.array([[1, 2]], dtype=np.uint64)}
     for step in (1, 2, 3):
-        store.save({"params": {"max_parents": 2}}, K2Checkpoint(step, [[["b", "a"]]] * step, shares, scores))
+        store.save(
+            {"params": {"max_parents": 2}},
+            K2Checkpoint(step, [[["b", "a"]]] * step, shares, scores),
+        )
     assert store.steps() == [2, 3]
     assert stat.S_IMODE(os.stat(tmp_path / KEY_FILE).st_mode) == 0o600
     raw = store.path(3).read_bytes()
@@ -65,7 +70,9 @@ def test_checkpoint_store_is_encrypted_atomic_and_keeps_two_steps(tmp_path):
     header, state = store.load(3)
     assert header["params"] == {"max_parents": 2} and state.step == 3
     np.testing.assert_array_equal(state.count_shares[("a", "b")], shares[("a", "b")])
-    np.testing.assert_array_equal(state.score_shares[("b", frozenset({"a"}))], scores[("b", frozenset({"a"}))])
+    np.testing.assert_array_equal(
+        state.score_shares[("b", frozenset({"a"}))], scores[("b", frozenset({"a"}))]
+    )
     # another step's name, another party or an altered byte: refused with the file named
     store.path(3).rename(store.path(7))
     with pytest.raises(UserError, match="checkpoint-7.bin: checkpoint does not decrypt"):
@@ -82,7 +89,9 @@ def test_an_unwritable_checkpoint_folder_is_one_line_naming_the_file(tmp_path):
     blocker = tmp_path / "out"
     blocker.write_text("a file where the daemon's --out folder should be")
     store = CheckpointStore(blocker, "job1", "bob")
-    with pytest.raises(UserError, match=r"out/.checkpoints/job1/checkpoint-1.bin: cannot write the checkpoint: ") as error:
+    with pytest.raises(
+        UserError, match=r"out/.checkpoints/job1/checkpoint-1.bin: cannot write the checkpoint: "
+    ) as error:
         store.save({}, K2Checkpoint(1, [], {}, {}))
     assert "\n" not in str(error.value)
 
@@ -98,9 +107,14 @@ def bob(tmp_path):
 
     make_dataset("asia", 200, 5, tmp_path / "data")
     config = DaemonConfig(
-        role="bob", schema_path=str(tmp_path / "data" / "schema.json"), data_path=str(tmp_path / "data" / "bob.csv"),
-        listen="127.0.0.1:0", peer="127.0.0.1:1", insecure=True, out_dir=str(tmp_path / "out"),
-    )  # fmt: skip
+        role="bob",
+        schema_path=str(tmp_path / "data" / "schema.json"),
+        data_path=str(tmp_path / "data" / "bob.csv"),
+        listen="127.0.0.1:0",
+        peer="127.0.0.1:1",
+        insecure=True,
+        out_dir=str(tmp_path / "out"),
+    )
     return PartyDaemon(config)
 
 
@@ -109,9 +123,13 @@ def _checkpoint(bob, job_id: str, params: dict) -> None:
     from ppbn.jobs.learn import check_learn_params
 
     meta = {
-        "job_id": job_id, "kind": "learn", "role": "bob", "params": check_learn_params(params, bob.schema),
-        "schema": bob.schema.fingerprint(), "data": data_digest(bob.data.ids, bob.data.codes),
-    }  # fmt: skip
+        "job_id": job_id,
+        "kind": "learn",
+        "role": "bob",
+        "params": check_learn_params(params, bob.schema),
+        "schema": bob.schema.fingerprint(),
+        "data": data_digest(bob.data.ids, bob.data.codes),
+    }
     CheckpointStore(bob.config.out_dir, job_id, "bob").save(meta, K2Checkpoint(1, [[]], {}, {}))
 
 
@@ -121,15 +139,21 @@ def _resume_open(bob, job_id: str, params: dict):
     hello = party_pb2.Hello()
     hello.CopyFrom(bob.hello)
     hello.role = "alice"
-    job = party_pb2.JobRequest(kind="learn", params_json=json.dumps(params), job_id=job_id, resume=True)
-    return party_pb2.Frame(kind=party_pb2.Frame.OPEN, job_id=job_id, hello=hello, job=job, nonce=os.urandom(16))
+    job = party_pb2.JobRequest(
+        kind="learn", params_json=json.dumps(params), job_id=job_id, resume=True
+    )
+    return party_pb2.Frame(
+        kind=party_pb2.Frame.OPEN, job_id=job_id, hello=hello, job=job, nonce=os.urandom(16)
+    )
 
 
 def test_a_peers_resume_must_match_our_checkpoint_and_pass_our_policy(bob):
     from ppbn.parties.job import JobRefused
 
     _checkpoint(bob, "run1", {"max_parents": 2})
-    with pytest.raises(JobRefused, match="asks for other parameters than bob's checkpoint") as other:
+    with pytest.raises(
+        JobRefused, match="asks for other parameters than bob's checkpoint"
+    ) as other:
         bob._accept_job(_resume_open(bob, "run1", {"max_parents": 3}), "alice")
     assert other.value.parameter == "resume"
     with pytest.raises(JobRefused, match="bob has no checkpoint of job run2"):

@@ -10,16 +10,37 @@ from ppbn.cli import main
 
 def test_lens_comparison_writes_json_markdown_and_plot(tmp_path, capsys):
     out = tmp_path / "report"
-    code = main(["compare-classifiers", "--lenses", "--records", "3000", "--test-records", "2000",
-                 "--p", "0.1,0.3", "--repeats", "2", "--perceptron-estimator", "moment",
-                 "--pocket-iterations", "4000",
-                 "--out", str(out), "--format", "json"])  # fmt: skip
+    code = main(
+        [
+            "compare-classifiers",
+            "--lenses",
+            "--records",
+            "3000",
+            "--test-records",
+            "2000",
+            "--p",
+            "0.1,0.3",
+            "--repeats",
+            "2",
+            "--perceptron-estimator",
+            "moment",
+            "--pocket-iterations",
+            "4000",
+            "--out",
+            str(out),
+            "--format",
+            "json",
+        ]
+    )
     assert code == 0
     results = json.loads(capsys.readouterr().out)
     assert sorted(p.name for p in out.iterdir()) == ["accuracy.png", "report.md", "results.json"]
     assert (out / "accuracy.png").read_bytes()[:4] == b"\x89PNG"
     assert results["levels"] == [0.1, 0.3]
-    assert results["privacy"][1]["gamma"] == {"K=2": pytest.approx(0.7 / 0.3), "K=3": pytest.approx(0.7 * 2 / 0.3)}
+    assert results["privacy"][1]["gamma"] == {
+        "K=2": pytest.approx(0.7 / 0.3),
+        "K=3": pytest.approx(0.7 * 2 / 0.3),
+    }
     for learner in ("naive_bayes", "id3", "perceptron"):
         acc = results["accuracy"][learner]
         assert len(acc["reconstructed"]) == 2 and len(acc["reconstructed"][0]["runs"]) == 2
@@ -43,8 +64,18 @@ def test_lens_comparison_writes_json_markdown_and_plot(tmp_path, capsys):
     ],
 )
 def test_bad_input_is_one_line(tmp_path, capsys, argv, message):
-    code = main(["compare-classifiers", *argv, "--records", "100", "--test-records", "50",
-                 "--out", str(tmp_path / "x")])  # fmt: skip
+    code = main(
+        [
+            "compare-classifiers",
+            *argv,
+            "--records",
+            "100",
+            "--test-records",
+            "50",
+            "--out",
+            str(tmp_path / "x"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert message in err

@@ -3,16 +3,14 @@
 network equal to the reference network on a small sample."""
 
 import itertools
-from pathlib import Path
 
 import numpy as np
-
 from known_files import TEST_POLICY
+
 from ppbn.bn.model import BayesNet
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.lab.classifier_compare import ClassifierSettings, make_problem
 from ppbn.lab.classifier_secure import secure_classifier
-
 
 
 def _tiny_net() -> BayesNet:
@@ -24,7 +22,9 @@ def _tiny_net() -> BayesNet:
         table = rng.random((rows, k)) + 0.05
         return table / table.sum(axis=1, keepdims=True)
 
-    return BayesNet(("a", "c", "b"), states, parents, {"a": cpt(1, 3), "c": cpt(3, 2), "b": cpt(6, 2)})
+    return BayesNet(
+        ("a", "c", "b"), states, parents, {"a": cpt(1, 3), "c": cpt(3, 2), "b": cpt(6, 2)}
+    )
 
 
 def test_predict_is_the_posterior_argmax():
@@ -41,19 +41,31 @@ def test_predict_is_the_posterior_argmax():
 
 def test_secure_network_classifies_like_the_reference():
     settings = ClassifierSettings(
-        network="asia", class_name="dysp", records=500, test_records=300, levels=(0.2,),
+        network="asia",
+        class_name="dysp",
+        records=500,
+        test_records=300,
+        levels=(0.2,),
         attributes=("bronc", "either", "smoke"),
-    )  # fmt: skip
+    )
     problem = make_problem(settings)
     out = secure_classifier(
-        problem.columns, problem.states, problem.class_name, problem.train, problem.test,
-        policy=LocalPolicy.load(TEST_POLICY), key_bits=1024, perturbation=("p", 0.2),
-    )  # fmt: skip
+        problem.columns,
+        problem.states,
+        problem.class_name,
+        problem.train,
+        problem.test,
+        policy=LocalPolicy.load(TEST_POLICY),
+        key_bits=1024,
+        perturbation=("p", 0.2),
+    )
     secure = out["secure"]
     assert secure["available"] and secure["equal_to_reference"]
     assert secure["largest_cpt_difference"] < 1e-9
     assert secure["accuracy"] == out["reference"]["accuracy"]
     assert secure["bytes_exchanged"] > 0
     jobs = out["perturbation_jobs"]
-    assert all(jobs[k]["available"] and jobs[k]["bytes_exchanged"] > 0 for k in ("nb", "id3", "perceptron"))
+    assert all(
+        jobs[k]["available"] and jobs[k]["bytes_exchanged"] > 0 for k in ("nb", "id3", "perceptron")
+    )
     assert out["owners"]["dysp"] == "alice" and set(out["owners"].values()) == {"alice", "bob"}

@@ -38,15 +38,33 @@ def test_kl_is_zero_for_the_truth_and_monte_carlo_agrees_with_enumeration():
 
 
 def test_eta_schedule_is_the_papers():
-    assert [scheduled(DEFAULT_ETA_SCHEDULE, p) for p in (0.0, 0.1, 0.15, 0.2, 0.3)] == [1.0, 0.99, 0.99, 0.98, 0.97]
+    assert [scheduled(DEFAULT_ETA_SCHEDULE, p) for p in (0.0, 0.1, 0.15, 0.2, 0.3)] == [
+        1.0,
+        0.99,
+        0.99,
+        0.98,
+        0.97,
+    ]
 
 
 def test_compare_on_asia_writes_the_report_and_error_grows_with_p(tmp_path, capsys):
     out = tmp_path / "report"
-    code = ppbn_main([
-        "compare", "--network", "asia", "--records", "3000", "--p", "0,0.3", "--out", str(out),
-        "--no-secure", "--timeout", "30",
-    ])  # fmt: skip
+    code = ppbn_main(
+        [
+            "compare",
+            "--network",
+            "asia",
+            "--records",
+            "3000",
+            "--p",
+            "0,0.3",
+            "--out",
+            str(out),
+            "--no-secure",
+            "--timeout",
+            "30",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "SECURE PATH NOT AVAILABLE: skipped (--no-secure)" in captured.err  # never silent
@@ -59,10 +77,14 @@ def test_compare_on_asia_writes_the_report_and_error_grows_with_p(tmp_path, caps
     results = json.loads((out / "results.json").read_text())
     pram = [r for r in results["runs"] if r["path"] == "pram"]
     for setup in (1, 2):
-        plain = {r["p"]: r["structure"]["shd"] for r in pram if r["setup"] == setup and not r["fix"]}
+        plain = {
+            r["p"]: r["structure"]["shd"] for r in pram if r["setup"] == setup and not r["fix"]
+        }
         assert plain[0.0] == 0 < plain[0.3], (setup, plain)
     fixed = [r for r in pram if r["fix"]]
-    assert fixed and all(r["p"] == 0.3 and r["fix"] == "eta=0.97" for r in fixed)  # p = 0 needs no fix
+    assert fixed and all(
+        r["p"] == 0.3 and r["fix"] == "eta=0.97" for r in fixed
+    )  # p = 0 needs no fix
     setup_two = next(r for r in pram if r["setup"] == 2 and r["p"] == 0.3 and not r["fix"])
     assert {row["k_p"] for row in setup_two["privacy"]} == {2}
     assert setup_two["bytes_exchanged"] > 0 and setup_two["kl_nats"] > 0

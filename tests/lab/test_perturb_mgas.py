@@ -28,8 +28,10 @@ def test_the_density_and_the_sampler_agree():
     assert np.trapezoid(two_triangle_density(grid), grid) == pytest.approx(1.0, abs=1e-6)
     x = two_triangle_sample(200_000, np.random.default_rng(1))
     counts, edges = np.histogram(x, bins=24, range=(0, 24))
-    expected = [np.trapezoid(two_triangle_density(g), g) for g in
-                (np.linspace(a, b, 101) for a, b in zip(edges, edges[1:], strict=False))]  # fmt: skip
+    expected = [
+        np.trapezoid(two_triangle_density(g), g)
+        for g in (np.linspace(a, b, 101) for a, b in zip(edges, edges[1:], strict=False))
+    ]
     assert np.allclose(counts / len(x), expected, atol=0.003)
 
 

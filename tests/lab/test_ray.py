@@ -24,13 +24,20 @@ from ppbn.protocols.channel import ProtocolError  # noqa: E402
 from ppbn.protocols.executor import ExecutorError, InlineExecutor, RayExecutor, connect_ray  # noqa: E402
 
 pytestmark = pytest.mark.ray
-BUSY_TASKS = ("ray::encrypt_bit_rows", "ray::multiply_by_label", "ray::decrypt_bytes", "ray::combine_products")
+BUSY_TASKS = (
+    "ray::encrypt_bit_rows",
+    "ray::multiply_by_label",
+    "ray::decrypt_bytes",
+    "ray::combine_products",
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
     connect_ray(None, 2)  # as a daemon starts it: 2 CPUs, no dashboard, Ray's messages on stderr
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests/
+    ray.cloudpickle.register_pickle_by_value(
+        sys.modules[__name__]
+    )  # the workers cannot import tests/
     try:
         yield
     finally:
@@ -52,13 +59,17 @@ def die(x: int) -> int:
 def test_ray_map_tree_and_errors() -> None:
     executor = RayExecutor()
     assert executor.workers == 2
-    assert list(executor.map(add, [(i, i) for i in range(30)], inflight=4)) == [2 * i for i in range(30)]
+    assert list(executor.map(add, [(i, i) for i in range(30)], inflight=4)) == [
+        2 * i for i in range(30)
+    ]
     leaves = (executor.submit(add, i) for i in range(50))
     assert executor.tree_reduce(add, leaves, fanin=4) == sum(range(50))
     with pytest.raises(ProtocolError, match="bad value 7"):
         list(executor.map(refuse, [(7,)]))
     inline = InlineExecutor()
-    assert inline.tree_reduce(add, (inline.submit(add, i) for i in range(50)), fanin=4) == sum(range(50))
+    assert inline.tree_reduce(add, (inline.submit(add, i) for i in range(50)), fanin=4) == sum(
+        range(50)
+    )
 
 
 def test_table_phase_is_bit_identical_inline_and_on_ray() -> None:
@@ -84,7 +95,9 @@ def _busy_ray_workers() -> list[int]:
             continue
         try:
             parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            title[int(entry.name)] = (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            title[int(entry.name)] = (
+                (entry / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            )
         except (OSError, ValueError, IndexError):
             continue
 
@@ -127,7 +140,9 @@ def test_a_ray_worker_killed_mid_job_is_retried_and_the_result_is_unchanged() ->
     assert outcome["result"][2] == expected[2]  # retried tasks gave the same bytes
 
 
-def test_a_task_that_keeps_killing_its_worker_fails_with_one_clear_line(capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_task_that_keeps_killing_its_worker_fails_with_one_clear_line(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     executor = RayExecutor()
     capfd.readouterr()
     with pytest.raises(ExecutorError, match="ray executor: task lost after 3 retries") as err:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from known_files import TEST_POLICY as KNOWN_POLICY
+
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
 from ppbn.lab.harness import LocalPair, PairFiles
@@ -23,11 +22,18 @@ TEST_POLICY = str(KNOWN_POLICY)
 def data_dir(tmp_path_factory):
     """A small two-party data set with 3 alice and 2 bob variables of varied cardinality."""
     base = tmp_path_factory.mktemp("simdata")
-    spec = {"a1": ("alice", 2), "b1": ("bob", 3), "a2": ("alice", 3), "b2": ("bob", 2), "a3": ("alice", 2)}
+    spec = {
+        "a1": ("alice", 2),
+        "b1": ("bob", 3),
+        "a2": ("alice", 3),
+        "b2": ("bob", 2),
+        "a3": ("alice", 2),
+    }
     schema = {
         "id_column": "id",
         "variables": [
-            {"name": n, "owner": o, "states": [f"v{k}" for k in range(c)]} for n, (o, c) in spec.items()
+            {"name": n, "owner": o, "states": [f"v{k}" for k in range(c)]}
+            for n, (o, c) in spec.items()
         ],
     }
     (base / "schema.json").write_text(json.dumps(schema))
@@ -44,23 +50,45 @@ def data_dir(tmp_path_factory):
 
 
 def test_simulate_tables_with_reveal_reports_both_parties(data_dir, capsys):
-    code = ppbn_main([
-        "simulate", "--data", str(data_dir), "--job", "tables", "--max-family", "3",
-        "--params", json.dumps({"key_bits": 1024}), "--policy", TEST_POLICY, "--format", "json",
-        "--reveal-for-testing", "--timeout", "30",
-    ])  # fmt: skip
+    code = ppbn_main(
+        [
+            "simulate",
+            "--data",
+            str(data_dir),
+            "--job",
+            "tables",
+            "--max-family",
+            "3",
+            "--params",
+            json.dumps({"key_bits": 1024}),
+            "--policy",
+            TEST_POLICY,
+            "--format",
+            "json",
+            "--reveal-for-testing",
+            "--timeout",
+            "30",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "BREAKS THE PRIVACY" in captured.err.upper()
     report = json.loads(captured.out)
     assert report["state"] == "SUCCEEDED"
-    assert report["reveal_for_testing"] == {"tables_checked": 15, "tables_wrong": [], "all_equal": True}
+    assert report["reveal_for_testing"] == {
+        "tables_checked": 15,
+        "tables_wrong": [],
+        "all_equal": True,
+    }
     assert set(report["stats"]) == {"alice", "bob"}
     for stats in report["stats"].values():
         assert stats["wall_s"] > 0 and stats["rounds"] >= 1 and stats["phases"]
         assert stats["bytes_sent"] > 0 and stats["public_key_operations"] > 0
     alice, bob = report["stats"]["alice"], report["stats"]["bob"]
-    assert alice["bytes_sent"] == bob["bytes_received"] and bob["bytes_sent"] == alice["bytes_received"]
+    assert (
+        alice["bytes_sent"] == bob["bytes_received"]
+        and bob["bytes_sent"] == alice["bytes_received"]
+    )
     assert report["paillier_encryptions_both_parties"] < report["per_alpha_encryptions"]
 
 

@@ -59,7 +59,9 @@ def _echo(conn: socket.socket) -> None:
 
 
 @pytest.fixture
-def relay() -> Iterator[Callable[[str, Callable[[socket.socket], None]], tuple[Link, socket.socket]]]:
+def relay() -> Iterator[
+    Callable[[str, Callable[[socket.socket], None]], tuple[Link, socket.socket]]
+]:
     """relay(link_text, handler): a Link, and a client socket connected through it to a server."""
     made: list[tuple[Link, _Server, socket.socket]] = []
 
@@ -143,15 +145,23 @@ def test_closing_the_server_closes_the_client_side(relay):
 
 @pytest.mark.parametrize(
     ("text", "rate", "rtt"),
-    [("100mbit/20ms", 100e6, 0.02), ("1gbit", 1e9, 0.0), ("10mbit/50ms", 10e6, 0.05),
-     ("512kbit/0.2s", 512e3, 0.2), ("2.5Gbit/1ms", 2.5e9, 0.001)],
-)  # fmt: skip
+    [
+        ("100mbit/20ms", 100e6, 0.02),
+        ("1gbit", 1e9, 0.0),
+        ("10mbit/50ms", 10e6, 0.05),
+        ("512kbit/0.2s", 512e3, 0.2),
+        ("2.5Gbit/1ms", 2.5e9, 0.001),
+    ],
+)
 def test_link_parsing(text, rate, rtt):
     spec = parse_link(text)
     assert spec.rate_bps == pytest.approx(rate) and spec.rtt_s == pytest.approx(rtt)
 
 
-@pytest.mark.parametrize("text", ["", "100", "100mb", "100mbit/", "100mbit/20", "fast", "0mbit", "100mbit/20ms/1", "-1mbit"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "100", "100mb", "100mbit/", "100mbit/20", "fast", "0mbit", "100mbit/20ms/1", "-1mbit"],
+)
 def test_bad_links_are_refused_in_one_line(text):
     with pytest.raises(UserError, match="--link") as info:
         parse_link(text)

@@ -19,8 +19,8 @@ import pytest
 from adversarial.hostile import free_port, wait_for, write_dataset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from known_files import TEST_POLICY
+
 from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
@@ -52,11 +52,18 @@ def start_pair(
     for role in ("alice", "bob"):
         peer = "bob" if role == "alice" else "alice"
         config = DaemonConfig(
-            role=role, schema_path=str(files["schema"]), data_path=str(files[role]),
-            listen=f"127.0.0.1:{ports[role]}", peer=f"127.0.0.1:{ports[peer]}", tls_dir=str(pki[role]),
-            out_dir=str(base / f"out-{role}"), timeout_s=timeout_s, probe_interval_s=0.2, policy=policies[role],
+            role=role,
+            schema_path=str(files["schema"]),
+            data_path=str(files[role]),
+            listen=f"127.0.0.1:{ports[role]}",
+            peer=f"127.0.0.1:{ports[peer]}",
+            tls_dir=str(pki[role]),
+            out_dir=str(base / f"out-{role}"),
+            timeout_s=timeout_s,
+            probe_interval_s=0.2,
+            policy=policies[role],
             **(alice_extra if role == "alice" else {}),
-        )  # fmt: skip
+        )
         daemons[role] = PartyDaemon(config)
         daemons[role].start()
     wait_for(lambda: all(d.peer_state == "ok" for d in daemons.values()), 20, "handshake")
@@ -80,7 +87,9 @@ def run(tmp_path_factory, pki) -> dict[str, object]:
     daemons = start_pair(base, pki, files)
     try:
         with operator(daemons["alice"], pki) as client:
-            job = client.start("learn", {"key_bits": 1024, "max_parents": 1, "disclosure": "owner"}, "learn1")
+            job = client.start(
+                "learn", {"key_bits": 1024, "max_parents": 1, "disclosure": "owner"}, "learn1"
+            )
             outcome = client.wait(job, timeout_s=120)
             assert outcome.state == "SUCCEEDED", outcome.error
             with pytest.raises(UserError, match="max_parents"):
@@ -88,12 +97,19 @@ def run(tmp_path_factory, pki) -> dict[str, object]:
             with pytest.raises(UserError, match="workers"):
                 client.start("learn", {"key_bits": 1024, "workers": 64}, "workers1")
             with pytest.raises(UserError, match="disclosure"):
-                client.start("learn", {"key_bits": 1024, "max_parents": 1, "disclosure": "public"}, "public1")
+                client.start(
+                    "learn", {"key_bits": 1024, "max_parents": 1, "disclosure": "public"}, "public1"
+                )
         wait_for(lambda: daemons["bob"].running is None, 20, "bob's end of the job")
     finally:
         for daemon in daemons.values():
             daemon.stop(0.5)
-    return {"base": base, "files": files, "log": base / "out-alice" / "audit.log", "bob_log": base / "out-bob" / "audit.log"}
+    return {
+        "base": base,
+        "files": files,
+        "log": base / "out-alice" / "audit.log",
+        "bob_log": base / "out-bob" / "audit.log",
+    }
 
 
 def events(log: Path) -> list[dict]:
@@ -124,7 +140,12 @@ def test_the_log_of_a_real_run_verifies_and_holds_every_event(run, capsys):
     assert alice[0]["prev"] == genesis_hash("alice")
     kinds = [(e["event"], e["job"]) for e in alice]
     assert kinds[0] == ("daemon_started", "") and kinds[-1] == ("daemon_stopped", "")
-    for expected in [("requested", "learn1"), ("started", "learn1"), ("revealed", "learn1"), ("finished", "learn1")]:
+    for expected in [
+        ("requested", "learn1"),
+        ("started", "learn1"),
+        ("revealed", "learn1"),
+        ("finished", "learn1"),
+    ]:
         assert expected in kinds
     revealed = {e["class"]: e for e in alice if e["event"] == "revealed"}
     assert {"schema", "record_count", "records_match", "k2_decision", "structure"} <= set(revealed)
@@ -137,7 +158,10 @@ def test_the_log_of_a_real_run_verifies_and_holds_every_event(run, capsys):
 
 def test_refusals_carry_the_code_and_the_parameter(run):
     refused = {e["job"]: e for e in events(run["log"]) if e["event"] == "refused"}
-    assert refused["toomany"]["code"] == "BAD_REQUEST" and refused["toomany"]["parameter"] == "max_parents"
+    assert (
+        refused["toomany"]["code"] == "BAD_REQUEST"
+        and refused["toomany"]["parameter"] == "max_parents"
+    )
     assert refused["workers1"]["code"] == "POLICY" and refused["workers1"]["parameter"] == "workers"
     assert refused["toomany"]["refused_by"] == refused["workers1"]["refused_by"] == "alice"
     assert refused["public1"]["refused_by"] == "bob" and refused["public1"]["code"] == "POLICY"
@@ -171,7 +195,10 @@ def test_show_prints_one_line_per_event(run, capsys):
     assert main(["audit", "show", str(run["log"])]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(events(run["log"]))
-    assert any(re.match(r"^\S+Z\s+\d+\s+finished\s+learn1\s+wall_s=\S+ bytes_sent=\d+", line) for line in lines)
+    assert any(
+        re.match(r"^\S+Z\s+\d+\s+finished\s+learn1\s+wall_s=\S+ bytes_sent=\d+", line)
+        for line in lines
+    )
     assert any(re.search(r"\s+refused\s+toomany\s+.*parameter=max_parents", line) for line in lines)
 
 
@@ -245,7 +272,9 @@ def test_the_signed_head_catches_changes_at_the_end(run, pki, tmp_path, capsys):
     last = json.loads(lines[-1])
     last["time"] = "2000-01-01T00:00:00.000000Z"
     edited = tmp_path / "edited.log"
-    edited.write_bytes(b"".join(lines[:-1]) + json.dumps(last, separators=(",", ":")).encode() + b"\n")
+    edited.write_bytes(
+        b"".join(lines[:-1]) + json.dumps(last, separators=(",", ":")).encode() + b"\n"
+    )
     shutil.copyfile(str(log) + ".head.sig", str(edited) + ".head.sig")
     code, message = verify(edited, capsys, "--cert", str(pki["alice"] / "alice.crt"))
     assert code == 1 and f"line {len(lines)}: differs from the signed head" in message
@@ -285,15 +314,20 @@ def test_a_daemon_refuses_to_start_on_a_broken_log(run, pki, tmp_path):
     del lines[2]
     log.write_bytes(b"".join(lines))
     config = DaemonConfig(
-        role="alice", schema_path=str(run["files"]["schema"]), data_path=str(run["files"]["alice"]),
-        listen=f"127.0.0.1:{free_port()}", peer=f"127.0.0.1:{free_port()}", tls_dir=str(pki["alice"]),
-        out_dir=str(tmp_path / "out"), audit_log=str(log), policy=LocalPolicy.load(str(TEST_POLICY)),
-    )  # fmt: skip
+        role="alice",
+        schema_path=str(run["files"]["schema"]),
+        data_path=str(run["files"]["alice"]),
+        listen=f"127.0.0.1:{free_port()}",
+        peer=f"127.0.0.1:{free_port()}",
+        tls_dir=str(pki["alice"]),
+        out_dir=str(tmp_path / "out"),
+        audit_log=str(log),
+        policy=LocalPolicy.load(str(TEST_POLICY)),
+    )
     daemon = PartyDaemon(config)
     with pytest.raises(UserError, match=r"audit log .* is broken at line 3: has sequence number 4"):
         daemon.start()
     daemon.stop(0.1)
-
 
 
 def test_a_job_whose_request_cannot_be_logged_is_refused(pki, tmp_path):
@@ -315,7 +349,9 @@ def test_a_job_whose_request_cannot_be_logged_is_refused(pki, tmp_path):
 
 
 # -- any single change before the last line is caught (property) ----------------------------
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     count=st.integers(3, 12),
     data=st.data(),
@@ -406,8 +442,17 @@ def test_every_prefix_of_the_next_line_is_a_torn_tail_not_an_edit(tmp_path):
     for cut in range(1, len(last) - 1):  # the newline missing, and more
         with pytest.raises(AuditLogTorn) as torn:
             verify_log(intact + last[:cut], "alice")
-        assert torn.value.line == 4 and torn.value.intact_bytes == len(intact) and torn.value.state.lines == 3
-    for garbage in (b"x", b'{"seq":9,', last.replace(b'"alice"', b'"mallory"')[:70], last[:40].replace(b"2", b"#")):
+        assert (
+            torn.value.line == 4
+            and torn.value.intact_bytes == len(intact)
+            and torn.value.state.lines == 3
+        )
+    for garbage in (
+        b"x",
+        b'{"seq":9,',
+        last.replace(b'"alice"', b'"mallory"')[:70],
+        last[:40].replace(b"2", b"#"),
+    ):
         with pytest.raises(AuditLogBroken) as broken:
             verify_log(intact + garbage, "alice")
         assert not isinstance(broken.value, AuditLogTorn), garbage
@@ -424,7 +469,9 @@ def test_a_torn_tail_is_set_aside_when_the_log_is_opened(tmp_path, caplog):
     log.close()
     assert (tmp_path / "audit.log.torn-2").read_bytes() == b'{"seq":4,"time":"2025-01-01T00:00'
     assert path.read_bytes().startswith(whole) and verify_log(path.read_bytes(), "alice").lines == 4
-    assert [r.levelname for r in caplog.records if "unfinished line 4" in r.getMessage()] == ["WARNING"]
+    assert [r.levelname for r in caplog.records if "unfinished line 4" in r.getMessage()] == [
+        "WARNING"
+    ]
 
 
 def test_refused_requests_are_bounded_per_source_and_summarised(tmp_path):
@@ -433,7 +480,9 @@ def test_refused_requests_are_bounded_per_source_and_summarised(tmp_path):
     now = [1000.0]
     log._clock = lambda: now[0]
     for i in range(25):
-        log.refused(f"j{i}", "learn", f"claimed initiator {i} (via bob)", "POLICY", "no", source="bob")
+        log.refused(
+            f"j{i}", "learn", f"claimed initiator {i} (via bob)", "POLICY", "no", source="bob"
+        )
     for i in range(3):
         log.refused(f"o{i}", "learn", "operator of alice", "BAD_REQUEST", "no")
     assert log.lines == 13  # 10 of bob's, 3 of the operator's
@@ -443,7 +492,11 @@ def test_refused_requests_are_bounded_per_source_and_summarised(tmp_path):
     log.close()
     lines = [json.loads(line) for line in path.read_bytes().splitlines()]
     summary = lines[13]
-    assert summary["event"] == "refused_summary" and summary["source"] == "bob" and summary["count"] == 15
+    assert (
+        summary["event"] == "refused_summary"
+        and summary["source"] == "bob"
+        and summary["count"] == 15
+    )
     assert summary["codes"] == {"POLICY": 15} and summary["first"] <= summary["last"]
     assert summary["note"] == (
         f"15 more refused requests from bob between {summary['first']} and {summary['last']}, not logged one by one"
@@ -463,7 +516,11 @@ def test_verify_names_a_renamed_key_and_says_what_an_unsigned_log_vouches_for(tm
         "unsigned, so a change to line 3 or lines removed at the end cannot be detected: sign its head with "
         f"`ppbn audit sign {path} --key KEY` and check it with `ppbn audit verify {path} --cert CERT`"
     )
-    renamed = path.read_bytes().replace(b'"party":"alice"', b'"parti":"alice"', 2).replace(b'"parti"', b'"party"', 1)
+    renamed = (
+        path.read_bytes()
+        .replace(b'"party":"alice"', b'"parti":"alice"', 2)
+        .replace(b'"parti"', b'"party"', 1)
+    )
     path.write_bytes(renamed)
     code, message = verify(path, capsys)
     assert code == 1 and message == (

@@ -59,17 +59,47 @@ def cert(path: Path) -> x509.Certificate:
 def party_via_cli(tmp_path: Path, capsys, role: str = "alice") -> dict[str, Path]:
     """alice's CA host, daemon host and operator host as three folders, made with the CLI."""
     ca, host, op = tmp_path / "ca", tmp_path / "host", tmp_path / "op"
-    assert run(["certs", "ca", "--out", str(ca), "--name", f"{role} CA", "--party", role], capsys)[0] == 0
-    assert run(["certs", "request", "--role", role, "--host", f"{role}.example.org",
-                "--host", "10.0.0.7", "--out", str(host)], capsys)[0] == 0  # fmt: skip
+    assert (
+        run(["certs", "ca", "--out", str(ca), "--name", f"{role} CA", "--party", role], capsys)[0]
+        == 0
+    )
+    assert (
+        run(
+            [
+                "certs",
+                "request",
+                "--role",
+                role,
+                "--host",
+                f"{role}.example.org",
+                "--host",
+                "10.0.0.7",
+                "--out",
+                str(host),
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
     operator = ["certs", "request", "--role", "operator", "--party", role, "--out", str(op)]
     assert run(operator, capsys)[0] == 0
     inbox = tmp_path / "inbox"  # what reaches the CA host: requests only
     inbox.mkdir()
     for folder, name in ((host, role), (op, "operator")):
         shutil.copy(folder / f"{name}.csr", inbox)
-        code, out, _ = run(["certs", "sign", "--ca", str(ca), "--csr", str(inbox / f"{name}.csr"),
-                            "--out", str(folder / f"{name}.crt")], capsys)  # fmt: skip
+        code, out, _ = run(
+            [
+                "certs",
+                "sign",
+                "--ca",
+                str(ca),
+                "--csr",
+                str(inbox / f"{name}.csr"),
+                "--out",
+                str(folder / f"{name}.crt"),
+            ],
+            capsys,
+        )
         assert code == 0 and f"role {name}, party {role}" in out
         shutil.copy(ca / "ca.crt", folder / "ca.crt")
     return {"ca": ca, "host": host, "op": op}
@@ -97,25 +127,36 @@ def test_request_sign_makes_role_certificates_with_only_the_given_hosts(tmp_path
     assert alice.not_valid_after_utc - alice.not_valid_before_utc == dt.timedelta(days=397)
     usage = alice.extensions.get_extension_for_class(x509.KeyUsage)
     assert usage.critical and usage.value.digital_signature
-    assert not any(getattr(usage.value, n) for n in (
-        "content_commitment", "key_encipherment", "data_encipherment", "key_agreement",
-        "key_cert_sign", "crl_sign"))  # fmt: skip
+    assert not any(
+        getattr(usage.value, n)
+        for n in (
+            "content_commitment",
+            "key_encipherment",
+            "data_encipherment",
+            "key_agreement",
+            "key_cert_sign",
+            "crl_sign",
+        )
+    )
     eku = alice.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     san = alice.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert set(san) == {
-        x509.DNSName("alice.example.org"), x509.IPAddress(ipaddress.ip_address("10.0.0.7")),
+        x509.DNSName("alice.example.org"),
+        x509.IPAddress(ipaddress.ip_address("10.0.0.7")),
         x509.UniformResourceIdentifier("urn:ppbn:role:alice"),
         x509.UniformResourceIdentifier("urn:ppbn:party:alice"),
-    }  # fmt: skip
+    }
     assert not alice.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
 
     operator = cert(dirs["op"] / "operator.crt")
     eku = operator.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [ExtendedKeyUsageOID.CLIENT_AUTH]  # cannot serve as a daemon
     san = operator.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert set(san) == {x509.UniformResourceIdentifier("urn:ppbn:role:operator"),
-                        x509.UniformResourceIdentifier("urn:ppbn:party:alice")}  # fmt: skip
+    assert set(san) == {
+        x509.UniformResourceIdentifier("urn:ppbn:role:operator"),
+        x509.UniformResourceIdentifier("urn:ppbn:party:alice"),
+    }
 
 
 def test_openssl_reads_the_same_extensions(tmp_path, capsys):
@@ -128,13 +169,26 @@ def test_openssl_reads_the_same_extensions(tmp_path, capsys):
     assert "X509v3 Key Usage: critical" in text and "Digital Signature" in text
     assert "Key Encipherment" not in text and "Certificate Sign" not in text
     assert "TLS Web Server Authentication, TLS Web Client Authentication" in text
-    for entry in ("DNS:alice.example.org", "IP Address:10.0.0.7",
-                  "URI:urn:ppbn:role:alice", "URI:urn:ppbn:party:alice"):  # fmt: skip
+    for entry in (
+        "DNS:alice.example.org",
+        "IP Address:10.0.0.7",
+        "URI:urn:ppbn:role:alice",
+        "URI:urn:ppbn:party:alice",
+    ):
         assert entry in text
     assert "localhost" not in text and "127.0.0.1" not in text
-    verify = subprocess.run([openssl, "verify", "-CAfile", str(dirs["ca"] / "ca.crt"),
-                             str(dirs["host"] / "alice.crt"), str(dirs["op"] / "operator.crt")],
-                            capture_output=True, text=True)  # fmt: skip
+    verify = subprocess.run(
+        [
+            openssl,
+            "verify",
+            "-CAfile",
+            str(dirs["ca"] / "ca.crt"),
+            str(dirs["host"] / "alice.crt"),
+            str(dirs["op"] / "operator.crt"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
@@ -158,8 +212,10 @@ def test_sign_reads_no_private_key_but_the_cas(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(builtins, "open", recording_open)
     monkeypatch.setattr(io, "open", recording_open)
     csr = str(tmp_path / "host" / "alice.csr")
-    code, out, err = run(["certs", "sign", "--ca", str(ca), "--csr", csr,
-                          "--out", str(tmp_path / "alice.crt")], capsys)  # fmt: skip
+    code, out, err = run(
+        ["certs", "sign", "--ca", str(ca), "--csr", csr, "--out", str(tmp_path / "alice.crt")],
+        capsys,
+    )
     monkeypatch.undo()
     assert code == 0, err
     assert "role alice, party alice, hosts alice.example.org" in out and "valid until" in out
@@ -167,8 +223,23 @@ def test_sign_reads_no_private_key_but_the_cas(tmp_path, capsys, monkeypatch):
     assert {p for p in read if p.suffix == ".key"} == {(ca / "ca.key").resolve()}
     # and it works with the requester's key nowhere near the CA
     (tmp_path / "host" / "alice.key").unlink()
-    assert run(["certs", "sign", "--ca", str(ca), "--csr", str(tmp_path / "host" / "alice.csr"),
-                "--out", str(tmp_path / "alice.crt"), "--force"], capsys)[0] == 0  # fmt: skip
+    assert (
+        run(
+            [
+                "certs",
+                "sign",
+                "--ca",
+                str(ca),
+                "--csr",
+                str(tmp_path / "host" / "alice.csr"),
+                "--out",
+                str(tmp_path / "alice.crt"),
+                "--force",
+            ],
+            capsys,
+        )[0]
+        == 0
+    )
 
 
 def test_a_ca_is_never_replaced(tmp_path, capsys):
@@ -219,16 +290,33 @@ def test_sign_refuses_forged_and_foreign_requests(tmp_path, capsys):
     foreign.write_bytes(
         x509.CertificateSigningRequestBuilder()
         .subject_name(x509.Name.from_rfc4514_string("CN=alice"))
-        .add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("alice.example.org"),
-            x509.UniformResourceIdentifier("urn:ppbn:role:alice"),
-            x509.UniformResourceIdentifier("urn:ppbn:party:bob")]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("alice.example.org"),
+                    x509.UniformResourceIdentifier("urn:ppbn:role:alice"),
+                    x509.UniformResourceIdentifier("urn:ppbn:party:bob"),
+                ]
+            ),
+            critical=False,
+        )
         .sign(key, hashes.SHA256())
         .public_bytes(serialization.Encoding.PEM)
-    )  # fmt: skip
+    )
     for path, message in ((forged, "signature does not verify"), (foreign, "is for party 'alice'")):
-        code, _, err = run(["certs", "sign", "--ca", str(tmp_path / "ca"), "--csr", str(path),
-                            "--out", str(tmp_path / "x.crt")], capsys)  # fmt: skip
+        code, _, err = run(
+            [
+                "certs",
+                "sign",
+                "--ca",
+                str(tmp_path / "ca"),
+                "--csr",
+                str(path),
+                "--out",
+                str(tmp_path / "x.crt"),
+            ],
+            capsys,
+        )
         assert code == 2 and message in one_line_error(err), err
     assert not (tmp_path / "x.crt").exists()
 
@@ -240,8 +328,10 @@ def test_trust_checks_the_pinned_fingerprint(tmp_path, capsys):
     tls = pki["alice"]
     right = fingerprint(cert(bob_ca))
     wrong = "00" * 32
-    code, _, err = run(["certs", "trust", "--tls-dir", str(tls), "--ca", str(bob_ca),
-                        "--fingerprint", wrong], capsys)  # fmt: skip
+    code, _, err = run(
+        ["certs", "trust", "--tls-dir", str(tls), "--ca", str(bob_ca), "--fingerprint", wrong],
+        capsys,
+    )
     assert code == 2 and f"fingerprint is {right}, not the pinned" in one_line_error(err)
     assert not (tls / "trusted.crt").exists()
     for argv, message in (
@@ -252,14 +342,27 @@ def test_trust_checks_the_pinned_fingerprint(tmp_path, capsys):
     ):
         code, _, err = run(["certs", "trust", "--tls-dir", str(tls), *argv], capsys)
         assert code == 2 and message in one_line_error(err), err
-    code, out, _ = run(["certs", "trust", "--tls-dir", str(tls), "--ca", str(bob_ca),
-                        "--fingerprint", right.replace(":", "").lower()], capsys)  # fmt: skip
+    code, out, _ = run(
+        [
+            "certs",
+            "trust",
+            "--tls-dir",
+            str(tls),
+            "--ca",
+            str(bob_ca),
+            "--fingerprint",
+            right.replace(":", "").lower(),
+        ],
+        capsys,
+    )
     assert code == 0 and right in out and "matches the pinned fingerprint" in out
     code, out, _ = run(["certs", "trust", "--tls-dir", str(tls), "--ca", str(bob_ca)], capsys)
     assert code == 0 and right in out and "already trusted" in out
     files = load_tls_files(tls, "alice")
     assert [fingerprint(c) for c in x509.load_pem_x509_certificates(files.trusted_pem)] == [
-        fingerprint(cert(tls / "ca.crt")), right]
+        fingerprint(cert(tls / "ca.crt")),
+        right,
+    ]
     same_name, _ = make_ca(tmp_path / "impostor-ca", "bob CA", party="bob")
     code, _, err = run(["certs", "trust", "--tls-dir", str(tls), "--ca", str(same_name)], capsys)
     assert code == 2 and "CA names must differ" in one_line_error(err)
@@ -267,20 +370,38 @@ def test_trust_checks_the_pinned_fingerprint(tmp_path, capsys):
 
 def test_inspect_shows_role_expiry_and_warnings(tmp_path, capsys):
     pki = make_local_pki(tmp_path / "pki", roles=("alice",))
-    soon = _issue(tmp_path / "pki" / "ca-alice", pki["alice"] / "alice.csr",
-                  days_before=380, days_after=10, out=tmp_path / "soon.crt")  # fmt: skip
+    soon = _issue(
+        tmp_path / "pki" / "ca-alice",
+        pki["alice"] / "alice.csr",
+        days_before=380,
+        days_after=10,
+        out=tmp_path / "soon.crt",
+    )
     code, out, _ = run(["certs", "inspect", str(pki["alice"] / "alice.crt"), str(soon)], capsys)
     assert code == 0
     assert "role           alice" in out and "hosts          localhost, 127.0.0.1, ::1" in out
     assert "ext. key usage serverAuth, clientAuth" in out and "digital_signature (critical)" in out
     assert "days left      396" in out
     assert out.count("WARNING") == 1 and "WARNING: expires in 9 days" in out
-    code, out, _ = run(["certs", "inspect", str(pki["alice"] / "operator.crt"), str(soon),
-                        str(pki["alice"] / "ca.crt"), "--format", "json"], capsys)  # fmt: skip
+    code, out, _ = run(
+        [
+            "certs",
+            "inspect",
+            str(pki["alice"] / "operator.crt"),
+            str(soon),
+            str(pki["alice"] / "ca.crt"),
+            "--format",
+            "json",
+        ],
+        capsys,
+    )
     assert code == 0
     report = json.loads(out)
     assert [(r["role"], r["party"], r["is_ca"]) for r in report] == [
-        ("operator", "alice", False), ("alice", "alice", False), ("", "alice", True)]
+        ("operator", "alice", False),
+        ("alice", "alice", False),
+        ("", "alice", True),
+    ]
     assert report[0]["hosts"] == [] and report[0]["extended_key_usage"] == ["clientAuth"]
     assert report[1]["days_left"] == 9 and report[1]["warning"].startswith("expires in 9 days")
     code, _, err = run(["certs", "inspect", str(pki["alice"] / "alice.key")], capsys)
@@ -295,9 +416,12 @@ def _issue(ca_dir: Path, csr: Path, days_before: float, days_after: float, out: 
     now = dt.datetime.now(dt.UTC)
     ca_key = serialization.load_pem_private_key((ca_dir / "ca.key").read_bytes(), None)
     issued = issue_certificate(
-        x509.load_pem_x509_csr(csr.read_bytes()), cert(ca_dir / "ca.crt"), ca_key,
-        now - dt.timedelta(days=days_before), now + dt.timedelta(days=days_after),
-    )  # fmt: skip
+        x509.load_pem_x509_csr(csr.read_bytes()),
+        cert(ca_dir / "ca.crt"),
+        ca_key,
+        now - dt.timedelta(days=days_before),
+        now + dt.timedelta(days=days_after),
+    )
     out.write_bytes(issued.public_bytes(serialization.Encoding.PEM))
     return out
 
@@ -415,8 +539,11 @@ def test_peer_identity_on_a_real_call(pki, alice_server):
     for party, identity in (("alice", "operator"), ("bob", "bob"), ("bob", "operator")):
         assert alice_server.call(load_tls_files(pki[party], identity)) == b"hi"
     seen = [(c.role, c.party, c.common_name, c.issued_by_own_ca) for c in alice_server.callers]
-    assert seen == [("operator", "alice", "operator", True), ("bob", "bob", "bob", False),
-                    ("operator", "bob", "operator", False)]  # fmt: skip
+    assert seen == [
+        ("operator", "alice", "operator", True),
+        ("bob", "bob", "bob", False),
+        ("operator", "bob", "operator", False),
+    ]
 
 
 def test_a_shared_ca_works_and_grpc_checks_the_dialled_host(tmp_path):
@@ -465,18 +592,25 @@ def test_request_force_replaces_key_and_request_together_or_neither(tmp_path, ca
     monkeypatch.setattr(pki.os, "replace", replace_fails_for_the_request)
     code, _, err = run(bob, capsys)
     monkeypatch.undo()
-    assert code == 2 and one_line_error(err) == f"ppbn: error: cannot write {out / 'bob.csr'}: Permission denied"
+    assert (
+        code == 2
+        and one_line_error(err) == f"ppbn: error: cannot write {out / 'bob.csr'}: Permission denied"
+    )
     assert {name: (out / name).read_bytes() for name in old} == old  # the old pair, untouched
     assert sorted(p.name for p in out.iterdir()) == ["bob.csr", "bob.key"]  # no temporaries
     assert run(bob, capsys)[0] == 0  # and a working replacement replaces both
     assert all((out / name).read_bytes() != data for name, data in old.items())
 
 
-@pytest.mark.parametrize(("role", "party"), [("bob", "bob"), ("miner", "miner"), ("operator", "bob")])
+@pytest.mark.parametrize(
+    ("role", "party"), [("bob", "bob"), ("miner", "miner"), ("operator", "bob")]
+)
 def test_a_party_ca_refuses_another_partys_request_unless_told(tmp_path, capsys, role, party):
     ca = tmp_path / "alice-ca"
     make_ca(ca, "alice CA", party="alice")
-    _, csr = make_request(tmp_path / "host", role, party, [] if role == "operator" else ["h.example"])
+    _, csr = make_request(
+        tmp_path / "host", role, party, [] if role == "operator" else ["h.example"]
+    )
     sign = ["certs", "sign", "--ca", str(ca), "--csr", str(csr), "--out", str(tmp_path / "x.crt")]
     code, _, err = run(sign, capsys)
     assert code == 2 and one_line_error(err) == (

@@ -32,7 +32,12 @@ from ppbn.jobs.checkpoint import CheckpointStore
 PEER_TIMEOUT_S = 5.0
 BOUND_S = PEER_TIMEOUT_S + 10
 PARAMS = {"max_parents": 2, "score": "exact", "key_bits": 1024}
-DEFAULT_SUBSET = {("handshake", "stop"), ("tables", "kill"), ("argmax", "stop"), ("parameters", "drop")}
+DEFAULT_SUBSET = {
+    ("handshake", "stop"),
+    ("tables", "kill"),
+    ("argmax", "stop"),
+    ("parameters", "drop"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +86,9 @@ def test_sigterm_aborts_cleanly_tells_the_peer_and_the_job_resumes(pair, referen
     assert sorted(p.name for p in (pair.out["bob"] / job_id).glob("network*")) == []
     failed = pair.wait("alice", job_id, BOUND_S)
     assert failed["state"] == "FAILED"
-    assert "peer bob aborted the job: its daemon is shutting down" in failed["error"], failed["error"]
+    assert "peer bob aborted the job: its daemon is shutting down" in failed["error"], failed[
+        "error"
+    ]
     assert f"ppbn learn --resume {job_id}" in failed["error"], failed["error"]
     assert "received SIGTERM: shutting down" in pair.log("bob") and "bob stopped" in pair.log("bob")
     pair.restart("bob")
@@ -101,7 +108,10 @@ def test_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run
     assert failed["state"] == "FAILED" and "peer bob" in failed["error"], failed
     assert f"ppbn learn --resume {job_id}" in failed["error"], failed["error"]
     assert not (pair.out["alice"] / job_id / "network.json").exists()
-    with pair.client("alice") as client, pytest.raises(UserError, match="parameters differ from the checkpoint's"):
+    with (
+        pair.client("alice") as client,
+        pytest.raises(UserError, match="parameters differ from the checkpoint's"),
+    ):
         client.start("learn", {**PARAMS, "max_parents": 1}, job_id, resume=True)
     pair.restart("bob")
     resume_equals(pair, job_id, reference)
@@ -112,7 +122,11 @@ def test_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run
 def test_resume_is_refused_without_a_checkpoint(pair):
     code, _, err = pair.cli_learn("alice", ["--resume", "no-such-job"])
     assert code == 2
-    assert err.strip().endswith("alice has no checkpoint of job no-such-job in " + str(pair.out["alice"] / ".checkpoints" / "no-such-job") + ": nothing to resume"), err
+    assert err.strip().endswith(
+        "alice has no checkpoint of job no-such-job in "
+        + str(pair.out["alice"] / ".checkpoints" / "no-such-job")
+        + ": nothing to resume"
+    ), err
     assert len(err.strip().splitlines()) == 1
 
 

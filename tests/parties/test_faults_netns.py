@@ -29,7 +29,9 @@ PEER_TIMEOUT_S = 5.0
 BOUND_S = PEER_TIMEOUT_S + 10
 HOLD_S = PEER_TIMEOUT_S + 1  # a stop or a cut link lasts longer than the peer timeout
 PARAMS = {"max_parents": 2, "score": "exact", "key_bits": 1024}
-DEFAULT_SUBSET = {("ln terms", "drop")}  # the fault only this variant has; kill and stop: tests/parties/test_faults.py
+DEFAULT_SUBSET = {
+    ("ln terms", "drop")
+}  # the fault only this variant has; kill and stop: tests/parties/test_faults.py
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,9 @@ def net():
 
 @pytest.fixture(scope="module")
 def daemons(net, tmp_path_factory):
-    with DaemonPair.over_namespaces(tmp_path_factory.mktemp("faults-netns"), net, "asia", 400, PEER_TIMEOUT_S) as running:
+    with DaemonPair.over_namespaces(
+        tmp_path_factory.mktemp("faults-netns"), net, "asia", 400, PEER_TIMEOUT_S
+    ) as running:
         yield running
 
 
@@ -75,12 +79,18 @@ def _matrix_cases():
 
 
 @pytest.mark.parametrize(("phase", "fault"), list(_matrix_cases()))
-def test_over_veth_survivor_reports_in_time_then_serves_an_honest_job(pair, reference, phase, fault):
-    run_matrix_case(pair, reference, PARAMS, phase, fault, bound_s=BOUND_S, hold_s=HOLD_S, drop_redials=False)
+def test_over_veth_survivor_reports_in_time_then_serves_an_honest_job(
+    pair, reference, phase, fault
+):
+    run_matrix_case(
+        pair, reference, PARAMS, phase, fault, bound_s=BOUND_S, hold_s=HOLD_S, drop_redials=False
+    )
 
 
 @pytest.mark.faults_full
-def test_over_veth_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run(pair, reference):
+def test_over_veth_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run(
+    pair, reference
+):
     """SIGKILL bob in his namespace once both parties checkpointed a K2 step; alice names
     the peer and `--resume` in time; bob restarted in his namespace, the resumed job's
     network equals the uninterrupted run at both parties."""

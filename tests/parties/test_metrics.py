@@ -72,7 +72,9 @@ def daemons(tmp_path, pki):
 
 
 def health_stub(daemon, tls_dir: Path, identity: str) -> health_pb2_grpc.HealthStub:
-    return health_pb2_grpc.HealthStub(dial(f"127.0.0.1:{daemon.port}", load_tls_files(tls_dir, identity), daemon.role))
+    return health_pb2_grpc.HealthStub(
+        dial(f"127.0.0.1:{daemon.port}", load_tls_files(tls_dir, identity), daemon.role)
+    )
 
 
 def test_metrics_show_the_running_job_and_the_totals_after(daemons, pki):
@@ -82,14 +84,25 @@ def test_metrics_show_the_running_job_and_the_totals_after(daemons, pki):
     assert value(before, "ppbn_serving", role="alice") == 1.0
     assert value(before, "ppbn_checkpoint_age_seconds") == -1.0
     # gRPC reports connectivity changes asynchronously
-    poll("the connection to bob", lambda: value(scrape(alice.metrics_port), "ppbn_peer_connections_open", peer="bob") == 1.0, 15)
+    poll(
+        "the connection to bob",
+        lambda: value(scrape(alice.metrics_port), "ppbn_peer_connections_open", peer="bob") == 1.0,
+        15,
+    )
     with operator(alice, pki) as client:
         job = client.start("ping", {"rounds": 100_000, "bytes": 1024}, "long-ping")
 
         def live():
             samples = scrape(alice.metrics_port)
-            moved = min(value(samples, "ppbn_job_bytes_sent") or 0, value(samples, "ppbn_job_bytes_received") or 0)
-            return samples if moved > 0 and value(samples, "ppbn_job_info", job=job, kind="ping", phase="ping") else None
+            moved = min(
+                value(samples, "ppbn_job_bytes_sent") or 0,
+                value(samples, "ppbn_job_bytes_received") or 0,
+            )
+            return (
+                samples
+                if moved > 0 and value(samples, "ppbn_job_info", job=job, kind="ping", phase="ping")
+                else None
+            )
 
         during = poll("the running job in /metrics", live)
         assert value(during, "ppbn_jobs_running", kind="ping") == 1.0
@@ -100,14 +113,21 @@ def test_metrics_show_the_running_job_and_the_totals_after(daemons, pki):
 
     def ended():
         samples = scrape(alice.metrics_port)
-        return samples if value(samples, "ppbn_jobs_finished_total", kind="ping", state="cancelled") else None
+        return (
+            samples
+            if value(samples, "ppbn_jobs_finished_total", kind="ping", state="cancelled")
+            else None
+        )
 
     after = poll("the cancelled job's totals", ended)
     assert value(after, "ppbn_jobs_started_total", kind="ping") == 1.0
     assert value(after, "ppbn_bytes_sent_total") >= value(during, "ppbn_bytes_sent_total") > 0
     assert value(after, "ppbn_bytes_received_total") > 0
     assert value(after, "ppbn_phase_seconds_total", kind="ping", phase="ping") > 0
-    assert value(after, "ppbn_job_bytes_sent") == 0 and value(after, "ppbn_jobs_running", kind="ping") is None
+    assert (
+        value(after, "ppbn_job_bytes_sent") == 0
+        and value(after, "ppbn_jobs_running", kind="ping") is None
+    )
     with operator(alice, pki) as client, pytest.raises(Exception, match="workers"):
         client.start("ping", {"rounds": 1, "workers": 2})
     assert value(scrape(alice.metrics_port), "ppbn_jobs_refused_total", reason="BAD_REQUEST") == 1.0
@@ -117,11 +137,21 @@ def test_the_standard_health_service_answers_serving_then_not_serving(daemons, p
     alice = daemons["alice"]
     stub = health_stub(alice, pki["alice"], "operator")
     for service in ("", "ppbn.PartyService"):
-        assert stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+        assert (
+            stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
+            == health_pb2.HealthCheckResponse.SERVING
+        )
     # the peer daemon may ask too; the other party's operator may not
-    assert health_stub(alice, pki["bob"], "bob").Check(health_pb2.HealthCheckRequest(), timeout=10).status == 1
+    assert (
+        health_stub(alice, pki["bob"], "bob")
+        .Check(health_pb2.HealthCheckRequest(), timeout=10)
+        .status
+        == 1
+    )
     with pytest.raises(grpc.RpcError) as denied:
-        health_stub(alice, pki["bob"], "operator").Check(health_pb2.HealthCheckRequest(), timeout=10)
+        health_stub(alice, pki["bob"], "operator").Check(
+            health_pb2.HealthCheckRequest(), timeout=10
+        )
     assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
     # a watcher sees NOT_SERVING when the daemon shuts down
     statuses = []
@@ -145,13 +175,19 @@ def test_the_standard_health_service_answers_serving_then_not_serving(daemons, p
 
 def test_json_logs_are_one_object_per_line_with_the_job():
     formatter = JsonFormatter("bob")
-    record = logging.LogRecord("ppbn.party.bob", logging.INFO, __file__, 1, "job %s: %s", ("j1", "line\nbreak"), None)
+    record = logging.LogRecord(
+        "ppbn.party.bob", logging.INFO, __file__, 1, "job %s: %s", ("j1", "line\nbreak"), None
+    )
     record.threadName = "job-j1"
     line = formatter.format(record)
     assert "\n" not in line
     entry = json.loads(line)
     assert entry["job"] == "j1" and entry["level"] == "INFO" and entry["logger"] == "ppbn.party.bob"
-    assert entry["message"] == "job j1: line\nbreak" and entry["time"].endswith("Z") and entry["role"] == "bob"
+    assert (
+        entry["message"] == "job j1: line\nbreak"
+        and entry["time"].endswith("Z")
+        and entry["role"] == "bob"
+    )
     record.threadName = "grpc-bob_0"
     record.job = "j2"  # given with extra={"job": ...}
     assert json.loads(formatter.format(record))["job"] == "j2"

@@ -76,8 +76,16 @@ class Pair:
         self.ports = {"alice": free_port(), "bob": free_port()}
         self.started: list[PartyDaemon] = []
 
-    def daemon(self, role: str, *, as_role: str | None = None, data: str | None = None,
-               schema: str = "schema.json", tls: str = "certs", insecure: bool = False) -> PartyDaemon:  # fmt: skip
+    def daemon(
+        self,
+        role: str,
+        *,
+        as_role: str | None = None,
+        data: str | None = None,
+        schema: str = "schema.json",
+        tls: str = "certs",
+        insecure: bool = False,
+    ) -> PartyDaemon:
         """Daemon listening on ``role``'s port; ``as_role`` makes it claim another role."""
         claimed = as_role or role
         peer = "bob" if role == "alice" else "alice"
@@ -129,19 +137,27 @@ def test_handshake_then_ping_job_writes_files_at_both(pair):
     wait_for(lambda: alice.peer_state == "ok" and bob.peer_state == "ok", what="handshake")
     with pair.client("bob") as client:
         health = client.health()
-        assert health.role == "bob" and health.peer_state == "ok" and health.record_count == N_RECORDS
+        assert (
+            health.role == "bob" and health.peer_state == "ok" and health.record_count == N_RECORDS
+        )
         job_id = client.start("ping", {"rounds": 5, "bytes": 300})
         outcome = client.wait(job_id, timeout_s=20)
     assert outcome.state == "SUCCEEDED", outcome.error
     assert outcome.stats["role"] == "bob" and outcome.peer_stats["role"] == "alice"
     assert outcome.peer_stats["bytes_sent"] == outcome.stats["bytes_received"] == 5 * (300 + 4)
     by_kind = outcome.stats["bytes_by_phase_and_kind"]  # bob's own, local figures
-    assert by_kind["ping"]["ping"]["bytes_received"] == by_kind["ping"]["pong"]["bytes_sent"] == 5 * (300 + 4)
+    assert (
+        by_kind["ping"]["ping"]["bytes_received"]
+        == by_kind["ping"]["pong"]["bytes_sent"]
+        == 5 * (300 + 4)
+    )
     wait_for(lambda: alice.jobs[job_id].done.is_set(), what="alice's job files")
     for out in (pair.tmp / "out-alice" / job_id, pair.tmp / "out-bob" / job_id):
         assert json.loads((out / "result.json").read_text())["state"] == "SUCCEEDED"
         peer_view = json.loads((out / "stats.json").read_text())["peer"]
-        assert peer_view["mirrored"] is True and "wall_s" not in peer_view  # the peer's own figures stay there
+        assert (
+            peer_view["mirrored"] is True and "wall_s" not in peer_view
+        )  # the peer's own figures stay there
         ledger = json.loads((out / "ledger.json").read_text())
         assert {e["kind"] for e in ledger["entries"]} == {"schema", "record_count"}
     alice_result = json.loads((pair.tmp / "out-alice" / job_id / "result.json").read_text())
@@ -151,18 +167,38 @@ def test_handshake_then_ping_job_writes_files_at_both(pair):
 def test_learn_command_starts_a_job_and_prints_both_parties(pair, capsys):
     alice, bob = pair.daemon("alice"), pair.daemon("bob")
     wait_for(lambda: alice.peer_state == "ok" and bob.peer_state == "ok", what="handshake")
-    code = ppbn_main([
-        "learn", "--peer", f"127.0.0.1:{pair.ports['alice']}", "--tls-dir", str(pair.world / "certs" / "alice"),
-        "--job", "ping", "--params", '{"rounds": 2}', "--format", "json",
-    ])  # fmt: skip
+    code = ppbn_main(
+        [
+            "learn",
+            "--peer",
+            f"127.0.0.1:{pair.ports['alice']}",
+            "--tls-dir",
+            str(pair.world / "certs" / "alice"),
+            "--job",
+            "ping",
+            "--params",
+            '{"rounds": 2}',
+            "--format",
+            "json",
+        ]
+    )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["state"] == "SUCCEEDED" and report["result"]["rounds"] == 2
     assert set(report["stats"]) == {"alice", "bob"}
-    code = ppbn_main([
-        "learn", "--peer", f"127.0.0.1:{pair.ports['alice']}", "--tls-dir", str(pair.world / "certs" / "alice"),
-        "--job", "tables", "--max-family", "9",
-    ])  # fmt: skip
+    code = ppbn_main(
+        [
+            "learn",
+            "--peer",
+            f"127.0.0.1:{pair.ports['alice']}",
+            "--tls-dir",
+            str(pair.world / "certs" / "alice"),
+            "--job",
+            "tables",
+            "--max-family",
+            "9",
+        ]
+    )
     assert code == 2
     assert "tables: max_family must be an integer in 2..4" in capsys.readouterr().err
     with pair.client("alice") as client, pytest.raises(UserError, match="job id '..' must be"):
@@ -175,7 +211,9 @@ def test_learn_command_starts_a_job_and_prints_both_parties(pair, capsys):
 def _refused_both_sides(pair, alice, bob, pattern: str) -> None:
     import re
 
-    wait_for(lambda: peer_state_settled(alice) and peer_state_settled(bob), what="handshake outcome")
+    wait_for(
+        lambda: peer_state_settled(alice) and peer_state_settled(bob), what="handshake outcome"
+    )
     assert re.search(pattern, alice.peer_state), alice.peer_state
     assert re.search(pattern, bob.peer_state), bob.peer_state
     with pair.client("alice") as client, pytest.raises(UserError, match="job not started") as err:
@@ -192,7 +230,9 @@ def test_wrong_schema_is_refused_on_both_sides(pair):
 def test_wrong_record_count_is_refused_on_both_sides(pair):
     alice = pair.daemon("alice")
     bob = pair.daemon("bob", data="bob-short.csv")
-    _refused_both_sides(pair, alice, bob, "(alice|bob) holds (59|60) records, (alice|bob) holds (59|60)")
+    _refused_both_sides(
+        pair, alice, bob, "(alice|bob) holds (59|60) records, (alice|bob) holds (59|60)"
+    )
 
 
 def test_different_record_ids_fail_the_job_at_both(pair, test_jobs):
@@ -224,9 +264,14 @@ def test_wrong_role_at_the_address_is_refused(pair):
 def test_wrong_role_is_refused_by_hello_without_tls(pair):
     alice = pair.daemon("alice", insecure=True)
     impostor = pair.daemon("bob", as_role="alice", insecure=True)
-    wait_for(lambda: peer_state_settled(alice) and peer_state_settled(impostor), what="handshake outcome")
+    wait_for(
+        lambda: peer_state_settled(alice) and peer_state_settled(impostor), what="handshake outcome"
+    )
     assert "the peer says it is 'alice' but alice expects 'bob'" in alice.peer_state
-    with pair.client("alice", insecure=True) as client, pytest.raises(UserError, match="expects 'bob'"):
+    with (
+        pair.client("alice", insecure=True) as client,
+        pytest.raises(UserError, match="expects 'bob'"),
+    ):
         client.start("ping", {})
 
 
@@ -234,18 +279,34 @@ def test_operator_certificate_cannot_pose_as_the_peer(pair):
     pair.daemon("alice")
     with pair.client("alice") as client:
         stub = party_pb2_grpc.PartyServiceStub(client._channel)
-        with pytest.raises(Exception, match="takes handshakes only from bob, not from a certificate for (role )?'operator'"):
+        with pytest.raises(
+            Exception,
+            match="takes handshakes only from bob, not from a certificate for (role )?'operator'",
+        ):
             stub.Handshake(party_pb2.Hello(role="bob"), timeout=5)
 
 
 def test_bad_data_is_one_line_naming_file_line_and_column(world, tmp_path, capsys):
     bad = tmp_path / "alice.csv"
     bad.write_text("id,a1,a2\nr000,s0,s1\nr001,s9,s1\n")
-    code = ppbn_main([
-        "party", "serve", "--role", "alice", "--schema", str(world / "schema.json"),
-        "--data", str(bad), "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:1",
-        "--tls-dir", str(world / "certs" / "alice"),
-    ])  # fmt: skip
+    code = ppbn_main(
+        [
+            "party",
+            "serve",
+            "--role",
+            "alice",
+            "--schema",
+            str(world / "schema.json"),
+            "--data",
+            str(bad),
+            "--listen",
+            "127.0.0.1:0",
+            "--peer",
+            "127.0.0.1:1",
+            "--tls-dir",
+            str(world / "certs" / "alice"),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("ppbn: error:") and "line 3" in err and "'a1'" in err and str(bad) in err
@@ -312,7 +373,10 @@ def test_wrong_tag_fails_the_job_cleanly_and_daemons_keep_serving(pair, test_job
     outcome, bob_job = _run_both(pair, alice, bob, "test.wrong_tag")
     assert outcome.state == "FAILED"
     assert outcome.error == "expected message 'hello' from peer, got 'oops'"
-    assert bob_job.error == "peer alice aborted the job: it received a message that breaks the protocol"
+    assert (
+        bob_job.error
+        == "peer alice aborted the job: it received a message that breaks the protocol"
+    )
     again, _ = _run_both(pair, alice, bob, "ping")
     assert again.state == "SUCCEEDED"
 
@@ -322,7 +386,10 @@ def test_oversize_message_fails_the_job_cleanly(pair, test_jobs):
     wait_for(lambda: alice.peer_state == "ok", what="handshake")
     outcome, bob_job = _run_both(pair, alice, bob, "test.oversize")
     assert outcome.state == "FAILED" and "is 1000 bytes, over the limit 10" in outcome.error
-    assert bob_job.error == "peer alice aborted the job: it received a message that breaks the protocol"
+    assert (
+        bob_job.error
+        == "peer alice aborted the job: it received a message that breaks the protocol"
+    )
 
 
 def test_silent_peer_fails_the_job_within_the_timeout(pair, test_jobs):
@@ -333,8 +400,13 @@ def test_silent_peer_fails_the_job_within_the_timeout(pair, test_jobs):
     assert time.monotonic() - start < TIMEOUT_S + 3
     assert outcome.state == "FAILED"
     hint = "; when both daemons are up, start the job again"
-    assert outcome.error == f"peer bob sent nothing for {TIMEOUT_S:g} s (waiting for a message){hint}"
-    assert bob_job.error == f"peer alice aborted the job: it waited for us longer than its peer timeout{hint}"
+    assert (
+        outcome.error == f"peer bob sent nothing for {TIMEOUT_S:g} s (waiting for a message){hint}"
+    )
+    assert (
+        bob_job.error
+        == f"peer alice aborted the job: it waited for us longer than its peer timeout{hint}"
+    )
 
 
 def test_cancel_reaches_both_daemons(pair, test_jobs):
@@ -344,7 +416,9 @@ def test_cancel_reaches_both_daemons(pair, test_jobs):
         job_id = client.start("test.stall", {})
         wait_for(lambda: client.status(job_id).progress == "stalling", what="job to run")
         info = client.cancel(job_id)
-    assert info.state == party_pb2.JobInfo.CANCELLED and info.error.startswith("cancelled by operator of bob")
+    assert info.state == party_pb2.JobInfo.CANCELLED and info.error.startswith(
+        "cancelled by operator of bob"
+    )
     alice_job = wait_for(lambda: alice.jobs[job_id].done.is_set() and alice.jobs[job_id])
     assert alice_job.error == "peer bob aborted the job: its operator cancelled the job"
 
@@ -354,12 +428,28 @@ def test_cancel_reaches_both_daemons(pair, test_jobs):
 
 def _spawn_bob(pair) -> subprocess.Popen:
     command = [
-        sys.executable, "-m", "ppbn.cli", "party", "serve", "--role", "bob",
-        "--schema", str(pair.world / "schema.json"), "--data", str(pair.world / "bob.csv"),
-        "--listen", f"127.0.0.1:{pair.ports['bob']}", "--peer", f"127.0.0.1:{pair.ports['alice']}",
-        "--tls-dir", str(pair.world / "certs" / "bob"), "--out", str(pair.tmp / "out-bob"),
-        "--timeout", str(TIMEOUT_S),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "ppbn.cli",
+        "party",
+        "serve",
+        "--role",
+        "bob",
+        "--schema",
+        str(pair.world / "schema.json"),
+        "--data",
+        str(pair.world / "bob.csv"),
+        "--listen",
+        f"127.0.0.1:{pair.ports['bob']}",
+        "--peer",
+        f"127.0.0.1:{pair.ports['alice']}",
+        "--tls-dir",
+        str(pair.world / "certs" / "bob"),
+        "--out",
+        str(pair.tmp / "out-bob"),
+        "--timeout",
+        str(TIMEOUT_S),
+    ]
     log = open(pair.tmp / "bob.log", "ab")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
 
@@ -412,7 +502,11 @@ def test_probe_loop_ends_quietly_when_stop_closes_its_channel():
     def closed(role):
         raise ValueError("Cannot invoke RPC on closed channel!")
 
-    PartyDaemon._probe_loop(SimpleNamespace(_stopping=stopping, peer_roles=["bob"], handshake_peer=closed_by_stop))
+    PartyDaemon._probe_loop(
+        SimpleNamespace(_stopping=stopping, peer_roles=["bob"], handshake_peer=closed_by_stop)
+    )
     stopping.clear()
     with pytest.raises(ValueError, match="closed channel"):
-        PartyDaemon._probe_loop(SimpleNamespace(_stopping=stopping, peer_roles=["bob"], handshake_peer=closed))
+        PartyDaemon._probe_loop(
+            SimpleNamespace(_stopping=stopping, peer_roles=["bob"], handshake_peer=closed)
+        )

@@ -103,7 +103,9 @@ def test_mul_with_operand_bounds_is_within_one_ulp(pairs):
     (xa, xb), (ya, yb) = share(x), share(y)
     za, zb, (sa, _) = two_party(arith.mul, (xa, ya, FRAC, 87, 44), (xb, yb, FRAC, 87, 44))
     floor_check(reveal(za, zb), [p * q for p, q in zip(x, y, strict=True)], FRAC)
-    assert sa.counters.ots == 2 * len(x) * (arith.reshared_width(44) + 1) + len(x)  # 44 + 3 each way, one lift
+    assert sa.counters.ots == 2 * len(x) * (arith.reshared_width(44) + 1) + len(
+        x
+    )  # 44 + 3 each way, one lift
 
 
 def test_exact_mul_with_operand_bounds_at_the_edges():
@@ -128,7 +130,9 @@ def test_squares_take_one_ole_and_products_choose_with_the_narrower_operand():
     """A square: b + 3 OTs in reverse (alice chooses with her reshared share and its top
     bit), one forward OT for the wrap term and one to lift the result; a product: b + 3
     OTs each way, b the narrower operand's bound, and the lift."""
-    x = [2**43 - 1, -(2**43) + 1, 0, 1, -1] + [random.randrange(-(2**43), 2**43) for _ in range(2000)]
+    x = [2**43 - 1, -(2**43) + 1, 0, 1, -1] + [
+        random.randrange(-(2**43), 2**43) for _ in range(2000)
+    ]
     xa, xb = share(x)
     pair = memory_channel_pair(keep_transcript=True)
     za, zb, (sa, _) = two_party(arith.square, (xa, FRAC, 87, 44), (xb, FRAC, 87, 44), pair=pair)
@@ -138,28 +142,46 @@ def test_squares_take_one_ole_and_products_choose_with_the_narrower_operand():
     # alice sends only the wrap OT's, one per value in the ring's top 90 - 46 bits
     ring_bits = arith.product_ring(FRAC, 87, (44, 44))
     assert ring_bits == 87 + 3
-    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == len(x) * sum(-(-(ring_bits - i) // 8) for i in range(44 + 3))
-    assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == len(x) * -(-(ring_bits - 46) // 8)
+    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == len(x) * sum(
+        -(-(ring_bits - i) // 8) for i in range(44 + 3)
+    )
+    assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == len(x) * -(
+        -(ring_bits - 46) // 8
+    )
     za, zb, _ = two_party(arith.square, (xa, 0), (xb, 0))
     assert reveal(za, zb) == [v * v for v in x]
     # a count-sized operand (x2 < 2^17) times an ln-sized one (< 2^54), exact
     small = [2**17 - 1, 1, 0, 2**17 - 1] + [random.randrange(2**17) for _ in range(2000)]
-    large = [2**54 - 1, -(2**54) + 1, 5, -1] + [random.randrange(-(2**54), 2**54) for _ in range(2000)]
+    large = [2**54 - 1, -(2**54) + 1, 5, -1] + [
+        random.randrange(-(2**54), 2**54) for _ in range(2000)
+    ]
     (sa_, sb_), (la, lb) = share(small), share(large)
     za, zb, (sa, _) = two_party(arith.mul, (sa_, la, 0, 87, (17, 54)), (sb_, lb, 0, 87, (17, 54)))
     assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
-    assert sa.counters.ots == len(small) * (2 * (17 + 3) + 1)  # both cross terms choose with x2's bits
-    za, zb, _ = two_party(arith.mul, (la, sa_, 0, 87, (54, 17)), (lb, sb_, 0, 87, (54, 17)))  # the other order
+    assert sa.counters.ots == len(small) * (
+        2 * (17 + 3) + 1
+    )  # both cross terms choose with x2's bits
+    za, zb, _ = two_party(
+        arith.mul, (la, sa_, 0, 87, (54, 17)), (lb, sb_, 0, 87, (54, 17))
+    )  # the other order
     assert reveal(za, zb) == [p * q for p, q in zip(small, large, strict=True)]
 
 
-@pytest.mark.parametrize(("forward_n", "reverse_n"), [(2500, 300), (300, 2500), (0, 1100), (1100, 0)])
+@pytest.mark.parametrize(
+    ("forward_n", "reverse_n"), [(2500, 300), (300, 2500), (0, 1100), (1100, 0)]
+)
 def test_ole_two_way_interleaves_directions_of_different_lengths(forward_n, reverse_n):
     """Forward (alice's a, bob's b) and reverse (bob's a, alice's b) batches at once, with
     128-bit choices (1,024 values per chunk), so one direction has more chunks than the
     other: each product is right, and each direction's corrections go its own way."""
-    a_f, b_f = [random.randrange(M) for _ in range(forward_n)], [random.randrange(M) for _ in range(forward_n)]
-    a_r, b_r = [random.randrange(M) for _ in range(reverse_n)], [random.randrange(2**60) for _ in range(reverse_n)]
+    a_f, b_f = (
+        [random.randrange(M) for _ in range(forward_n)],
+        [random.randrange(M) for _ in range(forward_n)],
+    )
+    a_r, b_r = (
+        [random.randrange(M) for _ in range(reverse_n)],
+        [random.randrange(2**60) for _ in range(reverse_n)],
+    )
     pair = memory_channel_pair(keep_transcript=True)
     (fa, ra), (fb, rb), (sa, sb) = two_party(
         arith.ole_two_way,
@@ -168,9 +190,15 @@ def test_ole_two_way_interleaves_directions_of_different_lengths(forward_n, reve
         pair=pair,
     )
     assert ring.to_ints(ring.add(fa, fb)) == [(p * q) % M for p, q in zip(a_f, b_f, strict=True)]
-    assert [v % 2**100 for v in ring.to_ints(ring.add(ra, rb))] == [(p * q) % 2**100 for p, q in zip(a_r, b_r, strict=True)]
-    assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == forward_n * sum(-(-(128 - i) // 8) for i in range(128))
-    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == reverse_n * sum(-(-(100 - i) // 8) for i in range(60))
+    assert [v % 2**100 for v in ring.to_ints(ring.add(ra, rb))] == [
+        (p * q) % 2**100 for p, q in zip(a_r, b_r, strict=True)
+    ]
+    assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == forward_n * sum(
+        -(-(128 - i) // 8) for i in range(128)
+    )
+    assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == reverse_n * sum(
+        -(-(100 - i) // 8) for i in range(60)
+    )
     assert sa.counters.ots == sb.counters.ots == 128 * forward_n + 60 * reverse_n
 
 
@@ -179,10 +207,14 @@ def test_ole_sends_only_the_correction_bits_that_survive_the_shift():
     a = [random.randrange(M) for _ in range(n)]
     b = [random.randrange(2**bits) for _ in range(n)]
     pair = memory_channel_pair(keep_transcript=True)
-    za, zb, _ = two_party(arith.ole, (ring.from_ints(a), bits), (ring.from_ints(b), bits), pair=pair)
+    za, zb, _ = two_party(
+        arith.ole, (ring.from_ints(a), bits), (ring.from_ints(b), bits), pair=pair
+    )
     assert ring.to_ints(ring.add(za, zb)) == [(p * q) % M for p, q in zip(a, b, strict=True)]
     sent = sum(len(m) for m in _bob_messages(pair, "arith.ole.y"))
-    assert sent == n * sum(-(-(128 - i) // 8) for i in range(bits))  # 10,752 bytes would be 16 per OT
+    assert sent == n * sum(
+        -(-(128 - i) // 8) for i in range(bits)
+    )  # 10,752 bytes would be 16 per OT
     # widths per value, the widest and narrowest included
     widths = np.array([1, 128, 8, 64, 65])
     b = [1, M - 1, 255, 2**64 - 1, 2**64]
@@ -190,7 +222,9 @@ def test_ole_sends_only_the_correction_bits_that_survive_the_shift():
     za, zb, _ = two_party(arith.ole, (ring.from_ints(a), widths), (ring.from_ints(b), widths))
     assert ring.to_ints(ring.add(za, zb)) == [(p * q) % M for p, q in zip(a, b, strict=True)]
     with pytest.raises(ValueError, match="OLE input 2 does not fit in 8 bits"):
-        two_party(arith.ole, (ring.from_ints(a), widths), (ring.from_ints([1, 1, 256, 1, 1]), widths))
+        two_party(
+            arith.ole, (ring.from_ints(a), widths), (ring.from_ints([1, 1, 256, 1, 1]), widths)
+        )
 
 
 def test_ole_in_a_smaller_ring_is_right_there_and_sends_its_bits_only():
@@ -200,17 +234,28 @@ def test_ole_in_a_smaller_ring_is_right_there_and_sends_its_bits_only():
     a = [random.randrange(M) for _ in range(n)]
     b = [random.randrange(2**bits) for _ in range(n)]
     pair = memory_channel_pair(keep_transcript=True)
-    za, zb, _ = two_party(arith.ole, (ring.from_ints(a), bits, ring_bits), (ring.from_ints(b), bits, ring_bits), pair=pair)
+    za, zb, _ = two_party(
+        arith.ole,
+        (ring.from_ints(a), bits, ring_bits),
+        (ring.from_ints(b), bits, ring_bits),
+        pair=pair,
+    )
     low = (1 << ring_bits) - 1
-    assert [v & low for v in ring.to_ints(ring.add(za, zb))] == [(p * q) & low for p, q in zip(a, b, strict=True)]
+    assert [v & low for v in ring.to_ints(ring.add(za, zb))] == [
+        (p * q) & low for p, q in zip(a, b, strict=True)
+    ]
     sent = sum(len(m) for m in _bob_messages(pair, "arith.ole.y"))
     assert sent == n * sum(-(-(ring_bits - i) // 8) for i in range(bits))
     widths, rings = np.array([1, 60, 8, 64]), np.array([1, 128, 9, 100])
     b = [1, 2**60 - 1, 255, 2**64 - 1]
     a = [M - 1] * len(b)
-    za, zb, _ = two_party(arith.ole, (ring.from_ints(a), widths, rings), (ring.from_ints(b), widths, rings))
+    za, zb, _ = two_party(
+        arith.ole, (ring.from_ints(a), widths, rings), (ring.from_ints(b), widths, rings)
+    )
     got = ring.to_ints(ring.add(za, zb))
-    assert [g % (1 << int(r)) for g, r in zip(got, rings, strict=True)] == [(p * q) % (1 << int(r)) for p, q, r in zip(a, b, rings, strict=True)]
+    assert [g % (1 << int(r)) for g, r in zip(got, rings, strict=True)] == [
+        (p * q) % (1 << int(r)) for p, q, r in zip(a, b, rings, strict=True)
+    ]
     with pytest.raises(ValueError, match="wider than its ring"):
         two_party(arith.ole, (ring.from_ints([3]), 9, 8), (ring.from_ints([3]), 9, 8))
 
@@ -240,18 +285,26 @@ def test_exact_products_of_small_operands_run_in_a_small_ring_and_are_lifted():
     OT whose correction keeps 128 - 30 bits, and one bit from bob per value."""
     bounds = (15, 13)
     x = [2**15 - 1, -(2**15) + 1, 0, 1] + [random.randrange(-(2**15), 2**15) for _ in range(1500)]
-    y = [2**13 - 1, 2**13 - 1, -5, -(2**13) + 1] + [random.randrange(-(2**13), 2**13) for _ in range(1500)]
+    y = [2**13 - 1, 2**13 - 1, -5, -(2**13) + 1] + [
+        random.randrange(-(2**13), 2**13) for _ in range(1500)
+    ]
     (xa, xb), (ya, yb) = share(x), share(y)
     pair = memory_channel_pair(keep_transcript=True)
-    za, zb, (sa, _) = two_party(arith.mul, (xa, ya, 0, 0, bounds), (xb, yb, 0, 0, bounds), pair=pair)
+    za, zb, (sa, _) = two_party(
+        arith.mul, (xa, ya, 0, 0, bounds), (xb, yb, 0, 0, bounds), pair=pair
+    )
     assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
     assert sa.counters.lifts == len(x)
     ring_bits = arith.product_ring(0, 0, bounds)
     assert ring_bits == 28 + 2
-    assert sum(len(m) for m in _bob_messages(pair, "arith.wrap")) == len(x) * -(-(128 - ring_bits) // 8)
+    assert sum(len(m) for m in _bob_messages(pair, "arith.wrap")) == len(x) * -(
+        -(128 - ring_bits) // 8
+    )
     assert sum(len(m) for m in _alice_messages(pair, "arith.wrap.d")) == -(-len(x) // 8)
     # one OLE each way, each choosing with the narrower operand's reshared 13 + 2 bits and their top bit
-    per_direction = len(x) * sum(-(-(ring_bits - i) // 8) for i in range(arith.reshared_width(13) + 1))
+    per_direction = len(x) * sum(
+        -(-(ring_bits - i) // 8) for i in range(arith.reshared_width(13) + 1)
+    )
     assert sum(len(m) for m in _bob_messages(pair, "arith.ole.y")) == per_direction
     assert sum(len(m) for m in _alice_messages(pair, "arith.ole.r")) == per_direction
     # an exact product near the ring's top keeps the full ring and needs no lift
@@ -274,7 +327,9 @@ def test_products_and_squares_of_operands_at_their_bounds_are_exact(x_bits, y_bi
     n = min(len(x), len(y))
     x, y = x[:n], y[:n]
     (xa, xb), (ya, yb) = share(x), share(y)
-    za, zb, (sa, sb) = two_party(arith.mul, (xa, ya, 0, 0, (x_bits, y_bits)), (xb, yb, 0, 0, (x_bits, y_bits)))
+    za, zb, (sa, sb) = two_party(
+        arith.mul, (xa, ya, 0, 0, (x_bits, y_bits)), (xb, yb, 0, 0, (x_bits, y_bits))
+    )
     assert reveal(za, zb) == [p * q for p, q in zip(x, y, strict=True)]
     lifts = n if arith.exact_ring(x_bits + y_bits) < 128 else 0
     assert sa.counters.ots == sb.counters.ots == 2 * n * (min(x_bits, y_bits) + 3) + lifts
@@ -316,7 +371,12 @@ def test_what_each_party_receives_from_a_lift_is_uniform():
         assert len(corrections) == n * -(-(128 - (bound + 2)) // 8) and len(flips) == -(-n // 8)
         d = np.unpackbits(np.frombuffer(flips, dtype=np.uint8), count=n, bitorder="little")
         assert stats.chisquare(np.bincount(d, minlength=2)).pvalue > 1e-4
-        assert stats.chisquare(np.bincount(np.frombuffer(corrections, dtype=np.uint8), minlength=256)).pvalue > 1e-4
+        assert (
+            stats.chisquare(
+                np.bincount(np.frombuffer(corrections, dtype=np.uint8), minlength=256)
+            ).pvalue
+            > 1e-4
+        )
 
 
 def test_deferred_lifts_complete_in_place_and_save_alice_a_round_per_product():
@@ -365,7 +425,10 @@ def test_local_arithmetic_on_results_awaiting_lift_bits_completes_with_them():
         combined = be.sub(be.scale(be.add(squared, shares), 3), be.scale_each(squared, [2] * n))
         # the square's share is final in its low 88 - 48 bits, and 2^8 times it in 8 more
         scaled = be.scale(squared, 1 << 8)
-        final = [session.low_bits_final(v, bits) for v, bits in ((squared, 40), (scaled, 48), (squared, 41))]
+        final = [
+            session.low_bits_final(v, bits)
+            for v, bits in ((squared, 40), (scaled, 48), (squared, 41))
+        ]
         session.settle()
         return squared, combined, (awaiting, final)
 
@@ -490,7 +553,10 @@ def _extreme_table(size: int, bits: int) -> list[int]:
     return [-top, top] + [random.randint(-top, top) for _ in range(size - 2)]
 
 
-@pytest.mark.parametrize(("width", "bits", "instances"), [(1, 0, 40), (3, 1, 300), (6, 48, 800), (7, 57, 500), (10, 13, 60), (2, 87, 200)])
+@pytest.mark.parametrize(
+    ("width", "bits", "instances"),
+    [(1, 0, 40), (3, 1, 300), (6, 48, 800), (7, 57, 500), (10, 13, 60), (2, 87, 200)],
+)
 def test_narrow_lookup_reconstructs_exactly_and_sends_the_predicted_bytes(width, bits, instances):
     size = 1 << width
     table = [0] * size if bits == 0 else _extreme_table(size, bits)
@@ -517,7 +583,12 @@ def test_lookup_width_is_read_off_the_table():
     ):
         j, mu = np.array([1, 2, 3, 0] * 5), np.array([random.randrange(4) for _ in range(20)])
         pair = memory_channel_pair(keep_transcript=True)
-        za, zb, _ = two_party(arith.lookup, (ring.from_ints(entries), mu), (ring.from_ints(entries), mu ^ j), pair=pair)
+        za, zb, _ = two_party(
+            arith.lookup,
+            (ring.from_ints(entries), mu),
+            (ring.from_ints(entries), mu ^ j),
+            pair=pair,
+        )
         assert reveal(za, zb) == [entries[k] for k in j]
         assert sum(len(m) for m in _bob_messages(pair, "arith.lookup")) == 20 * 4 * per_entry
 
@@ -536,7 +607,9 @@ def _lookup_rounds(protocol, alice_args, bob_args):
         return run
 
     pair = memory_channel_pair(keep_transcript=True)
-    (a, sa, (ra, _)), (b, sb, (rb, tb)) = run_two_party(side(ALICE, alice_args), side(BOB, bob_args), pair=pair)
+    (a, sa, (ra, _)), (b, sb, (rb, tb)) = run_two_party(
+        side(ALICE, alice_args), side(BOB, bob_args), pair=pair
+    )
     rounds = max(pair[0].stats.rounds - ra, pair[1].stats.rounds - rb)
     return a, b, (sa, sb), rounds, pair[1].transcript[tb:]
 
@@ -547,13 +620,17 @@ def test_lookup_many_shares_the_ots_and_the_message():
     tables = [_extreme_table(size, w) if w else [0] * size for w in widths]
     j = np.array([0, 1] + [random.randrange(size) for _ in range(n - 2)])
     mu = np.array([random.randrange(size) for _ in range(n)])
-    za, zb, (sa, sb), rounds, seen = _lookup_rounds(arith.lookup_many, (tables, mu), (tables, mu ^ j))
+    za, zb, (sa, sb), rounds, seen = _lookup_rounds(
+        arith.lookup_many, (tables, mu), (tables, mu ^ j)
+    )
     for table, a, b in zip(tables, za, zb, strict=True):
         assert reveal(a, b) == [table[k] for k in j]
     assert rounds == 1  # bob's lift bits go with his next message
     (msg,) = [payload for tag, payload in seen if tag == "arith.lookup"]
     assert len(msg) == n * size * sum(-(-(w + 2) // 8) for w in widths)
-    assert sa.counters.ots - 2 == sb.counters.ots - 2 == n * 6 + n * 4  # once for the four tables, and the lifts
+    assert (
+        sa.counters.ots - 2 == sb.counters.ots - 2 == n * 6 + n * 4
+    )  # once for the four tables, and the lifts
     assert sa.counters.lookups - 1 == n * 4
 
 
@@ -568,7 +645,9 @@ def test_lookup_batch_is_one_round_for_several_indices():
         requests_b.append((ts, mu ^ j))
         want.append([[t[k] for k in j] for t in ts])
     za, zb, _, rounds, _ = _lookup_rounds(arith.lookup_batch, (requests_a,), (requests_b,))
-    assert [[reveal(a, b) for a, b in zip(ra, rb, strict=True)] for ra, rb in zip(za, zb, strict=True)] == want
+    assert [
+        [reveal(a, b) for a, b in zip(ra, rb, strict=True)] for ra, rb in zip(za, zb, strict=True)
+    ] == want
     assert rounds == 1
 
 
@@ -589,7 +668,9 @@ def test_lookup_chunks_and_rounds_keep_the_tweaks_in_step(monkeypatch):
 
     small_j = np.array([random.randrange(8) for _ in range(n)])
     small_mu = np.array([random.randrange(8) for _ in range(n)])
-    (ma, oa), (mb, ob), _, rounds, _ = _lookup_rounds(protocol, (mu, small_mu), (mu ^ j, small_mu ^ small_j))
+    (ma, oa), (mb, ob), _, rounds, _ = _lookup_rounds(
+        protocol, (mu, small_mu), (mu ^ j, small_mu ^ small_j)
+    )
     for table, a, b in zip(tables, ma, mb, strict=True):
         assert reveal(a, b) == [table[k] for k in j]
     assert reveal(oa, ob) == [other[k] for k in small_j]
@@ -722,18 +803,25 @@ def test_lookup_messages_do_not_depend_on_table_or_index():
     views = []
     for tables, j in (
         ([[-top] * size, [5] * (size - 1) + [-top]], np.zeros(n, dtype=np.int64)),
-        ([[top] * size, [top] + [-5] * (size - 1)], np.array([random.randrange(size) for _ in range(n)])),
+        (
+            [[top] * size, [top] + [-5] * (size - 1)],
+            np.array([random.randrange(size) for _ in range(n)]),
+        ),
     ):
         mu = np.array([random.randrange(size) for _ in range(n)])
         pair = memory_channel_pair(keep_transcript=True)
-        (ra, rb), (sa, sb), (_, bob) = two_party(arith.lookup_many, (tables, mu), (tables, mu ^ j), pair=pair, keep_openings=True)
+        (ra, rb), (sa, sb), (_, bob) = two_party(
+            arith.lookup_many, (tables, mu), (tables, mu ^ j), pair=pair, keep_openings=True
+        )
         assert reveal(ra, sa) == [tables[0][k] for k in j]
         assert reveal(rb, sb) == [tables[1][k] for k in j]
         (msg,) = _bob_messages(pair, "arith.lookup")
         entries = [values for what, values in bob.openings if what == "lookup"]
         assert len(entries) == 2
         scale = 2.0 ** (bits + 1)  # signed elements of Z_2^(e + 2)
-        views.append((np.frombuffer(msg, dtype=np.uint8), *(ring.to_float(e, 0) / scale for e in entries)))
+        views.append(
+            (np.frombuffer(msg, dtype=np.uint8), *(ring.to_float(e, 0) / scale for e in entries))
+        )
     (c0, *entries0), (c1, *entries1) = views
     for cipher in (c0, c1):
         assert stats.chisquare(np.bincount(cipher, minlength=256)).pvalue > 1e-4

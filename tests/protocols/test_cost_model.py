@@ -16,12 +16,32 @@ from ppbn.protocols.learning.cost import (
 
 
 def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
-    assert main(["bench", "ln", "--count", "400", "--modes", "yw,exact,bdeu", "--format", "json"]) == 0
+    assert (
+        main(["bench", "ln", "--count", "400", "--modes", "yw,exact,bdeu", "--format", "json"]) == 0
+    )
     report = json.loads(capsys.readouterr().out)
-    modelled = [row for row in report["bytes_by_mode_and_kind"] if row["model_bytes_per_evaluation"] is not None]
-    assert {row["kind"] for row in modelled} >= {"yao.tables", "arith.ole.y", "arith.ole.r", "arith.reshare", "arith.bits.y", "arith.bits.r", "arith.wrap", "arith.wrap.d", "ot.ext.u", "arith.lookup"}
+    modelled = [
+        row
+        for row in report["bytes_by_mode_and_kind"]
+        if row["model_bytes_per_evaluation"] is not None
+    ]
+    assert {row["kind"] for row in modelled} >= {
+        "yao.tables",
+        "arith.ole.y",
+        "arith.ole.r",
+        "arith.reshare",
+        "arith.bits.y",
+        "arith.bits.r",
+        "arith.wrap",
+        "arith.wrap.d",
+        "ot.ext.u",
+        "arith.lookup",
+    }
     for row in modelled:  # framing (a tag and a size per message) is all the model leaves out
-        assert abs(row["bytes_per_evaluation"] - row["model_bytes_per_evaluation"]) <= 0.002 * row["bytes_per_evaluation"] + 1, row
+        assert (
+            abs(row["bytes_per_evaluation"] - row["model_bytes_per_evaluation"])
+            <= 0.002 * row["bytes_per_evaluation"] + 1
+        ), row
     for mode in report["modes"]:
         # the rest is one-time set-up (base OTs and GGM trees of three OT extensions: Yao's,
         # the arithmetic's and its reverse, ~37 KB each), spread over 400 terms
@@ -31,9 +51,27 @@ def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
 
 
 def test_threads_report_each_partys_cpu_too(capsys) -> None:
-    assert main(["bench", "ln", "--count", "100", "--modes", "yw", "--parties", "threads", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "ln",
+                "--count",
+                "100",
+                "--modes",
+                "yw",
+                "--parties",
+                "threads",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     (mode,) = json.loads(capsys.readouterr().out)["modes"]
-    assert mode["evaluations"] == 100 and mode["alice_cpu_seconds"] > 0 and mode["bob_cpu_seconds"] > 0
+    assert (
+        mode["evaluations"] == 100 and mode["alice_cpu_seconds"] > 0 and mode["bob_cpu_seconds"] > 0
+    )
 
 
 def test_model_counts_what_the_term_arithmetic_multiplies() -> None:
@@ -48,7 +86,11 @@ def test_model_counts_what_the_term_arithmetic_multiplies() -> None:
     be.square("x", 0, 0, 10)  # exact and small: the ring of 20 + 2 bits, lifted from there
     be.mul("x", "y", 0, 0, (60, 60))  # exact near the top: the whole ring, no lift
     be.truncate("x", 48, 85)  # a sum of products: a masked opening
-    assert be.products == [Product((20, 30), 83, 35), Product((10,), 22, 22), Product((60, 60), 128, None)]
+    assert be.products == [
+        Product((20, 30), 83, 35),
+        Product((10,), 22, 22),
+        Product((60, 60), 128, None),
+    ]
     # a product's two cross terms both choose with the narrower operand's reshared 20 + 2
     # bits and their top bit, one OLE each way
     product, square = be.products[:2]
@@ -56,7 +98,9 @@ def test_model_counts_what_the_term_arithmetic_multiplies() -> None:
     assert product.forward_bytes() == product.reverse_bytes() == correction_bytes(23, 83)
     # a square: one OLE in reverse, and one wrap OT forward in the ring's top 22 - 12 bits
     assert (square.forward_ots, square.reverse_ots, square.reshared_width) == (1, 13, 12)
-    assert square.forward_bytes() == (22 - 12 + 7) // 8 and square.reverse_bytes() == correction_bytes(13, 22)
+    assert square.forward_bytes() == (
+        22 - 12 + 7
+    ) // 8 and square.reverse_bytes() == correction_bytes(13, 22)
     assert be.truncations == [85]
     # a lift of an n-bit share: one correction in the ring's top 128 - n bits
     assert lift_bytes(35) == (128 - 35 + 7) // 8 == 12

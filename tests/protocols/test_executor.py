@@ -143,14 +143,25 @@ def test_spilled_ciphertexts_serve_a_later_call(tmp_path) -> None:
         counters = {role: OpCounters() for role in sessions}
 
         def side(role):
-            return lambda ch: run_tables(ch, role, schema, split[role], families, config, counters[role], session=sessions[role])
+            return lambda ch: run_tables(
+                ch,
+                role,
+                schema,
+                split[role],
+                families,
+                config,
+                counters[role],
+                session=sessions[role],
+            )
 
         counts = reconstruct(*run_two_party(side("alice"), side("bob"), timeout_s=60))
         return counts, sum(c.ciphertexts_sent for c in counters.values())
 
     try:
         first, _ = call()
-        assert any(s.spilled_bytes for s in sessions.values()) and not any(s.held_bytes for s in sessions.values())
+        assert any(s.spilled_bytes for s in sessions.values()) and not any(
+            s.held_bytes for s in sessions.values()
+        )
         assert list(tmp_path.iterdir()) == []  # the spill file is unlinked from the start
         second, sent = call()
     finally:
@@ -162,16 +173,32 @@ def test_spilled_ciphertexts_serve_a_later_call(tmp_path) -> None:
 
 
 def test_executor_settings_are_local_only() -> None:
-    for name in ("executor", "ray_address", "workers", "cache_mb", "spill_mb", "gc_inline_below", "ot_inline_below"):
+    for name in (
+        "executor",
+        "ray_address",
+        "workers",
+        "cache_mb",
+        "spill_mb",
+        "gc_inline_below",
+        "ot_inline_below",
+    ):
         with pytest.raises(PolicyRefusal, match="local setting"):
             check_known("tables", {"max_family": 2, name: "ray"}, {"max_family"})
     with pytest.raises(UserError, match="executor must be one of"):
         LocalPolicy.from_mapping({"executor": "spark"}, "p.toml")
     with pytest.raises(UserError, match="ray_address"):
         LocalPolicy.from_mapping({"ray_address": "10.0.0.1:6379"}, "p.toml")
-    settings = LocalPolicy.from_mapping({"executor": "inline", "cache_mb": 1, "spill_mb": 2}, "p.toml").tables_settings()
-    assert settings["executor"] == "inline" and settings["cache_bytes"] == 2**20 and settings["spill_bytes"] == 2**21
-    batches = LocalPolicy.from_mapping({"gc_inline_below": 0, "ot_inline_below": 5}, "p.toml").batch_settings()
+    settings = LocalPolicy.from_mapping(
+        {"executor": "inline", "cache_mb": 1, "spill_mb": 2}, "p.toml"
+    ).tables_settings()
+    assert (
+        settings["executor"] == "inline"
+        and settings["cache_bytes"] == 2**20
+        and settings["spill_bytes"] == 2**21
+    )
+    batches = LocalPolicy.from_mapping(
+        {"gc_inline_below": 0, "ot_inline_below": 5}, "p.toml"
+    ).batch_settings()
     assert batches == {"gc_inline_below": 0, "ot_inline_below": 5}
     with pytest.raises(UserError, match="gc_inline_below must be an integer"):
         LocalPolicy.from_mapping({"gc_inline_below": -1}, "p.toml")

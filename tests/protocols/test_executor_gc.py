@@ -74,12 +74,16 @@ def _ot_run(executor: Executor | None) -> tuple[list, list]:
     source = None if executor is None else (lambda: executor)
 
     def sender(ch):
-        s = OTSender(ch, instance=b"t", seeds=TaskSeeds(ALICE_SEED), executor=source, inline_below=0)
+        s = OTSender(
+            ch, instance=b"t", seeds=TaskSeeds(ALICE_SEED), executor=source, inline_below=0
+        )
         s.send(m0, m1)
         return s.send_correlated(M, delta)
 
     def receiver(ch):
-        r = OTReceiver(ch, instance=b"t", seeds=TaskSeeds(BOB_SEED), executor=source, inline_below=0)
+        r = OTReceiver(
+            ch, instance=b"t", seeds=TaskSeeds(BOB_SEED), executor=source, inline_below=0
+        )
         return r.receive(choices), r.receive_correlated(choices)
 
     pair = memory_channel_pair(timeout_s=120, keep_transcript=True)
@@ -94,7 +98,9 @@ def test_ot_extension_blocks_are_bit_identical_inline_and_on_the_pool(pool: Loca
     pool_out, pool_log = _ot_run(pool)
     for got, want in zip(pool_out, inline_out, strict=True):
         np.testing.assert_array_equal(got, want)
-    assert [tag for tag, _ in inline_log[0]].count("ot.ext.u") == 6  # 3 blocks per call: really split
+    assert [tag for tag, _ in inline_log[0]].count(
+        "ot.ext.u"
+    ) == 6  # 3 blocks per call: really split
     assert pool_log == inline_log  # every message, byte for byte
 
 
@@ -116,25 +122,36 @@ def _yao_run(alice_executor: Executor | None, bob_executor: Executor | None) -> 
 
     def side(seed, executor, garbler, inputs):
         def run(ch):
-            party = YaoParty(ch, seeds=TaskSeeds(seed), executor=None if executor is None else (lambda: executor),
-                             gc_inline_below=0, ot_inline_below=0)  # fmt: skip
+            party = YaoParty(
+                ch,
+                seeds=TaskSeeds(seed),
+                executor=None if executor is None else (lambda: executor),
+                gc_inline_below=0,
+                ot_inline_below=0,
+            )
             return party.run(circuit, garbler=garbler, inputs=inputs, outputs=outputs)
 
         return run
 
     pair = memory_channel_pair(timeout_s=120, keep_transcript=True)
     alice, bob = run_two_party(
-        side(ALICE_SEED, alice_executor, True, {"x": xs}), side(BOB_SEED, bob_executor, False, {"y": ys}), pair=pair
+        side(ALICE_SEED, alice_executor, True, {"x": xs}),
+        side(BOB_SEED, bob_executor, False, {"y": ys}),
+        pair=pair,
     )
     np.testing.assert_array_equal(alice["max"], np.maximum(xs, ys))
     np.testing.assert_array_equal((alice["sum"] + bob["sum"]) % 2**16, (xs + ys) % 2**16)
-    return [alice["max"], alice["sum"], bob["max"], bob["sum"]], [list(end.transcript) for end in pair]
+    return [alice["max"], alice["sum"], bob["max"], bob["sum"]], [
+        list(end.transcript) for end in pair
+    ]
 
 
 def test_garbling_and_evaluation_are_bit_identical_inline_and_on_the_pool(
     pool: LocalExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * schedule_of(_circuit()).n_and * 20)  # chunks of at most 20 instances
+    monkeypatch.setattr(
+        yao, "CHUNK_BYTES", 32 * schedule_of(_circuit()).n_and * 20
+    )  # chunks of at most 20 instances
     monkeypatch.setattr(ot, "CHUNK_OTS", 1024)  # the evaluator's 4,800 input OTs in 5 blocks
     inline_out, inline_log = _yao_run(None, None)
     pool_out, pool_log = _yao_run(pool, pool)
@@ -160,7 +177,13 @@ def test_the_garblers_secrets_reach_only_its_own_executor(monkeypatch: pytest.Mo
     input_bits = [args[7].tobytes() for args in garbled]
     for _, args in bob.tasks:
         for arg in args:
-            raw = arg.tobytes() if isinstance(arg, np.ndarray) else arg if isinstance(arg, bytes) else b""
+            raw = (
+                arg.tobytes()
+                if isinstance(arg, np.ndarray)
+                else arg
+                if isinstance(arg, bytes)
+                else b""
+            )
             assert delta not in raw and not any(bits == raw for bits in input_bits)
 
 

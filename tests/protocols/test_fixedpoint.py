@@ -97,7 +97,11 @@ def test_u_and_inv_from_f_and_the_tables_are_the_normalised_values(mode, count_b
     shift = Shift(1.3, shift_frac_for(count_bits)) if mode == "bdeu" else None
     shift_frac = 0 if shift is None else shift.frac
     k_bits = count_bits + shift_frac
-    xs = range(1 << count_bits) if count_bits < 12 else [*range(3000), *range((1 << count_bits) - 3000, 1 << count_bits)]
+    xs = (
+        range(1 << count_bits)
+        if count_bits < 12
+        else [*range(3000), *range((1 << count_bits) - 3000, 1 << count_bits)]
+    )
     if shift is not None:
         xs = [x for x in xs if not ((x << shift.frac) + shift.numerator) >> k_bits]
     nms = [normalise(x, count_bits, mode, shift) for x in xs]

@@ -108,11 +108,15 @@ def test_base_ot_rejects_elements_outside_the_subgroup(bits: int) -> None:
     group = dh_group(bits)
     width = group.element_bytes
     for bad in _outside_elements(group.p):
+
         def bad_sender(ch, bad=bad):
             ch.send_ints("ot.base.A", [bad], width)
 
         with pytest.raises(ProtocolError, match=f"subgroup of {group.name}"):
-            run_two_party(bad_sender, lambda ch: base_ot_receive(ch, np.zeros(4, np.uint8), group, b"", fresh()))
+            run_two_party(
+                bad_sender,
+                lambda ch: base_ot_receive(ch, np.zeros(4, np.uint8), group, b"", fresh()),
+            )
 
         def bad_receiver(ch, bad=bad):
             ch.recv_ints("ot.base.A", 1, width)
@@ -222,7 +226,9 @@ def test_receiver_sends_an_eighth_of_iknp_and_its_messages_look_uniform() -> Non
     for value in (0, 1):
         pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
         choices = np.full(m, value, np.uint8)
-        run_two_party(lambda ch: OTSender(ch).pads(m), lambda ch, c=choices: OTReceiver(ch).pads(c), pair=pair)
+        run_two_party(
+            lambda ch: OTSender(ch).pads(m), lambda ch, c=choices: OTReceiver(ch).pads(c), pair=pair
+        )
         (u,) = [p for tag, p in pair[0].transcript if tag == "ot.ext.u"]
         assert len(u) == CHUNKS * m // 8 == 2 * m
         seen.append(np.frombuffer(u, dtype=np.uint8))
@@ -240,7 +246,10 @@ def test_chunk_sums_are_the_xors_over_the_leaves_with_each_bit_set(offset: int, 
     keys = RandomStream(b"chunk sums".ljust(32, b"\0")).bytes(16 * CHUNKS * LEAVES)
     leaves = ColumnStreams(keys).read(0, offset + width)[:, offset:].reshape(CHUNKS, LEAVES, width)
     has_bit = (np.arange(LEAVES)[None, :] >> np.arange(SUBFIELD_BITS)[:, None]) & 1  # (k, 2^k)
-    expected = np.stack([np.bitwise_xor.reduce(leaves[:, has_bit[b] == 1], axis=1) for b in range(SUBFIELD_BITS)], axis=1)
+    expected = np.stack(
+        [np.bitwise_xor.reduce(leaves[:, has_bit[b] == 1], axis=1) for b in range(SUBFIELD_BITS)],
+        axis=1,
+    )
     opened = ColumnStreams(keys)
     opened.read(0, offset)
     for source in (keys, opened):

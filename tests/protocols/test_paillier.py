@@ -63,7 +63,9 @@ def test_homomorphic_sum(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
     assert keys.decrypt(a * b % keys.public.nsquare) == 1234 + 5678
 
 
-def test_randomizers_are_nth_residues_in_the_base_subgroup(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+def test_randomizers_are_nth_residues_in_the_base_subgroup(
+    keys: KeyPair, crt_encryptor: FastEncryptor
+) -> None:
     for r in crt_encryptor.fresh_randomizers(5):
         assert _is_nth_residue(r, keys)
     # the fixed-base table holds g^(d 2^(w i)): compare with direct exponentiation
@@ -84,7 +86,9 @@ def test_precomputed_pool_is_used_first(crt_encryptor: FastEncryptor, keys: KeyP
     assert [keys.decrypt(c) for c in cts] == [5, 6, 7, 8]
 
 
-def test_validation_rejects_malformed_ciphertexts(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+def test_validation_rejects_malformed_ciphertexts(
+    keys: KeyPair, crt_encryptor: FastEncryptor
+) -> None:
     n, nsq = keys.public.n, keys.public.nsquare
     good = crt_encryptor.encrypt(3)
     validate_ciphertext(good, keys.public)
@@ -127,8 +131,12 @@ BIG = 500  # bits of the large factor of the wrong-length moduli
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        pytest.param(lambda: _modulus(1016, _big_prime(BIG)), "1016 bits, expected 1024", id="short"),
-        pytest.param(lambda: _modulus(1032, _big_prime(BIG)), "1032 bits, expected 1024", id="long"),
+        pytest.param(
+            lambda: _modulus(1016, _big_prime(BIG)), "1016 bits, expected 1024", id="short"
+        ),
+        pytest.param(
+            lambda: _modulus(1032, _big_prime(BIG)), "1032 bits, expected 1024", id="long"
+        ),
         pytest.param(lambda: _modulus(1024, 2), "is even", id="even"),
         pytest.param(lambda: _modulus(1024, 3), "prime factor below 2\\^16", id="factor-3"),
         pytest.param(lambda: _modulus(1024, 65521), "prime factor below 2\\^16", id="factor-65521"),
@@ -161,7 +169,10 @@ def test_multiply_by_label_groups_products(keys: KeyPair, crt_encryptor: FastEnc
     products, multiplications = multiply_by_label(keys.public.n, payload, labels, [4, 1])
     assert multiplications == 2 + 4
     width = keys.public.ciphertext_bytes
-    sums = [keys.decrypt(int.from_bytes(products[0][i * width : (i + 1) * width], "big")) for i in range(4)]
+    sums = [
+        keys.decrypt(int.from_bytes(products[0][i * width : (i + 1) * width], "big"))
+        for i in range(4)
+    ]
     assert sums == [101, 10010, 1000, 0]
     assert keys.decrypt(int.from_bytes(products[1], "big")) == sum(messages)
     bad = encode_ciphertexts([crt_encryptor.encrypt(1), keys.public.n * 3], keys.public)
@@ -175,7 +186,9 @@ def test_process_pool_encrypts_packed_rows(keys: KeyPair, crt_encryptor: FastEnc
         blob = pool.submit(encrypt_bit_rows, crt_encryptor.spec, positions, bytes(32)).result()
         plain = pool.submit(decrypt_bytes, keys.private_spec(), blob).result()
     assert plain == [1 + 32, 8, 0]
-    assert blob == encrypt_bit_rows(crt_encryptor.spec, positions, bytes(32))  # the seed fixes the randomizers
+    assert blob == encrypt_bit_rows(
+        crt_encryptor.spec, positions, bytes(32)
+    )  # the seed fixes the randomizers
 
 
 def test_2048_bit_key_round_trip() -> None:
@@ -194,7 +207,9 @@ def _rerandomizers(spec: tuple, count: int, seed: bytes) -> list[int]:
     return [int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
 
 
-def test_rerandomizers_are_long_powers_of_the_key_owners_base(keys: KeyPair, crt_encryptor: FastEncryptor) -> None:
+def test_rerandomizers_are_long_powers_of_the_key_owners_base(
+    keys: KeyPair, crt_encryptor: FastEncryptor
+) -> None:
     """g^b with b of bits(N) + 40 bits: the same values by the fixed-base table as by direct
     exponentiation (a small task with no table yet), each an N-th residue in <g>."""
     spec = rerandomizer_spec(keys.public, crt_encryptor.base, 40)
@@ -214,15 +229,22 @@ def test_rerandomizers_are_long_powers_of_the_key_owners_base(keys: KeyPair, crt
 
 @pytest.mark.parametrize(
     ("base", "reason"),
-    [(lambda k: 0, "out of range"), (lambda k: k.public.nsquare, "out of range"), (lambda k: 1, "order at most 2"),
-     (lambda k: k.public.nsquare - 1, "order at most 2"), (lambda k: int(k.private.p), "not invertible")],
+    [
+        (lambda k: 0, "out of range"),
+        (lambda k: k.public.nsquare, "out of range"),
+        (lambda k: 1, "order at most 2"),
+        (lambda k: k.public.nsquare - 1, "order at most 2"),
+        (lambda k: int(k.private.p), "not invertible"),
+    ],
 )
 def test_a_degenerate_randomizer_base_is_refused(keys: KeyPair, base, reason: str) -> None:
     with pytest.raises(ProtocolError, match=reason):
         check_randomizer_base(base(keys), keys.public, "tables.randomizer_base")
 
 
-def test_the_key_owner_cannot_tell_which_ciphertexts_a_rerandomized_product_holds(keys: KeyPair) -> None:
+def test_the_key_owner_cannot_tell_which_ciphertexts_a_rerandomized_product_holds(
+    keys: KeyPair,
+) -> None:
     """What the key owner can compute of a returned product's randomizer x: its N-th root
     y mod N (it knows lambda) and y's Legendre symbols mod p and q. With g = h^N for an h
     that is a non-residue mod p and mod q, every element of <g> has equal symbols, so a

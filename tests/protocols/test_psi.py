@@ -28,7 +28,9 @@ from ppbn.protocols.psi import (
 KEY = bytes(range(32))
 
 
-def _align(a_ids, b_ids, key=KEY, pair=None, ledgers=(None, None), **kw) -> tuple[Alignment, Alignment]:
+def _align(
+    a_ids, b_ids, key=KEY, pair=None, ledgers=(None, None), **kw
+) -> tuple[Alignment, Alignment]:
     return run_two_party(
         lambda ch: align_records(ch, "alice", a_ids, key, ledger=ledgers[0], **kw),
         lambda ch: align_records(ch, "bob", b_ids, key, ledger=ledgers[1], **kw),
@@ -75,9 +77,26 @@ def test_intersection_is_correct_and_in_the_same_order(shared, a_only, b_only, w
 
 @pytest.mark.parametrize(
     "shared,a_only,b_only",
-    [(0, 5, 7), (0, 0, 5), (0, 5, 0), (0, 0, 0), (300, 0, 0), (1, 0, 0), (1, 2000, 0), (7, 0, 1500)],
-    ids=["disjoint", "alice-empty", "bob-empty", "both-empty", "full-overlap", "one-id",
-         "one-shared-in-2001", "small-vs-large"],
+    [
+        (0, 5, 7),
+        (0, 0, 5),
+        (0, 5, 0),
+        (0, 0, 0),
+        (300, 0, 0),
+        (1, 0, 0),
+        (1, 2000, 0),
+        (7, 0, 1500),
+    ],
+    ids=[
+        "disjoint",
+        "alice-empty",
+        "bob-empty",
+        "both-empty",
+        "full-overlap",
+        "one-id",
+        "one-shared-in-2001",
+        "small-vs-large",
+    ],
 )
 def test_edge_cases(shared: int, a_only: int, b_only: int) -> None:
     a, b, common = _sets(shared, a_only, b_only, seed=shared + a_only + b_only)
@@ -94,7 +113,8 @@ def test_ledger_records_what_the_psi_revealed() -> None:
         assert values["psi_peer_set_size"] == len(peer)
         assert values["psi_intersection_size"] == len(common)
         assert values["psi_membership"] == {
-            "own_records": len(own), "own_records_in_intersection": len(common)
+            "own_records": len(own),
+            "own_records_in_intersection": len(common),
         }
 
 
@@ -143,7 +163,10 @@ def test_views_do_not_depend_on_the_peers_ids_outside_the_intersection() -> None
 
     outside = [x for x in a1 + a2 + b1 + b2 if not x.startswith("shared-")]
     hashes = hash_ids(outside, _subkey(KEY, b"id")).view(np.uint8).reshape(-1, 16)
-    for first, second, tag in ((alice_view_1, alice_view_2, "psi.values"), (bob_view_1, bob_view_2, "psi.u")):
+    for first, second, tag in (
+        (alice_view_1, alice_view_2, "psi.values"),
+        (bob_view_1, bob_view_2, "psi.u"),
+    ):
         assert [(t, len(p)) for t, p in first] == [(t, len(p)) for t, p in second]
         for view in (first, second):
             _looks_uniform(b"".join(p for t, p in view if t == tag))
@@ -213,16 +236,38 @@ def test_set_size_over_the_callers_limit_is_refused() -> None:
         ("alice", {"psi.match_count": _count(29)}, "psi.matches"),  # fewer than sent
         ("alice", {"psi.matches": lambda p: p + b"\x01"}, "psi.matches"),
         ("alice", {"psi.matches": lambda p: p[:-8] + struct.pack("<Q", 2**63)}, "psi.matches"),
-        ("alice", {"psi.matches": lambda p: p[8:16] + p[:8] + p[16:]}, "psi.matches"),  # not increasing
+        (
+            "alice",
+            {"psi.matches": lambda p: p[8:16] + p[:8] + p[16:]},
+            "psi.matches",
+        ),  # not increasing
         ("alice", {"psi.matches": lambda p: p[:8] + p[:-8]}, "psi.matches"),  # repeated
         # 60 valid positions, 30 in each of the first two lists: some record twice
-        ("alice", {"psi.match_count": _count(60), "psi.matches": lambda p: _positions((0, 30), (70, 100))},
-         "psi.matches"),
+        (
+            "alice",
+            {
+                "psi.match_count": _count(60),
+                "psi.matches": lambda p: _positions((0, 30), (70, 100)),
+            },
+            "psi.matches",
+        ),
     ],
-    ids=["u-truncated", "u-oversized", "u-empty", "values-truncated", "values-oversized",
-         "count-over-smaller-set", "count-absurd", "count-malformed", "count-under-sent",
-         "matches-ragged", "matches-out-of-range", "matches-decreasing", "matches-repeated",
-         "matches-same-record-twice"],
+    ids=[
+        "u-truncated",
+        "u-oversized",
+        "u-empty",
+        "values-truncated",
+        "values-oversized",
+        "count-over-smaller-set",
+        "count-absurd",
+        "count-malformed",
+        "count-under-sent",
+        "matches-ragged",
+        "matches-out-of-range",
+        "matches-decreasing",
+        "matches-repeated",
+        "matches-same-record-twice",
+    ],
 )
 def test_malformed_messages_are_refused(sender: str, changes: dict, expect: str) -> None:
     _hostile(sender, changes, expect)
@@ -254,7 +299,9 @@ def test_id_hash_is_length_prefixed_cbc_mac_and_keyed() -> None:
     ids = ["", "a", "a\x00", "x" * 8, "x" * 9, "\u00e9" * 40, "\U0001f600 long id " * 7, "r000"]
     key = _subkey(KEY, b"id")
     got = hash_ids(ids, key)
-    assert [bytes(row) for row in got.view(np.uint8).reshape(-1, 16)] == [_cbc_mac_reference(x, key) for x in ids]
+    assert [bytes(row) for row in got.view(np.uint8).reshape(-1, 16)] == [
+        _cbc_mac_reference(x, key) for x in ids
+    ]
     assert len({bytes(row) for row in got.view(np.uint8).reshape(-1, 16)}) == len(ids)
     other = hash_ids(ids, _subkey(bytes(32), b"id"))
     assert not (other == got).all(axis=1).any()  # another job's key: unlinkable hashes
@@ -278,5 +325,7 @@ def test_cuckoo_insertion_succeeds_over_many_small_tables() -> None:
     rng = np.random.default_rng(11)
     for trial in range(300):
         n = 1 + trial % 97
-        bins = cuckoo_bins(rng.integers(0, 2**63, size=(n, 2), dtype=np.uint64), os.urandom(16), bin_count(n))
+        bins = cuckoo_bins(
+            rng.integers(0, 2**63, size=(n, 2), dtype=np.uint64), os.urandom(16), bin_count(n)
+        )
         cuckoo_insert(bins, bin_count(n), rng)

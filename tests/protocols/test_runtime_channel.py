@@ -31,7 +31,9 @@ class _EchoServer(party_pb2_grpc.PartyServiceServicer):
 
     def Exchange(self, request_iterator, context) -> Iterator[Frame]:  # noqa: N802
         opening = next(request_iterator)
-        end = GrpcChannel(opening.job_id, "alice", timeout_s=self.timeout_s, max_message_bytes=LIMIT)
+        end = GrpcChannel(
+            opening.job_id, "alice", timeout_s=self.timeout_s, max_message_bytes=LIMIT
+        )
         context.add_callback(lambda: end.mark_dead("connection to peer alice closed"))
         end.queue_control(Frame(kind=Frame.ACCEPT))
         threading.Thread(target=end.pump, args=(request_iterator,), daemon=True).start()
@@ -102,7 +104,9 @@ def test_frame_over_grpc_limit_breaks_the_stream_with_a_clear_reason(pair):
     alice.send("big", bytes(2 * LIMIT))
     with pytest.raises(PeerGone, match="exceeded the size limit"):
         alice.recv("reply")
-    with pytest.raises(PeerGone, match="peer alice closed|connection to peer alice|peer alice ended the stream"):
+    with pytest.raises(
+        PeerGone, match="peer alice closed|connection to peer alice|peer alice ended the stream"
+    ):
         bob.recv("big")
 
 
@@ -144,7 +148,9 @@ def test_bytes_are_counted_per_section_and_message_kind():
     run_two_party(a, b, pair=(alice, bob))
     sent = alice.stats.breakdown()
     assert sent["setup"]["x.one"]["bytes_sent"] == 5 + len("x.one")
-    assert sent["later"]["x.two"]["messages_sent"] == 1 and sent["later"]["y"]["bytes_received"] == 4
+    assert (
+        sent["later"]["x.two"]["messages_sent"] == 1 and sent["later"]["y"]["bytes_received"] == 4
+    )
     total = ChannelStats()
     total.add(bob.stats, mirrored=True)  # bob's view, turned into alice's
     assert total.as_dict() == alice.stats.as_dict() | {"rounds": total.rounds}
@@ -169,7 +175,9 @@ def _side(channel, first: bool) -> tuple[list[bytes], list[bytes]]:
     """The main conversation here, a lane's in a second thread, then the lane closed."""
     lane = channel.open_lane()
     found: dict[str, list[bytes]] = {}
-    worker = threading.Thread(target=lambda: found.setdefault("lane", _conversation(lane, "t", 40, first)))
+    worker = threading.Thread(
+        target=lambda: found.setdefault("lane", _conversation(lane, "t", 40, first))
+    )
     worker.start()
     main = _conversation(channel, "m", 60, not first)
     worker.join(10)
@@ -186,8 +194,10 @@ def test_lanes_carry_two_conversations_at_once(transport, request):
     if transport == "grpc":
         alice, bob = request.getfixturevalue("pair")
         out: dict[str, object] = {}
-        threads = [threading.Thread(target=lambda r=r, c=c, f=f: out.setdefault(r, _side(c, f)))
-                   for r, c, f in (("alice", alice, True), ("bob", bob, False))]  # fmt: skip
+        threads = [
+            threading.Thread(target=lambda r=r, c=c, f=f: out.setdefault(r, _side(c, f)))
+            for r, c, f in (("alice", alice, True), ("bob", bob, False))
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -200,7 +210,9 @@ def test_lanes_carry_two_conversations_at_once(transport, request):
         ends = memory_channel_pair(timeout_s=5)
         a, b = run_two_party(lambda ch: _side(ch, True), lambda ch: _side(ch, False), pair=ends)
         stats = ends[0].stats
-    assert b[1] == [f"t{i}".encode() * (1 + i % 7) for i in range(40)]  # bob's lane received alice's pings
+    assert b[1] == [
+        f"t{i}".encode() * (1 + i % 7) for i in range(40)
+    ]  # bob's lane received alice's pings
     assert a[1] == [m[::-1] for m in b[1]]
     assert a[0] == [f"m{i}".encode() * (1 + i % 7) for i in range(60)]
     assert stats.messages_sent == 40 + 60 + 1  # the lane's counters joined the channel's

@@ -43,14 +43,21 @@ def _moves(search):
     return [(m.move.kind, m.move.edge) for m in search.moves]
 
 
-@pytest.mark.parametrize(("mode", "opts"), [("bic", HCOptions()), ("bdeu", HCOptions(tabu_length=5, black_list=[("smoke", "lung")]))])
+@pytest.mark.parametrize(
+    ("mode", "opts"),
+    [("bic", HCOptions()), ("bdeu", HCOptions(tabu_length=5, black_list=[("smoke", "lung")]))],
+)
 def test_secure_hill_climbing_equals_the_reference(mode, opts):
     """Same moves in the same order, same CPTs; each party learns only the moves."""
     net = load_network("asia")
     codes = sample(net, 2000, 3)
-    config = SecureLearnConfig(max_parents=2, mode=mode, tables=TEST_TABLES, search="hc", hc=opts, ess=5.0)
+    config = SecureLearnConfig(
+        max_parents=2, mode=mode, tables=TEST_TABLES, search="hc", hc=opts, ess=5.0
+    )
     alice, bob, ledgers = learn_both(alternating_schema(net), codes, net.names, config)
-    reference = learn_reference(net.names, net.states, codes, 2, mode, search="hc", hc=opts, ess=5.0)
+    reference = learn_reference(
+        net.names, net.states, codes, 2, mode, search="hc", hc=opts, ess=5.0
+    )
     assert _moves(alice.search) == _moves(reference.search) == _moves(bob.search)
     assert len(reference.search.moves) >= 5
     assert alice.search.parents == reference.search.parents
@@ -59,7 +66,9 @@ def test_secure_hill_climbing_equals_the_reference(mode, opts):
         np.testing.assert_allclose(alice.network.cpts[v], reference.network.cpts[v], atol=1e-9)
     for role, ledger in ledgers.items():
         assert ledger.kinds() <= ALLOWED_KINDS, role
-        moves = [(e.value["kind"], tuple(e.value["edge"])) for e in ledger.entries if e.kind == "hc_move"]
+        moves = [
+            (e.value["kind"], tuple(e.value["edge"])) for e in ledger.entries if e.kind == "hc_move"
+        ]
         assert moves == _moves(reference.search)
         assert [e.kind for e in ledger.entries if e.kind.startswith("hc_")][-1] == "hc_stop"
         assert "k2_decision" not in ledger.kinds()
@@ -71,13 +80,17 @@ def test_forced_families_over_the_parent_limit_are_scored_exactly():
     net = load_network("asia")
     codes = sample(net, 1500, 5)
     opts = HCOptions(fixed_edges=[("tub", "dysp"), ("lung", "dysp"), ("bronc", "dysp")])
-    config = SecureLearnConfig(max_parents=1, mode="exact", tables=TEST_TABLES, search="hc", hc=opts)
+    config = SecureLearnConfig(
+        max_parents=1, mode="exact", tables=TEST_TABLES, search="hc", hc=opts
+    )
     assert config.largest_parents == 3 and SecureLearnConfig(max_parents=1).largest_parents == 1
     alice, bob, _ = learn_both(alternating_schema(net), codes, net.names, config)
     reference = learn_reference(net.names, net.states, codes, 1, "exact", search="hc", hc=opts)
     assert _moves(alice.search) == _moves(reference.search) == _moves(bob.search)
     assert set(alice.search.parents["dysp"]) == {"tub", "lung", "bronc"}
-    np.testing.assert_allclose(alice.network.cpts["dysp"], reference.network.cpts["dysp"], atol=1e-9)
+    np.testing.assert_allclose(
+        alice.network.cpts["dysp"], reference.network.cpts["dysp"], atol=1e-9
+    )
 
 
 def test_resumed_hill_climbing_equals_the_uninterrupted_run():
@@ -88,7 +101,9 @@ def test_resumed_hill_climbing_equals_the_uninterrupted_run():
     alice, _, ledgers = learn_both(alternating_schema(net), codes, net.names, config, saved=saved)
     assert [s.step for s in saved["alice"]] == list(range(1, len(alice.search.moves) + 2))
     resume = {r: saved[r][2] for r in saved}  # after three moves
-    again, _, again_ledgers = learn_both(alternating_schema(net), codes, net.names, config, resume=resume)
+    again, _, again_ledgers = learn_both(
+        alternating_schema(net), codes, net.names, config, resume=resume
+    )
     assert _moves(again.search) == _moves(alice.search)
     assert again_ledgers["alice"].entries == ledgers["alice"].entries
     # a stored move that is not legal where it is replayed (no edge to delete at step 1)
@@ -104,13 +119,22 @@ def test_secure_bdeu_family_scores_reconstruct_to_lgamma(ess=1.3):
     column = {v: i for i, v in enumerate(net.names)}
     count = joined_count_fn(net.names, net.states, codes)
     config = SecureLearnConfig(max_parents=2, mode="bdeu", tables=TEST_TABLES, ess=ess)
-    families = [("dysp", ("bronc", "either")), ("asia", ()), ("xray", ("either",)), ("lung", ("smoke", "xray"))]
+    families = [
+        ("dysp", ("bronc", "either")),
+        ("asia", ()),
+        ("xray", ("either",)),
+        ("lung", ("smoke", "xray")),
+    ]
 
     def side(role):
         mine = [column[v.name] for v in schema.owned_by(role)]
-        return lambda ch: SecureScorer(ch, role, schema, codes[:, mine], 3000, config, Ledger(role)).scores(families)
+        return lambda ch: SecureScorer(
+            ch, role, schema, codes[:, mine], 3000, config, Ledger(role)
+        ).scores(families)
 
-    shares_a, shares_b = run_two_party(side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=300))
+    shares_a, shares_b = run_two_party(
+        side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=300)
+    )
     for (child, parents), a, b in zip(families, shares_a, shares_b, strict=True):
         value = ring.to_signed(ring.add(a, b).reshape(1, 2))[0] / 2**SCORE_FRAC
         table = count((*parents, child))
@@ -125,7 +149,9 @@ def test_bdeu_term_model_equals_lgamma():
     xs = list(range(0, 130)) + rng.integers(0, 20000, 200).tolist() + [20000]
     for a in (5.0, 10 / 6, 10 / 256, 0.3, 10.0):
         got = term_fixed_many(xs, bits, "bdeu", [Shift(a, shift_frac_for(bits))] * len(xs))
-        worst = max(abs(g / 2**SCORE_FRAC - math.lgamma(x + a)) for x, g in zip(xs, got, strict=True))
+        worst = max(
+            abs(g / 2**SCORE_FRAC - math.lgamma(x + a)) for x, g in zip(xs, got, strict=True)
+        )
         assert worst < 1e-9, a
 
 
@@ -163,7 +189,10 @@ def test_staged_argmax_applies_the_tie_rule(values, tolerance, seed):
     width = 24
     rng = np.random.default_rng(seed)
     masks = [int(m) for m in rng.integers(0, 1 << width, size=len(values))]
-    shares = {True: masks, False: [(v - m) % (1 << width) for v, m in zip(values, masks, strict=True)]}
+    shares = {
+        True: masks,
+        False: [(v - m) % (1 << width) for v, m in zip(values, masks, strict=True)],
+    }
 
     def side(garbler):
         return lambda ch: tolerant_argmax(YaoParty(ch), garbler, shares[garbler], tolerance, width)

@@ -36,7 +36,10 @@ TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
 def _schema(net) -> Schema:
     return Schema(
         "id",
-        tuple(Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v]) for i, v in enumerate(net.names)),
+        tuple(
+            Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v])
+            for i, v in enumerate(net.names)
+        ),
     )
 
 
@@ -60,7 +63,14 @@ def _run(net, codes, config, keep_transcript=False):
 
 @pytest.mark.parametrize(
     ("network", "mode", "max_parents"),
-    [("asia", "exact", 2), ("asia", "yw", 2), ("asia", "yw0", 3), ("asia", "bic", 2), ("sachs", "exact", 3), ("child", "yw0", 2)],
+    [
+        ("asia", "exact", 2),
+        ("asia", "yw", 2),
+        ("asia", "yw0", 3),
+        ("asia", "bic", 2),
+        ("sachs", "exact", 3),
+        ("child", "yw0", 2),
+    ],
 )
 def test_secure_structure_and_parameters_equal_the_reference(network, mode, max_parents):
     _learn_equal_to_the_reference(network, mode, max_parents, seed=11)
@@ -82,7 +92,9 @@ def _learn_equal_to_the_reference(network: str, mode: str, max_parents: int, see
     return pair
 
 
-@pytest.mark.parametrize(("network", "mode", "max_parents"), [("asia", "exact", 2), ("sachs", "yw", 2)])
+@pytest.mark.parametrize(
+    ("network", "mode", "max_parents"), [("asia", "exact", 2), ("sachs", "yw", 2)]
+)
 def test_pipelined_table_phase_gives_the_same_network(monkeypatch, network, mode, max_parents):
     """With small pipeline groups every batch of families is scored in several groups,
     each next group's table phase on a lane of the channel in a second thread: the result
@@ -93,11 +105,15 @@ def test_pipelined_table_phase_gives_the_same_network(monkeypatch, network, mode
     pair = _learn_equal_to_the_reference(network, mode, max_parents, seed=12)
     assert pair[0]._lanes_opened >= 4  # several K2 steps, each in several groups
     kinds = pair[0].stats.by_kind
-    on_lanes = {tag for (section, tag) in kinds if section == "tables"}  # the main thread labels nothing here
+    on_lanes = {
+        tag for (section, tag) in kinds if section == "tables"
+    }  # the main thread labels nothing here
     assert on_lanes and all(tag.startswith("tables.") for tag in on_lanes)
 
 
-@pytest.mark.parametrize(("network", "mode", "max_parents"), [("asia", "exact", 2), ("sachs", "bdeu", 2)])
+@pytest.mark.parametrize(
+    ("network", "mode", "max_parents"), [("asia", "exact", 2), ("sachs", "bdeu", 2)]
+)
 def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, mode, max_parents):
     """Every batch of terms runs as two halves side by side, the second on the terms lane
     with its own OTs, garbling and hashes (``SecureScorer.terms``): the result is still the
@@ -108,10 +124,16 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
 
     opened = []
     lane_engine = scoring.SecureScorer._lane_engine
-    monkeypatch.setattr(scoring.SecureScorer, "_lane_engine", lambda self: opened.append(self.role) or lane_engine(self))
+    monkeypatch.setattr(
+        scoring.SecureScorer,
+        "_lane_engine",
+        lambda self: opened.append(self.role) or lane_engine(self),
+    )
     learn = learning.learn_secure
 
-    def labelling(channel, *args, **kwargs):  # as the daemon does: each phase labels the bytes after it
+    def labelling(
+        channel, *args, **kwargs
+    ):  # as the daemon does: each phase labels the bytes after it
         def progress(message: str, done: int, total: int) -> None:
             if message.startswith("phase "):
                 channel.stats.section = message[len("phase ") :]
@@ -119,7 +141,9 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
         return learn(channel, *args, **{**kwargs, "progress": progress})
 
     monkeypatch.setattr(sys.modules[__name__], "learn_secure", labelling)
-    pair = _learn_equal_to_the_reference(network, mode, max_parents, seed=13, split_terms=True, split_terms_from=2)
+    pair = _learn_equal_to_the_reference(
+        network, mode, max_parents, seed=13, split_terms=True, split_terms_from=2
+    )
     assert opened.count("alice") >= 2 and opened.count("bob") >= 2  # several batches, each split
     by_kind = pair[0].stats.by_kind
     share_sections = {section for (section, tag) in by_kind if tag.startswith("arith.")}
@@ -136,10 +160,19 @@ def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
     net = load_network("child")
     schema = _schema(net)
     pair = memory_channel_pair(timeout_s=30)
-    scorer = SecureScorer(pair[0], "alice", schema, np.zeros((10, 10), dtype=np.int64), 10,
-                          SecureLearnConfig(tables=TEST_TABLES), Ledger("alice"))  # fmt: skip
+    scorer = SecureScorer(
+        pair[0],
+        "alice",
+        schema,
+        np.zeros((10, 10), dtype=np.int64),
+        10,
+        SecureLearnConfig(tables=TEST_TABLES),
+        Ledger("alice"),
+    )
     names = net.names
-    families = [(names[i], names[j]) for i in range(len(names)) for j in range(len(names)) if i != j]
+    families = [
+        (names[i], names[j]) for i in range(len(names)) for j in range(len(names)) if i != j
+    ]
     groups = scorer._pipeline_groups(families)
     assert [f for g in groups for f in g] == families and len(groups) == scoring.PIPELINE_GROUPS
     weights = [sum(scorer._secure_terms(f) for f in g) for g in groups]
@@ -158,7 +191,10 @@ def test_overlap_off_keeps_the_table_phase_on_the_channel(monkeypatch):
     net = load_network("asia")
     config = SecureLearnConfig(max_parents=1, mode="yw", tables=TEST_TABLES, overlap_tables=False)
     alice, _, _, pair = _run(net, sample(net, 500, 3), config)
-    assert alice.search.edges == learn_reference(net.names, net.states, sample(net, 500, 3), 1, "yw").search.edges
+    assert (
+        alice.search.edges
+        == learn_reference(net.names, net.states, sample(net, 500, 3), 1, "yw").search.edges
+    )
     assert pair[0]._lanes_opened == 0
 
 
@@ -172,35 +208,56 @@ def test_secure_scores_reconstruct_to_the_plaintext_scores():
     # alice's parents with bob's child and the reverse (rows local); mixed parents
     # and two children (both binary) of the same mixed parents, whose rows are run once
     keys = [
-        ("dysp", ()), ("dysp", ("either",)), ("dysp", ("bronc",)), ("xray", ("either", "lung")),
-        ("dysp", ("bronc", "either")), ("xray", ("bronc", "either")),
-    ]  # fmt: skip
+        ("dysp", ()),
+        ("dysp", ("either",)),
+        ("dysp", ("bronc",)),
+        ("xray", ("either", "lung")),
+        ("dysp", ("bronc", "either")),
+        ("xray", ("bronc", "either")),
+    ]
     # secure terms: the crossing families' cells (4 + 8 + 8 + 8), the mixed parents' rows
     # (4, once); under available-case the rows of the single-owner parents too (2 + 4) and
     # the mixed parents' rows per child (4 more)
     for mode, available_case, secure_terms in [
-        ("exact", False, 32), ("yw", False, 32), ("yw0", False, 32), ("bic", False, 32), ("bdeu", False, 32),
+        ("exact", False, 32),
+        ("yw", False, 32),
+        ("yw0", False, 32),
+        ("bic", False, 32),
+        ("bdeu", False, 32),
         ("exact", True, 42),
-    ]:  # fmt: skip
-        config = SecureLearnConfig(max_parents=2, mode=mode, tables=TEST_TABLES, available_case=available_case)
+    ]:
+        config = SecureLearnConfig(
+            max_parents=2, mode=mode, tables=TEST_TABLES, available_case=available_case
+        )
         pair = memory_channel_pair(timeout_s=300)
         scorers = {
             role: SecureScorer(
-                end, role, schema, codes[:, [column[v.name] for v in schema.owned_by(role)]],
-                codes.shape[0], config, Ledger(role),
+                end,
+                role,
+                schema,
+                codes[:, [column[v.name] for v in schema.owned_by(role)]],
+                codes.shape[0],
+                config,
+                Ledger(role),
             )
             for role, end in zip(("alice", "bob"), pair, strict=True)
-        }  # fmt: skip
+        }
 
         def scores(role, scorers=scorers):
             with scorers[role].tables:
                 return scorers[role].scores(keys)
 
-        shares_a, shares_b = run_two_party(lambda _: scores("alice"), lambda _: scores("bob"), pair=pair)
+        shares_a, shares_b = run_two_party(
+            lambda _: scores("alice"), lambda _: scores("bob"), pair=pair
+        )
         for (child, parents), a, b in zip(keys, shares_a, shares_b, strict=True):
             secure = ring.to_signed(ring.add(a, b).reshape(1, 2))[0] / 2**SCORE_FRAC
             table = count((*parents, child)).reshape(-1, net.cardinality(child))
-            assert secure == pytest.approx(family_score(table, mode), abs=1e-6), (mode, child, parents)
+            assert secure == pytest.approx(family_score(table, mode), abs=1e-6), (
+                mode,
+                child,
+                parents,
+            )
         assert scorers["alice"].evaluations == scorers["bob"].evaluations == secure_terms, mode
         # alice's share of bob's own family is the public term alone: she computed none of it
         public = int(round(scorers["alice"].public_term(2, 2) * 2**SCORE_FRAC)) % ring.MODULUS
@@ -211,7 +268,9 @@ def test_secure_scores_reconstruct_to_the_plaintext_scores():
 def test_ledger_holds_only_allowed_disclosures(disclosure, tmp_path):
     net = load_network("asia")
     codes = sample(net, 1500, 2)
-    config = SecureLearnConfig(max_parents=2, mode="exact", disclosure=disclosure, tables=TEST_TABLES)
+    config = SecureLearnConfig(
+        max_parents=2, mode="exact", disclosure=disclosure, tables=TEST_TABLES
+    )
     alice, bob, ledgers, _ = _run(net, codes, config)
     schema = _schema(net)
     for role, result in (("alice", alice), ("bob", bob)):
@@ -220,12 +279,18 @@ def test_ledger_holds_only_allowed_disclosures(disclosure, tmp_path):
         assert {"schema", "record_count", "k2_decision", "edge", "structure"} <= ledger.kinds()
         edges = [tuple(e.value) for e in ledger.entries if e.kind == "edge"]
         assert edges == result.search.edges
-        chosen = [e.value["chosen"] for e in ledger.entries if e.kind == "k2_decision" and e.value["chosen"]]
+        chosen = [
+            e.value["chosen"]
+            for e in ledger.entries
+            if e.kind == "k2_decision" and e.value["chosen"]
+        ]
         assert sorted(chosen) == sorted(p for p, _ in result.search.edges)
         seen = {e.value["variable"] for e in ledger.entries if e.kind == "parameter"}
         if disclosure == "public":
             assert seen == set(net.names)
-            sources = {e.value["variable"]: e.source for e in ledger.entries if e.kind == "parameter"}
+            sources = {
+                e.value["variable"]: e.source for e in ledger.entries if e.kind == "parameter"
+            }
             # alternate owners: asia, tub (alice) and smoke, lung (bob) form one-party families
             assert all("case 1" in sources[v] for v in ("asia", "tub", "smoke", "lung"))
             assert "garbled division" in sources["bronc"]  # bronc (alice) | smoke (bob)
@@ -236,7 +301,6 @@ def test_ledger_holds_only_allowed_disclosures(disclosure, tmp_path):
             assert seen == set() and result.parameters.cpts == {}
             assert set(result.parameters.shares) == set(net.names)
     if disclosure == "shared":
-
         files = {}
         for role, result in (("alice", alice), ("bob", bob)):
             path = tmp_path / f"{role}-shares.json"
@@ -288,7 +352,12 @@ def test_what_a_party_receives_does_not_depend_on_the_data(split):
     design effect of reused shares, Bonferroni over all tests of both parties). Paillier traffic is
     excluded: its ciphertexts depend on the fresh key (tested in test_tables.py)."""
     config = SecureLearnConfig(
-        max_parents=2, mode="exact", disclosure="shared", tables=TEST_TABLES, split_terms=split, split_terms_from=2
+        max_parents=2,
+        mode="exact",
+        disclosure="shared",
+        tables=TEST_TABLES,
+        split_terms=split,
+        split_terms_from=2,
     )
     runs = []
     for net, seed in ((load_network("asia"), 21), (_skewed_asia(), 22)):
@@ -305,16 +374,22 @@ def test_what_a_party_receives_does_not_depend_on_the_data(split):
         for key in sorted(k for k in first if not k[0].startswith("tables.")):
             a, b = first[key], second[key]
             if a.sum() != b.sum():
-                pytest.fail(f"{name}, {key[0]}: {a.sum()} vs {b.sum()} bytes: message sizes depend on the data")
+                pytest.fail(
+                    f"{name}, {key[0]}: {a.sum()} vs {b.sum()} bytes: message sizes depend on the data"
+                )
             used = (a + b) > 0
             if used.sum() < 2 or np.array_equal(a, b):
                 continue
-            statistic, _, dof, _ = stats.chi2_contingency(np.vstack([a[used], b[used]]), correction=False)
+            statistic, _, dof, _ = stats.chi2_contingency(
+                np.vstack([a[used], b[used]]), correction=False
+            )
             p_values.append((float(stats.chi2.sf(statistic / DESIGN_EFFECT, dof)), name, key))
             tested += 1
         assert tested >= 3, name
     worst = min(p_values)
-    assert worst[0] > 1e-3 / len(p_values), f"{worst[1]}: message {worst[2]} differs between data sets (p = {worst[0]:.2e})"
+    assert worst[0] > 1e-3 / len(p_values), (
+        f"{worst[1]}: message {worst[2]} differs between data sets (p = {worst[0]:.2e})"
+    )
     assert math.isfinite(worst[0])
 
 
@@ -343,10 +418,14 @@ def test_first_wave_view_is_the_same_for_very_different_data(mode):
         used = (a + b) > 0
         if used.sum() < 2 or np.array_equal(a, b):
             continue
-        statistic, _, dof, _ = stats.chi2_contingency(np.vstack([a[used], b[used]]), correction=False)
+        statistic, _, dof, _ = stats.chi2_contingency(
+            np.vstack([a[used], b[used]]), correction=False
+        )
         p_values.append((float(stats.chi2.sf(statistic / DESIGN_EFFECT, dof)), key))
     worst = min(p_values)
-    assert worst[0] > 1e-3 / len(p_values), f"{worst[1]} differs between data sets (p = {worst[0]:.2e})"
+    assert worst[0] > 1e-3 / len(p_values), (
+        f"{worst[1]} differs between data sets (p = {worst[0]:.2e})"
+    )
 
 
 def test_decision_width_covers_every_score():
@@ -364,7 +443,9 @@ def test_decision_width_covers_every_score():
         width = score_bits(schema, codes.shape[0], 3, c_star)
         for _ in range(200):
             family = tuple(rng.choice(net.names, size=4, replace=False))
-            table = count_table(codes, [column[v] for v in family], [net.cardinality(v) for v in family])
+            table = count_table(
+                codes, [column[v] for v in family], [net.cardinality(v) for v in family]
+            )
             for mode in ("exact", "yw", "bic"):
                 score = family_score(table.reshape(-1, table.shape[-1]), mode, c_star)
                 assert abs(score) * 2**SCORE_FRAC < 2 ** (width - 3), (family, mode, c_star)

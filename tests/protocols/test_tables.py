@@ -151,7 +151,9 @@ def _decrypted_slot_values(schema, full, families, n):
     """Slot values the key owner decrypts (from its received transcript), normalised to [0, 1)."""
     sessions = {role: TablesSession(TEST_CONFIG) for role in ("alice", "bob")}
     pair = memory_channel_pair(timeout_s=60, keep_transcript=True)
-    alice, bob, counters = run_both(schema, split(schema, full), families, TEST_CONFIG, sessions, pair)
+    alice, bob, counters = run_both(
+        schema, split(schema, full), families, TEST_CONFIG, sessions, pair
+    )
     owner = "alice" if counters["alice"].decryptions else "bob"
     keys = sessions[owner].keys
     transcript = pair[0 if owner == "alice" else 1].transcript
@@ -167,7 +169,11 @@ def _decrypted_slot_values(schema, full, families, n):
             values.extend(v for v in slots if v)
     for s in sessions.values():
         s.close()
-    return np.array(values, dtype=float) / 2 ** (width - 1), np.array(values) % 16, reconstruct(alice, bob)
+    return (
+        np.array(values, dtype=float) / 2 ** (width - 1),
+        np.array(values) % 16,
+        reconstruct(alice, bob),
+    )
 
 
 def test_decrypted_values_are_independent_of_the_data() -> None:
@@ -190,7 +196,12 @@ def test_decrypted_values_are_independent_of_the_data() -> None:
     assert len(a) == len(b) >= 200
     assert stats.ks_2samp(a, b).pvalue > 1e-4
     assert stats.kstest(a, "uniform").pvalue > 1e-4
-    table = np.array([np.bincount(np.concatenate(low_const), minlength=16), np.bincount(np.concatenate(low_var), minlength=16)])
+    table = np.array(
+        [
+            np.bincount(np.concatenate(low_const), minlength=16),
+            np.bincount(np.concatenate(low_var), minlength=16),
+        ]
+    )
     assert stats.chi2_contingency(table).pvalue > 1e-4
     # the same test does see the data when it is not masked
     raw_const = np.concatenate([counts_const[f].ravel() for f in families]) / n
@@ -255,7 +266,9 @@ def test_derived_configurations_save_slots_and_need_complete_records() -> None:
     families = crossing_families(schema, 2)
     sent = {}
     for complete in (False, True):
-        config = TablesConfig(key_bits=1024, chunk_size=64, complete_records=complete, serial_below=1 << 20)
+        config = TablesConfig(
+            key_bits=1024, chunk_size=64, complete_records=complete, serial_below=1 << 20
+        )
         alice, bob, counters = run_both(schema, split(schema, full), families, config)
         counts = reconstruct(alice, bob)
         for family in families:
@@ -263,10 +276,15 @@ def test_derived_configurations_save_slots_and_need_complete_records() -> None:
         sent[complete] = counters["alice"].ciphertexts_sent
     assert sent == {False: 3 * 50, True: 50}
     pair = memory_channel_pair(timeout_s=30)
-    configs = {role: TablesConfig(key_bits=1024, complete_records=role == "alice") for role in ("alice", "bob")}
+    configs = {
+        role: TablesConfig(key_bits=1024, complete_records=role == "alice")
+        for role in ("alice", "bob")
+    }
 
     def party(role):
-        return lambda ch: run_tables(ch, role, schema, split(schema, full)[role], families, configs[role])
+        return lambda ch: run_tables(
+            ch, role, schema, split(schema, full)[role], families, configs[role]
+        )
 
     with pytest.raises(ProtocolError, match="complete-records setting"):
         run_two_party(party("alice"), party("bob"), timeout_s=30, pair=pair)
@@ -298,7 +316,9 @@ def test_cached_parts_of_both_parties_serve_a_mixed_plan() -> None:
             seen.append(counters)
             counts = reconstruct(alice, bob)
             for family in families:
-                np.testing.assert_array_equal(counts[family], plaintext_counts(schema, full, family))
+                np.testing.assert_array_equal(
+                    counts[family], plaintext_counts(schema, full, family)
+                )
     # first call: alice encrypts her part; second: bob encrypts his (3 returns beat 4)
     assert seen[0]["alice"].encryptions >= n and seen[1]["bob"].encryptions >= n
     # third call: each family goes to the party whose ciphertexts the other already holds
@@ -320,7 +340,9 @@ def test_background_preparation_makes_the_keys_once_and_the_run_uses_them() -> N
             session.prepare_in_background(len(full))
         early = s_alice.own_keys()  # waits for the background key, never makes another
         assert s_alice.own_keys() is early and s_alice.keys is early
-        alice, bob, _ = run_both(schema, split(schema, full), families, config, {"alice": s_alice, "bob": s_bob})
+        alice, bob, _ = run_both(
+            schema, split(schema, full), families, config, {"alice": s_alice, "bob": s_bob}
+        )
         assert s_alice.keys is early
     for family, table in reconstruct(alice, bob).items():
         index = [schema.names.index(v) for v in family]

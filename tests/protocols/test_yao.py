@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from known_files import BRISTOL
 from scipy import stats
 
-from known_files import BRISTOL
 from ppbn.circuits import builders as B
 from ppbn.circuits.bristol import hex_to_value, parse_bristol, value_to_hex
 from ppbn.circuits.evaluate import evaluate
@@ -37,13 +37,13 @@ from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.yao import YAO_PROTOCOL, Reveal, YaoParty
 
 
-
 def load(path: Path) -> Circuit:
     return parse_bristol(path.read_text(), source=str(path))
 
 
 needs_bristol = pytest.mark.skipif(
-    not BRISTOL.is_dir(), reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')"
+    not BRISTOL.is_dir(),
+    reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')",
 )
 
 AES_KEY = "000102030405060708090a0b0c0d0e0f"
@@ -54,18 +54,24 @@ SHA_IV = "6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19"
 SHA_ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
-def two_party(circuit: Circuit, garbler_inputs, evaluator_inputs, outputs, alice_garbles: bool = True):
+def two_party(
+    circuit: Circuit, garbler_inputs, evaluator_inputs, outputs, alice_garbles: bool = True
+):
     """Alice and Bob in threads; returns (alice_result, bob_result, alice_counters)."""
 
     def alice(ch):
         party = YaoParty(ch)
         mine = garbler_inputs if alice_garbles else evaluator_inputs
-        return party.run(circuit, garbler=alice_garbles, inputs=mine, outputs=outputs, instances=instances), party
+        return party.run(
+            circuit, garbler=alice_garbles, inputs=mine, outputs=outputs, instances=instances
+        ), party
 
     def bob(ch):
         party = YaoParty(ch)
         mine = evaluator_inputs if alice_garbles else garbler_inputs
-        return party.run(circuit, garbler=not alice_garbles, inputs=mine, outputs=outputs, instances=instances), party
+        return party.run(
+            circuit, garbler=not alice_garbles, inputs=mine, outputs=outputs, instances=instances
+        ), party
 
     instances = len(next(iter({**garbler_inputs, **evaluator_inputs}.values())))
     (ra, pa), (rb, _) = run_two_party(alice, bob, timeout_s=60)
@@ -76,7 +82,9 @@ def two_party(circuit: Circuit, garbler_inputs, evaluator_inputs, outputs, alice
 def test_aes128_known_answer_garbled_by_two_parties() -> None:
     circuit = load(BRISTOL / "aes_128.txt")
     key, plain = hex_to_value(AES_KEY), hex_to_value(AES_PLAIN)
-    ra, rb, counters = two_party(circuit, {"in0": [key, key, 0]}, {"in1": [plain, plain, 0]}, {"out0": "both"})
+    ra, rb, counters = two_party(
+        circuit, {"in0": [key, key, 0]}, {"in1": [plain, plain, 0]}, {"out0": "both"}
+    )
     assert value_to_hex(ra["out0"][0], 128) == AES_CIPHER
     assert value_to_hex(rb["out0"][1], 128) == AES_CIPHER
     zero = evaluate(circuit, {"in0": [0], "in1": [0]})["out0"][0]
@@ -147,13 +155,21 @@ def test_instance_blocks_change_nothing(k: int, per_block: int, base: int) -> No
     gives the tables, output labels and evaluation of one pass over the batch."""
     sched = schedule_of(load(BRISTOL / "aes_128.txt"))
     rng = np.random.default_rng(per_block)
-    zero = rng.integers(0, 2**64, size=(len(sched.input_slots), k, 2), dtype=np.uint64, endpoint=False)
+    zero = rng.integers(
+        0, 2**64, size=(len(sched.input_slots), k, 2), dtype=np.uint64, endpoint=False
+    )
     delta = random_delta()
     whole = garble(sched, zero, delta, base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=k)
-    blocked = garble(sched, zero, delta, base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=per_block)
+    blocked = garble(
+        sched, zero, delta, base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=per_block
+    )
     assert all((w == b).all() for w, b in zip(whole, blocked, strict=True))
-    one = evaluate_garbled(sched, zero, whole[0], base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=k)
-    many = evaluate_garbled(sched, zero, whole[0], base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=per_block)
+    one = evaluate_garbled(
+        sched, zero, whole[0], base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=k
+    )
+    many = evaluate_garbled(
+        sched, zero, whole[0], base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=per_block
+    )
     assert (one == many).all()
 
 
@@ -168,7 +184,9 @@ def test_half_gate_tables_use_the_documented_tweaks() -> None:
     rng = np.random.default_rng(1)
     zero = rng.integers(0, 2**64, size=(4, k, 2), dtype=np.uint64, endpoint=False)
     delta = random_delta()
-    tables, _ = garble(sched, zero, delta, base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=3)
+    tables, _ = garble(
+        sched, zero, delta, base, FixedKeyHash(YAO_PROTOCOL, b"s"), block_instances=3
+    )
     h = FixedKeyHash(YAO_PROTOCOL, b"s")
     (step,) = [s for s in sched.steps if s.is_and]
     input_of_slot = {int(slot): bit for bit, slot in enumerate(sched.input_slots)}
@@ -258,7 +276,9 @@ def test_disagreeing_parties_get_a_protocol_error() -> None:
         return YaoParty(ch).run(circuit, garbler=True, inputs={"x": [1]}, outputs={"s": "both"})
 
     def bob(ch):
-        return YaoParty(ch).run(circuit, garbler=False, inputs={"y": [2]}, outputs={"s": "evaluator"})
+        return YaoParty(ch).run(
+            circuit, garbler=False, inputs={"y": [2]}, outputs={"s": "evaluator"}
+        )
 
     with pytest.raises(ProtocolError, match="header mismatch"):
         run_two_party(alice, bob, pair=pair)
@@ -279,16 +299,23 @@ def test_evaluator_view_does_not_depend_on_garbler_inputs() -> None:
         pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
         _, evaluator_out = run_two_party(
             lambda ch, v=garbler_value: YaoParty(ch).run(
-                circuit, garbler=True, inputs={"x": [v] * k}, outputs={"lt": "garbler", "sum": "shares"}
+                circuit,
+                garbler=True,
+                inputs={"x": [v] * k},
+                outputs={"lt": "garbler", "sum": "shares"},
             ),
-            lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"y": ys}, outputs={"lt": "garbler", "sum": "shares"}),
+            lambda ch: YaoParty(ch).run(
+                circuit, garbler=False, inputs={"y": ys}, outputs={"lt": "garbler", "sum": "shares"}
+            ),
             pair=pair,
         )
         transcript = pair[1].transcript
         assert "yao.garbler_labels" not in dict(transcript)
         key = yao.label_key(pair[1].session, dict(transcript)["yao.label_seed"], 0)
         labels = yao.seeded_labels(key, 64, k)[..., 0]  # x's 32 wires and the sum's mask
-        views.append(([(tag, len(p)) for tag, p in transcript], float(np.mean(labels & np.uint64(1)))))
+        views.append(
+            ([(tag, len(p)) for tag, p in transcript], float(np.mean(labels & np.uint64(1))))
+        )
         # the evaluator's share of a known sum is spread out, not the sum itself
         sums = np.array([(garbler_value + v) % 2**32 for v in ys], dtype=np.uint64)
         assert np.count_nonzero(evaluator_out["sum"] == sums) < 3
@@ -312,8 +339,12 @@ def test_large_batches_are_sent_in_chunks(monkeypatch: pytest.MonkeyPatch) -> No
     xs, ys = rng.integers(0, 2**16, size=k), rng.integers(0, 2**16, size=k)
     pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
     _, got = run_two_party(
-        lambda ch: YaoParty(ch).run(circuit, garbler=True, inputs={"x": xs}, outputs={"max": "evaluator"}),
-        lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"y": ys}, outputs={"max": "evaluator"}),
+        lambda ch: YaoParty(ch).run(
+            circuit, garbler=True, inputs={"x": xs}, outputs={"max": "evaluator"}
+        ),
+        lambda ch: YaoParty(ch).run(
+            circuit, garbler=False, inputs={"y": ys}, outputs={"max": "evaluator"}
+        ),
         pair=pair,
     )
     assert (got["max"] == np.maximum(xs, ys)).all()
@@ -365,7 +396,9 @@ def _xor_circuit(width: int) -> Circuit:
     return b.build()
 
 
-def _integer_shares(width: int, values: list[int], alice_garbles: bool = True, pair=None, seed: bytes | None = None):
+def _integer_shares(
+    width: int, values: list[int], alice_garbles: bool = True, pair=None, seed: bytes | None = None
+):
     """Shares of the signed ``width``-bit values (garbler's, evaluator's), each party
     holding random XOR halves of them; ``seed`` fixes the garbler's randomness."""
     rng = random.Random(width)
@@ -378,7 +411,9 @@ def _integer_shares(width: int, values: list[int], alice_garbles: bool = True, p
         return (ra, rb) if alice_garbles else (rb, ra)
     seeds = TaskSeeds(seed) if seed is not None else None
     return run_two_party(
-        lambda ch: YaoParty(ch, seeds=seeds).run(circuit, garbler=True, inputs={"g": g}, outputs=modes),
+        lambda ch: YaoParty(ch, seeds=seeds).run(
+            circuit, garbler=True, inputs={"g": g}, outputs=modes
+        ),
         lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"e": e}, outputs=modes),
         pair=pair,
     )
@@ -403,7 +438,9 @@ def test_integer_shares_reconstruct_the_edge_values(width: int) -> None:
 @given(st.data())
 def test_integer_shares_reconstruct_any_value(data: st.DataObject) -> None:
     width = data.draw(st.integers(1, 120))
-    values = data.draw(st.lists(st.integers(-(1 << (width - 1)), (1 << (width - 1)) - 1), min_size=1, max_size=8))
+    values = data.draw(
+        st.lists(st.integers(-(1 << (width - 1)), (1 << (width - 1)) - 1), min_size=1, max_size=8)
+    )
     g, e = _integer_shares(width, values)
     assert ring.to_signed(ring.add(g["v"], e["v"])) == values
 
@@ -416,7 +453,9 @@ def test_integer_shares_cost_follows_the_width_not_the_ring() -> None:
     pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
     _integer_shares(width, list(range(k)), pair=pair)
     assert not [t for t, _ in pair[1].transcript if t == "yao.garbler_labels"]
-    assert [len(p) for t, p in pair[1].transcript if t == "yao.label_seed"] == [yao.LABEL_SEED_BYTES]
+    assert [len(p) for t, p in pair[1].transcript if t == "yao.label_seed"] == [
+        yao.LABEL_SEED_BYTES
+    ]
     circuit = _xor_circuit(width)
     full = yao._with_share_outputs(circuit, (("v", Reveal.INTEGER_SHARES),))
     assert schedule_of(full).n_and - schedule_of(circuit).n_and == width + STAT_BITS
@@ -439,7 +478,9 @@ def _evaluator_view_p(width: int, n: int, monkeypatch: pytest.MonkeyPatch, stat_
     return float(stats.ks_2samp(low, high).pvalue)
 
 
-def test_integer_shares_evaluator_view_does_not_depend_on_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_integer_shares_evaluator_view_does_not_depend_on_the_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The evaluator's y for v = -2^(b-1) and for v = 2^(b-1) - 1: the same distribution
     (statistical distance below 2^-STAT_BITS); with a 3-bit mask headroom the same test
     tells them apart (its power)."""
@@ -451,8 +492,12 @@ def test_integer_shares_and_shares_are_different_runs() -> None:
     circuit = _xor_circuit(8)
     with pytest.raises(ProtocolError, match="header mismatch"):
         run_two_party(
-            lambda ch: YaoParty(ch).run(circuit, garbler=True, inputs={"g": [1]}, outputs={"v": "integer-shares"}),
-            lambda ch: YaoParty(ch).run(circuit, garbler=False, inputs={"e": [2]}, outputs={"v": "shares"}),
+            lambda ch: YaoParty(ch).run(
+                circuit, garbler=True, inputs={"g": [1]}, outputs={"v": "integer-shares"}
+            ),
+            lambda ch: YaoParty(ch).run(
+                circuit, garbler=False, inputs={"e": [2]}, outputs={"v": "shares"}
+            ),
             pair=memory_channel_pair(timeout_s=5),
         )
 
@@ -475,7 +520,9 @@ PLAIN_MODES = {"sum": Reveal.EVALUATOR, "v": Reveal.EVALUATOR, "lt": Reveal.GARB
 def _mask_rows(circuit: Circuit, modes) -> tuple[Circuit, np.ndarray]:
     """The extended circuit of ``modes`` and its mask input rows."""
     kinds = (Reveal.SHARES, Reveal.INTEGER_SHARES)
-    shared = tuple((o.name, Reveal(modes[o.name])) for o in circuit.outputs if modes[o.name] in kinds)
+    shared = tuple(
+        (o.name, Reveal(modes[o.name])) for o in circuit.outputs if modes[o.name] in kinds
+    )
     full = yao._with_share_outputs(circuit, shared)
     rows, pos = [], 0
     for bundle in full.inputs:
@@ -521,7 +568,9 @@ def _check_masked_outputs(width: int, gs, es, g, e) -> None:
     assert [(int(a) + int(c)) % modulus for a, c in zip(g["sum"], e["sum"], strict=True)] == [
         (x + y) % modulus for x, y in zip(gs, es, strict=True)
     ]
-    signed = [((x ^ y) ^ (1 << (width - 1))) - (1 << (width - 1)) for x, y in zip(gs, es, strict=True)]
+    signed = [
+        ((x ^ y) ^ (1 << (width - 1))) - (1 << (width - 1)) for x, y in zip(gs, es, strict=True)
+    ]
     assert ring.to_signed(ring.add(g["v"], e["v"])) == signed
     assert list(g["lt"]) == [int(x < y) for x, y in zip(gs, es, strict=True)]
 
@@ -537,11 +586,16 @@ def test_mask_labels_are_not_sent_and_outputs_stay_right_over_chunks(
     circuit = _masked_circuit(width)
     full, mask_rows = _mask_rows(circuit, MASKED_MODES)
     assert mask_rows.size == width + yao.integer_share_width(width)
-    monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * schedule_of(full).n_and * 64)  # chunks of 64 instances
+    monkeypatch.setattr(
+        yao, "CHUNK_BYTES", 32 * schedule_of(full).n_and * 64
+    )  # chunks of 64 instances
     rng = random.Random(7)
     gs = [rng.getrandbits(width) for _ in range(k)]
     es = [rng.getrandbits(width) for _ in range(k)]
-    gs[:4], es[:4] = [0, (1 << width) - 1, 0, (1 << width) - 1], [0, (1 << width) - 1, (1 << width) - 1, 0]
+    gs[:4], es[:4] = (
+        [0, (1 << width) - 1, 0, (1 << width) - 1],
+        [0, (1 << width) - 1, (1 << width) - 1, 0],
+    )
     g, e, transcript = _masked_run(width, gs, es, MASKED_MODES, alice_garbles)
     _check_masked_outputs(width, gs, es, g, e)
     tags = [t for t, _ in transcript]
@@ -560,7 +614,9 @@ def test_mask_labels_are_not_sent_and_outputs_stay_right_over_chunks(
     alice_garbles=st.booleans(),
     data=st.data(),
 )
-def test_masked_outputs_are_right_for_any_chunking(width, k, per_chunk, alice_garbles, data) -> None:
+def test_masked_outputs_are_right_for_any_chunking(
+    width, k, per_chunk, alice_garbles, data
+) -> None:
     gs = data.draw(st.lists(st.integers(0, (1 << width) - 1), min_size=k, max_size=k))
     es = data.draw(st.lists(st.integers(0, (1 << width) - 1), min_size=k, max_size=k))
     full, _ = _mask_rows(_masked_circuit(width), MASKED_MODES)
@@ -612,16 +668,25 @@ def test_evaluator_mask_labels_do_not_depend_on_the_mask(monkeypatch: pytest.Mon
     labels_flipped, r_flipped, transcript_flipped = _evaluator_mask_labels(monkeypatch, flip=True)
     assert (r ^ r_flipped).all()
     np.testing.assert_array_equal(labels, labels_flipped)
-    assert [p for t, p in transcript if t == "yao.label_seed"] == [p for t, p in transcript_flipped if t == "yao.label_seed"]
+    assert [p for t, p in transcript if t == "yao.label_seed"] == [
+        p for t, p in transcript_flipped if t == "yao.label_seed"
+    ]
     seed = dict(transcript)["yao.label_seed"]
     full, mask_rows = _mask_rows(_masked_circuit(10), MASKED_MODES)
-    seeded = np.concatenate([_rows_of(full, b.name) for b in full.inputs if b.name != "e"])  # g and the masks
+    seeded = np.concatenate(
+        [_rows_of(full, b.name) for b in full.inputs if b.name != "e"]
+    )  # g and the masks
     at = np.searchsorted(seeded, mask_rows)
-    chunks = [yao.seeded_labels(yao.label_key(b"", seed, start), seeded.size, 100)[at] for start in (0, 100, 200)]
+    chunks = [
+        yao.seeded_labels(yao.label_key(b"", seed, start), seeded.size, 100)[at]
+        for start in (0, 100, 200)
+    ]
     np.testing.assert_array_equal(labels, np.concatenate(chunks, axis=1))
 
 
-def test_evaluator_mask_labels_are_balanced_and_independent_of_r(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_evaluator_mask_labels_are_balanced_and_independent_of_r(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Chi-square tests over all mask wires and instances: the permute bit (lsb) and two
     other bits of the active mask label are balanced and independent of the mask bit r."""
     labels, r, _ = _evaluator_mask_labels(monkeypatch, flip=False, k=1000)

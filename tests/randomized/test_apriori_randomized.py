@@ -60,8 +60,11 @@ def test_prop_7_4_inclusion_exclusion_gives_the_pattern_counts(seed, size):
 def test_section_7_1_2_3_two_item_table():
     """The printed example: T_tilde_C = [N - s2 - s1 + s12, s2 - s12, s1 - s12, s12]."""
     s1, s2, s12, n = 40.0, 30.0, 12.0, 100.0
-    table = table_from_supports(["I1", "I2"], {frozenset({"I1"}): s1, frozenset({"I2"}): s2,
-                                               frozenset({"I1", "I2"}): s12}, n)  # fmt: skip
+    table = table_from_supports(
+        ["I1", "I2"],
+        {frozenset({"I1"}): s1, frozenset({"I2"}): s2, frozenset({"I1", "I2"}): s12},
+        n,
+    )
     assert table.reshape(-1).tolist() == [n - s2 - s1 + s12, s2 - s12, s1 - s12, s12]
 
 
@@ -70,7 +73,13 @@ CODES = np.array([[1, 1, 0, 1, 0, 1], [1, 0, 1, 1, 1, 0], [0, 1, 1, 0, 1, 1]])
 
 @pytest.mark.parametrize(
     "itemset, records",
-    [(("i0",), 3), (("i0", "i2"), 3), (("i2", "i5"), 3), (("i1", "i3"), 2), (("i0", "i4", "i5"), 2)],
+    [
+        (("i0",), 3),
+        (("i0", "i2"), 3),
+        (("i2", "i5"), 3),
+        (("i1", "i3"), 2),
+        (("i0", "i4", "i5"), 2),
+    ],
 )
 def test_exact_enumeration_unbiased_with_theorem_2_variance(itemset, records):
     """Brute force on 2-3 transactions: every combination of randomized values of the
@@ -100,7 +109,9 @@ def test_exact_enumeration_unbiased_with_theorem_2_variance(itemset, records):
         randomized = np.array([c[1] for c in combo])
         key = randomized[:, columns].tobytes()
         if key not in seen:
-            seen[key] = SupportEstimator(RandomizedData(ITEMS, randomized, scheme)).estimate(itemset).count
+            seen[key] = (
+                SupportEstimator(RandomizedData(ITEMS, randomized, scheme)).estimate(itemset).count
+            )
         value = seen[key]
         total += prob
         mean += prob * value
@@ -109,7 +120,9 @@ def test_exact_enumeration_unbiased_with_theorem_2_variance(itemset, records):
     truth = float(np.all(codes[:, [ITEMS.index(i) for i in itemset]] == 1, axis=1).sum())
     assert mean == pytest.approx(truth, abs=1e-9)
     data = RandomizedData(ITEMS, codes, scheme)
-    variance = moment_covariance(_plain(codes).randomized_counts(itemset), data.operators(itemset))[-1, -1]
+    variance = moment_covariance(_plain(codes).randomized_counts(itemset), data.operators(itemset))[
+        -1, -1
+    ]
     assert second - mean**2 == pytest.approx(variance, rel=1e-9)
 
 
@@ -130,7 +143,9 @@ def test_supports_unbiased_with_the_stated_variance_over_repetitions():
     plain = RandomizedData(ITEMS, codes, scheme)
     for j, itemset in enumerate(itemsets):
         truth = float(np.all(codes[:, [ITEMS.index(i) for i in itemset]] == 1, axis=1).sum())
-        stated = moment_covariance(_plain(codes).randomized_counts(itemset), plain.operators(itemset))[-1, -1]
+        stated = moment_covariance(
+            _plain(codes).randomized_counts(itemset), plain.operators(itemset)
+        )[-1, -1]
         mean, var = estimates[:, j].mean(), estimates[:, j].var(ddof=1)
         assert abs(mean - truth) < 4 * np.sqrt(stated / reps), (itemset, mean, truth)
         assert abs(var / stated - 1) < 0.35, (itemset, var, stated)
@@ -163,7 +178,9 @@ def test_rules_on_plain_data_equal_brute_force():
         for k in range(1, len(items)):
             for x in itertools.combinations(items, k):
                 if count / frequent[x] >= 0.6:
-                    expected.add((x, tuple(i for i in items if i not in x), count / 500, count / frequent[x]))
+                    expected.add(
+                        (x, tuple(i for i in items if i not in x), count / 500, count / frequent[x])
+                    )
     got = {(r.antecedent, r.consequent, r.support, r.confidence) for r in result.rules}
     assert got == expected
 
@@ -193,7 +210,11 @@ def test_apriori_gen_joins_and_prunes():
 def test_confidence_is_clipped_and_bad_thresholds_refused():
     from ppbn.randomized.perturb.apriori import Itemset
 
-    sets = [Itemset(("a",), 10.0, 0.0, 10), Itemset(("b",), 30.0, 0.0, 30), Itemset(("a", "b"), 12.0, 0.0, 9)]
+    sets = [
+        Itemset(("a",), 10.0, 0.0, 10),
+        Itemset(("b",), 30.0, 0.0, 30),
+        Itemset(("a", "b"), 12.0, 0.0, 9),
+    ]
     rules = association_rules(sets, 100, 0.0)
     assert max(r.confidence for r in rules) == 1.0
     with pytest.raises(UserError, match="min support"):

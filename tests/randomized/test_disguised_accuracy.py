@@ -86,7 +86,9 @@ def test_identity_gives_the_plain_accuracy_and_repetitions_centre_on_it():
     assert disguised_accuracy(_rule, codes, COLUMNS, plain).estimate == truth
     scheme = scheme_for({"a": 3, "b": 2, "y": 2}, ["a"], p=0.2, groups=[("b", "y")])
     estimates = [
-        disguised_accuracy(_rule, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(s)), COLUMNS, scheme)
+        disguised_accuracy(
+            _rule, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(s)), COLUMNS, scheme
+        )
         for s in range(40)
     ]
     mean = np.mean([e.estimate for e in estimates])
@@ -121,24 +123,73 @@ def test_cli_mechanism_file_and_disguised_test(tmp_path, capsys):
     test = _write(tmp_path / "test.csv", np.column_stack([x, y])[4000:], names)
     mechanism = tmp_path / "mech.json"
     yes_no = ["no", "yes"]
-    mechanism.write_text(json.dumps({
-        "columns": {"a": {"states": yes_no}, "b": {"states": yes_no}, "c": {"states": yes_no},
-                    "y": {"states": yes_no}},
-        "groups": [{"columns": ["a", "b", "c"], "kind": "zhan", "theta": 0.85}],
-    }))  # fmt: skip
+    mechanism.write_text(
+        json.dumps(
+            {
+                "columns": {
+                    "a": {"states": yes_no},
+                    "b": {"states": yes_no},
+                    "c": {"states": yes_no},
+                    "y": {"states": yes_no},
+                },
+                "groups": [{"columns": ["a", "b", "c"], "kind": "zhan", "theta": 0.85}],
+            }
+        )
+    )
     for name, seed in (("train", "1"), ("test", "2")):
-        code = main(["perturb", "randomize", "--in", str(tmp_path / f"{name}.csv"), "--mechanism",
-                     str(mechanism), "--out", str(tmp_path / f"{name}-r.csv"), "--seed", seed])  # fmt: skip
+        code = main(
+            [
+                "perturb",
+                "randomize",
+                "--in",
+                str(tmp_path / f"{name}.csv"),
+                "--mechanism",
+                str(mechanism),
+                "--out",
+                str(tmp_path / f"{name}-r.csv"),
+                "--seed",
+                seed,
+            ]
+        )
         assert code == 0
     capsys.readouterr()
     common = ["nb", "--class", "y", "--format", "json", "--mechanism", str(mechanism)]
-    assert main(["perturb", "learn", *common, "--data", str(tmp_path / "train-r.csv"), "--test", str(test)]) == 0
+    assert (
+        main(
+            [
+                "perturb",
+                "learn",
+                *common,
+                "--data",
+                str(tmp_path / "train-r.csv"),
+                "--test",
+                str(test),
+            ]
+        )
+        == 0
+    )
     truth = json.loads(capsys.readouterr().out)
-    assert main(["perturb", "learn", *common, "--data", str(tmp_path / "train-r.csv"),
-                 "--test", str(tmp_path / "test-r.csv"), "--test-randomized"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "perturb",
+                "learn",
+                *common,
+                "--data",
+                str(tmp_path / "train-r.csv"),
+                "--test",
+                str(tmp_path / "test-r.csv"),
+                "--test-randomized",
+            ]
+        )
+        == 0
+    )
     estimated = json.loads(capsys.readouterr().out)
     assert "accuracy" not in estimated and estimated["accuracy_estimated_passes"] == 2
-    assert abs(estimated["accuracy_estimated"] - truth["accuracy"]) < 4 * estimated["accuracy_estimated_se"] + 0.01
+    assert (
+        abs(estimated["accuracy_estimated"] - truth["accuracy"])
+        < 4 * estimated["accuracy_estimated_se"] + 0.01
+    )
     assert estimated["mechanism"].startswith(f"mechanism file {mechanism}")
     # the file's states order the codes: a value it does not declare is a one-line error
     _write(tmp_path / "odd.csv", np.column_stack([x, y])[:10], names)
@@ -147,6 +198,8 @@ def test_cli_mechanism_file_and_disguised_test(tmp_path, capsys):
     frame.to_csv(tmp_path / "odd.csv", index=False)
     assert main(["perturb", "learn", *common, "--data", str(tmp_path / "odd.csv")]) != 0
     err = capsys.readouterr().err.strip()
-    assert "odd.csv: line 5, column 'b': value 'maybe' is not a state" in err and err.count("\n") == 0
+    assert (
+        "odd.csv: line 5, column 'b': value 'maybe' is not a state" in err and err.count("\n") == 0
+    )
     assert main(["perturb", "learn", *common, "--theta", "0.8", "--data", str(original)]) != 0
     assert "leave out --theta" in capsys.readouterr().err

@@ -12,11 +12,24 @@ from ppbn.randomized.pram.operators import RandomSource
 
 # Quinlan's Saturday mornings (the tree of Fig. 7.6): outlook sunny/overcast/rain,
 # temperature hot/mild/cool, humidity high/normal, wind weak/strong, play no/yes.
-TENNIS = np.array([
-    [0, 0, 0, 0, 0], [0, 0, 0, 1, 0], [1, 0, 0, 0, 1], [2, 1, 0, 0, 1], [2, 2, 1, 0, 1],
-    [2, 2, 1, 1, 0], [1, 2, 1, 1, 1], [0, 1, 0, 0, 0], [0, 2, 1, 0, 1], [2, 1, 1, 0, 1],
-    [0, 1, 1, 1, 1], [1, 1, 0, 1, 1], [1, 0, 1, 0, 1], [2, 1, 0, 1, 0],
-])  # fmt: skip
+TENNIS = np.array(
+    [
+        [0, 0, 0, 0, 0],
+        [0, 0, 0, 1, 0],
+        [1, 0, 0, 0, 1],
+        [2, 1, 0, 0, 1],
+        [2, 2, 1, 0, 1],
+        [2, 2, 1, 1, 0],
+        [1, 2, 1, 1, 1],
+        [0, 1, 0, 0, 0],
+        [0, 2, 1, 0, 1],
+        [2, 1, 1, 0, 1],
+        [0, 1, 1, 1, 1],
+        [1, 1, 0, 1, 1],
+        [1, 0, 1, 0, 1],
+        [2, 1, 0, 1, 0],
+    ]
+)
 COLUMNS = ["outlook", "temperature", "humidity", "wind", "play"]
 CARDS = [3, 3, 2, 2, 2]
 
@@ -31,7 +44,9 @@ def test_entropy_and_gain_closed_forms():
     assert entropy(np.array([0.0, 0.0])) == 0.0
     assert entropy(np.array([1, 1, 1, 1])) == pytest.approx(2.0)
     # a negative estimate counts as 0
-    assert information_gain(np.array([5.0, 5.0]), np.array([[5.0, -1.0], [0.0, 5.0]])) == pytest.approx(1.0)
+    assert information_gain(
+        np.array([5.0, 5.0]), np.array([[5.0, -1.0], [0.0, 5.0]])
+    ) == pytest.approx(1.0)
 
 
 def test_quinlan_gains_and_tree():
@@ -81,7 +96,11 @@ def _brute_force_id3(codes, attributes, cards, label_of_parent=0):
 def _shape(node, columns):
     if node.attribute is None:
         return (node.label,)
-    return (node.label, columns.index(node.attribute), tuple(_shape(c, columns) for c in node.children))
+    return (
+        node.label,
+        columns.index(node.attribute),
+        tuple(_shape(c, columns) for c in node.children),
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -103,11 +122,15 @@ def test_node_estimates_follow_the_dissertations_indexing():
     cards = {"a1": 3, "a2": 2, "a3": 3, "c": 2}
     codes = np.column_stack([rng.integers(0, k, 500) for k in cards.values()])
     scheme = scheme_for(cards, ["a1", "a2", "a3", "c"], p=0.25)
-    data = RandomizedData(list(cards), scheme.randomize(codes, list(cards), RandomSource.from_seed(4)), scheme)
+    data = RandomizedData(
+        list(cards), scheme.randomize(codes, list(cards), RandomSource.from_seed(4)), scheme
+    )
     flat = data.estimate(["a1", "a2", "c"]).reshape(-1)
     assert np.allclose(data.conditional_counts({"a1": 2, "a2": 0}, ["c"]), flat[[8, 9]])
     flat = data.estimate(["a1", "a2", "a3", "c"]).reshape(-1)
-    assert np.allclose(data.conditional_counts({"a1": 2, "a2": 0}, ["a3", "c"]).reshape(-1), flat[24:30])
+    assert np.allclose(
+        data.conditional_counts({"a1": 2, "a2": 0}, ["a3", "c"]).reshape(-1), flat[24:30]
+    )
 
 
 def _randomized_tennis():
@@ -128,7 +151,9 @@ def test_randomized_tennis_recovers_quinlans_tree():
     assert [c.attribute for c in root.children] == ["humidity", None, "wind"]
     assert np.array_equal(tree.predict(_plain(TENNIS)), TENNIS[:, -1])
     truth = _plain(np.tile(TENNIS, (300, 1)))
-    assert root.gain == pytest.approx(information_gain(truth.estimate(["play"]), truth.estimate(["outlook", "play"])), abs=0.03)
+    assert root.gain == pytest.approx(
+        information_gain(truth.estimate(["play"]), truth.estimate(["outlook", "play"])), abs=0.03
+    )
 
 
 def test_em_estimates_choose_the_same_root():

@@ -110,7 +110,9 @@ def test_richardson_lucy_one_step_and_exact_data_fixed_point():
     d = np.array([3.0, 1.0])
     u, _, _ = richardson_lucy(d, h, np.array([2.0, 2.0]), max_iter=1, tol=0)
     ratio = d / (h @ [2.0, 2.0])  # [3/2.2, 1/1.8]
-    assert np.allclose(u, [2 * (0.8 * ratio[0] + 0.2 * ratio[1]), 2 * (0.3 * ratio[0] + 0.7 * ratio[1])])
+    assert np.allclose(
+        u, [2 * (0.8 * ratio[0] + 0.2 * ratio[1]), 2 * (0.3 * ratio[0] + 0.7 * ratio[1])]
+    )
     # with data in the range of H and a positive solution, RL converges to H^{-1} d, also for
     # columns that do not sum to 1
     h3 = np.array([[0.6, 0.1, 0.3], [0.3, 0.5, 0.0], [0.2, 0.3, 0.9]])
@@ -194,8 +196,10 @@ def test_em_and_binned_em_agree_and_converge_together_as_the_z_bins_shrink(noise
     gaps = {}
     for per_bin in (2, 8, 32):
         z_edges = z_histogram_edges(z, edges, per_bin)
-        gaps[per_bin] = information_loss(em.probabilities, binned_em(
-            z, noise, edges, z_edges=z_edges, max_iter=100, tol=0).probabilities)  # fmt: skip
+        gaps[per_bin] = information_loss(
+            em.probabilities,
+            binned_em(z, noise, edges, z_edges=z_edges, max_iter=100, tol=0).probabilities,
+        )
     assert gaps[8] <= 0.01  # the stated tolerance for the default z-bins
     assert gaps[32] < gaps[2] / 5
     # EM deconvolves: closer to the histogram of x than the histogram of z is
@@ -214,7 +218,9 @@ def test_fourier_recovers_the_two_triangle_density():
     # floor: the exact density truncated to the same 6 harmonics (clipped, renormalized)
     c = np.array([np.mean(truth * np.exp(-2j * math.pi * k * grid)) for k in range(1, 7)])
     series = 1 + 2 * np.real(np.exp(2j * math.pi * np.outer(grid, np.arange(1, 7))) @ c)
-    floor = float(np.mean(np.abs(np.clip(series, 0, None) / np.mean(np.clip(series, 0, None)) - truth)))
+    floor = float(
+        np.mean(np.abs(np.clip(series, 0, None) / np.mean(np.clip(series, 0, None)) - truth))
+    )
     blurred = fourier_estimate(z, Gaussian(1e-9), 0.0, 1.0, harmonics=6)  # no deconvolution
     assert l1 <= 0.08 and l1 <= floor + 0.02
     assert float(np.mean(np.abs(blurred.density(grid) - truth))) >= 0.1
@@ -225,7 +231,11 @@ def test_fourier_refuses_a_harmonic_where_the_characteristic_function_is_zero():
     with pytest.raises(RandomizationError) as err:  # width 20 on a range of width 10: all zeros
         fourier_estimate(z, Uniform(0.0, 20.0), 0.0, 10.0, harmonics=3)
     message = str(err.value)
-    assert "\n" not in message and "is zero" in message and "at harmonic 1 of the range [0, 10]" in message
+    assert (
+        "\n" not in message
+        and "is zero" in message
+        and "at harmonic 1 of the range [0, 10]" in message
+    )
     with pytest.raises(RandomizationError, match="at harmonic 5 "):
         fourier_estimate(z, Uniform(-0.2, 0.2), 0.0, 1.0, harmonics=6)
     fourier_estimate(z, Uniform(-0.2, 0.2), 0.0, 1.0, harmonics=4)  # below the first zero: fine
@@ -234,17 +244,21 @@ def test_fourier_refuses_a_harmonic_where_the_characteristic_function_is_zero():
 # -- the one-step protocol (Wu Sec. 4) --------------------------------------------------------
 
 
-@pytest.mark.parametrize("noise", [DiscreteNormal(0.5, 1.0), Poisson(0.5, 1.0)], ids=lambda n: n.kind)
+@pytest.mark.parametrize(
+    "noise", [DiscreteNormal(0.5, 1.0), Poisson(0.5, 1.0)], ids=lambda n: n.kind
+)
 def test_one_step_estimate_is_unbiased(noise):
     k, n, repetitions = 5, 200, 400
     bins = np.random.default_rng(5).choice(k, size=n, p=[0.1, 0.4, 0.2, 0.25, 0.05])
     truth = np.bincount(bins, minlength=k) / n
-    reports = one_step_reports(np.tile(bins, repetitions), k, noise, RandomSource.from_seed(noise.kind))
+    reports = one_step_reports(
+        np.tile(bins, repetitions), k, noise, RandomSource.from_seed(noise.kind)
+    )
     estimates = []
     for chunk in reports.reshape(repetitions, n, k):
         server = OneStepServer(k, noise)
         for start in range(0, n, 50):  # the server only keeps a running sum
-            server.add(chunk[start:start + 50])
+            server.add(chunk[start : start + 50])
         estimates.append(server.estimate(clip=False))
     estimates = np.array(estimates)
     standard_error = estimates.std(axis=0, ddof=1) / math.sqrt(repetitions)
@@ -256,5 +270,7 @@ def test_one_step_estimate_is_unbiased(noise):
 def test_one_step_refuses_a_lattice_the_indicator_falls_off():
     with pytest.raises(RandomizationError, match="gamma must be 1/m"):
         one_step_reports(np.array([0, 1]), 2, DiscreteNormal(0.3, 1.0), RandomSource.from_seed(0))
-    reports = one_step_reports(np.array([0, 1]), 2, DiscreteNormal(0.25, 1.0), RandomSource.from_seed(0))
+    reports = one_step_reports(
+        np.array([0, 1]), 2, DiscreteNormal(0.25, 1.0), RandomSource.from_seed(0)
+    )
     assert np.allclose(reports * 4, np.round(reports * 4))

@@ -71,10 +71,13 @@ def test_warner_theta_one_and_zero_give_the_counts_exactly():
 
 
 def test_zhan_group_joint_and_marginal_tables():
-    mech = parse_mechanisms({
-        "columns": {"a": {"states": ["0", "1"]}, "b": {"states": ["0", "1"]}},
-        "groups": [{"columns": ["a", "b"], "kind": "zhan", "theta": 0.8}],
-    }, "mech.json")  # fmt: skip
+    mech = parse_mechanisms(
+        {
+            "columns": {"a": {"states": ["0", "1"]}, "b": {"states": ["0", "1"]}},
+            "groups": [{"columns": ["a", "b"], "kind": "zhan", "theta": 0.8}],
+        },
+        "mech.json",
+    )
     rng = np.random.default_rng(2)
     n = 40_000
     a = rng.integers(0, 2, n)
@@ -95,9 +98,12 @@ def test_unknown_method_and_missing_partner_are_one_line_errors():
     scheme = _scheme(warner(0.8))
     with pytest.raises(RandomizationError, match="unknown method 'mle'"):
         reconstruct(_codes([1, 2]), ["x"], scheme, "mle")
-    mech = parse_mechanisms({
-        "columns": {"a": {"states": ["0", "1"]}, "b": {"states": ["0", "1"]}},
-        "groups": [{"columns": ["a", "b"], "kind": "zhan", "theta": 0.8}],
-    }, "mech.json")  # fmt: skip
+    mech = parse_mechanisms(
+        {
+            "columns": {"a": {"states": ["0", "1"]}, "b": {"states": ["0", "1"]}},
+            "groups": [{"columns": ["a", "b"], "kind": "zhan", "theta": 0.8}],
+        },
+        "mech.json",
+    )
     with pytest.raises(RandomizationError, match="whose column is missing"):
         reconstruct(np.zeros((3, 1), dtype=int), ["a"], mech.scheme, "em")

@@ -32,8 +32,14 @@ def test_warner_is_keep_with_theta_else_flip():
 
 def test_two_zhan_groups_give_m2_of_equation_5():
     p, q = 0.7, 0.3
-    m2 = np.array([[p * p, p * q, p * q, q * q], [p * q, p * p, q * q, p * q],
-                   [p * q, q * q, p * p, p * q], [q * q, p * q, p * q, p * p]])  # fmt: skip
+    m2 = np.array(
+        [
+            [p * p, p * q, p * q, q * q],
+            [p * q, p * p, q * q, p * q],
+            [p * q, q * q, p * p, p * q],
+            [q * q, p * q, p * q, p * p],
+        ]
+    )
     assert np.allclose(zhan_scheme([1, 1], 0.7), m2)
     # one group of two attributes: 00 <-> 11 and 01 <-> 10 only
     assert np.allclose(flip_group(2, 0.7), [[p, 0, 0, q], [0, p, q, 0], [0, q, p, 0], [q, 0, 0, p]])
@@ -76,7 +82,9 @@ def test_a_singular_matrix_is_refused_as_not_invertible():
 
 def test_warner_and_zhan_theta_one_half_are_refused_as_not_invertible():
     message = _error(lambda d: d["columns"]["smoker"].update(theta=0.5))
-    assert message.startswith("mech.json: columns.smoker.theta: Warner theta = 0.5 is not invertible")
+    assert message.startswith(
+        "mech.json: columns.smoker.theta: Warner theta = 0.5 is not invertible"
+    )
     message = _error(lambda d: d["groups"][0].update(theta=0.5))
     assert message.startswith("mech.json: groups[0].theta: Zhan theta = 0.5 is not invertible")
 
@@ -86,19 +94,54 @@ def test_warner_and_zhan_theta_one_half_are_refused_as_not_invertible():
     [
         (lambda d: d.update(extra=1), "mech.json: unknown field 'extra'"),
         (lambda d: d.update(columns={}), "'columns' must be a non-empty object"),
-        (lambda d: d["columns"]["smoker"].update(kind="warnr"), "columns.smoker.kind: 'warnr' is not one of"),
-        (lambda d: d["columns"]["smoker"].pop("theta"), "columns.smoker: kind warner needs 'theta'"),
+        (
+            lambda d: d["columns"]["smoker"].update(kind="warnr"),
+            "columns.smoker.kind: 'warnr' is not one of",
+        ),
+        (
+            lambda d: d["columns"]["smoker"].pop("theta"),
+            "columns.smoker: kind warner needs 'theta'",
+        ),
         (lambda d: d["columns"]["region"].update(q=1), "columns.region: unknown field 'q'"),
-        (lambda d: d["columns"]["region"].pop("states"), "columns.region.states: a categorical column needs"),
+        (
+            lambda d: d["columns"]["region"].pop("states"),
+            "columns.region.states: a categorical column needs",
+        ),
         (lambda d: d["columns"]["sex"].update(states=["f", "f"]), "state 'f' is listed twice"),
-        (lambda d: d["columns"]["smoker"].update(theta=1.5), "columns.smoker.theta: Warner theta must be a probability"),
-        (lambda d: d["columns"].update(region={"states": list("abc"), "kind": "warner", "theta": 0.8}), "warner randomizes binary columns"),
-        (lambda d: d["columns"]["income"]["noise"].update(sigma=-1), "columns.income.noise: gaussian sigma must be a positive"),
-        (lambda d: d["columns"]["income"].pop("noise"), "columns.income: an additive column needs 'noise'"),
-        (lambda d: d["groups"][0].update(columns=["hiv", "smoker"]), "groups[0].columns: 'smoker' has its own kind"),
-        (lambda d: d["groups"][0].update(columns=["hiv", "income"]), "groups[0].columns: 'income' is additive"),
-        (lambda d: d["groups"].append({"columns": ["drug"], "kind": "zhan", "theta": 0.6}), "'drug' is already in groups[0]"),
-        (lambda d: d["columns"]["hiv"].update(states=["0", "1", "2"]), "zhan randomizes binary columns; 'hiv' has 3 states"),
+        (
+            lambda d: d["columns"]["smoker"].update(theta=1.5),
+            "columns.smoker.theta: Warner theta must be a probability",
+        ),
+        (
+            lambda d: d["columns"].update(
+                region={"states": list("abc"), "kind": "warner", "theta": 0.8}
+            ),
+            "warner randomizes binary columns",
+        ),
+        (
+            lambda d: d["columns"]["income"]["noise"].update(sigma=-1),
+            "columns.income.noise: gaussian sigma must be a positive",
+        ),
+        (
+            lambda d: d["columns"]["income"].pop("noise"),
+            "columns.income: an additive column needs 'noise'",
+        ),
+        (
+            lambda d: d["groups"][0].update(columns=["hiv", "smoker"]),
+            "groups[0].columns: 'smoker' has its own kind",
+        ),
+        (
+            lambda d: d["groups"][0].update(columns=["hiv", "income"]),
+            "groups[0].columns: 'income' is additive",
+        ),
+        (
+            lambda d: d["groups"].append({"columns": ["drug"], "kind": "zhan", "theta": 0.6}),
+            "'drug' is already in groups[0]",
+        ),
+        (
+            lambda d: d["columns"]["hiv"].update(states=["0", "1", "2"]),
+            "zhan randomizes binary columns; 'hiv' has 3 states",
+        ),
     ],
 )
 def test_bad_mechanism_files_are_one_line_errors(mutate, expected):
@@ -110,9 +153,12 @@ def test_randomize_follows_the_mechanisms():
     n = 20_000
     rng = np.random.default_rng(0)
     values = {
-        "smoker": rng.integers(0, 2, n), "hiv": rng.integers(0, 2, n), "drug": rng.integers(0, 2, n),
-        "sex": rng.integers(0, 2, n), "income": rng.normal(50, 10, n),
-    }  # fmt: skip
+        "smoker": rng.integers(0, 2, n),
+        "hiv": rng.integers(0, 2, n),
+        "drug": rng.integers(0, 2, n),
+        "sex": rng.integers(0, 2, n),
+        "income": rng.normal(50, 10, n),
+    }
     out = m.randomize(values, RandomSource.from_seed(3))
     kept = np.mean(out["smoker"] == values["smoker"])
     assert abs(kept - 0.8) < 4 * np.sqrt(0.8 * 0.2 / n)

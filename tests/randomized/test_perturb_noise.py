@@ -22,8 +22,13 @@ from ppbn.randomized.perturb.noise import (
 from ppbn.randomized.pram.operators import RandomizationError, RandomSource
 
 CONTINUOUS = [Gaussian(2.0, 1.0), Uniform(-1.0, 3.0)]
-LATTICE = [DiscreteNormal(0.5, 1.5), Poisson(0.25, 3.0), InverseSquare(1.0), InverseCube(0.5),
-           Geometric(1.0, 3.0)]  # fmt: skip
+LATTICE = [
+    DiscreteNormal(0.5, 1.5),
+    Poisson(0.25, 3.0),
+    InverseSquare(1.0),
+    InverseCube(0.5),
+    Geometric(1.0, 3.0),
+]
 T = np.array([0.0, 0.3, 1.1, 2.5])
 
 
@@ -46,12 +51,17 @@ def test_lattice_cdf_pmf_and_char_agree_with_direct_sums(noise):
     pmf = noise.pmf(ks)
     assert np.all(pmf >= 0)
     # mass outside the window: 2c/3000 (inverse_square), 1/(2 zeta(3) 200^2) (inverse_cube)
-    tail = {"inverse_square": 2 * INVERSE_SQUARE_C / 3000, "inverse_cube": 1.1e-5}.get(noise.kind, 1e-12)
+    tail = {"inverse_square": 2 * INVERSE_SQUARE_C / 3000, "inverse_cube": 1.1e-5}.get(
+        noise.kind, 1e-12
+    )
     assert pmf.sum() == pytest.approx(1.0, abs=tail)
     # cdf at a real t is the mass of the atoms gamma*k <= t
     for t in (-1.3, 0.0, 0.49, 2.0):
-        assert noise.cdf(np.array([t]))[0] == pytest.approx(pmf[noise.gamma * ks <= t].sum() + (
-            noise.cdf(np.array([ks[0] * noise.gamma - 1e-9]))[0]), abs=1e-9)  # fmt: skip
+        assert noise.cdf(np.array([t]))[0] == pytest.approx(
+            pmf[noise.gamma * ks <= t].sum()
+            + (noise.cdf(np.array([ks[0] * noise.gamma - 1e-9]))[0]),
+            abs=1e-9,
+        )
     brute = np.array([np.sum(pmf * np.exp(1j * t * noise.gamma * ks)) for t in T])
     assert np.allclose(noise.char(T), brute, atol=tail + noise.char_error + 1e-9)
 
@@ -60,7 +70,8 @@ def test_closed_forms_of_wus_lattice_noises():
     # inverse_square at t = pi/gamma: c (1 + 2 sum_j (-1)^j/(j+1)^2) = c (pi^2/6 - 1)
     noise = InverseSquare(0.5)
     assert noise.char(np.array([math.pi / 0.5]))[0].real == pytest.approx(
-        INVERSE_SQUARE_C * (math.pi**2 / 6 - 1), abs=noise.char_error)
+        INVERSE_SQUARE_C * (math.pi**2 / 6 - 1), abs=noise.char_error
+    )
     assert INVERSE_SQUARE_C * (math.pi**2 / 3 - 1) == pytest.approx(1.0)  # the pmf sums to 1
     assert InverseCube(1.0).mean == pytest.approx(ZETA2 / ZETA3)
     assert InverseCube(1.0).mean == pytest.approx(1.368, abs=5e-4)  # Wu Sec. 4.2: "about 1.368"
@@ -118,4 +129,6 @@ def test_bad_noise_entries_are_one_line_errors(entry, message):
 def test_noise_from_dict_builds_every_kind_with_defaults():
     assert noise_from_dict({"kind": "gaussian", "sigma": 2}) == Gaussian(2.0, 0.0)
     assert noise_from_dict({"kind": "discrete_normal", "gamma": 0.5}) == DiscreteNormal(0.5, 1.0)
-    assert noise_from_dict({"kind": "inverse_cube", "gamma": 1}).describe() == "inverse_cube(gamma=1)"
+    assert (
+        noise_from_dict({"kind": "inverse_cube", "gamma": 1}).describe() == "inverse_cube(gamma=1)"
+    )

@@ -42,7 +42,9 @@ def _small_case(seed: int, n: int):
 
 
 def _full_matrix(scheme):
-    return kron(*(b.matrix for b in sorted(scheme.blocks, key=lambda b: COLUMNS.index(b.variables[0]))))
+    return kron(
+        *(b.matrix for b in sorted(scheme.blocks, key=lambda b: COLUMNS.index(b.variables[0])))
+    )
 
 
 def test_expected_weights_equal_per_record_posteriors():
@@ -66,7 +68,9 @@ def test_expected_weights_equal_per_record_posteriors():
 def test_em_fixed_point_weights_are_the_mle_counts():
     """At the EM fixed point the expected-cost weights equal T_hat (module docstring)."""
     codes, scheme = _small_case(2, 3000)
-    data = RandomizedData(COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(2)), scheme)
+    data = RandomizedData(
+        COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(2)), scheme
+    )
     weights = configuration_weights(data, COLUMNS, "expected", "em")
     assert np.allclose(weights, data.estimate(COLUMNS, "em"), atol=1e-4 * 3000)
 
@@ -75,8 +79,12 @@ def test_plain_and_raw_weights_are_counts():
     codes, scheme = _small_case(3, 200)
     plain = RandomizedData.plain(COLUMNS, codes, list(CARDS.values()))
     assert np.array_equal(configuration_weights(plain, COLUMNS), plain.randomized_counts(COLUMNS))
-    randomized = RandomizedData(COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(3)), scheme)
-    assert np.array_equal(configuration_weights(randomized, COLUMNS, "raw"), randomized.randomized_counts(COLUMNS))
+    randomized = RandomizedData(
+        COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(3)), scheme
+    )
+    assert np.array_equal(
+        configuration_weights(randomized, COLUMNS, "raw"), randomized.randomized_counts(COLUMNS)
+    )
 
 
 def test_expected_cost_equals_brute_force_sum_over_records():
@@ -85,8 +93,13 @@ def test_expected_cost_equals_brute_force_sum_over_records():
     codes, scheme = _small_case(4, 500)
     randomized = scheme.randomize(codes, COLUMNS, RandomSource.from_seed(4))[:3]
     data = RandomizedData(COLUMNS, randomized, scheme)
-    prior = np.clip(RandomizedData(COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(5)),
-                                   scheme).estimate(COLUMNS, "em"), 0, None)  # fmt: skip
+    prior = np.clip(
+        RandomizedData(
+            COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(5)), scheme
+        ).estimate(COLUMNS, "em"),
+        0,
+        None,
+    )
     w = np.array([0.3, -1.0, 0.5, 0.2, 0.7, -0.4, 0.1, 0.9])  # bias + one-hot a, b, c
     full = _full_matrix(scheme)
     shape = [CARDS[c] for c in COLUMNS]
@@ -107,7 +120,12 @@ def test_expected_cost_equals_brute_force_sum_over_records():
 
     predicted = apply_along_axes(prior, [(axes, m.T) for axes, m in ops])
     mass = (prior * apply_along_axes(observed / predicted, ops)).reshape(-1)
-    features = np.array([np.concatenate([[1.0], np.eye(3)[a], np.eye(2)[b], np.eye(2)[c]]) for a, b, c, _ in configs])
+    features = np.array(
+        [
+            np.concatenate([[1.0], np.eye(3)[a], np.eye(2)[b], np.eye(2)[c]])
+            for a, b, c, _ in configs
+        ]
+    )
     labels = np.array([1.0 if y == 1 else -1.0 for *_, y in configs])
     assert perceptron_cost(w, features, labels, mass) == pytest.approx(brute, rel=1e-9)
     assert brute >= 0
@@ -158,9 +176,13 @@ def test_lens_experiment_expected_cost_beats_raw_at_p_0_2():
     _, test_codes = sample_lenses(6000, np.random.default_rng(9))
     cards = [CARDINALITIES[c] for c in columns]
     test = RandomizedData.plain(columns, test_codes, cards)
-    original = fit_perceptron(RandomizedData.plain(columns, train, cards), "lenses", encoding="ordinal")
+    original = fit_perceptron(
+        RandomizedData.plain(columns, train, cards), "lenses", encoding="ordinal"
+    )
     scheme = lenses_scheme(0.2)
-    data = RandomizedData(columns, scheme.randomize(train, columns, RandomSource.from_seed(8)), scheme)
+    data = RandomizedData(
+        columns, scheme.randomize(train, columns, RandomSource.from_seed(8)), scheme
+    )
     expected = fit_perceptron(data, "lenses", encoding="ordinal", method="moment")
     raw = fit_perceptron(data, "lenses", encoding="ordinal", cost="raw")
     assert original.accuracy(test) > 0.98

@@ -36,9 +36,13 @@ def test_two_groups_give_m2_equal_to_m1_kron_m1():
     ops = data.operators(["a", "b"])
     m2 = kron(*(m for _, m in ops))
     printed = np.array(
-        [[p * p, p * q, p * q, q * q], [p * q, p * p, q * q, p * q],
-         [p * q, q * q, p * p, p * q], [q * q, p * q, p * q, p * p]]
-    )  # fmt: skip
+        [
+            [p * p, p * q, p * q, q * q],
+            [p * q, p * p, q * q, p * q],
+            [p * q, q * q, p * p, p * q],
+            [q * q, p * q, p * q, p * p],
+        ]
+    )
     assert np.allclose(m2, printed)
 
 
@@ -61,8 +65,11 @@ def test_bad_theta_is_one_line(theta):
 
 
 def test_theta_half_refused_by_every_entry_point():
-    for build in (lambda: warner(0.5), lambda: flip_group(2, 0.5),
-                  lambda: scheme_for({"a": 2}, ["a"], theta=0.5)):  # fmt: skip
+    for build in (
+        lambda: warner(0.5),
+        lambda: flip_group(2, 0.5),
+        lambda: scheme_for({"a": 2}, ["a"], theta=0.5),
+    ):
         with pytest.raises(RandomizationError, match="not invertible"):
             build()
 
@@ -89,7 +96,9 @@ def test_marginal_matches_props_7_1_and_7_2(group, subset, p):
 def test_prop_7_1_examples():
     """Sec. 7.1.2.2: 1 - 4p/7 for a 3-item group, 1 - 2p/3 for a 2-item group."""
     p = 0.3
-    assert marginal_transition(multi_category(8, p), (2, 2, 2), (1,))[0, 0] == pytest.approx(1 - 4 * p / 7)
+    assert marginal_transition(multi_category(8, p), (2, 2, 2), (1,))[0, 0] == pytest.approx(
+        1 - 4 * p / 7
+    )
     assert marginal_transition(multi_category(4, p), (2, 2), (0,))[1, 0] == pytest.approx(2 * p / 3)
 
 
@@ -143,8 +152,14 @@ def test_marginal_estimates_equal_the_expanded_estimate(seed, order, size):
     chosen = list(order[:size])
     assert np.allclose(data.estimate(chosen), pram.moment(chosen))
     truth = np.random.default_rng(seed).integers(0, 50, (2, 3, 2, 2, 2)).astype(float)
-    full = moment_covariance(truth, [((0,), multi_category(2, 0.3)), ((1,), multi_category(3, 0.3)),
-                                     ((2, 3, 4), multi_category(8, 0.3))])  # fmt: skip
+    full = moment_covariance(
+        truth,
+        [
+            ((0,), multi_category(2, 0.3)),
+            ((1,), multi_category(3, 0.3)),
+            ((2, 3, 4), multi_category(8, 0.3)),
+        ],
+    )
     axes = [columns.index(v) for v in chosen]
     rest = tuple(i for i in range(5) if i not in axes)
     expanded = full.reshape(truth.shape * 2).sum(axis=rest + tuple(5 + r for r in rest))
@@ -153,7 +168,9 @@ def test_marginal_estimates_equal_the_expanded_estimate(seed, order, size):
     expanded = np.transpose(expanded, order_of + [len(kept) + k for k in order_of])
     cells = int(np.prod([truth.shape[a] for a in axes]))
     marginal = np.transpose(truth.sum(axis=rest), order_of)
-    assert np.allclose(moment_covariance(marginal, data.operators(chosen)), expanded.reshape(cells, cells))
+    assert np.allclose(
+        moment_covariance(marginal, data.operators(chosen)), expanded.reshape(cells, cells)
+    )
 
 
 @settings(max_examples=20, deadline=None)

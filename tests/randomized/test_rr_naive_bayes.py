@@ -31,7 +31,9 @@ def _plain(codes: np.ndarray) -> RandomizedData:
 
 def _randomized(codes, theta, groups=(), seed=0):
     scheme = scheme_for(CARDS, ATTRS, theta=theta, groups=groups)
-    return RandomizedData(COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(seed)), scheme)
+    return RandomizedData(
+        COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(seed)), scheme
+    )
 
 
 def test_plain_model_is_textbook_naive_bayes():
@@ -104,7 +106,9 @@ def test_em_estimates_mirror_too_and_are_exact_at_theta_zero():
     the moment estimate does; this needs an interior start (from N_tilde / N the cells
     empty in the randomized data stay empty, and at theta < 0.5 the truth is elsewhere)."""
     codes = _records(2000, 13)
-    codes[:, 1] |= codes[:, 0]  # a = 1 implies b = 1: cells (a, b) = (1, 0) are empty, (0, 1) are not
+    codes[:, 1] |= codes[
+        :, 0
+    ]  # a = 1 implies b = 1: cells (a, b) = (1, 0) are empty, (0, 1) are not
     group = (("a", "b", "c", "d"),)
     plain = _plain(codes).estimate(COLUMNS)
     assert np.allclose(_randomized(codes, 0.0, group, seed=1).estimate(COLUMNS, "em"), plain)
@@ -112,7 +116,9 @@ def test_em_estimates_mirror_too_and_are_exact_at_theta_zero():
         data = _randomized(codes, theta, group, seed=2)
         flipped = data.codes.copy()
         flipped[:, :4] = 1 - flipped[:, :4]
-        mirror = RandomizedData(COLUMNS, flipped, scheme_for(CARDS, ATTRS, theta=1 - theta, groups=group))
+        mirror = RandomizedData(
+            COLUMNS, flipped, scheme_for(CARDS, ATTRS, theta=1 - theta, groups=group)
+        )
         assert np.allclose(data.estimate(COLUMNS, "em"), mirror.estimate(COLUMNS, "em"), atol=0.01)
 
 
@@ -126,7 +132,10 @@ def test_mean_accuracy_mirrors_over_independent_randomizations():
         acc = {}
         for t in (theta, 1 - theta):
             runs = [
-                np.mean(fit_naive_bayes(_randomized(codes, t, seed=1000 * t + r), "y").predict(test) == truth)
+                np.mean(
+                    fit_naive_bayes(_randomized(codes, t, seed=1000 * t + r), "y").predict(test)
+                    == truth
+                )
                 for r in range(20)
             ]
             acc[t] = (np.mean(runs), np.std(runs, ddof=1) / np.sqrt(20))
@@ -144,7 +153,9 @@ def _repeated_estimates(codes: np.ndarray, theta: float, reps: int) -> np.ndarra
     one randomization of ``reps`` stacked copies, cut back into copies."""
     n = codes.shape[0]
     scheme = scheme_for(CARDS, ATTRS, theta=theta)
-    stacked = scheme.randomize(np.tile(codes, (reps, 1)), COLUMNS, RandomSource.from_seed(f"var-{theta}"))
+    stacked = scheme.randomize(
+        np.tile(codes, (reps, 1)), COLUMNS, RandomSource.from_seed(f"var-{theta}")
+    )
     out = np.empty((reps, 3, 2))
     for r in range(reps):
         data = RandomizedData(COLUMNS, stacked[r * n : (r + 1) * n], scheme)
@@ -173,7 +184,9 @@ def test_variance_is_theta_one_minus_theta_over_two_theta_minus_one_squared():
     # it grows as theta nears 0.5, by the formula's factor (6 / 0.140625 = 42.7 from 0.9 to 0.6)
     assert variances[0.6] > variances[0.7] > variances[0.8] > variances[0.9]
     growth = variances[0.6] / variances[0.9]
-    assert growth == pytest.approx(_variance_formula(1, 1, 0.6) / _variance_formula(1, 1, 0.9), rel=0.25)
+    assert growth == pytest.approx(
+        _variance_formula(1, 1, 0.6) / _variance_formula(1, 1, 0.9), rel=0.25
+    )
 
 
 def test_exact_distribution_over_all_randomizations():
@@ -217,7 +230,9 @@ def test_class_in_a_group_with_attributes_uses_the_same_group_model():
     E-bar their joint opposite; the moment estimate over the 4 cells solves it."""
     codes = _records(3000, 12)
     scheme = scheme_for(CARDS, [], theta=0.8, groups=[("a", "b", "y"), ("c", "d")])
-    data = RandomizedData(COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(3)), scheme)
+    data = RandomizedData(
+        COLUMNS, scheme.randomize(codes, COLUMNS, RandomSource.from_seed(3)), scheme
+    )
     star = data.randomized_counts(["a", "y"])
     theta = 0.8
     # P*(E) = theta P(E) + (1-theta) P(E-bar), solved for every E = (a, c)

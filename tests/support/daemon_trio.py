@@ -26,7 +26,11 @@ class Trio:
         return f"127.0.0.1:{self.ports[role]}"
 
     def start(
-        self, role: str, accept_miner: bool = True, as_role: str | None = None, policy: LocalPolicy | None = None
+        self,
+        role: str,
+        accept_miner: bool = True,
+        as_role: str | None = None,
+        policy: LocalPolicy | None = None,
     ) -> PartyDaemon:
         claimed = as_role or role
         if claimed == "miner":
@@ -35,19 +39,30 @@ class Trio:
             other = "bob" if claimed == "alice" else "alice"
             peer, data = self.address(other), str(self.world / "data" / f"{claimed}.csv")
             peers = {"miner": self.address("miner")} if accept_miner else {}
-        daemon = PartyDaemon(DaemonConfig(
-            role=claimed, schema_path=str(self.world / "data" / "schema.json"), data_path=data,
-            listen=self.address(role), peer=peer, peers=peers, tls_dir=str(self.world / "certs" / claimed),
-            out_dir=str(self.tmp / f"out-{role}"), timeout_s=10.0, probe_interval_s=0.2,
-            fixed_seed_for_testing=self.seed,  # the local test flag: a seed is never a job parameter
-            policy=policy or LocalPolicy(),
-        ))  # fmt: skip
+        daemon = PartyDaemon(
+            DaemonConfig(
+                role=claimed,
+                schema_path=str(self.world / "data" / "schema.json"),
+                data_path=data,
+                listen=self.address(role),
+                peer=peer,
+                peers=peers,
+                tls_dir=str(self.world / "certs" / claimed),
+                out_dir=str(self.tmp / f"out-{role}"),
+                timeout_s=10.0,
+                probe_interval_s=0.2,
+                fixed_seed_for_testing=self.seed,  # the local test flag: a seed is never a job parameter
+                policy=policy or LocalPolicy(),
+            )
+        )
         daemon.start()
         self.daemons[role] = daemon
         return daemon
 
     def wait_for_handshakes(self) -> None:
-        wait_until(lambda: all(d.peer_state == "ok" for d in self.daemons.values()), 15.0, "handshakes")
+        wait_until(
+            lambda: all(d.peer_state == "ok" for d in self.daemons.values()), 15.0, "handshakes"
+        )
 
     def client(self, role: str) -> DaemonClient:
         """An operator of the party whose daemon listens on ``role``'s port."""

@@ -29,7 +29,11 @@ SEED = bytes(range(32))
 def network_schema(name: str) -> tuple[Schema, np.ndarray]:
     net = load_network(name)
     schema = Schema(
-        "id", tuple(Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v]) for i, v in enumerate(net.names))
+        "id",
+        tuple(
+            Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v])
+            for i, v in enumerate(net.names)
+        ),
     )
     return schema, net
 
@@ -50,7 +54,8 @@ def fixed_keys() -> dict[str, KeyPair]:
 def config_for(executor: str, **changes) -> TablesConfig:
     """1024-bit keys, small chunks, and serial_below=0 so the executor really runs the tasks."""
     return dataclasses.replace(
-        TablesConfig(key_bits=1024, chunk_size=64, workers=2, serial_below=0, executor=executor), **changes
+        TablesConfig(key_bits=1024, chunk_size=64, workers=2, serial_below=0, executor=executor),
+        **changes,
     )
 
 
@@ -66,7 +71,9 @@ def tables_run(executor: str, network: str = "asia", records: int = 300, max_fam
     sessions = {role: TablesSession(config, keys=keys[role]) for role in ("alice", "bob")}
 
     def side(role):
-        return lambda ch: run_tables(ch, role, schema, split[role], families, config, session=sessions[role])
+        return lambda ch: run_tables(
+            ch, role, schema, split[role], families, config, session=sessions[role]
+        )
 
     pair = memory_channel_pair(timeout_s=120, keep_transcript=True)
     try:
@@ -78,14 +85,26 @@ def tables_run(executor: str, network: str = "asia", records: int = 300, max_fam
 
 
 @functools.cache
-def learn_run(executor: str, network: str, records: int = 300, max_parents: int = 2, inline_below: int | None = None):
+def learn_run(
+    executor: str,
+    network: str,
+    records: int = 300,
+    max_parents: int = 2,
+    inline_below: int | None = None,
+):
     """Each party's learned edges (in order) and CPTs of a secure learn job. ``inline_below``:
     both the garbling and the OT threshold (0: every garbled run and OT call on the executor)."""
     schema, net = network_schema(network)
     codes = sample(net, records, 5)
     split = parts(schema, codes)
-    batches = {} if inline_below is None else {"gc_inline_below": inline_below, "ot_inline_below": inline_below}
-    config = SecureLearnConfig(max_parents=max_parents, mode="bic", tables=config_for(executor), **batches)
+    batches = (
+        {}
+        if inline_below is None
+        else {"gc_inline_below": inline_below, "ot_inline_below": inline_below}
+    )
+    config = SecureLearnConfig(
+        max_parents=max_parents, mode="bic", tables=config_for(executor), **batches
+    )
 
     def side(role):
         return lambda ch: learn_secure(ch, role, schema, split[role], config, Ledger(role))

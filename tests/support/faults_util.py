@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from known_files import TEST_POLICY as KNOWN_POLICY
 from waiting import wait_until
 
-from known_files import TEST_POLICY as KNOWN_POLICY
 from ppbn.data.datasets import make_dataset
 from ppbn.errors import UserError
 from ppbn.lab.harness import free_port
@@ -143,7 +143,9 @@ class DaemonPair:
         extra = [h for h in self.hosts.values() if h not in LOCAL_HOSTS]
         self.pki = make_local_pki(self.base / "pki", ROLES, (*LOCAL_HOSTS, *dict.fromkeys(extra)))
         self.ports = {r: free_port() for r in ROLES}
-        self.control = {r: Relay((self.hosts[r], self.ports[r]), c) for r, c in (connect or {}).items()}
+        self.control = {
+            r: Relay((self.hosts[r], self.ports[r]), c) for r, c in (connect or {}).items()
+        }
         self.relay: Relay | None = None
         if link is None:
             self.relay = Relay((self.hosts["bob"], self.ports["bob"]))
@@ -153,19 +155,28 @@ class DaemonPair:
         self.processes: dict[str, subprocess.Popen] = {}
 
     @classmethod
-    def over_namespaces(cls, base: Path, net: Any, network: str = "asia", records: int = 400,
-                        peer_timeout: float = 5.0) -> DaemonPair:  # fmt: skip
+    def over_namespaces(
+        cls,
+        base: Path,
+        net: Any,
+        network: str = "asia",
+        records: int = 400,
+        peer_timeout: float = 5.0,
+    ) -> DaemonPair:
         """alice in ``net``'s namespace a, bob in b, talking over the veth pair; the test
         process (in the root namespace) reaches each daemon through a loopback relay whose
         upstream sockets are made inside that daemon's namespace."""
         side = {"alice": "a", "bob": "b"}
         return cls(
-            base, network, records, peer_timeout,
+            base,
+            network,
+            records,
+            peer_timeout,
             hosts={r: net.address[side[r]] for r in ROLES},
             prefix={r: net.exec_prefix(side[r]) for r in ROLES},
             connect={r: functools.partial(net.connect, side[r]) for r in ROLES},
             link=net,
-        )  # fmt: skip
+        )
 
     def listen_address(self, role: str) -> str:
         return f"{self.hosts[role]}:{self.ports[role]}"
@@ -183,12 +194,30 @@ class DaemonPair:
             peer = self.listen_address("alice")
         command = [
             *self.prefix[role],
-            sys.executable, "-m", "ppbn.cli", "party", "serve", "--role", role,
-            "--schema", str(self.data / "schema.json"), "--data", str(self.data / f"{role}.csv"),
-            "--listen", self.listen_address(role), "--peer", peer, "--tls-dir", str(self.pki[role]),
-            "--out", str(self.out[role]), "--policy", str(TEST_POLICY),
-            "--peer-timeout", str(self.peer_timeout),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "ppbn.cli",
+            "party",
+            "serve",
+            "--role",
+            role,
+            "--schema",
+            str(self.data / "schema.json"),
+            "--data",
+            str(self.data / f"{role}.csv"),
+            "--listen",
+            self.listen_address(role),
+            "--peer",
+            peer,
+            "--tls-dir",
+            str(self.pki[role]),
+            "--out",
+            str(self.out[role]),
+            "--policy",
+            str(TEST_POLICY),
+            "--peer-timeout",
+            str(self.peer_timeout),
+        ]
         log = open(self.base / f"{role}.log", "ab")  # noqa: SIM115 - closed with the process
         self.processes[role] = subprocess.Popen(
             command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
@@ -272,7 +301,12 @@ class DaemonPair:
     def wait(self, role: str, job_id: str, timeout_s: float) -> dict[str, Any]:
         with self.client(role) as client:
             outcome = client.wait(job_id, timeout_s)
-        return {"job_id": job_id, "state": outcome.state, "error": outcome.error, "result": outcome.result}
+        return {
+            "job_id": job_id,
+            "state": outcome.state,
+            "error": outcome.error,
+            "result": outcome.result,
+        }
 
     def status(self, role: str, job_id: str):
         with self.client(role) as client:
@@ -295,10 +329,19 @@ class DaemonPair:
 
     def cli_learn(self, role: str, args: list[str], timeout_s: float = 300) -> tuple[int, str, str]:
         command = [
-            sys.executable, "-m", "ppbn.cli", "learn", "--peer", self.address(role),
-            "--tls-dir", str(self.pki[role]), *args,
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+            sys.executable,
+            "-m",
+            "ppbn.cli",
+            "learn",
+            "--peer",
+            self.address(role),
+            "--tls-dir",
+            str(self.pki[role]),
+            *args,
+        ]
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+        )
         return done.returncode, done.stdout, done.stderr
 
     def log(self, role: str) -> str:
@@ -349,14 +392,25 @@ def recover(pair: DaemonPair, fault: str, bound_s: float) -> None:
         pair.link.restore()
     for role in ROLES:
         with pair.client(role) as client:
-            wait_until(lambda c=client: c.health().running_job == "", 3 * bound_s, f"{role} to free its job slot")
+            wait_until(
+                lambda c=client: c.health().running_job == "",
+                3 * bound_s,
+                f"{role} to free its job slot",
+            )
     pair.wait_ready()
 
 
 def run_matrix_case(
-    pair: DaemonPair, reference: dict, params: dict, phase: str, fault: str,
-    *, bound_s: float, hold_s: float = 0.0, drop_redials: bool = True,
-) -> dict[str, Any]:  # fmt: skip
+    pair: DaemonPair,
+    reference: dict,
+    params: dict,
+    phase: str,
+    fault: str,
+    *,
+    bound_s: float,
+    hold_s: float = 0.0,
+    drop_redials: bool = True,
+) -> dict[str, Any]:
     """One cell of the fault matrix: bob meets ``fault`` in ``phase`` of alice's learn job;
     alice must report within ``bound_s`` naming the peer (and the phase), the job slots
     are freed, an honest job then runs to the end, and a job that names `--resume` resumes

@@ -14,4 +14,6 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 FIXTURES = TESTS / "fixtures"
 TEST_POLICY = FIXTURES / "test-policy.toml"
-BRISTOL = Path(os.environ.get("PPBN_BRISTOL_DIR", TESTS.parent.parent / "shared" / "circuits" / "bristol"))
+BRISTOL = Path(
+    os.environ.get("PPBN_BRISTOL_DIR", TESTS.parent.parent / "shared" / "circuits" / "bristol")
+)

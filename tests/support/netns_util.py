@@ -33,7 +33,9 @@ _counter = itertools.count()
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        ["ip", *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+    )
     if check and done.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
     return done
@@ -128,10 +130,30 @@ class VethNamespaces:
             self.created.append(self.ns[side])
         x = _free_subnet()
         self.address = {"a": f"10.203.{x}.1", "b": f"10.203.{x}.2"}
-        _ip("link", "add", self.dev["a"], "netns", self.ns["a"], "type", "veth",
-            "peer", "name", self.dev["b"], "netns", self.ns["b"])  # fmt: skip
+        _ip(
+            "link",
+            "add",
+            self.dev["a"],
+            "netns",
+            self.ns["a"],
+            "type",
+            "veth",
+            "peer",
+            "name",
+            self.dev["b"],
+            "netns",
+            self.ns["b"],
+        )
         for side in SIDES:
-            _ip("-n", self.ns[side], "addr", "add", f"{self.address[side]}/30", "dev", self.dev[side])
+            _ip(
+                "-n",
+                self.ns[side],
+                "addr",
+                "add",
+                f"{self.address[side]}/30",
+                "dev",
+                self.dev[side],
+            )
             _ip("-n", self.ns[side], "link", "set", "lo", "up")
             _ip("-n", self.ns[side], "link", "set", self.dev[side], "up")
         self.wait_reachable()
@@ -142,12 +164,16 @@ class VethNamespaces:
         while True:
             done = subprocess.run(
                 [*self.exec_prefix("b"), "ping", "-c1", "-W1", self.address["a"]],
-                capture_output=True, timeout=10, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                capture_output=True,
+                timeout=10,
+                stdin=subprocess.DEVNULL,
+            )
             if done.returncode == 0 or shutil.which("ping") is None:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"veth {self.dev['a']}-{self.dev['b']} not passing traffic after {timeout_s:g} s")
+                raise RuntimeError(
+                    f"veth {self.dev['a']}-{self.dev['b']} not passing traffic after {timeout_s:g} s"
+                )
             time.sleep(0.2)
 
     def pids(self, side: str) -> list[str]:

@@ -14,7 +14,10 @@ def alternating_schema(net) -> Schema:
     """alice owns the even-numbered variables of ``net``, bob the odd ones."""
     return Schema(
         "id",
-        tuple(Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v]) for i, v in enumerate(net.names)),
+        tuple(
+            Variable(v, "alice" if i % 2 == 0 else "bob", net.states[v])
+            for i, v in enumerate(net.names)
+        ),
     )
 
 

@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable
 
 
-def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> object:
+def wait_until(
+    predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition"
+) -> object:
     """Poll ``predicate`` every 50 ms and return its first true value; AssertionError naming
     ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

@@ -27,7 +27,9 @@ def _kept_bytes(remaining: np.ndarray) -> np.ndarray:
     return (remaining + 7) // 8
 
 
-_KEPT_BY_REMAINING = np.arange(16)[None, :] < _kept_bytes(np.arange(RING_BITS + 1))[:, None]  # (129, 16)
+_KEPT_BY_REMAINING = (
+    np.arange(16)[None, :] < _kept_bytes(np.arange(RING_BITS + 1))[:, None]
+)  # (129, 16)
 
 
 def _kept_mask(remaining: np.ndarray) -> np.ndarray:
@@ -56,13 +58,20 @@ def _short_cot_send(
 
 
 def _send_corrections(
-    session: ArithSession, pad0: np.ndarray, pad1: np.ndarray, delta: np.ndarray, remaining: np.ndarray, kind: str
+    session: ArithSession,
+    pad0: np.ndarray,
+    pad1: np.ndarray,
+    delta: np.ndarray,
+    remaining: np.ndarray,
+    kind: str,
 ) -> None:
     """The correction message of ``_short_cot_send`` for pads received earlier."""
     m = delta.shape[0]
     correction = ring.add(pad0, delta)
     correction ^= pad1
-    session.channel.send_array(kind, correction.view(np.uint8).reshape(m, 16)[_kept_mask(remaining)])
+    session.channel.send_array(
+        kind, correction.view(np.uint8).reshape(m, 16)[_kept_mask(remaining)]
+    )
     session.counters.ots += m
 
 

@@ -50,7 +50,10 @@ class OlePart:
 
 
 def ole(
-    session: ArithSession, values: np.ndarray, bits: int | np.ndarray = RING_BITS, ring_bits: int | np.ndarray = RING_BITS
+    session: ArithSession,
+    values: np.ndarray,
+    bits: int | np.ndarray = RING_BITS,
+    ring_bits: int | np.ndarray = RING_BITS,
 ) -> np.ndarray:
     """Shares of a * b mod 2^ring_bits from alice's a and bob's b ((n, 2) ring vectors
     each); bob's b must lie in [0, 2^bits) (all of Z_2^128 by default). ``bits`` and
@@ -73,7 +76,9 @@ def ole(
     return ole_two_way(session, OlePart(values, bits, ring_bits), empty)[0]
 
 
-def ole_two_way(session: ArithSession, forward: OlePart, reverse: OlePart) -> tuple[np.ndarray, np.ndarray]:
+def ole_two_way(
+    session: ArithSession, forward: OlePart, reverse: OlePart
+) -> tuple[np.ndarray, np.ndarray]:
     """Two batches of OLEs at once: ``forward`` as ``ole`` (alice's a, bob's b) and
     ``reverse`` with the roles swapped (bob's a, alice's b, on ``ArithSession.reverse_ot``).
     Returns this party's shares of each batch.
@@ -104,20 +109,28 @@ class _TwoWayOle:
     what must precede its first read (alice settles deferred lifts, ``products.mul``), so her first
     messages are not held up by it."""
 
-    def __init__(self, session: ArithSession, choosing: OlePart, forward: bool, reverse: bool) -> None:
+    def __init__(
+        self, session: ArithSession, choosing: OlePart, forward: bool, reverse: bool
+    ) -> None:
         self.session = session
         self.choosing_values = _check_shares(choosing.values, "OLE input")
         self.choose_chunks, _ = _ole_chunks(choosing)
         self.send_ext, self.choose_ext = _ole_extensions(session, forward, reverse)
         first = self.choose_chunks[0] if self.choose_chunks else None
-        self.pending = first.prepare(self.choose_ext, self.choosing_values) if first is not None else None
+        self.pending = (
+            first.prepare(self.choose_ext, self.choosing_values) if first is not None else None
+        )
 
     def finish(self, sending: OlePart) -> tuple[np.ndarray, np.ndarray]:
         """(this party's shares of the OLEs it sends in, of those it chooses in)."""
         session, peer = self.session, BOB if self.session.is_alice else ALICE
         sending_values = _check_shares(sending.values, "OLE input")
         send_chunks, send_widths = _ole_chunks(sending)
-        choose_chunks, choosing_values, pending = self.choose_chunks, self.choosing_values, self.pending
+        choose_chunks, choosing_values, pending = (
+            self.choose_chunks,
+            self.choosing_values,
+            self.pending,
+        )
         send_kind, choose_kind = OLE_KINDS[session.role], OLE_KINDS[peer]
         sent = np.empty_like(sending_values)
         chosen = np.empty_like(choosing_values)
@@ -134,7 +147,9 @@ class _TwoWayOle:
                 # the next chunk's u goes out before this chunk's corrections are awaited, so
                 # the peer works on chunk i + 1 while chunk i's corrections are on the wire
                 following = (
-                    choose_chunks[step + 1].prepare(self.choose_ext, choosing_values) if step + 1 < len(choose_chunks) else None
+                    choose_chunks[step + 1].prepare(self.choose_ext, choosing_values)
+                    if step + 1 < len(choose_chunks)
+                    else None
                 )
                 chunk = choose_chunks[step]
                 choices, pads = pending
@@ -152,10 +167,15 @@ def _ole_chunks(part: OlePart) -> tuple[list[_OleChunk], np.ndarray]:
     if np.any(widths > rings):
         raise ValueError("an OLE input cannot be wider than its ring")
     per_chunk = max(1, CHUNK_OTS // int(widths.max(initial=1)))
-    return [_OleChunk.of(widths, rings, start, min(n, start + per_chunk)) for start in range(0, n, per_chunk)], widths
+    return [
+        _OleChunk.of(widths, rings, start, min(n, start + per_chunk))
+        for start in range(0, n, per_chunk)
+    ], widths
 
 
-def _ole_extensions(session: ArithSession, forward: bool, reverse: bool) -> tuple[OTSender | None, OTReceiver | None]:
+def _ole_extensions(
+    session: ArithSession, forward: bool, reverse: bool
+) -> tuple[OTSender | None, OTReceiver | None]:
     """(this party's sending end, its choosing end) of the directions in use; with both,
     the forward extension is set up before the reverse one at both parties."""
     if session.is_alice and not session.extensions_started(forward, reverse):

@@ -71,7 +71,9 @@ def _split(u: np.ndarray, n: int) -> NarrowShare:
     return NarrowShare(ring.sar(mine, spare), mine[:, 1] >> np.uint64(63))
 
 
-def _lift(session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowShare, int, int]]) -> list[np.ndarray]:
+def _lift(
+    session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowShare, int, int]]
+) -> list[np.ndarray]:
     """Shares mod 2^128 of each v from n-bit shares of v + 2^c, given as (share, n, c) with
     v + 2^c in [0, 2^(n - 1)): then v + 2^c = s_A + s_B + 2^n t_A t_B exactly (the wrap of
     shares whose sum has a known top bit: SiRNN, Rathee et al., IEEE S&P 2021, Sec. 4), and

@@ -223,7 +223,10 @@ def mul(
     # as chooser: its narrow share; as sender: its wide share, t times it on the top OT
     choosing = OlePart(share.choices(width), width + 1, ring_bits)
     forward, reverse = _ole_each_way(
-        session, choosing, lambda: OlePart(wide, width + 1, ring_bits, top=share.top_times(wide)), wrap
+        session,
+        choosing,
+        lambda: OlePart(wide, width + 1, ring_bits, top=share.top_times(wide)),
+        wrap,
     )
     # s times its own wide share, less 2^b of it (x = x' - 2^b) and 2^(m - 1) of it
     # (the offset in the peer's choices): 3 2^b, as m - 1 = b + 1
@@ -262,7 +265,10 @@ def square(
         return _finish_product(session, None, product, truncate, bound_bits, RING_BITS, 0)
     _check_bound(operand_bits)
     width = reshared_width(operand_bits)
-    ring_bits, exact_bits = product_ring(truncate, bound_bits, (operand_bits, operand_bits)), 2 * operand_bits
+    ring_bits, exact_bits = (
+        product_ring(truncate, bound_bits, (operand_bits, operand_bits)),
+        2 * operand_bits,
+    )
     wrap = _wrap_ots(session, x.shape[0], ring_bits)
     session.settle_unless_final(x, width)
     share = _reshare(session, x, operand_bits)
@@ -270,7 +276,10 @@ def square(
     if session.is_alice:
         wrap_ot = OlePart(share.top_times(twice), 1, ring_bits - width)
         halves = OlePart(share.choices(width), width + 1, ring_bits)
-        local = ring.add(ring.mul(share.signed, ring.sub(share.signed, ring.constant(2 << operand_bits))), ring.constant(1 << 2 * operand_bits))
+        local = ring.add(
+            ring.mul(share.signed, ring.sub(share.signed, ring.constant(2 << operand_bits))),
+            ring.constant(1 << 2 * operand_bits),
+        )
         low, high = _ole_each_way(session, halves, lambda: wrap_ot, wrap)
     else:
         wrap_ot = OlePart(ring.from_uint64(share.top), 1, ring_bits - width)
@@ -305,8 +314,15 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     y = _check_shares(y, "y")
     bits = np.asarray(bits, dtype=np.uint8)
     n = y.shape[0]
-    if bits.ndim != 2 or bits.shape[0] != n or not 1 <= bits.shape[1] <= 64 or bits.max(initial=0) > 1:
-        raise ValueError(f"bits must be an ({n}, w) array of 0/1 with 1 <= w <= 64, got {bits.shape}")
+    if (
+        bits.ndim != 2
+        or bits.shape[0] != n
+        or not 1 <= bits.shape[1] <= 64
+        or bits.max(initial=0) > 1
+    ):
+        raise ValueError(
+            f"bits must be an ({n}, w) array of 0/1 with 1 <= w <= 64, got {bits.shape}"
+        )
     _check_bound(y_bits)
     if n == 0:
         return np.zeros((0, 2), dtype=np.uint64)
@@ -321,11 +337,15 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     if session.is_alice:  # her u first, then the forward OTs, then the reverse corrections
         reverse_pads = reverse.pads(choices)
         _before_first_read(session, wrap)  # y may be a deferred result
-        sent = _short_cot_send(session, forward, _bit_correlation(y, choices, width), remaining, "arith.bits.y")
+        sent = _short_cot_send(
+            session, forward, _bit_correlation(y, choices, width), remaining, "arith.bits.y"
+        )
         received = _short_cot_finish(session, reverse_pads, choices, remaining, "arith.bits.r")
     else:
         forward_pads = forward.pads(choices)
-        sent = _short_cot_send(session, reverse, _bit_correlation(y, choices, width), remaining, "arith.bits.r")
+        sent = _short_cot_send(
+            session, reverse, _bit_correlation(y, choices, width), remaining, "arith.bits.r"
+        )
         received = _short_cot_finish(session, forward_pads, choices, remaining, "arith.bits.y")
     # own bits times own share, plus what this party's OTs received minus what they sent
     shifted = ring.shl(ring.sub(received, sent), positions)

@@ -97,9 +97,12 @@ class ArithSession:
         self._reverse: OTSender | OTReceiver | None = None
         self._lookup_tweak = 0
         self._ot_options = {
-            "dh_bits": self.dh_bits, "instance": OT_INSTANCE, "seeds": seeds,
-            "executor": executor, "inline_below": ot_inline_below,
-        }  # fmt: skip
+            "dh_bits": self.dh_bits,
+            "instance": OT_INSTANCE,
+            "seeds": seeds,
+            "executor": executor,
+            "inline_below": ot_inline_below,
+        }
         self.openings: list[tuple[str, np.ndarray]] | None = [] if keep_openings else None
         # alice's lifted results still awaiting bob's bits (``lift._lift``), oldest first
         self.defer_lifts = False
@@ -134,7 +137,11 @@ class ArithSession:
         done on first use by both parties at the same point (``products.bit_mul``)."""
         if self._reverse is None:
             options = {**self._ot_options, "instance": REVERSE_OT_INSTANCE}
-            self._reverse = OTReceiver(self.channel, **options) if self.is_alice else OTSender(self.channel, **options)
+            self._reverse = (
+                OTReceiver(self.channel, **options)
+                if self.is_alice
+                else OTSender(self.channel, **options)
+            )
             self._reverse.start()
         return self._reverse
 
@@ -147,7 +154,11 @@ class ArithSession:
         all before it reads from the channel."""
         last = len(self._deferred)
         if values and self._deferred:
-            owners = [i for i, lift in enumerate(self._deferred) if any(part.target is v for part in lift.parts for v in values)]
+            owners = [
+                i
+                for i, lift in enumerate(self._deferred)
+                if any(part.target is v for part in lift.parts for v in values)
+            ]
             last = owners[-1] + 1 if owners else 0
         for _ in range(last):
             self._deferred.pop(0).complete(self)
@@ -176,7 +187,10 @@ class ArithSession:
                 for x, c in terms:
                     if part.target is x:
                         if isinstance(c, int):  # a factor 2^z keeps z more low bits final
-                            fix, n = ring.mul_int(part.fix, c), min(RING_BITS, part.n + _trailing_zeros(c))
+                            fix, n = (
+                                ring.mul_int(part.fix, c),
+                                min(RING_BITS, part.n + _trailing_zeros(c)),
+                            )
                         else:
                             fix, n = ring.mul(part.fix, c), part.n
                         derived.append(_DeferredPart(result, fix, n, part.start))
@@ -186,12 +200,16 @@ class ArithSession:
     def low_bits_final(self, x: np.ndarray, bits: int) -> bool:
         """Whether x's low ``bits`` bits are final: x is not a deferred result, or it is one
         whose n-bit share is at least that wide (``lift._reshare`` reads no more)."""
-        return all(part.n >= bits for lift in self._deferred for part in lift.parts if part.target is x)
+        return all(
+            part.n >= bits for lift in self._deferred for part in lift.parts if part.target is x
+        )
 
     def extensions_started(self, forward: bool = True, reverse: bool = True) -> bool:
         """Whether the OT extensions asked for are set up already (``gilboa._ole_extensions``)."""
         ours = self._sender if self.is_alice else self._receiver
-        return (not forward or (ours is not None and ours.started)) and (not reverse or self._reverse is not None)
+        return (not forward or (ours is not None and ours.started)) and (
+            not reverse or self._reverse is not None
+        )
 
     def next_tweaks(self, count: int) -> int:
         """Reserve ``count`` hash tweaks for lookups (both parties advance in step)."""

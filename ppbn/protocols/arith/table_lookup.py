@@ -167,7 +167,12 @@ def lookup_batch(
     sum(entry_bytes) bytes, K N w ceil(sum(entry_bytes) / 16) hashes.
     """
     plans = [_request(tables, index) for tables, index in requests]
-    narrow = [(plan, i) for plan in plans for i, table in enumerate(plan.tables) if table.entry_bits is not None]
+    narrow = [
+        (plan, i)
+        for plan in plans
+        for i, table in enumerate(plan.tables)
+        if table.entry_bits is not None
+    ]
     for plan in plans:
         session.counters.lookups += plan.index.size * len(plan.tables)
     lifted = sum(plan.index.size for plan, _ in narrow)
@@ -184,7 +189,9 @@ def lookup_batch(
             keys = np.stack(sender.pads(ots), axis=1)  # (ots, bit, 2)
             sender.ots += ots
         else:
-            choices = np.concatenate([plan.entry_bits[plan.index[start:stop]].ravel() for plan, start, stop in group])
+            choices = np.concatenate(
+                [plan.entry_bits[plan.index[start:stop]].ravel() for plan, start, stop in group]
+            )
             keys = session.ot_receiver().pads(choices.astype(np.uint8))  # (ots, 2)
         used = 0
         for plan, start, stop in group:
@@ -265,7 +272,7 @@ def _tweaks(base: int, plan: _Request, instances: np.ndarray, entries: np.ndarra
     broadcast (instances, entries) of the chunk; shape (..., blocks, w)."""
     first = (instances * plan.size + entries) * (plan.blocks * plan.width)
     offsets = np.arange(plan.blocks * plan.width).reshape(plan.blocks, plan.width)
-    return (np.uint64(base) + first[..., None, None].astype(np.uint64) + offsets.astype(np.uint64))
+    return np.uint64(base) + first[..., None, None].astype(np.uint64) + offsets.astype(np.uint64)
 
 
 def _lookup_alice(
@@ -281,7 +288,11 @@ def _lookup_alice(
     shares, offset = [], 0
     for table in plan.tables:
         rho = session.random.uniform(k)
-        entries = table.values if table.entry_bits is None else ring.add(table.values, ring.constant(1 << table.entry_bits))
+        entries = (
+            table.values
+            if table.entry_bits is None
+            else ring.add(table.values, ring.constant(1 << table.entry_bits))
+        )
         masked = ring.sub(entries[rotation], rho[:, None, :])  # (k, N, 2): T[e ^ mu] (+ 2^e) - rho
         message[:, :, offset : offset + table.nbytes] = masked.view(np.uint8)[:, :, : table.nbytes]
         offset += table.nbytes

@@ -103,7 +103,9 @@ class SecureLearnConfig:
         return dh_bits_for(self.tables.key_bits)
 
 
-def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float = 1.0, ess: float = 0.0) -> int:
+def score_bits(
+    schema: Schema, n_records: int, max_parents: int, c_star: float = 1.0, ess: float = 0.0
+) -> int:
     """Width of the decision circuit: |family score| * 2^SCORE_FRAC < 2^(width - 3).
 
     Every family score is a sum of terms of at most (x + 1/2) ln x over at most n + Q
@@ -113,11 +115,19 @@ def score_bits(schema: Schema, n_records: int, max_parents: int, c_star: float =
     cards = sorted((v.cardinality for v in schema.variables), reverse=True)
     largest_table = math.prod(cards[: max_parents + 1])
     total = n_records + largest_table
-    bound = 4 * total * (math.log(total + 1) + 4) + 4 * largest_table * (math.lgamma(cards[0] + 1) + 2)
+    bound = 4 * total * (math.log(total + 1) + 4) + 4 * largest_table * (
+        math.lgamma(cards[0] + 1) + 2
+    )
     bound += c_star * math.log(n_records + 1) * largest_table
     if ess:  # bdeu: lnG(x + a) with a <= ess, and the public q lnG(a_j) - q d lnG(a_jk)
-        bound += 4 * largest_table * (ess * math.log(total + ess + 1) + abs(math.lgamma(ess / largest_table)) + 2)
+        bound += (
+            4
+            * largest_table
+            * (ess * math.log(total + ess + 1) + abs(math.lgamma(ess / largest_table)) + 2)
+        )
     width = SCORE_FRAC + math.ceil(math.log2(bound)) + 3
     if width > 128:
-        raise ValueError(f"family scores may need {width} bits; the secure comparison has 128 (lower c_star or u)")
+        raise ValueError(
+            f"family scores may need {width} bits; the secure comparison has 128 (lower c_star or u)"
+        )
     return width

@@ -93,7 +93,9 @@ class Product:
         """Bytes of alice's corrections per value."""
         if len(self.operand_bits) == 2:
             return correction_bytes(self.choice_width, self.ring_bits)
-        return correction_bytes(1, self.ring_bits - self.reshared_width)  # the wrap OT, shifted by m
+        return correction_bytes(
+            1, self.ring_bits - self.reshared_width
+        )  # the wrap OT, shifted by m
 
     def reverse_bytes(self) -> int:
         """Bytes of bob's corrections per value."""
@@ -205,7 +207,9 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     outputs = normalisation_modes(spec)
     garbled = yao.garbled_circuit(circuit, outputs)
     k_bits = count_bits + shift_frac
-    decode_bits = sum(garbled.output(name).width for name, how in outputs.items() if how != yao.Reveal.BIT_SHARES)
+    decode_bits = sum(
+        garbled.output(name).width for name, how in outputs.items() if how != yao.Reveal.BIT_SHARES
+    )
 
     be = CountingBackend()
     tables = [tables_on_k(mode, count_bits, shift_frac), list(TABLES_ON_J)]
@@ -215,12 +219,32 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     lookup_ots = sum(len(group[0]).bit_length() - 1 for group in tables)
     inv = inv_on(be, "r", "P", k_bits, shift_frac) if mode in ("exact", "bdeu") else None
     coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
-    terms_on(be, mode, count_bits, reduced_argument_on(be, "f", "r", k_bits), "x2", "K", "J", "C", inv, coefficients)
+    terms_on(
+        be,
+        mode,
+        count_bits,
+        reduced_argument_on(be, "f", "r", k_bits),
+        "x2",
+        "K",
+        "J",
+        "C",
+        inv,
+        coefficients,
+    )
     # every share that ends in ``arith._lift``: products, bit products, narrow table entries
-    lifted = [p.lifted_width for p in [*be.products, *be.bit_products] if p.lifted_width is not None]
-    lifted += [arith.entry_width(bits) for group in tables for t in group if (bits := arith.table_entry_bits(t)) is not None]
+    lifted = [
+        p.lifted_width for p in [*be.products, *be.bit_products] if p.lifted_width is not None
+    ]
+    lifted += [
+        arith.entry_width(bits)
+        for group in tables
+        for t in group
+        if (bits := arith.table_entry_bits(t)) is not None
+    ]
     bit_ots = sum(2 * p.width for p in be.bit_products)
-    share_ots = sum(p.forward_ots + p.reverse_ots for p in be.products) + bit_ots + lookup_ots + len(lifted)
+    share_ots = (
+        sum(p.forward_ots + p.reverse_ots for p in be.products) + bit_ots + lookup_ots + len(lifted)
+    )
     forward = sum(p.forward_bytes() for p in be.products)  # ``arith.ole_two_way``
     reverse = sum(p.reverse_bytes() for p in be.products)
     kinds = {

@@ -55,7 +55,9 @@ class SecureMoveOracle:
         self.step = 0
         self.width = scorer.score_bits + DELTA_EXTRA_BITS
         if self.width > 128:
-            raise ValueError(f"move deltas may need {self.width} bits; the secure comparison has 128")
+            raise ValueError(
+                f"move deltas may need {self.width} bits; the secure comparison has 128"
+            )
 
     @property
     def families_scored(self) -> int:
@@ -65,13 +67,17 @@ class SecureMoveOracle:
         scorer = self.scorer
         if tau != scorer.config.tau:
             raise ValueError("the secure oracle's tolerance is fixed by its configuration")
-        keys = list(dict.fromkeys((child, parents) for q in queries for _, child, parents in q.terms))
+        keys = list(
+            dict.fromkeys((child, parents) for q in queries for _, child, parents in q.terms)
+        )
         shares = dict(zip(keys, ring.to_ints(np.stack(scorer.scores(keys))), strict=True))
         modulus = 1 << self.width
         deltas = [sum(sign * shares[(c, ps)] for sign, c, ps in q.terms) % modulus for q in queries]
         scorer.phase("argmax")
         started = time.perf_counter()
-        index = tolerant_argmax(scorer.yao, scorer.role == GARBLER, deltas, scorer.config.tolerance(), self.width)
+        index = tolerant_argmax(
+            scorer.yao, scorer.role == GARBLER, deltas, scorer.config.tolerance(), self.width
+        )
         scorer.clock.add("decisions (Yao)", started)
         if index is not None and index >= len(queries):
             raise ProtocolError(f"hc decision {index} invalid for {len(queries)} moves")
@@ -80,7 +86,9 @@ class SecureMoveOracle:
         return index
 
 
-def tolerant_argmax(yao: YaoParty, garbler: bool, deltas: Sequence[int], tolerance: int, width: int) -> int | None:
+def tolerant_argmax(
+    yao: YaoParty, garbler: bool, deltas: Sequence[int], tolerance: int, width: int
+) -> int | None:
     """The tie rule over shared values (this party's shares mod 2^width of values below
     2^(width-2) in magnitude): None when the best is <= tolerance, else the first index
     within tolerance of the best. Four stages of small circuits (``circuits.scoring``),
@@ -98,22 +106,35 @@ def tolerant_argmax(yao: YaoParty, garbler: bool, deltas: Sequence[int], toleran
         return np.array([int(v) for v in values], dtype=object)
 
     values = {f"s{i}_{suffix}": column(blocks[:, i]) for i in range(MOVE_BLOCK)}
-    maxima = yao.run(block_max_circuit(MOVE_BLOCK, width), garbler=garbler, inputs=values, outputs={"max": Reveal.SHARES})["max"]
+    maxima = yao.run(
+        block_max_circuit(MOVE_BLOCK, width),
+        garbler=garbler,
+        inputs=values,
+        outputs={"max": Reveal.SHARES},
+    )["max"]
     out = yao.run(
-        threshold_circuit(groups, tolerance, width), garbler=garbler,
+        threshold_circuit(groups, tolerance, width),
+        garbler=garbler,
         inputs={f"m{g}_{suffix}": column([maxima[g]]) for g in range(groups)},
         outputs={"add": Reveal.BOTH, "t": Reveal.SHARES},
-    )  # fmt: skip
+    )
     if not int(out["add"][0]):
         return None
     threshold = column([out["t"][0]] * groups)
     hits = yao.run(
-        first_hit_circuit(MOVE_BLOCK, width), garbler=garbler, inputs={**values, f"t_{suffix}": threshold},
+        first_hit_circuit(MOVE_BLOCK, width),
+        garbler=garbler,
+        inputs={**values, f"t_{suffix}": threshold},
         outputs={"hit": Reveal.SHARES, "index": Reveal.SHARES},
-    )  # fmt: skip
+    )
     inputs = {f"h{g}_{suffix}": column([hits["hit"][g]]) for g in range(groups)}
     inputs.update({f"x{g}_{suffix}": column([hits["index"][g]]) for g in range(groups)})
-    chosen = yao.run(select_circuit(groups, MOVE_BLOCK), garbler=garbler, inputs=inputs, outputs={"index": Reveal.BOTH})
+    chosen = yao.run(
+        select_circuit(groups, MOVE_BLOCK),
+        garbler=garbler,
+        inputs=inputs,
+        outputs={"index": Reveal.BOTH},
+    )
     return int(chosen["index"][0])
 
 
@@ -153,10 +174,16 @@ class ResumableMoveOracle:
         if oracle.step < self.replay:
             recorded = self.decisions[oracle.step]
             oracle.step += 1
-            chosen = Move(str(recorded[0][0]), (str(recorded[0][1]), str(recorded[0][2]))) if recorded else None
+            chosen = (
+                Move(str(recorded[0][0]), (str(recorded[0][1]), str(recorded[0][2])))
+                if recorded
+                else None
+            )
             moves = [q.move for q in queries]
             if chosen is not None and chosen not in moves:
-                raise ValueError(f"checkpoint names {chosen}, not a legal move at step {oracle.step} of this job")
+                raise ValueError(
+                    f"checkpoint names {chosen}, not a legal move at step {oracle.step} of this job"
+                )
             record_step(oracle.scorer.ledger, oracle.step, chosen)
             return None if chosen is None else moves.index(chosen)
         index = oracle.choose_move(queries, tau)

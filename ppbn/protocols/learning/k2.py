@@ -75,10 +75,15 @@ class SecureOracle:
             circuit = decision_circuit(slots, scorer.config.tolerance(), width)
 
             def column(keys: list[tuple[str, tuple[str, ...]] | None]) -> np.ndarray:
-                values = [sentinel if k is None else ring.to_ints(scores[k].reshape(1, 2))[0] % modulus for k in keys]
+                values = [
+                    sentinel if k is None else ring.to_ints(scores[k].reshape(1, 2))[0] % modulus
+                    for k in keys
+                ]
                 return np.array(values, dtype=object)
 
-            inputs = {f"cur_{suffix}": column([(requests[i].child, requests[i].parents) for i in members])}
+            inputs = {
+                f"cur_{suffix}": column([(requests[i].child, requests[i].parents) for i in members])
+            }
             for c in range(slots):
                 inputs[f"s{c}_{suffix}"] = column(
                     [
@@ -89,14 +94,18 @@ class SecureOracle:
                     ]
                 )
             out = scorer.yao.run(
-                circuit, garbler=scorer.role == GARBLER, inputs=inputs,
+                circuit,
+                garbler=scorer.role == GARBLER,
+                inputs=inputs,
                 outputs={"index": Reveal.BOTH, "add": Reveal.BOTH},
             )
             for slot, i in enumerate(members):
                 r = requests[i]
                 index, add = int(out["index"][slot]), int(out["add"][slot])
                 if (add and index >= len(r.candidates)) or (not add and index):
-                    raise ProtocolError(f"decision ({add}, {index}) invalid for {len(r.candidates)} candidates")
+                    raise ProtocolError(
+                        f"decision ({add}, {index}) invalid for {len(r.candidates)} candidates"
+                    )
                 answers[i] = r.candidates[index] if add else None
                 scorer.ledger.record(
                     "k2_decision",
@@ -119,7 +128,9 @@ class ResumableOracle:
         checkpoint: Callable[[K2Checkpoint], None] | None,
     ) -> None:
         self.oracle = oracle
-        self.decisions: list[list[list[str | None]]] = [list(map(list, w)) for w in start.decisions] if start else []
+        self.decisions: list[list[list[str | None]]] = (
+            [list(map(list, w)) for w in start.decisions] if start else []
+        )
         self.replay = len(self.decisions)
         self.checkpoint = checkpoint
         self.wave = 0
@@ -136,7 +147,9 @@ class ResumableOracle:
             answers = [chosen for _, chosen in recorded]
             for r, chosen in zip(requests, answers, strict=True):
                 if chosen is not None and chosen not in r.candidates:
-                    raise ValueError(f"checkpoint names {chosen!r}, not a candidate parent of {r.child!r}")
+                    raise ValueError(
+                        f"checkpoint names {chosen!r}, not a candidate parent of {r.child!r}"
+                    )
                 self.oracle.scorer.ledger.record(
                     "k2_decision",
                     {"child": r.child, "parents": list(r.parents), "chosen": chosen},
@@ -148,6 +161,11 @@ class ResumableOracle:
         if self.checkpoint is not None:
             scorer = self.oracle.scorer
             self.checkpoint(
-                K2Checkpoint(len(self.decisions), self.decisions, dict(scorer.count_shares), dict(scorer.score_shares))
+                K2Checkpoint(
+                    len(self.decisions),
+                    self.decisions,
+                    dict(scorer.count_shares),
+                    dict(scorer.score_shares),
+                )
             )
         return answers

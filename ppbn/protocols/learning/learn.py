@@ -56,14 +56,28 @@ def _hill_climb(
 
     def after_step(decisions: list[list[list[str | None]]]) -> None:
         if checkpoint is not None:
-            checkpoint(K2Checkpoint(len(decisions), decisions, dict(scorer.count_shares), dict(scorer.score_shares)))
+            checkpoint(
+                K2Checkpoint(
+                    len(decisions), decisions, dict(scorer.count_shares), dict(scorer.score_shares)
+                )
+            )
 
-    oracle = ResumableMoveOracle(SecureMoveOracle(scorer), resume.decisions if resume else (), after_step)
+    oracle = ResumableMoveOracle(
+        SecureMoveOracle(scorer), resume.decisions if resume else (), after_step
+    )
     opts = config.hc
     return hill_climb(
-        scorer.schema.names, oracle, config.max_parents, config.tau, opts.tabu_length, opts.start,
-        opts.black_list, opts.white_list, opts.fixed_edges, progress=progress,
-    )  # fmt: skip
+        scorer.schema.names,
+        oracle,
+        config.max_parents,
+        config.tau,
+        opts.tabu_length,
+        opts.start,
+        opts.black_list,
+        opts.white_list,
+        opts.fixed_edges,
+        progress=progress,
+    )
 
 
 @dataclass
@@ -106,12 +120,16 @@ def learn_secure(
         ledger.record("schema", schema.fingerprint(), "public schema")
     if "record_count" not in ledger.kinds():
         ledger.record("record_count", n_records, "public record count")
-    scorer = SecureScorer(channel, role, schema, codes, n_records, config, ledger, progress, paillier, keep_openings)
+    scorer = SecureScorer(
+        channel, role, schema, codes, n_records, config, ledger, progress, paillier, keep_openings
+    )
     if resume is not None:
         scorer.count_shares.update(resume.count_shares)
         scorer.score_shares.update(resume.score_shares)
     try:
-        scorer.tables.prepare_in_background(n_records)  # the key pair and warm workers, off the critical path
+        scorer.tables.prepare_in_background(
+            n_records
+        )  # the key pair and warm workers, off the critical path
         order = tuple(config.order or schema.names)
 
         def k2_progress(step: int, total: int, label: str) -> None:
@@ -132,13 +150,17 @@ def learn_secure(
             ledger.record("edge", list(edge), source)
         ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, source)
         params = secure_parameters(scorer, search.parents, config.disclosure)
-        family_records = family_record_counts(scorer, search.parents) if config.available_case else None
+        family_records = (
+            family_record_counts(scorer, search.parents) if config.available_case else None
+        )
     finally:
         scorer.tables.close()
     network = None
     if len(params.cpts) == len(schema.names):
         states = {v.name: v.states for v in schema.variables}
-        network = BayesNet(schema.names, states, dict(search.parents), params.cpts, params.unobserved)
+        network = BayesNet(
+            schema.names, states, dict(search.parents), params.cpts, params.unobserved
+        )
     stats = {
         "wall_s": time.perf_counter() - started,
         "phases": dict(scorer.clock.seconds),

@@ -43,13 +43,17 @@ def _reveal_for(disclosure: str, owner: str) -> Reveal:
     return Reveal.GARBLER if owner == GARBLER else Reveal.EVALUATOR
 
 
-def _record_cpt(scorer: SecureScorer, view: SecureParameters, v: str, cpt: np.ndarray, unobserved, source: str) -> None:
+def _record_cpt(
+    scorer: SecureScorer, view: SecureParameters, v: str, cpt: np.ndarray, unobserved, source: str
+) -> None:
     view.cpts[v] = cpt
     view.unobserved[v] = tuple(int(j) for j in unobserved)
     scorer.ledger.record("parameter", {"variable": v, "cpt": cpt.tolist()}, source)
 
 
-def _local_parameters(scorer: SecureScorer, families: dict[str, Family], disclosure: str, view: SecureParameters) -> None:
+def _local_parameters(
+    scorer: SecureScorer, families: dict[str, Family], disclosure: str, view: SecureParameters
+) -> None:
     """Yang-Wright 7.1 case 1: a family held by one party is that party's own data, so it
     computes the CPT itself and announces it (public), keeps it (owner: it owns v_i), or
     deals shares of it (shared). Each party sends its part, then reads the peer's."""
@@ -60,13 +64,17 @@ def _local_parameters(scorer: SecureScorer, families: dict[str, Family], disclos
     if disclosure == "owner":
         for v in mine:
             d = schema.cardinality(v)
-            cpt, unobserved = cpt_from_counts(scorer.count_shares[families[v]].reshape(-1, d).astype(float))
+            cpt, unobserved = cpt_from_counts(
+                scorer.count_shares[families[v]].reshape(-1, d).astype(float)
+            )
             _record_cpt(scorer, view, v, cpt, unobserved, "own data (Yang-Wright 7.1, case 1)")
         return
     outgoing = []
     for v in mine:
         d = schema.cardinality(v)
-        cpt, unobserved = cpt_from_counts(scorer.count_shares[families[v]].reshape(-1, d).astype(float))
+        cpt, unobserved = cpt_from_counts(
+            scorer.count_shares[families[v]].reshape(-1, d).astype(float)
+        )
         flags = np.zeros(cpt.shape, dtype=np.uint64)
         flags[list(unobserved), :] = 1
         if disclosure == "public":
@@ -76,7 +84,10 @@ def _local_parameters(scorer: SecureScorer, families: dict[str, Family], disclos
             fixed = np.round(cpt.ravel() * (1 << PARAM_FRAC)).astype(np.uint64)
             rng = ring.RandomRing()
             peer_theta, peer_flags = rng.uint64(fixed.size), rng.uint64(fixed.size) & np.uint64(1)
-            view.shares[v] = {"theta": [int(x) for x in fixed - peer_theta], "unobserved": [int(x) for x in flags.ravel() ^ peer_flags]}
+            view.shares[v] = {
+                "theta": [int(x) for x in fixed - peer_theta],
+                "unobserved": [int(x) for x in flags.ravel() ^ peer_flags],
+            }
             outgoing += [peer_theta, peer_flags]
     if mine:
         channel.send_array("params.local", np.concatenate(outgoing))
@@ -86,21 +97,42 @@ def _local_parameters(scorer: SecureScorer, families: dict[str, Family], disclos
     offset = 0
     for v in theirs:
         d, size = schema.cardinality(v), cells[v]
-        values, flags = received[offset : offset + size], received[offset + size : offset + 2 * size]
+        values, flags = (
+            received[offset : offset + size],
+            received[offset + size : offset + 2 * size],
+        )
         offset += 2 * size
         if np.any(flags > 1):
             raise ProtocolError(f"params.local: flags of {v!r} are not bits")
         if disclosure == "shared":
-            view.shares[v] = {"theta": [int(x) for x in values], "unobserved": [int(x) for x in flags]}
+            view.shares[v] = {
+                "theta": [int(x) for x in values],
+                "unobserved": [int(x) for x in flags],
+            }
             continue
         cpt = values.view(np.float64).reshape(-1, d)
-        if not np.all(np.isfinite(cpt)) or np.any(cpt < 0) or np.any(np.abs(cpt.sum(axis=1) - 1) > 1e-9):
-            raise ProtocolError(f"params.local: the peer's CPT of {v!r} is not a conditional distribution")
+        if (
+            not np.all(np.isfinite(cpt))
+            or np.any(cpt < 0)
+            or np.any(np.abs(cpt.sum(axis=1) - 1) > 1e-9)
+        ):
+            raise ProtocolError(
+                f"params.local: the peer's CPT of {v!r} is not a conditional distribution"
+            )
         unobserved = np.flatnonzero(flags.reshape(-1, d)[:, 0])
-        _record_cpt(scorer, view, v, cpt.copy(), unobserved, "announced by its owner (Yang-Wright 7.1, case 1)")
+        _record_cpt(
+            scorer,
+            view,
+            v,
+            cpt.copy(),
+            unobserved,
+            "announced by its owner (Yang-Wright 7.1, case 1)",
+        )
 
 
-def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]], disclosure: str) -> SecureParameters:
+def secure_parameters(
+    scorer: SecureScorer, parents: dict[str, tuple[str, ...]], disclosure: str
+) -> SecureParameters:
     """alpha_ijk / alpha_ij for the learned structure (Yang-Wright Sec. 7.1, Fig. 4), from
     the table shares the search already holds (Sec. 8.1).
 
@@ -130,7 +162,9 @@ def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]],
         cells = [scorer.count_shares[families[v]].reshape(-1, d) for v in variables]
         low = np.uint64((1 << scorer.count_bits) - 1)  # counts fit: shares mod 2^count_bits suffice
         numerators = np.concatenate([c.ravel() for c in cells]).astype(np.uint64) & low
-        denominators = np.concatenate([np.repeat(c.sum(axis=1, dtype=np.uint64), d) for c in cells]) & low
+        denominators = (
+            np.concatenate([np.repeat(c.sum(axis=1, dtype=np.uint64), d) for c in cells]) & low
+        )
         reveal = _reveal_for(disclosure, owner)
         out = scorer.yao.run(
             division_circuit(scorer.count_bits, d),
@@ -149,12 +183,21 @@ def secure_parameters(scorer: SecureScorer, parents: dict[str, tuple[str, ...]],
                 continue
             cpt = np.array(theta, dtype=float).reshape(-1, d) / (1 << PARAM_FRAC)
             unobserved = np.flatnonzero(np.array(flags).reshape(-1, d)[:, 0])
-            _record_cpt(scorer, view, v, cpt, unobserved, "garbled division (Yang-Wright 7.1, cases 2 and 3)")
+            _record_cpt(
+                scorer,
+                view,
+                v,
+                cpt,
+                unobserved,
+                "garbled division (Yang-Wright 7.1, cases 2 and 3)",
+            )
     scorer.clock.add("parameters", started)
     return view
 
 
-def family_record_counts(scorer: SecureScorer, parents: dict[str, tuple[str, ...]]) -> dict[str, int]:
+def family_record_counts(
+    scorer: SecureScorer, parents: dict[str, tuple[str, ...]]
+) -> dict[str, int]:
     """Open N_i = sum_jk alpha_ijk of each family of the learned network to both parties.
 
     Under available-case analysis a family counts only its complete records, so N_i may be
@@ -173,9 +216,13 @@ def family_record_counts(scorer: SecureScorer, parents: dict[str, tuple[str, ...
     for v, a, b in zip(schema.names, mine, theirs, strict=True):
         total = (a + b) % (1 << 64)
         if total > scorer.n_records:
-            raise ProtocolError(f"family_records: the count of {v!r}'s family exceeds the {scorer.n_records} records")
+            raise ProtocolError(
+                f"family_records: the count of {v!r}'s family exceeds the {scorer.n_records} records"
+            )
         counts[v] = total
     scorer.ledger.record(
-        "family_records", counts, "sum of the family's table shares, opened (available-case analysis)"
+        "family_records",
+        counts,
+        "sum of the family's table shares, opened (available-case analysis)",
     )
     return counts

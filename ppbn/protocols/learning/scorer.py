@@ -46,7 +46,9 @@ from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.tables import MISSING, TablesSession, config_index, run_tables
 from ppbn.protocols.yao import YaoParty
 
-TERMS_LANE_SESSION = b"|terms lane"  # the second half's lane: its own session label, so its own hashes
+TERMS_LANE_SESSION = (
+    b"|terms lane"  # the second half's lane: its own session label, so its own hashes
+)
 PIPELINE_GROUPS = 4  # a batch of families is scored in up to this many groups ...
 PIPELINE_MIN_TERMS = 2048  # ... of at least this many secure terms each
 
@@ -90,23 +92,37 @@ class SecureScorer:
         self.progress = progress
         self.paillier = paillier if paillier is not None else OpCounters()
         # records are complete unless available-case: the table phase may derive counts (``tables``)
-        self.tables = TablesSession(replace(config.tables, complete_records=not config.available_case))
+        self.tables = TablesSession(
+            replace(config.tables, complete_records=not config.available_case)
+        )
         max_d = max(v.cardinality for v in schema.variables)
         bdeu = config.mode == "bdeu"
         if bdeu and not config.ess > 0:
             raise ValueError("the BDeu equivalent sample size must be > 0")
         # counts below 2^K: rows are alpha_ij + d - 1 (yw, exact), or alpha_ij + a_j < n + ess (bdeu)
-        self.count_bits = count_bits_for(n_records + math.ceil(config.ess) + 1 if bdeu else n_records + max_d - 1)
+        self.count_bits = count_bits_for(
+            n_records + math.ceil(config.ess) + 1 if bdeu else n_records + max_d - 1
+        )
         self.shift_frac = shift_frac_for(self.count_bits) if bdeu else 0
         # the garbled phases share the party's executor (and seeds) with the table phase
         self._engine = self._terms_engine(channel, self.tables.seeds, keep_openings)
-        self.yao, self.arith, self.backend = self._engine.yao, self._engine.arith, self._engine.backend
-        self._lane: tuple[Channel, TermsEngine] | None = None  # ``_lane_engine``, opened on first use
+        self.yao, self.arith, self.backend = (
+            self._engine.yao,
+            self._engine.arith,
+            self._engine.backend,
+        )
+        self._lane: tuple[Channel, TermsEngine] | None = (
+            None  # ``_lane_engine``, opened on first use
+        )
         self._lane_seeds = self.tables.seeds.next() if self.tables.seeds.fixed else None
-        self._sections: dict[str, str] = {}  # phase -> the channel's byte section the party layer gave it
+        self._sections: dict[
+            str, str
+        ] = {}  # phase -> the channel's byte section the party layer gave it
         self._announced = threading.Condition()  # ``_sections`` grew
         self.clock = PhaseClock()
-        self.score_bits = score_bits(schema, n_records, config.largest_parents, config.c_star, config.ess if bdeu else 0.0)
+        self.score_bits = score_bits(
+            schema, n_records, config.largest_parents, config.c_star, config.ess if bdeu else 0.0
+        )
         self.count_shares: dict[Family, np.ndarray] = {}
         self.score_shares: dict[tuple[str, frozenset[str]], np.ndarray] = {}
         # paired mode (available-case): (child, parents, given) -> score share on the records
@@ -116,7 +132,9 @@ class SecureScorer:
         self.cell_sums: dict[frozenset[str], int] = {}
         # the sum of the secure row terms per (parents, row offset, bdeu shift); not checkpointed
         self.row_sums: dict[tuple[frozenset[str], int, float | None], int] = {}
-        self._term_memo: dict[float | None, dict[int, int]] = {}  # ``_own_terms``: shift -> count -> term
+        self._term_memo: dict[
+            float | None, dict[int, int]
+        ] = {}  # ``_own_terms``: shift -> count -> term
         self.evaluations = 0
 
     def phase(self, name: str) -> None:
@@ -131,20 +149,38 @@ class SecureScorer:
         """The byte section the party layer gave ``phase`` on the channel (a lane labels its
         bytes alike): the first time, once the main thread has announced it."""
         with self._announced:
-            self._announced.wait_for(lambda: phase in self._sections, timeout=self.channel.timeout_s)
+            self._announced.wait_for(
+                lambda: phase in self._sections, timeout=self.channel.timeout_s
+            )
             return self._sections.get(phase, self.channel.stats.section)
 
     def _terms_engine(self, channel: Channel, seeds: TaskSeeds, keep_openings: bool) -> TermsEngine:
         """Garbling and share-arithmetic sessions over ``channel``, on the party's executor."""
         config = self.config
         batches = {"seeds": seeds, "executor": lambda: self.tables.executor}
-        yao = YaoParty(channel, dh_bits=config.dh_bits, gc_inline_below=config.gc_inline_below,
-                       ot_inline_below=config.ot_inline_below, **batches)  # fmt: skip
+        yao = YaoParty(
+            channel,
+            dh_bits=config.dh_bits,
+            gc_inline_below=config.gc_inline_below,
+            ot_inline_below=config.ot_inline_below,
+            **batches,
+        )
         session = arith.ArithSession(
-            channel, self.role, keep_openings, dh_bits=config.dh_bits, ot_inline_below=config.ot_inline_below, **batches
+            channel,
+            self.role,
+            keep_openings,
+            dh_bits=config.dh_bits,
+            ot_inline_below=config.ot_inline_below,
+            **batches,
         )
         return TermsEngine(
-            yao, session, SecureBackend(session, self.role), self.role, config.mode, self.count_bits, self.shift_frac
+            yao,
+            session,
+            SecureBackend(session, self.role),
+            self.role,
+            config.mode,
+            self.count_bits,
+            self.shift_frac,
         )
 
     def _lane_engine(self) -> tuple[Channel, TermsEngine]:
@@ -154,11 +190,18 @@ class SecureScorer:
         constructor, so a run still repeats whatever the threads' interleaving."""
         if self._lane is None:
             lane = self.channel.open_lane(session=self.channel.session + TERMS_LANE_SESSION)
-            self._lane = (lane, self._terms_engine(lane, TaskSeeds(self._lane_seeds), self.arith.openings is not None))
+            self._lane = (
+                lane,
+                self._terms_engine(
+                    lane, TaskSeeds(self._lane_seeds), self.arith.openings is not None
+                ),
+            )
         return self._lane
 
     # -- tables -------------------------------------------------------------------------
-    def table_shares(self, families: Sequence[Family], lane: Channel | None = None) -> dict[Family, np.ndarray]:
+    def table_shares(
+        self, families: Sequence[Family], lane: Channel | None = None
+    ) -> dict[Family, np.ndarray]:
         """Shares of each family's count table, axes in the family's order. A table depends
         only on the set of its variables, so it is computed once per set (in schema order)
         and transposed locally for the other orders: hill climbing asks for u | v and v | u.
@@ -179,16 +222,24 @@ class SecureScorer:
             started = time.perf_counter()
             self.count_shares.update(
                 run_tables(
-                    self.channel if lane is None else lane, self.role, self.schema, self.codes, missing,
-                    counters=self.paillier, progress=self.progress if lane is None else None, session=self.tables,
+                    self.channel if lane is None else lane,
+                    self.role,
+                    self.schema,
+                    self.codes,
+                    missing,
+                    counters=self.paillier,
+                    progress=self.progress if lane is None else None,
+                    session=self.tables,
                 )
-            )  # fmt: skip
+            )
             self.clock.add("tables", started)
         for family in families:
             if family not in self.count_shares:
                 base = canonical(family)
                 axes = [base.index(v) for v in family]
-                self.count_shares[family] = np.ascontiguousarray(np.transpose(self.count_shares[base], axes))
+                self.count_shares[family] = np.ascontiguousarray(
+                    np.transpose(self.count_shares[base], axes)
+                )
         return {f: self.count_shares[f] for f in families}
 
     # -- terms ----------------------------------------------------------------------------
@@ -216,7 +267,9 @@ class SecureScorer:
         lane, engine = self._lane_engine()
         low, high = (None, None) if shifts is None else (shifts[:half], shifts[half:])
 
-        def mark(phase: str) -> None:  # the lane's bytes go to the section its phase has on the channel
+        def mark(
+            phase: str,
+        ) -> None:  # the lane's bytes go to the section its phase has on the channel
             lane.stats.section = self._section_of(phase)
 
         mark("ln terms (Yao)")
@@ -261,7 +314,9 @@ class SecureScorer:
                 following = _Background(lane.name, self.table_shares, groups[index + 1], lane)
             tables = self.table_shares(families)  # computed by now: a lookup
             cells = [tables[fam].reshape(-1, self.schema.cardinality(fam[-1])) for fam in families]
-            for family, share in zip(families, self._score_cells(cells, families, cache_cells=True), strict=True):
+            for family, share in zip(
+                families, self._score_cells(cells, families, cache_cells=True), strict=True
+            ):
                 self.score_shares[(family[-1], frozenset(family[:-1]))] = share
             if following is not None:
                 following.join()
@@ -278,7 +333,11 @@ class SecureScorer:
         the first group gets half a share: its table phase is the one nothing overlaps.
         Both parties split alike: the families and their sizes are public."""
         sizes = [self._secure_terms(fam) for fam in families]
-        most = min(PIPELINE_GROUPS, sum(sizes) // PIPELINE_MIN_TERMS, len(families)) if self.config.overlap_tables else 1
+        most = (
+            min(PIPELINE_GROUPS, sum(sizes) // PIPELINE_MIN_TERMS, len(families))
+            if self.config.overlap_tables
+            else 1
+        )
         count = max(1, most)
         share = sum(sizes) / (count - 0.5) if count > 1 else 0.0
         groups: list[list[Family]] = []
@@ -316,16 +375,25 @@ class SecureScorer:
             families = [(*ps, z, c) for c, ps, z in wanted]
             tables = self.table_shares(families)
             cells = [
-                tables[fam].sum(axis=len(fam) - 2, dtype=np.uint64).reshape(-1, self.schema.cardinality(fam[-1]))
+                tables[fam]
+                .sum(axis=len(fam) - 2, dtype=np.uint64)
+                .reshape(-1, self.schema.cardinality(fam[-1]))
                 for fam in families
             ]
             # the rows count the records complete in the given variable too: not the parents' owner's own counts
-            for key, share in zip(wanted, self._score_cells(cells, families, own_rows=False), strict=True):
+            for key, share in zip(
+                wanted, self._score_cells(cells, families, own_rows=False), strict=True
+            ):
                 self.paired_shares[key] = share
         return [self.paired_shares[k] for k in keys]
 
     def _score_cells(
-        self, tables: Sequence[np.ndarray], families: Sequence[Family], *, cache_cells: bool = False, own_rows: bool = True
+        self,
+        tables: Sequence[np.ndarray],
+        families: Sequence[Family],
+        *,
+        cache_cells: bool = False,
+        own_rows: bool = True,
     ) -> list[np.ndarray]:
         """Score shares of (q, d) count-table shares: cell terms - row terms + public term.
 
@@ -363,7 +431,9 @@ class SecureScorer:
             row_key = None
             if row_owner is None and cache_cells and not self.config.available_case:
                 row_key = (frozenset(family[:-1]), row_offset, row_shift)
-            rows_fresh = row_key is None or (row_key not in self.row_sums and row_key not in fresh_rows)
+            rows_fresh = row_key is None or (
+                row_key not in self.row_sums and row_key not in fresh_rows
+            )
             if row_key is not None and rows_fresh:
                 fresh_rows.add(row_key)
             own_cells = own_rows_sum = 0
@@ -373,7 +443,11 @@ class SecureScorer:
                 pieces.append(cells.ravel())
                 shifts += [cell_shift] * cells.size
             if row_owner == self.role:
-                rows = cells.sum(axis=1, dtype=np.uint64) if owner else self._parent_counts(family[:-1])
+                rows = (
+                    cells.sum(axis=1, dtype=np.uint64)
+                    if owner
+                    else self._parent_counts(family[:-1])
+                )
                 own_rows_sum = self._own_terms(rows + np.uint64(row_offset), row_shift)
             elif row_owner is None and rows_fresh:
                 rows = cells.sum(axis=1, dtype=np.uint64)
@@ -381,23 +455,46 @@ class SecureScorer:
                 shifts += [row_shift] * q
             n_cells = cells.size if owner is None and fresh else 0
             n_rows = q if row_owner is None and rows_fresh else 0
-            layout.append((n_cells, n_rows, fresh, own_cells, own_rows_sum, q, d, key, rows_fresh, row_key))
+            layout.append(
+                (n_cells, n_rows, fresh, own_cells, own_rows_sum, q, d, key, rows_fresh, row_key)
+            )
         terms = None
         if pieces:
-            terms = self.terms(np.concatenate(pieces).astype(np.uint64), shifts if mode == "bdeu" else None)
+            terms = self.terms(
+                np.concatenate(pieces).astype(np.uint64), shifts if mode == "bdeu" else None
+            )
 
         def secure_sum(start: int, stop: int) -> int:
             return ring.to_ints(ring.sum(terms[start:stop]))[0] if stop > start else 0
 
         offset = 0
         out = []
-        for n_cells, n_rows, fresh, own_cells, own_rows_sum, q, d, key, rows_fresh, row_key in layout:
-            cell_sum = own_cells + secure_sum(offset, offset + n_cells)  # Python ints, reduced by ring.constant
+        for (
+            n_cells,
+            n_rows,
+            fresh,
+            own_cells,
+            own_rows_sum,
+            q,
+            d,
+            key,
+            rows_fresh,
+            row_key,
+        ) in layout:
+            cell_sum = own_cells + secure_sum(
+                offset, offset + n_cells
+            )  # Python ints, reduced by ring.constant
             if key is not None:
-                cell_sum = self.cell_sums.setdefault(key, cell_sum) if fresh else self.cell_sums[key]
+                cell_sum = (
+                    self.cell_sums.setdefault(key, cell_sum) if fresh else self.cell_sums[key]
+                )
             row_sum = own_rows_sum + secure_sum(offset + n_cells, offset + n_cells + n_rows)
             if row_key is not None:
-                row_sum = self.row_sums.setdefault(row_key, row_sum) if rows_fresh else self.row_sums[row_key]
+                row_sum = (
+                    self.row_sums.setdefault(row_key, row_sum)
+                    if rows_fresh
+                    else self.row_sums[row_key]
+                )
             share = cell_sum - row_sum
             offset += n_cells + n_rows
             if self.role == GARBLER:
@@ -414,7 +511,13 @@ class SecureScorer:
         fresh = [int(v) for v in values if int(v) not in memo]
         if fresh:
             per_count = None if shift is None else [Shift(shift, self.shift_frac)] * len(fresh)
-            memo.update(zip(fresh, term_fixed_many(fresh, self.count_bits, self.config.mode, per_count), strict=True))
+            memo.update(
+                zip(
+                    fresh,
+                    term_fixed_many(fresh, self.count_bits, self.config.mode, per_count),
+                    strict=True,
+                )
+            )
         return sum(memo[int(v)] * int(r) for v, r in zip(values, repeats, strict=True))
 
     def _parent_counts(self, parents: Family) -> np.ndarray:
@@ -423,8 +526,12 @@ class SecureScorer:
         columns = {v.name: j for j, v in enumerate(self.schema.owned_by(self.role))}
         configs = config_index(self.schema, self.codes, columns, parents)
         if (configs == MISSING).any():
-            raise ValueError("a missing cell outside available-case analysis: the loader should have refused it")
-        return np.bincount(configs, minlength=math.prod(self.schema.cardinalities(parents))).astype(np.uint64)
+            raise ValueError(
+                "a missing cell outside available-case analysis: the loader should have refused it"
+            )
+        return np.bincount(configs, minlength=math.prod(self.schema.cardinalities(parents))).astype(
+            np.uint64
+        )
 
 
 class _Background:

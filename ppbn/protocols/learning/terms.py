@@ -91,10 +91,14 @@ class SecureBackend:
         return arith.truncate(self.session, x, bits, bound_bits)
 
     def mul(self, x, y, bits: int, bound_bits: int, operand_bits: tuple[int, int]):
-        return arith.mul(self.session, x, y, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits)
+        return arith.mul(
+            self.session, x, y, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits
+        )
 
     def square(self, x, bits: int, bound_bits: int, operand_bits: int):
-        return arith.square(self.session, x, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits)
+        return arith.square(
+            self.session, x, truncate=bits, bound_bits=bound_bits, operand_bits=operand_bits
+        )
 
     def bit_mul(self, x, y, x_bits: int, y_bits: int):
         if x.shape[1] != x_bits:
@@ -107,7 +111,10 @@ def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
     (``shared_outputs``; ``arith.bit_mul`` takes them), the masked table indices to the
     evaluator."""
     masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(spec.mode) else [])
-    return {**dict.fromkeys(shared_outputs(spec), Reveal.BIT_SHARES), **dict.fromkeys(masked, Reveal.EVALUATOR)}
+    return {
+        **dict.fromkeys(shared_outputs(spec), Reveal.BIT_SHARES),
+        **dict.fromkeys(masked, Reveal.EVALUATOR),
+    }
 
 
 @dataclass
@@ -125,7 +132,9 @@ class TermsEngine:
     count_bits: int
     shift_frac: int  # bdeu's shifts' fraction bits (``fixedpoint.shift_frac_for``), else 0
 
-    def normalise(self, x_shares: np.ndarray, shift: Shift | None) -> tuple[dict, dict[str, np.ndarray]]:
+    def normalise(
+        self, x_shares: np.ndarray, shift: Shift | None
+    ) -> tuple[dict, dict[str, np.ndarray]]:
         """One run of the normalisation circuit: XOR shares of the bits of f and x2 ((n, w)
         0/1 arrays; ``fixedpoint.normalise``), and this party's view of the masked table
         indices (alice's pads, bob's masked values)."""
@@ -140,13 +149,19 @@ class TermsEngine:
         if self.role == GARBLER:
             rng = ring.RandomRing()
             widths = {
-                "k": index_bits(self.count_bits + spec.shift_frac), "j": spec.mantissa_bits, "c": c_index_bits(mode)
+                "k": index_bits(self.count_bits + spec.shift_frac),
+                "j": spec.mantissa_bits,
+                "c": c_index_bits(mode),
             }
-            pads = {name: rng.uint64(n) & np.uint64((1 << w) - 1) for name, w in widths.items() if w}
+            pads = {
+                name: rng.uint64(n) & np.uint64((1 << w) - 1) for name, w in widths.items() if w
+            }
             out = self.yao.run(
-                circuit, garbler=True, outputs=outputs,
+                circuit,
+                garbler=True,
+                outputs=outputs,
                 inputs={"xa": low, **{f"mu_{name}": pad for name, pad in pads.items()}},
-            )  # fmt: skip
+            )
             return {name: values_to_bits(out[name], w).T for name, w in shared.items()}, pads
         out = self.yao.run(circuit, garbler=False, outputs=outputs, inputs={"xb": low})
         bits = {name: values_to_bits(out[name], w).T for name, w in shared.items()}
@@ -196,14 +211,23 @@ class TermsEngine:
         # message per index), and the C-table(s) on c; each entry at its own width
         shift_frac = self.shift_frac if mode == "bdeu" else 0
         k_bits = self.count_bits + shift_frac
-        requests = [(tables_on_k(mode, self.count_bits, shift_frac), index("k")), (list(TABLES_ON_J), index("j"))]
+        requests = [
+            (tables_on_k(mode, self.count_bits, shift_frac), index("k")),
+            (list(TABLES_ON_J), index("j")),
+        ]
         if mode in ("exact", "yw0"):
             requests.append(([c_table(mode)], index("c")))
         elif mode == "bdeu":
-            requests += [([c_table(mode, Shift(a, self.shift_frac))], runs[a][1]["c"]) for a in groups]
+            requests += [
+                ([c_table(mode, Shift(a, self.shift_frac))], runs[a][1]["c"]) for a in groups
+            ]
         on_k, (ln_r, reciprocal), *on_c = arith.lookup_batch(self.arith, requests)
         k_ln2 = on_k[0]
-        inv = inv_on(self.backend, reciprocal, on_k[1], k_bits, shift_frac) if mode in ("exact", "bdeu") else None
+        inv = (
+            inv_on(self.backend, reciprocal, on_k[1], k_bits, shift_frac)
+            if mode in ("exact", "bdeu")
+            else None
+        )
         c_entry = None
         if mode in ("exact", "yw0"):
             c_entry = on_c[0][0]
@@ -216,11 +240,18 @@ class TermsEngine:
         if shifts is not None:
             coefficients = ShiftCoefficients.of([Shift(float(a), self.shift_frac) for a in shifts])
         result = terms_on(
-            self.backend, mode, self.count_bits, reduced_argument_on(self.backend, gathered("f"), reciprocal, k_bits),
-            gathered("x2"), k_ln2, ln_r, c_entry, inv, coefficients,
-        )  # fmt: skip
+            self.backend,
+            mode,
+            self.count_bits,
+            reduced_argument_on(self.backend, gathered("f"), reciprocal, k_bits),
+            gathered("x2"),
+            k_ln2,
+            ln_r,
+            c_entry,
+            inv,
+            coefficients,
+        )
         self.arith.settle()  # the last product's lift, before the result leaves the terms
         if clock is not None:
             clock.add("ln and x ln x (shares)", started)
         return result
-

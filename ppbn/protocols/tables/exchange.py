@@ -56,7 +56,9 @@ from ppbn.protocols.tables.plan import (
 )
 from ppbn.protocols.tables.session import TASK_PIECE, HeldGroup, TablesSession, piece_payload
 
-PROTOCOL_VERSION = 3  # 2: re-randomizers over the key owner's encryptor base; 3: derived last configuration
+PROTOCOL_VERSION = (
+    3  # 2: re-randomizers over the key owner's encryptor base; 3: derived last configuration
+)
 TABLES_PROTOCOL = b"ppbn/tables"
 SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
@@ -117,14 +119,20 @@ def run_tables(
             session.close()
 
 
-def _check_inputs(schema: Schema, role: str, codes: np.ndarray, families: Sequence[Family]) -> list[Family]:
+def _check_inputs(
+    schema: Schema, role: str, codes: np.ndarray, families: Sequence[Family]
+) -> list[Family]:
     owned = schema.owned_by(role)
     if codes.ndim != 2 or codes.shape[1] != len(owned):
-        raise ValueError(f"codes must have shape (n, {len(owned)}) for {role}'s variables, got {codes.shape}")
+        raise ValueError(
+            f"codes must have shape (n, {len(owned)}) for {role}'s variables, got {codes.shape}"
+        )
     for j, var in enumerate(owned):
         column = codes[:, j]
         if column.size and (column.min() < MISSING or column.max() >= var.cardinality):
-            raise ValueError(f"codes of {var.name!r} must lie in [0, {var.cardinality}) or be {MISSING} (missing)")
+            raise ValueError(
+                f"codes of {var.name!r} must lie in [0, {var.cardinality}) or be {MISSING} (missing)"
+            )
     out = []
     for family in families:
         family = tuple(family)
@@ -165,7 +173,9 @@ def _hello(
     ]
     for name, a, b in zip(names, mine, theirs, strict=False):
         if a != b:
-            raise ProtocolError(f"tables: the {name} differs between the parties (peer {b}, here {a})")
+            raise ProtocolError(
+                f"tables: the {name} differs between the parties (peer {b}, here {a})"
+            )
     held_count, sent_count = theirs[7], theirs[8]
     if held_count > MAX_CACHE_ENTRIES or sent_count > MAX_CACHE_ENTRIES:
         raise ProtocolError("tables: peer announced an absurd number of cached groups")
@@ -191,7 +201,9 @@ def _run(
     n_records = int(codes.shape[0])
     config = session.config
     if config.complete_records and codes.size and codes.min() < 0:
-        raise ValueError("tables: a missing cell, but complete records were agreed (only available-case allows them)")
+        raise ValueError(
+            "tables: a missing cell, but complete records were agreed (only available-case allows them)"
+        )
     usable = _hello(channel, schema, n_records, families, session)
     cached = {role: usable["mine"], other(role): usable["theirs"]}
     plan = make_plan(schema, families, n_records, config, cached)
@@ -209,7 +221,9 @@ def _run(
     width = slot_bits(n_records, config.statistical_bits)
     for direction in plan.directions:
         if direction.encrypter == role:
-            pair_shares = _encrypt_side(channel, schema, codes, columns, direction, session, counters, progress, width)
+            pair_shares = _encrypt_side(
+                channel, schema, codes, columns, direction, session, counters, progress, width
+            )
         else:
             pair_shares = _aggregate_side(
                 channel, schema, codes, columns, direction, session, counters, progress, width
@@ -218,9 +232,14 @@ def _run(
         if config.complete_records and direction.aggregator == role:
             aggregated = {sy for _, sy in direction.pairs}
             y_counts = {
-                sy: np.bincount(config_index(schema, codes, columns, sy), minlength=configs(schema, sy)) for sy in aggregated
+                sy: np.bincount(
+                    config_index(schema, codes, columns, sy), minlength=configs(schema, sy)
+                )
+                for sy in aggregated
             }
-        _assemble(schema, families, direction, pair_shares, result, config.complete_records, y_counts)
+        _assemble(
+            schema, families, direction, pair_shares, result, config.complete_records, y_counts
+        )
     return result
 
 
@@ -252,7 +271,9 @@ def _encrypt_side(
         for start, stop in chunk_bounds(n_records, config.chunk_size):
             positions = bit_positions(schema, codes[start:stop], columns, group, width)
             seed = session.seeds.next()
-            pooled = encryptor.take_pooled(stop - start) if encryptor.pooled >= stop - start else b""
+            pooled = (
+                encryptor.take_pooled(stop - start) if encryptor.pooled >= stop - start else b""
+            )
             yield encryptor.spec, positions, seed, pooled
 
     for group in fresh:
@@ -336,15 +357,22 @@ def _aggregate_group(
                 counters.add(ciphertexts_received=stop - start)
                 if keep is not None:
                     keep.add(payload)
-            yield executor.submit(multiply_by_label, public.n, payload, chunk_labels(start, stop), cluster_sizes)
+            yield executor.submit(
+                multiply_by_label, public.n, payload, chunk_labels(start, stop), cluster_sizes
+            )
             if held is None:
                 on_chunk(stop - start)
 
-    products, multiplications = executor.tree_reduce(combine_products, leaves(), (public.n,), TREE_FANIN)
+    products, multiplications = executor.tree_reduce(
+        combine_products, leaves(), (public.n,), TREE_FANIN
+    )
     counters.add(ciphertext_multiplications=multiplications)
     out = []
     for blob in products:
-        values = (mpz(int.from_bytes(blob[i : i + ct_bytes], "big")) for i in range(0, len(blob), ct_bytes))
+        values = (
+            mpz(int.from_bytes(blob[i : i + ct_bytes], "big"))
+            for i in range(0, len(blob), ct_bytes)
+        )
         out.append([None if v == 1 else v for v in values])
     return out
 
@@ -366,7 +394,12 @@ def _aggregate_side(
         channel.recv("tables.public_key", max_bytes=(config.key_bits + 7) // 8), config.key_bits
     )
     ct_bytes = public.ciphertext_bytes
-    (base,) = decode_ciphertexts(channel.recv("tables.randomizer_base", max_bytes=ct_bytes), 1, public, "tables.randomizer_base")
+    (base,) = decode_ciphertexts(
+        channel.recv("tables.randomizer_base", max_bytes=ct_bytes),
+        1,
+        public,
+        "tables.randomizer_base",
+    )
     base = check_randomizer_base(base, public, "tables.randomizer_base")
     n_records = codes.shape[0]
     nsquare = mpz(public.nsquare)
@@ -388,7 +421,11 @@ def _aggregate_side(
         if progress is not None:
             progress("aggregate", done, fresh_total)
 
-    label_cards = {u: label_cardinalities(schema, codes, columns, u) for unions in plan.clusters for u in unions}
+    label_cards = {
+        u: label_cardinalities(schema, codes, columns, u)
+        for unions in plan.clusters
+        for u in unions
+    }
     for gi, group in enumerate(plan.groups):
         clusters = plan.clusters[gi]
         cluster_sizes = [math.prod(label_cards[u]) for u in clusters]
@@ -405,10 +442,19 @@ def _aggregate_side(
 
         accumulators.append(
             _aggregate_group(
-                channel, executor, public, chunk_labels, cluster_sizes, n_records, config.chunk_size,
-                held, keep, counters, advance,
+                channel,
+                executor,
+                public,
+                chunk_labels,
+                cluster_sizes,
+                n_records,
+                config.chunk_size,
+                held,
+                keep,
+                counters,
+                advance,
             )
-        )  # fmt: skip
+        )
         if keep is not None:
             session.held[digest] = keep
     # marginalise each cluster to the subsets it serves
@@ -416,7 +462,8 @@ def _aggregate_side(
     for piece in randomizer_pieces:
         blob = piece_payload(piece)
         randomizers.extend(
-            mpz(int.from_bytes(blob[i : i + ct_bytes], "big")) for i in range(0, len(blob), ct_bytes)
+            mpz(int.from_bytes(blob[i : i + ct_bytes], "big"))
+            for i in range(0, len(blob), ct_bytes)
         )
     counters.add(randomizers=len(randomizers))
     shares = []
@@ -496,13 +543,19 @@ def _assemble(
             table[piece.start : piece.stop, :] = slot_shares[:, offset : offset + piece.size].T
         if complete_records:  # uint64 arithmetic wraps mod 2^64, the share modulus
             others = table[:-1].sum(axis=0, dtype=np.uint64)
-            base = np.zeros(table.shape[1], dtype=np.uint64) if y_counts is None else y_counts[sy].astype(np.uint64)
+            base = (
+                np.zeros(table.shape[1], dtype=np.uint64)
+                if y_counts is None
+                else y_counts[sy].astype(np.uint64)
+            )
             table[-1] = base - others
         axes = sx + sy
         shaped = table.reshape(schema.cardinalities(sx) + schema.cardinalities(sy))
         result[family] = np.ascontiguousarray(np.transpose(shaped, [axes.index(v) for v in family]))
 
 
-def reconstruct(alice: dict[Family, np.ndarray], bob: dict[Family, np.ndarray]) -> dict[Family, np.ndarray]:
+def reconstruct(
+    alice: dict[Family, np.ndarray], bob: dict[Family, np.ndarray]
+) -> dict[Family, np.ndarray]:
     """Counts from both parties' shares. Only for tests and ``--reveal-for-testing`` runs."""
     return {f: (alice[f] + bob[f]).astype(np.uint64) for f in alice}

@@ -85,13 +85,17 @@ def per_alpha_cost(
         if len(owners) < 2:
             continue
         cells = math.prod(schema.cardinalities(family))
-        alice_configs = math.prod(schema.cardinality(v) for v in family if schema.owner(v) == "alice")
+        alice_configs = math.prod(
+            schema.cardinality(v) for v in family if schema.owner(v) == "alice"
+        )
         alphas += cells
         encryptions += cells * (n_records + 1)
         multiplications += alice_configs * n_records + cells
     ciphertexts = alphas * (n_records + 1)
     width = 2 * ((key_bits + 7) // 8)
-    return MethodCost("per-alpha", alphas, encryptions, alphas, multiplications, ciphertexts, ciphertexts * width)
+    return MethodCost(
+        "per-alpha", alphas, encryptions, alphas, multiplications, ciphertexts, ciphertexts * width
+    )
 
 
 # -- plan ----------------------------------------------------------------------------------------
@@ -169,12 +173,17 @@ def slot_bits(n_records: int, statistical_bits: int) -> int:
     return n_records.bit_length() + statistical_bits + 1
 
 
-def _pack(schema: Schema, subsets: Sequence[Subset], capacity: int, complete_records: bool) -> list[Group]:
+def _pack(
+    schema: Schema, subsets: Sequence[Subset], capacity: int, complete_records: bool
+) -> list[Group]:
     """First-fit decreasing of the subsets' encoded configurations into ciphertexts of ``capacity`` slots."""
     pieces = []
     for subset in subsets:
         total = _encoded(schema, subset, complete_records)
-        pieces.extend(Slice(subset, start, min(start + capacity, total)) for start in range(0, total, capacity))
+        pieces.extend(
+            Slice(subset, start, min(start + capacity, total))
+            for start in range(0, total, capacity)
+        )
     pieces.sort(key=lambda s: -s.size)
     bins: list[list[Slice]] = []
     for piece in pieces:
@@ -187,7 +196,9 @@ def _pack(schema: Schema, subsets: Sequence[Subset], capacity: int, complete_rec
     return [Group(tuple(b)) for b in bins]
 
 
-def _cluster(schema: Schema, subsets: Sequence[Subset], limit: int) -> tuple[list[Subset], dict[Subset, int]]:
+def _cluster(
+    schema: Schema, subsets: Sequence[Subset], limit: int
+) -> tuple[list[Subset], dict[Subset, int]]:
     """Greedy first-fit of Y's subsets into unions with at most ``limit`` joint configurations."""
     clusters: list[Subset] = []
     cluster_of: dict[Subset, int] = {}
@@ -245,8 +256,9 @@ def _direction_plan(
         unions, where = _cluster(schema, [sy for g, sy in pairs if g == gi], cluster_limit)
         clusters.append(unions)
         cluster_of.append(where)
-    return DirectionPlan(encrypter, pairs_needed, groups, cached, locate, pairs, clusters, cluster_of)
-
+    return DirectionPlan(
+        encrypter, pairs_needed, groups, cached, locate, pairs, clusters, cluster_of
+    )
 
 
 # Relative cost of operations, in multiplications mod N^2 (measured on 2048-bit keys).
@@ -258,7 +270,9 @@ _COST_CIPHERTEXT_SENT = 2
 def _plan_cost(schema: Schema, plan: DirectionPlan, n_records: int) -> int:
     fresh = sum(not c for c in plan.cached)
     records_mults = n_records * sum(len(c) for c in plan.clusters)
-    marginal = sum(configs(schema, plan.clusters[g][plan.cluster_of[g][sy]]) for g, sy in plan.pairs)
+    marginal = sum(
+        configs(schema, plan.clusters[g][plan.cluster_of[g][sy]]) for g, sy in plan.pairs
+    )
     returns = sum(configs(schema, sy) for _, sy in plan.pairs)
     sent = n_records * fresh + returns
     return (
@@ -336,7 +350,15 @@ def make_plan(
             ]
             if pairs:
                 plans.append(
-                    _direction_plan(schema, role, pairs, capacity, cached[role], cluster_limit, config.complete_records)
+                    _direction_plan(
+                        schema,
+                        role,
+                        pairs,
+                        capacity,
+                        cached[role],
+                        cluster_limit,
+                        config.complete_records,
+                    )
                 )
         cost = sum(_plan_cost(schema, p, n_records) for p in plans)
         if best is None or cost < best[0]:

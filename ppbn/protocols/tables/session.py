@@ -33,7 +33,9 @@ from ppbn.protocols.tables.config import TablesConfig
 from ppbn.protocols.tables.plan import Group
 
 TASK_PIECE = 512  # decryptions or re-randomizers per task: fixed, so seeds never depend on workers
-RESERVE_RERANDOMIZERS = 1024  # at most this many made ahead for the next phase (0.5 MB at 2048 bits)
+RESERVE_RERANDOMIZERS = (
+    1024  # at most this many made ahead for the next phase (0.5 MB at 2048 bits)
+)
 
 
 class _SpillFile:
@@ -148,7 +150,9 @@ class TablesSession:
             if self.encryptor is None:
                 private = self.keys.private
                 self.encryptor = FastEncryptor(
-                    self.keys.public, factors=(int(private.p), int(private.q)), stream=RandomStream(key_seed)
+                    self.keys.public,
+                    factors=(int(private.p), int(private.q)),
+                    stream=RandomStream(key_seed),
                 )
                 remember_encryptor(self.encryptor)
             return self.keys
@@ -172,7 +176,9 @@ class TablesSession:
             return
         self._take_key_seed()  # drawn here, in the job thread, so fixed seeds still repeat
         warm = n_records >= self.config.serial_below
-        self._preparing = threading.Thread(target=self._prepare, args=(warm,), daemon=True, name="tables-prepare")
+        self._preparing = threading.Thread(
+            target=self._prepare, args=(warm,), daemon=True, name="tables-prepare"
+        )
         self._preparing.start()
 
     def _prepare(self, warm: bool) -> None:
@@ -183,7 +189,9 @@ class TablesSession:
                 self.own_keys()
                 return
             executor = self.executor
-            spawned = executor.submit(int, 0)  # a local pool starts its workers while the key is made
+            spawned = executor.submit(
+                int, 0
+            )  # a local pool starts its workers while the key is made
             self.own_keys()
             spawned.result()
             self._warm_workers(executor)
@@ -196,7 +204,9 @@ class TablesSession:
         if executor.kind == "inline":
             encryptor.build_tables()
             return
-        for _ in executor.map(fast_randomizers_bytes, [(encryptor.spec, 1, bytes(SEED_BYTES))] * executor.workers):
+        for _ in executor.map(
+            fast_randomizers_bytes, [(encryptor.spec, 1, bytes(SEED_BYTES))] * executor.workers
+        ):
             pass
 
     def prepare(self, randomizers: int = 0) -> None:
@@ -249,10 +259,15 @@ class TablesSession:
             missing = min(count, RESERVE_RERANDOMIZERS) - sum(size for size, _ in self._reserve)
             self._reserve.extend(self._rerandomizer_tasks(spec, missing, executor))
 
-    def _rerandomizer_tasks(self, spec: tuple, count: int, executor: Executor) -> list[tuple[int, Pending]]:
+    def _rerandomizer_tasks(
+        self, spec: tuple, count: int, executor: Executor
+    ) -> list[tuple[int, Pending]]:
         """(size, task) for ``count`` new re-randomizers, in pieces of ``TASK_PIECE``."""
         sizes = [min(TASK_PIECE, count - i) for i in range(0, max(0, count), TASK_PIECE)]
-        return [(size, executor.submit(rerandomizers_bytes, spec, size, self.seeds.next())) for size in sizes]
+        return [
+            (size, executor.submit(rerandomizers_bytes, spec, size, self.seeds.next()))
+            for size in sizes
+        ]
 
     def _reserve_for(self, spec: tuple) -> None:
         """Keep the reserve only for ``spec``'s key: another key drops it (``_reserve_lock`` held)."""

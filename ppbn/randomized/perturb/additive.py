@@ -55,7 +55,9 @@ def check_edges(edges: np.ndarray) -> np.ndarray:
     """Bin edges as floats: at least two, finite, strictly increasing."""
     arr = np.asarray(edges, dtype=float).ravel()
     if arr.size < 2 or not np.all(np.isfinite(arr)) or np.any(np.diff(arr) <= 0):
-        raise RandomizationError("bin edges must be at least two finite, strictly increasing numbers")
+        raise RandomizationError(
+            "bin edges must be at least two finite, strictly increasing numbers"
+        )
     return arr
 
 
@@ -120,8 +122,9 @@ def _start(start: np.ndarray | None, k: int) -> np.ndarray:
     return pi if pi.min() > 0 else 0.999 * pi + 0.001 / k
 
 
-def _em(kernel: np.ndarray, weights: np.ndarray, start: np.ndarray, max_iter: int,
-        tol: float) -> tuple[np.ndarray, int, bool]:  # fmt: skip
+def _em(
+    kernel: np.ndarray, weights: np.ndarray, start: np.ndarray, max_iter: int, tol: float
+) -> tuple[np.ndarray, int, bool]:
     """pi_i <- pi_i sum_m w_m K[m, i] / (K pi)_m with sum_m w_m = 1, until no probability
     moves by more than ``tol``. The update keeps pi nonnegative and summing to 1."""
     pi = start
@@ -145,8 +148,15 @@ def _reachable(kernel: np.ndarray, noise: Noise, edges: np.ndarray, what: str) -
         )
 
 
-def em_individual(z: np.ndarray, noise: Noise, edges: np.ndarray, *, max_iter: int = 500,
-                  tol: float = 1e-6, start: np.ndarray | None = None) -> Reconstruction:  # fmt: skip
+def em_individual(
+    z: np.ndarray,
+    noise: Noise,
+    edges: np.ndarray,
+    *,
+    max_iter: int = 500,
+    tol: float = 1e-6,
+    start: np.ndarray | None = None,
+) -> Reconstruction:
     """EM of Agrawal and Aggarwal on the N perturbed values (Wu Sec. 3): O(N K) per iteration
     on the N x K kernel, held in memory (8 N K bytes)."""
     z = np.asarray(z, dtype=float)
@@ -172,8 +182,9 @@ def z_histogram_edges(z: np.ndarray, edges: np.ndarray, per_bin: int = 8) -> np.
     return np.linspace(lo, hi, count + 1)
 
 
-def quantized_problem(z: np.ndarray, noise: Noise, edges: np.ndarray,
-                      z_edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def quantized_problem(
+    z: np.ndarray, noise: Noise, edges: np.ndarray, z_edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Binned EM's data and point-spread function (Wu Sec. 3.4).
 
     Counts N_m of z per z-bin, and P[m, i] = c dt_m K(t_m, i): the probability that a z
@@ -193,9 +204,16 @@ def quantized_problem(z: np.ndarray, noise: Noise, edges: np.ndarray,
     return np.append(counts, 0).astype(float), np.vstack([inside, outside])
 
 
-def binned_em(z: np.ndarray, noise: Noise, edges: np.ndarray, *, z_edges: np.ndarray | None = None,
-              max_iter: int = 500, tol: float = 1e-6,
-              start: np.ndarray | None = None) -> Reconstruction:  # fmt: skip
+def binned_em(
+    z: np.ndarray,
+    noise: Noise,
+    edges: np.ndarray,
+    *,
+    z_edges: np.ndarray | None = None,
+    max_iter: int = 500,
+    tol: float = 1e-6,
+    start: np.ndarray | None = None,
+) -> Reconstruction:
     """Binned EM (Wu Sec. 3.4): one pass to histogram z, then O(M K) per iteration."""
     edges = check_edges(edges)
     if np.asarray(z).size == 0:
@@ -209,9 +227,14 @@ def binned_em(z: np.ndarray, noise: Noise, edges: np.ndarray, *, z_edges: np.nda
     return Reconstruction("binned-em", edges, pi, iterations, converged)
 
 
-def richardson_lucy(observed: np.ndarray, psf: np.ndarray, start: np.ndarray | None = None, *,
-                    max_iter: int = 500,
-                    tol: float = 1e-6) -> tuple[np.ndarray, int, bool]:  # fmt: skip
+def richardson_lucy(
+    observed: np.ndarray,
+    psf: np.ndarray,
+    start: np.ndarray | None = None,
+    *,
+    max_iter: int = 500,
+    tol: float = 1e-6,
+) -> tuple[np.ndarray, int, bool]:
     """Richardson-Lucy deconvolution (Richardson 1972, Lucy 1974; Snyder et al. 1992, Wu's
     ref. [11]) of data d = H u + noise, for a nonnegative H and d:
 
@@ -224,7 +247,9 @@ def richardson_lucy(observed: np.ndarray, psf: np.ndarray, start: np.ndarray | N
     d = np.asarray(observed, dtype=float)
     h = np.asarray(psf, dtype=float)
     if h.ndim != 2 or d.shape != (h.shape[0],) or np.any(h < 0) or np.any(d < 0):
-        raise RandomizationError("richardson_lucy needs d >= 0 of length M and H >= 0 of shape (M, K)")
+        raise RandomizationError(
+            "richardson_lucy needs d >= 0 of length M and H >= 0 of shape (M, K)"
+        )
     total = float(d.sum())
     sensitivity = h.sum(axis=0)
     u = np.full(h.shape[1], total / h.shape[1]) if start is None else np.asarray(start, float)
@@ -241,10 +266,16 @@ def richardson_lucy(observed: np.ndarray, psf: np.ndarray, start: np.ndarray | N
     return u, max_iter, False
 
 
-def richardson_lucy_reconstruction(z: np.ndarray, noise: Noise, edges: np.ndarray, *,
-                                   z_edges: np.ndarray | None = None, max_iter: int = 500,
-                                   tol: float = 1e-6,
-                                   start: np.ndarray | None = None) -> Reconstruction:  # fmt: skip
+def richardson_lucy_reconstruction(
+    z: np.ndarray,
+    noise: Noise,
+    edges: np.ndarray,
+    *,
+    z_edges: np.ndarray | None = None,
+    max_iter: int = 500,
+    tol: float = 1e-6,
+    start: np.ndarray | None = None,
+) -> Reconstruction:
     """Richardson-Lucy on the z histogram with the PSF of ``quantized_problem``: the same
     estimate as ``binned_em`` (Wu Sec. 3.4), reached as deconvolution."""
     edges = check_edges(edges)
@@ -310,8 +341,15 @@ class FourierEstimate:
         return mass / mass.sum()
 
 
-def fourier_estimate(z: np.ndarray, noise: Noise, lo: float, hi: float, *, harmonics: int = 12,
-                     max_gain: float = 10.0) -> FourierEstimate:  # fmt: skip
+def fourier_estimate(
+    z: np.ndarray,
+    noise: Noise,
+    lo: float,
+    hi: float,
+    *,
+    harmonics: int = 12,
+    max_gain: float = 10.0,
+) -> FourierEstimate:
     """Wu Sec. 3.1: c_k(X) = c_k(Z) / phi_Y(-2 pi k / L), k = 1..harmonics, with the gain
     1/|phi| capped at ``max_gain`` (Sec. 3.2). X must live in [lo, hi]. Wu's Fig. 1 uses
     12 harmonics."""
@@ -402,5 +440,7 @@ def information_loss(original: np.ndarray, estimate: np.ndarray) -> float:
     h = np.asarray(original, dtype=float)
     h_hat = np.asarray(estimate, dtype=float)
     if h.shape != h_hat.shape:
-        raise RandomizationError(f"information loss needs the same bins, got {h.shape} and {h_hat.shape}")
+        raise RandomizationError(
+            f"information loss needs the same bins, got {h.shape} and {h_hat.shape}"
+        )
     return 0.5 * float(np.abs(h - h_hat).sum())

@@ -135,7 +135,9 @@ class SupportEstimator:
         )
 
 
-def apriori_gen(frequent: Sequence[tuple[str, ...]], order: Mapping[str, int]) -> list[tuple[str, ...]]:
+def apriori_gen(
+    frequent: Sequence[tuple[str, ...]], order: Mapping[str, int]
+) -> list[tuple[str, ...]]:
     """Candidates of size k from frequent (k-1)-itemsets (items in ``order``): join those
     sharing their first k-2 items, keep a candidate only if all its (k-1)-subsets are
     frequent (Sec. 7.1.1)."""

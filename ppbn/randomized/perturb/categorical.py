@@ -39,15 +39,22 @@ class CategoricalEstimate:
         return self.counts / self.randomized.sum()
 
 
-def reconstruct(codes: np.ndarray, columns: Sequence[str], scheme: RandomizationScheme,
-                method: str = "em", of: Sequence[str] | None = None) -> CategoricalEstimate:  # fmt: skip
+def reconstruct(
+    codes: np.ndarray,
+    columns: Sequence[str],
+    scheme: RandomizationScheme,
+    method: str = "em",
+    of: Sequence[str] | None = None,
+) -> CategoricalEstimate:
     """Estimate the original count table of ``of`` (default: all ``columns``) from the
     randomized ``codes`` (n x len(columns), state indices) under ``scheme``.
 
     Every column randomized together with one of ``of`` must be among ``columns``.
     """
     if method not in METHODS:
-        raise RandomizationError(f"unknown method {method!r} for a categorical column (use moment or em)")
+        raise RandomizationError(
+            f"unknown method {method!r} for a categorical column (use moment or em)"
+        )
     wanted = tuple(columns if of is None else of)
     estimator = PramEstimator(columns, np.asarray(codes), scheme)
     counts = estimator.moment(wanted) if method == "moment" else estimator.em(wanted)

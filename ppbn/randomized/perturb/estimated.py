@@ -105,7 +105,9 @@ class RandomizedData:
         """A classifier's attributes: ``attributes`` or every column but the class."""
         if class_name not in self._position:
             raise UserError(f"class column {class_name!r} is not in the data")
-        chosen = [c for c in self.columns if c != class_name] if attributes is None else list(attributes)
+        chosen = (
+            [c for c in self.columns if c != class_name] if attributes is None else list(attributes)
+        )
         for name in chosen:
             if name == class_name:
                 raise UserError(f"{name!r} is the class; it cannot be an attribute too")

@@ -67,7 +67,9 @@ class Node:
     gain: float = 0.0
     children: list[Node] = field(default_factory=list)
 
-    def to_dict(self, classes: list[str], states: Mapping[str, Sequence[str]] | None) -> dict[str, Any]:
+    def to_dict(
+        self, classes: list[str], states: Mapping[str, Sequence[str]] | None
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {
             "label": classes[self.label],
             "counts": dict(zip(classes, np.round(self.counts, 3).tolist(), strict=True)),
@@ -81,6 +83,7 @@ class Node:
                 for name, child in zip(names, self.children, strict=True)
             }
         return out
+
 
 @dataclass(frozen=True)
 class DecisionTree:
@@ -141,9 +144,14 @@ def _render(
         return
     names = state_names(states, node.attribute, len(node.children))
     for name, child in zip(names, node.children, strict=True):
-        leaf = f" -> {classes[child.label]} ({child.counts.sum():.0f} records)" if child.attribute is None else ""
+        leaf = (
+            f" -> {classes[child.label]} ({child.counts.sum():.0f} records)"
+            if child.attribute is None
+            else ""
+        )
         out.append(f"{indent}{node.attribute} = {name}{leaf}")
         _render(child, classes, states, indent + "  ", out)
+
 
 def _count(node: Node) -> int:
     return 1 + sum(_count(c) for c in node.children)

@@ -75,31 +75,46 @@ def fit_learner(
     if learner not in LEARNERS:
         raise UserError(f"unknown learner {learner!r}; use one of {', '.join(LEARNERS)}")
     if learner == "rules":
-        return mine(data, options["min_support"], options["min_confidence"], max_size=options["max_size"])
+        return mine(
+            data, options["min_support"], options["min_confidence"], max_size=options["max_size"]
+        )
     if class_name is None:
         raise UserError(f"learner {learner} needs a class column")
     estimator = options.get("estimator")
     if learner == "nb":
-        return fit_naive_bayes(data, class_name, alpha=options["alpha"], method=estimator or "moment")
+        return fit_naive_bayes(
+            data, class_name, alpha=options["alpha"], method=estimator or "moment"
+        )
     if learner == "id3":
         return fit_id3(
-            data, class_name, method=estimator or "moment",
-            max_depth=options["max_depth"], min_count=options["min_count"],
-        )  # fmt: skip
+            data,
+            class_name,
+            method=estimator or "moment",
+            max_depth=options["max_depth"],
+            min_count=options["min_count"],
+        )
     positive = options.get("positive")
     if positive is not None:
         if positive not in states[class_name]:
-            raise UserError(f"--positive {positive!r}: not a value of {class_name} ({', '.join(states[class_name])})")
+            raise UserError(
+                f"--positive {positive!r}: not a value of {class_name} ({', '.join(states[class_name])})"
+            )
         positive = list(states[class_name]).index(positive)
     attributes = data.attributes_besides(class_name)
     values = None
     if options["encoding"] == "ordinal":
         values = [ordinal_values(states[a]) for a in attributes]
     return fit_perceptron(
-        data, class_name, positive=positive, encoding=options["encoding"], values=values,
-        cost=options["cost"], method=estimator or "em", iterations=options["iterations"],
+        data,
+        class_name,
+        positive=positive,
+        encoding=options["encoding"],
+        values=values,
+        cost=options["cost"],
+        method=estimator or "em",
+        iterations=options["iterations"],
         seed=options["seed"],
-    )  # fmt: skip
+    )
 
 
 def model_dict(model: Model, states: Mapping[str, Sequence[str]]) -> dict[str, Any]:

@@ -58,8 +58,14 @@ _CATEGORICAL_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "matrix": (("matrix",), ()),
 }
 # The field a PRAM error is about, when the kind has one main parameter.
-_FIELD = {"warner": "theta", "zhan": "theta", "multi_category": "p", "binary_symmetric": "p",
-          "grouped": "p", "matrix": "matrix"}  # fmt: skip
+_FIELD = {
+    "warner": "theta",
+    "zhan": "theta",
+    "multi_category": "p",
+    "binary_symmetric": "p",
+    "grouped": "p",
+    "matrix": "matrix",
+}
 
 
 def zhan_scheme(group_sizes: Sequence[int], theta: float) -> np.ndarray:
@@ -218,8 +224,9 @@ def _check_fields(entry: Mapping[str, Any], kind: Any, at: str, extra: tuple[str
         raise RandomizationError(f"{at}: unknown field {unknown[0]!r} for kind {kind}")
 
 
-def _block(entry: Mapping[str, Any], variables: tuple[str, ...], states: Sequence[tuple[str, ...]],
-           at: str) -> Block:  # fmt: skip
+def _block(
+    entry: Mapping[str, Any], variables: tuple[str, ...], states: Sequence[tuple[str, ...]], at: str
+) -> Block:
     """The PRAM block of ``entry`` over the combined states of ``variables``; every error
     names the file field."""
     kind = entry["kind"]
@@ -249,7 +256,9 @@ def _strip_spec_prefix(message: str) -> str:
     return rest if sep and head.startswith("randomization spec for ") else message
 
 
-def _column_block(name: str, entry: Mapping[str, Any], states: tuple[str, ...], where: str) -> Block:
+def _column_block(
+    name: str, entry: Mapping[str, Any], states: tuple[str, ...], where: str
+) -> Block:
     at = f"{where}: columns.{name}"
     kind = entry.get("kind")
     if kind == "zhan":
@@ -264,9 +273,15 @@ def _groups(raw: Any, where: str) -> list[Mapping[str, Any]]:
     return list(raw)
 
 
-def _group_members(group: Mapping[str, Any], at: str, states: Mapping[str, tuple[str, ...]],
-                   noise: Mapping[str, Noise], own: Mapping[str, Any], grouped: dict[str, int],
-                   g: int) -> tuple[str, ...]:  # fmt: skip
+def _group_members(
+    group: Mapping[str, Any],
+    at: str,
+    states: Mapping[str, tuple[str, ...]],
+    noise: Mapping[str, Noise],
+    own: Mapping[str, Any],
+    grouped: dict[str, int],
+    g: int,
+) -> tuple[str, ...]:
     members = group.get("columns")
     if not isinstance(members, list) or len(members) < 1:
         raise RandomizationError(f"{at}.columns: a group needs a list of columns")
@@ -285,7 +300,8 @@ def _group_members(group: Mapping[str, Any], at: str, states: Mapping[str, tuple
     return tuple(members)
 
 
-def _group_block(members: tuple[str, ...], group: Mapping[str, Any],
-                 states: list[tuple[str, ...]], at: str) -> Block:  # fmt: skip
+def _group_block(
+    members: tuple[str, ...], group: Mapping[str, Any], states: list[tuple[str, ...]], at: str
+) -> Block:
     _check_fields(group, group.get("kind"), at, extra=("columns",))
     return _block(group, members, states, at)

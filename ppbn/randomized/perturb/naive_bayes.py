@@ -65,6 +65,7 @@ class NaiveBayes:
             "conditionals": conditionals,
         }
 
+
 def fit_naive_bayes(
     data: RandomizedData,
     class_name: str,
@@ -88,4 +89,3 @@ def _normalised(counts: np.ndarray, alpha: float, axis: int) -> np.ndarray:
     """Clip estimated counts at 0, add ``alpha``, and normalise along ``axis``."""
     smoothed = np.clip(counts, 0.0, None) + alpha
     return smoothed / smoothed.sum(axis=axis, keepdims=True)
-

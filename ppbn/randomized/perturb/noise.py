@@ -311,7 +311,9 @@ class Poisson(Lattice):
     def pmf(self, k: np.ndarray) -> np.ndarray:
         k = np.asarray(k, dtype=float)
         safe = np.maximum(k, 0)
-        return np.where(k < 0, 0.0, np.exp(safe * math.log(self.lam) - self.lam - gammaln(safe + 1)))
+        return np.where(
+            k < 0, 0.0, np.exp(safe * math.log(self.lam) - self.lam - gammaln(safe + 1))
+        )
 
     @property
     def k_range(self) -> tuple[int, int]:
@@ -437,7 +439,11 @@ class Geometric(Lattice):
 _BUILDERS: dict[str, tuple[Callable[..., Noise], tuple[str, ...], dict[str, float]]] = {
     "gaussian": (lambda sigma, mean: Gaussian(sigma, mean), ("sigma",), {"mean": 0.0}),
     "uniform": (lambda low, high: Uniform(low, high), ("low", "high"), {}),
-    "discrete_normal": (lambda gamma, sigma: DiscreteNormal(gamma, sigma), ("gamma",), {"sigma": 1.0}),
+    "discrete_normal": (
+        lambda gamma, sigma: DiscreteNormal(gamma, sigma),
+        ("gamma",),
+        {"sigma": 1.0},
+    ),
     "poisson": (lambda gamma, lam: Poisson(gamma, lam), ("gamma", "lam"), {}),
     "inverse_square": (lambda gamma: InverseSquare(gamma), ("gamma",), {}),
     "inverse_cube": (lambda gamma: InverseCube(gamma), ("gamma",), {}),

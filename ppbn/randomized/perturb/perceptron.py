@@ -96,6 +96,7 @@ class Perceptron:
             "training_correct": self.training_correct,
         }
 
+
 def _features(codes: np.ndarray, encoding: str, values: Sequence[Sequence[float]]) -> np.ndarray:
     """[1, phi(x)] for each row of coded attributes."""
     parts = [np.ones((codes.shape[0], 1))]

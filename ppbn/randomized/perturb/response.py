@@ -66,7 +66,9 @@ def flip_group(bits: int, theta: float, what: str = "Zhan theta") -> np.ndarray:
     """
     theta = check_theta(theta, what)
     if bits < 1:
-        raise RandomizationError(f"a randomized-response group needs at least 1 attribute, got {bits}")
+        raise RandomizationError(
+            f"a randomized-response group needs at least 1 attribute, got {bits}"
+        )
     size = 1 << bits
     return theta * np.eye(size) + (1.0 - theta) * np.fliplr(np.eye(size))
 
@@ -119,7 +121,9 @@ def scheme_for(
     in ``randomized`` and in no group are sent unchanged.
     """
     if (theta is None) == (p is None):
-        raise RandomizationError("give exactly one mechanism: theta (randomized response) or p (PRAM)")
+        raise RandomizationError(
+            "give exactly one mechanism: theta (randomized response) or p (PRAM)"
+        )
     seen: set[str] = set()
     units: list[tuple[str, ...]] = []
     for group in groups:

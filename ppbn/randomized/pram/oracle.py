@@ -60,14 +60,18 @@ class PramOracle(CountsOracle):
         ess: float = DEFAULT_ESS,
     ) -> None:
         if mode not in SCORE_MODES:
-            raise RandomizationError(f"unknown score mode {mode!r}; choose one of {', '.join(SCORE_MODES)}")
+            raise RandomizationError(
+                f"unknown score mode {mode!r}; choose one of {', '.join(SCORE_MODES)}"
+            )
         if counts not in COUNT_METHODS:
             raise RandomizationError(f"unknown count estimator {counts!r}; choose moment or em")
         if not 0.0 < eta <= 1.0:
             raise RandomizationError(f"eta must be in (0, 1], got {eta}")
         if not c_star > 0:
             raise RandomizationError(f"C* must be positive, got {c_star}")
-        super().__init__(lambda variables: estimator.counts(variables, counts), mode, c_star, ess=ess)
+        super().__init__(
+            lambda variables: estimator.counts(variables, counts), mode, c_star, ess=ess
+        )
         self.estimator = estimator
         self.eta = eta
         self.counts = counts
