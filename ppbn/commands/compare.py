@@ -24,13 +24,8 @@ def parse_ps(text: str) -> tuple[float, ...]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ppbn.lab.compare import (
-        CompareSettings,
-        markdown_table,
-        run_comparison,
-        trends,
-        write_report,
-    )
+    from ppbn.lab.compare import CompareSettings, run_comparison
+    from ppbn.lab.compare_report import markdown_table, trends, write_report
 
     settings = CompareSettings(
         network=args.network,

@@ -26,9 +26,9 @@ import numpy as np
 from ppbn.data.party_data import PartyData
 from ppbn.errors import DataError
 from ppbn.jobs.policy import LocalPolicy, PolicyRefusal
+from ppbn.protocols.base_ot import DEFAULT_DH_BITS, dh_bits_for
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.ledger import Ledger
-from ppbn.protocols.ot import DEFAULT_DH_BITS, dh_bits_for
 from ppbn.protocols.psi import align_records
 
 ALIGNMENTS = ("strict", "psi")

@@ -73,9 +73,10 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppbn.circuits.garble import FixedKeyHash, length_prefixed
+from ppbn.protocols.base_ot import DEFAULT_DH_BITS
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.ledger import Ledger
-from ppbn.protocols.ot import DEFAULT_DH_BITS, OTReceiver, OTSender, Prg, transpose_bits
+from ppbn.protocols.ot import OTReceiver, OTSender, Prg, transpose_bits
 
 PROTOCOL = b"ppbn/psi/kkrt16"
 RECEIVER, SENDER = "alice", "bob"
@@ -306,7 +307,7 @@ def align_records(
     secret both parties share. Returns the positions in ``ids`` of the shared records, in
     the canonical order (by keyed id hash) that the peer computes too, and the peer's set
     size. An empty intersection is a valid result. ``dh_bits`` is the base-OT group
-    (``ot.dh_bits_for`` of the job's key size). Local input errors (duplicate ids, a bad
+    (``base_ot.dh_bits_for`` of the job's key size). Local input errors (duplicate ids, a bad
     key or role) are ValueError; a misbehaving peer raises ProtocolError.
     """
     if role not in (RECEIVER, SENDER):

@@ -67,7 +67,7 @@ Domain separation: garbling hashes with ``FixedKeyHash(YAO_PROTOCOL, channel.ses
 whose fixed AES key is derived from the protocol id and the job's session label (see
 ``ppbn.circuits.garble``), and the OT extension feeding the evaluator's inputs is the
 instance b"yao" of ``ppbn.protocols.ot``. ``dh_bits`` selects the base-OT group
-(``ot.dh_bits_for`` of the job's Paillier key size; both parties derive it locally).
+(``base_ot.dh_bits_for`` of the job's Paillier key size; both parties derive it locally).
 
 Executor (issue 14): each instance chunk of step 3 is garbled by ``garble_chunk`` and
 evaluated by ``evaluate_chunk``, pure functions of the schedule, the chunk's tweak base,
@@ -107,10 +107,11 @@ from ppbn.circuits.garble import (
 from ppbn.circuits.ir import Circuit, as_values, bits_to_values, values_to_bits
 from ppbn.circuits.schedule import Schedule, schedule_of
 from ppbn.protocols import ring
+from ppbn.protocols.base_ot import DEFAULT_DH_BITS, dh_group
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.executor import ExecutorSource, executor_for
 from ppbn.protocols.fixedpoint import STAT_BITS
-from ppbn.protocols.ot import DEFAULT_DH_BITS, OT_INLINE_BELOW, OTReceiver, OTSender, dh_group
+from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 CHUNK_BYTES = 16 * 1024 * 1024
@@ -293,7 +294,7 @@ def evaluate_chunk(
 class YaoParty:
     """One party's end of a series of Yao runs over one channel.
 
-    ``dh_bits``: the base-OT group of the job (``ot.dh_bits_for(key_bits)``), the same at
+    ``dh_bits``: the base-OT group of the job (``base_ot.dh_bits_for(key_bits)``), the same at
     both parties. The garbling hash is keyed by ``YAO_PROTOCOL`` and ``channel.session``.
     ``seeds`` supplies this party's randomness (R, its input labels, output masks, the OT's);
     ``executor`` is this party's executor: a run of at least ``gc_inline_below`` AND gates

@@ -11,21 +11,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from ppbn.protocols.base_ot import (
+    DH_GROUPS,
+    _exponent,
+    base_ot_receive,
+    base_ot_send,
+    dh_bits_for,
+    dh_group,
+)
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.ot import (
     CHUNKS,
-    DH_GROUPS,
     LEAVES,
     SUBFIELD_BITS,
     ColumnStreams,
     OTReceiver,
     OTSender,
     _chunk_sums,
-    _exponent,
-    base_ot_receive,
-    base_ot_send,
-    dh_bits_for,
-    dh_group,
     ggm_tree,
     puncture_choices,
     punctured_leaves,

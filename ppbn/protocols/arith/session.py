@@ -19,16 +19,11 @@ import numpy as np
 
 from ppbn.circuits.garble import FixedKeyHash
 from ppbn.protocols import ring
+from ppbn.protocols.base_ot import DEFAULT_DH_BITS, dh_group
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.executor import ExecutorSource
 from ppbn.protocols.fixedpoint import RING_BITS
-from ppbn.protocols.ot import (
-    DEFAULT_DH_BITS,
-    OT_INLINE_BELOW,
-    OTReceiver,
-    OTSender,
-    dh_group,
-)
+from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender
 from ppbn.protocols.seeds import TaskSeeds
 
 ALICE = "alice"
@@ -68,7 +63,7 @@ class ArithSession:
     his share of a resharing, his entry T[j] + 2^e - rho in lookups): with the channel
     transcript that is its whole view, which the leak tests examine. With ``defer_lifts``
     alice completes her lifts when she next reads (``settle``) instead of at once.
-    ``dh_bits`` is the job's base-OT group (``ot.dh_bits_for(key_bits)``,
+    ``dh_bits`` is the job's base-OT group (``base_ot.dh_bits_for(key_bits)``,
     the same at both parties). ``seeds``, ``executor`` and ``ot_inline_below`` go to this
     party's end of the OT extension (``ot.OTSender``, ``ot.OTReceiver``).
     """

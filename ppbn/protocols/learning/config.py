@@ -18,8 +18,9 @@ from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.learn import HCOptions
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import DEFAULT_ESS
+from ppbn.protocols.base_ot import dh_bits_for
 from ppbn.protocols.fixedpoint import SCORE_FRAC
-from ppbn.protocols.ot import OT_INLINE_BELOW, dh_bits_for
+from ppbn.protocols.ot import OT_INLINE_BELOW
 from ppbn.protocols.tables import TablesConfig
 from ppbn.protocols.yao import GC_INLINE_BELOW
 
@@ -97,7 +98,7 @@ class SecureLearnConfig:
 
     @property
     def dh_bits(self) -> int:
-        """The base-OT group of the job, from its Paillier key size (``ot.dh_bits_for``):
+        """The base-OT group of the job, from its Paillier key size (``base_ot.dh_bits_for``):
         3072-bit keys use the 3072-bit group, so the whole job sits at one security level.
         Each party derives it from its own checked configuration, never from the peer."""
         return dh_bits_for(self.tables.key_bits)
