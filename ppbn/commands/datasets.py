@@ -1,10 +1,15 @@
-"""``ppbn datasets make``: a two-party data set sampled from a reference network."""
+"""``ppbn datasets make``: a two-party data set sampled from a reference network (one
+shipped with pgmpy, or the user's own BIF file).
+
+Top-level imports stay light (``ppbn --help`` imports every command module): the network
+readers, numpy and pgmpy are imported when the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from ppbn.bn.networks import NETWORKS
+from ppbn.bn.networks import NETWORKS  # light: numpy and pgmpy load inside its functions
 from ppbn.commands._options import non_negative_int, positive_int
 from ppbn.errors import UserError
 
@@ -14,8 +19,14 @@ def _make(args: argparse.Namespace) -> int:
 
     if not 0.0 <= args.missing_rate < 1.0:  # before sampling: a bad rate must not cost the data set
         raise UserError(f"--missing-rate must be in [0, 1), not {args.missing_rate:g}")
+    if args.bif is not None:
+        from ppbn.bn.networks import read_bif
+
+        network, name = read_bif(args.bif)  # refused here, before any output is made
+    else:
+        network, name = args.network, args.network
     made = make_dataset(
-        args.network,
+        network,
         args.records,
         args.seed,
         args.out,
@@ -25,6 +36,7 @@ def _make(args: argparse.Namespace) -> int:
         bins_method=args.bins_method,
         overlap=args.overlap,
         missing_rate=args.missing_rate,
+        name=name,
     )
     blanked = made.blanked
     alice = len(made.schema.owned_by("alice"))
@@ -33,7 +45,8 @@ def _make(args: argparse.Namespace) -> int:
     numeric = [v.name for v in made.schema.continuous()]
     print(
         f"wrote {args.out}/schema.json, alice.csv ({alice} variables), bob.csv ({bob} variables), "
-        f"truth.bif: {args.records} records{shared} from {args.network}, seed {args.seed}"
+        f"truth.bif: {args.records} records{shared} from {args.network or args.bif}, "
+        f"seed {args.seed}"
         + (f"; continuous ({args.bins_method} bins): {', '.join(numeric)}" if numeric else "")
         + (f"; {blanked:,} cells emptied at random" if blanked else "")
     )
@@ -47,12 +60,25 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     sub = parser.add_subparsers(dest="datasets_command", metavar="ACTION", required=True)
     make = sub.add_parser(
         "make",
-        help="sample records from a network shipped with pgmpy and split its variables",
-        description="Sample records from a bnlearn network shipped with pgmpy, shuffle them with "
-        "the seed, give each an id, split the variables between alice and bob, and write "
-        "schema.json, alice.csv, bob.csv and the true network truth.bif.",
+        help="sample records from a network (shipped with pgmpy, or a BIF file) and split its "
+        "variables",
+        description="Sample records from a bnlearn network shipped with pgmpy (--network) or from "
+        "your own BIF file (--bif), shuffle them with the seed, give each an id, split the "
+        "variables between alice and bob, and write schema.json, alice.csv, bob.csv and the true "
+        "network truth.bif.",
     )
-    make.add_argument("--network", required=True, help=f"one of: {', '.join(NETWORKS)}")
+    source = make.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--network", help=f"a network shipped with pgmpy, one of: {', '.join(NETWORKS)}"
+    )
+    source.add_argument(
+        "--bif",
+        metavar="FILE",
+        help="instead of --network: sample from your own discrete Bayesian network in this BIF "
+        "file (read with pgmpy's BIF reader and refused unless its check_model passes: no "
+        "cycle, every CPT row sums to 1); variable names of letters, digits, '_', '-', '.', "
+        'states without , ; ( ) { } | " or comments, at least two states each',
+    )
     make.add_argument(
         "--records", type=positive_int, required=True, help="number of records to sample"
     )

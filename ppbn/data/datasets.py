@@ -1,4 +1,5 @@
-"""Making a two-party data set from a reference network (``ppbn datasets make``).
+"""Making a two-party data set from a reference network (``ppbn datasets make``): one
+shipped with pgmpy (``--network``) or a user's own BIF file (``--bif``, ``read_bif``).
 
 Records are sampled, shuffled with the seed, given ids, and the variables are split
 between Alice and Bob. Declared domains come from the network, so states that never
@@ -25,7 +26,7 @@ import numpy as np
 
 from ppbn.bn.io import write_bif
 from ppbn.bn.model import BayesNet
-from ppbn.bn.networks import load_network, sample
+from ppbn.bn.networks import ID_COLUMN, load_network, sample
 from ppbn.bn.schema import PARTIES, BinSpec, Schema, Variable
 from ppbn.data.outputs import atomic_output_dir, atomic_write_text, check_output_dir
 from ppbn.data.party_data import write_party_csv
@@ -109,7 +110,7 @@ class MadeDataset:
 
 
 def make_dataset(
-    network: str,
+    network: str | BayesNet,
     records: int,
     seed: int,
     out: str | Path,
@@ -119,6 +120,7 @@ def make_dataset(
     continuous: str | None = None,
     bins_method: str = "quantile",
     missing_rate: float = 0.0,
+    name: str | None = None,
 ) -> MadeDataset:
     """Sample and write the data set into ``out`` as a whole (built aside, then renamed);
     an existing non-empty ``out`` is refused before any sampling unless ``force``. A write
@@ -127,7 +129,11 @@ def make_dataset(
     Each party gets ``records`` rows; a share ``overlap`` of them are records the other
     party holds too, the rest are records of its own (sampled from the same network).
     ``missing_rate``: cells emptied (``blank_cells``) before the folder is renamed into
-    place, so a failure there leaves no data set without its missing cells either."""
+    place, so a failure there leaves no data set without its missing cells either.
+
+    ``network``: a name in ``NETWORKS``, or a network already read and checked
+    (``ppbn.bn.networks.read_bif``); ``name`` is its name in truth.bif (default: the
+    network's name, or 'ppbn')."""
     if not 0.0 < overlap <= 1.0:
         raise UserError(f"--overlap must be in (0, 1], got {overlap:g}")
     shared = round(overlap * records)
@@ -136,7 +142,9 @@ def make_dataset(
     check_output_dir(out, force=force)
     if bins_method not in CONTINUOUS_METHODS:
         raise UserError(f"--bins-method must be one of {', '.join(CONTINUOUS_METHODS)}")
-    truth = load_network(network)
+    truth = load_network(network) if isinstance(network, str) else network
+    if name is None:
+        name = network if isinstance(network, str) else "ppbn"
     owners = split_owners(truth.names, split)
     if len(set(owners.values())) < 2:
         raise UserError("the split must give each party at least one variable")
@@ -154,7 +162,7 @@ def make_dataset(
         )
         return Variable.continuous(n, owners[n], BinSpec(bins_method, d, edges))
 
-    schema = Schema("record_id", tuple(declare(n) for n in truth.names))
+    schema = Schema(ID_COLUMN, tuple(declare(n) for n in truth.names))
     rng = np.random.default_rng(seed)
     own = records - shared  # records only one party holds
     total = records + own
@@ -191,7 +199,7 @@ def make_dataset(
                 codes[np.ix_(rows, [column[n] for n in names])],
                 {n: values[n][rows] for n in names if n in values},
             )
-        write_bif(truth, folder / "truth.bif", network)
+        write_bif(truth, folder / "truth.bif", name)
         blanked = blank_cells(folder, missing_rate, seed) if missing_rate else 0
     return MadeDataset(schema, truth, codes[:shared], ids[:shared], blanked)
 
