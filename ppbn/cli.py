@@ -24,7 +24,8 @@ from ppbn.errors import UserError
 
 def command_modules() -> tuple[ModuleType, ...]:
     """The command modules, in the order of the help text. Imported here, after
-    ``quiet_grpc_core``, because some of them load grpc."""
+    ``quiet_grpc_core``: a command loads grpc when it runs. Their own imports are light (no
+    numpy, grpc, ...: tests/commands/test_startup.py), as every command builds the parser."""
     from ppbn.commands import (
         audit,
         bench_gc,

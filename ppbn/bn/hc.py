@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ppbn.bn.constants import DEFAULT_TABU
 from ppbn.bn.k2 import DEFAULT_TAU, choose_candidate
 
 ADD, DELETE, REVERSE = "add", "delete", "reverse"
 KINDS = (ADD, DELETE, REVERSE)
-DEFAULT_TABU = 100  # pgmpy's default tabu_length
 
 Edge = tuple[str, str]
 Family = tuple[str, tuple[str, ...]]

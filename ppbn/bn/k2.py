@@ -21,9 +21,8 @@ from typing import Protocol
 
 import numpy as np
 
+from ppbn.bn.constants import DEFAULT_TAU
 from ppbn.bn.scores import DEFAULT_ESS, family_score
-
-DEFAULT_TAU = 1e-3
 
 
 def choose_candidate(current: float, scores: Sequence[float], tau: float) -> int | None:

@@ -28,10 +28,9 @@ import math
 import numpy as np
 from scipy.special import gammaln
 
-# The modes every learner offers (reference, secure Yang-Wright, PRAM): the jobs and the
-# PRAM oracle validate their ``score`` parameter against this tuple.
-SCORE_MODES = ("exact", "yw", "yw0", "bic", "bdeu")
-DEFAULT_ESS = 10.0
+# SCORE_MODES, the modes every learner offers, and DEFAULT_ESS live in bn.constants, which
+# the command line reads without loading numpy and scipy
+from ppbn.bn.constants import DEFAULT_ESS, SCORE_MODES
 
 
 def pub(d: int, q: int) -> float:

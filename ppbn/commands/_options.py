@@ -17,10 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppbn.bn.hc import DEFAULT_TABU
-from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TABU, DEFAULT_TAU, SCORE_MODES
 from ppbn.bn.networks import NETWORKS
-from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.data.constants import MISSING_HELP, MISSING_RULES
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:
@@ -266,8 +265,6 @@ def add_learn_run_options(parser: argparse.ArgumentParser) -> None:
 def add_missing_options(parser: argparse.ArgumentParser, rate: bool = False) -> None:
     """``--missing`` (and ``--missing-as-category``, its older alias for ``category``) on
     every command that loads data; with ``rate`` also ``--missing-rate`` for generated data."""
-    from ppbn.data.party_data import MISSING_HELP, MISSING_RULES
-
     parser.add_argument("--missing", choices=MISSING_RULES, help=MISSING_HELP)
     parser.add_argument(
         "--missing-as-category",

@@ -10,11 +10,10 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from ppbn.randomized.perturb.mechanisms import Mechanisms
@@ -236,6 +235,8 @@ def _reconstruct(args: argparse.Namespace) -> int:
 def _reconstruct_categorical(
     args: argparse.Namespace, mechanisms: Mechanisms, frame: pd.DataFrame, columns: list[str]
 ) -> dict[str, Any]:
+    import numpy as np
+
     from ppbn.data.perturb_files import column_values, plot_categorical, read_table
     from ppbn.randomized.perturb.additive import information_loss
     from ppbn.randomized.perturb.categorical import reconstruct
@@ -278,6 +279,8 @@ def _reconstruct_categorical(
 
 
 def _cells(states: list[tuple[str, ...]], joint: bool, columns: list[str]) -> list[str]:
+    import numpy as np
+
     if not joint:
         return list(states[0])
     grids = np.array(np.meshgrid(*[np.arange(len(s)) for s in states], indexing="ij"))
@@ -291,6 +294,8 @@ def _cells(states: list[tuple[str, ...]], joint: bool, columns: list[str]) -> li
 
 
 def _bins(text: str) -> int | np.ndarray:
+    import numpy as np
+
     parts = [p.strip() for p in text.split(",") if p.strip()]
     try:
         if len(parts) == 1:
@@ -308,6 +313,8 @@ def _bins(text: str) -> int | np.ndarray:
 def _reconstruct_additive(
     args: argparse.Namespace, mechanisms: Mechanisms, frame: pd.DataFrame, column: str
 ) -> dict[str, Any]:
+    import numpy as np
+
     from ppbn.data.perturb_files import column_values, plot_additive, read_table
     from ppbn.randomized.perturb import additive
 
@@ -480,6 +487,8 @@ def _add_mgas_example(sub: argparse._SubParsersAction) -> None:
 
 
 def _mgas_example(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from ppbn.data.outputs import check_output_file
     from ppbn.data.perturb_files import plot_mgas
     from ppbn.lab.mgas_example import mgas_two_triangle, two_triangle_density

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ppbn.data.outputs import atomic_output_dir, check_output_dir
 from ppbn.errors import UserError
 
 HELP = {
@@ -33,6 +32,7 @@ def _probability(text: str) -> float:
 
 
 def _learn(args: argparse.Namespace) -> int:
+    from ppbn.data.outputs import atomic_output_dir, check_output_dir
     from ppbn.lab.randomized_learning import (
         FileMechanism,
         Mechanism,

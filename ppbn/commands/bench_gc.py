@@ -17,9 +17,6 @@ import argparse
 import json
 import time
 
-import numpy as np
-
-from ppbn.circuits.schedule import schedule_of
 from ppbn.commands._options import load_bristol, positive_int
 from ppbn.errors import UserError
 
@@ -87,6 +84,8 @@ def _best(fn, repeats: int) -> float:
 
 
 def _garble_rates(circuit, k: int, repeats: int) -> tuple[float, float, int]:
+    import numpy as np
+
     from ppbn.circuits.evaluate import evaluate_bits
     from ppbn.circuits.garble import (
         FixedKeyHash,
@@ -96,6 +95,7 @@ def _garble_rates(circuit, k: int, repeats: int) -> tuple[float, float, int]:
         random_delta,
         random_labels,
     )
+    from ppbn.circuits.schedule import schedule_of
     from ppbn.protocols.yao import YAO_PROTOCOL
 
     sched = schedule_of(circuit)
@@ -121,6 +121,8 @@ def _garble_rates(circuit, k: int, repeats: int) -> tuple[float, float, int]:
 
 
 def _two_party(circuit, k: int) -> tuple[float, int]:
+    import numpy as np
+
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
     from ppbn.protocols.yao import YaoParty
 
@@ -154,6 +156,7 @@ def _two_party(circuit, k: int) -> tuple[float, int]:
 
 
 def _bench_gc(args: argparse.Namespace) -> int:
+    from ppbn.circuits.schedule import schedule_of
 
     if args.instances < 1 or args.repeats < 1:
         raise UserError("--instances and --repeats must be at least 1")
@@ -199,6 +202,8 @@ def _bench_gc(args: argparse.Namespace) -> int:
 
 
 def _bench_ot(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
     from ppbn.protocols.ot import SUBFIELD_BITS, OTReceiver, OTSender
 

@@ -28,12 +28,9 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
-from ppbn.commands._bench_common import collect_reports
+from ppbn.bn.constants import DEFAULT_ESS, SCORE_MODES
 from ppbn.commands._options import (
     MAX_WORKERS,
     SEARCHES,
@@ -54,8 +51,10 @@ from ppbn.commands._options import (
     sample_overlap,
     search_options,
 )
-from ppbn.commands._outcomes import family_records, same_hc_moves
 from ppbn.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _bench_k2(args: argparse.Namespace) -> int:
@@ -204,7 +203,10 @@ def _reference_check(
 ) -> dict[str, Any]:
     """The non-private reference on the data the daemons loaded (read back from the CSVs,
     so emptied cells and the --missing rule are the daemons')."""
+    import numpy as np
+
     from ppbn.bn.learn import learn_reference
+    from ppbn.commands._outcomes import family_records, same_hc_moves
     from ppbn.data.party_data import load_joined
 
     names, codes = load_joined(
@@ -251,6 +253,8 @@ def _ln_spec(args: argparse.Namespace, mode: str, gc_below: int, ot_below: int) 
 
 def _ln_scorer(role: str, channel, spec: dict[str, Any]):
     """One party's scorer for ``bench ln``: two binary variables, counts below max_count."""
+    import numpy as np
+
     from ppbn.bn.schema import Schema, Variable
     from ppbn.protocols.learning.config import SecureLearnConfig
     from ppbn.protocols.learning.scorer import SecureScorer
@@ -332,6 +336,8 @@ def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[
     import multiprocessing
     import os
 
+    from ppbn.commands._bench_common import collect_reports
+
     context = multiprocessing.get_context("spawn")
     alice_end, bob_end = context.Pipe(duplex=True)
     report_in, report_out = context.Pipe(duplex=False)
@@ -384,6 +390,8 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
 
 
 def _bench_ln(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from ppbn.lab.shaper import parse_link
     from ppbn.protocols.learning.cost import term_cost
     from ppbn.protocols.ot import OT_INLINE_BELOW

@@ -14,11 +14,7 @@ import argparse
 import json
 import time
 
-import numpy as np
-
-from ppbn.bn.hc import DEFAULT_TABU
-from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TABU, DEFAULT_TAU, SCORE_MODES
 from ppbn.commands._options import non_negative_int, positive_int
 from ppbn.errors import UserError
 
@@ -35,6 +31,8 @@ def order_sensitivity(
     ess: float = DEFAULT_ESS,
 ) -> dict:
     """The rows of the bench: K2 under the topological and random orders, then hc."""
+    import numpy as np
+
     from ppbn.bn.k2 import CountsOracle
     from ppbn.bn.learn import joined_count_fn, learn_reference
     from ppbn.bn.model import structural_hamming_distance

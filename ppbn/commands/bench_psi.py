@@ -13,15 +13,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import multiprocessing
 import os
 import random
 import time
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
-from ppbn.commands._bench_common import collect_reports, peak_rss_mib, print_table
 from ppbn.commands._options import non_negative_int, positive_int
 from ppbn.errors import UserError
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 OPENMINED_HINT = (
     "openmined-psi is not installed: pip install 'ppbn[bench]' to compare with its ECDH PSI"
@@ -64,6 +65,7 @@ def _party(
     role: str, spec: dict, connection: Connection, report: Connection, barrier, parent_pid: int
 ) -> None:
     """One party process: build its ids, wait for the peer, run the PSI, report."""
+    from ppbn.commands._bench_common import peak_rss_mib
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
     from ppbn.protocols.psi import align_records
@@ -107,6 +109,10 @@ def _party(
 
 
 def _run_ppbn(size: int, shared: int, seed: int) -> dict:
+    import multiprocessing
+
+    from ppbn.commands._bench_common import collect_reports
+
     context = multiprocessing.get_context("spawn")
     alice_end, bob_end = context.Pipe(duplex=True)
     report_in, report_out = context.Pipe(duplex=False)
@@ -170,6 +176,8 @@ def _run_openmined(size: int, shared: int, seed: int) -> dict | None:
 
 
 def _bench_psi(args: argparse.Namespace) -> int:
+    from ppbn.commands._bench_common import print_table
+
     if args.size < 1:
         raise UserError("--size must be at least 1")
     if not 0.0 <= args.overlap <= 1.0:

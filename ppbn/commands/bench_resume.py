@@ -19,8 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ppbn.commands._options import add_learn_run_options, positive_float
 from ppbn.errors import UserError
 
@@ -33,6 +31,8 @@ def _network(pair: Any, job_id: str) -> dict[str, Any]:
 
 def _same_network(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float]:
     """Same edges in the same order, and the largest CPT difference."""
+    import numpy as np
+
     diff = max(
         float(
             np.max(

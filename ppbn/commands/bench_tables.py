@@ -12,18 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import secrets
 import time
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
-from ppbn.commands._bench_common import (
-    children_peak_rss_mib,
-    collect_reports,
-    peak_rss_mib,
-    print_table,
-)
 from ppbn.commands._options import (
     add_executor_options,
     check_executor_flags,
@@ -31,7 +24,9 @@ from ppbn.commands._options import (
     positive_int,
 )
 from ppbn.errors import UserError
-from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -116,6 +111,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
 
 
 def _bench_paillier(args: argparse.Namespace) -> int:
+    from ppbn.commands._bench_common import print_table
     from ppbn.protocols.paillier import FastEncryptor, KeyPair
 
     if args.count < 1 or args.phe_count < 1:
@@ -246,6 +242,7 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
     import statistics
 
     from ppbn.bn.networks import sample
+    from ppbn.commands._bench_common import print_table
     from ppbn.protocols.paillier import (
         FastEncryptor,
         KeyPair,
@@ -380,9 +377,11 @@ def _party_process(
     """One party process: run the protocol on its own columns, report counters and memory.
     It ends with the bench command, however that ends (no orphans after a SIGKILL)."""
     from ppbn.bn.schema import Schema
+    from ppbn.commands._bench_common import children_peak_rss_mib, peak_rss_mib
     from ppbn.lab.shaper import Direction, parse_link
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.paillier import OpCounters
+    from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
     from ppbn.protocols.tables import TablesConfig, TablesSession, run_tables
 
     exit_with_parent(parent_pid)
@@ -431,9 +430,12 @@ def _party_process(
 
 
 def _bench_tables(args: argparse.Namespace) -> int:
+    import multiprocessing
+
     import numpy as np
 
     from ppbn.bn.networks import sample
+    from ppbn.commands._bench_common import collect_reports, print_table
     from ppbn.protocols.tables import per_alpha_cost
 
     if args.records < 1:

@@ -13,20 +13,13 @@ import argparse
 import datetime as dt
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ppbn.errors import UserError
-from ppbn.parties.pki import (
-    CA_DAYS,
-    LEAF_DAYS,
-    CertSummary,
-    load_inspectable,
-    make_ca,
-    make_request,
-    sign_request,
-    summarize,
-    trust_ca,
-)
-from ppbn.parties.tls import DAEMON_ROLES, EXPIRY_WARNING_DAYS, OPERATOR
+from ppbn.parties.constants import CA_DAYS, DAEMON_ROLES, EXPIRY_WARNING_DAYS, LEAF_DAYS, OPERATOR
+
+if TYPE_CHECKING:
+    from ppbn.parties.pki import CertSummary
 
 
 def _check_out_folder(out: str) -> None:
@@ -36,6 +29,8 @@ def _check_out_folder(out: str) -> None:
 
 
 def _ca(args: argparse.Namespace) -> int:
+    from ppbn.parties.pki import load_inspectable, make_ca, summarize
+
     _check_out_folder(args.out)
     cert_path, key_path = make_ca(args.out, args.name, args.days, args.party)
     summary = summarize(load_inspectable(cert_path)[0])
@@ -50,6 +45,8 @@ def _ca(args: argparse.Namespace) -> int:
 
 
 def _request(args: argparse.Namespace) -> int:
+    from ppbn.parties.pki import make_request
+
     _check_out_folder(args.out)
     key_path, csr_path = make_request(args.out, args.role, args.party, args.host or [], args.force)
     print(f"wrote {key_path} (stays on this host) and {csr_path}")
@@ -62,6 +59,8 @@ def _request(args: argparse.Namespace) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
+    from ppbn.parties.pki import sign_request
+
     summary, capped = sign_request(
         args.ca, args.csr, args.out, args.days, args.force, args.allow_other_party
     )
@@ -76,6 +75,8 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def _trust(args: argparse.Namespace) -> int:
+    from ppbn.parties.pki import trust_ca
+
     found, added = trust_ca(args.tls_dir, args.ca, args.fingerprint)
     print(f"SHA-256 fingerprint: {found}")
     if args.fingerprint is None:
@@ -120,6 +121,8 @@ def _text(path: str, summary: CertSummary, now: dt.datetime) -> list[str]:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from ppbn.parties.pki import load_inspectable, summarize
+
     now = dt.datetime.now(dt.UTC)
     found = [(p, summarize(item)) for p in args.files for item in load_inspectable(Path(p))]
     if args.format == "json":

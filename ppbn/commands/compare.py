@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppbn.bn.k2 import DEFAULT_TAU
-from ppbn.bn.scores import SCORE_MODES
+from ppbn.bn.constants import DEFAULT_TAU, SCORE_MODES
 from ppbn.commands._options import non_negative_int, positive_float, positive_int
-from ppbn.data.outputs import atomic_output_dir, check_output_dir
 from ppbn.errors import UserError
-from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
+from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
 
 
 def parse_ps(text: str) -> tuple[float, ...]:
@@ -24,6 +22,7 @@ def parse_ps(text: str) -> tuple[float, ...]:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from ppbn.data.outputs import atomic_output_dir, check_output_dir
     from ppbn.lab.compare import CompareSettings, run_comparison
     from ppbn.lab.compare_report import markdown_table, trends, write_report
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppbn.data.outputs import atomic_output_dir, check_output_dir
 from ppbn.errors import UserError
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from ppbn.data.outputs import atomic_output_dir, check_output_dir
     from ppbn.lab.classifier_compare import (
         ClassifierSettings,
         markdown_table,

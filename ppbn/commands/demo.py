@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ppbn.bn.k2 import DEFAULT_TAU
+from ppbn.bn.constants import DEFAULT_TAU
 from ppbn.commands._options import (
     add_alignment_options,
     add_missing_options,
@@ -20,7 +20,6 @@ from ppbn.commands._options import (
     positive_int,
     sample_overlap,
 )
-from ppbn.data.outputs import check_output_dir, work_folder
 from ppbn.errors import UserError
 
 
@@ -30,6 +29,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
     from ppbn.data.datasets import blank_cells, make_dataset
+    from ppbn.data.outputs import check_output_dir, work_folder
     from ppbn.data.party_data import load_joined
     from ppbn.lab.harness import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki

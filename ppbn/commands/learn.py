@@ -14,7 +14,6 @@ from ppbn.commands._options import (
     positive_float,
     refuse_on_private_paths,
 )
-from ppbn.commands._outcomes import outcome_json, print_outcome
 from ppbn.errors import UserError
 
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT
@@ -22,6 +21,7 @@ CANCEL_WAIT_S = 60.0  # how long Ctrl-C waits for the daemon to stop the job
 
 
 def _learn(args: argparse.Namespace) -> int:
+    from ppbn.commands._outcomes import outcome_json, print_outcome
     from ppbn.parties.client import DaemonClient, JobOutcome
 
     refuse_on_private_paths(args)

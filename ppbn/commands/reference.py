@@ -15,7 +15,6 @@ from ppbn.commands._options import (
     parse_order,
     search_options,
 )
-from ppbn.commands._outcomes import family_records
 from ppbn.errors import UserError
 
 
@@ -57,6 +56,7 @@ def _reference(args: argparse.Namespace) -> int:
     from ppbn.bn.io import network_json, write_bif
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
+    from ppbn.commands._outcomes import family_records
     from ppbn.data.outputs import atomic_output_dir, check_output_dir
     from ppbn.data.party_data import load_joined_with_bins
 

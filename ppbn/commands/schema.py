@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ppbn.data.schema_tools import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
+from ppbn.data.constants import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
 
 
 def _emit(text: str, out: str | None) -> None:

@@ -29,8 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ppbn.commands._options import (
     add_alignment_options,
     add_job_arguments,
@@ -48,17 +46,9 @@ from ppbn.commands._options import (
     refuse_on_private_paths,
     search_options,
 )
-from ppbn.commands._outcomes import family_records, outcome_json, print_outcome, same_hc_moves
-from ppbn.commands._simulate_paths import (
-    data_files,
-    moved_outcome,
-    raise_interrupt,
-    simulate_perturb,
-    simulate_pram,
-)
-from ppbn.data.outputs import check_output_dir, relocate, work_folder
 from ppbn.errors import UserError
-from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
+from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
+from ppbn.randomized.constants import COUNT_METHODS
 
 # The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
 PATHS = ("secure", "pram", "perturb", "job")
@@ -78,6 +68,8 @@ def reveal_tables(
     """Add both parties' table shares and compare with counts from the joined plaintext
     (under ``rule``: available-case counts leave out records missing in the family; with
     ``intersect``: on the records both hold, as ``--align psi``)."""
+    import numpy as np
+
     from ppbn.bn.k2 import count_table
     from ppbn.bn.schema import Schema
     from ppbn.data.party_data import load_joined
@@ -99,6 +91,8 @@ def reveal_tables(
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from ppbn.commands._simulate_paths import data_files, moved_outcome, raise_interrupt
+    from ppbn.data.outputs import check_output_dir, relocate, work_folder
     from ppbn.lab.harness import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki
     from ppbn.parties.tls import PARTY_ROLES
@@ -185,6 +179,8 @@ def _simulate(args: argparse.Namespace) -> int:
 def run_path(args: argparse.Namespace) -> int:
     """`ppbn simulate`: the secure path (job learn, checked against the reference), the
     PRAM path, or the job given by --job (path "job")."""
+    from ppbn.commands._simulate_paths import simulate_perturb, simulate_pram
+
     if args.path is None:  # --job tables (or ping, ...) alone means the job path
         args.path = "secure" if args.job == "learn" else "job"
     refuse_on_private_paths(args, "PRAM" if args.path == "pram" else "secure")
@@ -202,8 +198,11 @@ def reference_check(
 ) -> dict[str, Any]:
     """The secure result against the non-private reference on the same data (simulate
     holds both parties' files, so it may compute this; a real deployment cannot)."""
+    import numpy as np
+
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
+    from ppbn.commands._outcomes import family_records, same_hc_moves
     from ppbn.data.party_data import load_joined
 
     schema = Schema.load(str(schema_path))
@@ -252,6 +251,8 @@ def reference_check(
 def _report(
     args, outcome, timings: dict[str, float], reveal: dict[str, Any] | None
 ) -> dict[str, Any]:
+    from ppbn.commands._outcomes import outcome_json
+
     report = outcome_json(outcome)
     report.update(
         {
@@ -276,6 +277,8 @@ def _report(
 
 
 def _print_report(outcome, report: dict[str, Any], files_kept: bool) -> None:
+    from ppbn.commands._outcomes import print_outcome
+
     print_outcome(outcome, "ppbn simulate", show_files=files_kept)
     timings = report["timings"]
     print(
@@ -353,8 +356,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
 
 def add_path_arguments(parser: argparse.ArgumentParser) -> None:
     """--path and the options of the learning paths (PRAM here; shared learning options)."""
-    from ppbn.randomized.pram.oracle import COUNT_METHODS
-
     parser.add_argument(
         "--path",
         choices=PATHS,

@@ -40,19 +40,13 @@ from ppbn.bn.discretize import (
     format_number,
 )
 from ppbn.bn.schema import PARTIES, BinSpec, Schema
+from ppbn.data.constants import MISSING_RULES  # how an empty cell is read (``--missing``)
 from ppbn.errors import DataError, UserError
 from ppbn.protocols.records import RecordIds
 
-# How an empty cell is read (``--missing``): "error" refuses it; "category" reads it as the
-# schema's ``missing_state``, an ordinary declared state; "available-case" codes it
-# ``MISSING_CODE`` and every count table involving that variable leaves the record out.
-MISSING_RULES = ("error", "category", "available-case")
+# "available-case" codes an empty cell ``MISSING_CODE``; every count table involving that
+# variable leaves the record out (the rules: ``data.constants.MISSING_RULES``)
 MISSING_CODE = -1
-MISSING_HELP = (
-    "how an empty cell is read: error (refuse it; the default), category (the schema's "
-    "missing_state becomes an ordinary state), available-case (the record is left out of "
-    "exactly the families, child + parents, that contain the variable; secure path only)"
-)
 READ_CHUNK_ROWS = 1 << 16  # records parsed at a time
 PARQUET_SUFFIXES = (".parquet", ".pq")
 

@@ -26,13 +26,10 @@ from ppbn.bn.io import (
     bif_state_problem,
 )
 from ppbn.bn.schema import PARTIES, SCHEMA_VERSION, BinSpec, Schema, Variable
+from ppbn.data.constants import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
 from ppbn.data.party_data import _check_ids, _raw_header, _read_csv
 from ppbn.errors import DataError, UserError
 
-ORDERS = ("first-seen", "sorted")
-DEFAULT_BINS = 4
-# a numeric column with more distinct values than this is proposed as continuous
-DEFAULT_NUMERIC_LEVELS = 10
 # a categorical column with more distinct values than this gets a warning
 MANY_CATEGORIES = 20
 

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ppbn.errors import UserError
+from ppbn.parties.constants import CA_DAYS, LEAF_DAYS  # certificate lifetimes in days
 from ppbn.parties.tls import (
     CA_CERT,
     CA_KEY,
@@ -61,8 +62,6 @@ from ppbn.parties.tls import (
     san_identity,
 )
 
-LEAF_DAYS = 397  # the CA/Browser Forum's ceiling: renewal stays a yearly habit
-CA_DAYS = 1825
 CLOCK_SKEW = dt.timedelta(minutes=5)  # certificates start a little in the past
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 

@@ -39,14 +39,16 @@ from cryptography.x509.oid import NameOID
 
 from ppbn.errors import UserError
 
-PARTY_ROLES = ("alice", "bob")
-MINER = "miner"  # the data miner of the PRAM path's setup II: a daemon without data
-DAEMON_ROLES = (*PARTY_ROLES, MINER)
-OPERATOR = "operator"
-ROLES = (*DAEMON_ROLES, OPERATOR)
+# the roles (alice, bob, miner, operator) live in parties.constants, which the command line
+# reads without grpc and cryptography; the daemons import them from here as well
+from ppbn.parties.constants import DAEMON_ROLES as DAEMON_ROLES
+from ppbn.parties.constants import EXPIRY_WARNING_DAYS, ROLES
+from ppbn.parties.constants import MINER as MINER
+from ppbn.parties.constants import OPERATOR as OPERATOR
+from ppbn.parties.constants import PARTY_ROLES as PARTY_ROLES
+
 ROLE_URI = "urn:ppbn:role:"
 PARTY_URI = "urn:ppbn:party:"
-EXPIRY_WARNING_DAYS = 30
 CA_CERT, CA_KEY, TRUSTED = "ca.crt", "ca.key", "trusted.crt"
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-DEFAULT_TIMEOUT_S = 120.0
+from ppbn.protocols.constants import DEFAULT_TIMEOUT_S  # read by the command line's help too
+
 DEFAULT_MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 LANE_MARK = "|"  # never part of a protocol's own tags
 MAIN_LANE = ""

@@ -32,10 +32,9 @@ from ppbn.bn.learn import HCOptions, run_search
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import estimate_parameters
 from ppbn.bn.scores import DEFAULT_ESS, SCORE_MODES
+from ppbn.randomized.constants import COUNT_METHODS
 from ppbn.randomized.pram.estimators import PramEstimator
 from ppbn.randomized.pram.operators import RandomizationError, RandomizationScheme
-
-COUNT_METHODS = ("moment", "em")
 
 
 def eta_margin(current: float, eta: float) -> float:

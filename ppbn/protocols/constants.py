@@ -1,0 +1,7 @@
+"""The protocols' defaults that the command line shows in its help, without numpy:
+importing this module loads nothing beyond the standard library (``ppbn --help`` stays
+fast). ``protocols.channel`` takes them from here."""
+
+from __future__ import annotations
+
+DEFAULT_TIMEOUT_S = 120.0  # how long a party waits for its peer's next message
