@@ -37,6 +37,17 @@ def outcome_json(outcome: JobOutcome) -> dict[str, Any]:
     }
 
 
+def result_text(key: str, value: Any) -> str:
+    """One result value for the table: the learned edges and parents always in full (a
+    person reads the network here), anything else cut at 100 characters."""
+    if key == "edges" and isinstance(value, list):
+        return ", ".join(f"{parent} -> {child}" for parent, child in value) or "(none)"
+    if key == "parents" and isinstance(value, dict):
+        return "; ".join(f"{child}: {', '.join(ps) or '-'}" for child, ps in value.items())
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
 def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> None:
     """Rich tables for people: the result, then per party time, traffic and operations."""
     from rich.console import Console
@@ -52,8 +63,7 @@ def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> N
     if outcome.result:
         result = Table("result", "value", title="result (contacted daemon)")
         for key, value in outcome.result.items():
-            text = json.dumps(value) if not isinstance(value, str) else value
-            result.add_row(key, text if len(text) <= 100 else text[:97] + "...")
+            result.add_row(key, result_text(key, value))
         console.print(result)
     per_party = party_stats(outcome)
     if per_party:

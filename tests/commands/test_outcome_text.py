@@ -1,0 +1,19 @@
+"""What `ppbn learn` and `ppbn simulate` print of a result: the learned network in full."""
+
+from __future__ import annotations
+
+from ppbn.commands._outcomes import result_text
+
+
+def test_the_edges_and_parents_of_a_large_network_are_never_cut():
+    edges = [[f"parent_{i}", f"child_{i}"] for i in range(60)]
+    text = result_text("edges", edges)
+    assert "..." not in text and text.count("->") == 60 and text.endswith("parent_59 -> child_59")
+    parents = {f"v{i}": [f"p{i}", f"q{i}"] for i in range(40)} | {"root": []}
+    shown = result_text("parents", parents)
+    assert "v39: p39, q39" in shown and shown.endswith("root: -")
+
+
+def test_other_long_values_stay_short():
+    assert result_text("notes", "x" * 300) == "x" * 97 + "..."
+    assert result_text("edges", []) == "(none)"
