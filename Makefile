@@ -8,7 +8,7 @@ STAMP := $(VENV)/.ppbn-installed
 PROTOS := $(wildcard ppbn/proto/*.proto)
 STUBS := $(PROTOS:.proto=_pb2.py)
 
-.PHONY: all install stubs demo test lint clean fuzz
+.PHONY: all install stubs demo test lint docs clean fuzz
 
 all: test
 
@@ -41,9 +41,14 @@ test: install lint
 	$(PY) -m pytest -n 2 --dist loadfile -m 'not faults_full and not ray'
 	$(PY) -m pytest -m ray tests/lab/test_ray.py
 
+# The documentation site from docs/ (mkdocs.yml) into site/; --strict: a broken link or
+# anchor fails the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # The long fuzz run (issue 16): over 10,000 mutated messages at a live daemon; prints the tally.
 fuzz: install
 	PPBN_FUZZ=long $(PY) -m pytest tests/fuzz -q -p no:randomly -p no:cacheprovider --timeout=7200
 
 clean:
-	rm -rf $(VENV) build *.egg-info ppbn/proto/*_pb2*.py ppbn/proto/*_pb2*.pyi
+	rm -rf $(VENV) build site *.egg-info ppbn/proto/*_pb2*.py ppbn/proto/*_pb2*.pyi
