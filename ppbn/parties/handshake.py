@@ -30,7 +30,7 @@ from ppbn.proto import party_pb2, party_pb2_grpc
 from ppbn.protocols.channel import ProtocolError
 from ppbn.protocols.records import NONCE_BYTES
 
-PROTOCOL_VERSION = 10  # 10: the score width covers the families hill climbing is forced to keep; 9: products and narrow lookup entries in the ring of their bound plus 2-3 bits, lifted by one OT (local truncation); 8: products choose with a share in Z_2^(b+2) and its top bit; 7: ln terms in two halves, the second on a terms lane; 6: local terms, derived table slots, the narrow CPT division, pipeline groups by secure terms; 5: SoftSpokenOT k = 8, OLEs each way choosing with the narrower operand, short resharing; 4: products in the ring of their bound, bit-shared f and x2, seeded garbler labels, 64-entry exact C-table; 3: table lanes
+PROTOCOL_VERSION = 10  # what each version changed: CHANGELOG.md, "Daemon protocol versions"
 Frame = party_pb2.Frame
 AbortCode = party_pb2.AbortCode
 HANDSHAKE_TIMEOUT_S = 10.0

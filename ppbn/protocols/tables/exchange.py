@@ -56,9 +56,7 @@ from ppbn.protocols.tables.plan import (
 )
 from ppbn.protocols.tables.session import TASK_PIECE, HeldGroup, TablesSession, piece_payload
 
-PROTOCOL_VERSION = (
-    3  # 2: re-randomizers over the key owner's encryptor base; 3: derived last configuration
-)
+PROTOCOL_VERSION = 3  # what each version changed: CHANGELOG.md, "Daemon protocol versions"
 TABLES_PROTOCOL = b"ppbn/tables"
 SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
