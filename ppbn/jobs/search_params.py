@@ -1,4 +1,4 @@
-"""The search and BDeu parameters shared by the learn job and the PRAM jobs (issue 13).
+"""The search and BDeu parameters shared by the learn job and the PRAM jobs.
 
 Both daemons run these checks on the job parameters they receive, the peer on the
 normalised form (every default filled in): a hill-climbing setting is refused on a K2 job
@@ -121,18 +121,16 @@ def search_family_bound(params: dict[str, Any], schema: Schema, kind: str = "lea
         return bound
     opts = hc_options_from(params, schema, kind)
     try:
-        forced, _, _ = prepare_start(
+        forced, _, required = prepare_start(
             schema.names, opts.start, opts.black_list, opts.white_list, opts.fixed_edges
-        )
-        fixed_only, _, _ = prepare_start(
-            schema.names, None, opts.black_list, opts.white_list, opts.fixed_edges
         )
     except ValueError as exc:
         raise ParameterError("start", f"{kind}: {exc}") from None
     for child in schema.names:
         count = len(forced[child])
         if count > bound.parents:
-            source = "fixed_edges" if len(fixed_only[child]) == count else "start"
+            fixed = sum(1 for _, c in required if c == child)  # fixed edges are always kept
+            source = "fixed_edges" if fixed == count else "start"
             words = (
                 "the fixed edges give"
                 if source == "fixed_edges"

@@ -157,15 +157,12 @@ class JobFiles:
 
     def _failed_write(self, exc: OSError) -> tuple[str, Path]:
         """The file a failed write names (or the job's files, if it names none) and the
-        folder to fix."""
-        failed = failed_file(exc, self.out)
-        if failed is None and exc.filename:
-            failed = Path(os.fsdecode(exc.filename))
-        if failed is None:
+        folder to fix: the output folder, or the named file's own folder outside it."""
+        if not exc.filename:
             return f"the job's files in {self.out}", self.out
-        return str(failed), self.out if failed.is_relative_to(
-            self.out.absolute()
-        ) else failed.parent
+        failed = Path(os.fsdecode(exc.filename))
+        inside = failed_file(exc, self.out) is not None
+        return str(failed), self.out if inside else failed.parent
 
     def write_failure_text(self, exc: OSError) -> str:
         """One line for a job whose files cannot be written: the file, the OS's reason, and
