@@ -1,4 +1,4 @@
-"""Hill climbing over DAGs (issue 13): the order-free search, beside the K2 driver.
+"""Hill climbing over DAGs: the order-free search, beside the K2 driver.
 
 Semantics follow pgmpy's ``HillClimbSearch`` (Koller and Friedman 2009, Sec. 18.4.3):
 start from the empty graph or a given DAG; each step applies the best legal move among

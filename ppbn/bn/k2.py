@@ -129,7 +129,7 @@ class CountsOracle:
     ``count_fn(variables)`` returns the count table of ``variables`` (parents..., child),
     one axis per variable in that order. Under available-case analysis the tables of a
     child with and without a candidate parent may hold different numbers of records; the
-    scores are compared as they are (README, "Missing values"). ``evaluated`` records every score computed, in
+    scores are compared as they are (docs/user-guide.md, "Missing values"). ``evaluated`` records every score computed, in
     order, as (child, parents, score): tests compare the modes on it.
     """
 

@@ -1,4 +1,4 @@
-"""The non-private reference learner: K2 (or hill climbing, issue 13) with the plaintext
+"""The non-private reference learner: K2 (or hill climbing) with the plaintext
 oracle, then parameters.
 
 Every secure and randomized result is compared with this one (same score mode, tau and

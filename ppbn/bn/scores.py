@@ -11,7 +11,7 @@ Modes (docs/conventions.md, "Score modes"):
 - ``yw0``: g minus the number of zero cells, which removes that bias.
 - ``bic``: log-likelihood minus c_star * (ln N / 2) * q(d-1) (standard BIC; docs/conventions.md, "BIC penalty", says
   the PRAM paper prints N/2, which we read as a typo). N is the public record count n,
-  also for available-case families with fewer complete records (README, "Missing values").
+  also for available-case families with fewer complete records (docs/user-guide.md, "Missing values").
 - ``bdeu``: the Bayesian Dirichlet equivalent uniform score (Heckerman, Geiger and
   Chickering 1995) with equivalent sample size ``ess`` (pgmpy's convention: alpha_ij =
   ess/q, alpha_ijk = ess/(q d); default 10). On the secure path: lnGamma with a public

@@ -345,7 +345,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--params",
         help="job parameters as a JSON object (pram, perturb-learn and their -miner kinds take theirs "
-        "here; see the README)",
+        "here; see their --help and docs/user-guide.md)",
     )
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
@@ -423,7 +423,7 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         help="score each K2 step's families in groups, the next group's Paillier table phase "
         "running while the current group's terms cross the wire: on (default) hides most of "
         "the table phase behind a slow link; off runs the phases one after the other, which "
-        "is faster when both daemons share one small host (README 'Overlapping work with the wire')",
+        "is faster when both daemons share one small host (docs/user-guide.md, 'Overlapping work with the wire')",
     )
     parser.add_argument(
         "--split-terms",
@@ -433,7 +433,7 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         "two lanes, so one half computes while the other's bytes cross the wire: on for a slow "
         "link (child across 100mbit/20ms: -1.6 s on average); off (default) on a fast link or "
         "when both daemons share one small host, where the second thread costs more than it "
-        "hides (README 'Two halves of each batch of terms')",
+        "hides (docs/user-guide.md, 'Two halves of each batch of terms')",
     )
 
 
@@ -460,7 +460,7 @@ def add_executor_options(
     parser.add_argument(
         "--ray-address",
         metavar="ADDR",
-        help="join this party's running Ray cluster (e.g. 10.0.0.5:6379; see README 'Scale-out'); "
+        help="join this party's running Ray cluster (e.g. 10.0.0.5:6379; see docs/user-guide.md, 'Scale-out'); "
         "default with --executor ray: a private Ray instance on this host",
     )
 

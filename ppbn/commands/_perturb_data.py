@@ -23,7 +23,7 @@ CATEGORICAL_METHODS = ("moment", "em")
 
 MECHANISM_HELP = (
     "JSON mechanism file: for each column its states and PRAM kind (warner, multi_category, "
-    "matrix, ...) or 'additive' with its noise, plus Zhan 'groups' (README, 'Perturbation')"
+    "matrix, ...) or 'additive' with its noise, plus Zhan 'groups' (docs/user-guide.md, 'Perturbation')"
 )
 
 

@@ -1,4 +1,4 @@
-"""``ppbn perturb learn nb|id3|perceptron|rules``: learn from randomized data (issue 15).
+"""``ppbn perturb learn nb|id3|perceptron|rules``: learn from randomized data.
 
 See ppbn.lab.randomized_learning; the group ``ppbn perturb`` is made in
 ppbn/commands/perturb.py.

@@ -604,8 +604,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         choices=("processes", "threads"),
         default="processes",
         help="processes: each party its own process, as two daemons are (default); threads: "
-        "both in this process, sharing one interpreter lock (the figures before issue 12's "
-        "last session)",
+        "both in this process, sharing one interpreter lock",
     )
     ln.add_argument("--format", choices=("table", "json"), default="table")
     ln.add_argument(

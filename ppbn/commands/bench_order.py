@@ -1,4 +1,4 @@
-"""``ppbn bench order``: how much K2's result depends on its node order (issue 13).
+"""``ppbn bench order``: how much K2's result depends on its node order.
 
 Samples records from a bundled network, runs the plaintext K2 reference under the true
 topological order and under ``--orders`` random orders, and hill climbing (no order)

@@ -1,5 +1,5 @@
 """``ppbn perturb``: randomize data with a known mechanism, reconstruct distributions, and
-learn from randomized data (issue 15). The subcommands live in two helper modules."""
+learn from randomized data. The subcommands live in two helper modules."""
 
 from __future__ import annotations
 

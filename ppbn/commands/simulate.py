@@ -12,7 +12,7 @@ as the ``pram`` job between alice and bob, ``--setup 2`` as the ``pram-miner`` j
 started at a third daemon, the miner. It prints every daemon's result and figures and
 the structure's distance to the plaintext reference learned in this process.
 
-``--path perturb`` runs a perturbation learner the same way (issue 15): ``--setup 1`` as
+``--path perturb`` runs a perturbation learner the same way: ``--setup 1`` as
 the ``perturb-learn`` job (the class's owner learns), ``--setup 2`` as
 ``perturb-learn-miner``; the job's parameters come from ``--params`` (learner, class,
 theta or p, ...), and the same learner on the joined original data is the reference.

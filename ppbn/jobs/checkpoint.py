@@ -6,7 +6,7 @@ score shares (``learning.config.K2Checkpoint``), plus the job's parameters and a
 its own data so a resume runs on the same records with the same parameters. Nothing of
 the peer's is stored but the shares the protocol gave this party (its own shares are by
 construction the only thing it holds; Paillier keys and ciphertext caches are not kept:
-a resumed run makes fresh keys, see README "Resumable jobs").
+a resumed run makes fresh keys, see docs/user-guide.md, "Resumable jobs").
 
 Files: ``<out>/.checkpoints/<job>/checkpoint-<step>.bin`` (the last ``KEEP`` steps, since the peer may
 be one step behind), each AES-256-GCM under ``<out>/.checkpoint.key`` (32 random bytes,

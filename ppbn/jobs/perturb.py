@@ -1,4 +1,4 @@
-"""The perturbation learners as daemon jobs over vertically partitioned data (issue 15):
+"""The perturbation learners as daemon jobs over vertically partitioned data:
 ``perturb-learn`` (setup I: alice with bob, the class's owner learns) and
 ``perturb-learn-miner`` (setup II: started at the miner, which learns from both parties'
 randomized columns), after Ma and Sivakumar (Sec. III-A); the protocol is

@@ -1,5 +1,5 @@
 """``ppbn compare-classifiers``: naive Bayes, ID3 and the pocket perceptron learned from
-the original, the randomized (uncorrected) and the reconstructed data, against p (issue 15).
+the original, the randomized (uncorrected) and the reconstructed data, against p.
 
 Data: records sampled from a bnlearn network shipped with pgmpy with a chosen class
 variable (scikit-learn's data sets are not a dependency), or the Lens data of Ma 2006,

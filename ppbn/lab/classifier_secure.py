@@ -1,4 +1,4 @@
-"""The secure path as a classifier, on the data of ``ppbn compare-classifiers`` (issue 15).
+"""The secure path as a classifier, on the data of ``ppbn compare-classifiers``.
 
 The perturbation learners trade accuracy for privacy; the secure path (Yang and Wright)
 gives the exact network of the joined data and shows each party nothing but that network.

@@ -243,7 +243,7 @@ class CompareSettings:
     c_star: float | None  # None: the schedule above
     secure: bool
     timeout_s: float
-    hc: bool = False  # also hill climbing: reference, PRAM setup II and secure (issue 13)
+    hc: bool = False  # also hill climbing: reference, PRAM setup II and secure
 
     def fix_for(self, p: float) -> tuple[str, dict[str, float]]:
         """The extra-link fix for this score and p: (label, job parameters)."""
@@ -389,7 +389,7 @@ def _hill_climbing_runs(
     runs: list[Run],
     say: Callable[[str], None],
 ) -> dict[str, list[str]]:
-    """The hill-climbing rows (issue 13): the reference, PRAM setup II for each p (plain,
+    """The hill-climbing rows: the reference, PRAM setup II for each p (plain,
     and with C* for bic; the eta rule is K2's), and the secure path, each measured against
     the hill-climbing reference. Returns the reference's parents."""
     t0 = time.perf_counter()

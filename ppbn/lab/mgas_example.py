@@ -9,7 +9,7 @@ The figure holding the distribution is lost. We take two adjacent, equal-weight 
 triangles on [0, w] and [w, 2w]. With MGAS as in ``ppbn.bn.discretize`` the group count
 grows with w and varies by a few groups from sample to sample (w = 10: 33-38 over ten
 samples; w = 11: 36-40; w = 12: 37-42); w = 12 is the width whose typical count is the
-text's 39, and is the default here (README, "Perturbation").
+text's 39, and is the default here (docs/user-guide.md, "Perturbation").
 
 Distances reported: the information loss 1/2 sum |h - h_hat| between the MGAS group
 fractions and their estimate (Wu Sec. 5; it excludes the loss by discretization), its

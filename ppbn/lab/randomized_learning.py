@@ -1,4 +1,4 @@
-"""``ppbn perturb learn``: read a randomized table, learn from it, report (issue 15).
+"""``ppbn perturb learn``: read a randomized table, learn from it, report.
 
 The data miner's side of the perturbation path: it receives records already randomized
 by their owners and the public mechanism, and learns naive Bayes (Zhan), ID3, the pocket

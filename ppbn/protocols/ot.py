@@ -57,7 +57,7 @@ KAPPA = 128  # base OTs, the computational security parameter
 # expands KAPPA / k x 2^k PRG streams instead of KAPPA or 2 KAPPA. k = 8: 2 bytes of u per
 # OT instead of 16 (k = 4: 4), for 4,096 bits of AES-CTR output per OT (k = 4: 512): the
 # u messages were a fifth of the bytes of a secure ln term at k = 4, and the extension's
-# CPU is about twice k = 4's (``_chunk_sums``; measured in README "A third wire diet").
+# CPU is about twice k = 4's (``_chunk_sums``; measured with `ppbn bench ln`).
 SUBFIELD_BITS = 8
 CHUNKS = KAPPA // SUBFIELD_BITS  # small VOLEs, one per k bits of s
 LEAVES = 1 << SUBFIELD_BITS  # PRG seeds per small VOLE

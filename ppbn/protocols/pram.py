@@ -76,7 +76,7 @@ class PramConfig:
     eta: float = 1.0
     counts: str = "moment"
     pseudo_count: float = 0.0
-    # "k2" (under ``order``) or "hc": hill climbing with ``hc`` (setup II only, issue 13)
+    # "k2" (under ``order``) or "hc": hill climbing with ``hc`` (setup II only)
     search: str = "k2"
     hc: HCOptions | None = None
     ess: float = DEFAULT_ESS  # BDeu's equivalent sample size

@@ -40,7 +40,7 @@ Output modes (``Reveal``) of an output bundle of width b:
   statistical distance v' / 2^(b + STAT_BITS) < 2^-STAT_BITS of r's, whatever v is (the
   argument of ``arith.truncate``); the garbler learns nothing new.
 
-Garbler input labels from a seed (issue 12): no garbler input bit needs a label transfer
+Garbler input labels from a seed: no garbler input bit needs a label transfer
 (first done for the random masks of the shared outputs, a folklore optimisation of
 free-XOR garbling, then for every garbler input: the argument below never uses that the
 bit is random). Per run the garbler draws a public seed s of ``LABEL_SEED_BYTES`` from its
@@ -69,7 +69,7 @@ whose fixed AES key is derived from the protocol id and the job's session label 
 instance b"yao" of ``ppbn.protocols.ot``. ``dh_bits`` selects the base-OT group
 (``base_ot.dh_bits_for`` of the job's Paillier key size; both parties derive it locally).
 
-Executor (issue 14): each instance chunk of step 3 is garbled by ``garble_chunk`` and
+Executor: each instance chunk of step 3 is garbled by ``garble_chunk`` and
 evaluated by ``evaluate_chunk``, pure functions of the schedule, the chunk's tweak base,
 its labels and (garbler) R, its input bits and the chunk's label key (the evaluator
 expands the seeded labels in the job thread). A run of at least ``gc_inline_below`` AND
@@ -117,7 +117,7 @@ from ppbn.protocols.seeds import RandomStream, TaskSeeds
 CHUNK_BYTES = 16 * 1024 * 1024
 # AND gates x instances of a run below which its chunks stay in the job thread. The default
 # keeps every run there: on 2 cores per host the pool cost 1.3 to 1.7x the CPU (the tables
-# cross the process boundary) and was slower at every size measured (README "Scale-out");
+# cross the process boundary) and was slower at every size measured (docs/user-guide.md, "Scale-out");
 # a host with spare cores sets the policy's gc_inline_below lower.
 GC_INLINE_BELOW = 1 << 40
 MASK_PREFIX = "yao.mask."

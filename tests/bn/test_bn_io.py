@@ -1,4 +1,4 @@
-"""BIF/JSON export and the reference CLI (issue 2)."""
+"""BIF/JSON export and the reference CLI."""
 
 from __future__ import annotations
 

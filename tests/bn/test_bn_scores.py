@@ -1,4 +1,4 @@
-"""Scores and the K2 driver against pgmpy and the paper's observations (issue 2)."""
+"""Scores and the K2 driver against pgmpy and the paper's observations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hill climbing and BDeu (issue 13, the plaintext half): the move generator against a
+"""Hill climbing and BDeu (the plaintext half): the move generator against a
 brute-force legality check, BDeu/BIC family scores and whole runs against pgmpy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The private-K2 circuits evaluate exactly to the fixed-point model (issue 5)."""
+"""The private-K2 circuits evaluate exactly to the fixed-point model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bad-input catalogue of issue 16: each case gives one line naming the file, line,
+"""The bad-input catalogue: each case gives one line naming the file, line,
 column or flag at fault (exit code 2), leaves nothing half-written, and no process behind.
 
 File cases run the CLI in this process; daemon cases run two daemons in this process

@@ -1,4 +1,4 @@
-"""Continuous variables (issue 11): schema rules, the public fingerprint, load errors, and
+"""Continuous variables: schema rules, the public fingerprint, load errors, and
 the secure learn against the reference on the same discretization, with the owner's cut
 points kept out of the other party's files."""
 
@@ -84,7 +84,7 @@ def test_fingerprint_covers_only_the_public_part():
 
 
 def test_categorical_fingerprint_is_unchanged():
-    """The fingerprint of an all-categorical schema is the one computed before issue 11."""
+    """The fingerprint of an all-categorical schema is the one computed before continuous variables existed."""
     schema = Schema.from_dict(
         {
             "id_column": "id",

@@ -156,7 +156,7 @@ def test_datasets_make_writes_a_consistent_split(asia_dir):
     assert np.all(codes >= 0)
 
 
-# -- streaming (issue 14): chunks of records, Parquet ---------------------------------------
+# -- streaming: chunks of records, Parquet ---------------------------------------
 
 
 def test_chunked_reading_gives_the_same_data_and_names_lines_across_chunks(tmp_path, schema):

@@ -1,4 +1,4 @@
-"""`ppbn schema infer` and `ppbn schema merge` (issue 11): from two CSVs back to the schema."""
+"""`ppbn schema infer` and `ppbn schema merge`: from two CSVs back to the schema."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Record alignment by private set intersection (issue 11, part 1): `--align psi`.
+"""Record alignment by private set intersection: `--align psi`.
 
 Two daemon processes whose CSVs share part of their record ids, in different row orders,
 learn exactly what the reference learns on the joined intersection; each party's ledger

@@ -1,5 +1,5 @@
 """The secure path through the daemons: `ppbn simulate` (default path), `ppbn learn`
-parameters, the shared disclosure and `ppbn shares combine` (issue 5)."""
+parameters, the shared disclosure and `ppbn shares combine`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``--missing available-case`` (issue 11, part 3): a record with a missing cell is left out
+"""``--missing available-case``: a record with a missing cell is left out
 of exactly the families that contain that variable, on the secure path (all-zero
 indicator rows in the tables protocol) and in the plaintext reference alike."""
 

@@ -1,4 +1,4 @@
-"""The perturbation learners as daemon jobs (issue 15): ``perturb-learn`` (setup I, alice
+"""The perturbation learners as daemon jobs: ``perturb-learn`` (setup I, alice
 with bob) and ``perturb-learn-miner`` (setup II, the miner) over real daemons on loopback
 mutual TLS, against the local library call (``ppbn perturb learn``'s ``learn``) on the same
 records; the local policy's refusals and the one-line parameter errors."""

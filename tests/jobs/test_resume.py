@@ -1,4 +1,4 @@
-"""Resumable learn jobs (issue 16, part 1): checkpoints, and a resumed protocol run equal
+"""Resumable learn jobs: checkpoints, and a resumed protocol run equal
 to an uninterrupted one (both parties in threads over the memory channel). Resumes
 between two daemon processes, after SIGKILL, SIGTERM or a dropped link, are in
 test_faults.py."""

@@ -1,4 +1,4 @@
-"""The Ray executor (issue 14) on a real local Ray instance (2 CPUs, no dashboard): the same
+"""The Ray executor on a real local Ray instance (2 CPUs, no dashboard): the same
 table phase on sachs, byte for byte, and the same learned network on asia as inline (and so
 as the local pool: tests/protocols/test_executor.py);
 a Ray worker killed in the middle of a job is retried by Ray, and a task that keeps

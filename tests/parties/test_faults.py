@@ -1,4 +1,4 @@
-"""The fault matrix (issue 16, part 2): two `ppbn party serve` processes over loopback
+"""The fault matrix: two `ppbn party serve` processes over loopback
 mutual TLS; alice's operator runs a learn job and bob meets a fault in one phase:
 
 - phases: handshake (the fault is in place when the job is requested), tables, ln terms,

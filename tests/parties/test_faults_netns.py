@@ -1,4 +1,4 @@
-"""The fault matrix over a real link (issue 16): alice's daemon in one network namespace,
+"""The fault matrix over a real link: alice's daemon in one network namespace,
 bob's in another, joined by a veth pair (10.203.X.1/30 and .2/30); certificates name the
 veth addresses, and the test process (in the root namespace) reaches each daemon through a
 loopback relay whose upstream sockets are made inside that daemon's namespace.

@@ -1,4 +1,4 @@
-"""The cost model of a secure term (issue 12, ``protocols.cost``) against the bytes the
+"""The cost model of a secure term (``protocols.learning.cost``) against the bytes the
 channel counts in ``ppbn bench ln``, message kind by message kind."""
 
 from __future__ import annotations

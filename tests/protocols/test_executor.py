@@ -1,4 +1,4 @@
-"""Executors (issue 14): ordered bounded maps, tree reductions, failures, and the table phase
+"""Executors: ordered bounded maps, tree reductions, failures, and the table phase
 bit-identical under the inline executor and the local process pool for the same seed."""
 
 from __future__ import annotations

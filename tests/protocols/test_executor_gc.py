@@ -1,4 +1,4 @@
-"""Garbling, evaluation and OT-extension blocks on the party's executor (issue 14): the
+"""Garbling, evaluation and OT-extension blocks on the party's executor: the
 garbled tables, labels, OT messages and outputs are the same bytes inline and on a local
 process pool for the same seeds, the garbler's secrets reach only its own executor, and a
 secure learn job gives the same network whichever executor ran its batches."""

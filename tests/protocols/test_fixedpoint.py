@@ -1,4 +1,4 @@
-"""The plaintext model of the secure scores matches the float scores (issue 5 precision)."""
+"""The plaintext model of the secure scores matches the float scores (the fixed-point precision)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Private hill climbing and secure BDeu (issue 13): equal to the reference, resumable,
+"""Private hill climbing and secure BDeu: equal to the reference, resumable,
 and the parameters checked. Both parties run in threads over the memory channel with
 1024-bit keys; the daemon path and the larger networks are measured by
-`ppbn bench k2 --search hc --check-reference` (figures in the README)."""
+`ppbn bench k2 --search hc --check-reference` (figures in docs/benchmarks.md)."""
 
 from __future__ import annotations
 

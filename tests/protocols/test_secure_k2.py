@@ -1,8 +1,8 @@
-"""The private K2 and parameters (issue 5): equal to the reference, and nothing else leaks.
+"""The private K2 and parameters: equal to the reference, and nothing else leaks.
 
 Both parties run in threads over the in-memory channel with 1024-bit Paillier keys (the
 daemon path is exercised in test_learn_job.py). Larger networks (alarm, u = 3) are
-checked by `ppbn bench k2 --check-reference`, whose figures are in the README.
+checked by `ppbn bench k2 --check-reference`, whose figures are in docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Wu's estimators for additive perturbation: EM, binned EM = Richardson-Lucy, Fourier, one-step.
 
-Stated tolerances (README, "Perturbation"), each with the measured value it guards:
+Stated tolerances (docs/user-guide.md, "Perturbation"), each with the measured value it guards:
 - EM vs binned EM (8 z-bins per bin, 100 iterations, 20,000 values): 1/2 L1 <= 0.01
   (measured 0.0032 gaussian, 0.0053 uniform), and the gap shrinks as the z-bins get finer.
 - Richardson-Lucy vs binned EM: equal to 1e-12 (measured ~1e-15).

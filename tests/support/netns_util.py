@@ -1,5 +1,5 @@
-"""Two network namespaces joined by a veth pair, for the fault matrix over a real link
-(issue 16). Created per test module with unique names, torn down in every case.
+"""Two network namespaces joined by a veth pair, for the fault matrix over a real link.
+Created per test module with unique names, torn down in every case.
 
     with VethNamespaces() as net:          # pytest.skip(...) if they cannot be made here
         net.exec_prefix("a")               # ["ip", "netns", "exec", "ppbn-test-PID-N-a"]

@@ -75,7 +75,7 @@ class SecureLearnConfig:
     # a batch of at least ``split_terms_from`` secure terms runs as two halves side by side,
     # the second on a lane of its own (``SecureScorer.terms``): for a slow link, where it
     # overlaps one half's compute with the other's transfer; on a fast link or one shared
-    # host the extra thread costs more CPU than it hides (README.md). Both parties agree
+    # host the extra thread costs more CPU than it hides (docs/user-guide.md, "Two halves of each batch of terms"). Both parties agree
     split_terms: bool = False
     split_terms_from: int = SPLIT_TERMS_FROM
     # this party's own (never negotiated): garbled runs of fewer AND gates x instances, and

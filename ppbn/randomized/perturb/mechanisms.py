@@ -12,7 +12,7 @@ A mechanism is public: whoever reconstructs a distribution needs it. Two familie
   independent groups multiply, two one-attribute groups giving M2 = M1 (x) M1 (eq. 5).
 - Additive (Wu Sec. 2-3): z = x + y with y from a known ``Noise`` (``noise.py``).
 
-The mechanism file (JSON; README "Perturbation") maps column names to mechanisms::
+The mechanism file (JSON; docs/user-guide.md, "Perturbation") maps column names to mechanisms::
 
     {"columns": {
        "smoker": {"states": ["no", "yes"], "kind": "warner", "theta": 0.8},
