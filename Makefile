@@ -46,7 +46,7 @@ test: install lint
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-# The long fuzz run (issue 16): over 10,000 mutated messages at a live daemon; prints the tally.
+# The long fuzz run: over 10,000 mutated messages at a live daemon; prints the tally.
 fuzz: install
 	PPBN_FUZZ=long $(PY) -m pytest tests/fuzz -q -p no:randomly -p no:cacheprovider --timeout=7200
 
