@@ -1,6 +1,18 @@
 """ppbn: learn one Bayesian network over two parties' vertically partitioned data.
 
-Layers (dependencies point one way): ``parties`` -> ``protocols`` -> ``circuits`` / ``bn``.
+The Python API (``ppbn.simulate``, ``ppbn.Daemon``, ``ppbn.load_result``) is in ppbn/api;
+docs/architecture.md lays out the layers beneath it.
 """
 
+from ppbn.api import (
+    Cpt,
+    Daemon,
+    Job,
+    NetworkResult,
+    Simulation,
+    load_result,
+    simulate,
+)
+
 __version__ = "0.1.0"
+__all__ = ["Cpt", "Daemon", "Job", "NetworkResult", "Simulation", "load_result", "simulate"]

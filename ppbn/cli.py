@@ -46,6 +46,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         reference,
         schema,
         shares,
+        show,
         simulate,
     )
 
@@ -69,6 +70,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         reference,
         schema,
         shares,
+        show,
         simulate,
     )
 

@@ -23,6 +23,7 @@ LAYERS = (
     ("jobs",),
     ("proto", "parties"),
     ("lab",),
+    ("api",),
     ("commands",),
     ("cli", "__init__", "__main__"),
 )

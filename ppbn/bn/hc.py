@@ -346,6 +346,8 @@ def hill_climb(
         legal = legal_moves(names, parents, limit, tabu, forbidden, required)
         if not legal:
             break
+        if progress:  # the move being chosen; the count of moves to come is unknown
+            progress(step, 0, f"hc move {step + 1}: {len(legal)} legal moves")
         queries = [MoveQuery(m, move_terms(m, parents)) for m in legal]
         deltas: list[float] | None = None
         if choose is not None:
@@ -368,6 +370,8 @@ def hill_climb(
                 0,
                 f"hc step {step + 1}: {move.kind} {move.edge[0]} -> {move.edge[1]}{shown}",
             )
+    if progress:
+        progress(len(moves), 0, "hc done")
     if choose is not None:
         return HCResult(
             names, start_parents, dict(parents), moves, None, getattr(oracle, "families_scored", 0)

@@ -2,7 +2,8 @@
 
 BIF follows the format of the bnlearn repository (readable by pgmpy's BIFReader). The
 JSON shape is shared by ``ppbn reference``, the secure path and the PRAM path:
-``{"order", "edges" (in the order added), "parents", "parameters", "score", "tau"}``;
+``{"order", "edges" (in the order added), "parents", "parameters", "score", "tau"}``,
+and ``"owners"`` (variable -> party, from the public schema) where the writer knows them;
 ``parameters[v]`` = ``{"parents", "states", "table" (one row per parent configuration,
 C order over the parents, first parent slowest), "unobserved" (rows with no records:
 uniform)}``.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -168,9 +170,16 @@ def write_bif(net: BayesNet, path: str | Path, network_name: str = "ppbn") -> No
 
 
 def network_json(
-    net: BayesNet, order: tuple[str, ...], edges: list[tuple[str, str]], score: str, tau: float
+    net: BayesNet,
+    order: tuple[str, ...],
+    edges: list[tuple[str, str]],
+    score: str,
+    tau: float,
+    owners: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    return {
+    """The result document; ``owners`` (variable -> party, public: from the schema) is
+    written as ``"owners"`` when given."""
+    document = {
         "order": list(order),
         "edges": [[p, c] for p, c in edges],
         "parents": {v: list(net.parents[v]) for v in net.names},
@@ -186,3 +195,6 @@ def network_json(
         "score": score,
         "tau": tau,
     }
+    if owners is not None:
+        document["owners"] = {v: owners[v] for v in net.names if v in owners}
+    return document

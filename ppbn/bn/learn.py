@@ -45,6 +45,20 @@ class LearnedNetwork:
     network: BayesNet
     oracle: CountsOracle
 
+    def family_records(self) -> dict[str, int]:
+        """Records each family was counted on (under available-case analysis, its complete
+        records): what the secure learn job reports under ``family_records``."""
+        count = self.oracle.count_fn
+        return {v: int(count((*ps, v)).sum()) for v, ps in self.search.parents.items()}
+
+    def same_moves(self, moves: list[dict]) -> bool | None:
+        """Whether hill-climbing ``moves`` (as a network.json lists them: kind and edge)
+        are this search's moves in the same order; None for K2, which makes none."""
+        if not isinstance(self.search, HCResult):
+            return None
+        ours = [(m["kind"], tuple(m["edge"])) for m in moves]
+        return ours == [(m.move.kind, m.move.edge) for m in self.search.moves]
+
 
 def joined_count_fn(
     names: Sequence[str], states: Mapping[str, tuple[str, ...]], codes: np.ndarray

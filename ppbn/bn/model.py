@@ -8,8 +8,9 @@ and of docs/conventions.md, "Table layouts" (child varies fastest).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -110,3 +111,24 @@ def structural_hamming_distance(
     eb = {(p, c) for c, ps in b.items() for p in ps}
     reversed_pairs = {(p, c) for p, c in ea - eb if (c, p) in eb - ea}
     return len(ea ^ eb) - len(reversed_pairs)
+
+
+def structure_diff(
+    learned: Mapping[str, Sequence[str]], reference: Mapping[str, Sequence[str]]
+) -> dict[str, Any]:
+    """Extra, missing and reversed links of ``learned`` against ``reference``; their sum is
+    the structural Hamming distance (``structural_hamming_distance``)."""
+    ours = {(p, c) for c, ps in learned.items() for p in ps}
+    theirs = {(p, c) for c, ps in reference.items() for p in ps}
+    reversed_links = sorted((p, c) for p, c in ours - theirs if (c, p) in theirs)
+    extra = sorted((p, c) for p, c in ours - theirs if (c, p) not in theirs)
+    missing = sorted((p, c) for p, c in theirs - ours if (c, p) not in ours)
+    return {
+        "shd": len(extra) + len(missing) + len(reversed_links),
+        "extra": len(extra),
+        "missing": len(missing),
+        "reversed": len(reversed_links),
+        "extra_links": [list(e) for e in extra],
+        "missing_links": [list(e) for e in missing],
+        "reversed_links": [list(e) for e in reversed_links],
+    }

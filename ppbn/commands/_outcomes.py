@@ -1,6 +1,5 @@
 """What the commands that run jobs show: a job's outcome and each party's figures (``learn``,
-``simulate``), and how a learned network compares with the reference (``reference``,
-``simulate``, ``bench k2``).
+``simulate``).
 """
 
 from __future__ import annotations
@@ -9,9 +8,6 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ppbn.bn.hc import HCResult
-    from ppbn.bn.k2 import K2Result
-    from ppbn.bn.learn import LearnedNetwork
     from ppbn.parties.client import JobOutcome
 
 
@@ -91,19 +87,3 @@ def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> N
     if outcome.out_dir and show_files:
         console.print(f"files of the contacted daemon: {outcome.out_dir}")
 
-
-def family_records(learned: LearnedNetwork) -> dict[str, int]:
-    """Records each family of a learned network was counted on (what the secure learn job
-    reports under ``family_records``): under available-case analysis, its complete records."""
-    count = learned.oracle.count_fn
-    parents = learned.search.parents
-    return {v: int(count((*parents[v], v)).sum()) for v in parents}
-
-
-def same_hc_moves(learned: dict, reference_search: K2Result | HCResult) -> bool | None:
-    """Whether a private hill-climbing run (its network.json) applied the reference's moves
-    in the same order; None for K2."""
-    if "moves" not in learned:
-        return None
-    ours = [(m["kind"], tuple(m["edge"])) for m in learned["moves"]]
-    return ours == [(m.move.kind, m.move.edge) for m in reference_search.moves]

@@ -44,29 +44,19 @@ PRAM_AVAILABLE_CASE = (
 
 
 def data_files(args: argparse.Namespace, work: Path) -> tuple[Path, Path, Path]:
-    rate = getattr(args, "missing_rate", 0.0)
-    if args.data and rate:
-        raise UserError(
-            "--missing-rate blanks generated data: give --network and --records, not --data"
-        )
-    if args.data:
-        base = Path(args.data)
-        files = (base / "schema.json", base / "alice.csv", base / "bob.csv")
-        for path in files:
-            if not path.is_file():
-                raise UserError(f"{path}: not found (--data needs schema.json, alice.csv, bob.csv)")
-        return files
-    if not args.network or not args.records:
-        raise UserError("give --network and --records (or --data DIR)")
-    from ppbn.data.datasets import make_dataset
+    """The data set of ``--data``, or ``--records`` sampled from ``--network`` into ``work``."""
+    from ppbn.api.simulate import make_data
 
-    out = work / "data"
-    make_dataset(args.network, args.records, args.seed, out, overlap=sample_overlap(args))
-    if rate:
-        from ppbn.data.datasets import blank_cells
-
-        blank_cells(out, rate, args.seed)
-    return out / "schema.json", out / "alice.csv", out / "bob.csv"
+    files = make_data(
+        work,
+        args.network,
+        args.records,
+        args.seed,
+        args.data,
+        overlap=sample_overlap(args) if not args.data else 1.0,
+        missing_rate=getattr(args, "missing_rate", 0.0),
+    )
+    return files.schema, files.alice, files.bob
 
 
 def moved_outcome(outcome, work: Path, out: Path):
@@ -114,7 +104,9 @@ def run_with_daemons(
                 "(mutual TLS)",
                 file=sys.stderr,
             )
-        progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
+        from ppbn.commands._progress import progress_reporter
+
+        progress = progress_reporter(quiet)  # a bar on a terminal, else lines
         started = time.perf_counter()
         job_id, outcomes = daemons.run_job(start_role, kind, params, progress)
         job_s = time.perf_counter() - started

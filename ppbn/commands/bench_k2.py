@@ -206,7 +206,6 @@ def _reference_check(
     import numpy as np
 
     from ppbn.bn.learn import learn_reference
-    from ppbn.commands._outcomes import family_records, same_hc_moves
     from ppbn.data.party_data import load_joined
 
     names, codes = load_joined(
@@ -224,13 +223,13 @@ def _reference_check(
         ess=args.ess,
         **search_options(args),
     )
-    same_moves = same_hc_moves(learned, ref.search)
+    same_moves = ref.same_moves(learned["moves"]) if "moves" in learned else None
     same = learned["edges"] == [list(e) for e in ref.search.edges] and same_moves is not False
     diff = max(
         float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v])))
         for v in names
     )
-    records = learned["family_records"]["families"] == family_records(ref)
+    records = learned["family_records"]["families"] == ref.family_records()
     return {
         "equal": bool(same and diff < 1e-9 and records),
         "same_structure_and_order": same,

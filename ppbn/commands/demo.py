@@ -28,6 +28,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
+    from ppbn.commands._progress import progress_reporter
     from ppbn.data.datasets import blank_cells, make_dataset
     from ppbn.data.outputs import check_output_dir, work_folder
     from ppbn.data.party_data import load_joined
@@ -75,7 +76,7 @@ def _demo(args: argparse.Namespace) -> int:
             pair.client("alice") as client,
         ):
             job_id = client.start("learn", params)
-            outcome = client.wait(job_id, None, lambda note: console.print(f"  [dim]{note}[/dim]"))
+            outcome = client.wait(job_id, None, progress_reporter(False))
             if outcome.state != "SUCCEEDED":
                 raise UserError(f"the secure job failed: {outcome.error}")
             learned = {

@@ -21,54 +21,60 @@ CANCEL_WAIT_S = 60.0  # how long Ctrl-C waits for the daemon to stop the job
 
 
 def _learn(args: argparse.Namespace) -> int:
+    from ppbn.api.daemon import Daemon
     from ppbn.commands._outcomes import outcome_json, print_outcome
-    from ppbn.parties.client import DaemonClient, JobOutcome
+    from ppbn.commands._progress import progress_reporter, status_line
 
     refuse_on_private_paths(args)
     params = job_params(args)
-    with DaemonClient(args.peer, args.tls_dir, insecure=args.insecure) as client:
-        health = client.health()
+    if args.plot:  # before the job: an unwritable picture must not cost it
+        from ppbn.data.outputs import check_output_file
+
+        check_output_file(args.plot, "--plot")
+    with Daemon(args.peer, args.tls_dir, insecure=args.insecure) as daemon:
+        role = daemon.role
         if args.status or args.cancel:
-            info = client.cancel(args.cancel) if args.cancel else client.status(args.status)
-            outcome = JobOutcome.from_info(info)
+            job = daemon.job(args.cancel or args.status)
+            outcome = job.cancel() if args.cancel else job.status(following=False)
+            shown = outcome.progress  # the daemon's progress fields, checked
             if args.format == "json":
-                print(json.dumps({**outcome_json(outcome), "progress": info.progress}, indent=2))
+                print(json.dumps({**outcome_json(outcome), "progress": shown.as_dict()}, indent=2))
             else:
-                print_outcome(outcome, f"job status at {health.role}")
-                if info.progress:
-                    print(f"last progress: {info.progress}")
+                print_outcome(outcome, f"job status at {role}")
+                if shown.note or shown.structured:
+                    print(f"progress: {status_line(shown)}")
             return 0
-        progress = (
-            None if args.format == "json" else (lambda note: print(f"  {note}", file=sys.stderr))
-        )
+        progress = progress_reporter(args.format == "json")
         try:
             if args.resume:  # the daemons take the parameters from their own checkpoints
-                job_id = client.start(args.job, {}, args.resume, resume=True)
+                job = daemon.resume(args.resume, args.job)
             else:
-                job_id = client.start(args.job, params, args.job_id or "")
+                job = daemon.start(args.job, params, args.job_id or "")
         except KeyboardInterrupt:
             print(
-                f"ppbn: interrupted while starting the job; if it started, {health.role}'s log names "
+                f"ppbn: interrupted while starting the job; if it started, {role}'s log names "
                 f"it: stop it with {cancel_command(args, 'JOB_ID')}",
                 file=sys.stderr,
             )
             return INTERRUPTED
         if args.format != "json":
-            print(
-                f"job {job_id} ({args.job}) started at {health.role} ({args.peer})", file=sys.stderr
-            )
+            print(f"job {job.job_id} ({args.job}) started at {role} ({args.peer})", file=sys.stderr)
         if args.no_wait:
-            print(json.dumps({"job_id": job_id}) if args.format == "json" else job_id)
+            print(json.dumps({"job_id": job.job_id}) if args.format == "json" else job.job_id)
             return 0
         try:
-            outcome = client.wait(job_id, args.wait_timeout, progress)
+            outcome = job.wait(args.wait_timeout, progress)
         except KeyboardInterrupt:
-            print(cancel_after_interrupt(client, args, job_id, health.role), file=sys.stderr)
+            print(cancel_after_interrupt(job, args, role), file=sys.stderr)
             return INTERRUPTED
+        if args.plot and outcome.state == "SUCCEEDED":
+            job.result().plot(args.plot, title=f"learned privately (job {job.job_id})")
     if args.format == "json":
         print(json.dumps(outcome_json(outcome), indent=2))
     else:
-        print_outcome(outcome, f"ppbn learn via {health.role}")
+        print_outcome(outcome, f"ppbn learn via {role}")
+        if args.plot and outcome.state == "SUCCEEDED":
+            print(f"wrote {args.plot}", file=sys.stderr)
     if outcome.state == "SUCCEEDED":
         return 0
     return (
@@ -82,17 +88,18 @@ def cancel_command(args: argparse.Namespace, job_id: str) -> str:
     return f"ppbn learn --peer {args.peer} {how} --cancel {job_id}"
 
 
-def cancel_after_interrupt(client, args: argparse.Namespace, job_id: str, role: str) -> str:
+def cancel_after_interrupt(job, args: argparse.Namespace, role: str) -> str:
     """Ctrl-C while waiting: cancel the job at the daemon (which tells its peer to stop
     too) and wait, bounded, until it has stopped; one line saying what happened, or how to
     cancel it when that failed."""
+    job_id = job.job_id
     print(
         f"interrupted: cancelling job {job_id} at {role} (Ctrl-C again to stop waiting)",
         file=sys.stderr,
     )
     try:
-        client.cancel(job_id)
-        outcome = client.wait(job_id, CANCEL_WAIT_S)
+        job.cancel()
+        outcome = job.wait(CANCEL_WAIT_S)
     except (UserError, KeyboardInterrupt) as exc:
         why = "interrupted again" if isinstance(exc, KeyboardInterrupt) else str(exc)
         return (
@@ -138,6 +145,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     parser.add_argument(
         "--wait-timeout", type=positive_float, help="give up waiting after this many seconds"
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw the learned network into this PNG (needs the daemon's job folder readable "
+        "from here, as on the daemon's own host)",
     )
     add_job_arguments(parser)
     add_learning_options(parser)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ppbn.commands._options import (
     add_learning_options,
@@ -16,6 +18,9 @@ from ppbn.commands._options import (
     search_options,
 )
 from ppbn.errors import UserError
+
+if TYPE_CHECKING:
+    from ppbn.bn.schema import Schema
 
 
 def format_text(result: dict) -> str:
@@ -56,12 +61,13 @@ def _reference(args: argparse.Namespace) -> int:
     from ppbn.bn.io import network_json, write_bif
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.commands._outcomes import family_records
-    from ppbn.data.outputs import atomic_output_dir, check_output_dir
+    from ppbn.data.outputs import atomic_output_dir, check_output_dir, check_output_file
     from ppbn.data.party_data import load_joined_with_bins
 
     if args.out:  # before any work: a bad --out must not cost the computed result
         check_output_dir(args.out, force=args.force)
+    if args.plot:
+        check_output_file(args.plot, "--plot")
     data = Path(args.data)
     schema = Schema.load(str(data / "schema.json"))
     rule = missing_rule(args)
@@ -96,7 +102,8 @@ def _reference(args: argparse.Namespace) -> int:
     except ValueError as exc:  # bad start DAG, lists or --ess
         raise UserError(str(exc)) from None
     network = learned.network.with_state_names(schema.state_names(cuts))  # both owners' intervals
-    result = network_json(network, order, learned.search.edges, args.score, args.tau)
+    owners = {v.name: v.owner for v in schema.variables}
+    result = network_json(network, order, learned.search.edges, args.score, args.tau, owners)
     result["search"] = args.search
     if args.score == "bdeu":
         result["ess"] = args.ess
@@ -113,14 +120,31 @@ def _reference(args: argparse.Namespace) -> int:
     result["family_records"] = {
         "rule": rule,
         "records": int(codes.shape[0]),
-        "families": family_records(learned),
+        "families": learned.family_records(),
     }
     if args.out:
         with atomic_output_dir(args.out, force=args.force) as out:
             write_bif(network, out / "network.bif")
             (out / "network.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        _plot(args, result, schema)
     print(json.dumps(result, indent=2) if args.format == "json" else format_text(result))
     return 0
+
+
+def _plot(args: argparse.Namespace, result: dict, schema: Schema) -> None:
+    """Draw the learned network, marked against the data set's truth.bif when it has one."""
+    from ppbn.api.result import NetworkResult, load_result
+
+    truth_file = Path(args.data) / "truth.bif"
+    truth = load_result(truth_file) if truth_file.is_file() else None
+    title = (
+        f"reference ({args.search}, {args.score}, max {args.max_parents} parents) on "
+        f"{Path(args.data).resolve().name}" + (" vs truth.bif" if truth else "")
+    )
+    owners = {v.name: v.owner for v in schema.variables}
+    NetworkResult.from_document(result, owners, source="reference").plot(args.plot, truth, title)
+    print(f"wrote {args.plot}", file=sys.stderr)
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -146,5 +170,11 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "written whole or not at all)",
     )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw the learned network, owners coloured, edges marked against the data "
+        "folder's truth.bif when it has one",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=_reference)

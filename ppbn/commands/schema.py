@@ -1,12 +1,15 @@
 """``ppbn schema infer`` / ``ppbn schema merge``: write the public schema from two parties'
-own CSVs without either seeing the other's file (see ppbn.data.schema_tools)."""
+own CSVs without either seeing the other's file (see ppbn.data.schema_tools); ``ppbn
+schema bins``: one party's cut points of its continuous variables, from its own file."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import Any
 
+from ppbn.commands._options import add_missing_options
 from ppbn.data.constants import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
 
 
@@ -53,10 +56,78 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def bin_report(schema_path: str, data_path: str, party: str, rule: str) -> dict[str, Any]:
+    """The cut points of ``party``'s continuous variables in its own file, computed by the
+    daemon's loader (``load_party_data``), and the records per bin; no other file is read."""
+    from ppbn.bn.discretize import interval_labels
+    from ppbn.bn.schema import Schema
+    from ppbn.data.party_data import MISSING_CODE, load_party_data
+    from ppbn.errors import UserError
+
+    schema = Schema.load(schema_path)
+    own = [v for v in schema.owned_by(party) if v.bins is not None]
+    if not own:
+        raise UserError(f"{schema_path}: {party} owns no continuous variable")
+    data = load_party_data(schema, party, data_path, missing_rule=rule)
+    variables = []
+    for v in own:
+        codes, cuts = data.column(v.name), data.bins[v.name]
+        present = codes[codes != MISSING_CODE]
+        variables.append(
+            {
+                "variable": v.name,
+                "method": v.bins.method,
+                "bins": v.bins.count,
+                "cut_points": list(cuts),
+                "intervals": list(interval_labels(cuts)),
+                "records": [int((present == k).sum()) for k in range(v.bins.count)],
+                "missing": int(codes.size - present.size),
+                "published": v.bins.publish_edges,
+            }
+        )
+    return {
+        "party": party,
+        "data": str(data_path),
+        "records": data.n_records,
+        "variables": variables,
+    }
+
+
+def format_bins(report: dict[str, Any]) -> str:
+    from ppbn.bn.discretize import format_number
+
+    lines = [f"{report['data']} ({report['party']}): {report['records']} records"]
+    for v in report["variables"]:
+        cuts = ", ".join(format_number(c) for c in v["cut_points"])
+        lines.append(f"{v['variable']}: {v['method']}, {v['bins']} bins, cut points {cuts}")
+        width = max(len(label) for label in v["intervals"])
+        lines += [
+            f"  bin{k + 1}  {label.ljust(width)}  {n} records"
+            for k, (label, n) in enumerate(zip(v["intervals"], v["records"], strict=True))
+        ]
+        if v["missing"]:
+            lines.append(f"  empty cells (left out of this variable's families): {v['missing']}")
+    private = [v["variable"] for v in report["variables"] if not v["published"]]
+    if private:
+        lines.append(
+            f"cut points of {', '.join(private)} stay with {report['party']} (not published)"
+        )
+    return "\n".join(lines)
+
+
+def _bins(args: argparse.Namespace) -> int:
+    from ppbn.commands._options import missing_rule
+
+    report = bin_report(args.schema, args.data, args.party, missing_rule(args))
+    print(json.dumps(report, indent=2) if args.format == "json" else format_bins(report))
+    return 0
+
+
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "schema",
-        help="infer a partial schema from one party's CSV; merge two partial schemas",
+        help="infer a partial schema from one party's CSV; merge two partial schemas; "
+        "show a party's cut points",
         description="Write the public schema from the two parties' own files: each runs "
         "`schema infer` on its CSV, they exchange the partial schemas, and `schema merge` "
         "joins them. Only names, owners, domains and bin counts cross.",
@@ -112,3 +183,18 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     merge.add_argument("--out", help="write the merged schema here (default: stdout)")
     merge.set_defaults(func=_merge)
+    bins = sub.add_parser(
+        "bins",
+        help="the cut points of one party's continuous variables, from its own file",
+        description="Compute the cut points of the continuous variables --party owns exactly "
+        "as its daemon will (from its whole own file, before any job), and the records per "
+        "bin. Reads only this party's file.",
+    )
+    bins.add_argument("--schema", required=True, help="this party's schema.json")
+    bins.add_argument("--data", required=True, help="this party's CSV or Parquet file")
+    bins.add_argument(
+        "--party", required=True, choices=("alice", "bob"), help="the party that holds the file"
+    )
+    add_missing_options(bins)
+    bins.add_argument("--format", choices=("text", "json"), default="text")
+    bins.set_defaults(func=_bins)

@@ -3,7 +3,8 @@
 Generates (or loads) a two-party data set, makes a throw-away CA and certificates,
 starts alice's and bob's daemons as separate processes on free loopback ports, runs the
 job through alice's daemon as the operator, prints the result and each party's figures,
-and stops both daemons however the run ends. ``--reveal-for-testing`` adds both
+and stops both daemons however the run ends: ``ppbn.api.simulate``, the Python API's
+call, does the run; this module reads the flags and prints. ``--reveal-for-testing`` adds both
 parties' shares to check them against the plaintext counts: something no real
 deployment may do, so it says so loudly.
 
@@ -22,10 +23,11 @@ Those two paths, with the helpers every path shares, are in ppbn/commands/_simul
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
-import time
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +42,10 @@ from ppbn.commands._options import (
     missing_rule,
     non_negative_int,
     pair_policy,
-    parse_order,
     positive_float,
     positive_int,
     refuse_on_private_paths,
-    search_options,
+    sample_overlap,
 )
 from ppbn.errors import UserError
 from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
@@ -91,88 +92,85 @@ def reveal_tables(
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from ppbn.commands._simulate_paths import data_files, moved_outcome, raise_interrupt
-    from ppbn.data.outputs import check_output_dir, relocate, work_folder
-    from ppbn.lab.harness import LocalPair, PairFiles
-    from ppbn.parties.pki import make_local_pki
-    from ppbn.parties.tls import PARTY_ROLES
+    from ppbn.api.simulate import simulate
+    from ppbn.commands._simulate_paths import raise_interrupt
 
     params = job_params(args)
+    if args.plot:  # before any work: an unwritable picture must not cost the run
+        from ppbn.data.outputs import check_output_file
+
+        if args.job != "learn":
+            raise UserError("--plot draws a learned network: it needs the learn job")
+        check_output_file(args.plot, "--plot")
     if args.reveal_for_testing:
         print(REVEAL_WARNING, file=sys.stderr)
         if args.job != "tables":
             raise UserError("--reveal-for-testing applies to the tables job only")
-    keep = bool(args.out)
-    if keep:  # before any work: a bad --out must not cost the run
-        check_output_dir(args.out, force=args.force)
-    with work_folder(args.out, "ppbn-simulate-", args.force) as work:
-        previous = signal.signal(signal.SIGTERM, raise_interrupt)
-        quiet = args.format == "json"
-        timings: dict[str, float] = {}
-        try:
-            start = time.perf_counter()
-            schema, alice_csv, bob_csv = data_files(args, work)
-            timings["data_s"] = time.perf_counter() - start
-            start = time.perf_counter()
-            tls_dir = work / "certs"
-            make_local_pki(tls_dir, PARTY_ROLES)
-            timings["certs_s"] = time.perf_counter() - start
-            files = PairFiles(schema, {"alice": alice_csv, "bob": bob_csv}, tls_dir, work)
-            start = time.perf_counter()
-            with LocalPair(
-                files,
-                args.timeout,
+    quiet = args.format == "json"
+    from ppbn.commands._progress import progress_reporter
+
+    progress = progress_reporter(quiet)  # a bar on a terminal, else lines
+
+    def daemons_up(pair) -> None:
+        if not quiet:
+            print(
+                f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
+                f"(mutual TLS; logs will be in {args.out or 'a temporary folder'})",
+                file=sys.stderr,
+            )
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        with contextlib.ExitStack() as stack:
+            out = args.out
+            if args.reveal_for_testing and not out:  # the shares must outlive the daemons
+                out = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "run"
+            sim = simulate(
+                args.network,
+                args.records,
+                data=args.data,
+                seed=args.seed,
+                kind=args.job,
+                params=params,
+                out=out,
+                force=args.force,
                 policy=pair_policy(args),
-                missing_rule=missing_rule(args),
+                missing=missing_rule(args),
                 align=args.align,
-            ) as pair:
-                timings["daemons_start_s"] = time.perf_counter() - start
-                if not quiet:
-                    print(
-                        f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
-                        f"(mutual TLS; logs will be in {args.out if keep else 'a temporary folder'})",
-                        file=sys.stderr,
-                    )
-                start = time.perf_counter()
-                with pair.client("alice") as client:
-                    job_id = client.start(args.job, params)
-                    progress = None if quiet else (lambda note: print(f"  {note}", file=sys.stderr))
-                    outcome = client.wait(job_id, None, progress)
-                timings["job_s"] = time.perf_counter() - start
-                outcome = pair.with_peer_figures(outcome)
-                if outcome.state != "SUCCEEDED":
-                    for role in ("alice", "bob"):
-                        print(f"{role}'s log: {pair.log_tail(role, 3)}", file=sys.stderr)
-                reveal = None
-                if args.reveal_for_testing and outcome.state == "SUCCEEDED":
-                    out_dirs = {role: pair.out_dir(role) / job_id for role in ("alice", "bob")}
-                    reveal = reveal_tables(
-                        schema,
-                        {"alice": alice_csv, "bob": bob_csv},
-                        out_dirs,
-                        missing_rule(args),
-                        args.align == "psi",
-                    )
-                check = None
-                if args.job == "learn" and outcome.state == "SUCCEEDED":
-                    learned = json.loads(
-                        (pair.out_dir("alice") / job_id / "network.json").read_text()
-                    )
-                    check = reference_check(
-                        args, schema, {"alice": alice_csv, "bob": bob_csv}, learned
-                    )
-            report = _report(args, outcome, timings, reveal)
-            if check is not None:
-                report["reference_check"] = check
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    if keep:  # the run's files were written aside and are now in --out
-        report = relocate(report, work, Path(args.out))
-        outcome = moved_outcome(outcome, work, Path(args.out))
+                overlap=sample_overlap(args) if not args.data else None,
+                missing_rate=getattr(args, "missing_rate", 0.0),
+                timeout_s=args.timeout,
+                progress=progress,
+                on_daemons_up=daemons_up,
+            )
+            outcome = sim.outcome
+            if outcome.state != "SUCCEEDED":
+                for role, tail in sim.logs.items():
+                    print(f"{role}'s log: {tail}", file=sys.stderr)
+            reveal = None
+            if args.reveal_for_testing and outcome.state == "SUCCEEDED":
+                folder = Path(out)
+                data = Path(args.data) if args.data else folder / "data"
+                reveal = reveal_tables(
+                    data / "schema.json",
+                    {role: data / f"{role}.csv" for role in ("alice", "bob")},
+                    {role: folder / f"out-{role}" / outcome.job_id for role in ("alice", "bob")},
+                    missing_rule(args),
+                    args.align == "psi",
+                )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    report = _report(args, outcome, sim.timings, reveal)
+    if sim.check is not None:
+        report["reference_check"] = sim.check
+    if args.plot and sim.network is not None:
+        title = "learned privately" + (" vs the non-private reference" if sim.reference else "")
+        sim.network.plot(args.plot, sim.reference, title)
+        report["plot"] = args.plot
     if quiet:
         print(json.dumps(report, indent=2))
     else:
-        _print_report(outcome, report, keep)
+        _print_report(outcome, report, bool(args.out))
     return 0 if outcome.state == "SUCCEEDED" and (reveal is None or reveal["all_equal"]) else 1
 
 
@@ -184,6 +182,8 @@ def run_path(args: argparse.Namespace) -> int:
     if args.path is None:  # --job tables (or ping, ...) alone means the job path
         args.path = "secure" if args.job == "learn" else "job"
     refuse_on_private_paths(args, "PRAM" if args.path == "pram" else "secure")
+    if args.plot and args.path in ("pram", "perturb"):
+        raise UserError(f"--plot draws the secure path's network, not --path {args.path}'s")
     if args.path == "pram":
         return simulate_pram(args)
     if args.path == "perturb":
@@ -191,61 +191,6 @@ def run_path(args: argparse.Namespace) -> int:
     if args.path == "secure" and args.job != "learn":
         raise UserError(f"--job {args.job} needs --path job (the secure path is the learn job)")
     return _simulate(args)
-
-
-def reference_check(
-    args: argparse.Namespace, schema_path: Path, csvs: dict[str, Path], learned: dict
-) -> dict[str, Any]:
-    """The secure result against the non-private reference on the same data (simulate
-    holds both parties' files, so it may compute this; a real deployment cannot)."""
-    import numpy as np
-
-    from ppbn.bn.learn import learn_reference
-    from ppbn.bn.schema import Schema
-    from ppbn.commands._outcomes import family_records, same_hc_moves
-    from ppbn.data.party_data import load_joined
-
-    schema = Schema.load(str(schema_path))
-    names, codes = load_joined(
-        schema,
-        csvs["alice"],
-        csvs["bob"],
-        missing_rule=missing_rule(args),
-        intersect=args.align == "psi",
-    )
-    states = {v.name: v.states for v in schema.variables}
-    order = parse_order(args.order, names)
-    ref = learn_reference(
-        names,
-        states,
-        codes,
-        args.max_parents,
-        args.score,
-        args.tau,
-        order,
-        args.c_star,
-        available_case=missing_rule(args) == "available-case",
-        ess=args.ess,
-        **search_options(args),
-    )
-    reference_edges = [list(e) for e in ref.search.edges]
-    cpt_diff = None
-    if learned.get("parameters") and not learned.get("parameters_withheld"):
-        cpt_diff = max(
-            float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v])))
-            for v in names
-        )
-    reference_records = family_records(ref)
-    same_moves = same_hc_moves(learned, ref.search)
-    return {
-        "same_structure_and_order": learned["edges"] == reference_edges and same_moves is not False,
-        **({"same_moves": same_moves} if same_moves is not None else {}),
-        "reference_edges": reference_edges,
-        "max_abs_cpt_difference": cpt_diff,
-        "same_family_records": (learned.get("family_records") or {}).get("families")
-        == reference_records,
-        "reference_family_records": reference_records,
-    }
 
 
 def _report(
@@ -335,6 +280,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "written aside and renamed into place at the end)",
     )
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw the learned network (each variable's owner; edges that differ from the "
+        "reference marked) into this PNG",
+    )
     parser.add_argument(
         "--timeout",
         type=positive_float,

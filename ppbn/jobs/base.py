@@ -34,6 +34,7 @@ from ppbn.bn.schema import Schema
 from ppbn.data.party_data import PartyData
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LOCAL_SETTINGS, FamilyBound, LocalPolicy, PolicyRefusal
+from ppbn.jobs.progress import ProgressTracker
 from ppbn.protocols.channel import Channel, ChannelStats, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
@@ -178,8 +179,9 @@ class JobContext:
     ``counters`` counts Paillier operations (protocols add to them); ``count(name, k)``
     tallies any other operation (AND gates, OTs, ...). The job's stats report both, the
     tallies also as top-level keys. ``phase(name)`` times a stretch of the job
-    and ``progress(note)`` reports where it is; it is also where a long local computation
-    stops when the job was cancelled or the peer went away.
+    and ``progress(note)`` reports where it is, ``advance(label, done, total)`` the same
+    with numbers (a search step, a unit of work; ``ppbn.jobs.progress``); both are also
+    where a long local computation stops when the job was cancelled or the peer went away.
     """
 
     job_id: str
@@ -207,6 +209,9 @@ class JobContext:
     checkpoint_written: Callable[[], None] = field(default=lambda: None)  # for the daemon's metrics
     # told each new phase name: the daemon counts the channel's bytes per phase with it
     on_phase: Callable[[str], None] = field(default=lambda name: None)
+    tracker: ProgressTracker = field(default_factory=ProgressTracker)
+    # told after each ``advance`` whether it began a step: the daemon's log (``notes`` gets the rest)
+    on_progress: Callable[[bool], None] = field(default=lambda major: None)
     _tally_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count(self, name: str, amount: int = 1) -> None:
@@ -232,6 +237,7 @@ class JobContext:
         peer's abort arriving meanwhile cannot replace this party's own reason. A cancelled
         job still stops at its next message (the daemon aborts the channel)."""
         self.last_progress = note
+        self.tracker.note(note)
         self.notes(note)
 
     def progress(self, note: str) -> None:
@@ -240,7 +246,18 @@ class JobContext:
         if note.startswith("phase "):
             self.current_phase = note[len("phase ") :]
             self.on_phase(self.current_phase)
+        self.tracker.note(note)
         self.notes(note)
+
+    def advance(self, label: str, done: int = 0, total: int = 0) -> None:
+        """Progress with numbers: "phase X" is ``progress``; a search step ("K2 step 3:
+        ...", ``done`` steps of at most ``total``) or ``done`` of ``total`` of the unit
+        ``label`` go to the tracker only, so a call costs a few assignments."""
+        if label.startswith("phase "):
+            self.progress(label)
+            return
+        self.check_cancelled()
+        self.on_progress(self.tracker.update(label, done, total))
 
     def check_cancelled(self) -> None:
         """Stop here if the job was cancelled or the peer is gone (aborted, died, closed)."""

@@ -138,9 +138,10 @@ def result_json(
     intervals, ``Schema.state_names``); default the public ones."""
     search = result.search
     names = state_names or {v.name: v.states for v in schema.variables}
+    owners = {v.name: v.owner for v in schema.variables}  # public, like the schema
     if result.network is not None:
         net = result.network.with_state_names(names)
-        out = network_json(net, search.order, search.edges, config.mode, config.tau)
+        out = network_json(net, search.order, search.edges, config.mode, config.tau, owners)
     else:
         out = {
             "order": list(search.order),
@@ -157,6 +158,7 @@ def result_json(
             },
             "score": config.mode,
             "tau": config.tau,
+            "owners": owners,
         }
         out["parameters_withheld"] = [v for v in schema.names if v not in result.parameters.cpts]
     out["disclosure"] = config.disclosure
@@ -303,8 +305,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
     if params["key_bits"] == TEST_ONLY_KEY_BITS:
         context.progress(WEAK_KEY_WARNING)
 
-    def progress(label: str, done: int, total: int) -> None:
-        context.progress(label if label.startswith("phase ") else f"{label} {done}/{total}")
+    progress = context.advance  # phases, K2 / hc steps, units of work (ln terms, encrypt, ...)
 
     store = checkpoint_store(context)
     meta = checkpoint_meta(context)

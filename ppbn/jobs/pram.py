@@ -261,7 +261,10 @@ def _write_outputs(
     params = context.params
     # this party's own continuous variables are named by their intervals (local only)
     network = outcome.network.with_state_names(context.schema.state_names(context.data.bins))
-    document = network_json(network, outcome.order, outcome.edges, params["score"], params["tau"])
+    owners = {v.name: v.owner for v in context.schema.variables}  # public, like the schema
+    document = network_json(
+        network, outcome.order, outcome.edges, params["score"], params["tau"], owners
+    )
     privacy = json_privacy(outcome.privacy)
     document["stats"] = stats
     document["privacy"] = privacy

@@ -98,7 +98,7 @@ class _PhaseClock:
     def __call__(self, phase: str, done: int, total: int) -> None:
         if phase != self.current:
             self.switch(phase)
-        self.context.progress(f"{phase} {done}/{total}")
+        self.context.advance(phase, done, total)
 
     def switch(self, phase: str) -> None:
         self.finish()

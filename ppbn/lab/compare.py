@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ppbn.bn.learn import learn_reference
-from ppbn.bn.model import BayesNet
+from ppbn.bn.model import BayesNet, structure_diff
 from ppbn.bn.networks import sample
 from ppbn.bn.schema import Schema
 from ppbn.errors import UserError
@@ -70,25 +70,7 @@ def scheduled(schedule: Sequence[tuple[float, float]], p: float) -> float:
 # -- structures -----------------------------------------------------------------------
 
 
-def structure_diff(
-    learned: Mapping[str, Sequence[str]], reference: Mapping[str, Sequence[str]]
-) -> dict[str, Any]:
-    """Extra, missing and reversed links of ``learned`` against ``reference``; their sum is
-    the structural Hamming distance (``ppbn.bn.model.structural_hamming_distance``)."""
-    ours = {(p, c) for c, ps in learned.items() for p in ps}
-    theirs = {(p, c) for c, ps in reference.items() for p in ps}
-    reversed_links = sorted((p, c) for p, c in ours - theirs if (c, p) in theirs)
-    extra = sorted((p, c) for p, c in ours - theirs if (c, p) not in theirs)
-    missing = sorted((p, c) for p, c in theirs - ours if (c, p) not in ours)
-    return {
-        "shd": len(extra) + len(missing) + len(reversed_links),
-        "extra": len(extra),
-        "missing": len(missing),
-        "reversed": len(reversed_links),
-        "extra_links": [list(e) for e in extra],
-        "missing_links": [list(e) for e in missing],
-        "reversed_links": [list(e) for e in reversed_links],
-    }
+# ``structure_diff`` (extra, missing, reversed links) lives in ppbn.bn.model, imported above
 
 
 def network_from_json(document: Mapping[str, Any], schema: Schema) -> BayesNet:

@@ -28,11 +28,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
+from ppbn.jobs.progress import JobProgress
 from ppbn.lab.shaper import Link, LinkSpec
 from ppbn.parties.client import DaemonClient, JobOutcome, UnknownJob
 from ppbn.parties.tls import OPERATOR
@@ -222,7 +224,11 @@ class LocalPair:
         return DaemonClient(self.address(role), str(self.files.tls_dir / role), OPERATOR)
 
     def run_job(
-        self, start_role: str, kind: str, params: dict, on_progress=None
+        self,
+        start_role: str,
+        kind: str,
+        params: dict,
+        on_progress: Callable[[JobProgress], None] | None = None,
     ) -> tuple[str, dict[str, JobOutcome]]:
         """Start a job at ``start_role``'s daemon, wait for it there, then collect every
         other daemon's view of the same job; returns (job id, {role: outcome}).

@@ -8,6 +8,7 @@ certificate (alice, bob or miner) from a CA it trusts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any, Literal
 import grpc
 
 from ppbn.errors import UserError
+from ppbn.jobs.progress import JobProgress
 from ppbn.parties.net import describe_rpc_error, dial
 from ppbn.parties.tls import (
     DAEMON_ROLES,
@@ -50,6 +52,7 @@ class JobOutcome:
     peer_stats: dict[str, Any] | None
     out_dir: str
     refused: bool = False  # failed for its input or a policy, not for a fault
+    progress: JobProgress | None = None  # where the job was when this was read
 
     @classmethod
     def from_info(cls, info: party_pb2.JobInfo) -> JobOutcome:
@@ -66,6 +69,7 @@ class JobOutcome:
             peer_stats=load(info.peer_stats_json),
             out_dir=info.out_dir,
             refused=info.refused,
+            progress=progress_of(info),
         )
 
 
@@ -181,16 +185,20 @@ class DaemonClient:
         self,
         job_id: str,
         timeout_s: float | None = None,
-        on_progress: Callable[[str], None] | None = None,
+        on_progress: Callable[[JobProgress], None] | None = None,
     ) -> JobOutcome:
-        """Poll until the job finishes; report progress notes as they change."""
+        """Poll until the job finishes; hand ``on_progress`` the job's progress whenever it
+        changes (time alone is no change), and once more, ``finished``, when it has ended."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        last_note = ""
+        last: JobProgress | None = None
         while True:
             info = self.status(job_id, following=True)
-            if info.progress != last_note and on_progress is not None and info.progress:
-                on_progress(info.progress)
-            last_note = info.progress
+            if on_progress is not None:
+                progress = progress_of(info)
+                shown = bool(progress.note or progress.structured)
+                if progress.finished or (shown and (last is None or _moved(last, progress))):
+                    on_progress(progress)
+                last = progress
             if info.state in FINISHED:
                 return JobOutcome.from_info(info)
             if deadline is not None and time.monotonic() > deadline:
@@ -199,6 +207,21 @@ class DaemonClient:
                     f"stop it with --cancel {job_id})"
                 )
             time.sleep(0.1)
+
+
+def progress_of(info: party_pb2.JobInfo) -> JobProgress:
+    """The job's progress from a daemon's JobInfo, parsed as text from a remote party."""
+    progress = JobProgress.from_json(info.progress_json, info.progress)
+    return dataclasses.replace(progress, finished=info.state in FINISHED)
+
+
+def _moved(before: JobProgress, now: JobProgress) -> bool:
+    """Something but the clock changed (elapsed time, the estimates and the note that
+    shows them move on their own)."""
+    still = {"elapsed_s": 0.0, "eta_s": None, "steps_eta_s": None, "note": ""}
+    if not now.structured:
+        still.pop("note")  # a daemon that sends no fields: its note is all there is
+    return dataclasses.replace(before, **still) != dataclasses.replace(now, **still)
 
 
 def _how_lost(exc: grpc.RpcError) -> Literal["silent", "tls", "closed"]:

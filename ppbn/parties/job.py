@@ -14,6 +14,7 @@ from typing import Any
 
 from ppbn.errors import UserError
 from ppbn.jobs.base import ChannelGroup, JobContext, JobKind
+from ppbn.jobs.progress import JobProgress
 from ppbn.parties.grpc_channel import GrpcChannel
 from ppbn.proto import party_pb2
 
@@ -65,7 +66,15 @@ class Job:
     reveal_audited: bool = False  # its revealed lines were appended (or tried) before it ended
     done: threading.Event = field(default_factory=threading.Event)
 
+    def progress(self) -> JobProgress:
+        """Where the job is now, with the bytes its channels carried so far (read as plain
+        counters: the job thread keeps writing them)."""
+        channels = self.channels.values()
+        moved = sum(c.stats.bytes_sent + c.stats.bytes_received for c in channels)
+        return self.context.tracker.snapshot(moved)
+
     def info(self) -> party_pb2.JobInfo:
+        progress = self.progress()
         return JobInfo(
             job_id=self.job_id,
             kind=self.kind.name,
@@ -76,7 +85,8 @@ class Job:
             result_json=json.dumps(self.result) if self.result is not None else "",
             stats_json=json.dumps(self.stats) if self.stats is not None else "",
             peer_stats_json=json.dumps(self.peer_stats) if self.peer_stats is not None else "",
-            progress=self.context.last_progress,
+            progress=progress.note,
+            progress_json=json.dumps(progress.as_dict()),
             initiator=self.initiator,
             out_dir=str(self.context.out_dir),
             refused=self.refused,

@@ -2,7 +2,9 @@
 
 Fields: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``role``, ``message``, ``job``
 (the job id where known: a record's ``job`` attribute, given with ``extra={"job": id}``,
-else the job thread's name ``job-ID``) and ``exception`` (the traceback, as one string).
+else the job thread's name ``job-ID``), ``progress`` (a job's progress lines: phase, step,
+steps, unit, done, total, bytes, elapsed_s, eta_s, ... as in ``JobProgress.as_dict``) and
+``exception`` (the traceback, as one string).
 Peer text reaches messages only through ``printable()``; JSON escaping keeps every record
 on one line in any case.
 """
@@ -34,6 +36,9 @@ class JsonFormatter(logging.Formatter):
         job = getattr(record, "job", None) or _job_of_thread(record.threadName)
         if job:
             entry["job"] = str(job)
+        progress = getattr(record, "progress", None)
+        if isinstance(progress, dict):  # a job's progress, as fields (``JobProgress.as_dict``)
+            entry["progress"] = progress
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=True, default=str)

@@ -127,15 +127,26 @@ class JobRunner:
     def launch(self, job: Job) -> None:
         last_note = [0.0]
 
-        def note(text: str) -> None:
+        def log(text: str | None, major: bool) -> None:
+            """A note (its own text), or the progress's note when ``text`` is None: a phase
+            or a step at once, the rest at most every NOTE_INTERVAL_S; the progress's fields
+            go with it (the JSON log's ``progress``)."""
             now = time.monotonic()
+            if major or now - last_note[0] >= NOTE_INTERVAL_S:
+                last_note[0] = now
+                progress = job.progress()
+                line = progress.note if text is None else text
+                self.log.info(
+                    "job %s: %s", job.job_id, line, extra={"progress": progress.as_dict()}
+                )
+
+        def note(text: str) -> None:
             if text.startswith("phase "):
                 self.metrics.phase_entered(job, text[len("phase ") :])
-            if text.startswith("phase ") or now - last_note[0] >= NOTE_INTERVAL_S:
-                last_note[0] = now
-                self.log.info("job %s: %s", job.job_id, text)
+            log(text, text.startswith("phase "))
 
         job.context.notes = note
+        job.context.on_progress = lambda major: log(None, major)
         job.context.link_failure = lambda: job.channel.failure
         threading.Thread(
             target=self._run, args=(job,), name=f"job-{job.job_id}", daemon=True

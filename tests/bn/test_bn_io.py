@@ -272,3 +272,13 @@ def test_reference_on_water_is_fast(tmp_path, capsys):
     )
     assert time.perf_counter() - start < 60
     assert len(json.loads(capsys.readouterr().out.split("\n", 1)[1])["edges"]) > 20
+
+
+def test_network_json_writes_the_owners_only_when_given():
+    from ppbn.bn.io import network_json
+
+    net = load_network("asia")
+    owners = {v: "alice" if i % 2 else "bob" for i, v in enumerate(net.names)}
+    assert "owners" not in network_json(net, net.names, net.edges(), "exact", 1.0)
+    document = network_json(net, net.names, net.edges(), "exact", 1.0, owners)
+    assert document["owners"] == owners and list(document["owners"]) == list(net.names)

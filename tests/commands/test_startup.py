@@ -23,6 +23,7 @@ HEAVY = (
     "rich",
     "gmpy2",
     "networkx",
+    "matplotlib",
     "torch",
     "ray",
 )

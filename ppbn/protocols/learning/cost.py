@@ -1,5 +1,5 @@
-"""The cost model of one secure term (``docs/design.md``): bytes per message kind
-and rounds, derived from the same constants, circuits and term arithmetic the protocol runs,
+"""The cost model of one secure term (docs/protocols/cost-model.md): bytes per message
+kind (rounds are measured, not modelled), derived from the same constants, circuits and term arithmetic the protocol runs,
 so ``ppbn bench ln`` can print what the model predicts next to what the channel counted.
 
 A term is one count through ``SecureScorer.terms``: the normalisation circuit under Yao

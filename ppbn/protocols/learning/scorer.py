@@ -305,6 +305,8 @@ class SecureScorer:
         wanted = [(c, ps) for c, ps in keys if (c, frozenset(ps)) not in self.score_shares]
         wanted = list(dict.fromkeys(wanted))
         groups = self._pipeline_groups([(*ps, c) for c, ps in wanted])
+        sizes = [sum(self._secure_terms(f) for f in families) for families in groups]
+        done = 0
         if groups:
             self.table_shares(groups[0])
         for index, families in enumerate(groups):
@@ -314,14 +316,23 @@ class SecureScorer:
                 following = _Background(lane.name, self.table_shares, groups[index + 1], lane)
             tables = self.table_shares(families)  # computed by now: a lookup
             cells = [tables[fam].reshape(-1, self.schema.cardinality(fam[-1])) for fam in families]
+            self._terms_progress("ln terms", done, sum(sizes))
             for family, share in zip(
                 families, self._score_cells(cells, families, cache_cells=True), strict=True
             ):
                 self.score_shares[(family[-1], frozenset(family[:-1]))] = share
+            done += sizes[index]
+            self._terms_progress("ln terms", done, sum(sizes))
             if following is not None:
                 following.join()
                 self.channel.close_lane(lane)
         return [self.score_shares[(c, frozenset(ps))] for c, ps in keys]
+
+    def _terms_progress(self, unit: str, done: int, total: int) -> None:
+        """Terms done of a batch's ``total``, counted in ``_secure_terms`` (at most the
+        terms that run securely), before and after each group: local only, nothing is sent."""
+        if self.progress is not None and total > 0:
+            self.progress(unit, done, total)
 
     def _pipeline_groups(self, families: list[Family]) -> list[list[Family]]:
         """The families of one batch in consecutive groups of about equal secure terms
@@ -380,11 +391,14 @@ class SecureScorer:
                 .reshape(-1, self.schema.cardinality(fam[-1]))
                 for fam in families
             ]
+            total = sum(c.size + c.shape[0] for c in cells)  # at most: cells and rows
+            self._terms_progress("paired ln terms", 0, total)
             # the rows count the records complete in the given variable too: not the parents' owner's own counts
             for key, share in zip(
                 wanted, self._score_cells(cells, families, own_rows=False), strict=True
             ):
                 self.paired_shares[key] = share
+            self._terms_progress("paired ln terms", total, total)
         return [self.paired_shares[k] for k in keys]
 
     def _score_cells(

@@ -1,0 +1,258 @@
+"""Both parties on this machine: a data set, a throw-away PKI, alice's and bob's daemons as
+separate processes over loopback mutual TLS, one job between them, and (for the learn job)
+the non-private reference on the same data to compare with. What ``ppbn simulate`` runs.
+
+Whoever calls this holds both parties' files, so it may compute the reference; a real
+deployment cannot (docs/user-guide.md). Both daemons are stopped however the call ends.
+
+    sim = simulate(network="asia", records=5000, max_parents=2)
+    sim.matches_reference, sim.network.to_pgmpy()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ppbn.api.result import NETWORK_FILE, NetworkResult, load_result
+from ppbn.errors import UserError
+from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from ppbn.jobs.policy import LocalPolicy
+    from ppbn.lab.harness import LocalPair
+    from ppbn.parties.client import JobOutcome
+
+ROLES = ("alice", "bob")
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """The public schema and each party's CSV."""
+
+    schema: Path
+    alice: Path
+    bob: Path
+
+    def csvs(self) -> dict[str, Path]:
+        return {"alice": self.alice, "bob": self.bob}
+
+
+@dataclass
+class Simulation:
+    """What one simulated job gave: alice's outcome (with bob's own figures), each party's
+    learned network, and the reference learned in the clear on the joined data."""
+
+    outcome: JobOutcome
+    networks: dict[str, NetworkResult] = field(default_factory=dict)
+    reference: NetworkResult | None = None
+    check: dict[str, Any] | None = None  # the secure result against the reference
+    timings: dict[str, float] = field(default_factory=dict)
+    folder: Path | None = None  # with ``out``: data, certificates, logs and outputs
+    logs: dict[str, str] = field(default_factory=dict)  # the last lines of each daemon's log
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome.state == "SUCCEEDED"
+
+    @property
+    def network(self) -> NetworkResult | None:
+        """Alice's view of the learned network (the contacted daemon's)."""
+        return self.networks.get("alice")
+
+    @property
+    def matches_reference(self) -> bool | None:
+        """Same structure and edge order as the reference, and CPTs within 1e-9 where this
+        party sees them; None when no reference was computed."""
+        if self.check is None:
+            return None
+        diff = self.check["max_abs_cpt_difference"]
+        return self.check["same_structure_and_order"] and (diff is None or diff < 1e-9)
+
+
+def make_data(
+    work: Path,
+    network: str | None = None,
+    records: int | None = None,
+    seed: int = 7,
+    data: str | Path | None = None,
+    bif: str | Path | None = None,
+    overlap: float = 1.0,
+    missing_rate: float = 0.0,
+) -> DataFiles:
+    """``data`` (a folder with schema.json, alice.csv, bob.csv), or ``records`` sampled from
+    a bundled ``network`` or a ``bif`` file into ``work/data``."""
+    if data is not None:
+        if missing_rate:
+            raise UserError(
+                "--missing-rate blanks generated data: give --network and --records, not --data"
+            )
+        base = Path(data)
+        files = DataFiles(base / "schema.json", base / "alice.csv", base / "bob.csv")
+        for path in (files.schema, files.alice, files.bob):
+            if not path.is_file():
+                raise UserError(f"{path}: not found (--data needs schema.json, alice.csv, bob.csv)")
+        return files
+    if not (network or bif) or not records:
+        raise UserError("give --network and --records (or --data DIR)")
+    from ppbn.data.datasets import make_dataset
+
+    source, name = network, network
+    if bif is not None:
+        from ppbn.bn.networks import read_bif
+
+        source, name = read_bif(str(bif))
+    out = work / "data"
+    make_dataset(source, records, seed, out, overlap=overlap, missing_rate=missing_rate, name=name)
+    return DataFiles(out / "schema.json", out / "alice.csv", out / "bob.csv")
+
+
+def simulate(
+    network: str | None = None,
+    records: int | None = None,
+    *,
+    data: str | Path | None = None,
+    bif: str | Path | None = None,
+    seed: int = 7,
+    kind: str = "learn",
+    params: dict[str, Any] | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    policy: LocalPolicy | None = None,
+    missing: str = "error",
+    align: str = "strict",
+    overlap: float | None = None,
+    missing_rate: float = 0.0,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    check_reference: bool = True,
+    progress: Callable[[Any], None] | None = None,
+    on_daemons_up: Callable[[LocalPair], None] | None = None,
+    **learn_params: Any,
+) -> Simulation:
+    """Run one job between two local daemons and return what it gave.
+
+    ``learn_params`` (or ``params``) are the job's parameters (``max_parents``, ``score``,
+    ``search``, ``disclosure``, ...); each daemon fills in its defaults and checks them
+    against the local ``policy`` (the built-in one by default). ``missing`` and ``align``
+    are the daemons' ``--missing`` and ``--align``. With ``out`` the run's files are kept
+    there (built aside, renamed into place at the end); otherwise they live in a temporary
+    folder until the call returns, and the result objects hold everything read from them.
+    """
+    from ppbn.data.outputs import check_output_dir, relocate, work_folder
+    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.parties.pki import make_local_pki
+
+    job_params = {**(params or {}), **learn_params}
+    if overlap is None:
+        overlap = 0.6 if align == "psi" else 1.0
+    if overlap < 1.0 and align != "psi":
+        raise UserError(f"--overlap {overlap:g}: parties with different records need --align psi")
+    if out:  # before any work: a bad folder must not cost the run
+        check_output_dir(out, force=force)
+    timings: dict[str, float] = {}
+    with work_folder(str(out) if out else None, "ppbn-simulate-", force) as work:
+        started = time.perf_counter()
+        files = make_data(work, network, records, seed, data, bif, overlap, missing_rate)
+        timings["data_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        make_local_pki(work / "certs", ROLES)
+        timings["certs_s"] = time.perf_counter() - started
+        pair_files = PairFiles(files.schema, files.csvs(), work / "certs", work)
+        started = time.perf_counter()
+        with LocalPair(
+            pair_files, timeout_s, policy=policy, missing_rule=missing, align=align
+        ) as pair:
+            timings["daemons_start_s"] = time.perf_counter() - started
+            if on_daemons_up is not None:
+                on_daemons_up(pair)
+            started = time.perf_counter()
+            with pair.client("alice") as client:
+                job_id = client.start(kind, job_params)
+                outcome = client.wait(job_id, None, progress)
+            timings["job_s"] = time.perf_counter() - started
+            outcome = pair.with_peer_figures(outcome)
+            logs = {role: pair.log_tail(role, 3) for role in ROLES}
+            networks = {
+                role: load_result(pair.out_dir(role) / job_id, files.schema)
+                for role in ROLES
+                if (pair.out_dir(role) / job_id / NETWORK_FILE).is_file()
+            }
+        reference = check = None
+        if kind == "learn" and check_reference and "alice" in networks:
+            reference, check = reference_check(files, outcome, networks["alice"], missing, align)
+    simulation = Simulation(outcome, networks, reference, check, timings, logs=logs)
+    if out:  # the run's files were written aside and are now in ``out``
+        moved = relocate({"out_dir": outcome.out_dir, "result": outcome.result}, work, Path(out))
+        simulation.outcome = dataclasses.replace(outcome, **moved)
+        simulation.folder = Path(out)
+    return simulation
+
+
+def reference_check(
+    files: DataFiles, outcome: JobOutcome, learned: NetworkResult, missing: str, align: str
+) -> tuple[NetworkResult, dict[str, Any]]:
+    """The non-private reference on the joined data, under the parameters the daemons ran
+    (their normalised form, every default filled in, as in the job's result.json), and how
+    the secure result compares with it."""
+    from ppbn.bn.io import network_json
+    from ppbn.bn.learn import learn_reference
+    from ppbn.bn.schema import Schema
+    from ppbn.data.party_data import load_joined
+    from ppbn.jobs.learn import check_learn_params
+    from ppbn.jobs.search_params import hc_options_from
+
+    schema = Schema.load(str(files.schema))
+    params = check_learn_params(_job_params(outcome), schema)
+    names, codes = load_joined(
+        schema, files.alice, files.bob, missing_rule=missing, intersect=align == "psi"
+    )
+    ref = learn_reference(
+        names,
+        {v.name: v.states for v in schema.variables},
+        codes,
+        params["max_parents"],
+        params["score"],
+        params["tau"],
+        params["order"] or names,
+        params["c_star"],
+        available_case=missing == "available-case",
+        search=params["search"],
+        ess=params["ess"],
+        hc=hc_options_from(params, schema) if params["search"] == "hc" else None,
+    )
+    owners = {v.name: v.owner for v in schema.variables}
+    document = network_json(
+        ref.network, ref.search.order, ref.search.edges, params["score"], params["tau"]
+    )
+    reference = NetworkResult.from_document(document, owners=owners, source="reference")
+    same_moves = ref.same_moves(learned.document["moves"]) if "moves" in learned.document else None
+    diff = None
+    if learned.cpts and learned.parents == reference.parents:
+        diff = learned.max_cpt_difference(reference)
+    records = ref.family_records()
+    check = {
+        "same_structure_and_order": list(learned.edges) == list(reference.edges)
+        and same_moves is not False,
+        **({"same_moves": same_moves} if same_moves is not None else {}),
+        "reference_edges": [list(e) for e in reference.edges],
+        "max_abs_cpt_difference": diff,
+        "same_family_records": (learned.document.get("family_records") or {}).get("families")
+        == records,
+        "reference_family_records": records,
+    }
+    return reference, check
+
+
+def _job_params(outcome: JobOutcome) -> dict[str, Any]:
+    """The parameters the job ran with, from its result.json at the contacted daemon."""
+    import json
+
+    path = Path(outcome.out_dir or "") / "result.json"
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8"))["params"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: cannot read the job's parameters: {exc}") from None

@@ -1,0 +1,67 @@
+"""The Python API end to end: a simulation returns a pgmpy model equal to the reference's,
+and an operator's Daemon starts, follows, cancels and reads jobs of running daemons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ppbn
+from ppbn.api.simulate import make_data
+from ppbn.errors import UserError
+from ppbn.lab.harness import LocalPair, PairFiles
+from ppbn.parties.pki import make_local_pki
+
+pytestmark = pytest.mark.slow
+
+
+def test_simulate_returns_models_equal_to_the_reference():
+    sim = ppbn.simulate(network="asia", records=400, max_parents=2, score="exact")
+    assert sim.succeeded and sim.matches_reference
+    model, reference = sim.network.to_pgmpy(), sim.reference.to_pgmpy()
+    assert sorted(model.edges()) == sorted(reference.edges())
+    for cpd in reference.get_cpds():
+        ours = model.get_cpds(cpd.variable)
+        assert ours.variables == cpd.variables
+        assert np.allclose(ours.values, cpd.values, atol=1e-9)
+    # both parties learned the same structure; each kept its ledger and its figures
+    assert sim.networks["bob"].edges == sim.network.edges
+    assert {e["kind"] for e in sim.network.ledger} >= {"record_count", "k2_decision"}
+    assert sim.network.stats["bytes_sent"] > 0
+    assert sim.network.owners["asia"] == "alice"
+    assert sim.folder is None and set(sim.timings) >= {"data_s", "job_s"}
+
+
+def test_simulate_refuses_what_it_cannot_run_before_any_work(tmp_path):
+    with pytest.raises(UserError, match="give --network and --records"):
+        ppbn.simulate(records=10)
+    with pytest.raises(UserError, match="need --align psi"):
+        ppbn.simulate(network="asia", records=10, overlap=0.5)
+
+
+def test_an_operator_starts_follows_and_cancels_jobs(tmp_path):
+    files = make_data(tmp_path, "asia", 300, seed=3)
+    make_local_pki(tmp_path / "certs")
+    pair_files = PairFiles(files.schema, files.csvs(), tmp_path / "certs", tmp_path)
+    notes = []
+    with (
+        LocalPair(pair_files, 30.0) as pair,
+        ppbn.Daemon(pair.address("alice"), tls_dir=tmp_path / "certs" / "alice") as alice,
+    ):
+        assert alice.role == "alice"
+        job = alice.learn(max_parents=1, score="bic")
+        outcome = job.wait(timeout_s=120, progress=notes.append)
+        assert outcome.state == "SUCCEEDED", outcome.error
+        network = job.result()
+        assert network.cpts and not network.withheld  # the files are on this host
+        assert [list(e) for e in network.edges] == outcome.result["edges"]
+        assert alice.job(job.job_id).status().state == "SUCCEEDED"
+
+        slow = alice.learn(max_parents=2, score="exact")
+        assert slow.cancel().job_id == slow.job_id
+        assert slow.wait(timeout_s=60).state == "CANCELLED"
+        with pytest.raises(UserError, match="has no result \\(CANCELLED\\)"):
+            slow.result()
+        with pytest.raises(UserError, match="knows no job 'no-such-job'"):
+            alice.job("no-such-job").status()
+    assert notes  # progress was reported while the job ran
