@@ -86,4 +86,3 @@ def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> N
         console.print(table)
     if outcome.out_dir and show_files:
         console.print(f"files of the contacted daemon: {outcome.out_dir}")
-
