@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ppbn.parties.client import JobOutcome
 
 ROLES = ("alice", "bob")
+TRUTH_FILE = "truth.bif"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Simulation:
     networks: dict[str, NetworkResult] = field(default_factory=dict)
     reference: NetworkResult | None = None
     check: dict[str, Any] | None = None  # the secure result against the reference
+    truth: NetworkResult | None = None  # the network the data was sampled from, if known
     timings: dict[str, float] = field(default_factory=dict)
     folder: Path | None = None  # with ``out``: data, certificates, logs and outputs
     logs: dict[str, str] = field(default_factory=dict)  # the last lines of each daemon's log
@@ -184,7 +186,11 @@ def simulate(
         reference = check = None
         if kind == "learn" and check_reference and "alice" in networks:
             reference, check = reference_check(files, outcome, networks["alice"], missing, align)
-    simulation = Simulation(outcome, networks, reference, check, timings, logs=logs)
+        truth_file = files.schema.parent / TRUTH_FILE  # what `ppbn datasets make` writes
+        truth = load_result(truth_file, files.schema) if truth_file.is_file() else None
+    simulation = Simulation(
+        outcome, networks, reference, check, truth=truth, timings=timings, logs=logs
+    )
     if out:  # the run's files were written aside and are now in ``out``
         moved = relocate({"out_dir": outcome.out_dir, "result": outcome.result}, work, Path(out))
         simulation.outcome = dataclasses.replace(outcome, **moved)

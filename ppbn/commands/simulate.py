@@ -164,8 +164,11 @@ def _simulate(args: argparse.Namespace) -> int:
     if sim.check is not None:
         report["reference_check"] = sim.check
     if args.plot and sim.network is not None:
-        title = "learned privately" + (" vs the non-private reference" if sim.reference else "")
-        sim.network.plot(args.plot, sim.reference, title)
+        # against the network the data came from when it is known (the reference's
+        # equality is in the text); else against the reference
+        against, name = (sim.truth, "truth.bif") if sim.truth else (sim.reference, "the reference")
+        title = "learned privately" + (f" vs {name}" if against else "")
+        sim.network.plot(args.plot, against, title)
         report["plot"] = args.plot
     if quiet:
         print(json.dumps(report, indent=2))

@@ -15,7 +15,7 @@ from ppbn.parties.pki import make_local_pki
 pytestmark = pytest.mark.slow
 
 
-def test_simulate_returns_models_equal_to_the_reference():
+def test_simulate_returns_models_equal_to_the_reference(tmp_path):
     sim = ppbn.simulate(network="asia", records=400, max_parents=2, score="exact")
     assert sim.succeeded and sim.matches_reference
     model, reference = sim.network.to_pgmpy(), sim.reference.to_pgmpy()
@@ -30,6 +30,11 @@ def test_simulate_returns_models_equal_to_the_reference():
     assert sim.network.stats["bytes_sent"] > 0
     assert sim.network.owners["asia"] == "alice"
     assert sim.folder is None and set(sim.timings) >= {"data_s", "job_s"}
+    # the network the records were sampled from, and the learned one drawn against it
+    assert len(sim.truth.edges) == 8
+    marks = sim.network.plot(tmp_path / "asia.png", sim.truth)
+    assert len(marks["same"]) + len(marks["missing"]) + len(marks["reversed"]) == 8
+    assert (tmp_path / "asia.png").stat().st_size > 10_000
 
 
 def test_simulate_refuses_what_it_cannot_run_before_any_work(tmp_path):
