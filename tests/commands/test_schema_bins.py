@@ -7,30 +7,14 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from known_files import CONTINUOUS_SCHEMA
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
 from ppbn.data.datasets import make_dataset
 from ppbn.data.party_data import load_party_data
 
-SCHEMA = {
-    "id_column": "id",
-    "variables": [
-        {
-            "name": "age",
-            "owner": "alice",
-            "type": "continuous",
-            "bins": {"method": "edges", "count": 3, "edges": [18, 35]},
-        },
-        {
-            "name": "income",
-            "owner": "alice",
-            "type": "continuous",
-            "bins": {"method": "mgas", "count": 2, "min_records": 2, "min_granularity": 1},
-        },
-        {"name": "smoker", "owner": "bob", "states": ["no", "yes"]},
-    ],
-}
+SCHEMA = json.loads(CONTINUOUS_SCHEMA.read_text())  # alice bins age and income
 ALICE = "id,age,income\nr1,12,100\nr2,20.5,101\nr3,35,200\nr4,80,201.5\nr5,,150\n"
 
 

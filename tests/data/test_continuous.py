@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from known_files import CONTINUOUS_SCHEMA
 from known_files import TEST_POLICY as KNOWN_POLICY
 
 from ppbn.bn.discretize import format_number
@@ -20,24 +21,7 @@ from ppbn.errors import DataError
 
 TEST_POLICY = str(KNOWN_POLICY)
 
-OWNER_COPY = {
-    "id_column": "id",
-    "variables": [
-        {
-            "name": "age",
-            "owner": "alice",
-            "type": "continuous",
-            "bins": {"method": "edges", "count": 3, "edges": [18, 35]},
-        },
-        {
-            "name": "income",
-            "owner": "alice",
-            "type": "continuous",
-            "bins": {"method": "mgas", "count": 2, "min_records": 2, "min_granularity": 1},
-        },
-        {"name": "smoker", "owner": "bob", "states": ["no", "yes"]},
-    ],
-}
+OWNER_COPY = json.loads(CONTINUOUS_SCHEMA.read_text())  # alice bins age and income
 
 
 def _peer_copy() -> dict:

@@ -14,6 +14,8 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 FIXTURES = TESTS / "fixtures"
 TEST_POLICY = FIXTURES / "test-policy.toml"
+# a schema whose owner bins two numeric columns (edges and MGAS) beside a categorical one
+CONTINUOUS_SCHEMA = FIXTURES / "continuous-schema.json"
 BRISTOL = Path(
     os.environ.get("PPBN_BRISTOL_DIR", TESTS.parent.parent / "shared" / "circuits" / "bristol")
 )
