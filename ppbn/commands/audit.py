@@ -124,7 +124,8 @@ def _vouched(log: str, lines: int, sig: dict[str, Any] | None, signed: str) -> s
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ppbn.parties.audit import clean_text, read_log
+    from ppbn.errors import printable
+    from ppbn.parties.audit import read_log
 
     for number, raw in enumerate(read_log(args.log).split(b"\n"), start=1):
         if not raw:
@@ -142,9 +143,9 @@ def _show(args: argparse.Namespace) -> int:
             if key not in DETAIL_SKIP and value not in ("", None)
         )
         print(
-            f"{clean_text(str(entry.get('time', '?')), 27):<27} {clean_text(str(entry.get('seq', '?')), 8):>6}  "
-            f"{clean_text(str(entry.get('event', '?')), 16):<15} {clean_text(str(entry.get('job', '')) or '-', 64):<14} "
-            f"{clean_text(details, 400)}"
+            f"{printable(str(entry.get('time', '?')), 27):<27} {printable(str(entry.get('seq', '?')), 8):>6}  "
+            f"{printable(str(entry.get('event', '?')), 16):<15} {printable(str(entry.get('job', '')) or '-', 64):<14} "
+            f"{printable(details, 400)}"
         )
     return 0
 

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ppbn.errors import printable
+
 STEP_KINDS = ("K2 step", "hc move")  # labels of search steps: "K2 step 3: ...", "hc move 12: ..."
 STEPS_DONE = ("K2 done", "hc done")  # the search is over
 MAX_JSON_CHARS = 16_384  # a larger progress_json is ignored whole
@@ -115,7 +117,7 @@ class JobProgress:
         """The progress a daemon sent (``JobInfo.progress_json`` and ``.progress``): fields
         of the wrong type, out of range or unknown are dropped, text is made printable and
         cut short, and JSON that does not parse leaves just the note."""
-        note = printable(note)
+        note = printable(note, MAX_TEXT_CHARS)
         base = cls(note=note, text=note)
         if not text or len(text) > MAX_JSON_CHARS:
             return base
@@ -128,7 +130,7 @@ class JobProgress:
         fields: dict[str, Any] = {"text": ""}  # the note is not the job's own text
         for name in _TEXT_FIELDS:
             if isinstance(value.get(name), str):
-                fields[name] = printable(value[name])
+                fields[name] = printable(value[name], MAX_TEXT_CHARS)
         for name in _INT_FIELDS:
             number = value.get(name)
             if isinstance(number, int) and not isinstance(number, bool) and 0 <= number < 2**63:
@@ -148,12 +150,6 @@ def _seconds(value: object) -> bool:
         and math.isfinite(value)
         and 0 <= value < 1e9
     )
-
-
-def printable(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """Text from a daemon, safe on one terminal line: no control characters, bounded."""
-    cleaned = "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
-    return cleaned + ("..." if len(text) > limit else "")
 
 
 def duration(seconds: float) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ppbn.bn.schema import Schema
 from ppbn.data.party_data import PartyData
-from ppbn.errors import UserError
+from ppbn.errors import UserError, printable
 from ppbn.jobs.base import (
     ChannelGroup,
     JobContext,
@@ -37,7 +37,7 @@ from ppbn.jobs.checkpoint import CheckpointStore, data_digest
 from ppbn.jobs.policy import PolicyRefusal
 from ppbn.parties.config import DaemonConfig
 from ppbn.parties.grpc_channel import GrpcChannel
-from ppbn.parties.handshake import MINER_JOB_KINDS, other_role, printable
+from ppbn.parties.handshake import MINER_JOB_KINDS, other_role
 from ppbn.parties.job import Job, JobRefused
 from ppbn.parties.job_files import JobFiles
 from ppbn.parties.metrics import DaemonMetrics

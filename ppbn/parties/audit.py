@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ppbn.errors import UserError
+from ppbn.errors import UserError, printable
 
 FORMAT_VERSION = 1
 GENESIS = "ppbn audit log v1 of party {party}"
@@ -100,12 +100,6 @@ def genesis_hash(party: str) -> str:
 
 def line_hash(line: bytes) -> str:
     return hashlib.sha256(line).hexdigest()
-
-
-def clean_text(text: str, limit: int = MAX_TEXT) -> str:
-    """Bounded text without control characters (the log is for people too)."""
-    cleaned = "".join(ch if ch.isprintable() else "?" for ch in str(text)[:limit])
-    return cleaned + ("..." if len(str(text)) > limit else "")
 
 
 def _utc_now() -> str:
@@ -178,7 +172,7 @@ def _verify_lines(lines: list[bytes], party: str | None) -> ChainState:
         if entry["seq"] != number:
             raise AuditLogBroken(
                 number,
-                f"has sequence number {clean_text(str(entry['seq']), 20)}, expected {number} "
+                f"has sequence number {printable(str(entry['seq']), 20)}, expected {number} "
                 "(lines were removed, inserted or reordered before it)",
             )
         if entry["prev"] != head:
@@ -196,7 +190,7 @@ def _verify_lines(lines: list[bytes], party: str | None) -> ChainState:
 def _shown(value: Any) -> str:
     """A field's value for a message: a string quoted as Python does, anything else as JSON."""
     return (
-        repr(clean_text(value, 40)) if isinstance(value, str) else clean_text(json.dumps(value), 40)
+        repr(printable(value, 40)) if isinstance(value, str) else printable(json.dumps(value), 40)
     )
 
 
@@ -234,13 +228,13 @@ def ledger_summary(ledger: Any) -> list[dict[str, Any]]:
     variables: dict[str, set[str]] = {}
     for entry in ledger.entries:
         counts[entry.kind] += 1
-        sources.setdefault(entry.kind, set()).add(clean_text(entry.source, 80))
+        sources.setdefault(entry.kind, set()).add(printable(entry.source, 80))
         value = entry.value
         if isinstance(value, dict):
             named = value.get("variables", [value.get("variable")])
             if isinstance(named, list):
                 variables.setdefault(entry.kind, set()).update(
-                    clean_text(v, 64) for v in named if isinstance(v, str)
+                    printable(v, 64) for v in named if isinstance(v, str)
                 )
     summary = []
     for kind in sorted(counts):
@@ -417,7 +411,7 @@ class AuditLog:
 
     # -- the job events, with the fields an auditor reads --------------------------------
     def requested(self, job: str, kind: str, by: str, params: dict[str, Any]) -> None:
-        self.event("requested", job, kind=kind, by=clean_text(by, 160), params=params)
+        self.event("requested", job, kind=kind, by=printable(by, 160), params=params)
 
     def refused(
         self,
@@ -437,7 +431,7 @@ class AuditLog:
         the initiator it claims. Beyond ``REFUSED_PER_WINDOW`` lines per source and window
         the request is only counted, for the window's ``refused_summary`` line.
         """
-        key = clean_text(source or by, 160)
+        key = printable(source or by, 160)
         with self._lock:
             now = self._clock()
             self._write_summaries(now)
@@ -447,18 +441,18 @@ class AuditLog:
                 window.first = window.first or stamp
                 window.last = stamp
                 window.counted += 1
-                window.codes[clean_text(code, 32)] += 1
+                window.codes[printable(code, 32)] += 1
                 return
             self._append(
                 "refused",
-                clean_text(job, 64),
+                printable(job, 64),
                 dict(
-                    kind=clean_text(kind, 32),
-                    by=clean_text(by, 160),
-                    refused_by=clean_text(refused_by or self.party, 16),
+                    kind=printable(kind, 32),
+                    by=printable(by, 160),
+                    refused_by=printable(refused_by or self.party, 16),
                     code=code,
-                    parameter=clean_text(parameter, 64),
-                    reason=clean_text(reason),
+                    parameter=printable(parameter, 64),
+                    reason=printable(reason, MAX_TEXT),
                 ),
             )
             window.logged += 1
@@ -473,7 +467,7 @@ class AuditLog:
 
     def ended(self, job: str, event: str, code: str, error: str, figures: dict[str, Any]) -> None:
         """``finished``, ``failed``, ``aborted`` or ``cancelled``, with the abort code."""
-        self.event(event, job, code=code, error=clean_text(error), **figures)
+        self.event(event, job, code=code, error=printable(error, MAX_TEXT), **figures)
 
     def resumed(self, job: str, kind: str, by: str, checkpoint: str, **details: Any) -> None:
         """A job continued from a checkpoint (called by the resume path)."""
@@ -481,8 +475,8 @@ class AuditLog:
             "resumed",
             job,
             kind=kind,
-            by=clean_text(by, 160),
-            checkpoint=clean_text(checkpoint, 160),
+            by=printable(by, 160),
+            checkpoint=printable(checkpoint, 160),
             **details,
         )
 
@@ -605,7 +599,7 @@ def check_head(state: ChainState, log: bytes, sig: dict[str, Any], public_key: A
         raise AuditLogBroken(max(state.lines, 1), "the head signature file is malformed") from None
     if party != state.party:
         raise AuditLogBroken(
-            1, f"the signed head is of party {clean_text(party, 40)!r}, the log of {state.party!r}"
+            1, f"the signed head is of party {printable(party, 40)!r}, the log of {state.party!r}"
         )
     if lines < 1 or lines > state.lines:
         raise AuditLogBroken(

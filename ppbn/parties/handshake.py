@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from ppbn.errors import UserError
+from ppbn.errors import UserError, printable
 from ppbn.parties.grpc_channel import frame_kind_name
 from ppbn.parties.job import Job, JobRefused
 from ppbn.parties.net import dial, rpc_failure
@@ -69,12 +69,6 @@ def peer_addresses(role: str, peer: str, extra: dict[str, str]) -> dict[str, str
         raise UserError(f"{role} needs the address of {other_role(role)} (--peer)")
     miner = {MINER: extra[MINER]} if extra.get(MINER) else {}
     return {other_role(role): peer, **miner}
-
-
-def printable(text: str, limit: int = 80) -> str:
-    """Text that came from the network, safe for one log line: no control characters, bounded."""
-    cleaned = "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
-    return cleaned + ("..." if len(text) > limit else "")
 
 
 def hello_mismatch(

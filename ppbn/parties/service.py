@@ -17,10 +17,10 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from ppbn.errors import UserError
+from ppbn.errors import UserError, printable
 from ppbn.parties.admission import JobTable
 from ppbn.parties.grpc_channel import MALFORMED, GrpcChannel
-from ppbn.parties.handshake import PeerLinks, printable
+from ppbn.parties.handshake import PeerLinks
 from ppbn.parties.job import Job, JobRefused
 from ppbn.parties.recorder import Recorder
 from ppbn.parties.runner import JobRunner
