@@ -40,7 +40,6 @@ from ppbn.commands._options import (
     add_missing_options,
     add_overlap_option,
     add_pair_policy_options,
-    hc_job_params,
     int_in,
     missing_rule,
     non_negative_int,
@@ -48,7 +47,6 @@ from ppbn.commands._options import (
     positive_float,
     positive_int,
     refuse_on_private_paths,
-    sample_overlap,
     search_options,
 )
 from ppbn.errors import UserError
@@ -58,11 +56,9 @@ if TYPE_CHECKING:
 
 
 def _bench_k2(args: argparse.Namespace) -> int:
-    from ppbn.data.datasets import blank_cells, make_dataset
-    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.commands._bench_common import bench_learn_params, run_learn, sample_pair_files
+    from ppbn.lab.harness import LocalPair
     from ppbn.lab.shaper import parse_link
-    from ppbn.parties.pki import make_local_pki
-    from ppbn.parties.tls import PARTY_ROLES
 
     rule = missing_rule(args)
     link = parse_link(args.link) if args.link else None
@@ -70,32 +66,9 @@ def _bench_k2(args: argparse.Namespace) -> int:
         raise UserError("--records must be at least 2")
     work = Path(tempfile.mkdtemp(prefix="ppbn-bench-k2-"))
     try:
-        made = make_dataset(
-            args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args)
-        )
-        blanked = (
-            blank_cells(work / "data", args.missing_rate, args.seed) if args.missing_rate else 0
-        )
-        make_local_pki(work / "certs", PARTY_ROLES)
-        files = PairFiles(
-            work / "data" / "schema.json",
-            {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")},
-            work / "certs",
-            work,
-        )
+        made, blanked, files = sample_pair_files(args, work)
         refuse_on_private_paths(args)
-        params = {
-            "max_parents": args.max_parents,
-            "score": args.score,
-            "tau": args.tau,
-            "key_bits": args.key_bits,
-            "overlap_tables": args.overlap_tables == "on",
-            "split_terms": args.split_terms == "on",
-        }
-        if args.score == "bdeu":
-            params["ess"] = args.ess
-        params.update(hc_job_params(args))
-        quiet = args.format == "json"
+        params = bench_learn_params(args)
         pair = LocalPair(
             files,
             args.timeout,
@@ -104,17 +77,9 @@ def _bench_k2(args: argparse.Namespace) -> int:
             align=args.align,
             link=link,
         )
-        with pair, pair.client("alice") as client:
-            started = time.perf_counter()
-            job_id = client.start("learn", params)
-            outcome = client.wait(
-                job_id, None, None if quiet else (lambda note: print(f"  {note}", flush=True))
-            )
-            wall = time.perf_counter() - started
-            if outcome.state != "SUCCEEDED":
-                raise UserError(f"the secure job failed: {outcome.error}")
-            learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
-            outcome = pair.with_peer_figures(outcome)
+        with pair:
+            run = run_learn(pair, params, quiet=args.format == "json")
+        wall, learned, outcome = run.wall_s, run.learned, run.outcome
         parties = {s["role"]: s for s in (outcome.stats, outcome.peer_stats) if s}
         inner = learned["stats"]
         report: dict[str, Any] = {
