@@ -319,7 +319,9 @@ def randomization_source(context: JobContext) -> RandomSource:
 
 
 def _progress(context: JobContext):
-    return lambda _done, _total, note: context.progress(note)
+    """The search's (done, total, label) reports as the job's structured progress: the K2
+    step or hill-climbing move it is on (``JobContext.advance``)."""
+    return lambda done, total, label: context.advance(label, done, total)
 
 
 def run_setup_one_job(role: str, channel: Channel, context: JobContext) -> dict[str, Any]:
