@@ -18,7 +18,6 @@ from ppbn.commands._options import (
     missing_rule,
     non_negative_int,
     positive_int,
-    sample_overlap,
 )
 from ppbn.errors import UserError
 
@@ -28,22 +27,18 @@ def _demo(args: argparse.Namespace) -> int:
 
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
+    from ppbn.commands._bench_common import sample_pair_files
     from ppbn.commands._progress import progress_reporter
-    from ppbn.data.datasets import blank_cells, make_dataset
     from ppbn.data.outputs import check_output_dir, work_folder
     from ppbn.data.party_data import load_joined
-    from ppbn.lab.harness import LocalPair, PairFiles
-    from ppbn.parties.pki import make_local_pki
-    from ppbn.parties.tls import PARTY_ROLES
+    from ppbn.lab.harness import LocalPair
 
     console = Console()
     rule = missing_rule(args)
     if args.out:  # before any work: a bad --out must not cost the run
         check_output_dir(args.out)
     with work_folder(args.out, "ppbn-demo-") as work:
-        made = make_dataset(
-            args.network, args.records, args.seed, work / "data", overlap=sample_overlap(args)
-        )
+        made, blanked, files = sample_pair_files(args, work)
         schema = made.schema
         shared = (
             ""
@@ -53,20 +48,12 @@ def _demo(args: argparse.Namespace) -> int:
         console.print(
             f"[bold]data[/bold]: {args.records} records{shared} sampled from {args.network} (seed {args.seed})"
         )
-        if args.missing_rate:
-            blanked = blank_cells(work / "data", args.missing_rate, args.seed)
+        if blanked:
             console.print(
                 f"  {blanked:,} cells emptied at random ({args.missing_rate:g}); --missing {rule}"
             )
         for party in ("alice", "bob"):
             console.print(f"  {party} holds: {', '.join(v.name for v in schema.owned_by(party))}")
-        make_local_pki(work / "certs", PARTY_ROLES)
-        files = PairFiles(
-            work / "data" / "schema.json",
-            {r: work / "data" / f"{r}.csv" for r in ("alice", "bob")},
-            work / "certs",
-            work,
-        )
         params = {"max_parents": args.max_parents, "score": args.score, "tau": DEFAULT_TAU}
         console.print(
             f"[bold]secure path[/bold]: two daemons over loopback mutual TLS, job learn {json.dumps(params)}"
