@@ -18,6 +18,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,57 +152,46 @@ def pram_params(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, A
     return params
 
 
-def simulate_pram(args: argparse.Namespace) -> int:
-    from ppbn.bn.learn import learn_reference
-    from ppbn.bn.schema import Schema
-    from ppbn.data.party_data import load_joined
-    from ppbn.lab.compare import structure_diff
-
-    quiet = args.format == "json"
+def _refuse_available_case(args: argparse.Namespace, path: str) -> None:
     if missing_rule(args) == "available-case":
-        raise UserError(PRAM_AVAILABLE_CASE)
+        raise UserError(PRAM_AVAILABLE_CASE.replace("the PRAM path", path))
+
+
+def _run_setup(
+    args: argparse.Namespace,
+    path: str,
+    kinds: tuple[str, str],
+    prepare: Callable[[str, tuple[Path, Path, Path]], dict[str, Any]],
+    reference_of: Callable[[tuple[Path, Path, Path], dict[str, Any]], Any],
+) -> tuple[dict[str, Any], Any, Any]:
+    """What ``--path pram`` and ``--path perturb`` share: the data set, the job of
+    ``kinds`` (setup I, setup II) started at alice or the miner over every daemon, and the
+    reference learned here. ``prepare(kind, data)`` gives the job's parameters (checked
+    before any daemon starts); ``reference_of(data, params)`` learns the reference.
+    Returns the report every daemon's outcome fills, the starting daemon's outcome and
+    the reference."""
     if args.randomization_seed is not None:
         print(PRAM_SEED_WARNING, file=sys.stderr)
-    keep = bool(args.out)
-    if keep:  # before any work: a bad --out must not cost the run
+    if args.out:  # before any work: a bad --out must not cost the run
         check_output_dir(args.out, force=args.force)
+    start_role, kind = ("miner", kinds[1]) if args.setup == 2 else ("alice", kinds[0])
+    quiet = args.format == "json"
     with work_folder(args.out, "ppbn-simulate-", args.force) as work:
         previous = signal.signal(signal.SIGTERM, raise_interrupt)
         try:
-            schema_path, alice_csv, bob_csv = data_files(args, work)
-            schema = Schema.load(str(schema_path))
-            params = pram_params(args, schema.names)
-            start_role, kind = ("miner", "pram-miner") if args.setup == 2 else ("alice", "pram")
+            data = data_files(args, work)
+            params = prepare(kind, data)
             job_id, outcomes, up, job_s = run_with_daemons(
-                args, work, (schema_path, alice_csv, bob_csv), start_role, kind, params, quiet
+                args, work, data, start_role, kind, params, quiet
             )
-            names, codes = load_joined(
-                schema,
-                alice_csv,
-                bob_csv,
-                missing_rule=missing_rule(args),
-                intersect=args.align == "psi",
-            )
-            states = {v.name: v.states for v in schema.variables}
-            reference = learn_reference(
-                names,
-                states,
-                codes,
-                args.max_parents,
-                args.score,
-                args.tau,
-                params.get("order"),
-                ess=args.ess,
-                **search_options(args),
-            )
+            reference = reference_of(data, params)
         finally:
             signal.signal(signal.SIGTERM, previous)
-    if keep:  # the run's files were written aside and are now in --out
+    if args.out:  # the run's files were written aside and are now in --out
         outcomes = {role: moved_outcome(o, work, Path(args.out)) for role, o in outcomes.items()}
-    mine = outcomes[start_role]
     ok = all(o.state == "SUCCEEDED" for o in outcomes.values())
     report: dict[str, Any] = {
-        "path": "pram",
+        "path": path,
         "setup": args.setup,
         "kind": kind,
         "job_id": job_id,
@@ -214,17 +204,84 @@ def simulate_pram(args: argparse.Namespace) -> int:
             for role, o in sorted(outcomes.items())
         },
     }
+    return report, outcomes[start_role], reference
+
+
+def _finish(args: argparse.Namespace, report: dict[str, Any], show) -> int:
+    """Print the report (JSON, or ``show`` for people); exit 0 when every daemon succeeded."""
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        show(report)
+    return 0 if report["state"] == "SUCCEEDED" else 1
+
+
+def simulate_pram(args: argparse.Namespace) -> int:
+    from ppbn.bn.learn import learn_reference
+    from ppbn.bn.schema import Schema
+    from ppbn.data.party_data import load_joined
+    from ppbn.lab.compare import structure_diff
+
+    _refuse_available_case(args, "the PRAM path")
+    schema: Schema | None = None  # read by prepare, once the data set is there
+
+    def prepare(_kind: str, data: tuple[Path, Path, Path]) -> dict[str, Any]:
+        nonlocal schema
+        schema = Schema.load(str(data[0]))
+        return pram_params(args, schema.names)
+
+    def reference_of(data: tuple[Path, Path, Path], params: dict[str, Any]):
+        names, codes = load_joined(
+            schema,
+            data[1],
+            data[2],
+            missing_rule=missing_rule(args),
+            intersect=args.align == "psi",
+        )
+        states = {v.name: v.states for v in schema.variables}
+        return learn_reference(
+            names,
+            states,
+            codes,
+            args.max_parents,
+            args.score,
+            args.tau,
+            params.get("order"),
+            ess=args.ess,
+            **search_options(args),
+        )
+
+    report, mine, reference = _run_setup(
+        args, "pram", ("pram", "pram-miner"), prepare, reference_of
+    )
     if mine.result:
-        reference_parents = {v: list(reference.search.parents[v]) for v in names}
+        reference_parents = {v: list(ps) for v, ps in reference.search.parents.items()}
         report["reference_edges"] = len(reference.search.edges)
         report["structure_vs_reference"] = structure_diff(mine.result["parents"], reference_parents)
         report["privacy"] = mine.result["privacy"]
         report["edges"] = mine.result["edges"]
-    if quiet:
-        print(json.dumps(report, indent=2))
-    else:
-        _print_pram(report)
-    return 0 if ok else 1
+    return _finish(args, report, _print_pram)
+
+
+def _print_head(console, report: dict[str, Any], measured_by: str) -> None:
+    """The job's line, every daemon's figures and errors."""
+    style = "green" if report["state"] == "SUCCEEDED" else "red"
+    console.print(
+        f"[bold]ppbn simulate --path {report['path']} --setup {report['setup']}[/bold]: job "
+        f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]"
+    )
+    parties = report["parties"]
+    console.print(_daemon_figures(parties, f"per daemon (measured by {measured_by})"))
+    for role, party in parties.items():
+        if party["error"]:
+            console.print(f"[red]{role}: {party['error']}[/red]")
+
+
+def _print_timings(console, report: dict[str, Any]) -> None:
+    timings = report["timings"]
+    console.print(
+        f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)"
+    )
 
 
 def _print_pram(report: dict[str, Any]) -> None:
@@ -233,16 +290,7 @@ def _print_pram(report: dict[str, Any]) -> None:
     from ppbn.protocols.pram import iter_privacy_text
 
     console = Console()
-    style = "green" if report["state"] == "SUCCEEDED" else "red"
-    console.print(
-        f"[bold]ppbn simulate --path pram --setup {report['setup']}[/bold]: job "
-        f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]"
-    )
-    parties = report["parties"]
-    console.print(_daemon_figures(parties, "per daemon (measured by the PRAM job itself)"))
-    for role, party in parties.items():
-        if party["error"]:
-            console.print(f"[red]{role}: {party['error']}[/red]")
+    _print_head(console, report, "the PRAM job itself")
     if "edges" in report:
         console.print(
             "edges in the order added: " + ", ".join(f"{p}->{c}" for p, c in report["edges"])
@@ -257,10 +305,7 @@ def _print_pram(report: dict[str, Any]) -> None:
         )
         for line in iter_privacy_text(report["privacy"]):
             console.print(f"  {line}")
-    timings = report["timings"]
-    console.print(
-        f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)"
-    )
+    _print_timings(console, report)
 
 
 def simulate_perturb(args: argparse.Namespace) -> int:
@@ -276,84 +321,41 @@ def simulate_perturb(args: argparse.Namespace) -> int:
     )
     from ppbn.lab.randomized_learning import learn, load_tables
 
-    quiet = args.format == "json"
-    if missing_rule(args) == "available-case":
-        raise UserError(PRAM_AVAILABLE_CASE.replace("the PRAM path", "the perturbation path"))
+    _refuse_available_case(args, "the perturbation path")
     params = params_json(args)
     if not params:
         raise UserError(
             '--path perturb needs the job parameters: --params \'{"learner": "nb", "class": VAR, "theta": 0.8}\''
         )
-    if args.randomization_seed is not None:
-        print(PRAM_SEED_WARNING, file=sys.stderr)
-    keep = bool(args.out)
-    if keep:  # before any work: a bad --out must not cost the run
-        check_output_dir(args.out, force=args.force)
-    start_role, kind = ("miner", SETUP_TWO_KIND) if args.setup == 2 else ("alice", SETUP_ONE_KIND)
-    with work_folder(args.out, "ppbn-simulate-", args.force) as work:
-        previous = signal.signal(signal.SIGTERM, raise_interrupt)
-        try:
-            schema_path, alice_csv, bob_csv = data_files(args, work)
-            full = full_params(
-                kind, params, Schema.load(str(schema_path)), args.setup
-            )  # before any daemon
-            job_id, outcomes, up, job_s = run_with_daemons(
-                args, work, (schema_path, alice_csv, bob_csv), start_role, kind, params, quiet
-            )
-            (table,) = load_tables([schema_path.parent])
-            reference = learn(
-                full["learner"], table, None, full["class"], None, learner_options(full)
-            )
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    if keep:  # the run's files were written aside and are now in --out
-        outcomes = {role: moved_outcome(o, work, Path(args.out)) for role, o in outcomes.items()}
-    ok = all(o.state == "SUCCEEDED" for o in outcomes.values())
-    report: dict[str, Any] = {
-        "path": "perturb",
-        "setup": args.setup,
-        "kind": kind,
-        "job_id": job_id,
-        "state": "SUCCEEDED" if ok else "FAILED",
-        "params": params,
-        "transport": f"gRPC over mutual TLS, loopback, {len(outcomes)} processes",
-        "timings": {"daemons_start_s": round(up, 3), "job_s": round(job_s, 3)},
-        "parties": {
-            role: {"state": o.state, "error": o.error, "stats": o.stats, "result": o.result}
-            for role, o in sorted(outcomes.items())
-        },
-        "reference_model": model_summary(reference["learner"], reference["model"]),
-    }
-    if quiet:
-        print(json.dumps(report, indent=2))
-    else:
-        _print_perturb(report)
-    return 0 if ok else 1
+    full: dict[str, Any] = {}
+
+    def prepare(kind: str, data: tuple[Path, Path, Path]) -> dict[str, Any]:
+        full.update(full_params(kind, params, Schema.load(str(data[0])), args.setup))
+        return params
+
+    def reference_of(data: tuple[Path, Path, Path], _params: dict[str, Any]):
+        (table,) = load_tables([data[0].parent])
+        return learn(full["learner"], table, None, full["class"], None, learner_options(full))
+
+    report, _mine, reference = _run_setup(
+        args, "perturb", (SETUP_ONE_KIND, SETUP_TWO_KIND), prepare, reference_of
+    )
+    report["reference_model"] = model_summary(reference["learner"], reference["model"])
+    return _finish(args, report, _print_perturb)
 
 
 def _print_perturb(report: dict[str, Any]) -> None:
     from rich.console import Console
 
     console = Console()
-    style = "green" if report["state"] == "SUCCEEDED" else "red"
-    console.print(
-        f"[bold]ppbn simulate --path perturb --setup {report['setup']}[/bold]: job "
-        f"{report['job_id']} ({report['kind']}) [{style}]{report['state']}[/{style}]"
-    )
-    parties = report["parties"]
-    console.print(_daemon_figures(parties, "per daemon (measured by the job itself)"))
-    for role, party in parties.items():
-        if party["error"]:
-            console.print(f"[red]{role}: {party['error']}[/red]")
-        elif party["result"]:
+    _print_head(console, report, "the job itself")
+    for role, party in report["parties"].items():
+        if not party["error"] and party["result"]:
             console.print(f"{role}: model {json.dumps(party['result']['model'])}")
     console.print(
         f"reference (the same learner on the joined original data): {json.dumps(report['reference_model'])}"
     )
-    timings = report["timings"]
-    console.print(
-        f"daemons up {timings['daemons_start_s']:.2f} s, job {timings['job_s']:.2f} s (as the operator saw it)"
-    )
+    _print_timings(console, report)
 
 
 def _daemon_figures(parties: dict[str, Any], title: str):
