@@ -47,7 +47,6 @@ from ppbn.commands._options import (
     positive_float,
     positive_int,
     refuse_on_private_paths,
-    search_options,
 )
 from ppbn.errors import UserError
 
@@ -133,7 +132,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             round(report["per_alpha_encryptions"] / enc, 1) if enc else None
         )
         if args.check_reference:
-            report["reference"] = _reference_check(made, args, learned, files, rule)
+            report["reference"] = _reference_check(learned, outcome, files, rule, args.align)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _print(report, args.format)
@@ -163,43 +162,22 @@ def breakdown_rows(
     return sorted(rows, key=lambda r: -r["total"])
 
 
-def _reference_check(
-    made, args: argparse.Namespace, learned: dict, files, rule: str
-) -> dict[str, Any]:
+def _reference_check(learned: dict, outcome, files, rule: str, align: str) -> dict[str, Any]:
     """The non-private reference on the data the daemons loaded (read back from the CSVs,
-    so emptied cells and the --missing rule are the daemons')."""
-    import numpy as np
+    so emptied cells and the --missing rule are the daemons'), as ``ppbn simulate``
+    checks it (``ppbn.api.simulate.reference_check``)."""
+    from ppbn.api.result import NetworkResult
+    from ppbn.api.simulate import DataFiles, reference_check
 
-    from ppbn.bn.learn import learn_reference
-    from ppbn.data.party_data import load_joined
-
-    names, codes = load_joined(
-        made.schema, files.data["alice"], files.data["bob"], missing_rule=rule
-    )
-    states = {v.name: v.states for v in made.schema.variables}
-    ref = learn_reference(
-        names,
-        states,
-        codes,
-        args.max_parents,
-        args.score,
-        args.tau,
-        available_case=rule == "available-case",
-        ess=args.ess,
-        **search_options(args),
-    )
-    same_moves = ref.same_moves(learned["moves"]) if "moves" in learned else None
-    same = learned["edges"] == [list(e) for e in ref.search.edges] and same_moves is not False
-    diff = max(
-        float(np.max(np.abs(np.array(learned["parameters"][v]["table"]) - ref.network.cpts[v])))
-        for v in names
-    )
-    records = learned["family_records"]["families"] == ref.family_records()
+    data = DataFiles(files.schema, files.data["alice"], files.data["bob"])
+    _, check = reference_check(data, outcome, NetworkResult.from_document(learned), rule, align)
+    diff = check["max_abs_cpt_difference"]
+    same = check["same_structure_and_order"]
     return {
-        "equal": bool(same and diff < 1e-9 and records),
+        "equal": bool(same and diff is not None and diff < 1e-9 and check["same_family_records"]),
         "same_structure_and_order": same,
         "max_abs_cpt_difference": diff,
-        "same_family_records": records,
+        "same_family_records": check["same_family_records"],
     }
 
 
