@@ -138,13 +138,11 @@ class NetworkResult:
         and, against a ``reference`` (a true network, or the non-private result), the
         extra, missing and reversed edges marked. Returns those marks."""
         from ppbn.bn.draw import draw_network
-        from ppbn.data.outputs import check_output_file, reason
+        from ppbn.data.outputs import atomic_write_bytes, check_output_file, reason
 
         check_output_file(png, "--plot")
         try:
-            Path(png).parent.mkdir(parents=True, exist_ok=True)
-            return draw_network(
-                png,
+            picture, marks = draw_network(
                 self.variables,
                 self.edges,
                 self.owners or None,
@@ -153,6 +151,10 @@ class NetworkResult:
             )
         except ValueError as exc:
             raise UserError(f"{self.source}: cannot draw the network: {exc}") from None
+        try:
+            Path(png).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(png, picture)
+            return marks
         except OSError as exc:
             raise UserError(f"--plot {png}: cannot write ({reason(exc)})") from None
 

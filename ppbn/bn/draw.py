@@ -8,9 +8,9 @@ at the boxes, so every head shows.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ppbn.bn.layout import layered_layout
@@ -111,15 +111,15 @@ def _label_widths(variables: Sequence[str]) -> dict[str, float]:
 
 
 def draw_network(
-    path: str | Path,
     variables: Sequence[str],
     edges: Sequence[Edge],
     owners: Mapping[str, str] | None = None,
     reference_edges: Sequence[Edge] | None = None,
     title: str | None = None,
-) -> dict[str, list[Edge]]:
-    """Write the network as a PNG at ``path``; returns the edge marks (``edge_marks``).
-    ValueError when an edge names an unknown variable or the edges have a cycle."""
+) -> tuple[bytes, dict[str, list[Edge]]]:
+    """The network as PNG bytes (the caller writes them, whole or not at all) and the
+    edge marks (``edge_marks``). ValueError when an edge names an unknown variable or the
+    edges have a cycle."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -176,8 +176,9 @@ def draw_network(
     if handles:
         ncol = math.ceil(len(handles) / legend_rows)
         ax.legend(handles=handles, loc="lower center", ncol=ncol, frameon=False, fontsize=FONT_SIZE)
-    fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
-    return marks
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=DPI, metadata={"Software": None})
+    return png.getvalue(), marks
 
 
 def _draw_nodes(
