@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import Progress, ProgressBar, ProgressColumn, Task, TextColumn
 from rich.text import Text
 
-from ppbn.jobs.progress import JobProgress, size
+from ppbn.jobs.progress import JobProgress
 
 BAR_WIDTH = 30
 
@@ -33,11 +33,6 @@ def title(progress: JobProgress) -> str:
     return " · ".join(p for p in (progress.step_title, progress.phase) if p)
 
 
-def figures(progress: JobProgress) -> str:
-    """'ln terms 1,200/2,016, 4.3 MB, ~12 s left' (whatever of it is known)."""
-    return ", ".join(p for p in (progress.counts, size(progress.bytes), progress.time_left()) if p)
-
-
 def status_line(progress: JobProgress) -> str:
     """The bar as one line of text, for ``ppbn learn --status``."""
     if not progress.structured:
@@ -47,7 +42,7 @@ def status_line(progress: JobProgress) -> str:
         filled = min(progress.done, progress.total) * 20 // progress.total
         bar = "[" + "#" * filled + "-" * (20 - filled) + "] "
     elapsed = f"{progress.elapsed_s:.0f} s elapsed"
-    return f"{title(progress)} {bar}{', '.join(p for p in (figures(progress), elapsed) if p)}"
+    return f"{title(progress)} {bar}{', '.join(p for p in (progress.figures(), elapsed) if p)}"
 
 
 class LinePrinter:
@@ -119,7 +114,7 @@ class LiveBar:
             return
         fields = {
             "description": f"  {title(progress)}",
-            "figures": figures(progress),
+            "figures": progress.figures(),
             "unit_done": progress.done,
             "unit_total": progress.total if progress.unit else 0,
         }

@@ -85,6 +85,10 @@ class JobProgress:
             out += f"{' ' if out else ''}(+{about(self.steps_eta_s)} for {more} more step{plural})"
         return out
 
+    def figures(self) -> str:
+        """'ln terms 1,200/2,016, 4.3 MB, ~12 s left' (whatever of it is known)."""
+        return ", ".join(p for p in (self.counts, size(self.bytes), self.time_left()) if p)
+
     def describe(self) -> str:
         """The one-line note: 'K2 step 2/2 (31 nodes still adding parents): phase ln
         terms (shares), ln terms 6,144/24,576, 41.2 MB, ~12 s left'; a job that reports
@@ -95,7 +99,7 @@ class JobProgress:
         phase = f"phase {self.phase}" if self.phase and self.phase != self.unit else ""
         if not head:
             head, phase = phase, ""
-        parts = [p for p in (phase, self.counts, size(self.bytes), self.time_left()) if p]
+        parts = [p for p in (phase, self.figures()) if p]
         return (head + ": " if head else "") + ", ".join(parts)
 
     def __str__(self) -> str:
