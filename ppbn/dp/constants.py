@@ -1,0 +1,6 @@
+"""The DP release's defaults and limits, without imports (the CLI's options read them)."""
+
+DEFAULT_STRUCTURE_SHARE = 0.3  # PrivBayes's beta (Zhang et al. 2017, Sec. 4.4)
+DEFAULT_DELTA = 1e-9  # the largest delta a job accepts unless asked otherwise
+DP_SCORES = ("exact", "bic")  # score modes with a stated sensitivity (accounting.score_sensitivity)
+MIN_EPSILON, MAX_EPSILON = 1e-3, 20.0  # above 20 a release is hardly private at all
