@@ -149,11 +149,29 @@ def no_families(params: dict[str, Any], schema: Schema) -> None:
 
 
 @dataclass(frozen=True)
+class PrivacyCost:
+    """What one differentially private job spends of each party's privacy budget: the
+    release is (epsilon, delta)-DP (``ppbn.parties.budget`` adds them up per data set)."""
+
+    epsilon: float
+    delta: float
+
+
+def no_privacy_cost(params: dict[str, Any]) -> PrivacyCost | None:
+    """For jobs that are not differentially private: they spend no budget (``require_dp``
+    refuses them where the policy asks for DP, unless they release no data)."""
+    return None
+
+
+@dataclass(frozen=True)
 class JobKind:
     """A job the daemons can run: ``check_params`` normalises the JSON parameters or raises UserError;
     ``check_policy`` raises ``PolicyRefusal`` when they are weaker than the local policy;
     ``family_bound`` says the largest family (child and parents) the normalised parameters
-    can lead to, which ``check_job_policy`` holds against the family limits for every kind."""
+    can lead to, which ``check_job_policy`` holds against the family limits for every kind;
+    ``privacy_cost`` says what a differentially private job spends of each party's budget
+    (None: not a DP job); ``releases_data`` is False only for jobs that send nothing derived
+    from the data (ping), which ``require_dp`` lets through."""
 
     name: str
     run: JobFunction
@@ -161,14 +179,19 @@ class JobKind:
     summary: str
     check_policy: Callable[[dict[str, Any], LocalPolicy, PolicyScope], None] = no_policy_check
     family_bound: Callable[[dict[str, Any], Schema], FamilyBound | None] = no_families
+    privacy_cost: Callable[[dict[str, Any]], PrivacyCost | None] = no_privacy_cost
+    releases_data: bool = True
 
 
 def check_job_policy(
     kind: JobKind, params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope
 ) -> None:
     """Normalised parameters under this daemon's policy: the family limits first (one rule
-    for every kind, whatever in the request sets the family), then the kind's own checks."""
+    for every kind, whatever in the request sets the family), then the DP rules (the
+    per-job epsilon, ``require_dp``; the budget is the daemon's, ``ppbn.parties.budget``),
+    then the kind's own checks."""
     policy.require_families(kind.family_bound(params, scope.schema))
+    policy.require_privacy(kind.privacy_cost(params), kind.releases_data)
     kind.check_policy(params, policy, scope)
 
 
@@ -314,4 +337,10 @@ def run_ping(role: str, channel: Channel, context: JobContext) -> dict[str, Any]
     }
 
 
-PING_JOB = JobKind("ping", run_ping, _check_ping, "echo payloads: link latency and throughput")
+PING_JOB = JobKind(
+    "ping",
+    run_ping,
+    _check_ping,
+    "echo payloads: link latency and throughput",
+    releases_data=False,  # fresh random bytes only
+)

@@ -11,6 +11,12 @@ Resource settings (executor, workers, Ray address, ciphertext cache and spill si
 sizes of garbled runs and OT calls sent to the executor, message and queue sizes) are local only: job messages never carry them, and a peer can
 neither choose where this party's work runs nor how much memory it takes. The policy file is TOML or JSON; every key is optional and the defaults
 below are the safe built-in policy (``ppbn policy show`` prints the effective one).
+
+Differential privacy: ``dp_max_epsilon`` is the largest epsilon one DP job may spend,
+``dp_total_epsilon`` the most all DP jobs together may spend on this party's data set
+(kept in the daemon's budget file, ``ppbn.parties.budget``; ``ppbn budget show``), and
+``require_dp`` refuses every job that releases data without a DP guarantee. Both bounds
+are finite: a policy of unlimited epsilon is no bound, and is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -65,6 +71,17 @@ class PolicyRefusal(UserError):
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(message)
         self.parameter = parameter
+
+
+class EpsilonDelta(Protocol):
+    """A DP job's cost as the policy reads it (``ppbn.jobs.base.PrivacyCost``; named by its
+    shape here, since base imports this module)."""
+
+    @property
+    def epsilon(self) -> float: ...
+
+    @property
+    def delta(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,9 @@ class LocalPolicy:
     max_family: int = 5
     min_statistical_bits: int = 40
     min_records: int = 100
+    dp_max_epsilon: float = 10.0  # the largest epsilon one DP job may spend
+    dp_total_epsilon: float = 100.0  # all DP jobs together, on this party's data set
+    require_dp: bool = False  # every job that releases data must be a DP job
     pram: PramPolicy = field(default_factory=PramPolicy)
     workers: int | None = None
     executor: str = "local"
@@ -217,6 +237,11 @@ class LocalPolicy:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise bad(name, f"must be an integer in {low}..{high}")
+        for name in ("dp_max_epsilon", "dp_total_epsilon"):
+            if not finite_non_negative(getattr(self, name)):
+                raise bad(name, "must be a finite number >= 0 (0: no DP job at all)")
+        if not isinstance(self.require_dp, bool):
+            raise bad("require_dp", "must be true or false")
         if self.workers is not None and (
             isinstance(self.workers, bool)
             or not isinstance(self.workers, int)
@@ -333,6 +358,32 @@ class LocalPolicy:
                 f"max_family {self.max_family}",
             )
 
+    def require_privacy(self, cost: EpsilonDelta | None, releases_data: bool) -> None:
+        """The per-job DP rules (``jobs.check_job_policy`` calls it; ``cost`` None: not a DP
+        job): its epsilon within ``dp_max_epsilon``, and with ``require_dp`` no job that
+        releases data without DP. The total over jobs needs the daemon's budget file
+        (``ppbn.parties.budget``), checked by the daemon after this."""
+        if cost is None:
+            if self.require_dp and releases_data:
+                raise PolicyRefusal(
+                    "dp_epsilon",
+                    "the job's release is not differentially private, and this party's policy "
+                    "requires a differentially private release (require_dp); ask with --dp-epsilon",
+                )
+            return
+        epsilon, delta = cost.epsilon, cost.delta
+        if not (finite_non_negative(epsilon) and finite_non_negative(delta)):
+            raise PolicyRefusal(  # the kind's own check should have said so: never spend a refund
+                "dp_epsilon",
+                f"dp_epsilon {epsilon!r} and dp_delta {delta!r} must be finite numbers >= 0",
+            )
+        if epsilon > self.dp_max_epsilon:
+            raise PolicyRefusal(
+                "dp_epsilon",
+                f"dp_epsilon {epsilon:g} is above this party's policy maximum dp_max_epsilon "
+                f"{self.dp_max_epsilon:g}",
+            )
+
     def require_disclosure(self, disclosure: str) -> None:
         if disclosure not in self.disclosures:
             raise PolicyRefusal(
@@ -367,6 +418,16 @@ class LocalPolicy:
 
 
 PROBABILITY_ROUNDING = 1e-12  # p / (K - 1) summed K - 1 times may round below p
+
+
+def finite_non_negative(value: Any) -> bool:
+    """An epsilon or delta one can add up: a number (not a bool), finite, not below 0."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 def change_probability(scheme: RandomizationScheme, variable: str) -> float:

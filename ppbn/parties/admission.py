@@ -6,7 +6,9 @@ from the network can weaken it. A job's parameters are checked against it at bot
 daemons, by the initiator before it contacts the peer and by the peer before it answers
 ACCEPT, and before anything is allocated for the job, so a refusal costs at most the
 request's (bounded) size. Seeds, masks and keys come from the local CSPRNG; resources
-(workers, message and queue sizes) come from the policy, never from a job message.
+(workers, message and queue sizes) come from the policy, never from a job message. A
+differentially private job must also fit in what this daemon's privacy budget has left
+(``ppbn.parties.budget``): checked here before the peer is contacted, charged by the runner.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ppbn.jobs.base import (
 )
 from ppbn.jobs.checkpoint import CheckpointStore, data_digest
 from ppbn.jobs.policy import PolicyRefusal
+from ppbn.parties.budget import PrivacyBudget
 from ppbn.parties.config import DaemonConfig
 from ppbn.parties.grpc_channel import GrpcChannel
 from ppbn.parties.handshake import MINER_JOB_KINDS, other_role
@@ -79,9 +82,13 @@ class JobTable:
         metrics: DaemonMetrics,
         log: logging.Logger,
         stopping: threading.Event,
+        budget: PrivacyBudget,
+        dataset: Callable[[], str],
     ) -> None:
         self.config = config
         self.role = config.role
+        self.budget = budget
+        self.dataset = dataset  # the key of this daemon's data set in the budget
         # the peer of two-party jobs; the miner has none (its jobs involve both parties)
         self.peer_role = other_role(config.role) if config.role in PARTY_ROLES else ""
         self.schema = schema
@@ -154,10 +161,33 @@ class JobTable:
             ) from None
         return params
 
-    def _new_job_id(self, requested: str, resume: bool = False) -> str:
+    def check_budget(self, kind: JobKind, params: dict[str, Any], resumed_id: str = "") -> None:
+        """Refuse a DP job (normalised ``params``) that would spend more epsilon than this
+        daemon's data set has left; ``resumed_id`` names a resumed job, whose first run may
+        have paid already. After ``checked_params`` (the per-job policy), before the peer is
+        contacted (``PartyDaemon._checked_job``, on both paths)."""
+        cost = kind.privacy_cost(params)
+        if cost is None:
+            return
+        try:
+            self.budget.check(resumed_id, self.dataset(), cost)
+        except PolicyRefusal as exc:
+            raise JobRefused(
+                f"refused by {self.role}'s policy (parameter {exc.parameter!r}): {exc}",
+                AbortCode.POLICY,
+                exc.parameter,
+            ) from None
+        except UserError as exc:  # the budget file cannot be read: no DP job until it can
+            raise JobRefused(str(exc), AbortCode.FAILED) from None
+
+    def _new_job_id(
+        self, requested: str, resume: bool = False, charged: frozenset[str] = frozenset()
+    ) -> str:
         """The requested id if it is free in memory and on disk, else a fresh one; a reused id
         would overwrite an earlier job's result, ledger and network files. A resume continues
-        its own unfinished job (checked by ``resume_request``) in the same folder."""
+        its own unfinished job (checked by ``resume_request``) in the same folder. A DP job
+        takes no id in ``charged`` (the budget's, whose folder may be gone): the budget
+        charges a job id once, so a new job under an old id would spend nothing."""
         if resume:
             earlier = self.jobs.get(requested)
             if earlier is not None and not earlier.done.is_set():
@@ -166,7 +196,11 @@ class JobTable:
         if not requested:
             while True:
                 candidate = uuid.uuid4().hex[:12]
-                if candidate not in self.jobs and not self.files.on_disk(candidate):
+                if (
+                    candidate not in self.jobs
+                    and not self.files.on_disk(candidate)
+                    and candidate not in charged
+                ):
                     return candidate
         if not _JOB_ID.match(requested):
             raise JobRefused(
@@ -178,6 +212,12 @@ class JobTable:
             raise JobRefused(
                 f"{self.role} already has a job {requested!r} (its files are in "
                 f"{Path(self.config.out_dir) / requested}); choose another id",
+                AbortCode.DUPLICATE_JOB,
+            )
+        if requested in charged:
+            raise JobRefused(
+                f"{self.role} already charged a job {requested!r} to its privacy budget "
+                f"{self.budget.path}; choose another id",
                 AbortCode.DUPLICATE_JOB,
             )
         return requested
@@ -195,6 +235,7 @@ class JobTable:
         """Reserve this daemon for a job started here (``peer_nonce`` None) or opened by a peer."""
         if self.stopping.is_set():
             raise JobRefused(f"the daemon of {self.role} is shutting down", AbortCode.SHUTTING_DOWN)
+        charged = self._charged_ids() if kind.privacy_cost(params) is not None else frozenset()
         with self.lock:
             if self.running is not None:
                 if not self.yields_to(self.running, peers, peer_nonce):
@@ -209,7 +250,7 @@ class JobTable:
                     peers[0],
                 )
                 self.running = None
-            job_id = self._new_job_id(job_id, resume)
+            job_id = self._new_job_id(job_id, resume, charged)
             channels = {
                 role: GrpcChannel(
                     job_id,
@@ -246,6 +287,12 @@ class JobTable:
             self.jobs[job_id] = job
             self._forget_old_jobs()
         return job
+
+    def _charged_ids(self) -> frozenset[str]:
+        try:
+            return frozenset(e.job_id for e in self.budget.entries())
+        except UserError as exc:
+            raise JobRefused(str(exc), AbortCode.FAILED) from None
 
     def yields_to(self, running: Job, peers: tuple[str, ...], peer_nonce: bytes | None) -> bool:
         """Whether the job a peer opens takes the place of ``running``: only when both daemons

@@ -44,6 +44,7 @@ from ppbn.jobs.base import JobKind
 from ppbn.jobs.registry import job_kind
 from ppbn.parties.admission import JobTable
 from ppbn.parties.audit import AuditLog
+from ppbn.parties.budget import DatasetKey, PrivacyBudget, budget_path
 from ppbn.parties.config import DaemonConfig
 from ppbn.parties.handshake import (
     MINER_JOB_KINDS,
@@ -160,6 +161,11 @@ class PartyDaemon:
             self.log,
         )
         self.job_files = JobFiles(self.role, config.out_dir, self.log)
+        # what this party's DP jobs spent of its data set: beside the audit log
+        self.budget = PrivacyBudget(
+            budget_path(config.out_dir, config.audit_log), config.policy.dp_total_epsilon
+        )
+        dataset = DatasetKey(self.schema, self.data)
         self.recorder = Recorder(self.role, config.out_dir, self.metrics, self.log)
         self.table = JobTable(
             config,
@@ -171,6 +177,8 @@ class PartyDaemon:
             self.metrics,
             self.log,
             self._stopping,
+            self.budget,
+            dataset,
         )
         self.runner = JobRunner(
             config,
@@ -182,6 +190,8 @@ class PartyDaemon:
             self.log,
             self._stopping,
             self.table.release,
+            self.budget,
+            dataset,
         )
         self.callers = Callers(self.role, self.tls, self.peer_roles, self.log)
         self.service = PartyService(
@@ -223,6 +233,12 @@ class PartyDaemon:
             else f"workers: {policy.workers or 'one per core'}",
             policy.cache_mb,
             policy.spill_mb,
+        )
+        self.log.info(
+            "differential privacy: epsilon <= %g per job, %g in all on this data set%s",
+            policy.dp_max_epsilon,
+            policy.dp_total_epsilon,
+            "; every job that releases data must be DP (require_dp)" if policy.require_dp else "",
         )
         if policy.weak_key_allowed:
             self.log.warning(
@@ -403,7 +419,8 @@ class PartyDaemon:
         if resume:
             kind_name, params_json = self.table.resume_request(job_id, params_json)
         peers = self.table.job_peers(kind_name)
-        kind, params = self._checked_job(kind_name, params_json)  # refuse before contacting anyone
+        # refuse before contacting anyone
+        kind, params = self._checked_job(kind_name, params_json, job_id if resume else "")
         for role in peers:
             introduction = self.peers.before_job(role)
             if not introduction.ok:
@@ -460,8 +477,10 @@ class PartyDaemon:
                     AbortCode.BAD_REQUEST,
                     "resume",
                 )
-        checked_kind, params = self._checked_job(kind, opening.job.params_json)
-        if resume and params != self._checked_job(own_kind, own_params)[1]:
+        checked_kind, params = self._checked_job(
+            kind, opening.job.params_json, opening.job_id if resume else ""
+        )
+        if resume and params != self._checked_job(own_kind, own_params, opening.job_id)[1]:
             raise JobRefused(
                 f"resume of job {opening.job_id}: the peer asks for other parameters than {self.role}'s checkpoint",
                 AbortCode.BAD_REQUEST,
@@ -483,13 +502,19 @@ class PartyDaemon:
         )
         return job
 
-    def _checked_job(self, kind_name: str, params_json: str) -> tuple[JobKind, dict[str, Any]]:
-        """The job kind and its parameters, checked against the local policy."""
+    def _checked_job(
+        self, kind_name: str, params_json: str, resumed_id: str = ""
+    ) -> tuple[JobKind, dict[str, Any]]:
+        """The job kind and its parameters, checked against the local policy, and a DP job's
+        epsilon against what this daemon's budget has left (``resumed_id``: the job resumed,
+        charged by its first run)."""
         try:
             kind = job_kind(kind_name)
         except UserError as exc:
             raise JobRefused(str(exc), AbortCode.BAD_REQUEST) from None
-        return kind, self._checked_params(kind, params_json)
+        params = self._checked_params(kind, params_json)
+        self.table.check_budget(kind, params, resumed_id)
+        return kind, params
 
     def _checked_params(self, kind: JobKind, params_json: str) -> dict[str, Any]:
         """Every job's parameters pass here, on both paths (started here, opened by a peer)."""

@@ -23,6 +23,7 @@ from ppbn.jobs.alignment import align_by_psi
 from ppbn.jobs.base import ChannelGroup, JobCancelled
 from ppbn.jobs.checkpoint import CheckpointStore
 from ppbn.jobs.policy import PolicyRefusal
+from ppbn.parties.budget import PrivacyBudget
 from ppbn.parties.config import DaemonConfig
 from ppbn.parties.grpc_channel import (
     AUDIT_LOG_PARAMETER,
@@ -112,8 +113,12 @@ class JobRunner:
         log: logging.Logger,
         stopping: threading.Event,
         release: Callable[[Job], None],
+        budget: PrivacyBudget,
+        dataset: Callable[[], str],
     ) -> None:
         self.config = config
+        self.budget = budget
+        self.dataset = dataset  # the key of this daemon's data set in the budget
         self.role = config.role
         self.data = data
         self.schema_fingerprint = schema_fingerprint
@@ -159,6 +164,24 @@ class JobRunner:
         job.context.cancel(reason)
         job.channel.abort(AbortCode.CANCELLED)
 
+    def _charge_budget(self, job: Job) -> None:
+        """A DP job spends its epsilon of this daemon's budget before it sends anything
+        derived from the data (PolicyRefusal over the total: the job is refused); a resumed
+        job was charged by its first run."""
+        cost = job.kind.privacy_cost(job.params)
+        if cost is None:
+            return
+        dataset = self.dataset()
+        if self.budget.charge(job.job_id, job.kind.name, dataset, cost, job.initiator):
+            self.log.info(
+                "job %s: charged epsilon %g, delta %g to the privacy budget %s (%g left)",
+                job.job_id,
+                cost.epsilon,
+                cost.delta,
+                self.budget.path,
+                self.budget.remaining(dataset),
+            )
+
     def _check_records(self, job: Job) -> None:
         """First step of every job: the parties hold the same record ids (keyed per job)."""
         if job.kind.name == "ping":
@@ -202,6 +225,7 @@ class JobRunner:
             ctx.ledger.record("schema", self.schema_fingerprint, "handshake")
             if self.role != MINER:  # the miner learns n from the parties' headers
                 ctx.ledger.record("record_count", self.data.n_records, "handshake")
+            self._charge_budget(job)
             self._check_records(job)
             if ctx.resume and isinstance(channel, GrpcChannel):
                 channel.session = resume_session(job.job_id, job.opened_by, job.nonces)
