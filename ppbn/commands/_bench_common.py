@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppbn.commands._options import hc_job_params, sample_overlap
+from ppbn.commands._options import dp_params, hc_job_params, sample_overlap
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ def bench_learn_params(args: argparse.Namespace) -> dict[str, Any]:
     if args.score == "bdeu":
         params["ess"] = args.ess
     params.update(hc_job_params(args))
+    params.update(dp_params(args))
     return params
 
 

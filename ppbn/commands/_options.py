@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TABU, DEFAULT_TAU, SCORE_MODES
 from ppbn.bn.networks import NETWORKS
 from ppbn.data.constants import MISSING_HELP, MISSING_RULES
+from ppbn.dp.constants import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:
@@ -395,7 +396,48 @@ def learn_params(args: argparse.Namespace) -> dict[str, Any]:
     if args.score == "bdeu":
         params["ess"] = args.ess
     params.update(hc_job_params(args))
+    params.update(dp_params(args))
     return params
+
+
+def add_dp_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--dp-epsilon and its companions: a differentially private release (job learn)."""
+    parser.add_argument(
+        "--dp-epsilon",
+        type=positive_float,
+        metavar="E",
+        help="release the network under (E, delta)-differential privacy: K2's parent choices "
+        "by report-noisy-max and CPTs from noisily opened counts, the noise drawn inside the "
+        "secure computation; each daemon charges E to its own budget (docs/security-dp.md). "
+        "Needs --search k2, --score exact or bic, --disclosure public",
+    )
+    parser.add_argument(
+        "--dp-delta",
+        type=positive_float,
+        default=DEFAULT_DELTA,
+        metavar="D",
+        help=f"the largest delta accepted; the noise's finite precision gives about 1e-13 "
+        f"(default {DEFAULT_DELTA:g})",
+    )
+    parser.add_argument(
+        "--dp-structure-share",
+        type=positive_float,
+        default=DEFAULT_STRUCTURE_SHARE,
+        metavar="S",
+        help=f"the share of epsilon spent on the structure, the rest on the CPTs (default "
+        f"{DEFAULT_STRUCTURE_SHARE:g}, PrivBayes's beta)",
+    )
+
+
+def dp_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The DP parameters of a learn job, when --dp-epsilon is given."""
+    if getattr(args, "dp_epsilon", None) is None:
+        return {}
+    return {
+        "dp_epsilon": args.dp_epsilon,
+        "dp_delta": args.dp_delta,
+        "dp_structure_share": args.dp_structure_share,
+    }
 
 
 def add_secure_options(parser: argparse.ArgumentParser) -> None:
@@ -412,6 +454,7 @@ def add_secure_options(parser: argparse.ArgumentParser) -> None:
         "--key-bits", type=int, choices=(2048, 3072), help="Paillier key size (default 2048)"
     )
     add_overlap_option(group)
+    add_dp_options(group)
 
 
 def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -40,6 +40,12 @@ def result_text(key: str, value: Any) -> str:
         return ", ".join(f"{parent} -> {child}" for parent, child in value) or "(none)"
     if key == "parents" and isinstance(value, dict):
         return "; ".join(f"{child}: {', '.join(ps) or '-'}" for child, ps in value.items())
+    if key == "privacy" and isinstance(value, dict) and "epsilon" in value:
+        return (
+            f"({value['epsilon']:g}, {value['delta']:.1e})-DP: structure epsilon "
+            f"{value['structure_epsilon']:.3g} over {value['decisions']} noisy choices, CPTs "
+            f"epsilon {value['parameters_epsilon']:.3g} (count noise scale {value['count_scale']:.3g})"
+        )
     text = json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= 100 else text[:97] + "..."
 

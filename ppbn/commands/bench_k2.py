@@ -35,6 +35,7 @@ from ppbn.commands._options import (
     MAX_WORKERS,
     SEARCHES,
     add_alignment_options,
+    add_dp_options,
     add_hc_options,
     add_learn_run_options,
     add_missing_options,
@@ -63,6 +64,11 @@ def _bench_k2(args: argparse.Namespace) -> int:
     link = parse_link(args.link) if args.link else None
     if args.records < 2:
         raise UserError("--records must be at least 2")
+    if args.check_reference and args.dp_epsilon is not None:
+        raise UserError(
+            "--check-reference compares with the exact reference; a --dp-epsilon release is "
+            "noisy by design (measure its utility with `ppbn bench dp`)"
+        )
     work = Path(tempfile.mkdtemp(prefix="ppbn-bench-k2-"))
     try:
         made, blanked, files = sample_pair_files(args, work)
@@ -110,6 +116,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "search": args.search,
             "edges": len(learned["edges"]),
             **({"moves": len(learned["moves"])} if "moves" in learned else {}),
+            **({"privacy": learned["privacy"]} if "privacy" in learned else {}),
         }
         if pair.link is not None:
             report["link"] = pair.link.stats()
@@ -518,6 +525,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     add_alignment_options(k2)
     add_pair_policy_options(k2)
     add_overlap_option(k2)
+    add_dp_options(k2)
     k2.set_defaults(func=_bench_k2)
 
     ln = bench.add_parser(

@@ -20,16 +20,25 @@ from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
+from ppbn.dp.accounting import DPPlan, plan
+from ppbn.dp.constants import (
+    DEFAULT_DELTA,
+    DEFAULT_STRUCTURE_SHARE,
+    DP_SCORES,
+    MAX_EPSILON,
+    MIN_EPSILON,
+)
 from ppbn.errors import UserError
 from ppbn.jobs.base import (
     JobContext,
     JobKind,
     ParameterError,
     PolicyScope,
+    PrivacyCost,
     check_known,
 )
 from ppbn.jobs.checkpoint import CheckpointStore, data_digest
-from ppbn.jobs.policy import LocalPolicy
+from ppbn.jobs.policy import LocalPolicy, PolicyRefusal
 from ppbn.jobs.search_params import (
     SEARCH_DEFAULTS,
     check_search_params,
@@ -37,6 +46,7 @@ from ppbn.jobs.search_params import (
     search_family_bound,
 )
 from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.fixedpoint import SCORE_FRAC
 from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, SecureLearnConfig
 from ppbn.protocols.learning.learn import SecureLearnResult, learn_secure
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
@@ -55,8 +65,72 @@ DEFAULTS = {
     "key_bits": TablesConfig.key_bits,
     "overlap_tables": True,  # scorer.SecureScorer.scores: the next families' table phase on a lane
     "split_terms": False,  # scorer.SecureScorer.terms: each batch of terms in two halves on two lanes
+    # a differentially private release (docs/security-dp.md): None is the exact release
+    "dp_epsilon": None,
+    "dp_delta": DEFAULT_DELTA,
+    "dp_structure_share": DEFAULT_STRUCTURE_SHARE,
     **SEARCH_DEFAULTS,
 }
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_dp_params(out: dict[str, Any]) -> None:
+    """The DP parameters, and what a DP job needs of the others (``SecureLearnConfig.check_dp``)."""
+    epsilon = out["dp_epsilon"]
+    if epsilon is None:
+        return
+    if not _number(epsilon) or not MIN_EPSILON <= epsilon <= MAX_EPSILON:
+        raise ParameterError(
+            "dp_epsilon",
+            f"learn: dp_epsilon must be a number in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]",
+        )
+    if not _number(out["dp_delta"]) or not 0 < out["dp_delta"] < 1:
+        raise ParameterError("dp_delta", "learn: dp_delta must be a number in (0, 1)")
+    if not _number(out["dp_structure_share"]) or not 0 < out["dp_structure_share"] < 1:
+        raise ParameterError(
+            "dp_structure_share", "learn: dp_structure_share must be a number in (0, 1)"
+        )
+    for name, needed, why in (
+        ("search", "k2", "a DP job searches with K2"),
+        ("disclosure", "public", "a DP release goes to both parties"),
+    ):
+        if out[name] != needed:
+            raise ParameterError(name, f"learn: {why}: {name} must be {needed}, not {out[name]}")
+    if out["score"] not in DP_SCORES:
+        raise ParameterError(
+            "score",
+            f"learn: a DP job scores with {' or '.join(DP_SCORES)} (their sensitivity is stated), not {out['score']}",
+        )
+
+
+def learn_privacy_cost(params: dict[str, Any]) -> PrivacyCost | None:
+    """What a DP learn job spends of each party's budget: its epsilon, and the delta it
+    allows (the plan's delta is at most that, ``dp.accounting.plan``)."""
+    if params.get("dp_epsilon") is None:
+        return None
+    return PrivacyCost(float(params["dp_epsilon"]), float(params["dp_delta"]))
+
+
+def dp_plan(params: dict[str, Any], schema: Schema, n_records: int) -> DPPlan | None:
+    """The job's privacy plan, the same at both parties: everything in it is public."""
+    if params["dp_epsilon"] is None:
+        return None
+    try:
+        return plan(
+            float(params["dp_epsilon"]),
+            n_records=n_records,
+            cardinalities=[v.cardinality for v in schema.variables],
+            max_parents=params["max_parents"],
+            mode=params["score"],
+            score_frac=SCORE_FRAC,
+            structure_share=float(params["dp_structure_share"]),
+            delta=float(params["dp_delta"]),
+        )
+    except ValueError as exc:
+        raise ParameterError("dp_epsilon", f"learn: {exc}") from None
 
 
 def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
@@ -114,6 +188,7 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
                 "order", "learn: order must list every variable of the schema exactly once"
             )
     out.update(check_search_params("learn", params, out["score"], schema))
+    check_dp_params(out)
     return out
 
 
@@ -124,6 +199,11 @@ def check_learn_policy(params: dict[str, Any], policy: LocalPolicy, scope: Polic
     policy.require_records(scope.n_records)
     policy.require_key_bits(params["key_bits"])
     policy.require_disclosure(params["disclosure"])
+    if params["dp_epsilon"] is not None and scope.missing_rule == "available-case":
+        raise PolicyRefusal(
+            "dp_epsilon",
+            "a DP job needs complete records; this party runs --missing available-case",
+        )
 
 
 def result_json(
@@ -300,6 +380,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         ess=float(params["ess"]),
         overlap_tables=params["overlap_tables"],
         split_terms=params["split_terms"],
+        dp=dp_plan(params, schema, context.data.n_records),
     )
 
     if params["key_bits"] == TEST_ONLY_KEY_BITS:
@@ -342,6 +423,8 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
     out["family_records"] = family_records_json(
         result.family_records, context.data.n_records, context.data.missing_rule, schema.names
     )
+    if config.dp is not None:
+        out["privacy"] = config.dp.as_dict()
     out["stats"] = result.stats
     context.out_dir.mkdir(parents=True, exist_ok=True)
     (context.out_dir / NETWORK_JSON).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
@@ -363,6 +446,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         "disclosure": config.disclosure,
         "parameters_visible": sorted(result.parameters.cpts),
         "family_records": out["family_records"],
+        **({"privacy": out["privacy"]} if "privacy" in out else {}),
         "files": files,
         "paillier_encryptions": context.counters.encryptions,
         **({"warning": WEAK_KEY_WARNING} if params["key_bits"] == TEST_ONLY_KEY_BITS else {}),
@@ -376,4 +460,5 @@ LEARN_JOB = JobKind(
     "private K2 structure learning and exact parameters (Yang-Wright secure path)",
     check_learn_policy,
     search_family_bound,
+    privacy_cost=learn_privacy_cost,
 )

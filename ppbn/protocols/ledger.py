@@ -23,6 +23,9 @@ ALLOWED_KINDS = frozenset(
         "edge",  # an edge added, in order
         "structure",  # the final parent sets
         "parameter",  # a CPT the disclosure mode lets this party see
+        # A differentially private release (protocols/learning/dp.py): the noisy counts of
+        # every family of the learned network, opened to both; the CPTs follow from them.
+        "dp_counts",
         # Available-case analysis only (``--missing available-case``): the number of
         # complete records each family of the learned network was counted on.
         "family_records",

@@ -18,6 +18,8 @@ from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.learn import HCOptions
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import DEFAULT_ESS
+from ppbn.dp.accounting import DPPlan
+from ppbn.dp.constants import DP_SCORES
 from ppbn.protocols.base_ot import dh_bits_for
 from ppbn.protocols.fixedpoint import SCORE_FRAC
 from ppbn.protocols.ot import OT_INLINE_BELOW
@@ -82,6 +84,30 @@ class SecureLearnConfig:
     # OT-extension calls of fewer OTs, stay in the job thread instead of the executor
     gc_inline_below: int = GC_INLINE_BELOW
     ot_inline_below: int = OT_INLINE_BELOW
+    # a differentially private release (``learning/dp.py``): K2's choices by report-noisy-max
+    # and noisy counts, under this plan; None: the exact release. Both parties derive the
+    # plan alike from the job's public parameters (``jobs/learn.py``)
+    dp: DPPlan | None = None
+
+    def check_dp(self) -> None:
+        """A DP job is K2 on complete records with a public release and a score whose
+        sensitivity is stated (``dp.accounting.DP_SCORES``); ValueError otherwise."""
+        if self.dp is None:
+            return
+        if self.search != "k2":
+            raise ValueError("a differentially private job searches with K2 (not hill climbing)")
+        if self.available_case:
+            raise ValueError(
+                "a differentially private job needs complete records (no available-case)"
+            )
+        if self.disclosure != "public":
+            raise ValueError(
+                "a differentially private job releases its network to both (disclosure public)"
+            )
+        if self.mode not in DP_SCORES:
+            raise ValueError(
+                f"a differentially private job scores with {' or '.join(DP_SCORES)}, not {self.mode}"
+            )
 
     @property
     def largest_parents(self) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -26,11 +27,24 @@ from ppbn.protocols.learning.config import GARBLER, K2Checkpoint
 from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.yao import Reveal
 
+DECISION_SOURCE = "garbled argmax with the tie rule (Yang-Wright 6.6)"
 CANDIDATE_BUCKET = 8  # decision circuits are built for multiples of this many candidates
+
+
+class SharesOracle(Protocol):
+    """A K2 oracle that decides from the scorer's shares: ``SecureOracle`` here, or the
+    noisy one of a differentially private job (``dp.NoisyOracle``)."""
+
+    scorer: SecureScorer
+    source: str  # how its decisions are made, as the ledger says
+
+    def best_parents(self, requests: Sequence[K2Request], tau: float) -> list[str | None]: ...
 
 
 class SecureOracle:
     """The K2 oracle of the secure path: batched decisions from shares (Sec. 6.6, 6.7)."""
+
+    source = DECISION_SOURCE
 
     def __init__(self, scorer: SecureScorer) -> None:
         self.scorer = scorer
@@ -110,7 +124,7 @@ class SecureOracle:
                 scorer.ledger.record(
                     "k2_decision",
                     {"child": r.child, "parents": list(r.parents), "chosen": answers[i]},
-                    "garbled argmax with the tie rule (Yang-Wright 6.6)",
+                    self.source,
                 )
         scorer.clock.add("decisions (Yao)", started)
         return answers
@@ -123,7 +137,7 @@ class ResumableOracle:
 
     def __init__(
         self,
-        oracle: SecureOracle,
+        oracle: SharesOracle,
         start: K2Checkpoint | None,
         checkpoint: Callable[[K2Checkpoint], None] | None,
     ) -> None:
@@ -153,7 +167,7 @@ class ResumableOracle:
                 self.oracle.scorer.ledger.record(
                     "k2_decision",
                     {"child": r.child, "parents": list(r.parents), "chosen": chosen},
-                    "garbled argmax with the tie rule (Yang-Wright 6.6)",
+                    self.oracle.source,
                 )
             return answers
         answers = self.oracle.best_parents(requests, tau)

@@ -31,6 +31,7 @@ from ppbn.bn.model import BayesNet
 from ppbn.bn.schema import Schema
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, Progress, SecureLearnConfig
+from ppbn.protocols.learning.dp import NoisyOracle, noisy_parameters
 from ppbn.protocols.learning.hc import ResumableMoveOracle, SecureMoveOracle
 from ppbn.protocols.learning.k2 import ResumableOracle, SecureOracle
 from ppbn.protocols.learning.parameters import (
@@ -114,6 +115,7 @@ def learn_secure(
     state after every K2 wave (the caller stores it)."""
     if config.disclosure not in DISCLOSURES:
         raise ValueError(f"disclosure must be one of {', '.join(DISCLOSURES)}")
+    config.check_dp()
     started = time.perf_counter()
     n_records = int(codes.shape[0])
     if "schema" not in ledger.kinds():
@@ -141,7 +143,8 @@ def learn_secure(
             search = _hill_climb(scorer, resume, checkpoint, k2_progress)
             source = "hill-climbing moves"
         elif config.search == "k2":
-            oracle = ResumableOracle(SecureOracle(scorer), resume, checkpoint)
+            base = SecureOracle(scorer) if config.dp is None else NoisyOracle(scorer, config.dp)
+            oracle = ResumableOracle(base, resume, checkpoint)
             search = k2_search(order, config.max_parents, oracle, config.tau, k2_progress)
             source = "K2 decisions"
         else:
@@ -149,7 +152,11 @@ def learn_secure(
         for edge in search.edges:
             ledger.record("edge", list(edge), source)
         ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, source)
-        params = secure_parameters(scorer, search.parents, config.disclosure)
+        params = (
+            secure_parameters(scorer, search.parents, config.disclosure)
+            if config.dp is None
+            else noisy_parameters(scorer, search.parents, config.dp)
+        )
         family_records = (
             family_record_counts(scorer, search.parents) if config.available_case else None
         )

@@ -1,0 +1,118 @@
+"""The DP learn job through the daemons: its parameters, what it releases and reports,
+and what each daemon's policy and budget make of it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from known_files import TEST_POLICY
+
+from ppbn.bn.schema import Schema
+from ppbn.cli import main
+from ppbn.errors import UserError
+from ppbn.jobs.learn import LEARN_JOB, check_learn_params
+
+
+def test_dp_parameters_are_checked(asia_dir):
+    schema = Schema.load(str(asia_dir / "schema.json"))
+    assert check_learn_params({}, schema)["dp_epsilon"] is None
+    assert LEARN_JOB.privacy_cost(check_learn_params({}, schema)) is None
+    params = check_learn_params({"dp_epsilon": 0.5}, schema)
+    cost = LEARN_JOB.privacy_cost(params)
+    assert (cost.epsilon, cost.delta) == (0.5, 1e-9)
+    for bad, message in [
+        ({"dp_epsilon": 0}, "dp_epsilon must be a number in"),
+        ({"dp_epsilon": 25}, "dp_epsilon must be a number in"),
+        ({"dp_epsilon": True}, "dp_epsilon must be a number in"),
+        ({"dp_epsilon": "1"}, "dp_epsilon must be a number in"),
+        ({"dp_epsilon": 1, "dp_delta": 0}, "dp_delta must be a number"),
+        ({"dp_epsilon": 1, "dp_structure_share": 1.5}, "dp_structure_share must be"),
+        ({"dp_epsilon": 1, "search": "hc"}, "search must be k2"),
+        ({"dp_epsilon": 1, "disclosure": "owner"}, "disclosure must be public"),
+        ({"dp_epsilon": 1, "score": "yw"}, "scores with exact or bic"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            check_learn_params(bad, schema)
+
+
+def test_simulate_a_dp_release(tmp_path, capsys):
+    code = main(
+        [
+            "simulate",
+            "--network",
+            "asia",
+            "--records",
+            "1500",
+            "--seed",
+            "4",
+            "--max-parents",
+            "2",
+            "--dp-epsilon",
+            "2",
+            "--params",
+            '{"key_bits": 1024}',
+            "--policy",
+            str(TEST_POLICY),
+            "--format",
+            "json",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report.get("error")
+    privacy = report["result"]["privacy"]
+    assert privacy["epsilon"] == 2 and privacy["delta"] <= 1e-9
+    assert privacy["structure_epsilon"] == pytest.approx(0.6)
+    assert "reference_check" not in report  # a noisy release is not compared for equality
+    for role in ("alice", "bob"):
+        folder = tmp_path / "run" / f"out-{role}" / report["job_id"]
+        network = json.loads((folder / "network.json").read_text())
+        assert network["privacy"] == privacy
+        ledger = json.loads((folder / "ledger.json").read_text())
+        kinds = {e["kind"] for e in ledger["entries"]}
+        assert "dp_counts" in kinds and "parameter" in kinds
+
+
+def test_each_daemon_holds_its_own_epsilon_limits(tmp_path):
+    """Real DP learn jobs against a policy with small limits: a job over the per-job
+    maximum and one that would take the total over are refused, the budget files are left
+    byte for byte as they were; the job in between is charged at both daemons."""
+    import dataclasses
+
+    import ppbn
+    from ppbn.api.simulate import make_data
+    from ppbn.jobs.policy import LocalPolicy
+    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.parties.budget import budget_path
+    from ppbn.parties.pki import make_local_pki
+
+    files = make_data(tmp_path, "asia", 400, seed=5)
+    make_local_pki(tmp_path / "certs")
+    pair_files = PairFiles(files.schema, files.csvs(), tmp_path / "certs", tmp_path)
+    policy = dataclasses.replace(
+        LocalPolicy.load(TEST_POLICY), dp_max_epsilon=1.5, dp_total_epsilon=2.5
+    )
+    job = {"max_parents": 1, "key_bits": 1024}
+    with (
+        LocalPair(pair_files, 30.0, policy=policy) as pair,
+        ppbn.Daemon(pair.address("alice"), tls_dir=tmp_path / "certs" / "alice") as alice,
+    ):
+        budgets = {r: budget_path(pair.out_dir(r)) for r in ("alice", "bob")}
+
+        def contents():
+            return {r: p.read_bytes() if p.exists() else None for r, p in budgets.items()}
+
+        with pytest.raises(UserError, match="dp_epsilon 2 is above this party's policy maximum"):
+            alice.learn(dp_epsilon=2.0, **job).wait(timeout_s=120)
+        assert contents() == {"alice": None, "bob": None}
+        outcome = alice.learn(dp_epsilon=1.5, **job).wait(timeout_s=120)
+        assert outcome.state == "SUCCEEDED", outcome.error
+        charged = contents()
+        for role, text in charged.items():
+            (entry,) = [json.loads(line) for line in text.decode().splitlines()]
+            assert (entry["job_id"], entry["epsilon"]) == (outcome.job_id, 1.5), role
+        with pytest.raises(UserError, match=r"spent 1\.5 of the policy's total 2\.5"):
+            alice.learn(dp_epsilon=1.5, **job).wait(timeout_s=120)
+        assert contents() == charged
