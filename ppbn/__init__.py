@@ -1,7 +1,7 @@
 """ppbn: learn one Bayesian network over two parties' vertically partitioned data.
 
-The Python API (``ppbn.simulate``, ``ppbn.Daemon``, ``ppbn.load_result``) is in ppbn/api;
-docs/architecture.md lays out the layers beneath it.
+The Python API (``ppbn.simulate``, ``ppbn.Daemon``, ``ppbn.load_result``, ``ppbn.sample``) is
+in ppbn/api; docs/architecture.md lays out the layers beneath it.
 """
 
 from ppbn.api import (
@@ -11,8 +11,18 @@ from ppbn.api import (
     NetworkResult,
     Simulation,
     load_result,
+    sample,
     simulate,
 )
 
 __version__ = "0.1.0"
-__all__ = ["Cpt", "Daemon", "Job", "NetworkResult", "Simulation", "load_result", "simulate"]
+__all__ = [
+    "Cpt",
+    "Daemon",
+    "Job",
+    "NetworkResult",
+    "Simulation",
+    "load_result",
+    "sample",
+    "simulate",
+]

@@ -13,6 +13,7 @@ model, a networkx graph or DOT text. The ``ppbn`` commands run on the same calls
         network = job.result()
 
     ppbn.load_result("ppbn-out/JOB")        # a job folder written earlier
+    ppbn.sample("ppbn-out/JOB", 20_000, seed=1, out="synth.csv")  # synthetic records
 
 Every module here imports the heavy libraries inside its functions, so ``import ppbn``
 stays quick (the command line starts through it).
@@ -20,6 +21,16 @@ stays quick (the command line starts through it).
 
 from ppbn.api.daemon import Daemon, Job
 from ppbn.api.result import Cpt, NetworkResult, load_result
+from ppbn.api.sample import sample
 from ppbn.api.simulate import Simulation, simulate
 
-__all__ = ["Cpt", "Daemon", "Job", "NetworkResult", "Simulation", "load_result", "simulate"]
+__all__ = [
+    "Cpt",
+    "Daemon",
+    "Job",
+    "NetworkResult",
+    "Simulation",
+    "load_result",
+    "sample",
+    "simulate",
+]

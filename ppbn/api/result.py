@@ -12,7 +12,7 @@ only the CPTs its disclosure mode allows; the others are listed in ``withheld`` 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,11 +22,19 @@ from ppbn.errors import DataError, UserError
 if TYPE_CHECKING:
     import networkx
     import numpy as np
+    import pandas
     from pgmpy.models import DiscreteBayesianNetwork
+
+    from ppbn.bn.model import BayesNet
 
 NETWORK_FILE = "network.json"
 LEDGER_FILE = "ledger.json"
 STATS_FILE = "stats.json"
+ROW_SUM_TOLERANCE = 0.01  # as pgmpy's check_model; rows are renormalised before sampling
+
+
+class WithheldCptsError(UserError, ValueError):
+    """Sampling needs every CPT and this party was not shown some (owner disclosure)."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +226,93 @@ class NetworkResult:
         lines += [f"  {_dot_id(p)} -> {_dot_id(c)};" for p, c in self.edges]
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+    def sample(
+        self, records: int, seed: int | None = None, *, columns: Sequence[str] | None = None
+    ) -> pandas.DataFrame:
+        """``records`` synthetic records by forward sampling in a topological order, with
+        the sampler of ``ppbn datasets make`` (``ppbn.bn.networks.sample``): one categorical
+        column per variable (``columns``, default the file's order: network.json's
+        ``parents``, a BIF's variables as read), values the state names. The same seed gives
+        the same records; none draws a fresh one. A ``WithheldCptsError`` (a ValueError)
+        naming the variables when some CPTs were withheld from this party; a DataError
+        naming the file when a CPT is malformed. (``ppbn.sample`` also writes a file.)"""
+        import numbers
+
+        import numpy as np
+        import pandas as pd
+
+        from ppbn.bn.networks import sample as forward_sample
+
+        if isinstance(records, bool) or not isinstance(records, numbers.Integral) or records < 1:
+            raise ValueError(f"records must be a positive integer, not {records!r}")
+        if columns is None:
+            listed = self.document.get("parents")
+            file_order = isinstance(listed, dict) and set(listed) == set(self.variables)
+            columns = tuple(listed) if file_order else self.variables
+        unknown = [v for v in columns if v not in self.parents]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not a variable of {self.source}")
+        net = self.bayes_net()
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy)  # fresh OS entropy
+        codes = forward_sample(net, int(records), seed)
+        position = {v: j for j, v in enumerate(net.names)}
+        return pd.DataFrame(
+            {
+                v: pd.Categorical.from_codes(codes[:, position[v]], categories=list(net.states[v]))
+                for v in columns
+            }
+        )
+
+    def bayes_net(self) -> BayesNet:
+        """The network as ppbn's ``BayesNet`` (what the sampler takes), every CPT checked:
+        one DataError naming the file; ``WithheldCptsError`` when a CPT was withheld. Rows
+        summing to 1 within pgmpy's tolerance are renormalised."""
+        import numpy as np
+
+        from ppbn.bn.model import BayesNet
+
+        source = self.source
+        if self.withheld:
+            raise WithheldCptsError(
+                f"{source}: the CPTs of {', '.join(self.withheld)} are withheld from this "
+                "party (owner disclosure): sampling needs every CPT"
+            )
+        states: dict[str, tuple[str, ...]] = {}
+        cpts: dict[str, np.ndarray] = {}
+        for v in self.variables:
+            cpt = self.cpts[v]
+            if tuple(cpt.parents) != tuple(self.parents[v]):
+                raise DataError(
+                    f"{source}: the CPT of {v!r} is over parents {list(cpt.parents)}, but the "
+                    f"structure gives {list(self.parents[v])}"
+                )
+            if not cpt.states or len(set(cpt.states)) != len(cpt.states):
+                raise DataError(f"{source}: the states of {v!r} are empty or repeated")
+            states[v] = tuple(cpt.states)
+            try:
+                table = cpt.array()
+            except ValueError:  # rows of different lengths
+                table = None
+            if table is None or table.ndim != 2 or table.shape[1] != len(cpt.states):
+                raise DataError(f"{source}: the CPT of {v!r} does not have one column per state")
+            if not np.all(np.isfinite(table)) or np.any(table < 0):
+                raise DataError(f"{source}: the CPT of {v!r} has a negative or non-finite entry")
+            sums = table.sum(axis=1)
+            bad = np.flatnonzero(np.abs(sums - 1.0) > ROW_SUM_TOLERANCE)
+            if bad.size:
+                raise DataError(
+                    f"{source}: row {int(bad[0])} of the CPT of {v!r} sums to "
+                    f"{sums[bad[0]]:.6g}, not 1"
+                )
+            cpts[v] = table / sums[:, None]
+        try:
+            net = BayesNet(self.variables, states, dict(self.parents), cpts)
+            net.topological_order()
+        except ValueError as exc:  # a CPT's row count against its parents' states, a cycle
+            raise DataError(f"{source}: not a valid network: {exc}") from None
+        return net
 
     def structural_hamming_distance(self, other: NetworkResult) -> int:
         """Edges to add, remove or reverse to turn this structure into ``other``'s."""

@@ -1,0 +1,105 @@
+"""``ppbn sample``: a synthetic joint table from a released network (its structure and
+CPTs), by forward sampling; a DP release's guarantee carries over (post-processing)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+FORMATS = ("csv", "parquet")  # ppbn.api.sample.FORMATS (not imported here: start-up)
+
+
+def _whole_number(text: str, least: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be a {what} integer, not {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _whole_number(text, 1, "positive")
+
+
+def seed_int(text: str) -> int:
+    return _whole_number(text, 0, "non-negative")
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from ppbn.api.result import load_result
+    from ppbn.api.sample import check_output, guarantee, sample_columns, write_table
+
+    target = check_output(args.out, args.force, args.format)  # before any work
+    network = load_result(args.result, args.schema)
+    columns = sample_columns(network, args.schema)
+    dp = guarantee(network)
+    frame = network.sample(args.records, args.seed, columns=columns)
+    write_table(frame, *target)
+    path, file_format, _ = target
+    wrote = f"wrote {path} ({file_format}): {args.records}"
+    if dp is not None:
+        epsilon, delta = dp
+        print(
+            f"{wrote} records of {frame.shape[1]} variables, synthetic records under the "
+            f"network's (epsilon, delta)-DP guarantee (epsilon = {epsilon:g}, delta = "
+            f"{delta:g}; sampling is post-processing)"
+        )
+        return 0
+    print(f"{wrote} synthetic records of {frame.shape[1]} variables")
+    pram = isinstance(network.document.get("privacy"), list)
+    kind = (
+        "a PRAM-path release (its privacy figures are per-block gamma, not (epsilon, delta))"
+        if pram
+        else "an exact release"
+    )
+    print(
+        f"warning: {network.source} is {kind}: no DP guarantee, the synthetic records carry "
+        "whatever its CPTs disclose",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "sample",
+        help="sample a synthetic joint table from a learned network (DP releases stay DP)",
+        description="Forward-sample records from a released network (a job folder, its "
+        "network.json, or a BIF file): one column per variable, values the state names. The "
+        "records are computed from the network alone, so a DP release's (epsilon, delta) "
+        "guarantee carries over; an exact release gives none. Needs every CPT: a party that "
+        "was not shown some is refused.",
+    )
+    parser.add_argument(
+        "result", metavar="RESULT", help="network.json, a job folder, or a BIF file"
+    )
+    parser.add_argument(
+        "--records", type=positive_int, required=True, metavar="N", help="how many records"
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="the table to write (written whole or not at all; an existing file only with --force)",
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    parser.add_argument(
+        "--seed",
+        type=seed_int,
+        help="sampling seed (the same seed gives the same file; default: fresh)",
+    )
+    parser.add_argument(
+        "--schema",
+        metavar="FILE",
+        help="schema.json of the network's variables: the columns in its order (default: "
+        "the file's order)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="csv or parquet (default: parquet for a .parquet or .pq --out, else csv; "
+        "parquet needs pyarrow)",
+    )
+    parser.set_defaults(func=_sample)
