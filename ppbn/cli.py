@@ -28,6 +28,7 @@ def command_modules() -> tuple[ModuleType, ...]:
     numpy, grpc, ...: tests/commands/test_startup.py), as every command builds the parser."""
     from ppbn.commands import (
         audit,
+        bench_dp,
         bench_gc,
         bench_k2,
         bench_order,
@@ -35,6 +36,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         bench_resume,
         bench_scale,
         bench_tables,
+        budget,
         certs,
         circuit,
         compare,
@@ -45,6 +47,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         party,
         perturb,
         reference,
+        sample,
         schema,
         shares,
         show,
@@ -53,6 +56,7 @@ def command_modules() -> tuple[ModuleType, ...]:
 
     return (
         audit,
+        bench_dp,
         bench_gc,
         bench_k2,
         bench_order,
@@ -60,6 +64,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         bench_resume,
         bench_scale,
         bench_tables,
+        budget,
         certs,
         circuit,
         compare,
@@ -70,6 +75,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         party,
         perturb,
         reference,
+        sample,
         schema,
         shares,
         show,
