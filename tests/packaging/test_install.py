@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
 STUBS = ("party_pb2.py", "party_pb2_grpc.py", "party_pb2.pyi")
 # What each extra is for, imported in its environment: the extra must load next to the stubs.
 PURPOSE = {
-    "": "ppbn.parties.daemon",
-    "bench": "private_set_intersection.python",
+    "": "ppbn.parties.daemon, opendp.prelude",  # opendp: the DP plan's privacy maps
+    "bench": "private_set_intersection.python, DataSynthesizer.DataDescriber",
     "ray": "ray",
     "parquet": "pyarrow.parquet",
     "docs": "mkdocs, material",
