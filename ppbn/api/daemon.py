@@ -57,7 +57,8 @@ class Daemon:
 
     def learn(self, job_id: str = "", **params: Any) -> Job:
         """Start the secure learn job; keyword arguments are its parameters (max_parents,
-        score, tau, order, disclosure, search, ...; the defaults are the daemon's)."""
+        score, tau, order, disclosure, search, dp_epsilon for a differentially private
+        release, ...; the defaults are the daemon's)."""
         return self.start("learn", params, job_id)
 
     def resume(self, job_id: str, kind: str = "learn") -> Job:

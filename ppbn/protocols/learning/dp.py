@@ -65,10 +65,7 @@ class NoisyOracle:
             raise ProtocolError(
                 f"K2 asked for {self.decisions} noisy choices; the privacy plan allows {self.plan.decisions}"
             )
-        keys = []
-        for r in requests:
-            keys.append((r.child, r.parents))
-            keys += [(r.child, (*r.parents, z)) for z in r.candidates]
+        keys = [_option_key(r, slot) for r in requests for slot in range(len(r.candidates) + 1)]
         scores = dict(zip(keys, scorer.scores(keys), strict=True))
         # the shares move up by the plan's extra fractional bits (a local, linear step: the
         # noise is drawn in finer units than the scores, so fewer noisy scores tie)
