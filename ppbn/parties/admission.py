@@ -142,11 +142,7 @@ class JobTable:
             )
             check_job_policy(kind, params, self.config.policy, scope)
         except PolicyRefusal as exc:
-            raise JobRefused(
-                f"refused by {self.role}'s policy (parameter {exc.parameter!r}): {exc}",
-                AbortCode.POLICY,
-                exc.parameter,
-            ) from None
+            raise self._refused(exc) from None
         except ParameterError as exc:
             raise JobRefused(
                 f"{exc} (parameter {exc.parameter!r})", AbortCode.BAD_REQUEST, exc.parameter
@@ -161,6 +157,14 @@ class JobTable:
             ) from None
         return params
 
+    def _refused(self, exc: PolicyRefusal) -> JobRefused:
+        """A refusal by this party's policy, naming the parameter at fault."""
+        return JobRefused(
+            f"refused by {self.role}'s policy (parameter {exc.parameter!r}): {exc}",
+            AbortCode.POLICY,
+            exc.parameter,
+        )
+
     def check_budget(self, kind: JobKind, params: dict[str, Any], resumed_id: str = "") -> None:
         """Refuse a DP job (normalised ``params``) that would spend more epsilon than this
         daemon's data set has left; ``resumed_id`` names a resumed job, whose first run may
@@ -172,11 +176,7 @@ class JobTable:
         try:
             self.budget.check(resumed_id, self.dataset(), cost)
         except PolicyRefusal as exc:
-            raise JobRefused(
-                f"refused by {self.role}'s policy (parameter {exc.parameter!r}): {exc}",
-                AbortCode.POLICY,
-                exc.parameter,
-            ) from None
+            raise self._refused(exc) from None
         except UserError as exc:  # the budget file cannot be read: no DP job until it can
             raise JobRefused(str(exc), AbortCode.FAILED) from None
 

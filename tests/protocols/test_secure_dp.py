@@ -9,12 +9,11 @@ does not depend on the data or the noise.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 import pytest
 from scipy import stats
 from secure_runs import alternating_schema, learn_both
+from views import sign_profiles
 
 from ppbn.bn.k2 import K2Request
 from ppbn.bn.learn import joined_count_fn, learn_reference
@@ -153,17 +152,6 @@ def test_noise_on_real_table_shares_is_discrete_laplace():
     assert abs(noise.mean()) < 4 * noise.std() / np.sqrt(noise.size)
 
 
-def _profiles(transcript) -> dict[tuple[str, int], np.ndarray]:
-    profiles: dict[tuple[str, int], np.ndarray] = defaultdict(lambda: np.zeros(3, dtype=np.int64))
-    for tag, payload in transcript:
-        data = np.frombuffer(payload, dtype=np.uint8)
-        width = 16 if data.size % 16 == 0 else 1
-        for position, column in enumerate(data.reshape(-1, width).T):
-            zeros, ones = int(np.sum(column == 0)), int(np.sum(column == 255))
-            profiles[(tag, position)] += np.array([zeros, ones, column.size - zeros - ones])
-    return profiles
-
-
 REVEALED = ("yao.out_values",)  # the released winner and noisy counts themselves
 
 
@@ -190,7 +178,7 @@ def test_what_a_party_receives_does_not_depend_on_data_or_noise():
         _, _, pair = _scorers_run(schema, codes, names, config, work, keep_transcript=True)
         views.append(
             [
-                _profiles(
+                sign_profiles(
                     [(t, p) for t, p in end.transcript if not t.startswith(("tables.",) + REVEALED)]
                 )
                 for end in pair

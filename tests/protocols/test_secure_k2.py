@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections import defaultdict
 
 import numpy as np
 import pytest
 from scipy import stats
+from views import sign_profiles
 
 from ppbn.bn.learn import joined_count_fn, learn_reference
 from ppbn.bn.networks import load_network, sample
@@ -318,21 +318,6 @@ def _view(result, channel) -> list[tuple[str, bytes]]:
     return list(channel.transcript) + opened
 
 
-def _sign_profiles(transcript) -> dict[tuple[str, int], np.ndarray]:
-    """Per (tag, byte position within a 16-byte word): how many bytes are 0x00, 0xFF or
-    anything else. A masked value's high bytes are sign extension and its low bytes
-    uniform, so this profile is what a magnitude leak (too few mask bits, an unmasked
-    count) changes."""
-    profiles: dict[tuple[str, int], np.ndarray] = defaultdict(lambda: np.zeros(3, dtype=np.int64))
-    for tag, payload in transcript:
-        data = np.frombuffer(payload, dtype=np.uint8)
-        width = 16 if data.size % 16 == 0 else 1
-        for position, column in enumerate(data.reshape(-1, width).T):
-            zeros, ones = int(np.sum(column == 0)), int(np.sum(column == 255))
-            profiles[(tag, position)] += np.array([zeros, ones, column.size - zeros - ones])
-    return profiles
-
-
 def _skewed_asia():
     """Asia with very different root distributions: other counts, the same structure."""
     net = load_network("asia")
@@ -363,7 +348,7 @@ def test_what_a_party_receives_does_not_depend_on_the_data(split):
     for net, seed in ((load_network("asia"), 21), (_skewed_asia(), 22)):
         codes = sample(net, 1500, seed)
         results = _run(net, codes, config, keep_transcript=True)
-        views = [_sign_profiles(_view(results[party], results[3][party])) for party in (0, 1)]
+        views = [sign_profiles(_view(results[party], results[3][party])) for party in (0, 1)]
         runs.append((results[0].search.edges, views))
     assert runs[0][0] == runs[1][0], "precondition: both data sets give the same network"
     p_values = []
@@ -408,7 +393,7 @@ def test_first_wave_view_is_the_same_for_very_different_data(mode):
     for codes in datasets:
         alice, bob, _, pair = _run(net, codes, config, keep_transcript=True)
         view = [(t, p) for t, p in _view(bob, pair[1]) if t.startswith(("arith.", "opened."))]
-        views.append(_sign_profiles(view))
+        views.append(sign_profiles(view))
     first, second = views
     assert set(first) == set(second) and any(k[0].startswith("opened.") for k in first)
     p_values = []
