@@ -345,8 +345,12 @@ def _plot_png(report: dict[str, Any]) -> bytes:
             for eps, s in report["by_epsilon"].items()
             if method in s
         ]
-        if points:
-            ax.plot(*zip(*points, strict=True), marker="o", label=method)
+        runs = max(
+            (s[method]["runs"] for s in report["by_epsilon"].values() if method in s), default=0
+        )
+        if points:  # the secure job often runs on fewer seeds: the legend says how many
+            label = f"{method} ({runs} seed{'s' if runs != 1 else ''})"
+            ax.plot(*zip(*points, strict=True), marker="o", label=label)
     if report["exact"]:
         level = report["exact"]["tvd2"]["median"]
         ax.axhline(level, color="grey", linestyle="--", label="exact (secure, no DP)")
