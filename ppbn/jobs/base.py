@@ -33,7 +33,13 @@ import numpy as np
 from ppbn.bn.schema import Schema
 from ppbn.data.party_data import PartyData
 from ppbn.errors import UserError
-from ppbn.jobs.policy import LOCAL_SETTINGS, FamilyBound, LocalPolicy, PolicyRefusal
+from ppbn.jobs.policy import (
+    LOCAL_SETTINGS,
+    FamilyBound,
+    LocalPolicy,
+    PolicyRefusal,
+    PrivacyCost,
+)
 from ppbn.jobs.progress import ProgressTracker
 from ppbn.protocols.channel import Channel, ChannelStats, PeerGone, ProtocolError
 from ppbn.protocols.ledger import Ledger
@@ -146,15 +152,6 @@ def no_policy_check(params: dict[str, Any], policy: LocalPolicy, scope: PolicySc
 
 def no_families(params: dict[str, Any], schema: Schema) -> None:
     """For jobs that compute no family of a network (ping, the perturbation learners)."""
-
-
-@dataclass(frozen=True)
-class PrivacyCost:
-    """What one differentially private job spends of each party's privacy budget: the
-    release is (epsilon, delta)-DP (``ppbn.parties.budget`` adds them up per data set)."""
-
-    epsilon: float
-    delta: float
 
 
 def no_privacy_cost(params: dict[str, Any]) -> PrivacyCost | None:

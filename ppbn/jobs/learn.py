@@ -34,11 +34,10 @@ from ppbn.jobs.base import (
     JobKind,
     ParameterError,
     PolicyScope,
-    PrivacyCost,
     check_known,
 )
 from ppbn.jobs.checkpoint import CheckpointStore, data_digest
-from ppbn.jobs.policy import LocalPolicy, PolicyRefusal
+from ppbn.jobs.policy import LocalPolicy, PolicyRefusal, PrivacyCost
 from ppbn.jobs.search_params import (
     SEARCH_DEFAULTS,
     check_search_params,

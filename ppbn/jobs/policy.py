@@ -27,7 +27,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -73,15 +73,13 @@ class PolicyRefusal(UserError):
         self.parameter = parameter
 
 
-class EpsilonDelta(Protocol):
-    """A DP job's cost as the policy reads it (``ppbn.jobs.base.PrivacyCost``; named by its
-    shape here, since base imports this module)."""
+@dataclass(frozen=True)
+class PrivacyCost:
+    """What one differentially private job spends of each party's privacy budget: the
+    release is (epsilon, delta)-DP (``ppbn.parties.budget`` adds them up per data set)."""
 
-    @property
-    def epsilon(self) -> float: ...
-
-    @property
-    def delta(self) -> float: ...
+    epsilon: float
+    delta: float
 
 
 @dataclass(frozen=True)
@@ -358,7 +356,7 @@ class LocalPolicy:
                 f"max_family {self.max_family}",
             )
 
-    def require_privacy(self, cost: EpsilonDelta | None, releases_data: bool) -> None:
+    def require_privacy(self, cost: PrivacyCost | None, releases_data: bool) -> None:
         """The per-job DP rules (``jobs.check_job_policy`` calls it; ``cost`` None: not a DP
         job): its epsilon within ``dp_max_epsilon``, and with ``require_dp`` no job that
         releases data without DP. The total over jobs needs the daemon's budget file

@@ -32,9 +32,8 @@ from typing import Any
 from ppbn.bn.schema import Schema
 from ppbn.data.party_data import PartyData
 from ppbn.errors import UserError
-from ppbn.jobs.base import PrivacyCost
 from ppbn.jobs.checkpoint import data_digest
-from ppbn.jobs.policy import PolicyRefusal, finite_non_negative
+from ppbn.jobs.policy import PolicyRefusal, PrivacyCost, finite_non_negative
 
 BUDGET_FILE = "privacy-budget.jsonl"
 AUDIT_LOG = "audit.log"  # the audit log's default name in the output folder (DaemonConfig)

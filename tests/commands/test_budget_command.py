@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ppbn.cli import main as ppbn_main
-from ppbn.jobs.base import PrivacyCost
+from ppbn.jobs.policy import PrivacyCost
 from ppbn.parties.budget import BUDGET_FILE, PrivacyBudget
 
 DATA, OTHER = "a" * 64, "b" * 64

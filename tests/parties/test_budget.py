@@ -16,8 +16,8 @@ from waiting import wait_until
 from ppbn.bn.schema import Schema
 from ppbn.data.party_data import PartyData
 from ppbn.errors import UserError
-from ppbn.jobs.base import JobKind, PrivacyCost
-from ppbn.jobs.policy import LocalPolicy, PolicyRefusal
+from ppbn.jobs.base import JobKind
+from ppbn.jobs.policy import LocalPolicy, PolicyRefusal, PrivacyCost
 from ppbn.jobs.registry import register_job, unregister_job
 from ppbn.lab.harness import free_port
 from ppbn.parties.budget import (
