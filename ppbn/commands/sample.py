@@ -6,25 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ppbn.commands._options import non_negative_int, positive_int
+
 FORMATS = ("csv", "parquet")  # ppbn.api.sample.FORMATS (not imported here: start-up)
-
-
-def _whole_number(text: str, least: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(f"must be a {what} integer, not {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    return _whole_number(text, 1, "positive")
-
-
-def seed_int(text: str) -> int:
-    return _whole_number(text, 0, "non-negative")
 
 
 def _sample(args: argparse.Namespace) -> int:
@@ -87,7 +71,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     parser.add_argument(
         "--seed",
-        type=seed_int,
+        type=non_negative_int,
         help="sampling seed (the same seed gives the same file; default: fresh)",
     )
     parser.add_argument(
