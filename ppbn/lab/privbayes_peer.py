@@ -19,7 +19,7 @@ describe_dataset_in_correlated_attribute_mode`` and ``lib/PrivBayes.py``):
   epsilon / 2 for neighbours that add or remove one record (L1 sensitivity 1 per table,
   as its notebooks state); changing one record moves a count from one cell to another
   (L1 2 per table), so under our neighbours the conditionals cost epsilon, not epsilon / 2
-  (PrivBayes's Algorithm 1 adds twice that noise; DataSynthesizer issue #34).
+  (PrivBayes's Algorithm 1 adds twice that noise, as its own bug tracker notes).
 - before both, ``describe_dataset_in_independent_attribute_mode(epsilon)`` releases every
   attribute's 1-D histogram with Laplace noise at epsilon / m each: a third epsilon, in
   the description file. The synthetic records use those histograms only for a record
