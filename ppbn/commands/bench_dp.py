@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ppbn.bn.networks import NETWORKS
 from ppbn.commands._options import non_negative_int, positive_int
+from ppbn.dp.constants import DP_SCORES
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 METHODS = ("ppbn", "twin", "privbayes", "privbayes-matched", "exact")
 PRIVBAYES = ("privbayes", "privbayes-matched")
-DP_SCORES = ("exact", "bic")  # = ppbn.dp.accounting.DP_SCORES, which loads numpy
 FIGURES = ("tvd2", "tvd3", "shd", "seconds", "mb")
 CSV_COLUMNS = ("epsilon", "seed", "method", "tvd2", "tvd3", "shd", "seconds", "bytes", "edges")
 

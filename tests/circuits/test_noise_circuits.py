@@ -15,6 +15,7 @@ from scipy import stats
 
 from ppbn.circuits import builders as bl
 from ppbn.circuits.evaluate import evaluate
+from ppbn.circuits.ir import to_signed
 from ppbn.circuits.noise import (
     draw_width,
     geometric_draw,
@@ -86,7 +87,7 @@ def _draw(spec: GeometricSpec, ua: np.ndarray, ub: np.ndarray) -> np.ndarray:
 
 def _signed(values, width: int) -> np.ndarray:
     """Two's complement ``width``-bit values as signed integers."""
-    return np.array([(int(x) ^ (1 << (width - 1))) - (1 << (width - 1)) for x in values])
+    return np.array(to_signed(values, width))
 
 
 def _count_inputs(

@@ -21,3 +21,16 @@ def sign_profiles(transcript) -> dict[tuple[str, int], np.ndarray]:
             zeros, ones = int(np.sum(column == 0)), int(np.sum(column == 255))
             profiles[(tag, position)] += np.array([zeros, ones, column.size - zeros - ones])
     return profiles
+
+
+def profile_p_value(a: np.ndarray, b: np.ndarray, design_effect: float) -> float | None:
+    """The chi-square p-value that two runs' profiles of one (tag, position) come from the
+    same distribution, the statistic deflated by the design effect of reused shares; None
+    when there is nothing to test (fewer than two categories used, or equal profiles)."""
+    from scipy import stats
+
+    used = (a + b) > 0
+    if used.sum() < 2 or np.array_equal(a, b):
+        return None
+    statistic, _, dof, _ = stats.chi2_contingency(np.vstack([a[used], b[used]]), correction=False)
+    return float(stats.chi2.sf(statistic / design_effect, dof))

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ppbn.bn.k2 import K2Request
+from ppbn.bn.params import cpt_from_counts
+from ppbn.circuits.ir import to_signed
 from ppbn.circuits.noise import (
     noisy_argmax_circuit,
     noisy_count_circuit,
@@ -126,17 +128,6 @@ def _option_key(request: K2Request, slot: int) -> tuple[str, tuple[str, ...]]:
     return request.child, (*request.parents, request.candidates[slot - 1])
 
 
-def _noisy_to_cpt(noisy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Post-processing of one family's noisy (q, d) counts: clip at 0, normalise each row;
-    a row with nothing left is uniform and reported unobserved."""
-    clipped = np.clip(noisy.astype(float), 0.0, None)
-    totals = clipped.sum(axis=1)
-    empty = totals == 0
-    d = clipped.shape[1]
-    cpt = np.where(empty[:, None], 1.0 / d, clipped / np.where(empty, 1.0, totals)[:, None])
-    return cpt, np.flatnonzero(empty)
-
-
 def noisy_parameters(
     scorer: SecureScorer, parents: dict[str, tuple[str, ...]], plan: DPPlan
 ) -> SecureParameters:
@@ -169,16 +160,16 @@ def noisy_parameters(
         outputs={"noisy": Reveal.BOTH},
     )
     width = noisy_width(count_bits, spec)
-    raw = np.array([int(x) for x in out["noisy"]], dtype=object)
-    signed = np.array([x - (1 << width) if x >> (width - 1) else x for x in raw], dtype=np.int64)
+    signed = np.array(to_signed(out["noisy"], width), dtype=np.int64)
     view = SecureParameters({}, {}, {})
     offset = 0
     for v, c in zip(schema.names, cells, strict=True):
         noisy = signed[offset : offset + c.size].reshape(c.shape)
         offset += c.size
-        cpt, unobserved = _noisy_to_cpt(noisy)
+        # post-processing: clip at 0 and normalise; a row with nothing left is uniform
+        cpt, unobserved = cpt_from_counts(np.clip(noisy, 0, None))
         view.cpts[v] = cpt
-        view.unobserved[v] = tuple(int(j) for j in unobserved)
+        view.unobserved[v] = unobserved
         scorer.ledger.record(
             "dp_counts", {"variable": v, "counts": noisy.tolist()}, DP_PARAMETER_SOURCE
         )
