@@ -42,9 +42,10 @@ def result_text(key: str, value: Any) -> str:
         return "; ".join(f"{child}: {', '.join(ps) or '-'}" for child, ps in value.items())
     if key == "privacy" and isinstance(value, dict) and "epsilon" in value:
         return (
-            f"({value['epsilon']:g}, {value['delta']:.1e})-DP: structure epsilon "
-            f"{value['structure_epsilon']:.3g} over {value['decisions']} noisy choices, CPTs "
-            f"epsilon {value['parameters_epsilon']:.3g} (count noise scale {value['count_scale']:.3g})"
+            f"({value['epsilon']:g}, {value['delta']:.1e})-DP ({value['accounting']} accounting): "
+            f"{value['decisions']} noisy parent choices of epsilon "
+            f"{value['epsilon_per_decision']:.3g} each, CPTs from counts with discrete "
+            f"Laplace noise of scale {value['count_scale']:.3g}"
         )
     text = json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= 100 else text[:97] + "..."

@@ -8,29 +8,40 @@ score is compared at the same n. The release composes, sequentially:
 - the structure: K2 (``bn/k2.py``) takes at most ``decisions`` parent choices, each one
   report-noisy-max with exponential noise over the stop option and the candidates. Its
   utility is the family score; replacing one record changes any family score by at most
-  ``score_sensitivity`` (see there), so each choice is (epsilon_d)-DP with
-  epsilon_d = structure budget / decisions (permute-and-flip, which is report-noisy-max with
-  exponential noise of scale 2 Delta / epsilon_d: McKenna and Sheldon 2020; Ding, Kifer and
-  Zhang 2021);
+  ``score_sensitivity`` (see there), so each choice with exponential noise of scale
+  2 Delta / epsilon_d is epsilon_d-DP (permute-and-flip: McKenna and Sheldon 2020; Ding,
+  Kifer and Zhang 2021);
 - the parameters: every cell of every family's table of the learned network gets discrete
-  Laplace noise before it is opened. Replacing one record moves one count of each family
-  from one cell to another: L1 sensitivity 2 per family, 2 |V| in all, so the noise scale
-  2 |V| / epsilon_p gives epsilon_p-DP (Canonne, Kamath and Steinke 2020).
+  Laplace noise of scale b before it is opened. Replacing one record moves one count of
+  each family from one cell to another: 2 |V| cells change, each by one (L1 distance
+  2 |V|), and each cell's noise is (1 / b)-DP for a change of one (Canonne, Kamath and
+  Steinke 2020).
 
-Pure-DP sequential composition: epsilon = epsilon_s + epsilon_p. The epsilon of each
-mechanism is OpenDP's privacy map of it (``opendp_epsilon``): the plan chooses the noise
-scales, OpenDP states what they cost, and a plan whose cost exceeds its epsilon is refused. The noise is drawn with
-finite precision and the structure's noisy scores are compared in fixed point; every
-draw within ``GeometricSpec.deviation`` of the exact law and every comparison without a
-tie make the drawn release equal to the exact mechanism's, so by a coupling the drawn one
-is (epsilon, delta)-DP with delta = (1 + e^epsilon) times the probability that any of
-them fails (``DPPlan.delta_bound``).
+Two ways to add these up, both with OpenDP's privacy maps (``opendp_epsilon``); a plan
+takes the one that gives less noise (``ACCOUNTINGS``, ``plan``):
+
+- ``pure``: epsilon = D epsilon_d + 2 |V| / b (sequential composition of pure DP);
+  delta comes from the finite precision only.
+- ``zcdp``: an epsilon_d-DP choice is epsilon_d^2 / 2-zCDP and a cell's noise
+  1 / (2 b^2)-zCDP (Bun and Steinke 2016, Prop. 1.4); zCDP adds up over the choices and
+  over the changed cells (the cells' noises are independent, and the Renyi divergences of
+  independent coordinates add), rho = D epsilon_d^2 / 2 + |V| / b^2, and rho-zCDP is
+  (epsilon, delta_c)-DP by OpenDP's conversion (``zcdp_epsilon``: Canonne, Kamath and
+  Steinke 2020, Prop. 12). It grows like the square root of the number of mechanisms
+  where pure DP grows linearly, so it wins on networks with many variables.
+
+The noise is drawn with finite precision and the structure's noisy scores are compared in
+fixed point; every draw within ``GeometricSpec.deviation`` of the exact law and every
+comparison without a tie make the drawn release equal to the exact mechanism's, so by a
+coupling the drawn one is (epsilon, delta_c + delta_p)-DP with
+delta_p = (1 + e^epsilon) times the probability that any of them fails
+(``DPPlan.precision_delta``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ppbn.dp.constants import (
     DEFAULT_DELTA,
@@ -45,6 +56,8 @@ from ppbn.dp.noise import DEFAULT_PRECISION, GeometricSpec, geometric_spec
 # plan takes the first whose delta is within the allowed one (``DPPlan.failure_probability``)
 PRECISIONS = ((64, 0), (64, 16), (96, 16), (96, 32), (128, 32), (128, 48), (128, 64))
 FIXED_POINT_SLACK = 1e-6  # nats: the secure terms' fixed-point error, 8 changed terms at most
+ACCOUNTINGS = ("pure", "zcdp")
+PRECISION_DELTA_SHARE = 0.1  # of delta, for the finite precision under zCDP; the rest converts rho
 
 
 def score_sensitivity(mode: str, n_records: int, largest_states: int) -> float:
@@ -94,7 +107,7 @@ class DPPlan:
 
     epsilon: float
     delta: float  # the largest delta the job accepts
-    structure_share: float
+    structure_share: float  # of epsilon (pure) or of rho (zcdp)
     n_records: int
     n_variables: int
     decisions: int
@@ -104,23 +117,30 @@ class DPPlan:
     score_frac: int  # fractional bits of the fixed-point scores
     precision: int = DEFAULT_PRECISION  # bits of each uniform word of a draw
     extra_frac: int = 0  # the noise is added to the scores shifted up by this many bits
+    accounting: str = "pure"  # one of ACCOUNTINGS
+    rho: float = 0.0  # zcdp: the whole release's rho
 
     @property
-    def structure_epsilon(self) -> float:
-        return self.epsilon * self.structure_share if self.decisions else 0.0
-
-    @property
-    def parameters_epsilon(self) -> float:
-        return self.epsilon - self.structure_epsilon
+    def structure_share_used(self) -> float:
+        return self.structure_share if self.decisions else 0.0
 
     @property
     def decision_epsilon(self) -> float:
-        return self.structure_epsilon / self.decisions if self.decisions else 0.0
+        """Each parent choice's own epsilon_d."""
+        if not self.decisions:
+            return 0.0
+        if self.accounting == "zcdp":
+            return math.sqrt(2.0 * self.structure_share_used * self.rho / self.decisions)
+        return self.epsilon * self.structure_share_used / self.decisions
 
     @property
     def count_scale(self) -> float:
-        """Discrete Laplace scale of every count: L1 sensitivity 2 |V| over epsilon_p."""
-        return 2.0 * self.n_variables / self.parameters_epsilon
+        """Discrete Laplace scale b of every count: pure, 2 |V| / b = epsilon_p; zcdp,
+        |V| / b^2 = rho_p."""
+        rest = 1.0 - self.structure_share_used
+        if self.accounting == "zcdp":
+            return math.sqrt(self.n_variables / (rest * self.rho))
+        return 2.0 * self.n_variables / (rest * self.epsilon)
 
     @property
     def tail(self) -> float:
@@ -160,8 +180,18 @@ class DPPlan:
         return total
 
     @property
-    def delta_bound(self) -> float:
+    def precision_delta(self) -> float:
+        """delta_p: what the finite precision adds (the coupling)."""
         return (1.0 + math.exp(self.epsilon)) * self.failure_probability
+
+    @property
+    def conversion_delta(self) -> float:
+        """delta_c: the delta at which rho converts to epsilon (0 under pure DP)."""
+        return self.delta * (1.0 - PRECISION_DELTA_SHARE) if self.accounting == "zcdp" else 0.0
+
+    @property
+    def delta_bound(self) -> float:
+        return self.conversion_delta + self.precision_delta
 
     def as_dict(self) -> dict:
         """The plan as a job's result and the docs state it."""
@@ -170,8 +200,9 @@ class DPPlan:
             "delta": self.delta_bound,
             "delta_allowed": self.delta,
             "neighbours": "one record's values differ; the record count is public",
-            "structure_epsilon": self.structure_epsilon,
-            "parameters_epsilon": self.parameters_epsilon,
+            "accounting": self.accounting,
+            "rho": self.rho if self.accounting == "zcdp" else None,
+            "structure_share": self.structure_share_used,
             "decisions": self.decisions,
             "epsilon_per_decision": self.decision_epsilon,
             "score_sensitivity_nats": self.score_sensitivity,
@@ -187,25 +218,65 @@ class DPPlan:
 EPSILON_ROUNDING = 1e-9  # OpenDP rounds its maps up in floating point
 
 
-def opendp_epsilon(p: DPPlan) -> float:
-    """The plan's epsilon from OpenDP's privacy maps: report-noisy-max with exponential noise
-    (``make_noisy_max`` under max-divergence, scores at L-infinity distance Delta) for each
-    of the D choices, and the discrete Laplace mechanism (``make_laplace`` on integer
-    vectors at L1 distance 2 |V|) for the counts, composed by summing (pure DP)."""
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """The epsilon at which rho-zCDP is (epsilon, delta)-DP, by OpenDP's conversion
+    (``make_zCDP_to_approxDP``). The conversion depends on rho alone, so it is read off a
+    Gaussian mechanism of scale 1 at distance sqrt(2 rho), whose zCDP is exactly rho."""
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
+    if rho <= 0.0:
+        return 0.0
+    space = dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float)
+    gaussian = dp.c.make_zCDP_to_approxDP(space >> dp.m.then_gaussian(scale=1.0))
+    return float(gaussian.map(math.sqrt(2.0 * rho)).epsilon(delta))
+
+
+def largest_rho(epsilon: float, delta: float) -> float:
+    """The largest rho (to 1e-12 relative) whose conversion at ``delta`` is within
+    ``epsilon``; rho < epsilon always (the conversion gives at least rho)."""
+    low, high = 0.0, float(epsilon)
+    while high - low > 1e-12 * high:
+        middle = (low + high) / 2.0
+        if zcdp_epsilon(middle, delta) <= epsilon:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def opendp_epsilon(p: DPPlan) -> float:
+    """The plan's epsilon from OpenDP's privacy maps: report-noisy-max with exponential noise
+    (``make_noisy_max`` under max-divergence, scores at L-infinity distance Delta) for each
+    of the D choices, and the discrete Laplace mechanism (``make_laplace`` on integers) for
+    each of the 2 |V| changed cells; ``pure`` sums them, ``zcdp`` maps each to zCDP
+    (``make_pureDP_to_zCDP``), sums rho and converts at delta_c (``zcdp_epsilon``)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    convert = dp.c.make_pureDP_to_zCDP if p.accounting == "zcdp" else (lambda m: m)
     total = 0.0
     if p.decisions:
         scores = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
         choice = scores >> dp.m.then_noisy_max(
             dp.max_divergence(), scale=p.decision_scale / 2.0**p.noise_frac
         )
-        total += p.decisions * choice.map(p.score_sensitivity)
-    counts = dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int)
-    noisy = counts >> dp.m.then_laplace(scale=p.count_scale)
-    total += noisy.map(2 * p.n_variables)
+        total += p.decisions * convert(choice).map(p.score_sensitivity)
+    cell = dp.atom_domain(T=int), dp.absolute_distance(T=int)
+    noisy = convert(cell >> dp.m.then_laplace(scale=p.count_scale))
+    total += 2 * p.n_variables * noisy.map(1)
+    if p.accounting == "zcdp":
+        return zcdp_epsilon(float(total), p.conversion_delta)
     return float(total)
+
+
+def _with_precision(base: DPPlan, delta_share: float) -> DPPlan | None:
+    """``base`` at the cheapest precision whose delta_p is within ``delta_share`` of delta."""
+    for precision, extra in PRECISIONS:
+        candidate = replace(base, precision=precision, extra_frac=extra)
+        if candidate.precision_delta <= base.delta * delta_share:
+            return candidate
+    return None
 
 
 def plan(
@@ -219,39 +290,51 @@ def plan(
     structure_share: float = DEFAULT_STRUCTURE_SHARE,
     delta: float = DEFAULT_DELTA,
 ) -> DPPlan:
-    """The job's plan, or ValueError naming what cannot be held."""
+    """The job's plan, or ValueError naming what cannot be held. Of the two accountings it
+    takes ``zcdp`` when that gives every count no more noise and every choice no less
+    epsilon than ``pure``, else ``pure`` (few variables, or a small delta)."""
     if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
         raise ValueError(f"epsilon must lie in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
     if not 0.0 < structure_share < 1.0:
         raise ValueError("the structure's share of epsilon must lie strictly between 0 and 1")
-    n_variables = len(cardinalities)
-    decisions = k2_decisions(n_variables, max_parents)
     if not 0.0 < delta < 1.0:
         raise ValueError("delta must lie in (0, 1)")
-    result = None
-    for precision, extra in PRECISIONS:
-        result = DPPlan(
-            epsilon=float(epsilon),
-            delta=float(delta),
-            structure_share=float(structure_share),
-            n_records=int(n_records),
-            n_variables=n_variables,
-            decisions=decisions,
-            score_sensitivity=score_sensitivity(mode, n_records, max(cardinalities)),
-            cells_bound=largest_cells(list(cardinalities), max_parents),
-            largest_options=n_variables,  # stop and at most |V| - 1 candidates
-            score_frac=score_frac,
-            precision=precision,
-            extra_frac=extra,
-        )
-        if result.delta_bound <= delta:
-            spent = opendp_epsilon(result)
-            if spent > epsilon * (1 + EPSILON_ROUNDING):
-                raise ValueError(
-                    f"OpenDP's privacy maps give epsilon {spent:.6g} for this plan, above {epsilon:g}"
-                )
-            return result
-    raise ValueError(
-        f"at epsilon {epsilon:g} the noise's finite precision gives delta "
-        f"{result.delta_bound:.2g}, above the allowed {delta:.2g} (a smaller epsilon or a larger delta)"
+    n_variables = len(cardinalities)
+    base = DPPlan(
+        epsilon=float(epsilon),
+        delta=float(delta),
+        structure_share=float(structure_share),
+        n_records=int(n_records),
+        n_variables=n_variables,
+        decisions=k2_decisions(n_variables, max_parents),
+        score_sensitivity=score_sensitivity(mode, n_records, max(cardinalities)),
+        cells_bound=largest_cells(list(cardinalities), max_parents),
+        largest_options=n_variables,  # stop and at most |V| - 1 candidates
+        score_frac=score_frac,
     )
+    pure = _with_precision(base, 1.0)
+    zcdp = replace(
+        base,
+        accounting="zcdp",
+        rho=largest_rho(epsilon, delta * (1.0 - PRECISION_DELTA_SHARE)),
+    )
+    zcdp = _with_precision(zcdp, PRECISION_DELTA_SHARE)
+    if zcdp is not None and (
+        pure is None
+        or (zcdp.count_scale <= pure.count_scale and zcdp.decision_epsilon >= pure.decision_epsilon)
+    ):
+        chosen = zcdp
+    elif pure is not None:
+        chosen = pure
+    else:
+        worst = replace(base, precision=PRECISIONS[-1][0], extra_frac=PRECISIONS[-1][1])
+        raise ValueError(
+            f"at epsilon {epsilon:g} the noise's finite precision gives delta "
+            f"{worst.precision_delta:.2g}, above the allowed {delta:.2g} (a smaller epsilon or a larger delta)"
+        )
+    spent = opendp_epsilon(chosen)
+    if spent > epsilon * (1 + EPSILON_ROUNDING):
+        raise ValueError(
+            f"OpenDP's privacy maps give epsilon {spent:.6g} for this plan, above {epsilon:g}"
+        )
+    return chosen

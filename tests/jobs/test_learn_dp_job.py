@@ -36,7 +36,10 @@ def test_dp_parameters_are_checked(asia_dir):
             check_learn_params(bad, schema)
 
 
-def test_simulate_a_dp_release(tmp_path, capsys):
+@pytest.mark.parametrize(("delta", "accounting"), [("1e-9", "pure"), ("1e-3", "zcdp")])
+def test_simulate_a_dp_release(tmp_path, capsys, delta, accounting):
+    """asia has few variables: pure composition at delta 1e-9; a large delta makes zCDP
+    the one with less noise (ppbn/dp/accounting.py), and the secure job runs it alike."""
     code = main(
         [
             "simulate",
@@ -50,6 +53,8 @@ def test_simulate_a_dp_release(tmp_path, capsys):
             "2",
             "--dp-epsilon",
             "2",
+            "--dp-delta",
+            delta,
             "--params",
             '{"key_bits": 1024}',
             "--policy",
@@ -63,8 +68,13 @@ def test_simulate_a_dp_release(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report.get("error")
     privacy = report["result"]["privacy"]
-    assert privacy["epsilon"] == 2 and privacy["delta"] <= 1e-9
-    assert privacy["structure_epsilon"] == pytest.approx(0.6)
+    assert privacy["epsilon"] == 2 and privacy["delta"] <= float(delta)
+    assert privacy["accounting"] == accounting
+    if accounting == "pure":
+        assert privacy["epsilon_per_decision"] * privacy["decisions"] == pytest.approx(0.6)
+    else:
+        structure = privacy["decisions"] * privacy["epsilon_per_decision"] ** 2 / 2
+        assert structure == pytest.approx(0.3 * privacy["rho"])
     assert "reference_check" not in report  # a noisy release is not compared for equality
     for role in ("alice", "bob"):
         folder = tmp_path / "run" / f"out-{role}" / report["job_id"]
