@@ -416,16 +416,17 @@ def add_dp_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         type=positive_float,
         default=DEFAULT_DELTA,
         metavar="D",
-        help=f"the largest delta accepted; the noise's finite precision gives about 1e-13 "
-        f"(default {DEFAULT_DELTA:g})",
+        help=f"the largest delta accepted (default {DEFAULT_DELTA:g}); zCDP accounting, taken "
+        "where it gives less noise, spends most of it, the noise's finite precision the rest "
+        "(about 1e-13); a tiny delta such as 1e-30 keeps pure DP",
     )
     parser.add_argument(
         "--dp-structure-share",
         type=positive_float,
         default=DEFAULT_STRUCTURE_SHARE,
         metavar="S",
-        help=f"the share of epsilon spent on the structure, the rest on the CPTs (default "
-        f"{DEFAULT_STRUCTURE_SHARE:g}, PrivBayes's beta)",
+        help=f"the structure's share of the budget (of epsilon under pure DP, of rho under "
+        f"zCDP), the rest for the CPTs (default {DEFAULT_STRUCTURE_SHARE:g}, PrivBayes's beta)",
     )
 
 

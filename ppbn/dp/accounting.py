@@ -296,7 +296,7 @@ def plan(
     if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
         raise ValueError(f"epsilon must lie in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
     if not 0.0 < structure_share < 1.0:
-        raise ValueError("the structure's share of epsilon must lie strictly between 0 and 1")
+        raise ValueError("the structure's share of the budget must lie strictly between 0 and 1")
     if not 0.0 < delta < 1.0:
         raise ValueError("delta must lie in (0, 1)")
     n_variables = len(cardinalities)

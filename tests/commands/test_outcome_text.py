@@ -17,3 +17,13 @@ def test_the_edges_and_parents_of_a_large_network_are_never_cut():
 def test_other_long_values_stay_short():
     assert result_text("notes", "x" * 300) == "x" * 97 + "..."
     assert result_text("edges", []) == "(none)"
+
+
+def test_a_privacy_object_reads_as_one_line():
+    from ppbn.dp.accounting import plan
+
+    cards = [2, 3, 4, 3, 2, 4, 3] * 5 + [2, 2]
+    p = plan(1.0, n_records=20000, cardinalities=cards, max_parents=2, mode="exact", score_frac=49)
+    text = result_text("privacy", p.as_dict())
+    assert text.startswith("(1, 9.0e-10)-DP (zcdp accounting): 71 noisy parent choices")
+    assert f"scale {p.count_scale:.3g}" in text and "\n" not in text
