@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import multiprocessing
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -110,18 +111,34 @@ def fast_mutual_information(labels_x, labels_y) -> float:
     return float(np.sum(cell / total * (np.log(cell * total) - np.log(rows[i] * cols[j]))))
 
 
-@contextlib.contextmanager
-def _fast_mutual_information():
-    """DataSynthesizer's greedy search with ``fast_mutual_information`` (its worker
-    processes are forked, so they see the replacement)."""
+def _install_fast_mutual_information() -> None:
+    """Every pool worker's DataSynthesizer computes with ``fast_mutual_information``."""
     from DataSynthesizer.lib import PrivBayes
 
-    original = PrivBayes.mutual_information
     PrivBayes.mutual_information = fast_mutual_information
+
+
+def _forkserver_pool(*args, **kwargs):
+    """DataSynthesizer's worker pool, started from a fork server instead of by forking this
+    process: forking a process that holds gRPC or Ray threads can crash it (a segmentation
+    fault, seen under the test runner). The workers install ``fast_mutual_information``."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__, "DataSynthesizer.lib.PrivBayes"])
+    return context.Pool(*args, initializer=_install_fast_mutual_information, **kwargs)
+
+
+@contextlib.contextmanager
+def _fast_and_fork_free():
+    """DataSynthesizer's greedy search with ``fast_mutual_information``, in this process and
+    in its pool's workers, which ``_forkserver_pool`` starts."""
+    from DataSynthesizer.lib import PrivBayes
+
+    original = PrivBayes.mutual_information, PrivBayes.Pool
+    PrivBayes.mutual_information, PrivBayes.Pool = fast_mutual_information, _forkserver_pool
     try:
         yield
     finally:
-        PrivBayes.mutual_information = original
+        PrivBayes.mutual_information, PrivBayes.Pool = original
 
 
 def _label(code: int) -> str:
@@ -163,7 +180,7 @@ def privbayes_synthesize(
     with (
         warnings.catch_warnings(),
         contextlib.redirect_stdout(io.StringIO()),
-        _fast_mutual_information(),
+        _fast_and_fork_free(),
     ):
         warnings.simplefilter("ignore")
         describer = DataDescriber(category_threshold=max(len(states[v]) for v in names))
