@@ -42,7 +42,8 @@ def result_text(key: str, value: Any) -> str:
         return "; ".join(f"{child}: {', '.join(ps) or '-'}" for child, ps in value.items())
     if key == "privacy" and isinstance(value, dict) and "epsilon" in value:
         return (
-            f"({value['epsilon']:g}, {value['delta']:.1e})-DP ({value.get('accounting', 'pure')} accounting): "
+            f"({value['epsilon']:g}, {value['delta']:.1e})-DP "
+            f"({value.get('accounting', 'pure')} accounting): "
             f"{value['decisions']} noisy parent choices of epsilon "
             f"{value['epsilon_per_decision']:.3g} each, CPTs from counts with discrete "
             f"Laplace noise of scale {value['count_scale']:.3g}"

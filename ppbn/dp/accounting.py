@@ -120,6 +120,12 @@ class DPPlan:
     accounting: str = "pure"  # one of ACCOUNTINGS
     rho: float = 0.0  # zcdp: the whole release's rho
 
+    def __post_init__(self) -> None:
+        if self.accounting not in ACCOUNTINGS:
+            raise ValueError(f"accounting must be one of {', '.join(ACCOUNTINGS)}")
+        if self.accounting == "zcdp" and not self.rho > 0.0:
+            raise ValueError("a zcdp plan needs a positive rho")
+
     @property
     def structure_share_used(self) -> float:
         return self.structure_share if self.decisions else 0.0

@@ -118,6 +118,10 @@ def test_refuses_what_it_cannot_hold():
         _plan(1.0, mode="yw")
     with pytest.raises(ValueError, match="delta"):
         _plan(20.0, delta=1e-40)
+    with pytest.raises(ValueError, match="accounting must be one of pure, zcdp"):
+        replace(_plan(1.0), accounting="renyi")
+    with pytest.raises(ValueError, match="positive rho"):
+        replace(_plan(1.0), rho=0.0)
 
 
 def _neighbour_changes(mode, n, d, q, rng, trials=300):
