@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from known_files import TEST_POLICY
+from loopback_pair import insecure_pair
 from test_catalogue import InProcessPair, entries, job_kind, run
 from waiting import wait_until as wait_for
 
@@ -324,34 +325,11 @@ def test_a_tail_that_no_write_leaves_is_refused_as_damage(tmp_path):
 def test_a_peer_flooding_refused_requests_gets_a_bounded_number_of_lines(small_data, tmp_path):
     policy = LocalPolicy.load(TEST_POLICY)
     strict = replace(policy, disclosures=("owner", "shared"))
-    ports = {"alice": free_port(), "bob": free_port()}
-    daemons = {}
-    for role, peer in (("alice", "bob"), ("bob", "alice")):
-        config = DaemonConfig(
-            role=role,
-            schema_path=str(small_data / "schema.json"),
-            data_path=str(small_data / f"{role}.csv"),
-            listen=f"127.0.0.1:{ports[role]}",
-            peer=f"127.0.0.1:{ports[peer]}",
-            insecure=True,
-            out_dir=str(tmp_path / f"out-{role}"),
-            timeout_s=5.0,
-            probe_interval_s=0.2,
-            policy=strict if role == "alice" else policy,
-        )
-        daemons[role] = PartyDaemon(config)
-        daemons[role].start()
-    try:
-        wait_for(lambda: all(d.peer_state == "ok" for d in daemons.values()), what="handshake")
-        with DaemonClient(f"127.0.0.1:{ports['bob']}", None, insecure=True) as client:
-            for number in range(25):
-                with pytest.raises(UserError, match="disclosure"):
-                    client.start(
-                        "learn", {"key_bits": 1024, "disclosure": "public"}, f"flood{number}"
-                    )
-    finally:
-        for daemon in daemons.values():
-            daemon.stop(0.5)
+    pair = insecure_pair(small_data, tmp_path, {"alice": strict, "bob": policy})
+    with pair as (_, ports), DaemonClient(f"127.0.0.1:{ports['bob']}", None, insecure=True) as bob:
+        for number in range(25):
+            with pytest.raises(UserError, match="disclosure"):
+                bob.start("learn", {"key_bits": 1024, "disclosure": "public"}, f"flood{number}")
     events = [
         json.loads(line)
         for line in (tmp_path / "out-alice" / "audit.log").read_bytes().splitlines()

@@ -6,7 +6,6 @@ is and what to do (exit code 2), or the rest of the result with a note.
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import json
 import re
@@ -19,6 +18,7 @@ import grpc
 import numpy as np
 import pytest
 from known_files import TEST_POLICY
+from loopback_pair import insecure_pair
 from waiting import wait_until as wait_for
 
 from ppbn.cli import main
@@ -26,9 +26,7 @@ from ppbn.data.datasets import make_dataset
 from ppbn.jobs.base import JobKind
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.jobs.registry import register_job, unregister_job
-from ppbn.lab.harness import free_port
 from ppbn.parties.client import DaemonClient
-from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki
 from ppbn.proto import party_pb2, party_pb2_grpc
 
@@ -143,31 +141,9 @@ def tiny_data(tmp_path_factory) -> Path:
     return out
 
 
-@contextlib.contextmanager
 def daemon_pair(data: Path, tmp: Path):
-    ports = {"alice": free_port(), "bob": free_port()}
-    daemons = {}
-    try:
-        for role, peer in (("alice", "bob"), ("bob", "alice")):
-            config = DaemonConfig(
-                role=role,
-                schema_path=str(data / "schema.json"),
-                data_path=str(data / f"{role}.csv"),
-                listen=f"127.0.0.1:{ports[role]}",
-                peer=f"127.0.0.1:{ports[peer]}",
-                insecure=True,
-                out_dir=str(tmp / f"out-{role}"),
-                timeout_s=5.0,
-                probe_interval_s=0.2,
-                policy=LocalPolicy.load(TEST_POLICY),
-            )
-            daemons[role] = PartyDaemon(config)
-            daemons[role].start()
-        wait_for(lambda: all(d.peer_state == "ok" for d in daemons.values()), what="handshake")
-        yield daemons, ports
-    finally:
-        for daemon in daemons.values():
-            daemon.stop(grace_s=0.5)
+    policy = LocalPolicy.load(TEST_POLICY)
+    return insecure_pair(data, tmp, {"alice": policy, "bob": policy})
 
 
 def test_a_stopped_daemon_says_its_operator_stopped_it_and_the_peer_names_it(tiny_data, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from loopback_pair import insecure_pair
 from waiting import wait_until
 
 from ppbn.bn.schema import Schema
@@ -19,7 +20,6 @@ from ppbn.errors import UserError
 from ppbn.jobs.base import JobKind
 from ppbn.jobs.policy import LocalPolicy, PolicyRefusal, PrivacyCost
 from ppbn.jobs.registry import register_job, unregister_job
-from ppbn.lab.harness import free_port
 from ppbn.parties.budget import (
     BUDGET_FILE,
     DatasetKey,
@@ -28,7 +28,6 @@ from ppbn.parties.budget import (
     dataset_key,
 )
 from ppbn.parties.client import DaemonClient
-from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 
 DATA = "d" * 64
 
@@ -278,27 +277,11 @@ def dp_test_kind():
 
 def test_daemons_charge_their_own_budget_and_refuse_a_job_over_it(tmp_path, dp_test_kind):
     _write_world(tmp_path)
-    ports = {"alice": free_port(), "bob": free_port()}
-    totals = {"alice": 1.0, "bob": 5.0}
-    daemons = {}
-    try:
-        for role, peer in (("alice", "bob"), ("bob", "alice")):
-            daemons[role] = PartyDaemon(
-                DaemonConfig(
-                    role=role,
-                    schema_path=str(tmp_path / "schema.json"),
-                    data_path=str(tmp_path / f"{role}.csv"),
-                    listen=f"127.0.0.1:{ports[role]}",
-                    peer=f"127.0.0.1:{ports[peer]}",
-                    insecure=True,
-                    out_dir=str(tmp_path / f"out-{role}"),
-                    timeout_s=5.0,
-                    probe_interval_s=0.2,
-                    policy=LocalPolicy(min_records=10, dp_total_epsilon=totals[role]),
-                )
-            )
-            daemons[role].start()
-        wait_until(lambda: all(d.peer_state == "ok" for d in daemons.values()), 15.0, "handshake")
+    policies = {
+        role: LocalPolicy(min_records=10, dp_total_epsilon=total)
+        for role, total in (("alice", 1.0), ("bob", 5.0))
+    }
+    with insecure_pair(tmp_path, tmp_path, policies, handshake_s=15.0) as (daemons, ports):
         files = {r: tmp_path / f"out-{r}" / BUDGET_FILE for r in daemons}
         with DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as client:
             job_id = client.start("test.dp", {"epsilon": 0.75})
@@ -318,6 +301,3 @@ def test_daemons_charge_their_own_budget_and_refuse_a_job_over_it(tmp_path, dp_t
                 client.start("test.dp", {"epsilon": 0.5})
         assert {r: f.read_bytes() for r, f in files.items()} == before
         assert set(daemons["bob"].jobs) == bob_jobs  # bob was never asked
-    finally:
-        for daemon in daemons.values():
-            daemon.stop(grace_s=0.5)
