@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ppbn"
 # low to high; a layer may import any layer listed before it
 LAYERS = (
     ("errors",),
+    ("kernels",),
     ("bn", "circuits", "dp"),
     ("randomized",),
     ("protocols",),

@@ -1,4 +1,4 @@
-"""Half-gates garbling with free-XOR and point-and-permute, batched with numpy.
+"""Half-gates garbling with free-XOR and point-and-permute, batched.
 
 Implements Zahur, Rosulek and Evans, "Two Halves Make a Whole" (EUROCRYPT 2015), Sec. 3
 (the half-gates AND gate: two ciphertexts per AND), with free-XOR (Kolesnikov-Schneider,
@@ -29,8 +29,9 @@ does no I/O.
 
 Layout: labels are (..., 2) uint64 arrays (the two 64-bit halves of a 128-bit label; bit 0
 of word 0 is the point-and-permute bit). A batch garbles K instances of one circuit at once,
-with one R; the state is (n_slots, K, 2) and every schedule step is a few numpy passes over
-all gates of the step and all instances, with one AES call over all their blocks.
+with one R; the state is (n_slots, K, 2) and every schedule step is one or two compiled
+passes (``ppbn.kernels.garbling``) over all gates of the step and all instances, with one
+AES call over all their blocks.
 Garbled tables are (2, n_and, K, 2): the generator halves T_G of all AND gates and
 instances, then the evaluator halves T_E, so each step reads and writes contiguous runs.
 """
@@ -43,7 +44,13 @@ import os
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from ppbn.circuits.schedule import ONE_SLOT, Schedule
+from ppbn.circuits.schedule import ONE_SLOT, Schedule, Step
+from ppbn.kernels.garbling import (
+    and_hash_inputs,
+    evaluate_and_outputs,
+    garble_and_outputs,
+    xor_gates,
+)
 
 FIXED_KEY_LABEL = b"ppbn fixed-key AES v2"
 ONE = np.uint64(1)
@@ -143,73 +150,52 @@ def instance_blocks(schedule: Schedule, k: int, block_instances: int | None = No
 
 class _Workspace:
     """Scratch arrays sized for the largest step of one instance block, reused by every
-    step and block."""
+    step and block: the labels to hash (``hash_rows`` runs per AND step), their tweaks and
+    their hashes."""
 
-    def __init__(self, schedule: Schedule, blocks: list[slice], batch: int, hash_rows: int) -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        blocks: list[slice],
+        batch: int,
+        hash_rows: int,
+        delta: np.ndarray | None = None,
+    ) -> None:
         k = max((block.stop - block.start for block in blocks), default=0)  # the largest block
         self.batch = batch  # instances of the whole batch: gate g's tweaks are 2 g K apart
         most = max((len(s.a) for s in schedule.steps if s.is_and), default=0) * k
-        xor_most = max((len(s.a) for s in schedule.steps if not s.is_and), default=0) * k
         self.n_slots = schedule.n_slots
         self.state = np.empty(schedule.n_slots * k * 2, dtype=np.uint64)
         self.blocks = np.empty((hash_rows * most, 2), dtype=np.uint64)
         self.hashed = np.empty((hash_rows * most, 2), dtype=np.uint64)
-        self.tweaks = np.zeros((hash_rows * most, 2), dtype=np.uint64)  # word 1 stays zero
-        self.lane = np.arange(0, 2 * k, 2, dtype=np.uint64)
-        self.mask_a = np.empty(most, dtype=np.uint64)
-        self.mask_b = np.empty(most, dtype=np.uint64)
-        self.acc = np.empty((most, 2), dtype=np.uint64)
-        self.tmp = np.empty((most, 2), dtype=np.uint64)
-        self.gen = np.empty((most, 2), dtype=np.uint64)
-        self.left = np.empty((xor_most, 2), dtype=np.uint64)
-        self.right = np.empty((xor_most, 2), dtype=np.uint64)
+        self.tweaks = np.empty((hash_rows * most, 2), dtype=np.uint64)
+        # the garbler's R (the evaluator hashes no label XOR R)
+        self.delta = np.zeros(2, dtype=np.uint64) if delta is None else delta
 
     def block_state(self, kb: int) -> np.ndarray:
         """The (n_slots, kb, 2) labels of a block of kb instances, contiguous."""
         return self.state[: self.n_slots * kb * 2].reshape(self.n_slots, kb, 2)
 
-    def tile_delta(self, delta: np.ndarray) -> None:
-        """Delta repeated per row: numpy broadcasts a (2,) operand over (n, 2) slowly."""
-        self.delta = np.tile(delta, (self.acc.shape[0], 1))
-
-    def xor_step(self, state: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        n, k = len(a), state.shape[1]
-        left = self.left[: n * k].reshape(n, k, 2)
-        right = self.right[: n * k].reshape(n, k, 2)
-        state.take(a, axis=0, out=left, mode="clip")
-        state.take(b, axis=0, out=right, mode="clip")
-        left ^= right
-        state[out] = left
-
-    def set_tweaks(self, first: int, n: int, kb: int, copies: int) -> np.ndarray:
-        """Tweak blocks of ``n`` AND gates x ``kb`` instances: ``copies`` runs of the T_G
-        tweaks, then as many of the T_E ones; ``first`` is the T_G tweak of the first gate's
-        first instance, and consecutive gates are 2 K apart (K the batch's instances)."""
-        count = n * kb
-        blocks = self.tweaks[: 2 * copies * count]
-        tw = blocks[:, 0].reshape(2 * copies, n, kb)
-        stride = np.uint64(2 * self.batch)
-        np.add(np.arange(n, dtype=np.uint64)[:, None] * stride, self.lane[:kb], out=tw[0])
-        tw[0] += np.uint64(first)
-        np.add(tw[0], ONE, out=tw[copies])
-        for row in range(1, copies):
-            tw[row] = tw[0]
-            tw[copies + row] = tw[copies]
-        return blocks
-
-    @staticmethod
-    def lsb_mask(labels: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """All-ones uint64 where the label's permute bit is 1, else zero; shape (n,)."""
-        np.bitwise_and(labels[:, 0], ONE, out=out)
-        np.negative(out, out=out)
-        return out
-
-
-def _and_mask(x: np.ndarray, mask: np.ndarray, out: np.ndarray) -> None:
-    """out = x & mask per label for (..., 2) labels and a (...) mask, one word at a time:
-    numpy broadcasts a (..., 1) operand over labels of two words three times slower."""
-    np.bitwise_and(x[..., 0], mask, out=out[..., 0])
-    np.bitwise_and(x[..., 1], mask, out=out[..., 1])
+    def hash_and_step(
+        self, state: np.ndarray, step: Step, tweak_base: int, hasher: FixedKeyHash, garbler: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Gather and hash the labels of an AND step (``kernels.garbling.and_hash_inputs``);
+        returns (blocks, hashes). ``tweak_base`` is the block's first T_G tweak."""
+        rows = (4 if garbler else 2) * len(step.a) * state.shape[1]
+        blocks, tweaks, hashed = self.blocks[:rows], self.tweaks[:rows], self.hashed[:rows]
+        and_hash_inputs(
+            state,
+            step.a,
+            step.b,
+            self.delta,
+            np.uint64(tweak_base + 2 * step.first_and * self.batch),
+            np.uint64(2 * self.batch),
+            blocks,
+            tweaks,
+            garbler,
+        )
+        hasher.hash_into(blocks, tweaks, hashed)
+        return blocks, hashed
 
 
 def _check_tables(tables: np.ndarray | None, shape: tuple[int, ...], what: str) -> None:
@@ -245,8 +231,7 @@ def garble(
     tables = np.empty(shape, dtype=np.uint64) if tables_out is None else tables_out
     out_zero = np.empty((len(schedule.output_slots), k, 2), dtype=np.uint64)
     blocks = instance_blocks(schedule, k, block_instances)
-    work = _Workspace(schedule, blocks, k, hash_rows=4)
-    work.tile_delta(delta)
+    work = _Workspace(schedule, blocks, k, hash_rows=4, delta=delta)
     for block in blocks:
         state = work.block_state(block.stop - block.start)
         state[ONE_SLOT] = delta
@@ -268,42 +253,12 @@ def _garble_block(
 ) -> None:
     """Garble one instance block: ``state`` (n_slots, kb, 2) holds its input zero-labels,
     ``tables`` is its (2, n_and, kb, 2) view of the batch's tables."""
-    kb = state.shape[1]
     for step in schedule.steps:
         if not step.is_and:
-            work.xor_step(state, step.a, step.b, step.out)
+            xor_gates(state, step.a, step.b, step.out)
             continue
-        n = len(step.a)
-        count = n * kb
-        blocks = work.blocks[: 4 * count]
-        a0, a1, b0, b1 = (blocks[i * count : (i + 1) * count] for i in range(4))
-        state.take(step.a, axis=0, out=a0.reshape(n, kb, 2), mode="clip")
-        state.take(step.b, axis=0, out=b0.reshape(n, kb, 2), mode="clip")
-        np.bitwise_xor(a0, work.delta[:count], out=a1)
-        np.bitwise_xor(b0, work.delta[:count], out=b1)
-        hashed = work.hashed[: 4 * count]
-        hasher.hash_into(
-            blocks, work.set_tweaks(tweak_base + 2 * step.first_and * work.batch, n, kb, 2), hashed
-        )
-        h_a0, h_a1, h_b0, h_b1 = (hashed[i * count : (i + 1) * count] for i in range(4))
-        mask_a = work.lsb_mask(a0, work.mask_a[:count])
-        mask_b = work.lsb_mask(b0, work.mask_b[:count])
-        rows = slice(step.first_and, step.first_and + n)
-        gen, acc, tmp = work.gen[:count], work.acc[:count], work.tmp[:count]
-        # Generator half: T_G = H(A0) ^ H(A1) ^ pb R, W_G0 = H(A0) ^ pa T_G.
-        _and_mask(work.delta[:count], mask_b, gen)
-        gen ^= h_a0
-        gen ^= h_a1
-        tables[0, rows] = gen.reshape(n, kb, 2)  # the block's rows of a batch's table: strided
-        _and_mask(gen, mask_a, acc)
-        acc ^= h_a0
-        # Evaluator half: T_E = H(B0) ^ H(B1) ^ A0, W_E0 = H(B0) ^ pb (T_E ^ A0).
-        np.bitwise_xor(h_b0, h_b1, out=tmp)
-        np.bitwise_xor(tmp.reshape(n, kb, 2), a0.reshape(n, kb, 2), out=tables[1, rows])
-        _and_mask(tmp, mask_b, tmp)
-        tmp ^= h_b0
-        acc ^= tmp
-        state[step.out] = acc.reshape(n, kb, 2)
+        blocks, hashed = work.hash_and_step(state, step, tweak_base, hasher, garbler=True)
+        garble_and_outputs(blocks, hashed, work.delta, tables, step.first_and, state, step.out)
 
 
 def evaluate_garbled(
@@ -349,32 +304,12 @@ def _evaluate_block(
     hasher: FixedKeyHash,
     work: _Workspace,
 ) -> None:
-    kb = state.shape[1]
     for step in schedule.steps:
         if not step.is_and:
-            work.xor_step(state, step.a, step.b, step.out)
+            xor_gates(state, step.a, step.b, step.out)
             continue
-        n = len(step.a)
-        count = n * kb
-        blocks = work.blocks[: 2 * count]
-        a, b = blocks[:count], blocks[count:]
-        state.take(step.a, axis=0, out=a.reshape(n, kb, 2), mode="clip")
-        state.take(step.b, axis=0, out=b.reshape(n, kb, 2), mode="clip")
-        hashed = work.hashed[: 2 * count]
-        hasher.hash_into(
-            blocks, work.set_tweaks(tweak_base + 2 * step.first_and * work.batch, n, kb, 1), hashed
-        )
-        rows = slice(step.first_and, step.first_and + n)
-        acc, tmp = work.acc[:count], work.tmp[:count]
-        # W = H(A) ^ sa T_G ^ H(B) ^ sb (T_E ^ A)
-        acc.reshape(n, kb, 2)[...] = tables[0, rows]
-        _and_mask(acc, work.lsb_mask(a, work.mask_a[:count]), acc)
-        acc ^= hashed[:count]
-        np.bitwise_xor(tables[1, rows], a.reshape(n, kb, 2), out=tmp.reshape(n, kb, 2))
-        _and_mask(tmp, work.lsb_mask(b, work.mask_b[:count]), tmp)
-        tmp ^= hashed[count:]
-        acc ^= tmp
-        state[step.out] = acc.reshape(n, kb, 2)
+        blocks, hashed = work.hash_and_step(state, step, tweak_base, hasher, garbler=False)
+        evaluate_and_outputs(blocks, hashed, tables, step.first_and, state, step.out)
 
 
 def permute_bits(labels: np.ndarray) -> np.ndarray:

@@ -19,8 +19,8 @@ and only one 16-byte correction per OT is sent. The hash is the fixed-key tweaka
 of ``ppbn.circuits.garble`` with the OT's index as tweak, keyed by the extension's
 protocol id, the owning protocol instance (``instance``: Yao and the share arithmetic each
 run their own extension over one channel) and the channel's session, so OT tweaks never
-meet those of another protocol. The 128 x m bit matrix is transposed with 8x8 bit-block
-transposes on uint64 words (numpy), so no per-bit Python work is done.
+meet those of another protocol. The fold of the leaf streams and the 128 x m bit-matrix
+transposition are compiled kernels (``ppbn.kernels.bits``); AES runs in OpenSSL.
 
 Security (semi-honest): the sender sees u_i = R_i ^ c per chunk, where R_i is the XOR of
 all the chunk's leaf streams, the one it lacks included: pseudorandom to it, so c stays
@@ -47,6 +47,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppbn.circuits.garble import FixedKeyHash
+from ppbn.kernels.bits import fold_leaves, transpose_bits
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS, base_ot_receive, base_ot_send, dh_group
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.executor import ExecutorSource, executor_for
@@ -66,45 +67,6 @@ CHUNK_OTS = 1 << 17  # OTs per extension message: u is 0.5 MB, y at most 4 MB
 # yao.GC_INLINE_BELOW: the pool was slower here at every size; the policy's ot_inline_below)
 OT_INLINE_BELOW = 1 << 40
 EXTENSION_PROTOCOL = b"ppbn/ot/softspoken-k8"
-
-
-# -- bit-matrix transpose ------------------------------------------------------------
-_MASKS = (
-    (np.uint64(7), np.uint64(0x00AA00AA00AA00AA)),
-    (np.uint64(14), np.uint64(0x0000CCCC0000CCCC)),
-    (np.uint64(28), np.uint64(0x00000000F0F0F0F0)),
-)
-
-
-def transpose_bits(matrix: np.ndarray) -> np.ndarray:
-    """Transpose a bit matrix: (r, c/8) uint8 rows -> (c, r/8) uint8 rows; r, c multiples of 8.
-
-    Bits are little-endian within bytes (bit j of a row is bit j % 8 of byte j // 8).
-    Works on 8x8 blocks packed in uint64 words (Hacker's Delight, transpose8).
-    """
-    rows, col_bytes = matrix.shape
-    if rows % 8:
-        raise ValueError("row count must be a multiple of 8")
-    groups = rows // 8
-    words = np.empty((groups, col_bytes), dtype=np.uint64)
-    np.copyto(
-        words.view(np.uint8).reshape(groups, col_bytes, 8),
-        matrix.reshape(groups, 8, col_bytes).transpose(0, 2, 1),
-    )
-    tmp = np.empty_like(words)
-    for shift, mask in _MASKS:
-        np.right_shift(words, shift, out=tmp)
-        tmp ^= words
-        tmp &= mask
-        words ^= tmp
-        np.left_shift(tmp, shift, out=tmp)
-        words ^= tmp
-    out = np.empty((col_bytes * 8, groups), dtype=np.uint8)
-    np.copyto(
-        out.reshape(col_bytes, 8, groups),
-        words.view(np.uint8).reshape(groups, col_bytes, 8).transpose(1, 2, 0),
-    )
-    return out
 
 
 # -- OT extension (SoftSpokenOT) -------------------------------------------------------
@@ -146,22 +108,24 @@ class ColumnStreams:
     def read(self, offset: int, width: int) -> np.ndarray:
         """Bytes [offset, offset + width) of each stream, as (columns, width) uint8."""
         (rows,) = [rows for _, rows in self.read_groups(offset, width, len(self._streams))]
-        return rows
+        return rows[:, :width]
 
     def read_groups(self, offset: int, width: int, group: int) -> Iterator[tuple[int, np.ndarray]]:
         """Bytes [offset, offset + width) of the streams ``group`` at a time: yields (first
-        stream, (group, width) uint8) views of one reused buffer, so a caller that reduces
-        each group before the next keeps it in cache."""
+        stream, (group, stride) uint8) views of one reused buffer, rows padded to ``stride``
+        = a multiple of 8 bytes (the padding is garbage), so a caller that reduces each
+        group on uint64 words before the next keeps it in cache."""
         if offset != self.offset:
             self._open(offset)
         zeros = bytes(width)
+        stride = -(-width // 8) * 8
         # each stream writes its row in place; update_into wants 15 spare bytes after it
-        flat = np.empty(group * width + 16, dtype=np.uint8)
+        flat = np.empty(group * stride + 16, dtype=np.uint8)
         view = memoryview(flat)
         for first in range(0, len(self._streams), group):
             for row, stream in enumerate(self._streams[first : first + group]):
-                stream.update_into(zeros, view[row * width : (row + 1) * width + 16])
-            yield first, flat[: group * width].reshape(group, width)
+                stream.update_into(zeros, view[row * stride : row * stride + width + 16])
+            yield first, flat[: group * stride].reshape(group, stride)
         self.offset = offset + width
 
 
@@ -277,24 +241,19 @@ def _chunk_sums(
     keys: bytes | ColumnStreams, offset: int, width: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(S, T) of each chunk's 2^k leaf streams at bytes [offset, offset + width): S[i, b]
-    the XOR of chunk i's streams over the leaves x with bit b set, T[i] the XOR of all.
-
-    One chunk at a time, so its 2^k streams are reduced while in cache, and by halving:
-    the leaves with the top bit set are the upper half, and the upper half XORed onto the
-    lower keeps, for every lower bit, the XOR over the leaves with that bit set. All k
-    sums and T cost 2 (2^k - 1) row XORs instead of k 2^(k-1) + 2^k."""
+    the XOR of chunk i's streams over the leaves x with bit b set, T[i] the XOR of all;
+    (CHUNKS, k, stride) and (CHUNKS, stride) uint8, columns past ``width`` garbage (stride
+    as ``ColumnStreams.read_groups``). One chunk at a time, folded while in cache
+    (``kernels.bits.fold_leaves``)."""
     streams = keys if isinstance(keys, ColumnStreams) else ColumnStreams(keys, offset)
-    sums = np.empty((CHUNKS, SUBFIELD_BITS, width), dtype=np.uint8)
-    totals = np.empty((CHUNKS, width), dtype=np.uint8)
-    folded = np.empty((LEAVES // 2, width), dtype=np.uint8)
+    stride = -(-width // 8) * 8
+    sums = np.empty((CHUNKS, SUBFIELD_BITS, stride), dtype=np.uint8)
+    totals = np.empty((CHUNKS, stride), dtype=np.uint8)
     for first, leaves in streams.read_groups(offset, width, LEAVES):
-        chunk, rows = first // LEAVES, leaves
-        for bit in range(SUBFIELD_BITS - 1, -1, -1):
-            half = rows.shape[0] // 2
-            np.bitwise_xor.reduce(rows[half:], axis=0, out=sums[chunk, bit])
-            np.bitwise_xor(rows[:half], rows[half:], out=folded[:half])
-            rows = folded[:half]
-        totals[chunk] = rows[0]
+        chunk = first // LEAVES
+        fold_leaves(
+            leaves.view(np.uint64), sums[chunk].view(np.uint64), totals[chunk].view(np.uint64)
+        )
     return sums, totals
 
 
@@ -319,11 +278,12 @@ def sender_block(
     ``first + size - 1``."""
     # w_ib: the leaves x with bit b of x ^ d_i set, i.e. x_b != d_ib: S_ib if d_ib = 0, else
     # the leaves with bit b clear, T_i ^ S_ib (the punctured leaf r_{d_i} is in neither sum)
-    with_bit, total = _chunk_sums(keys, offset, u.shape[1])
+    width = u.shape[1]
+    with_bit, total = _chunk_sums(keys, offset, width)
     cols = with_bit.reshape(KAPPA, -1)
     flipped = s_bits.astype(bool)  # d_ib, and the rows where q adds u_i (see above)
-    cols[flipped] ^= np.repeat(total ^ u, SUBFIELD_BITS, axis=0)[flipped]
-    q_rows = np.ascontiguousarray(transpose_bits(cols).view(np.uint64)[:size])
+    cols[flipped, :width] ^= np.repeat(total[:, :width] ^ u, SUBFIELD_BITS, axis=0)[flipped]
+    q_rows = transpose_bits(cols, size).view(np.uint64)
     s_block = np.packbits(s_bits, bitorder="little").view(np.uint64)
     hasher = FixedKeyHash(protocol, session)
     tweaks = _tweaks(first, size)
@@ -345,10 +305,11 @@ def receiver_block(
     padded = _padded(size)
     bits = np.zeros(padded, dtype=np.uint8)
     bits[:size] = choices
-    with_bit, u = _chunk_sums(keys, offset, padded // 8)
+    width = padded // 8
+    with_bit, total = _chunk_sums(keys, offset, width)
     t_cols = with_bit.reshape(KAPPA, -1)
-    u ^= np.packbits(bits, bitorder="little")
-    t_rows = np.ascontiguousarray(transpose_bits(t_cols).view(np.uint64)[:size])
+    u = total[:, :width] ^ np.packbits(bits, bitorder="little")
+    t_rows = transpose_bits(t_cols, size).view(np.uint64)
     return u, FixedKeyHash(protocol, session).hash(t_rows, _tweaks(first, size))
 
 

@@ -28,7 +28,7 @@ Pieces, and where each comes from:
   512 extended OTs carrying random seeds). R sends u_i = G(k0_i) ^ G(k1_i) ^ c_i per
   column; S gets q_j = t_j ^ (C(r_j) & s) for each bin j. R's OPRF output for bin j is
   H(j, t_j); S's for (j, y) is H(j, q_j ^ (C(y) & s)). The matrix transposes are ppbn's
-  numpy bit transposes (``ot.transpose_bits``); G is AES-CTR.
+  compiled bit transposes (``kernels.bits.transpose_bits``); G is AES-CTR.
 - H is the XOR over the four 128-bit words of the tweakable fixed-key hash of
   ``ppbn.circuits.garble`` (TMMO of Guo, Katz, Wang, Yu, S&P 2020) with tweak 4 j + word,
   as KKRT implementations compress a 512-bit row with fixed-key AES; heuristic in the
@@ -76,7 +76,8 @@ from ppbn.circuits.garble import FixedKeyHash, length_prefixed
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.ledger import Ledger
-from ppbn.protocols.ot import OTReceiver, OTSender, Prg, transpose_bits
+from ppbn.kernels.bits import transpose_bits
+from ppbn.protocols.ot import OTReceiver, OTSender, Prg
 
 PROTOCOL = b"ppbn/psi/kkrt16"
 RECEIVER, SENDER = "alice", "bob"

@@ -26,6 +26,7 @@ HEAVY = (
     "matplotlib",
     "torch",
     "ray",
+    "numba",
 )
 BUILD_PARSER = (
     "import json, sys\n"

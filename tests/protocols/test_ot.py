@@ -31,7 +31,6 @@ from ppbn.protocols.ot import (
     ggm_tree,
     puncture_choices,
     punctured_leaves,
-    transpose_bits,
 )
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
@@ -135,15 +134,6 @@ def test_parties_on_different_groups_fail_cleanly() -> None:
             lambda ch: base_ot_receive(ch, np.zeros(2, np.uint8), dh_group(2048), b"", fresh()),
             timeout_s=10,
         )
-
-
-@pytest.mark.parametrize(("rows", "cols"), [(128, 8), (128, 1000 * 8), (16, 24)])
-def test_transpose_bits_matches_unpacked_transpose(rows: int, cols: int) -> None:
-    rng = np.random.default_rng(rows + cols)
-    matrix = rng.integers(0, 256, size=(rows, cols // 8), dtype=np.uint8)
-    bits = np.unpackbits(matrix, axis=1, bitorder="little")
-    expected = np.packbits(bits.T, axis=1, bitorder="little")
-    assert (transpose_bits(matrix) == expected).all()
 
 
 @pytest.mark.parametrize("m", [1, 7, 300, 70_000])
@@ -256,5 +246,5 @@ def test_chunk_sums_are_the_xors_over_the_leaves_with_each_bit_set(offset: int, 
     opened.read(0, offset)
     for source in (keys, opened):
         sums, totals = _chunk_sums(source, offset, width)
-        np.testing.assert_array_equal(sums, expected)
-        np.testing.assert_array_equal(totals, np.bitwise_xor.reduce(leaves, axis=1))
+        np.testing.assert_array_equal(sums[..., :width], expected)
+        np.testing.assert_array_equal(totals[:, :width], np.bitwise_xor.reduce(leaves, axis=1))
