@@ -73,10 +73,10 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppbn.circuits.garble import FixedKeyHash, length_prefixed
+from ppbn.kernels.bits import transpose_bits
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.ledger import Ledger
-from ppbn.kernels.bits import transpose_bits
 from ppbn.protocols.ot import OTReceiver, OTSender, Prg
 
 PROTOCOL = b"ppbn/psi/kkrt16"
