@@ -1,4 +1,4 @@
-"""``ppbn bench gc`` and ``ppbn bench ot``: throughput of the garbling engine and of OT extension.
+"""``ppbn bench gc``: throughput of the garbling engine.
 
 ``bench gc`` garbles and evaluates K instances of a Bristol Fashion circuit in one thread
 (one core), as one batch, and reports AND gates per second for each side (best of
@@ -6,9 +6,6 @@
 garbler streaming batch after batch would), the same for a single instance, bytes of
 garbled table per AND gate, and a full two-party Yao run of the same batch over the
 in-memory Channel (both parties in threads, OT included) with its bytes per AND gate.
-
-``bench ot`` runs chosen-message and correlated OT extension (SoftSpokenOT) between two threads over
-the in-memory Channel, after the base OTs (timed separately), and reports OTs per second.
 """
 
 from __future__ import annotations
@@ -56,22 +53,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     gc.add_argument("--format", choices=("table", "json"), default="table")
     gc.set_defaults(func=_bench_gc)
-
-    ot = bench.add_parser(
-        "ot",
-        help="OT extension (SoftSpokenOT): OTs per second between two threads",
-        description="Base OTs, then --count chosen-message OTs of 128-bit messages and --count "
-        "correlated OTs between two threads over the in-memory Channel.",
-    )
-    ot.add_argument("--count", type=positive_int, default=1_000_000)
-    ot.add_argument(
-        "--repeats",
-        type=positive_int,
-        default=3,
-        help="timed runs; the best is reported (default 3)",
-    )
-    ot.add_argument("--format", choices=("table", "json"), default="table")
-    ot.set_defaults(func=_bench_ot)
 
 
 def _best(fn, repeats: int) -> float:
@@ -197,74 +178,5 @@ def _bench_gc(args: argparse.Namespace) -> int:
             ("two-party run (threads, OT included), s", f"{protocol_s:.2f}"),
             ("two-party run, AND gates/s", f"{ands / protocol_s:,.0f}"),
             ("two-party run, bytes per AND gate", f"{protocol_bytes / ands:.1f}"),
-        ],
-    )
-
-
-def _bench_ot(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from ppbn.protocols.channel import memory_channel_pair, run_two_party
-    from ppbn.protocols.ot import SUBFIELD_BITS, OTReceiver, OTSender
-
-    if args.count < 1 or args.repeats < 1:
-        raise UserError("--count and --repeats must be at least 1")
-    m = args.count
-    rng = np.random.default_rng()
-    m0 = rng.integers(0, 2**63, size=(m, 2), dtype=np.uint64)
-    m1 = rng.integers(0, 2**63, size=(m, 2), dtype=np.uint64)
-    choices = rng.integers(0, 2, size=m).astype(np.uint8)
-    delta = rng.integers(0, 2**63, size=2, dtype=np.uint64)
-    alice_ch, bob_ch = memory_channel_pair(timeout_s=600)
-    sender, receiver = OTSender(alice_ch), OTReceiver(bob_ch)
-
-    def both(sender_fn, receiver_fn) -> float:
-        start = time.perf_counter()
-        run_two_party(sender_fn, receiver_fn, pair=(alice_ch, bob_ch), timeout_s=600)
-        return time.perf_counter() - start
-
-    received: list[np.ndarray] = []
-    expected_chosen = np.where(choices[:, None] == 1, m1, m0)
-
-    def receive_checked(_ch) -> None:
-        received.append(receiver.receive(choices))
-
-    base_s = both(
-        lambda _ch: sender.send_correlated(8, delta),
-        lambda _ch: receiver.receive_correlated(choices[:8]),
-    )
-    bytes_before = alice_ch.stats.bytes_sent + alice_ch.stats.bytes_received
-    chosen_s = min(
-        both(lambda _ch: sender.send(m0, m1), receive_checked) for _ in range(args.repeats)
-    )
-    if not all((got == expected_chosen).all() for got in received):
-        raise RuntimeError("OT extension returned messages other than the chosen ones")
-    chosen_bytes = (
-        alice_ch.stats.bytes_sent + alice_ch.stats.bytes_received - bytes_before
-    ) / args.repeats
-    correlated_s = min(
-        both(
-            lambda _ch: sender.send_correlated(m, delta),
-            lambda _ch: receiver.receive_correlated(choices),
-        )
-        for _ in range(args.repeats)
-    )
-    result = {
-        "count": m,
-        "ot_per_s": round(m / chosen_s),
-        "correlated_ot_per_s": round(m / correlated_s),
-        "bytes_per_ot": round(chosen_bytes / m, 2),
-        "base_ot_seconds": round(base_s, 3),
-        "repeats": args.repeats,
-    }
-    return _report(
-        result,
-        args.format,
-        f"OT extension (SoftSpokenOT, k = {SUBFIELD_BITS}), {m:,} OTs of 128-bit messages, two threads",
-        [
-            ("chosen-message OTs/s", f"{m / chosen_s:,.0f}"),
-            ("correlated OTs/s", f"{m / correlated_s:,.0f}"),
-            ("bytes per chosen-message OT", f"{chosen_bytes / m:.1f}"),
-            ("base OTs (128, once per session), s", f"{base_s:.3f}"),
         ],
     )

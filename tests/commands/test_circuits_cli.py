@@ -79,8 +79,11 @@ def test_bench_gc_and_ot_report_their_keys(capsys: pytest.CaptureFixture[str]) -
         "single_instance_garble_and_per_s",
     } <= set(gc)
     assert gc["bytes_per_and"] == 32.0 and gc["and_gates"] == 6400
-    assert main(["bench", "ot", "--count", "1000", "--repeats", "1", "--format", "json"]) == 0
-    ot = json.loads(capsys.readouterr().out)
-    assert (
-        ot["count"] == 1000 and ot["ot_per_s"] > 0 and 34 <= ot["bytes_per_ot"] < 35
-    )  # u: 2 bytes (SoftSpokenOT k = 8), y: 32
+    for parties in ("processes", "threads"):
+        argv = ["bench", "ot", "--count", "1000", "--repeats", "1", "--parties", parties]
+        assert main([*argv, "--format", "json"]) == 0
+        ot = json.loads(capsys.readouterr().out)
+        assert ot["parties"] == parties
+        assert (
+            ot["count"] == 1000 and ot["ot_per_s"] > 0 and 34 <= ot["bytes_per_ot"] < 35
+        )  # u: 2 bytes (SoftSpokenOT k = 8), y: 32
