@@ -10,14 +10,15 @@ temporaries (3x).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ppbn.kernels.jit import inline_kernel, kernel
 
 # uint64 words of each leaf row folded at a time: half the leaves of a k = 8 chunk (128
 # rows) of this many words is 32 KB, inside a 48 KB L1 data cache
 FOLD_TILE_WORDS = 32
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def fold_leaves(leaves: np.ndarray, sums: np.ndarray, total: np.ndarray) -> None:
     """SoftSpokenOT's sums over one chunk's 2^k leaf streams (Roy, CRYPTO 2022, Sec. 4), on
     uint64 words: ``sums[b]`` = XOR of the rows x of ``leaves`` (2^k, w) with bit b of x
@@ -57,7 +58,7 @@ def fold_leaves(leaves: np.ndarray, sums: np.ndarray, total: np.ndarray) -> None
         total[start : start + tile] = scratch[0, :tile]
 
 
-@njit(nogil=True, cache=True, inline="always")
+@inline_kernel
 def _transpose8(x: np.uint64) -> np.uint64:
     """Transpose the 8 x 8 bit matrix in a word (byte i = row i, bit j of it = column j)."""
     t = (x ^ (x >> np.uint64(7))) & np.uint64(0x00AA00AA00AA00AA)
@@ -68,7 +69,7 @@ def _transpose8(x: np.uint64) -> np.uint64:
     return x ^ t ^ (t << np.uint64(28))
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def transpose_into(matrix: np.ndarray, out: np.ndarray) -> None:
     """``out`` (c, r / 8) uint8 = the transpose of the bit matrix ``matrix`` (r, c / 8) uint8,
     bits little-endian within bytes (bit j of a row is bit j % 8 of byte j // 8); ``out``

@@ -10,10 +10,11 @@ into the half-gates tables and the output labels (Zahur, Rosulek and Evans, EURO
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ppbn.kernels.jit import kernel
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def xor_gates(state: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """Free-XOR: label[out[g]] = label[a[g]] ^ label[b[g]] for every instance."""
     for gate in range(a.size):
@@ -23,7 +24,7 @@ def xor_gates(state: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) 
             dest[j, 1] = left[j, 1] ^ right[j, 1]
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def and_hash_inputs(
     state: np.ndarray,
     a: np.ndarray,
@@ -62,7 +63,7 @@ def and_hash_inputs(
                 tweaks[3 * count + row, 1] = 0
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def garble_and_outputs(
     blocks: np.ndarray,
     hashed: np.ndarray,
@@ -94,7 +95,7 @@ def garble_and_outputs(
                 dest[j, w] = h_a0 ^ (gen & mask_a) ^ h_b0 ^ ((evl ^ a0) & mask_b)
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def evaluate_and_outputs(
     blocks: np.ndarray,
     hashed: np.ndarray,

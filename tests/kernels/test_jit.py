@@ -1,0 +1,39 @@
+"""Where numba finds no writable cache, a kernel still compiles (in each process), and the
+log says so once instead of the import failing."""
+
+from __future__ import annotations
+
+import logging
+
+import numba.core.caching
+import numpy as np
+
+from ppbn.kernels import jit
+
+
+def _double(x: np.ndarray) -> np.ndarray:
+    return x * 2
+
+
+def _triple(x: np.ndarray) -> np.ndarray:
+    return x * 3
+
+
+def test_without_a_writable_cache_kernels_compile_and_say_so_once(monkeypatch, caplog):
+    monkeypatch.setattr(numba.core.caching.CacheImpl, "_locator_classes", [])
+    monkeypatch.setattr(jit, "_uncached", [])
+    with caplog.at_level(logging.WARNING, logger="ppbn.kernels.jit"):
+        double, triple = jit.kernel(_double), jit.inline_kernel(_triple)
+    assert double(np.arange(3)).tolist() == [0, 2, 4]
+    assert triple(np.arange(3)).tolist() == [0, 3, 6]
+    warnings = [r for r in caplog.records if "NUMBA_CACHE_DIR" in r.getMessage()]
+    assert len(warnings) == 1
+    assert jit._uncached == ["_double", "_triple"]
+
+
+def test_with_a_cache_nothing_is_said(caplog, monkeypatch):
+    monkeypatch.setattr(jit, "_uncached", [])
+    with caplog.at_level(logging.WARNING, logger="ppbn.kernels.jit"):
+        double = jit.kernel(_double)
+    assert double(np.arange(2)).tolist() == [0, 2]
+    assert not caplog.records and jit._uncached == []
