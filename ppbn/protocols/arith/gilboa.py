@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ppbn.kernels.ring import shifted_sums
 from ppbn.protocols import ring
 from ppbn.protocols.arith.checks import _check_shares
 from ppbn.protocols.arith.cot import _short_cot_finish, _short_cot_send
@@ -142,7 +143,7 @@ class _TwoWayOle:
                 if sending.top is not None:
                     delta[np.cumsum(send_widths[rows]) - 1] = sending.top[rows]
                 pads = _short_cot_send(session, self.send_ext, delta, chunk.remaining, send_kind)
-                sent[rows] = ring.neg(chunk.gather(ring.shl(pads, chunk.positions)))
+                shifted_sums(pads, chunk.widths, True, sent[rows])
             if step < len(choose_chunks):
                 # the next chunk's u goes out before this chunk's corrections are awaited, so
                 # the peer works on chunk i + 1 while chunk i's corrections are on the wire
@@ -154,7 +155,7 @@ class _TwoWayOle:
                 chunk = choose_chunks[step]
                 choices, pads = pending
                 received = _short_cot_finish(session, pads, choices, chunk.remaining, choose_kind)
-                chosen[chunk.start : chunk.stop] = chunk.gather(ring.shl(received, chunk.positions))
+                shifted_sums(received, chunk.widths, False, chosen[chunk.start : chunk.stop])
                 pending = following
         return sent, chosen
 
@@ -192,14 +193,16 @@ def _ole_extensions(
 
 @dataclass(frozen=True)
 class _OleChunk:
-    """Values [start, stop) of an OLE: ``used`` (k, top) marks the OTs of each value (one
-    per bit below its width), ``positions`` the bit position of each OT in that order and
-    ``remaining`` its value's ring bits minus that position (the bits its correction keeps)."""
+    """Values [start, stop) of an OLE: ``widths`` their OTs (one per bit below the width),
+    ``used`` (k, top) marks them, and ``remaining`` is, per OT in that order, its value's
+    ring bits minus its bit position (the bits its correction keeps). A party's share of a
+    value is the sum of its OTs' outputs, each shifted by its position
+    (``kernels.ring.shifted_sums``)."""
 
     start: int
     stop: int
+    widths: np.ndarray
     used: np.ndarray
-    positions: np.ndarray
     remaining: np.ndarray
 
     @staticmethod
@@ -207,17 +210,8 @@ class _OleChunk:
         chunk_widths = widths[start:stop]
         top = int(chunk_widths.max())
         used = _BIT_SHIFTS[None, :top] < chunk_widths[:, None]
-        positions = np.broadcast_to(_BIT_SHIFTS[:top], used.shape)[used]
         remaining = (rings[start:stop, None] - _BIT_SHIFTS[None, :top])[used]
-        return _OleChunk(start, stop, used, positions, remaining)
-
-    def gather(self, shifted: np.ndarray) -> np.ndarray:
-        """Per value, the sum of its OTs' shifted outputs."""
-        if shifted.shape[0] == self.used.size:  # every value as wide as the widest: no gaps
-            return ring.sum(shifted.reshape(*self.used.shape, 2), axis=1)
-        dense = np.zeros((*self.used.shape, 2), dtype=np.uint64)
-        dense[self.used] = shifted
-        return ring.sum(dense, axis=1)
+        return _OleChunk(start, stop, np.ascontiguousarray(chunk_widths), used, remaining)
 
     def prepare(self, receiver: OTReceiver, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The chooser: its choice bits (each value's bits below its width, which must hold
