@@ -98,3 +98,17 @@ def transpose_bits(matrix: np.ndarray, out_rows: int | None = None) -> np.ndarra
     out = np.empty((count, rows // 8), dtype=np.uint8)
     transpose_into(np.ascontiguousarray(matrix, dtype=np.uint8), out)
     return out
+
+
+@kernel
+def xor_into_rows(rows: np.ndarray, where: np.ndarray, chunk_values: np.ndarray) -> None:
+    """rows[r, :w] ^= chunk_values[r // k] for every row r with where[r] set, k = rows per
+    chunk (rows.shape[0] / chunk_values.shape[0]), w = chunk_values.shape[1]: the sender's
+    q columns take u_i ^ T_i where its bit of s is set (SoftSpokenOT, Roy, CRYPTO 2022)."""
+    per_chunk = rows.shape[0] // chunk_values.shape[0]
+    width = chunk_values.shape[1]
+    for row in range(rows.shape[0]):
+        if where[row]:
+            values = chunk_values[row // per_chunk]
+            for col in range(width):
+                rows[row, col] ^= values[col]

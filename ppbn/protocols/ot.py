@@ -47,7 +47,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from ppbn.circuits.garble import FixedKeyHash
-from ppbn.kernels.bits import fold_leaves, transpose_bits
+from ppbn.kernels.bits import fold_leaves, transpose_bits, xor_into_rows
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS, base_ot_receive, base_ot_send, dh_group
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.executor import ExecutorSource, executor_for
@@ -281,8 +281,8 @@ def sender_block(
     width = u.shape[1]
     with_bit, total = _chunk_sums(keys, offset, width)
     cols = with_bit.reshape(KAPPA, -1)
-    flipped = s_bits.astype(bool)  # d_ib, and the rows where q adds u_i (see above)
-    cols[flipped, :width] ^= np.repeat(total[:, :width] ^ u, SUBFIELD_BITS, axis=0)[flipped]
+    # d_ib, and the rows where q adds u_i (see above)
+    xor_into_rows(cols, s_bits, total[:, :width] ^ u)
     q_rows = transpose_bits(cols, size).view(np.uint64)
     s_block = np.packbits(s_bits, bitorder="little").view(np.uint64)
     hasher = FixedKeyHash(protocol, session)

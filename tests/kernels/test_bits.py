@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppbn.kernels.bits import FOLD_TILE_WORDS, fold_leaves, transpose_bits
+from ppbn.kernels.bits import FOLD_TILE_WORDS, fold_leaves, transpose_bits, xor_into_rows
 
 
 def _unpacked_transpose(matrix: np.ndarray) -> np.ndarray:
@@ -55,3 +55,18 @@ def test_fold_is_the_xor_over_the_rows_with_each_bit_set(bits: int, width: int) 
         with_bit = leaves[(rows >> bit) & 1 == 1]
         np.testing.assert_array_equal(sums[bit], np.bitwise_xor.reduce(with_bit, axis=0))
     np.testing.assert_array_equal(total, np.bitwise_xor.reduce(leaves, axis=0))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 40), st.integers(0, 2**32))
+def test_xor_into_rows_adds_each_chunk_value_where_set(per_chunk: int, width: int, seed: int):
+    rng = np.random.default_rng(seed)
+    chunks = 3
+    rows = rng.integers(0, 256, size=(chunks * per_chunk, width + 5), dtype=np.uint8)
+    where = rng.integers(0, 2, size=chunks * per_chunk).astype(np.uint8)
+    values = rng.integers(0, 256, size=(chunks, width), dtype=np.uint8)
+    expected = rows.copy()
+    for r in np.flatnonzero(where):
+        expected[r, :width] ^= values[r // per_chunk]
+    xor_into_rows(rows, where, values)
+    np.testing.assert_array_equal(rows, expected)
