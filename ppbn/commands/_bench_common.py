@@ -151,3 +151,10 @@ def print_table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...]
     for row in rows:
         table.add_row(*row)
     Console().print(table)
+
+
+def kernels_text(kernels: dict) -> str:
+    """A warm-up's seconds (``kernels.warm.warm_up``), and whether it compiled the kernels
+    or loaded them from numba's cache."""
+    how = "compiled" if kernels["compiled"] else "from cache"
+    return f"{kernels['seconds']:.2f} ({how})"

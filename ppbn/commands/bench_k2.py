@@ -251,6 +251,7 @@ def _ln_party_process(
     """One party of ``bench ln --parties processes``: its scorer over a pipe (and the link
     model's direction it sends on), a one-message start signal so that both clocks start
     together, then its terms; reports counters and traffic."""
+    from ppbn.kernels.warm import warm_up
     from ppbn.lab.shaper import Direction, parse_link
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
@@ -261,6 +262,7 @@ def _ln_party_process(
         other = "bob" if role == "alice" else "alice"
         link = Direction(f"{role}->{other}", parse_link(spec["link"])) if spec["link"] else None
         channel = PipeChannel(connection, link, timeout_s=600)
+        kernels = warm_up()  # the first load (or compile) is reported, not timed with the terms
         scorer = _ln_scorer(role, channel, spec)
         try:
             channel.send("bench.ready", b"")
@@ -272,7 +274,7 @@ def _ln_party_process(
             outcome = _ln_outcome(
                 scorer, channel, time.perf_counter() - started, time.process_time() - cpu
             )
-            report.send({"role": role, **outcome})
+            report.send({"role": role, **outcome, "kernels": kernels})
         finally:
             scorer.tables.close()
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
@@ -304,9 +306,11 @@ def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[
 
 
 def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[str, dict]:
+    from ppbn.kernels.warm import warm_up
     from ppbn.lab.shaper import parse_link, shaped_memory_pair
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
 
+    kernels = warm_up()  # one process: one load for both parties
     pair = (
         memory_channel_pair(timeout_s=600)
         if not spec["link"]
@@ -333,7 +337,7 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
         for scorer in scorers.values():
             scorer.tables.close()
     return {
-        role: _ln_outcome(scorers[role], end, seconds, cpu[role])
+        role: {**_ln_outcome(scorers[role], end, seconds, cpu[role]), "kernels": kernels}
         for role, end in zip(("alice", "bob"), pair, strict=True)
     }
 
@@ -387,6 +391,9 @@ def _bench_ln(args: argparse.Namespace) -> int:
                 "rounds": alice["stats"]["rounds"],
                 "alice_cpu_seconds": round(alice["cpu_seconds"], 3),
                 "bob_cpu_seconds": round(bob["cpu_seconds"], 3),
+                # the compiled kernels' first load (or compile) in each party's process
+                "kernels_first_load_s": max(alice["kernels"]["seconds"], bob["kernels"]["seconds"]),
+                "kernels_compiled": alice["kernels"]["compiled"] + bob["kernels"]["compiled"],
             }
         )
         kinds = breakdown_rows(alice["breakdown"])

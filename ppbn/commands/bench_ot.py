@@ -17,6 +17,7 @@ import os
 import time
 from typing import Any
 
+from ppbn.commands._bench_common import kernels_text
 from ppbn.commands._options import positive_int
 from ppbn.errors import UserError
 
@@ -44,8 +45,10 @@ def run_side(role: str, channel, m: int, repeats: int, seed: int) -> dict[str, A
     of each kind, and (the receiver) whether every chosen message was the chosen one."""
     import numpy as np
 
+    from ppbn.kernels.warm import warm_up
     from ppbn.protocols.ot import OTReceiver, OTSender
 
+    kernels = warm_up()  # the first load (or compile) is reported, not timed with the runs
     m0, m1, choices, delta = _inputs(seed, m)
     alice = role == "alice"
     party = OTSender(channel) if alice else OTReceiver(channel)
@@ -79,7 +82,13 @@ def run_side(role: str, channel, m: int, repeats: int, seed: int) -> dict[str, A
         )
         for _ in range(repeats)
     ]
-    return {"role": role, "seconds": seconds, "chosen_bytes": chosen_bytes, "correct": correct}
+    return {
+        "role": role,
+        "seconds": seconds,
+        "chosen_bytes": chosen_bytes,
+        "correct": correct,
+        "kernels": kernels,
+    }
 
 
 def _side_process(role, m, repeats, seed, connection, report, parent_pid) -> None:
@@ -158,6 +167,7 @@ def _bench_ot(args: argparse.Namespace) -> int:
         "bytes_per_ot": round(chosen_bytes / m, 2),
         "base_ot_seconds": round(base_s, 3),
         "repeats": args.repeats,
+        "kernels": {role: reports[role]["kernels"] for role in ("alice", "bob")},
     }
     if args.format == "json":
         print(json.dumps(result))
@@ -173,6 +183,10 @@ def _bench_ot(args: argparse.Namespace) -> int:
         ("correlated OTs/s", f"{m / correlated_s:,.0f}"),
         ("bytes per chosen-message OT", f"{chosen_bytes / m:.1f}"),
         ("base OTs (128, once per session), s", f"{base_s:.3f}"),
+        *(
+            (f"compiled kernels, first load at {role}, s", kernels_text(reports[role]["kernels"]))
+            for role in ("alice", "bob")
+        ),
     ):
         table.add_row(measure, value)
     Console().print(table)

@@ -37,3 +37,23 @@ def test_with_a_cache_nothing_is_said(caplog, monkeypatch):
         double = jit.kernel(_double)
     assert double(np.arange(2)).tolist() == [0, 2]
     assert not caplog.records and jit._uncached == []
+
+
+def test_warm_up_calls_every_kernel_and_counts_them():
+    """Every compiled kernel is called (a new kernel missing from the warm-up fails here),
+    each signature counted once as compiled or loaded."""
+    from ppbn.kernels import bits, garbling, lookup, ring
+    from ppbn.kernels.warm import warm_up
+
+    report = warm_up()
+    kernels = [
+        getattr(module, name)
+        for module in (bits, garbling, lookup, ring)
+        for name in dir(module)
+        if hasattr(getattr(module, name), "stats") and not name.startswith("_")
+    ]
+    assert kernels and all(k.signatures for k in kernels), [
+        k.__name__ for k in kernels if not k.signatures
+    ]
+    assert report["compiled"] + report["from_cache"] >= len(kernels)
+    assert report["seconds"] >= 0
