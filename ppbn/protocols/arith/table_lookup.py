@@ -273,21 +273,21 @@ def _entry_pads(session: ArithSession, plan: _Request, keys: np.ndarray, base: i
     (k, w, 2, 2): entry e uses the key of bit i of e (``kernels.lookup.entry_pad_inputs``).
     A few instances at a time, so the rows, tweaks and hashes stay in cache."""
     count = keys.shape[0]
-    per_instance = plan.size * plan.blocks * plan.width
-    step = max(1, PAD_ROWS // per_instance)
-    rows = np.empty((min(count, step) * per_instance, 2), dtype=np.uint64)
+    pads_per_instance = plan.size * plan.blocks  # one 16-byte pad block per entry and block
+    hashes_per_instance = pads_per_instance * plan.width
+    step = max(1, PAD_ROWS // hashes_per_instance)
+    rows = np.empty((min(count, step) * hashes_per_instance, 2), dtype=np.uint64)
     tweaks, hashed = np.empty_like(rows), np.empty_like(rows)
-    pads = np.empty((count * per_instance // plan.width, 2), dtype=np.uint64)
+    pads = np.empty((count * pads_per_instance, 2), dtype=np.uint64)
     keys = np.ascontiguousarray(keys)
     for first in range(0, count, step):
         last = min(count, first + step)
-        n = (last - first) * per_instance
-        entry_pad_inputs(
-            keys[first:last], np.uint64(base + first * per_instance), plan.blocks, rows, tweaks
-        )
+        n = (last - first) * hashes_per_instance
+        base_here = np.uint64(base + first * hashes_per_instance)
+        entry_pad_inputs(keys[first:last], base_here, plan.blocks, rows, tweaks)
         session.hash.hash_into(rows[:n], tweaks[:n], hashed[:n])
         fold_pads(
-            hashed[:n], plan.width, pads[first * per_instance // plan.width :][: n // plan.width]
+            hashed[:n], plan.width, pads[first * pads_per_instance : last * pads_per_instance]
         )
     return pads.view(np.uint8).reshape(count, plan.size, -1)
 
