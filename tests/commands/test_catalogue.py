@@ -653,8 +653,8 @@ def test_ctrl_c_of_learn_cancels_the_job_at_both_daemons(process_pair, tmp_path)
     job_id = match.group(1)
     time.sleep(1.0)
     learn.send_signal(signal.SIGINT)
-    _, err = learn.communicate(timeout=30)
-    assert learn.returncode == 130
+    out, err = learn.communicate(timeout=30)
+    assert learn.returncode == 130, (first, out, err)
     assert (
         err.splitlines()[-1]
         == f"ppbn: interrupted; job {job_id} cancelled at alice, which told its peer to stop it too"
