@@ -627,9 +627,9 @@ def test_sigkill_of_a_daemon_leaves_no_worker_or_resource_tracker(process_pair):
     )
 
 
-@pytest.mark.slow
-def test_ctrl_c_of_learn_cancels_the_job_at_both_daemons(process_pair, tmp_path):
-    learn = subprocess.Popen(
+def _start_learn_of_tables(process_pair, tmp_path) -> subprocess.Popen:
+    """``ppbn learn`` of a tables job through alice, its output piped."""
+    return subprocess.Popen(
         [
             *ppbn_command(),
             "learn",
@@ -647,6 +647,17 @@ def test_ctrl_c_of_learn_cancels_the_job_at_both_daemons(process_pair, tmp_path)
         text=True,
         env=clean_env(),
     )
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_learn_cancels_the_job_at_both_daemons(process_pair, tmp_path):
+    # a test run started in the background ignores SIGINT, and an ignored signal is inherited
+    # across exec; a handler is not, so the command starts with Python's own handler
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        learn = _start_learn_of_tables(process_pair, tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     first = learn.stderr.readline()
     match = re.match(r"job (\S+) \(tables\) started at alice", first)
     assert match, first
