@@ -158,3 +158,20 @@ def kernels_text(kernels: dict) -> str:
     or loaded them from numba's cache."""
     how = "compiled" if kernels["compiled"] else "from cache"
     return f"{kernels['seconds']:.2f} ({how})"
+
+
+def report_measures(result: dict, fmt: str, title: str, rows: list[tuple[str, str]]) -> int:
+    """One JSON object for scripts, or a measure/value table for people."""
+    if fmt == "json":
+        print(json.dumps(result))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for measure, value in rows:
+        table.add_row(measure, value)
+    Console().print(table)
+    return 0

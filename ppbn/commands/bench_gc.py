@@ -11,29 +11,11 @@ in-memory Channel (both parties in threads, OT included) with its bytes per AND 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
-from ppbn.commands._bench_common import kernels_text
+from ppbn.commands._bench_common import kernels_text, report_measures
 from ppbn.commands._options import load_bristol, positive_int
 from ppbn.errors import UserError
-
-
-def _report(result: dict, fmt: str, title: str, rows: list[tuple[str, str]]) -> int:
-    """One JSON object for scripts, or a measure/value table for people."""
-    if fmt == "json":
-        print(json.dumps(result))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    for measure, value in rows:
-        table.add_row(measure, value)
-    Console().print(table)
-    return 0
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -169,7 +151,7 @@ def _bench_gc(args: argparse.Namespace) -> int:
         "repeats": args.repeats,
         "kernels": kernels,
     }
-    return _report(
+    return report_measures(
         result,
         args.format,
         f"garbling {args.bristol}: {sched.n_and:,} AND gates x {k:,} instances (one core)",

@@ -12,12 +12,11 @@ as long as the slower side. The receiver checks every chosen message it got.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from typing import Any
 
-from ppbn.commands._bench_common import kernels_text
+from ppbn.commands._bench_common import kernels_text, report_measures
 from ppbn.commands._options import positive_int
 from ppbn.errors import UserError
 
@@ -169,28 +168,24 @@ def _bench_ot(args: argparse.Namespace) -> int:
         "repeats": args.repeats,
         "kernels": {role: reports[role]["kernels"] for role in ("alice", "bob")},
     }
-    if args.format == "json":
-        print(json.dumps(result))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=WHAT.format(k=SUBFIELD_BITS, m=m, where=WHERE[args.parties]))
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    for measure, value in (
-        ("chosen-message OTs/s", f"{m / chosen_s:,.0f}"),
-        ("correlated OTs/s", f"{m / correlated_s:,.0f}"),
-        ("bytes per chosen-message OT", f"{chosen_bytes / m:.1f}"),
-        ("base OTs (128, once per session), s", f"{base_s:.3f}"),
-        *(
-            (f"compiled kernels, first load at {role}, s", kernels_text(reports[role]["kernels"]))
-            for role in ("alice", "bob")
-        ),
-    ):
-        table.add_row(measure, value)
-    Console().print(table)
-    return 0
+    return report_measures(
+        result,
+        args.format,
+        WHAT.format(k=SUBFIELD_BITS, m=m, where=WHERE[args.parties]),
+        [
+            ("chosen-message OTs/s", f"{m / chosen_s:,.0f}"),
+            ("correlated OTs/s", f"{m / correlated_s:,.0f}"),
+            ("bytes per chosen-message OT", f"{chosen_bytes / m:.1f}"),
+            ("base OTs (128, once per session), s", f"{base_s:.3f}"),
+            *(
+                (
+                    f"compiled kernels, first load at {role}, s",
+                    kernels_text(reports[role]["kernels"]),
+                )
+                for role in ("alice", "bob")
+            ),
+        ],
+    )
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
