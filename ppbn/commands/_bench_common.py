@@ -58,6 +58,7 @@ def bench_learn_params(args: argparse.Namespace) -> dict[str, Any]:
         "key_bits": args.key_bits,
         "overlap_tables": args.overlap_tables == "on",
         "split_terms": args.split_terms == "on",
+        "term_lanes": args.term_lanes,
     }
     if args.score == "bdeu":
         params["ess"] = args.ess

@@ -22,6 +22,7 @@ from ppbn.bn.networks import NETWORKS
 from ppbn.data.constants import MISSING_HELP, MISSING_RULES
 from ppbn.dp.constants import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE
 from ppbn.errors import UserError
+from ppbn.protocols.constants import MAX_TERM_LANES
 
 if TYPE_CHECKING:
     from ppbn.bn.learn import HCOptions
@@ -388,6 +389,7 @@ def learn_params(args: argparse.Namespace) -> dict[str, Any]:
         "disclosure": args.disclosure,
         "overlap_tables": args.overlap_tables == "on",
         "split_terms": args.split_terms == "on",
+        "term_lanes": args.term_lanes,
     }
     if args.order:
         params["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
@@ -478,6 +480,16 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         "link (child across 100mbit/20ms: -1.6 s on average); off (default) on a fast link or "
         "when both daemons share one small host, where the second thread costs more than it "
         "hides (docs/user-guide.md, 'Two halves of each batch of terms')",
+    )
+    parser.add_argument(
+        "--term-lanes",
+        type=int_in(1, MAX_TERM_LANES),
+        default=1,
+        metavar="N",
+        help="run each large batch of secure ln terms across N processes of each party, each "
+        "on a lane of its own, so the term phase uses N cores per party (default 1: the job's "
+        "own thread); for hosts with cores to spare, each party's policy caps N "
+        "(max_term_lanes; docs/user-guide.md, 'Terms on many cores')",
     )
 
 

@@ -50,6 +50,7 @@ from ppbn.commands._options import (
     refuse_on_private_paths,
 )
 from ppbn.errors import UserError
+from ppbn.protocols.constants import MAX_TERM_LANES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,6 +104,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "workers": pair.policy.workers if pair.policy else None,
             "overlap_tables": args.overlap_tables,
             "split_terms": args.split_terms,
+            "term_lanes": args.term_lanes,
             "wall_s": round(wall, 2),
             "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
             "bytes_sent": {r: s["bytes_sent"] for r, s in parties.items()},
@@ -197,6 +199,7 @@ def _ln_spec(args: argparse.Namespace, mode: str, gc_below: int, ot_below: int) 
         "gc_below": gc_below,
         "ot_below": ot_below,
         "link": args.link or "",
+        "term_lanes": args.term_lanes,
     }
 
 
@@ -217,6 +220,7 @@ def _ln_scorer(role: str, channel, spec: dict[str, Any]):
         tables=tables,
         gc_inline_below=spec["gc_below"],
         ot_inline_below=spec["ot_below"],
+        term_lanes=spec["term_lanes"],
     )
     codes = np.zeros((spec["max_count"], 1), dtype=np.int64)
     return SecureScorer(
@@ -233,10 +237,12 @@ def _ln_scorer(role: str, channel, spec: dict[str, Any]):
 
 def _ln_outcome(scorer, channel, seconds: float, cpu_seconds: float) -> dict[str, Any]:
     """What the parent needs of one party's run (picklable). ``cpu_seconds``: the CPU time
-    the party's own process (or thread) spent on the terms; its pool workers' is not in it."""
+    the party's own process (or thread) and its terms lanes spent on the terms; its pool
+    workers' is not in it."""
     return {
         "seconds": seconds,
-        "cpu_seconds": cpu_seconds,
+        "cpu_seconds": cpu_seconds + scorer.lanes_cpu_seconds,
+        "lanes_cpu_seconds": scorer.lanes_cpu_seconds,
         "count_bits": scorer.count_bits,
         "and_gates": scorer.yao.counters.and_gates,
         "ots": scorer.yao.counters.ots + scorer.arith.counters.ots,
@@ -265,6 +271,7 @@ def _ln_party_process(
         kernels = warm_up()  # the first load (or compile) is reported, not timed with the terms
         scorer = _ln_scorer(role, channel, spec)
         try:
+            scorer.wait_for_term_lanes()  # their start is not timed with the terms
             channel.send("bench.ready", b"")
             channel.recv("bench.ready", max_bytes=0)
             channel.stats = type(channel.stats)()  # the start signal is not the protocol's
@@ -276,7 +283,7 @@ def _ln_party_process(
             )
             report.send({"role": role, **outcome, "kernels": kernels})
         finally:
-            scorer.tables.close()
+            scorer.close()
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -319,6 +326,8 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
     scorers = {
         role: _ln_scorer(role, end, spec) for role, end in zip(("alice", "bob"), pair, strict=True)
     }
+    for scorer in scorers.values():
+        scorer.wait_for_term_lanes()
     cpu: dict[str, float] = {}
 
     def party(role: str):
@@ -335,7 +344,7 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
         seconds = time.perf_counter() - started
     finally:
         for scorer in scorers.values():
-            scorer.tables.close()
+            scorer.close()
     return {
         role: {**_ln_outcome(scorers[role], end, seconds, cpu[role]), "kernels": kernels}
         for role, end in zip(("alice", "bob"), pair, strict=True)
@@ -391,6 +400,10 @@ def _bench_ln(args: argparse.Namespace) -> int:
                 "rounds": alice["stats"]["rounds"],
                 "alice_cpu_seconds": round(alice["cpu_seconds"], 3),
                 "bob_cpu_seconds": round(bob["cpu_seconds"], 3),
+                "term_lanes": args.term_lanes,
+                # of which in the terms lanes' processes (the rest: the party's own, relaying)
+                "alice_lanes_cpu_seconds": round(alice["lanes_cpu_seconds"], 3),
+                "bob_lanes_cpu_seconds": round(bob["lanes_cpu_seconds"], 3),
                 # the compiled kernels' first load (or compile) in each party's process
                 "kernels_first_load_s": max(alice["kernels"]["seconds"], bob["kernels"]["seconds"]),
                 "kernels_compiled": alice["kernels"]["compiled"] + bob["kernels"]["compiled"],
@@ -592,5 +605,13 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         type=non_negative_int,
         metavar="N",
         help="OT-extension calls of fewer OTs stay inline (default: ot.OT_INLINE_BELOW)",
+    )
+    ln.add_argument(
+        "--term-lanes",
+        type=int_in(1, MAX_TERM_LANES),
+        default=1,
+        metavar="N",
+        help="each party runs the terms across N processes, each on a lane of its own "
+        "(default 1: its own thread)",
     )
     ln.set_defaults(func=_bench_ln)

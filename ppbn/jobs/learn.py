@@ -45,6 +45,7 @@ from ppbn.jobs.search_params import (
     search_family_bound,
 )
 from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.constants import MAX_TERM_LANES
 from ppbn.protocols.fixedpoint import SCORE_FRAC
 from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, SecureLearnConfig
 from ppbn.protocols.learning.learn import SecureLearnResult, learn_secure
@@ -64,6 +65,7 @@ DEFAULTS = {
     "key_bits": TablesConfig.key_bits,
     "overlap_tables": True,  # scorer.SecureScorer.scores: the next families' table phase on a lane
     "split_terms": False,  # scorer.SecureScorer.terms: each batch of terms in two halves on two lanes
+    "term_lanes": 1,  # term_lanes.TermLanes: each large batch of terms across this many processes
     # a differentially private release (docs/security-dp.md): None is the exact release
     "dp_epsilon": None,
     "dp_delta": DEFAULT_DELTA,
@@ -175,6 +177,16 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
         raise ParameterError("overlap_tables", "learn: overlap_tables must be true or false")
     if not isinstance(out["split_terms"], bool):
         raise ParameterError("split_terms", "learn: split_terms must be true or false")
+    lanes = out["term_lanes"]
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= MAX_TERM_LANES:
+        raise ParameterError(
+            "term_lanes", f"learn: term_lanes must be an integer in 1..{MAX_TERM_LANES}"
+        )
+    if lanes > 1 and out["split_terms"]:
+        raise ParameterError(
+            "term_lanes",
+            "learn: term_lanes above 1 and split_terms are two ways to split; pick one",
+        )
     if out["order"] is not None:
         order = out["order"]
         if (
@@ -198,6 +210,7 @@ def check_learn_policy(params: dict[str, Any], policy: LocalPolicy, scope: Polic
     policy.require_records(scope.n_records)
     policy.require_key_bits(params["key_bits"])
     policy.require_disclosure(params["disclosure"])
+    policy.require_term_lanes(params["term_lanes"])
     if params["dp_epsilon"] is not None and scope.missing_rule == "available-case":
         raise PolicyRefusal(
             "dp_epsilon",
@@ -379,6 +392,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         ess=float(params["ess"]),
         overlap_tables=params["overlap_tables"],
         split_terms=params["split_terms"],
+        term_lanes=params["term_lanes"],
         dp=dp_plan(params, schema, context.data.n_records),
     )
 

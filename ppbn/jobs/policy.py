@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ppbn.errors import UserError
+from ppbn.protocols.constants import MAX_TERM_LANES
 from ppbn.protocols.executor import EXECUTORS
 from ppbn.protocols.ot import OT_INLINE_BELOW
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS
@@ -152,6 +153,7 @@ class LocalPolicy:
     max_message_mb: int = 32
     max_queue_mb: int = 64
     max_jobs_kept: int = 100
+    max_term_lanes: int = 16  # processes one job's terms lanes may start on this host
     source: str = "built-in default"
 
     # -- reading -------------------------------------------------------------------
@@ -227,6 +229,7 @@ class LocalPolicy:
             ("max_message_mb", 1, 1024),
             ("max_queue_mb", 1, 4096),
             ("max_jobs_kept", 1, 100_000),
+            ("max_term_lanes", 1, MAX_TERM_LANES),
             ("cache_mb", 0, 10**7),
             ("spill_mb", 0, 10**9),
             ("gc_inline_below", 0, 2**62),
@@ -387,6 +390,16 @@ class LocalPolicy:
             raise PolicyRefusal(
                 "disclosure",
                 f"disclosure {disclosure!r} is not allowed by this party's policy (allowed: {', '.join(self.disclosures)})",
+            )
+
+    def require_term_lanes(self, lanes: int) -> None:
+        """A job's terms lanes are processes this daemon starts: the peer cannot ask for
+        more than this party's policy allows."""
+        if lanes > self.max_term_lanes:
+            raise PolicyRefusal(
+                "term_lanes",
+                f"term_lanes {lanes} is above this party's policy maximum max_term_lanes "
+                f"{self.max_term_lanes}",
             )
 
     def require_statistical_bits(self, bits: int) -> None:

@@ -173,6 +173,7 @@ class Channel(ABC):
         self._waiting_bytes = 0
         self._reading = False  # a thread is reading the transport for every lane
         self._lanes_opened = 0
+        self._early_lanes = EARLY_LANES
 
     # -- transport, implemented by subclasses -------------------------------------
     @abstractmethod
@@ -232,13 +233,20 @@ class Channel(ABC):
             self._waiting.setdefault(name, deque())  # frames may be waiting already
         return LaneChannel(self, name, session)
 
+    def expect_lanes(self, count: int) -> None:
+        """The protocol will open ``count`` lanes at one point (a job's terms lanes): the
+        peer's frames for any of them, and for the usual ``EARLY_LANES`` after, may come
+        before this party has opened them. ``count`` is the job's, bounded by local policy."""
+        with self._lanes:
+            self._early_lanes = max(self._early_lanes, EARLY_LANES + count)
+
     def _is_early_lane(self, name: str) -> bool:
-        """``name`` is one of the next ``EARLY_LANES`` lanes, not yet opened here (call
+        """``name`` is one of the next ``EARLY_LANES`` (``expect_lanes``: more) lanes, not yet opened here (call
         with ``_lanes`` held)."""
         prefix, _, number = name.partition("lane")
         if prefix or not number.isdigit():
             return False
-        return self._lanes_opened < int(number) <= self._lanes_opened + EARLY_LANES
+        return self._lanes_opened < int(number) <= self._lanes_opened + self._early_lanes
 
     def close_lane(self, lane: LaneChannel) -> None:
         """End a lane whose conversation is over: its counters (and transcript) join this

@@ -5,3 +5,4 @@ fast). ``protocols.channel`` takes them from here."""
 from __future__ import annotations
 
 DEFAULT_TIMEOUT_S = 120.0  # how long a party waits for its peer's next message
+MAX_TERM_LANES = 64  # the most terms lanes a job may ask for (each party's policy may allow fewer)

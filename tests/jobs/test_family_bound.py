@@ -140,3 +140,17 @@ def test_k2_takes_no_forced_edges_at_all():
     with pytest.raises(ParameterError) as refused:
         job_kind("learn").check_params({"max_parents": 1, "fixed_edges": ALL_INTO_DYSP}, SCHEMA)
     assert refused.value.parameter == "fixed_edges"
+
+
+def test_a_peer_cannot_make_a_party_start_more_terms_lanes_than_its_policy_allows():
+    """Each terms lane is a process the daemon starts: the job's term_lanes is checked
+    against this party's own max_term_lanes, whatever the peer asked for."""
+    job = job_kind("learn")
+    strict = replace(LocalPolicy(), max_term_lanes=4, source="test: max_term_lanes 4")
+    check_job_policy(job, job.check_params({"term_lanes": 4}, SCHEMA), strict, SCOPE)
+    with pytest.raises(PolicyRefusal) as refused:
+        check_job_policy(job, job.check_params({"term_lanes": 5}, SCHEMA), strict, SCOPE)
+    assert refused.value.parameter == "term_lanes"
+    assert "term_lanes 5 is above this party's policy maximum max_term_lanes 4" in str(
+        refused.value
+    )

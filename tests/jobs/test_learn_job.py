@@ -141,7 +141,14 @@ def test_learn_parameters_are_checked(asia_dir):
     assert check_learn_params({"overlap_tables": False}, schema)["overlap_tables"] is False
     assert check_learn_params({}, schema)["split_terms"] is False
     assert check_learn_params({"split_terms": True}, schema)["split_terms"] is True
+    assert check_learn_params({}, schema)["term_lanes"] == 1
+    assert check_learn_params({"term_lanes": 8}, schema)["term_lanes"] == 8
     for bad, message in [
+        ({"term_lanes": 0}, "term_lanes must be an integer in 1..64"),
+        ({"term_lanes": 65}, "term_lanes must be an integer in 1..64"),
+        ({"term_lanes": True}, "term_lanes must be an integer"),
+        ({"term_lanes": 2.0}, "term_lanes must be an integer"),
+        ({"term_lanes": 2, "split_terms": True}, "two ways to split; pick one"),
         ({"overlap_tables": "yes"}, "overlap_tables must be true or false"),
         ({"split_terms": 1}, "split_terms must be true or false"),
         ({"score": "nope"}, "score must be one of"),

@@ -251,6 +251,18 @@ def test_a_frame_for_the_next_lane_waits_until_it_opens_and_a_closed_lane_refuse
         bob.recv("hello")
 
 
+def test_expected_lanes_may_receive_before_they_open_and_no_further(pair):
+    """A job's terms lanes open together (``expect_lanes``): the peer's frames for any of
+    them wait; one past them and the usual early lanes is still a protocol error."""
+    alice, bob = pair
+    bob.expect_lanes(4)
+    alice._put(0, "lane6|t.early", b"1")  # lanes 1..6 may come early: 4 expected + 2
+    alice._put(0, "lane7|t.early", b"2")
+    alice.send("hello", b"main")
+    with pytest.raises(ProtocolError, match="'lane7|t.early': no such lane is open"):
+        bob.recv("hello")
+
+
 def test_frames_waiting_for_a_lane_are_bounded(monkeypatch, pair):
     from ppbn.protocols import channel as channel_module
 

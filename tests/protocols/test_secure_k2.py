@@ -328,8 +328,12 @@ def _skewed_asia():
 DESIGN_EFFECT = 4  # one share is masked and sent up to 4 times (u in u*u and u^2*u, ...)
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["one lane", "terms split"])
-def test_what_a_party_receives_does_not_depend_on_the_data(split):
+@pytest.mark.parametrize(
+    "split",
+    [{}, {"split_terms": True}, {"term_lanes": 2}],
+    ids=["one lane", "terms split", "terms lanes"],
+)
+def test_what_a_party_receives_does_not_depend_on_the_data(monkeypatch, split):
     """Two data sets with very different counts that give the same network (structure and
     edge order; CPTs kept as shares): under every message tag and byte position, the
     profile of the bytes each party receives or opens (its view) is the same (chi-square, deflated by the
@@ -340,9 +344,12 @@ def test_what_a_party_receives_does_not_depend_on_the_data(split):
         mode="exact",
         disclosure="shared",
         tables=TEST_TABLES,
-        split_terms=split,
         split_terms_from=2,
+        **split,
     )
+    from ppbn.protocols.learning import term_lanes
+
+    monkeypatch.setattr(term_lanes, "MIN_LANE_TERMS", 4)  # every batch on the lanes
     runs = []
     for net, seed in ((load_network("asia"), 21), (_skewed_asia(), 22)):
         codes = sample(net, 1500, seed)

@@ -21,6 +21,7 @@ from ppbn.bn.scores import DEFAULT_ESS
 from ppbn.dp.accounting import DPPlan
 from ppbn.dp.constants import DP_SCORES
 from ppbn.protocols.base_ot import dh_bits_for
+from ppbn.protocols.constants import MAX_TERM_LANES
 from ppbn.protocols.fixedpoint import SCORE_FRAC
 from ppbn.protocols.ot import OT_INLINE_BELOW
 from ppbn.protocols.tables import TablesConfig
@@ -80,6 +81,15 @@ class SecureLearnConfig:
     # host the extra thread costs more CPU than it hides (docs/user-guide.md, "Two halves of each batch of terms"). Both parties agree
     split_terms: bool = False
     split_terms_from: int = SPLIT_TERMS_FROM
+    # each large batch of secure terms split across this many processes of each party,
+    # each on a lane of its own (``term_lanes.py``): the ln-term phase on that many cores.
+    # Both parties agree; 1: the job's own thread runs every term
+    term_lanes: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.term_lanes <= MAX_TERM_LANES:
+            raise ValueError(f"term_lanes must be in 1..{MAX_TERM_LANES}")
+
     # this party's own (never negotiated): garbled runs of fewer AND gates x instances, and
     # OT-extension calls of fewer OTs, stay in the job thread instead of the executor
     gc_inline_below: int = GC_INLINE_BELOW

@@ -161,7 +161,7 @@ def learn_secure(
             family_record_counts(scorer, search.parents) if config.available_case else None
         )
     finally:
-        scorer.tables.close()
+        scorer.close()
     network = None
     if len(params.cpts) == len(schema.names):
         states = {v.name: v.states for v in schema.variables}

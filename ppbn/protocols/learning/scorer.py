@@ -29,7 +29,7 @@ import numpy as np
 
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import pub
-from ppbn.protocols import arith, ring
+from ppbn.protocols import ring
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.fixedpoint import (
     SCORE_FRAC,
@@ -39,12 +39,12 @@ from ppbn.protocols.fixedpoint import (
     term_fixed_many,
 )
 from ppbn.protocols.learning.config import GARBLER, Family, Progress, SecureLearnConfig, score_bits
-from ppbn.protocols.learning.terms import PhaseClock, SecureBackend, TermsEngine
+from ppbn.protocols.learning.term_lanes import TermLanes, lanes_for
+from ppbn.protocols.learning.terms import EngineSpec, PhaseClock, TermsEngine, build_engine
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
 from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.tables import MISSING, TablesSession, config_index, run_tables
-from ppbn.protocols.yao import YaoParty
 
 TERMS_LANE_SESSION = (
     b"|terms lane"  # the second half's lane: its own session label, so its own hashes
@@ -115,6 +115,16 @@ class SecureScorer:
             None  # ``_lane_engine``, opened on first use
         )
         self._lane_seeds = self.tables.seeds.next() if self.tables.seeds.fixed else None
+        # the terms lanes' processes (``term_lanes.py``): started now, so that they load while
+        # the first table phase runs (both parties construct the scorer at the same point)
+        self._term_lanes: TermLanes | None = None
+        self.lanes_cpu_seconds = 0.0  # the terms lanes' processes' CPU, reported by benches
+        if config.term_lanes > 1:
+            channel.expect_lanes(config.term_lanes)
+            seeds = TaskSeeds(self.tables.seeds.next() if self.tables.seeds.fixed else None)
+            self._term_lanes = TermLanes(
+                channel, self._engine_spec(keep_openings), config.term_lanes, seeds
+            )
         self._sections: dict[
             str, str
         ] = {}  # phase -> the channel's byte section the party layer gave it
@@ -154,33 +164,23 @@ class SecureScorer:
             )
             return self._sections.get(phase, self.channel.stats.section)
 
-    def _terms_engine(self, channel: Channel, seeds: TaskSeeds, keep_openings: bool) -> TermsEngine:
-        """Garbling and share-arithmetic sessions over ``channel``, on the party's executor."""
+    def _engine_spec(self, keep_openings: bool) -> EngineSpec:
         config = self.config
-        batches = {"seeds": seeds, "executor": lambda: self.tables.executor}
-        yao = YaoParty(
-            channel,
+        return EngineSpec(
+            role=self.role,
+            mode=config.mode,
+            count_bits=self.count_bits,
+            shift_frac=self.shift_frac,
             dh_bits=config.dh_bits,
             gc_inline_below=config.gc_inline_below,
             ot_inline_below=config.ot_inline_below,
-            **batches,
+            keep_openings=keep_openings,
         )
-        session = arith.ArithSession(
-            channel,
-            self.role,
-            keep_openings,
-            dh_bits=config.dh_bits,
-            ot_inline_below=config.ot_inline_below,
-            **batches,
-        )
-        return TermsEngine(
-            yao,
-            session,
-            SecureBackend(session, self.role),
-            self.role,
-            config.mode,
-            self.count_bits,
-            self.shift_frac,
+
+    def _terms_engine(self, channel: Channel, seeds: TaskSeeds, keep_openings: bool) -> TermsEngine:
+        """Garbling and share-arithmetic sessions over ``channel``, on the party's executor."""
+        return build_engine(
+            self._engine_spec(keep_openings), channel, seeds, lambda: self.tables.executor
         )
 
     def _lane_engine(self) -> tuple[Channel, TermsEngine]:
@@ -259,6 +259,8 @@ class SecureScorer:
         if (mode == "bdeu") != (shifts is not None):
             raise ValueError("the bdeu mode, and only it, takes shifts")
         self.phase("ln terms (Yao)")  # two names, so the daemon can count bytes per step
+        if lanes_for(n, self.config.term_lanes) > 1:
+            return self._terms_on_lanes(x_shares, shifts)
         if not (self.config.split_terms and n >= max(2, self.config.split_terms_from)):
             result = self._engine.terms(x_shares, shifts, self.phase, self.clock)
             self.evaluations += n
@@ -286,6 +288,41 @@ class SecureScorer:
             engine.arith.openings.clear()
         self.evaluations += n
         return np.concatenate([first, rest])
+
+    def _terms_on_lanes(self, x_shares: np.ndarray, shifts: Sequence[float] | None) -> np.ndarray:
+        """``terms`` across the job's terms lanes (``term_lanes.py``), started at the first
+        batch large enough for two (both parties reach it at the same point: n is public).
+        The phase times are the slowest lane's."""
+        assert self._term_lanes is not None  # lanes_for > 1 needs term_lanes > 1
+        result, reports = self._term_lanes.run(x_shares, shifts, self.phase, self._section_of)
+        for report in reports:
+            for counters, counts in (
+                (self.yao.counters, report.yao),
+                (self.arith.counters, report.arith),
+            ):
+                for name, value in counts.items():
+                    setattr(counters, name, getattr(counters, name) + value)
+            if self.arith.openings is not None:
+                self.arith.openings.extend(report.openings)
+            self.lanes_cpu_seconds += report.cpu_seconds
+        for phase in {phase for report in reports for phase in report.seconds}:
+            slowest = max(report.seconds.get(phase, 0.0) for report in reports)
+            self.clock.seconds[phase] = self.clock.seconds.get(phase, 0.0) + slowest
+        self.evaluations += x_shares.shape[0]
+        return result
+
+    def wait_for_term_lanes(self) -> None:
+        """Until the terms lanes' processes have loaded (benches start their clocks after)."""
+        if self._term_lanes is not None:
+            self._term_lanes.wait_ready()
+
+    def close(self) -> None:
+        """End the job's terms lanes (if any started) and the table phase's executor."""
+        try:
+            if self._term_lanes is not None:
+                self._term_lanes.close()
+        finally:
+            self.tables.close()
 
     # -- family scores -------------------------------------------------------------------
     def public_term(self, q: int, d: int) -> float:

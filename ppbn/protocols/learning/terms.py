@@ -10,7 +10,9 @@ series, the products and the Stirling terms are evaluated on shares
 (``fixedpoint.terms_on`` with the ``SecureBackend``): the same code as the plaintext model.
 
 A ``TermsEngine`` is one conversation's set of sessions; ``scorer.SecureScorer`` owns the
-job's, and a second one on a lane of the channel when it splits a batch in two.
+job's, a second one on a lane of the channel when it splits a batch in two, and one in
+each process of its terms lanes (``term_lanes.py``). ``build_engine`` makes each from an
+``EngineSpec``, which a lane's process receives pickled.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from ppbn.circuits.scoring import (
     shared_outputs,
 )
 from ppbn.protocols import arith, ring
+from ppbn.protocols.channel import Channel
+from ppbn.protocols.executor import ExecutorSource
 from ppbn.protocols.fixedpoint import (
     TABLES_ON_J,
     Shift,
@@ -42,6 +46,7 @@ from ppbn.protocols.fixedpoint import (
     terms_on,
 )
 from ppbn.protocols.learning.config import GARBLER
+from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.yao import Reveal, YaoParty
 
 
@@ -115,6 +120,22 @@ def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
         **dict.fromkeys(shared_outputs(spec), Reveal.BIT_SHARES),
         **dict.fromkeys(masked, Reveal.EVALUATOR),
     }
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What a set of term sessions is built from: the job's public facts (mode, count bits,
+    shift fraction, base-OT group) and this party's own settings (inline thresholds, whether
+    tests keep the openings). Plain values, so a terms lane's process receives it."""
+
+    role: str
+    mode: str
+    count_bits: int
+    shift_frac: int
+    dh_bits: int
+    gc_inline_below: int
+    ot_inline_below: int
+    keep_openings: bool = False
 
 
 @dataclass
@@ -255,3 +276,35 @@ class TermsEngine:
         if clock is not None:
             clock.add("ln and x ln x (shares)", started)
         return result
+
+
+def build_engine(
+    spec: EngineSpec, channel: Channel, seeds: TaskSeeds, executor: ExecutorSource | None
+) -> TermsEngine:
+    """Garbling and share-arithmetic sessions over ``channel`` with their own randomness
+    (``seeds``), their bulk blocks on ``executor`` (None: this thread)."""
+    batches = {"seeds": seeds, "executor": executor}
+    yao = YaoParty(
+        channel,
+        dh_bits=spec.dh_bits,
+        gc_inline_below=spec.gc_inline_below,
+        ot_inline_below=spec.ot_inline_below,
+        **batches,
+    )
+    session = arith.ArithSession(
+        channel,
+        spec.role,
+        spec.keep_openings,
+        dh_bits=spec.dh_bits,
+        ot_inline_below=spec.ot_inline_below,
+        **batches,
+    )
+    return TermsEngine(
+        yao,
+        session,
+        SecureBackend(session, spec.role),
+        spec.role,
+        spec.mode,
+        spec.count_bits,
+        spec.shift_frac,
+    )
