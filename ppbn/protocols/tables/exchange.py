@@ -10,6 +10,7 @@ received message is validated here, and a mismatch raises ProtocolError.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
 
@@ -265,17 +266,25 @@ def _encrypt_side(
     total = n_records * len(fresh)
     done = 0
 
-    def chunk_tasks(group: Group) -> Iterator[tuple]:
+    def piece_tasks(group: Group) -> Iterator[tuple]:
+        """Each chunk's encryptions in tasks of ``TASK_PIECE`` records (a chunk is one
+        message; its pieces spread over the pool)."""
         for start, stop in chunk_bounds(n_records, config.chunk_size):
             positions = bit_positions(schema, codes[start:stop], columns, group, width)
-            seed = session.seeds.next()
-            pooled = (
-                encryptor.take_pooled(stop - start) if encryptor.pooled >= stop - start else b""
-            )
-            yield encryptor.spec, positions, seed, pooled
+            for low in range(0, stop - start, TASK_PIECE):
+                rows = positions[low : low + TASK_PIECE]
+                seed = session.seeds.next()
+                count = rows.shape[0]
+                pooled = encryptor.take_pooled(count) if encryptor.pooled >= count else b""
+                yield encryptor.spec, rows, seed, pooled
+
+    def chunk_blobs(group: Group) -> Iterator[bytes]:
+        pieces = executor.map(encrypt_bit_rows, piece_tasks(group))
+        for start, stop in chunk_bounds(n_records, config.chunk_size):
+            yield b"".join(itertools.islice(pieces, -(-(stop - start) // TASK_PIECE)))
 
     for group in fresh:
-        for blob in executor.map(encrypt_bit_rows, chunk_tasks(group)):
+        for blob in chunk_blobs(group):
             rows = len(blob) // keys.public.ciphertext_bytes
             channel.send("tables.ciphertexts", blob)
             counters.add(encryptions=rows, randomizers=rows, ciphertexts_sent=rows)
