@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppbn.kernels.jit import inline_kernel, kernel
+from ppbn.kernels.jit import kernel
 
 # uint64 words of each leaf row folded at a time: half the leaves of a k = 8 chunk (128
 # rows) of this many words is 32 KB, inside a 48 KB L1 data cache
@@ -58,17 +58,6 @@ def fold_leaves(leaves: np.ndarray, sums: np.ndarray, total: np.ndarray) -> None
         total[start : start + tile] = scratch[0, :tile]
 
 
-@inline_kernel
-def _transpose8(x: np.uint64) -> np.uint64:
-    """Transpose the 8 x 8 bit matrix in a word (byte i = row i, bit j of it = column j)."""
-    t = (x ^ (x >> np.uint64(7))) & np.uint64(0x00AA00AA00AA00AA)
-    x = x ^ t ^ (t << np.uint64(7))
-    t = (x ^ (x >> np.uint64(14))) & np.uint64(0x0000CCCC0000CCCC)
-    x = x ^ t ^ (t << np.uint64(14))
-    t = (x ^ (x >> np.uint64(28))) & np.uint64(0x00000000F0F0F0F0)
-    return x ^ t ^ (t << np.uint64(28))
-
-
 @kernel
 def transpose_into(matrix: np.ndarray, out: np.ndarray) -> None:
     """``out`` (c, r / 8) uint8 = the transpose of the bit matrix ``matrix`` (r, c / 8) uint8,
@@ -81,7 +70,13 @@ def transpose_into(matrix: np.ndarray, out: np.ndarray) -> None:
             word = np.uint64(0)
             for i in range(8):
                 word |= np.uint64(matrix[8 * group + i, col]) << np.uint64(8 * i)
-            word = _transpose8(word)
+            # transpose the 8 x 8 bit block (byte i = row i): Hacker's Delight, transpose8
+            t = (word ^ (word >> np.uint64(7))) & np.uint64(0x00AA00AA00AA00AA)
+            word = word ^ t ^ (t << np.uint64(7))
+            t = (word ^ (word >> np.uint64(14))) & np.uint64(0x0000CCCC0000CCCC)
+            word = word ^ t ^ (t << np.uint64(14))
+            t = (word ^ (word >> np.uint64(28))) & np.uint64(0x00000000F0F0F0F0)
+            word = word ^ t ^ (t << np.uint64(28))
             for j in range(min(8, out.shape[0] - 8 * col)):
                 out[8 * col + j, group] = np.uint8((word >> np.uint64(8 * j)) & np.uint64(0xFF))
 
