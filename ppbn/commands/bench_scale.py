@@ -30,6 +30,8 @@ from ppbn.commands._options import (
     positive_float,
     positive_int,
 )
+from ppbn.errors import UserError
+from ppbn.protocols.constants import MAX_TERM_LANES
 
 if TYPE_CHECKING:
     from ppbn.commands._bench_common import LearnRun
@@ -55,12 +57,16 @@ def worker_counts(text: str) -> tuple[int, ...]:
     return tuple(sorted(counts))
 
 
-def scale_policy(base: LocalPolicy, executor: str, workers: int) -> LocalPolicy:
+def scale_policy(
+    base: LocalPolicy, executor: str, workers: int, term_lanes: int = 1
+) -> LocalPolicy:
     """The daemons' policy at W workers: inline at 1; else ``executor`` at W with every
     garbled run and OT-extension call sent to it (a private Ray instance of W CPUs per
-    daemon for ray, so that W means the same for both executors)."""
+    daemon for ray, so that W means the same for both executors); and room for the job's
+    ``term_lanes``."""
     from dataclasses import replace
 
+    base = replace(base, max_term_lanes=max(base.max_term_lanes, term_lanes))
     if workers == 1:
         policy = replace(base, executor="inline", workers=1, ray_address=None)
     else:
@@ -89,7 +95,10 @@ def _bench_scale(args: argparse.Namespace) -> int:
     base = LocalPolicy.load(args.policy)
     base.require_key_bits(args.key_bits)  # refused here, before data and daemons
     base.require_records(args.records)
-    policies = {w: scale_policy(base, args.executor, w) for w in args.workers}
+    if args.lanes == "workers" and max(args.workers) > MAX_TERM_LANES:
+        raise UserError(f"--lanes workers: at most {MAX_TERM_LANES} terms lanes, so W <= that")
+    lanes = {w: w if args.lanes == "workers" else args.term_lanes for w in args.workers}
+    policies = {w: scale_policy(base, args.executor, w, lanes[w]) for w in args.workers}
     check_executor_flags(args.executor, None)
     params = bench_learn_params(args)
     quiet = args.format == "json"
@@ -101,10 +110,13 @@ def _bench_scale(args: argparse.Namespace) -> int:
         for workers, policy in policies.items():
             for repeat in range(args.repeat):
                 with LocalPair(files, args.timeout, policy=policy) as pair:
-                    run = run_learn(pair, params, quiet=True)
+                    run = run_learn(pair, {**params, "term_lanes": lanes[workers]}, quiet=True)
                 result = _result(run.learned)
                 baseline = baseline or result
-                runs.append(_figures(run, workers, repeat, result == baseline))
+                runs.append(
+                    _figures(run, workers, repeat, result == baseline)
+                    | {"term_lanes": lanes[workers]}
+                )
                 if not quiet:
                     print(
                         f"  W = {workers}, run {repeat + 1}/{args.repeat}: {run.wall_s:.2f} s",
@@ -171,6 +183,7 @@ def _report(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, A
         "key_bits": args.key_bits,
         "executor": args.executor,
         "workers": list(args.workers),
+        "lanes": args.lanes,
         "repeat": args.repeat,
         "cores": cores,
         "warning": (
@@ -311,5 +324,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--timeout", type=positive_float, default=600.0, help="daemons' peer timeout in seconds"
     )
     add_overlap_option(scale)
+    scale.add_argument(
+        "--lanes",
+        choices=("job", "workers"),
+        default="job",
+        help="terms lanes per party at each W: job (default) keeps --term-lanes at every W; "
+        "workers runs W lanes at W workers, so the ln-term phase scales with W too",
+    )
     scale.add_argument("--format", choices=("table", "json"), default="table")
     scale.set_defaults(func=_bench_scale)

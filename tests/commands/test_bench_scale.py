@@ -19,11 +19,13 @@ QUICK += ["--policy", str(TEST_POLICY), "--format", "json"]
 
 
 def test_each_worker_count_runs_every_phase_and_learns_the_same(capsys):
-    code = main([*QUICK, "--workers", "2,1"])
+    """With ``--lanes workers`` the job at W workers also runs W terms lanes per party."""
+    code = main([*QUICK, "--workers", "2,1", "--lanes", "workers"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0
     assert report["workers"] == [1, 2]
     assert [r["workers"] for r in report["runs"]] == [1, 2]
+    assert [r["term_lanes"] for r in report["runs"]] == [1, 2]
     for run in report["runs"]:
         assert set(run["phases_s"]) == {"alice", "bob"}
         reported = {p for phases in run["phases_s"].values() for p in phases}
@@ -32,6 +34,16 @@ def test_each_worker_count_runs_every_phase_and_learns_the_same(capsys):
         assert run["same_result_as_baseline"]
     assert report["same_results"]
     assert report["cores"] >= 1
+
+
+def test_more_lanes_than_a_job_may_have_is_one_line(capsys, monkeypatch):
+    def no_work(*_args):
+        raise AssertionError("data sampled for refused --lanes")
+
+    monkeypatch.setattr("ppbn.commands._bench_common.sample_pair_files", no_work)
+    assert main([*QUICK, "--workers", "1,65", "--lanes", "workers"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ppbn: error: --lanes workers: at most 64 terms lanes, so W <= that"]
 
 
 @pytest.mark.parametrize("workers", ["0", "a", "", "1,1"])
@@ -57,3 +69,5 @@ def test_one_worker_is_inline_and_more_send_garbling_and_ot_to_the_pool():
     four = scale_policy(base, "ray", 4)
     assert (four.executor, four.workers, four.ray_address) == ("ray", 4, None)
     assert (four.gc_inline_below, four.ot_inline_below) == (0, 0)
+    assert four.max_term_lanes == base.max_term_lanes
+    assert scale_policy(base, "local", 2, 32).max_term_lanes == 32  # room for the job's lanes

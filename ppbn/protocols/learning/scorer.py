@@ -14,7 +14,8 @@ oracle (``hc.py``); it answers from shares only:
 Two schedules hide the wire behind compute, both chosen alike by the two parties from
 public sizes: the next group's table phase on a lane of the channel while this group's
 terms run (``SecureScorer.scores``), and a large batch of terms in two halves side by side
-(``SecureScorer.terms``).
+(``SecureScorer.terms``). With ``term_lanes`` a large batch runs instead in parts on
+processes of each party (``term_lanes.py``), so that the terms use that many cores.
 """
 
 from __future__ import annotations
@@ -290,9 +291,9 @@ class SecureScorer:
         return np.concatenate([first, rest])
 
     def _terms_on_lanes(self, x_shares: np.ndarray, shifts: Sequence[float] | None) -> np.ndarray:
-        """``terms`` across the job's terms lanes (``term_lanes.py``), started at the first
-        batch large enough for two (both parties reach it at the same point: n is public).
-        The phase times are the slowest lane's."""
+        """``terms`` across the job's terms lanes (``term_lanes.py``, started with the
+        scorer) for a batch large enough for two: both parties split it alike, n is
+        public. The phase times are the slowest lane's."""
         assert self._term_lanes is not None  # lanes_for > 1 needs term_lanes > 1
         result, reports = self._term_lanes.run(x_shares, shifts, self.phase, self._section_of)
         for report in reports:
