@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 
 from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
+from ppbn.protocols.executor import exit_with_parent
 from ppbn.protocols.learning.terms import EngineSpec, PhaseClock, TermsEngine, build_engine
 from ppbn.protocols.seeds import TaskSeeds
 
@@ -134,8 +135,6 @@ def lane_main(
     """A terms lane's process: build the sessions (their base OTs run at the first batch),
     then run each batch the party's process sends until STOP or the pipe closes. ``seed``
     fixes the randomness in tests only (None: fresh from the OS)."""
-    from ppbn.protocols.executor import exit_with_parent
-
     exit_with_parent(parent_pid)
     channel = RelayChannel(
         connection, timeout_s=timeout_s, max_message_bytes=max_message_bytes, session=session

@@ -107,14 +107,15 @@ class TermLanes:
 
     def wait_ready(self) -> None:
         """Until every lane's process has loaded (its sessions are built; their base OTs run
-        with the first batch). A process that ends first is an ``ExecutorError``."""
+        with the first batch). A process that ends first, or is not ready within the
+        channel's timeout, is an ``ExecutorError``."""
         if self._ready:
             return
         for lane, connection, process in zip(
             self._lanes, self._connections, self._processes, strict=True
         ):
             try:
-                message = connection.recv()
+                message = connection.recv() if connection.poll(self.channel.timeout_s) else None
             except (EOFError, OSError):
                 message = None
             if message is not None and message[0] == FAILED:
