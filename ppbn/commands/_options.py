@@ -481,15 +481,21 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         "when both daemons share one small host, where the second thread costs more than it "
         "hides (docs/user-guide.md, 'Two halves of each batch of terms')",
     )
-    parser.add_argument(
-        "--term-lanes",
-        type=int_in(1, MAX_TERM_LANES),
-        default=1,
-        metavar="N",
-        help="run each large batch of secure ln terms across N processes of each party, each "
+    add_term_lanes_option(
+        parser,
+        "run each large batch of secure ln terms across N processes of each party, each "
         "on a lane of its own, so the term phase uses N cores per party (default 1: the job's "
         "own thread); for hosts with cores to spare, each party's policy caps N "
         "(max_term_lanes; docs/user-guide.md, 'Terms on many cores')",
+    )
+
+
+def add_term_lanes_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, help_text: str
+) -> None:
+    """--term-lanes N: the job's terms lanes per party (``term_lanes``), 1 to MAX_TERM_LANES."""
+    parser.add_argument(
+        "--term-lanes", type=int_in(1, MAX_TERM_LANES), default=1, metavar="N", help=help_text
     )
 
 

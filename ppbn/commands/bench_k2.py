@@ -41,6 +41,7 @@ from ppbn.commands._options import (
     add_missing_options,
     add_overlap_option,
     add_pair_policy_options,
+    add_term_lanes_option,
     int_in,
     missing_rule,
     non_negative_int,
@@ -50,7 +51,6 @@ from ppbn.commands._options import (
     refuse_on_private_paths,
 )
 from ppbn.errors import UserError
-from ppbn.protocols.constants import MAX_TERM_LANES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -606,12 +606,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         metavar="N",
         help="OT-extension calls of fewer OTs stay inline (default: ot.OT_INLINE_BELOW)",
     )
-    ln.add_argument(
-        "--term-lanes",
-        type=int_in(1, MAX_TERM_LANES),
-        default=1,
-        metavar="N",
-        help="each party runs the terms across N processes, each on a lane of its own "
+    add_term_lanes_option(
+        ln,
+        "each party runs the terms across N processes, each on a lane of its own "
         "(default 1: its own thread)",
     )
     ln.set_defaults(func=_bench_ln)

@@ -60,10 +60,16 @@ def local_owner(schema: Schema, family: Family) -> str | None:
     return owners.pop() if len(owners) == 1 else None
 
 
+def _add_counts(into: object, counts: dict[str, int]) -> None:
+    """Add ``counts`` (name -> value) to the integer counters of ``into``."""
+    for name, value in counts.items():
+        setattr(into, name, getattr(into, name) + value)
+
+
 def _add_counters(into: object, moved: object) -> None:
     """Add the integer counters of ``moved`` (a counters dataclass) to ``into``'s, and zero them."""
-    for name, value in vars(moved).items():
-        setattr(into, name, getattr(into, name) + value)
+    _add_counts(into, vars(moved))
+    for name in vars(moved):
         setattr(moved, name, 0)
 
 
@@ -297,12 +303,8 @@ class SecureScorer:
         assert self._term_lanes is not None  # lanes_for > 1 needs term_lanes > 1
         result, reports = self._term_lanes.run(x_shares, shifts, self.phase, self._section_of)
         for report in reports:
-            for counters, counts in (
-                (self.yao.counters, report.yao),
-                (self.arith.counters, report.arith),
-            ):
-                for name, value in counts.items():
-                    setattr(counters, name, getattr(counters, name) + value)
+            _add_counts(self.yao.counters, report.yao)
+            _add_counts(self.arith.counters, report.arith)
             if self.arith.openings is not None:
                 self.arith.openings.extend(report.openings)
             self.lanes_cpu_seconds += report.cpu_seconds
