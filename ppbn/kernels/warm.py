@@ -59,7 +59,7 @@ def warm_up() -> dict[str, float | int]:
     compiled here and how many loaded from numba's cache."""
     dispatchers = [
         bits.fold_leaves,
-        bits.transpose_into,
+        bits.transpose_words,
         bits.xor_into_rows,
         garbling.xor_gates,
         garbling.and_hash_inputs,
