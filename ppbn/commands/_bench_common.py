@@ -59,6 +59,7 @@ def bench_learn_params(args: argparse.Namespace) -> dict[str, Any]:
         "overlap_tables": args.overlap_tables == "on",
         "split_terms": args.split_terms == "on",
         "term_lanes": args.term_lanes,
+        "ot_k": args.ot_k,
     }
     if args.score == "bdeu":
         params["ess"] = args.ess

@@ -22,7 +22,7 @@ from ppbn.bn.networks import NETWORKS
 from ppbn.data.constants import MISSING_HELP, MISSING_RULES
 from ppbn.dp.constants import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE
 from ppbn.errors import UserError
-from ppbn.protocols.constants import MAX_TERM_LANES
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, MAX_TERM_LANES, SUBFIELD_CHOICES
 
 if TYPE_CHECKING:
     from ppbn.bn.learn import HCOptions
@@ -390,6 +390,7 @@ def learn_params(args: argparse.Namespace) -> dict[str, Any]:
         "overlap_tables": args.overlap_tables == "on",
         "split_terms": args.split_terms == "on",
         "term_lanes": args.term_lanes,
+        "ot_k": args.ot_k,
     }
     if args.order:
         params["order"] = [v.strip() for v in args.order.split(",") if v.strip()]
@@ -488,6 +489,7 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         "own thread); for hosts with cores to spare, each party's policy caps N "
         "(max_term_lanes; docs/user-guide.md, 'Terms on many cores')",
     )
+    add_ot_k_option(parser)
 
 
 def add_term_lanes_option(
@@ -496,6 +498,20 @@ def add_term_lanes_option(
     """--term-lanes N: the job's terms lanes per party (``term_lanes``), 1 to MAX_TERM_LANES."""
     parser.add_argument(
         "--term-lanes", type=int_in(1, MAX_TERM_LANES), default=1, metavar="N", help=help_text
+    )
+
+
+def add_ot_k_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--ot-k {4,8}: SoftSpokenOT's k of the job's OT extensions (``ot_k``)."""
+    parser.add_argument(
+        "--ot-k",
+        type=int,
+        choices=SUBFIELD_CHOICES,
+        default=DEFAULT_SUBFIELD_BITS,
+        help="SoftSpokenOT's k for the secure terms' OT extensions: 8 (default) sends 2 bytes "
+        "of extension message per OT, the fewest bytes, best on links below about 600 Mbit/s; "
+        "4 sends 4 bytes (+11%% per exact term) for an eighth of the AES work, best on faster "
+        "links and on one host (docs/user-guide.md, 'Less CPU per OT on a fast link')",
     )
 
 

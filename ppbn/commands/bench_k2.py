@@ -39,6 +39,7 @@ from ppbn.commands._options import (
     add_hc_options,
     add_learn_run_options,
     add_missing_options,
+    add_ot_k_option,
     add_overlap_option,
     add_pair_policy_options,
     add_term_lanes_option,
@@ -105,6 +106,7 @@ def _bench_k2(args: argparse.Namespace) -> int:
             "overlap_tables": args.overlap_tables,
             "split_terms": args.split_terms,
             "term_lanes": args.term_lanes,
+            "ot_k": args.ot_k,
             "wall_s": round(wall, 2),
             "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},
             "bytes_sent": {r: s["bytes_sent"] for r, s in parties.items()},
@@ -200,6 +202,7 @@ def _ln_spec(args: argparse.Namespace, mode: str, gc_below: int, ot_below: int) 
         "ot_below": ot_below,
         "link": args.link or "",
         "term_lanes": args.term_lanes,
+        "ot_k": args.ot_k,
     }
 
 
@@ -221,6 +224,7 @@ def _ln_scorer(role: str, channel, spec: dict[str, Any]):
         gc_inline_below=spec["gc_below"],
         ot_inline_below=spec["ot_below"],
         term_lanes=spec["term_lanes"],
+        ot_k=spec["ot_k"],
     )
     codes = np.zeros((spec["max_count"], 1), dtype=np.int64)
     return SecureScorer(
@@ -382,7 +386,7 @@ def _bench_ln(args: argparse.Namespace) -> int:
         parties = run(_ln_spec(args, mode, gc_below, ot_below), shares, shifts)
         alice, bob = parties["alice"], parties["bob"]
         seconds = max(alice["seconds"], bob["seconds"])
-        model = term_cost(alice["count_bits"], mode, shifts[0] if shifts else None)
+        model = term_cost(alice["count_bits"], mode, shifts[0] if shifts else None, args.ot_k)
         rows.append(
             {
                 "mode": mode,
@@ -401,6 +405,7 @@ def _bench_ln(args: argparse.Namespace) -> int:
                 "alice_cpu_seconds": round(alice["cpu_seconds"], 3),
                 "bob_cpu_seconds": round(bob["cpu_seconds"], 3),
                 "term_lanes": args.term_lanes,
+                "ot_k": args.ot_k,
                 # of which in the terms lanes' processes (the rest: the party's own, relaying)
                 "alice_lanes_cpu_seconds": round(alice["lanes_cpu_seconds"], 3),
                 "bob_lanes_cpu_seconds": round(bob["lanes_cpu_seconds"], 3),
@@ -611,4 +616,5 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "each party runs the terms across N processes, each on a lane of its own "
         "(default 1: its own thread)",
     )
+    add_ot_k_option(ln)
     ln.set_defaults(func=_bench_ln)

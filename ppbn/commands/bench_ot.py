@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ppbn.commands._bench_common import kernels_text, report_measures
-from ppbn.commands._options import positive_int
+from ppbn.commands._options import add_ot_k_option, positive_int
 from ppbn.errors import UserError
 
 WHAT = "OT extension (SoftSpokenOT, k = {k}), {m:,} OTs of 128-bit messages, {where}"
@@ -39,7 +39,7 @@ def _inputs(seed: int, m: int):
     return m0, m1, choices, delta
 
 
-def run_side(role: str, channel, m: int, repeats: int, seed: int) -> dict[str, Any]:
+def run_side(role: str, channel, m: int, repeats: int, seed: int, k: int) -> dict[str, Any]:
     """One party's part of the bench: its seconds for the base OTs and for each timed run
     of each kind, and (the receiver) whether every chosen message was the chosen one."""
     import numpy as np
@@ -50,7 +50,7 @@ def run_side(role: str, channel, m: int, repeats: int, seed: int) -> dict[str, A
     kernels = warm_up()  # the first load (or compile) is reported, not timed with the runs
     m0, m1, choices, delta = _inputs(seed, m)
     alice = role == "alice"
-    party = OTSender(channel) if alice else OTReceiver(channel)
+    party = OTSender(channel, subfield_bits=k) if alice else OTReceiver(channel, subfield_bits=k)
 
     def timed(work) -> float:
         channel.send("bench.go", b"")
@@ -90,7 +90,7 @@ def run_side(role: str, channel, m: int, repeats: int, seed: int) -> dict[str, A
     }
 
 
-def _side_process(role, m, repeats, seed, connection, report, parent_pid) -> None:
+def _side_process(role, m, repeats, seed, k, connection, report, parent_pid) -> None:
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
 
@@ -98,14 +98,14 @@ def _side_process(role, m, repeats, seed, connection, report, parent_pid) -> Non
     channel = None
     try:
         channel = PipeChannel(connection, None, timeout_s=600)
-        report.send(run_side(role, channel, m, repeats, seed))
+        report.send(run_side(role, channel, m, repeats, seed, k))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
     finally:
         close_party_end(channel, connection)
 
 
-def _in_processes(m: int, repeats: int, seed: int) -> dict[str, dict]:
+def _in_processes(m: int, repeats: int, seed: int, k: int) -> dict[str, dict]:
     import multiprocessing
 
     from ppbn.commands._bench_common import collect_reports
@@ -117,7 +117,7 @@ def _in_processes(m: int, repeats: int, seed: int) -> dict[str, dict]:
         context.Process(
             target=_side_process,
             name=f"ppbn-ot-{role}",
-            args=(role, m, repeats, seed, end, report_out, os.getpid()),
+            args=(role, m, repeats, seed, k, end, report_out, os.getpid()),
         )
         for role, end in (("alice", alice_end), ("bob", bob_end))
     ]
@@ -126,7 +126,7 @@ def _in_processes(m: int, repeats: int, seed: int) -> dict[str, dict]:
     return collect_reports(processes, report_in)
 
 
-def _in_threads(m: int, repeats: int, seed: int) -> dict[str, dict]:
+def _in_threads(m: int, repeats: int, seed: int, k: int) -> dict[str, dict]:
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
 
     pair = memory_channel_pair(timeout_s=600)
@@ -134,7 +134,7 @@ def _in_threads(m: int, repeats: int, seed: int) -> dict[str, dict]:
 
     def side(role: str):
         def run(channel) -> None:
-            reports[role] = run_side(role, channel, m, repeats, seed)
+            reports[role] = run_side(role, channel, m, repeats, seed, k)
 
         return run
 
@@ -143,13 +143,11 @@ def _in_threads(m: int, repeats: int, seed: int) -> dict[str, dict]:
 
 
 def _bench_ot(args: argparse.Namespace) -> int:
-    from ppbn.protocols.ot import SUBFIELD_BITS
-
     if args.count < 1 or args.repeats < 1:
         raise UserError("--count and --repeats must be at least 1")
     m = args.count
     run = _in_processes if args.parties == "processes" else _in_threads
-    reports = run(m, args.repeats, args.seed)
+    reports = run(m, args.repeats, args.seed, args.ot_k)
     alice, bob = reports["alice"]["seconds"], reports["bob"]["seconds"]
     if not reports["bob"]["correct"]:
         raise RuntimeError("OT extension returned messages other than the chosen ones")
@@ -166,12 +164,13 @@ def _bench_ot(args: argparse.Namespace) -> int:
         "bytes_per_ot": round(chosen_bytes / m, 2),
         "base_ot_seconds": round(base_s, 3),
         "repeats": args.repeats,
+        "ot_k": args.ot_k,
         "kernels": {role: reports[role]["kernels"] for role in ("alice", "bob")},
     }
     return report_measures(
         result,
         args.format,
-        WHAT.format(k=SUBFIELD_BITS, m=m, where=WHERE[args.parties]),
+        WHAT.format(k=args.ot_k, m=m, where=WHERE[args.parties]),
         [
             ("chosen-message OTs/s", f"{m / chosen_s:,.0f}"),
             ("correlated OTs/s", f"{m / correlated_s:,.0f}"),
@@ -211,5 +210,6 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "both in this process, sharing one interpreter lock",
     )
     ot.add_argument("--seed", type=int, default=0, help="seed of the messages and choices")
+    add_ot_k_option(ot)
     ot.add_argument("--format", choices=("table", "json"), default="table")
     ot.set_defaults(func=_bench_ot)

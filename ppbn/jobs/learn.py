@@ -45,7 +45,7 @@ from ppbn.jobs.search_params import (
     search_family_bound,
 )
 from ppbn.protocols.channel import Channel, ProtocolError
-from ppbn.protocols.constants import MAX_TERM_LANES
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, MAX_TERM_LANES, SUBFIELD_CHOICES
 from ppbn.protocols.fixedpoint import SCORE_FRAC
 from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, SecureLearnConfig
 from ppbn.protocols.learning.learn import SecureLearnResult, learn_secure
@@ -66,6 +66,7 @@ DEFAULTS = {
     "overlap_tables": True,  # scorer.SecureScorer.scores: the next families' table phase on a lane
     "split_terms": False,  # scorer.SecureScorer.terms: each batch of terms in two halves on two lanes
     "term_lanes": 1,  # term_lanes.TermLanes: each large batch of terms across this many processes
+    "ot_k": DEFAULT_SUBFIELD_BITS,  # SoftSpokenOT's k: 8 the fewest bytes, 4 the least CPU
     # a differentially private release (docs/security-dp.md): None is the exact release
     "dp_epsilon": None,
     "dp_delta": DEFAULT_DELTA,
@@ -186,6 +187,11 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
         raise ParameterError(
             "term_lanes",
             "learn: term_lanes above 1 and split_terms are two ways to split; pick one",
+        )
+    ot_k = out["ot_k"]
+    if isinstance(ot_k, bool) or not isinstance(ot_k, int) or ot_k not in SUBFIELD_CHOICES:
+        raise ParameterError(
+            "ot_k", f"learn: ot_k must be one of {', '.join(map(str, SUBFIELD_CHOICES))}"
         )
     if out["order"] is not None:
         order = out["order"]
@@ -393,6 +399,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         overlap_tables=params["overlap_tables"],
         split_terms=params["split_terms"],
         term_lanes=params["term_lanes"],
+        ot_k=params["ot_k"],
         dp=dp_plan(params, schema, context.data.n_records),
     )
 

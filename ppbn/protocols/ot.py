@@ -5,11 +5,12 @@ The KAPPA = 128 public-key base OTs (Chou-Orlandi over an RFC 3526 group, in
 them into any number of OTs with symmetric-key work only (AES-CTR PRGs, a fixed-key
 hash and bit-matrix transposes), which is what Yao, the share arithmetic and PSI use.
 
-Extension: SoftSpokenOT (Roy, CRYPTO 2022), semi-honest, with k = ``SUBFIELD_BITS``: the
+Extension: SoftSpokenOT (Roy, CRYPTO 2022), semi-honest, with k = ``subfield_bits`` (8 by
+default, or 4: ``SUBFIELD_CHOICES``, the job's ``ot_k``): the
 IKNP correlation (Ishai, Kilian, Nissim and Petrank, CRYPTO 2003, Sec. 3: the sender holds
 q_j = t_j ^ c_j s for its secret s and the receiver's t_j and choice c_j) from KAPPA / k
 small VOLEs instead of KAPPA base-OT columns, so the receiver sends KAPPA / k bits per OT
-(16) instead of KAPPA (128). Set-up: the receiver grows a GGM tree of 2^k leaves per
+(16 at k = 8, 32 at k = 4) instead of KAPPA (128). Set-up: the receiver grows a GGM tree of 2^k leaves per
 chunk of k bits of s; by KAPPA base OTs in the reverse direction (k per chunk, each
 carrying a level's XOR of left or right children under the base keys) the sender learns
 every leaf but the one at its chunk of s (a punctured PRF). Each leaf is an AES-CTR PRG
@@ -27,7 +28,8 @@ all the chunk's leaf streams, the one it lacks included: pseudorandom to it, so 
 hidden; the receiver sees only the base OTs. The pads are IKNP's, so the correlation-robust
 hash argument of IKNP03 / ALSZ13 is unchanged.
 
-Blocks: a call of m OTs runs in blocks of ``CHUNK_OTS`` (one u message each). A block is a
+Blocks: a call of m OTs runs in blocks of ``CHUNK_OTS`` (one u message each; the sender
+sends each block's corrections as soon as the block is done). A block is a
 pure function of the base keys, its byte offset in the column streams (the AES-CTR PRG is
 seekable: ``prg_columns``), its u or choice bits and its first OT index (``sender_block``,
 ``receiver_block``), so a call of at least ``inline_below`` OTs runs its blocks on the
@@ -50,23 +52,38 @@ from ppbn.circuits.garble import FixedKeyHash
 from ppbn.kernels.bits import fold_leaves, transpose_bits, xor_into_rows
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS, base_ot_receive, base_ot_send, dh_group
 from ppbn.protocols.channel import Channel
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, SUBFIELD_CHOICES
 from ppbn.protocols.executor import ExecutorSource, executor_for
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 KAPPA = 128  # base OTs, the computational security parameter
 # SoftSpokenOT's k: the receiver sends KAPPA / k bits per OT (IKNP is k = 1) and each party
 # expands KAPPA / k x 2^k PRG streams instead of KAPPA or 2 KAPPA. k = 8: 2 bytes of u per
-# OT instead of 16 (k = 4: 4), for 4,096 bits of AES-CTR output per OT (k = 4: 512): the
-# u messages were a fifth of the bytes of a secure ln term at k = 4, and the extension's
-# CPU is about twice k = 4's (``_chunk_sums``; measured with `ppbn bench ln`).
-SUBFIELD_BITS = 8
-CHUNKS = KAPPA // SUBFIELD_BITS  # small VOLEs, one per k bits of s
-LEAVES = 1 << SUBFIELD_BITS  # PRG seeds per small VOLE
-CHUNK_OTS = 1 << 17  # OTs per extension message: u is 0.5 MB, y at most 4 MB
+# OT, for 4,096 bits of AES-CTR output per OT; k = 4: 4 bytes of u for 512 bits, an eighth
+# of the AES and of the fold. 8 sends the fewest bytes (the default); 4 spends the least
+# CPU, for fast links (docs/decisions/ot-subfield-bits.md).
+CHUNK_OTS = 1 << 17  # OTs per extension message: u is 0.5 MB at k = 8, y at most 4 MB
 # OTs of one call below which its blocks stay in the job thread; by default every call (as
 # yao.GC_INLINE_BELOW: the pool was slower here at every size; the policy's ot_inline_below)
 OT_INLINE_BELOW = 1 << 40
-EXTENSION_PROTOCOL = b"ppbn/ot/softspoken-k8"
+
+
+def chunk_count(k: int) -> int:
+    """SoftSpokenOT's small VOLEs at k, one per k bits of s: the receiver's u bits per OT."""
+    return KAPPA // k
+
+
+def extension_protocol(k: int) -> bytes:
+    """The extension's protocol id at k, the first part of its hash keys."""
+    return b"ppbn/ot/softspoken-k%d" % k
+
+
+def check_subfield_bits(k: int) -> int:
+    """k itself if the extension runs at it (``SUBFIELD_CHOICES``), else ValueError."""
+    if isinstance(k, bool) or not isinstance(k, int) or k not in SUBFIELD_CHOICES:
+        choices = " or ".join(map(str, SUBFIELD_CHOICES))
+        raise ValueError(f"SoftSpokenOT's k must be {choices}, got {k!r}")
+    return k
 
 
 # -- OT extension (SoftSpokenOT) -------------------------------------------------------
@@ -152,20 +169,6 @@ def _blocks(m: int) -> list[tuple[int, int, int]]:
     ]
 
 
-def send_rows(channel: Channel, tag: str, array: np.ndarray) -> None:
-    """Send an array in messages of at most CHUNK_OTS rows (bounded message size)."""
-    for start in range(0, array.shape[0], CHUNK_OTS):
-        channel.send_array(tag, array[start : start + CHUNK_OTS])
-
-
-def _recv_rows(channel: Channel, tag: str, shape: tuple[int, ...]) -> np.ndarray:
-    out = np.empty(shape, dtype=np.uint64)
-    for start in range(0, shape[0], CHUNK_OTS):
-        rows = min(CHUNK_OTS, shape[0] - start)
-        out[start : start + rows] = channel.recv_array(tag, np.uint64, (rows, *shape[1:]))
-    return out
-
-
 def _as_blocks(values: np.ndarray, m: int, what: str) -> np.ndarray:
     arr = np.ascontiguousarray(values, dtype=np.uint64)
     if arr.shape == (2,):
@@ -175,8 +178,8 @@ def _as_blocks(values: np.ndarray, m: int, what: str) -> np.ndarray:
     return arr
 
 
-def _extension_protocol(instance: bytes) -> bytes:
-    return EXTENSION_PROTOCOL + b"/" + instance
+def _extension_protocol(k: int, instance: bytes) -> bytes:
+    return extension_protocol(k) + b"/" + instance
 
 
 def _xor(a: bytes, b: bytes) -> bytes:
@@ -193,12 +196,12 @@ def _expand(seed: bytes) -> tuple[bytes, bytes]:
     return out[:16], out[16:]
 
 
-def ggm_tree(root: bytes) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+def ggm_tree(root: bytes, k: int) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
     """The 2^k leaves of the GGM tree (Goldreich, Goldwasser and Micali) under ``root``, and
     per level the XORs of its left and of its right children: what the sender of the
     punctured leaves needs (``punctured_leaves``). Node p's children are 2p and 2p + 1."""
     level, sums = [root], []
-    for _ in range(SUBFIELD_BITS):
+    for _ in range(k):
         level = [child for node in level for child in _expand(node)]
         left, right = bytes(16), bytes(16)
         for left_child, right_child in zip(level[0::2], level[1::2], strict=True):
@@ -207,50 +210,51 @@ def ggm_tree(root: bytes) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
     return level, sums
 
 
-def puncture_choices(point: int) -> list[int]:
+def puncture_choices(point: int, k: int) -> list[int]:
     """Per level, which children's XOR a holder of every leaf but ``point`` needs: the side
     off the path to ``point`` (the path's side at level l is bit k - l of ``point``)."""
-    return [1 - ((point >> (SUBFIELD_BITS - level)) & 1) for level in range(1, SUBFIELD_BITS + 1)]
+    return [1 - ((point >> (k - level)) & 1) for level in range(1, k + 1)]
 
 
-def punctured_leaves(point: int, off_path: list[bytes]) -> list[bytes]:
+def punctured_leaves(point: int, off_path: list[bytes], k: int) -> list[bytes]:
     """Every leaf of a GGM tree but ``point`` (16 zero bytes there), from the XOR of the
     off-path children at each level (``puncture_choices``): the sibling of the path node
     at a level is that XOR minus the known nodes on its side (a punctured PRF)."""
     known: dict[int, bytes] = {}
-    for level in range(1, SUBFIELD_BITS + 1):
+    for level in range(1, k + 1):
         children: dict[int, bytes] = {}
         for index, seed in known.items():
             children[2 * index], children[2 * index + 1] = _expand(seed)
-        sibling = (point >> (SUBFIELD_BITS - level)) ^ 1
+        sibling = (point >> (k - level)) ^ 1
         value = off_path[level - 1]
         for index, seed in children.items():
             if index & 1 == sibling & 1:
                 value = _xor(value, seed)
         children[sibling] = value
         known = children
-    return [known.get(x, bytes(16)) for x in range(LEAVES)]
+    return [known.get(x, bytes(16)) for x in range(1 << k)]
 
 
-def chunk_points(s_bits: np.ndarray) -> np.ndarray:
+def chunk_points(s_bits: np.ndarray, k: int) -> np.ndarray:
     """The leaf each chunk of the sender's s punctures: bits s[ik .. ik + k) as an integer."""
-    return np.packbits(s_bits.reshape(CHUNKS, SUBFIELD_BITS), axis=1, bitorder="little")[:, 0]
+    return np.packbits(s_bits.reshape(chunk_count(k), k), axis=1, bitorder="little")[:, 0]
 
 
 def _chunk_sums(
-    keys: bytes | ColumnStreams, offset: int, width: int
+    keys: bytes | ColumnStreams, offset: int, width: int, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(S, T) of each chunk's 2^k leaf streams at bytes [offset, offset + width): S[i, b]
     the XOR of chunk i's streams over the leaves x with bit b set, T[i] the XOR of all;
-    (CHUNKS, k, stride) and (CHUNKS, stride) uint8, columns past ``width`` garbage (stride
+    (KAPPA / k, k, stride) and (KAPPA / k, stride) uint8, columns past ``width`` garbage (stride
     as ``ColumnStreams.read_groups``). One chunk at a time, folded while in cache
     (``kernels.bits.fold_leaves``)."""
     streams = keys if isinstance(keys, ColumnStreams) else ColumnStreams(keys, offset)
     stride = -(-width // 8) * 8
-    sums = np.empty((CHUNKS, SUBFIELD_BITS, stride), dtype=np.uint8)
-    totals = np.empty((CHUNKS, stride), dtype=np.uint8)
-    for first, leaves in streams.read_groups(offset, width, LEAVES):
-        chunk = first // LEAVES
+    leaves_per_chunk = 1 << k
+    sums = np.empty((chunk_count(k), k, stride), dtype=np.uint8)
+    totals = np.empty((chunk_count(k), stride), dtype=np.uint8)
+    for first, leaves in streams.read_groups(offset, width, leaves_per_chunk):
+        chunk = first // leaves_per_chunk
         fold_leaves(
             leaves.view(np.uint64), sums[chunk].view(np.uint64), totals[chunk].view(np.uint64)
         )
@@ -266,6 +270,7 @@ def sender_block(
     protocol: bytes,
     session: bytes,
     first: int,
+    k: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One extension block at the sender, a pure function for the sender's executor
     (SoftSpokenOT, Roy, CRYPTO 2022, semi-honest, with the IKNP03 / ALSZ13 Sec. 5.4 hashing).
@@ -279,7 +284,7 @@ def sender_block(
     # w_ib: the leaves x with bit b of x ^ d_i set, i.e. x_b != d_ib: S_ib if d_ib = 0, else
     # the leaves with bit b clear, T_i ^ S_ib (the punctured leaf r_{d_i} is in neither sum)
     width = u.shape[1]
-    with_bit, total = _chunk_sums(keys, offset, width)
+    with_bit, total = _chunk_sums(keys, offset, width, k)
     cols = with_bit.reshape(KAPPA, -1)
     # d_ib, and the rows where q adds u_i (see above)
     xor_into_rows(cols, s_bits, total[:, :width] ^ u)
@@ -297,6 +302,7 @@ def receiver_block(
     protocol: bytes,
     session: bytes,
     first: int,
+    k: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One extension block at the receiver, a pure function for the receiver's executor:
     the message u_i = R_i ^ c of each chunk (``sender_block``) and the pads H(t_j, j) of its
@@ -306,7 +312,7 @@ def receiver_block(
     bits = np.zeros(padded, dtype=np.uint8)
     bits[:size] = choices
     width = padded // 8
-    with_bit, total = _chunk_sums(keys, offset, width)
+    with_bit, total = _chunk_sums(keys, offset, width, k)
     t_cols = with_bit.reshape(KAPPA, -1)
     u = total[:, :width] ^ np.packbits(bits, bitorder="little")
     t_rows = transpose_bits(t_cols, size).view(np.uint64)
@@ -317,6 +323,7 @@ class OTSender:
     """OT extension sender: holds the message pairs and s (and is the base-OT receiver).
 
     ``dh_bits`` selects the base-OT group (``dh_bits_for`` of the job's Paillier key size);
+    ``subfield_bits`` is SoftSpokenOT's k (``SUBFIELD_CHOICES``, the job's ``ot_k``);
     ``instance`` names the protocol that owns this extension (e.g. b"yao"), so two
     extensions over one channel hash under different keys. The receiver passes the same.
     ``seeds`` (``protocols.seeds``) supplies this party's randomness (the secret s and the
@@ -330,6 +337,7 @@ class OTSender:
         channel: Channel,
         *,
         dh_bits: int = DEFAULT_DH_BITS,
+        subfield_bits: int = DEFAULT_SUBFIELD_BITS,
         instance: bytes = b"",
         seeds: TaskSeeds | None = None,
         executor: ExecutorSource | None = None,
@@ -337,6 +345,7 @@ class OTSender:
     ) -> None:
         self.channel = channel
         self.group = dh_group(dh_bits)
+        self.k = check_subfield_bits(subfield_bits)
         self.instance = instance
         self.ots = 0
         self._seeds = seeds if seeds is not None else TaskSeeds()
@@ -351,17 +360,18 @@ class OTSender:
         self._s_bits = np.unpackbits(
             np.frombuffer(stream.bytes(KAPPA // 8), dtype=np.uint8), bitorder="little"
         )
-        points = chunk_points(self._s_bits)
+        k = self.k
+        points = chunk_points(self._s_bits, k)
         choices = np.array(
-            [c for point in points.tolist() for c in puncture_choices(point)], dtype=np.uint8
+            [c for point in points.tolist() for c in puncture_choices(point, k)], dtype=np.uint8
         )
         keys = base_ot_receive(self.channel, choices, self.group, self.instance, stream)
         masked = self.channel.recv_array("ot.ext.ggm", np.uint8, (KAPPA, 2, 16))
         leaves = []
         for chunk, point in enumerate(points.tolist()):
-            rows = range(chunk * SUBFIELD_BITS, (chunk + 1) * SUBFIELD_BITS)
+            rows = range(chunk * k, (chunk + 1) * k)
             off_path = [_xor(masked[row, choices[row]].tobytes(), keys[row]) for row in rows]
-            leaves += punctured_leaves(point, off_path)
+            leaves += punctured_leaves(point, off_path, k)
         self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
 
@@ -376,53 +386,66 @@ class OTSender:
         if self._keys is None:
             self._setup()
 
-    def pads(self, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """Receive the receiver's u messages of the next m OTs; return (H(q_j), H(q_j ^ s)),
-        each (m, 2) uint64: the receiver holds the pad of its choice bit only."""
+    def _pad_blocks(self, m: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+        """Receive the receiver's u message of each block of the next m OTs; yield the
+        block's rows and its pads (H(q_j), H(q_j ^ s)), each (size, 2) uint64, as soon as
+        the block is done. The caller adds m to ``ots`` once every block is through."""
         streams = self._keys if self._keys is not None else self._setup()
         blocks = _blocks(m)
         offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
         self._offset = int(offsets[-1])
-        protocol, session = _extension_protocol(self.instance), self.channel.session
+        protocol, session = _extension_protocol(self.k, self.instance), self.channel.session
         executor = executor_for(self._executor, m, self._inline_below)
         keys = (
             streams if executor.kind == "inline" else streams.keys
         )  # open streams stay in this thread
+        first, chunks, k = self.ots, chunk_count(self.k), self.k
 
         def tasks():
             for (start, size, width), offset in zip(blocks, offsets.tolist(), strict=False):
-                u = self.channel.recv_array("ot.ext.u", np.uint8, (CHUNKS, width))
-                yield keys, self._s_bits, offset, u, size, protocol, session, self.ots + start
+                u = self.channel.recv_array("ot.ext.u", np.uint8, (chunks, width))
+                yield keys, self._s_bits, offset, u, size, protocol, session, first + start, k
 
-        pad0 = np.empty((m, 2), dtype=np.uint64)
-        pad1 = np.empty((m, 2), dtype=np.uint64)
         for (start, size, _), (p0, p1) in zip(
             blocks, executor.map(sender_block, tasks()), strict=True
         ):
-            pad0[start : start + size] = p0
-            pad1[start : start + size] = p1
+            yield slice(start, start + size), p0, p1
+
+    def pads(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """Random OT: receive the receiver's u messages of the next m OTs; return
+        (H(q_j), H(q_j ^ s)), each (m, 2) uint64: the receiver holds the pad of its choice
+        bit only (``OTReceiver.pads``)."""
+        pad0 = np.empty((m, 2), dtype=np.uint64)
+        pad1 = np.empty((m, 2), dtype=np.uint64)
+        for rows, p0, p1 in self._pad_blocks(m):
+            pad0[rows], pad1[rows] = p0, p1
+        self.ots += m
         return pad0, pad1
 
     def send(self, m0: np.ndarray, m1: np.ndarray) -> None:
-        """Chosen-message OT of (m, 2) uint64 blocks: the receiver learns m_c[j] for its c[j]."""
+        """Chosen-message OT of (m, 2) uint64 blocks: the receiver learns m_c[j] for its c[j].
+        Each block's ciphertexts go as soon as its pads are known (one message a block)."""
         m = np.asarray(m0).shape[0]
         m0, m1 = _as_blocks(m0, m, "m0"), _as_blocks(m1, m, "m1")
-        pad0, pad1 = self.pads(m)
-        cipher = np.empty((m, 2, 2), dtype=np.uint64)
-        np.bitwise_xor(m0, pad0, out=cipher[:, 0])
-        np.bitwise_xor(m1, pad1, out=cipher[:, 1])
-        send_rows(self.channel, "ot.ext.y", cipher)
+        for rows, p0, p1 in self._pad_blocks(m):
+            cipher = np.empty((p0.shape[0], 2, 2), dtype=np.uint64)
+            np.bitwise_xor(m0[rows], p0, out=cipher[:, 0])
+            np.bitwise_xor(m1[rows], p1, out=cipher[:, 1])
+            self.channel.send_array("ot.ext.y", cipher)
         self.ots += m
 
     def send_correlated(self, m: int, delta: np.ndarray) -> np.ndarray:
-        """Correlated OT: returns random x0 (m, 2); the receiver gets x0 ^ c[j] delta[j]."""
+        """Correlated OT: returns random x0 (m, 2); the receiver gets x0 ^ c[j] delta[j].
+        Each block's corrections go as soon as its pads are known (one message a block)."""
         delta = _as_blocks(delta, m, "delta")
-        pad0, pad1 = self.pads(m)
-        correction = pad0 ^ pad1
-        correction ^= delta
-        send_rows(self.channel, "ot.ext.y", correction)
+        x0 = np.empty((m, 2), dtype=np.uint64)
+        for rows, p0, p1 in self._pad_blocks(m):
+            p1 ^= p0
+            p1 ^= delta[rows]
+            self.channel.send_array("ot.ext.y", p1)
+            x0[rows] = p0
         self.ots += m
-        return pad0
+        return x0
 
 
 class OTReceiver:
@@ -437,6 +460,7 @@ class OTReceiver:
         channel: Channel,
         *,
         dh_bits: int = DEFAULT_DH_BITS,
+        subfield_bits: int = DEFAULT_SUBFIELD_BITS,
         instance: bytes = b"",
         seeds: TaskSeeds | None = None,
         executor: ExecutorSource | None = None,
@@ -444,6 +468,7 @@ class OTReceiver:
     ) -> None:
         self.channel = channel
         self.group = dh_group(dh_bits)
+        self.k = check_subfield_bits(subfield_bits)
         self.instance = instance
         self.ots = 0
         self._seeds = seeds if seeds is not None else TaskSeeds()
@@ -458,11 +483,11 @@ class OTReceiver:
         keys0, keys1 = base_ot_send(self.channel, KAPPA, self.group, self.instance, stream)
         masked = np.empty((KAPPA, 2, 16), dtype=np.uint8)
         leaves = []
-        for chunk in range(CHUNKS):
-            chunk_leaves, sums = ggm_tree(stream.bytes(16))
+        for chunk in range(chunk_count(self.k)):
+            chunk_leaves, sums = ggm_tree(stream.bytes(16), self.k)
             leaves += chunk_leaves
             for level, (left, right) in enumerate(sums):
-                row = chunk * SUBFIELD_BITS + level
+                row = chunk * self.k + level
                 masked[row, 0] = np.frombuffer(_xor(left, keys0[row]), dtype=np.uint8)
                 masked[row, 1] = np.frombuffer(_xor(right, keys1[row]), dtype=np.uint8)
         self.channel.send_array("ot.ext.ggm", masked)
@@ -485,13 +510,21 @@ class OTReceiver:
         blocks = _blocks(m)
         offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
         self._offset = int(offsets[-1])
-        protocol, session = _extension_protocol(self.instance), self.channel.session
+        protocol, session = _extension_protocol(self.k, self.instance), self.channel.session
         executor = executor_for(self._executor, m, self._inline_below)
         keys = (
             streams if executor.kind == "inline" else streams.keys
         )  # open streams stay in this thread
         tasks = (
-            (keys, offset, choices[start : start + size], protocol, session, self.ots + start)
+            (
+                keys,
+                offset,
+                choices[start : start + size],
+                protocol,
+                session,
+                self.ots + start,
+                self.k,
+            )
             for (start, size, _), offset in zip(blocks, offsets.tolist(), strict=False)
         )
         pads = np.empty((m, 2), dtype=np.uint64)
@@ -520,19 +553,23 @@ class OTReceiver:
         """Chosen-message OT: returns m_{c[j]}[j] as (m, 2) uint64."""
         c = self._choices(choices)
         m = c.size
-        pad = self._pads(c)
-        cipher = _recv_rows(self.channel, "ot.ext.y", (m, 2, 2))
-        chosen = cipher[np.arange(m), c.astype(np.intp)]
-        chosen ^= pad
+        out = self._pads(c)
+        for start, size, _ in _blocks(m):
+            cipher = self.channel.recv_array("ot.ext.y", np.uint64, (size, 2, 2))
+            rows = slice(start, start + size)
+            out[rows] ^= np.where(c[rows, None] == 1, cipher[:, 1], cipher[:, 0])
         self.ots += m
-        return chosen
+        return out
 
     def receive_correlated(self, choices: np.ndarray | list[int]) -> np.ndarray:
         """Correlated OT: returns x0[j] ^ c[j] delta[j] as (m, 2) uint64."""
         c = self._choices(choices)
         m = c.size
         out = self._pads(c)
-        correction = _recv_rows(self.channel, "ot.ext.y", (m, 2))
-        out ^= correction & np.negative(c.astype(np.uint64))[:, None]
+        for start, size, _ in _blocks(m):
+            correction = self.channel.recv_array("ot.ext.y", np.uint64, (size, 2))
+            rows = slice(start, start + size)
+            correction &= np.negative(c[rows].astype(np.uint64))[:, None]
+            out[rows] ^= correction
         self.ots += m
         return out

@@ -109,9 +109,10 @@ from ppbn.circuits.schedule import Schedule, schedule_of
 from ppbn.protocols import ring
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS, dh_group
 from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS
 from ppbn.protocols.executor import ExecutorSource, executor_for
 from ppbn.protocols.fixedpoint import STAT_BITS
-from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender
+from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender, check_subfield_bits
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 CHUNK_BYTES = 16 * 1024 * 1024
@@ -295,7 +296,7 @@ class YaoParty:
     """One party's end of a series of Yao runs over one channel.
 
     ``dh_bits``: the base-OT group of the job (``base_ot.dh_bits_for(key_bits)``), the same at
-    both parties. The garbling hash is keyed by ``YAO_PROTOCOL`` and ``channel.session``.
+    both parties, as ``ot_k``, SoftSpokenOT's k of its OT extension. The garbling hash is keyed by ``YAO_PROTOCOL`` and ``channel.session``.
     ``seeds`` supplies this party's randomness (R, its input labels, output masks, the OT's);
     ``executor`` is this party's executor: a run of at least ``gc_inline_below`` AND gates
     times instances garbles (or evaluates) its chunks there, one task each, and an OT call
@@ -308,6 +309,7 @@ class YaoParty:
         channel: Channel,
         *,
         dh_bits: int = DEFAULT_DH_BITS,
+        ot_k: int = DEFAULT_SUBFIELD_BITS,
         seeds: TaskSeeds | None = None,
         executor: ExecutorSource | None = None,
         gc_inline_below: int = GC_INLINE_BELOW,
@@ -315,6 +317,7 @@ class YaoParty:
     ) -> None:
         self.channel = channel
         self.dh_bits = dh_group(dh_bits).bits  # checked now, used when the OT starts
+        self.ot_k = check_subfield_bits(ot_k)
         self.counters = YaoCounters()
         self._ot_sender: OTSender | None = None
         self._ot_receiver: OTReceiver | None = None
@@ -324,6 +327,7 @@ class YaoParty:
         self._gc_inline_below = gc_inline_below
         self._ot_options = {
             "dh_bits": self.dh_bits,
+            "subfield_bits": self.ot_k,
             "instance": OT_INSTANCE,
             "seeds": self._seeds,
             "executor": executor,

@@ -143,7 +143,14 @@ def test_learn_parameters_are_checked(asia_dir):
     assert check_learn_params({"split_terms": True}, schema)["split_terms"] is True
     assert check_learn_params({}, schema)["term_lanes"] == 1
     assert check_learn_params({"term_lanes": 8}, schema)["term_lanes"] == 8
+    assert check_learn_params({}, schema)["ot_k"] == 8
+    assert check_learn_params({"ot_k": 4}, schema)["ot_k"] == 4
     for bad, message in [
+        ({"ot_k": 2}, "ot_k must be one of 4, 8"),
+        ({"ot_k": 16}, "ot_k must be one of 4, 8"),
+        ({"ot_k": "8"}, "ot_k must be one of 4, 8"),
+        ({"ot_k": True}, "ot_k must be one of 4, 8"),
+        ({"ot_k": 4.0}, "ot_k must be one of 4, 8"),
         ({"term_lanes": 0}, "term_lanes must be an integer in 1..64"),
         ({"term_lanes": 65}, "term_lanes must be an integer in 1..64"),
         ({"term_lanes": True}, "term_lanes must be an integer"),

@@ -50,6 +50,27 @@ def test_every_modelled_kind_matches_the_measured_bytes(capsys) -> None:
         assert mode["alice_cpu_seconds"] > 0 and mode["bob_cpu_seconds"] > 0, mode
 
 
+def test_the_model_follows_softspoken_k(capsys) -> None:
+    """At k = 4 the receiver's u message is 4 bytes per OT (2 at k = 8); the model says so
+    and the channel counts it."""
+    assert (
+        main(
+            ["bench", "ln", "--count", "200", "--modes", "exact", "--ot-k", "4", "--format", "json"]
+        )
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    (u,) = [
+        row
+        for row in report["bytes_by_mode_and_kind"]
+        if row["kind"] == "ot.ext.u" and "shares" in row["phase"]
+    ]
+    assert abs(u["bytes_per_evaluation"] - u["model_bytes_per_evaluation"]) <= 2, u  # framing
+    k8, k4 = term_cost(15, "exact"), term_cost(15, "exact", ot_k=4)
+    assert k4.ots == k8.ots
+    assert k4.total - k8.total == 2 * k8.ots  # two more bytes of u per OT, nothing else
+
+
 def test_threads_report_each_partys_cpu_too(capsys) -> None:
     assert (
         main(

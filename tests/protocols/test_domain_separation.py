@@ -33,7 +33,7 @@ from ppbn.protocols.learning.config import SecureLearnConfig
 from ppbn.protocols.learning.learn import learn_secure
 from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.ledger import Ledger
-from ppbn.protocols.ot import EXTENSION_PROTOCOL, OTReceiver, OTSender
+from ppbn.protocols.ot import OTReceiver, OTSender, extension_protocol
 from ppbn.protocols.tables import TablesConfig
 from ppbn.protocols.yao import YAO_PROTOCOL, YaoParty
 
@@ -67,7 +67,8 @@ def test_fixed_key_hash_differs_across_protocol_ids_and_sessions(data, p1, p2, s
 def test_key_derivation_frames_its_inputs() -> None:
     """Length prefixes: moving bytes between protocol id and session changes the key."""
     assert fixed_key(b"ppbn/ab", b"c") != fixed_key(b"ppbn/a", b"bc")
-    assert fixed_key(YAO_PROTOCOL, b"") != fixed_key(EXTENSION_PROTOCOL, b"")
+    assert fixed_key(YAO_PROTOCOL, b"") != fixed_key(extension_protocol(8), b"")
+    assert fixed_key(extension_protocol(4), b"") != fixed_key(extension_protocol(8), b"")
     assert fixed_key(YAO_PROTOCOL, b"job-1") != fixed_key(YAO_PROTOCOL, b"job-2")
     assert len(fixed_key(YAO_PROTOCOL, b"job-1")) == 16
     with pytest.raises(ValueError, match="protocol id"):

@@ -21,13 +21,14 @@ from ppbn.protocols.base_ot import (
 )
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.ot import (
-    CHUNKS,
-    LEAVES,
-    SUBFIELD_BITS,
+    CHUNK_OTS,
+    SUBFIELD_CHOICES,
     ColumnStreams,
     OTReceiver,
     OTSender,
     _chunk_sums,
+    check_subfield_bits,
+    chunk_count,
     ggm_tree,
     puncture_choices,
     punctured_leaves,
@@ -136,8 +137,11 @@ def test_parties_on_different_groups_fail_cleanly() -> None:
         )
 
 
-@pytest.mark.parametrize("m", [1, 7, 300, 70_000])
-def test_chosen_message_ot_extension(m: int) -> None:
+@pytest.mark.parametrize(
+    ("m", "k"), [(1, 8), (7, 8), (300, 8), (70_000, 8), (300, 4), (CHUNK_OTS + 9, 4)]
+)
+def test_chosen_message_ot_extension(m: int, k: int) -> None:
+    """Both k, one block and two (the second block's ciphertexts follow its own u)."""
     rng = np.random.default_rng(m)
     m0 = rng.integers(0, 2**64 - 1, size=(m, 2), dtype=np.uint64, endpoint=True)
     m1 = rng.integers(0, 2**64 - 1, size=(m, 2), dtype=np.uint64, endpoint=True)
@@ -145,13 +149,13 @@ def test_chosen_message_ot_extension(m: int) -> None:
     pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
 
     def sender(ch):
-        s = OTSender(ch)
+        s = OTSender(ch, subfield_bits=k)
         s.send(m0, m1)
         s.send(m1, m0)  # a second batch continues the PRG streams and tweak counter
         return s.ots
 
     def receiver(ch):
-        r = OTReceiver(ch)
+        r = OTReceiver(ch, subfield_bits=k)
         return r.receive(choices), r.receive(choices), r.ots
 
     sent, (got, got_swapped, received) = run_two_party(sender, receiver, pair=pair)
@@ -163,27 +167,28 @@ def test_chosen_message_ot_extension(m: int) -> None:
 
     # The receiver saw both ciphertexts of the first batch; its key opens only the chosen one.
     receiver_end = pair[1]
-    cipher = np.frombuffer(
-        next(p for tag, p in receiver_end.transcript if tag == "ot.ext.y"), dtype=np.uint64
-    ).reshape(m, 2, 2)
+    first_batch = [p for tag, p in receiver_end.transcript if tag == "ot.ext.y"][
+        : -(-m // CHUNK_OTS)
+    ]
+    cipher = np.frombuffer(b"".join(first_batch), dtype=np.uint64).reshape(m, 2, 2)
     rows = np.arange(m)
     pad = cipher[rows, choices.astype(np.intp)] ^ got
     opened_other = cipher[rows, 1 - choices.astype(np.intp)] ^ pad
     assert not (opened_other == other).all(axis=1).any()
 
 
-@pytest.mark.parametrize("bits", GROUP_BITS)
-def test_correlated_ot_extension(bits: int) -> None:
+@pytest.mark.parametrize(("bits", "k"), [(bits, 8) for bits in GROUP_BITS] + [(GROUP_BITS[0], 4)])
+def test_correlated_ot_extension(bits: int, k: int) -> None:
     m = 5000
     rng = np.random.default_rng(9)
     choices = rng.integers(0, 2, size=m).astype(np.uint8)
     delta = rng.integers(0, 2**64 - 1, size=2, dtype=np.uint64, endpoint=True)
 
     def sender(ch):
-        return OTSender(ch, dh_bits=bits).send_correlated(m, delta)
+        return OTSender(ch, dh_bits=bits, subfield_bits=k).send_correlated(m, delta)
 
     def receiver(ch):
-        return OTReceiver(ch, dh_bits=bits).receive_correlated(choices)
+        return OTReceiver(ch, dh_bits=bits, subfield_bits=k).receive_correlated(choices)
 
     pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
     x0, got = run_two_party(sender, receiver, pair=pair)
@@ -200,29 +205,54 @@ def test_bad_choice_bits_are_rejected() -> None:
         OTReceiver(a).receive([0, 2, 1])
 
 
-@given(st.binary(min_size=16, max_size=16), st.integers(0, LEAVES - 1))
+@pytest.mark.parametrize("k", [0, 1, 3, 16, True, 4.0])
+def test_only_the_subfields_the_extension_runs_at_are_accepted(k) -> None:
+    with pytest.raises(ValueError, match="k must be 4 or 8"):
+        OTSender(memory_channel_pair()[0], subfield_bits=k)
+    assert [check_subfield_bits(k) for k in SUBFIELD_CHOICES] == list(SUBFIELD_CHOICES)
+
+
+def test_ends_at_different_k_fail_with_a_protocol_error() -> None:
+    """k is agreed by the job, not sent: a receiver at 4 and a sender at 8 disagree on the
+    size of the u message, which the sender refuses by name."""
+    pair = memory_channel_pair(timeout_s=5)
+    with pytest.raises(ProtocolError, match="ot.ext.u"):
+        run_two_party(
+            lambda ch: OTSender(ch, subfield_bits=8).pads(64),
+            lambda ch: OTReceiver(ch, subfield_bits=4).pads(np.zeros(64, np.uint8)),
+            pair=pair,
+        )
+
+
+@given(st.binary(min_size=16, max_size=16), st.data())
 @settings(max_examples=40, deadline=None)
-def test_punctured_tree_gives_every_leaf_but_the_point(root: bytes, point: int) -> None:
-    leaves, sums = ggm_tree(root)
-    assert len(set(leaves)) == LEAVES
-    off_path = [sums[level][side] for level, side in enumerate(puncture_choices(point))]
-    got = punctured_leaves(point, off_path)
+@pytest.mark.parametrize("k", SUBFIELD_CHOICES)
+def test_punctured_tree_gives_every_leaf_but_the_point(k: int, root: bytes, data) -> None:
+    point = data.draw(st.integers(0, (1 << k) - 1))
+    leaves, sums = ggm_tree(root, k)
+    assert len(set(leaves)) == 1 << k
+    off_path = [sums[level][side] for level, side in enumerate(puncture_choices(point, k))]
+    got = punctured_leaves(point, off_path, k)
     assert got[:point] == leaves[:point] and got[point + 1 :] == leaves[point + 1 :]
     assert got[point] == bytes(16)  # the one leaf the sender must not know
 
 
-def test_receiver_sends_an_eighth_of_iknp_and_its_messages_look_uniform() -> None:
-    """u = R ^ c per chunk: 16 bits per OT (k = 8), and uniform whatever the choices (all 0 or all 1)."""
+@pytest.mark.parametrize(("k", "u_bytes"), [(8, 2), (4, 4)])
+def test_receiver_sends_128_over_k_bits_and_its_messages_look_uniform(k: int, u_bytes: int) -> None:
+    """u = R ^ c per chunk: 16 bits per OT at k = 8 (an eighth of IKNP's), 32 at k = 4, and
+    uniform whatever the choices (all 0 or all 1)."""
     m = 8192
     seen = []
     for value in (0, 1):
         pair = memory_channel_pair(timeout_s=30, keep_transcript=True)
         choices = np.full(m, value, np.uint8)
         run_two_party(
-            lambda ch: OTSender(ch).pads(m), lambda ch, c=choices: OTReceiver(ch).pads(c), pair=pair
+            lambda ch: OTSender(ch, subfield_bits=k).pads(m),
+            lambda ch, c=choices: OTReceiver(ch, subfield_bits=k).pads(c),
+            pair=pair,
         )
         (u,) = [p for tag, p in pair[0].transcript if tag == "ot.ext.u"]
-        assert len(u) == CHUNKS * m // 8 == 2 * m
+        assert len(u) == chunk_count(k) * m // 8 == u_bytes * m
         seen.append(np.frombuffer(u, dtype=np.uint8))
     for u in seen:
         assert stats.chisquare(np.bincount(u, minlength=256)).pvalue > 1e-4
@@ -231,20 +261,24 @@ def test_receiver_sends_an_eighth_of_iknp_and_its_messages_look_uniform() -> Non
 
 @settings(max_examples=20, deadline=None)
 @given(st.integers(0, 200), st.integers(1, 40))
-def test_chunk_sums_are_the_xors_over_the_leaves_with_each_bit_set(offset: int, width: int) -> None:
+@pytest.mark.parametrize("k", SUBFIELD_CHOICES)
+def test_chunk_sums_are_the_xors_over_the_leaves_with_each_bit_set(
+    k: int, offset: int, width: int
+) -> None:
     """The halving in ``_chunk_sums`` against the definition: S[i, b] is the XOR of chunk i's
     leaf streams x with bit b of x set and T[i] that of all of them, at any offset of the
     streams (an open set of streams read in order, and streams opened at the offset)."""
-    keys = RandomStream(b"chunk sums".ljust(32, b"\0")).bytes(16 * CHUNKS * LEAVES)
-    leaves = ColumnStreams(keys).read(0, offset + width)[:, offset:].reshape(CHUNKS, LEAVES, width)
-    has_bit = (np.arange(LEAVES)[None, :] >> np.arange(SUBFIELD_BITS)[:, None]) & 1  # (k, 2^k)
+    chunks, n_leaves = chunk_count(k), 1 << k
+    keys = RandomStream(b"chunk sums".ljust(32, b"\0")).bytes(16 * chunks * n_leaves)
+    streams = ColumnStreams(keys).read(0, offset + width)[:, offset:]
+    leaves = streams.reshape(chunks, n_leaves, width)
+    has_bit = (np.arange(n_leaves)[None, :] >> np.arange(k)[:, None]) & 1  # (k, 2^k)
     expected = np.stack(
-        [np.bitwise_xor.reduce(leaves[:, has_bit[b] == 1], axis=1) for b in range(SUBFIELD_BITS)],
-        axis=1,
+        [np.bitwise_xor.reduce(leaves[:, has_bit[b] == 1], axis=1) for b in range(k)], axis=1
     )
     opened = ColumnStreams(keys)
     opened.read(0, offset)
     for source in (keys, opened):
-        sums, totals = _chunk_sums(source, offset, width)
+        sums, totals = _chunk_sums(source, offset, width, k)
         np.testing.assert_array_equal(sums[..., :width], expected)
         np.testing.assert_array_equal(totals[:, :width], np.bitwise_xor.reduce(leaves, axis=1))

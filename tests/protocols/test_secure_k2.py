@@ -75,6 +75,11 @@ def test_secure_structure_and_parameters_equal_the_reference(network, mode, max_
     _learn_equal_to_the_reference(network, mode, max_parents, seed=11)
 
 
+def test_ot_extensions_at_k_4_give_the_same_network():
+    """SoftSpokenOT at k = 4 (``ot_k``): other pads and twice the u bytes, the same result."""
+    _learn_equal_to_the_reference("asia", "exact", 2, seed=11, ot_k=4)
+
+
 def _learn_equal_to_the_reference(network: str, mode: str, max_parents: int, seed: int, **options):
     """Learn 2,000 sampled records securely; assert both parties got the reference's
     structure, edge order and CPTs; return the channel pair."""

@@ -26,6 +26,7 @@ SPEC = EngineSpec(
     count_bits=12,
     shift_frac=0,
     dh_bits=2048,
+    ot_k=8,
     gc_inline_below=1 << 40,
     ot_inline_below=1 << 40,
 )

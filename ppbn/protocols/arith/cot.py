@@ -53,7 +53,6 @@ def _short_cot_send(
     m = delta.shape[0]
     pad0, pad1 = sender.pads(m)
     _send_corrections(session, pad0, pad1, delta, remaining, kind)
-    sender.ots += m
     return pad0
 
 

@@ -41,7 +41,6 @@ class _WrapOTs:
         if session.is_alice and self.pads is None:
             sender = session.ot_sender()
             self.pads = sender.pads(self.count)
-            sender.ots += self.count
 
 
 @dataclass(frozen=True)

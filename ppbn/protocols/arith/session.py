@@ -21,9 +21,10 @@ from ppbn.circuits.garble import FixedKeyHash
 from ppbn.protocols import ring
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS, dh_group
 from ppbn.protocols.channel import Channel
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS
 from ppbn.protocols.executor import ExecutorSource
 from ppbn.protocols.fixedpoint import RING_BITS
-from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender
+from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender, check_subfield_bits
 from ppbn.protocols.seeds import TaskSeeds
 
 ALICE = "alice"
@@ -63,8 +64,8 @@ class ArithSession:
     his share of a resharing, his entry T[j] + 2^e - rho in lookups): with the channel
     transcript that is its whole view, which the leak tests examine. With ``defer_lifts``
     alice completes her lifts when she next reads (``settle``) instead of at once.
-    ``dh_bits`` is the job's base-OT group (``base_ot.dh_bits_for(key_bits)``,
-    the same at both parties). ``seeds``, ``executor`` and ``ot_inline_below`` go to this
+    ``dh_bits`` is the job's base-OT group (``base_ot.dh_bits_for(key_bits)``) and ``ot_k``
+    SoftSpokenOT's k of its OT extension, each the same at both parties. ``seeds``, ``executor`` and ``ot_inline_below`` go to this
     party's end of the OT extension (``ot.OTSender``, ``ot.OTReceiver``).
     """
 
@@ -75,6 +76,7 @@ class ArithSession:
         keep_openings: bool = False,
         *,
         dh_bits: int = DEFAULT_DH_BITS,
+        ot_k: int = DEFAULT_SUBFIELD_BITS,
         seeds: TaskSeeds | None = None,
         executor: ExecutorSource | None = None,
         ot_inline_below: int = OT_INLINE_BELOW,
@@ -84,6 +86,7 @@ class ArithSession:
         self.channel = channel
         self.role = role
         self.dh_bits = dh_group(dh_bits).bits  # checked now, used when the OT starts
+        self.ot_k = check_subfield_bits(ot_k)
         self.counters = ArithCounters()
         self.random = ring.RandomRing()
         self.hash = FixedKeyHash(LOOKUP_PROTOCOL, channel.session)
@@ -93,6 +96,7 @@ class ArithSession:
         self._lookup_tweak = 0
         self._ot_options = {
             "dh_bits": self.dh_bits,
+            "subfield_bits": self.ot_k,
             "instance": OT_INSTANCE,
             "seeds": seeds,
             "executor": executor,

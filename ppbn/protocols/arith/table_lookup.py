@@ -189,7 +189,6 @@ def lookup_batch(
                 wrap.receive(session)
             sender = session.ot_sender()
             keys = np.stack(sender.pads(ots), axis=1)  # (ots, bit, 2)
-            sender.ots += ots
         else:
             choices = np.concatenate(
                 [plan.entry_bits[plan.index[start:stop]].ravel() for plan, start, stop in group]

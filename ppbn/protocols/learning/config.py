@@ -21,9 +21,9 @@ from ppbn.bn.scores import DEFAULT_ESS
 from ppbn.dp.accounting import DPPlan
 from ppbn.dp.constants import DP_SCORES
 from ppbn.protocols.base_ot import dh_bits_for
-from ppbn.protocols.constants import MAX_TERM_LANES
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, MAX_TERM_LANES
 from ppbn.protocols.fixedpoint import SCORE_FRAC
-from ppbn.protocols.ot import OT_INLINE_BELOW
+from ppbn.protocols.ot import OT_INLINE_BELOW, check_subfield_bits
 from ppbn.protocols.tables import TablesConfig
 from ppbn.protocols.yao import GC_INLINE_BELOW
 
@@ -85,10 +85,15 @@ class SecureLearnConfig:
     # each on a lane of its own (``term_lanes.py``): the ln-term phase on that many cores.
     # Both parties agree; 1: the job's own thread runs every term
     term_lanes: int = 1
+    # SoftSpokenOT's k for every OT extension of the terms (``ot.SUBFIELD_CHOICES``): 8 sends
+    # the fewest bytes, 4 spends the least CPU (docs/decisions/ot-subfield-bits.md). Both
+    # parties agree
+    ot_k: int = DEFAULT_SUBFIELD_BITS
 
     def __post_init__(self) -> None:
         if not 1 <= self.term_lanes <= MAX_TERM_LANES:
             raise ValueError(f"term_lanes must be in 1..{MAX_TERM_LANES}")
+        check_subfield_bits(self.ot_k)
 
     # this party's own (never negotiated): garbled runs of fewer AND gates x instances, and
     # OT-extension calls of fewer OTs, stay in the job thread instead of the executor

@@ -7,8 +7,8 @@ A term is one count through ``SecureScorer.terms``: the normalisation circuit un
 follow from a 16-byte seed per run),
 the table lookups, and the share arithmetic of ``fixedpoint.terms_on`` (products, squares,
 truncations), whose operand bounds a ``CountingBackend`` records by running the very same
-function. Per OT the extension costs ``ot.CHUNKS / 8`` bytes of the receiver's u message
-(SoftSpokenOT); a Gilboa product's OT at bit i adds its correction of ceil((L - i) / 8)
+function. Per OT the extension costs KAPPA / 8k bytes of the receiver's u message
+(SoftSpokenOT at the job's k, ``ot.chunk_count``); a Gilboa product's OT at bit i adds its correction of ceil((L - i) / 8)
 bytes in the product's ring Z_2^L (``arith.product_ring``; a product's two OLEs go one
 each way, a square's in reverse with one wrap OT forward: ``arith.ole_two_way``), a Yao
 input OT or a lookup OT a 16-byte correction; a product's OLEs choose with the narrower
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ppbn.circuits.schedule import schedule_of
 from ppbn.circuits.scoring import normalisation_circuit
 from ppbn.protocols import arith, ring, yao
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS
 from ppbn.protocols.fixedpoint import (
     TABLES_ON_J,
     Shift,
@@ -41,9 +42,8 @@ from ppbn.protocols.fixedpoint import (
     terms_on,
 )
 from ppbn.protocols.learning.terms import normalisation_modes
-from ppbn.protocols.ot import CHUNKS
+from ppbn.protocols.ot import chunk_count
 
-U_BYTES = CHUNKS // 8  # the OT receiver's u message per OT
 BLOCK = 16  # a ring element, a wire label, an OT correction
 
 
@@ -197,9 +197,13 @@ class TermCost:
         return sum(self.bytes_by_kind.values())
 
 
-def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCost:
+def term_cost(
+    count_bits: int, mode: str, shift: float | None = None, ot_k: int = DEFAULT_SUBFIELD_BITS
+) -> TermCost:
     """The model of one term of counts below 2^count_bits in ``mode`` (bdeu: the public
-    shift a); see the module docstring for what each kind is made of."""
+    shift a) with OT extensions at SoftSpokenOT's ``ot_k``; see the module docstring for
+    what each kind is made of."""
+    u_bytes = chunk_count(ot_k) / 8  # the OT receiver's u message per OT
     shift_frac = shift_frac_for(count_bits) if mode == "bdeu" else 0
     the_shift = Shift(shift, shift_frac) if mode == "bdeu" else None
     spec = normalisation_spec(count_bits, mode, the_shift)
@@ -249,12 +253,12 @@ def term_cost(count_bits: int, mode: str, shift: float | None = None) -> TermCos
     reverse = sum(p.reverse_bytes() for p in be.products)
     kinds = {
         (YAO, "yao.tables"): 2 * BLOCK * schedule_of(garbled).n_and,
-        (YAO, "ot.ext.u"): U_BYTES * count_bits,  # the evaluator's count share, by OT
+        (YAO, "ot.ext.u"): u_bytes * count_bits,  # the evaluator's count share, by OT
         (YAO, "ot.ext.y"): BLOCK * count_bits,
         (YAO, "yao.decode"): decode_bits / 8,
         (SHARES, "arith.ole.y"): forward,
         (SHARES, "arith.ole.r"): reverse,
-        (SHARES, "ot.ext.u"): U_BYTES * share_ots,
+        (SHARES, "ot.ext.u"): u_bytes * share_ots,
         (SHARES, "arith.lookup"): sum(table_bytes(t) for group in tables for t in group),
         (SHARES, "arith.reshare"): sum((p.reshared_width + 7) // 8 for p in be.products),
         (SHARES, "arith.trunc"): sum(opening_bytes(b) for b in be.truncations),

@@ -179,6 +179,7 @@ class SecureScorer:
             count_bits=self.count_bits,
             shift_frac=self.shift_frac,
             dh_bits=config.dh_bits,
+            ot_k=config.ot_k,
             gc_inline_below=config.gc_inline_below,
             ot_inline_below=config.ot_inline_below,
             keep_openings=keep_openings,

@@ -125,7 +125,7 @@ def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
 @dataclass(frozen=True)
 class EngineSpec:
     """What a set of term sessions is built from: the job's public facts (mode, count bits,
-    shift fraction, base-OT group) and this party's own settings (inline thresholds, whether
+    shift fraction, base-OT group, OT extension k) and this party's own settings (inline thresholds, whether
     tests keep the openings). Plain values, so a terms lane's process receives it."""
 
     role: str
@@ -133,6 +133,7 @@ class EngineSpec:
     count_bits: int
     shift_frac: int
     dh_bits: int
+    ot_k: int  # SoftSpokenOT's k (``ot.SUBFIELD_CHOICES``)
     gc_inline_below: int
     ot_inline_below: int
     keep_openings: bool = False
@@ -287,6 +288,7 @@ def build_engine(
     yao = YaoParty(
         channel,
         dh_bits=spec.dh_bits,
+        ot_k=spec.ot_k,
         gc_inline_below=spec.gc_inline_below,
         ot_inline_below=spec.ot_inline_below,
         **batches,
@@ -296,6 +298,7 @@ def build_engine(
         spec.role,
         spec.keep_openings,
         dh_bits=spec.dh_bits,
+        ot_k=spec.ot_k,
         ot_inline_below=spec.ot_inline_below,
         **batches,
     )
