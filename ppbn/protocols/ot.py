@@ -6,11 +6,11 @@ them into any number of OTs with symmetric-key work only (AES-CTR PRGs, a fixed-
 hash and bit-matrix transposes), which is what Yao, the share arithmetic and PSI use.
 
 Extension: SoftSpokenOT (Roy, CRYPTO 2022), semi-honest, with k = ``subfield_bits`` (8 by
-default, or 4: ``SUBFIELD_CHOICES``, the job's ``ot_k``): the
-IKNP correlation (Ishai, Kilian, Nissim and Petrank, CRYPTO 2003, Sec. 3: the sender holds
-q_j = t_j ^ c_j s for its secret s and the receiver's t_j and choice c_j) from KAPPA / k
-small VOLEs instead of KAPPA base-OT columns, so the receiver sends KAPPA / k bits per OT
-(16 at k = 8, 32 at k = 4) instead of KAPPA (128). Set-up: the receiver grows a GGM tree of 2^k leaves per
+default, or 4: ``SUBFIELD_CHOICES``, the job's ``ot_k``): the IKNP correlation (Ishai,
+Kilian, Nissim and Petrank, CRYPTO 2003, Sec. 3: the sender holds q_j = t_j ^ c_j s for
+its secret s and the receiver's t_j and choice c_j) from KAPPA / k small VOLEs instead of
+KAPPA base-OT columns, so the receiver sends KAPPA / k bits per OT (16 at k = 8, 32 at
+k = 4) instead of KAPPA (128). Set-up: the receiver grows a GGM tree of 2^k leaves per
 chunk of k bits of s; by KAPPA base OTs in the reverse direction (k per chunk, each
 carrying a level's XOR of left or right children under the base keys) the sender learns
 every leaf but the one at its chunk of s (a punctured PRF). Each leaf is an AES-CTR PRG
@@ -245,8 +245,8 @@ def _chunk_sums(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(S, T) of each chunk's 2^k leaf streams at bytes [offset, offset + width): S[i, b]
     the XOR of chunk i's streams over the leaves x with bit b set, T[i] the XOR of all;
-    (KAPPA / k, k, stride) and (KAPPA / k, stride) uint8, columns past ``width`` garbage (stride
-    as ``ColumnStreams.read_groups``). One chunk at a time, folded while in cache
+    (KAPPA / k, k, stride) and (KAPPA / k, stride) uint8, columns past ``width`` garbage
+    (stride as ``ColumnStreams.read_groups``). One chunk at a time, folded while in cache
     (``kernels.bits.fold_leaves``)."""
     streams = keys if isinstance(keys, ColumnStreams) else ColumnStreams(keys, offset)
     stride = -(-width // 8) * 8

@@ -77,6 +77,7 @@ def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):
 
 
 def test_shared_disclosure_and_combine(tmp_path, capsys):
+    """Also the daemons' path of SoftSpokenOT at k = 4 (``--ot-k 4``: job parameter ot_k)."""
     code = main(
         [
             "simulate",
@@ -86,6 +87,8 @@ def test_shared_disclosure_and_combine(tmp_path, capsys):
             "800",
             "--max-parents",
             "1",
+            "--ot-k",
+            "4",
             "--disclosure",
             "shared",
             "--params",
@@ -100,6 +103,14 @@ def test_shared_disclosure_and_combine(tmp_path, capsys):
     )
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["reference_check"]["max_abs_cpt_difference"] is None
+    assert report["reference_check"]["same_structure_and_order"], report["reference_check"]
+    alice = report["stats"]["alice"]
+    u_bytes = sum(
+        kinds["ot.ext.u"]["bytes_sent"] + kinds["ot.ext.u"]["bytes_received"]
+        for kinds in alice["bytes_by_phase_and_kind"].values()
+        if "ot.ext.u" in kinds
+    )
+    assert 3.9 < u_bytes / alice["ots"] < 4.1  # 128 / 4 bits of u per OT (2 bytes at k = 8)
     files = {
         role: next(tmp_path.glob(f"out-{role}/*/parameter_shares.json"))
         for role in ("alice", "bob")

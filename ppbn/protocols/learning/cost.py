@@ -1,22 +1,24 @@
 """The cost model of one secure term (docs/protocols/cost-model.md): bytes per message
-kind (rounds are measured, not modelled), derived from the same constants, circuits and term arithmetic the protocol runs,
-so ``ppbn bench ln`` can print what the model predicts next to what the channel counted.
+kind (rounds are measured, not modelled), derived from the same constants, circuits and
+term arithmetic the protocol runs, so ``ppbn bench ln`` can print what the model predicts
+next to what the channel counted.
 
 A term is one count through ``SecureScorer.terms``: the normalisation circuit under Yao
 (garbled AND tables, the evaluator's input OTs, decoding bits; the garbler's input labels
-follow from a 16-byte seed per run),
-the table lookups, and the share arithmetic of ``fixedpoint.terms_on`` (products, squares,
-truncations), whose operand bounds a ``CountingBackend`` records by running the very same
-function. Per OT the extension costs KAPPA / 8k bytes of the receiver's u message
-(SoftSpokenOT at the job's k, ``ot.chunk_count``); a Gilboa product's OT at bit i adds its correction of ceil((L - i) / 8)
-bytes in the product's ring Z_2^L (``arith.product_ring``; a product's two OLEs go one
-each way, a square's in reverse with one wrap OT forward: ``arith.ole_two_way``), a Yao
-input OT or a lookup OT a 16-byte correction; a product's OLEs choose with the narrower
-operand's share reshared in Z_2^(b + 2) and its top bit (b + 3 OTs; the resharing sends
-ceil((b + 2) / 8) bytes, ``arith._reshare``). A product's result, and a narrow lookup
-entry, are lifted from an n-bit share to the whole ring by one OT (``arith._lift``: the
-u message, a correction of ceil((128 - n) / 8) bytes, and one bit back); a truncation of a
-sum of products, by masked opening, sends ceil((b + 41) / 8) bytes (``arith.opening_ring``).
+follow from a 16-byte seed per run), the table lookups, and the share arithmetic of
+``fixedpoint.terms_on`` (products, squares, truncations), whose operand bounds a
+``CountingBackend`` records by running the very same function. Per OT the extension
+costs KAPPA / 8k bytes of the receiver's u message (SoftSpokenOT at the job's k,
+``ot.chunk_count``); a Gilboa product's OT at bit i adds its correction of
+ceil((L - i) / 8) bytes in the product's ring Z_2^L (``arith.product_ring``; a product's
+two OLEs go one each way, a square's in reverse with one wrap OT forward:
+``arith.ole_two_way``), a Yao input OT or a lookup OT a 16-byte correction; a product's
+OLEs choose with the narrower operand's share reshared in Z_2^(b + 2) and its top bit
+(b + 3 OTs; the resharing sends ceil((b + 2) / 8) bytes, ``arith._reshare``). A product's
+result, and a narrow lookup entry, are lifted from an n-bit share to the whole ring by one
+OT (``arith._lift``: the u message, a correction of ceil((128 - n) / 8) bytes, and one bit
+back); a truncation of a sum of products, by masked opening, sends ceil((b + 41) / 8)
+bytes (``arith.opening_ring``).
 Message framing (tags and sizes) is not modelled: a few bytes per message, nothing per
 term in large batches.
 """
