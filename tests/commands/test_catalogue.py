@@ -512,12 +512,14 @@ def job_ended_everywhere(pair: InProcessPair, job_id: str) -> bool:
 
 
 def test_crossing_job_starts_run_exactly_one(in_process, caplog):
+    answered = threading.Event()  # both starts have their answer: the job may end
+
     def hold(role, channel, context):
         channel.send("hold", b"1")
         channel.recv("hold")
-        for _ in range(8):  # long enough that the other start meets a running job
-            context.check_cancelled()
-            time.sleep(0.1)
+        deadline = time.monotonic() + 30
+        while not answered.wait(0.02) and time.monotonic() < deadline:
+            context.check_cancelled()  # running until the other start has met it
         return {}
 
     caplog.set_level(logging.INFO)
@@ -525,7 +527,9 @@ def test_crossing_job_starts_run_exactly_one(in_process, caplog):
         clients = {role: in_process.client(role) for role in ("alice", "bob")}
         try:
             for attempt in range(20):
+                answered.clear()
                 outcomes = start_both(clients, "hold", f"x{attempt}")
+                answered.set()
                 started = [role for role, text in outcomes.items() if text.startswith("started")]
                 assert len(started) == 1, (attempt, outcomes)
                 loser = next(text for text in outcomes.values() if not text.startswith("started"))
