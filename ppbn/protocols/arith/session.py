@@ -65,8 +65,9 @@ class ArithSession:
     transcript that is its whole view, which the leak tests examine. With ``defer_lifts``
     alice completes her lifts when she next reads (``settle``) instead of at once.
     ``dh_bits`` is the job's base-OT group (``base_ot.dh_bits_for(key_bits)``) and ``ot_k``
-    SoftSpokenOT's k of its OT extension, each the same at both parties. ``seeds``, ``executor`` and ``ot_inline_below`` go to this
-    party's end of the OT extension (``ot.OTSender``, ``ot.OTReceiver``).
+    SoftSpokenOT's k of its OT extension, each the same at both parties. ``seeds``,
+    ``executor`` and ``ot_inline_below`` go to this party's end of the OT extension
+    (``ot.OTSender``, ``ot.OTReceiver``).
     """
 
     def __init__(

@@ -133,7 +133,7 @@ class EngineSpec:
     count_bits: int
     shift_frac: int
     dh_bits: int
-    ot_k: int  # SoftSpokenOT's k (``ot.SUBFIELD_CHOICES``)
+    ot_k: int  # SoftSpokenOT's k (``constants.SUBFIELD_CHOICES``)
     gc_inline_below: int
     ot_inline_below: int
     keep_openings: bool = False
