@@ -85,9 +85,9 @@ class SecureLearnConfig:
     # each on a lane of its own (``term_lanes.py``): the ln-term phase on that many cores.
     # Both parties agree; 1: the job's own thread runs every term
     term_lanes: int = 1
-    # SoftSpokenOT's k for every OT extension of the terms (``constants.SUBFIELD_CHOICES``): 8 sends
-    # the fewest bytes, 4 spends the least CPU (docs/decisions/ot-subfield-bits.md). Both
-    # parties agree
+    # SoftSpokenOT's k for every OT extension of the terms (``constants.SUBFIELD_CHOICES``):
+    # 8 sends the fewest bytes, 4 spends the least CPU (docs/decisions/ot-subfield-bits.md).
+    # Both parties agree
     ot_k: int = DEFAULT_SUBFIELD_BITS
 
     def __post_init__(self) -> None:
