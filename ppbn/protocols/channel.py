@@ -241,8 +241,8 @@ class Channel(ABC):
             self._early_lanes = max(self._early_lanes, EARLY_LANES + count)
 
     def _is_early_lane(self, name: str) -> bool:
-        """``name`` is one of the next ``EARLY_LANES`` (``expect_lanes``: more) lanes, not yet opened here (call
-        with ``_lanes`` held)."""
+        """``name`` is one of the next ``EARLY_LANES`` (``expect_lanes``: more) lanes, not
+        yet opened here (call with ``_lanes`` held)."""
         prefix, _, number = name.partition("lane")
         if prefix or not number.isdigit():
             return False

@@ -27,7 +27,13 @@ import numpy as np
 
 from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 from ppbn.protocols.executor import exit_with_parent
-from ppbn.protocols.learning.terms import EngineSpec, PhaseClock, TermsEngine, build_engine
+from ppbn.protocols.learning.terms import (
+    EngineSpec,
+    PhaseClock,
+    TermsEngine,
+    build_engine,
+    take_counters,
+)
 from ppbn.protocols.seeds import TaskSeeds
 
 TERMS, STOP, READY, SEND, RECV, PHASE, DONE, FAILED, DATA = (
@@ -94,14 +100,6 @@ class BatchReport:
     cpu_seconds: float
 
 
-def _counters(counters: object) -> dict[str, int]:
-    """The integer counters of a counters dataclass, which then start again from zero."""
-    values = dict(vars(counters))
-    for name in values:
-        setattr(counters, name, 0)
-    return values
-
-
 def _run_batch(engine: TermsEngine, connection: Connection, x_shares, shifts) -> tuple:
     clock, cpu = PhaseClock(), time.process_time()
     result = engine.terms(
@@ -114,8 +112,8 @@ def _run_batch(engine: TermsEngine, connection: Connection, x_shares, shifts) ->
     if engine.arith.openings is not None:
         openings, engine.arith.openings[:] = list(engine.arith.openings), []
     report = BatchReport(
-        _counters(engine.yao.counters),
-        _counters(engine.arith.counters),
+        take_counters(engine.yao.counters),
+        take_counters(engine.arith.counters),
         openings,
         clock.seconds,
         time.process_time() - cpu,

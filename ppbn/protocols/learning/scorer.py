@@ -41,7 +41,13 @@ from ppbn.protocols.fixedpoint import (
 )
 from ppbn.protocols.learning.config import GARBLER, Family, Progress, SecureLearnConfig, score_bits
 from ppbn.protocols.learning.term_lanes import TermLanes, lanes_for
-from ppbn.protocols.learning.terms import EngineSpec, PhaseClock, TermsEngine, build_engine
+from ppbn.protocols.learning.terms import (
+    EngineSpec,
+    PhaseClock,
+    TermsEngine,
+    build_engine,
+    take_counters,
+)
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
 from ppbn.protocols.seeds import TaskSeeds
@@ -64,13 +70,6 @@ def _add_counts(into: object, counts: dict[str, int]) -> None:
     """Add ``counts`` (name -> value) to the integer counters of ``into``."""
     for name, value in counts.items():
         setattr(into, name, getattr(into, name) + value)
-
-
-def _add_counters(into: object, moved: object) -> None:
-    """Add the integer counters of ``moved`` (a counters dataclass) to ``into``'s, and zero them."""
-    _add_counts(into, vars(moved))
-    for name in vars(moved):
-        setattr(moved, name, 0)
 
 
 class SecureScorer:
@@ -289,8 +288,8 @@ class SecureScorer:
         rest = second.join()
         self.clock.add("ln and x ln x (shares)", started)
         self.channel.settle_lane(lane)
-        _add_counters(self.yao.counters, engine.yao.counters)
-        _add_counters(self.arith.counters, engine.arith.counters)
+        _add_counts(self.yao.counters, take_counters(engine.yao.counters))
+        _add_counts(self.arith.counters, take_counters(engine.arith.counters))
         if self.arith.openings is not None:
             self.arith.openings.extend(engine.arith.openings)
             engine.arith.openings.clear()

@@ -122,11 +122,21 @@ def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
     }
 
 
+def take_counters(counters: object) -> dict[str, int]:
+    """The integer counters of a session's counters dataclass, which then start again from
+    zero: what a second set of sessions hands to the job's (its lane's or its process's)."""
+    values = dict(vars(counters))
+    for name in values:
+        setattr(counters, name, 0)
+    return values
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     """What a set of term sessions is built from: the job's public facts (mode, count bits,
-    shift fraction, base-OT group, OT extension k) and this party's own settings (inline thresholds, whether
-    tests keep the openings). Plain values, so a terms lane's process receives it."""
+    shift fraction, base-OT group, OT extension k) and this party's own settings (inline
+    thresholds, whether tests keep the openings). Plain values, so a terms lane's process
+    receives it."""
 
     role: str
     mode: str
