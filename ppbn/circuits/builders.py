@@ -347,48 +347,64 @@ def argmax_tolerant(
 
 
 # -- normalisation (ln x = ln(2^k (1 + e))) ------------------------------------------
-def leading_one(b: CircuitBuilder, x: Sequence[int]) -> tuple[Bits, Bits, int]:
+def prefix_or(b: CircuitBuilder, x: Sequence[int], floor: int = 0) -> Bits:
+    """p[i] = OR of x[i:] for floor <= i <= l (p[l] = 0), built from the most significant
+    bit down: l - 1 - floor ANDs. The entries below ``floor`` are left 0.
+
+    The chain is the same gates for every caller, so a circuit that asks for it twice (say
+    for [x >= 2^floor] and again inside ``leading_one``) pays for it once: the builder
+    reuses identical gates.
+    """
+    n = len(x)
+    prefix = [ZERO] * (n + 1)
+    for i in range(n - 1, floor - 1, -1):
+        prefix[i] = b.or_(prefix[i + 1], x[i])
+    return prefix
+
+
+def leading_one(b: CircuitBuilder, x: Sequence[int], floor: int = 0) -> tuple[Bits, Bits, int]:
     """(one-hot of the leading one, its position k = floor(log2 x), x == 0).
 
     The prefix OR from the most significant bit costs l - 1 ANDs; the one-hot vector is the
     XOR of neighbouring prefix bits and the position a XOR of one-hot bits (both free).
-    For x == 0 the one-hot vector and the position are zero.
+    For x == 0 the one-hot vector and the position are zero. A caller that knows x is
+    either 0 or at least 2^floor passes ``floor``: the bits below it cannot hold the
+    leading one, so the chain stops there (floor fewer ANDs).
     """
     n = len(x)
-    prefix = [ZERO] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        prefix[i] = b.or_(prefix[i + 1], x[i])
-    one_hot = [b.xor(prefix[i], prefix[i + 1]) for i in range(n)]
+    prefix = prefix_or(b, x, floor)
+    one_hot = [ZERO] * floor + [b.xor(prefix[i], prefix[i + 1]) for i in range(floor, n)]
     position = [ZERO] * index_width(n)
     for i, h in enumerate(one_hot):
         for j in range(len(position)):
             if (i >> j) & 1:
                 position[j] = b.xor(position[j], h)
-    return one_hot, position, b.inv(prefix[0])
+    return one_hot, position, b.inv(prefix[floor])
 
 
-def normalize(b: CircuitBuilder, x: Sequence[int]) -> tuple[Bits, Bits, int]:
+def normalize(b: CircuitBuilder, x: Sequence[int], floor: int = 0) -> tuple[Bits, Bits, int]:
     """(x << (l - 1 - k), k, x == 0) for k the leading-one position of x.
 
     The shifted value has its top bit set (unless x == 0), so x = 2^k (1 + e) with
     e = shifted / 2^(l-1) - 1, the decomposition of Lindell-Pinkas's ln x protocol
     (Yang-Wright Sec. 5.4). The shift amount l - 1 - k is a XOR of one-hot bits; the barrel
-    shifter costs l ANDs per shift bit.
+    shifter costs l ANDs per shift bit, and a shift bit that ``floor`` (see
+    ``leading_one``) rules out costs nothing.
     """
     n = len(x)
-    one_hot, position, zero = leading_one(b, x)
+    one_hot, position, zero = leading_one(b, x, floor)
     shift = [ZERO] * index_width(n)
     for i, h in enumerate(one_hot):
         for j in range(len(shift)):
             if ((n - 1 - i) >> j) & 1:
                 shift[j] = b.xor(shift[j], h)
+    # the largest step first: a caller that keeps only the top bits pays for fewer muxes
+    # in the later, finer steps (unused gates are dropped by the schedule)
     value = list(x)
-    for j, s in enumerate(shift):
+    for j in reversed(range(len(shift))):
         step = 1 << j
-        if step >= n:
-            break
-        shifted = [ZERO] * step + value[: n - step]
-        value = mux(b, s, shifted, value)
+        if step < n:
+            value = mux(b, shift[j], [ZERO] * step + value[: n - step], value)
     return value, position, zero
 
 

@@ -5,9 +5,10 @@ Each function builds (once, cached) a circuit whose plaintext behaviour is speci
 
 - ``normalisation_circuit``: Lindell-Pinkas's first step (Yang-Wright Sec. 5.4 / 6.5)
   extended to the score modes: from two shares of a count x it produces the mantissa's
-  fraction f (from which the share arithmetic forms the reduced argument u and, in the
-  exact mode, 2^-k r_j) and the multiplier x2, each at its natural width
-  (``shared_outputs``) for Yao's bit shares, and the lookup indices k, j (and
+  fraction f (from which the share arithmetic forms the reduced argument u), the
+  multiplier x2 and, in the exact and bdeu modes, the power p = 2^(K'-1-k) (with r_j it
+  gives 2^-k r_j), each at its natural width (``shared_outputs``) for Yao's bit shares,
+  and the lookup indices k, j (and
   the C-table index) masked with garbler-chosen pads, so the evaluator can fetch table
   entries by OT without learning them. Replacing alpha = 0 by beta = 1 (Yang-Wright
   Sec. 6.4) is the gate g = [x >= T]: below it every ln part is 0, and the zero
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ppbn.circuits import builders as bl
-from ppbn.circuits.builders import ONE, ZERO, Bits, CircuitBuilder
+from ppbn.circuits.builders import ZERO, Bits, CircuitBuilder
 from ppbn.circuits.ir import Circuit
 
 PARAM_FRAC = 40  # fractional bits of secure CPT entries (2^-40 ~ 9e-13)
@@ -59,20 +60,37 @@ class SharedOutput:
     width: int
 
 
+def ungated(spec: NormalisationSpec) -> bool:
+    """The modes whose threshold is T = 1 (yw, yw0, bic): every count but 0 has an ln part,
+    and 0's is 0 = ln 1, so the circuit normalises x1 = max(x, 1) and gates nothing."""
+    return spec.threshold == 1 and not spec.shift_frac
+
+
 def shared_outputs(spec: NormalisationSpec) -> dict[str, SharedOutput]:
-    """Widths of f and x2, from the spec.
+    """Widths of the outputs the parties get as XOR shares of their bits, from the spec.
 
     With K' = count_bits + shift_frac the normalised value X < 2^K' is 2^k M / 2^(K'-1)
-    with the mantissa M in [2^(K'-1), 2^K') and k <= K' - 1; gated off, both outputs are 0.
+    with the mantissa M in [2^(K'-1), 2^K') and k <= K' - 1; in every mode
+    p = 2^(K'-1-k) is the leading-one vector read backwards, so it costs no gate.
 
+    Without a gate (``ungated``): x1 = max(x, 1) < 2^K and p < 2^K, so M = x1 p; the share
+    arithmetic forms u from x1 p r_j (``fixedpoint.reduced_argument_of_power``) and the
+    term from x1, and the circuit need not shift x at all (only the mantissa index j).
+
+    With a gate [x >= T] (exact, bdeu), 0 below it:
     - f = M - 2^(K'-1) < 2^(K'-1), the mantissa's fraction. The share arithmetic turns it
       into u = (2^(K'-1) + f) r_j - 2^P (``fixedpoint.reduced_argument_on``), so neither
       the reciprocal table nor the product is garbled.
-    - x2 = 2x + 1 (bic: 2x) < 2^(count_bits + 1).
+    - x2 = 2x + 1 < 2^(count_bits + 1).
+    - p, with which r_j gives 2^-k r_j (``fixedpoint.inv_on``): gated on,
+      k >= log2 T + F, so p < 2^(count_bits - log2 T).
     """
+    if ungated(spec):
+        return {"x1": SharedOutput(spec.count_bits), "p": SharedOutput(spec.count_bits)}
     return {
         "f": SharedOutput(spec.count_bits + spec.shift_frac - 1),
         "x2": SharedOutput(spec.count_bits + 1),
+        "p": SharedOutput(spec.count_bits - (spec.threshold.bit_length() - 1)),
     }
 
 
@@ -90,10 +108,6 @@ def select_constant(
     return bl.mux(b, index[-1], high, low)
 
 
-def _gate(b: CircuitBuilder, g: int, bits: Sequence[int]) -> Bits:
-    return [b.and_(g, v) for v in bits]
-
-
 def index_bits(count_bits: int) -> int:
     """Width of the exponent k < count_bits (the size of fixedpoint.k_table(count_bits - 1))."""
     return bl.index_width(count_bits)
@@ -105,8 +119,8 @@ def c_index_bits(mode: str) -> int:
 
 @lru_cache(maxsize=32)
 def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
-    """Inputs xa, xb (count shares mod 2^K), garbler pads mu_k, mu_j[, mu_c]; outputs f
-    and x2 as the unsigned integers of ``shared_outputs`` (to be shared) and the masked
+    """Inputs xa, xb (count shares mod 2^K), garbler pads mu_k, mu_j[, mu_c]; outputs the
+    unsigned integers of ``shared_outputs`` (to be shared) and the masked
     indices k, j[, c] (for the evaluator). See ``fixedpoint.normalise`` for the values."""
     x_bits, mode = spec.count_bits, spec.mode
     frac, t_bits, r_bits = spec.frac, spec.mantissa_bits, spec.recip_bits
@@ -127,41 +141,52 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     mu_c = b.input("mu_c", c_index_bits(mode)) if c_index_bits(mode) else []
 
     x = bl.add(b, xa, xb)
+
+    def masked(name: str, bits: Sequence[int], pads: Sequence[int]) -> None:
+        b.output(name, [b.xor(a, m) for a, m in zip(bits, pads, strict=True)])
+
+    if ungated(spec):
+        # x1 = max(x, 1): bit 0 becomes x_0 OR [x < 2]; then [x == 0] is x1_0 ^ x_0, free
+        below_two = b.inv(bl.prefix_or(b, x, 1)[1])
+        x1 = [b.or_(x[0], below_two), *x[1:]]
+        mantissa, position, _ = bl.normalize(b, x1)
+        b.output("x1", x1)
+        b.output("p", bl.leading_one(b, x1)[0][::-1])  # normalize's own vector (same gates)
+        masked("k_masked", position, mu_k)
+        masked("j_masked", mantissa[k_bits - 1 - t_bits : k_bits - 1], mu_j)
+        if mode == "yw0":
+            masked("c_masked", [b.xor(x1[0], x[0])], mu_c)
+        return b.build()
+
     low = spec.threshold.bit_length() - 1
-    g = b.inv(bl.is_zero(b, x[low:]))  # [x >= T]
-    value = x
+    # [x >= T] is the OR of x's bits from `low` up: the top of the leading-one chain that
+    # normalize builds below from the same gates, so it costs nothing of its own
+    g = bl.prefix_or(b, x[low:])[0]
+    # Below T every output but the C index is 0. Instead of gating each output, gate the
+    # value normalised: its bits below `low` (ANDs that x2 needs anyway) and, in bdeu, the
+    # shift. Gated off it is 0, whose mantissa, position and leading-one vector are 0;
+    # gated on it is x (bdeu: X), whose leading one is at `low` (+ F) or above.
+    x_low = [b.and_(g, v) for v in x[:low]]
+    value = x_low + x[low:]
     if spec.shift_frac:
-        value = bl.add(b, [ZERO] * spec.shift_frac + x, bl.constant(spec.shift, k_bits))
-    # With T = 1 and no shift the gate is off only at x = 0, whose mantissa and position
-    # are 0: k = j = f = 0 with no gate at all.
-    ungated = low == 0 and not spec.shift_frac
-
-    def gate(bits: Sequence[int]) -> Bits:
-        return list(bits) if ungated else _gate(b, g, bits)
-
-    mantissa, position, zero = bl.normalize(b, value)
-    j = gate(mantissa[k_bits - 1 - t_bits : k_bits - 1])
-    k = gate(position)
-    b.output("f", gate(mantissa[: k_bits - 1]))
-
-    # g = 0 means x < T = 2^low: the bits of x from low up are 0 already
-    low_bit = ZERO if mode == "bic" else ONE
-    x2 = [b.and_(g, low_bit), *_gate(b, g, x[:low]), *x[low:]]
-    b.output("x2", x2)  # K + 1 bits, the width of ``shared_outputs``
-    b.output("k_masked", [b.xor(a, m) for a, m in zip(k, mu_k, strict=True)])
-    b.output("j_masked", [b.xor(a, m) for a, m in zip(j, mu_j, strict=True)])
+        shift = [b.and_(g, v) for v in bl.constant(spec.shift, k_bits)]
+        value = bl.add(b, [ZERO] * spec.shift_frac + value, shift)
+    floor = low + spec.shift_frac
+    mantissa, position, _ = bl.normalize(b, value, floor=floor)
+    b.output("f", mantissa[: k_bits - 1])
+    b.output(
+        "x2", [g, *x_low, *x[low:]]
+    )  # 2x + 1 when gated on; the bits of x from low up are 0 below
+    b.output("p", bl.leading_one(b, value, floor)[0][floor:][::-1])  # (same gates)
+    masked("k_masked", position, mu_k)
+    masked("j_masked", mantissa[k_bits - 1 - t_bits : k_bits - 1], mu_j)
+    # (not g) x_i is x_i ^ g x_i: free next to the gated low bits (T = 64)
+    x_below = [b.xor(v, w) for v, w in zip(x[:low], x_low, strict=True)]
     if mode == "exact":  # fixedpoint.exact_c_index: x below 64, but 0 for x = 1, 1 for x >= 64
-        not_g = b.inv(g)
         above_one = b.inv(bl.is_zero(b, x[1:6]))  # with bit 0 set: x > 1 (below 64)
-        c0 = b.xor(g, b.and_(not_g, b.and_(x[0], above_one)))
-        c = [c0] + [b.and_(not_g, v) for v in x[1:6]]
-        b.output("c_masked", [b.xor(a, m) for a, m in zip(c, mu_c, strict=True)])
-    elif mode == "bdeu":
-        not_g = b.inv(g)
-        c = [b.and_(not_g, v) for v in x[:6]] + [g]
-        b.output("c_masked", [b.xor(a, m) for a, m in zip(c, mu_c, strict=True)])
-    elif mode == "yw0":
-        b.output("c_masked", [b.xor(zero, mu_c[0])])
+        masked("c_masked", [b.xor(g, b.and_(x_below[0], above_one)), *x_below[1:6]], mu_c)
+    else:  # bdeu: min(x, 64)
+        masked("c_masked", [*x_below[:6], g], mu_c)
     return b.build()
 
 

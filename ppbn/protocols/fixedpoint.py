@@ -49,6 +49,7 @@ Score modes (all scaled by 2^SCORE_FRAC, see ``bn/scores.py`` for the plaintext 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -243,9 +244,11 @@ class Normalised:
     j: int  # mantissa index (0 when gated)
     f: int  # the mantissa's fraction (m - 1) * 2^(K' - 1) (0 when gated)
     u: int  # (m r_j - 1) * 2^FRAC, exact (0 when gated)
-    x2: int  # 2x + 1 (yw, exact) or 2x (bic) when gated on, else 0
+    x2: int  # exact and bdeu: 2x + 1 when gated on, else 0 (the other modes: 0)
     inv: int  # exact mode: 2^-k r_j * 2^FRAC (0 when gated)
     c_index: int  # C-table index: exact ``exact_c_index``; bdeu min(x, 64); yw0 [x == 0]; else 0
+    p: int  # 2^(K' - 1 - k), 0 when gated off (x = 0 in yw, yw0, bic: 2^(K - 1), k = 0)
+    x1: int  # yw, yw0, bic: max(x, 1) (else 0)
 
 
 def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) -> Normalised:
@@ -263,9 +266,10 @@ def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) ->
         c_index = min(x, EXACT_OVERFLOW_INDEX)
     elif mode == "yw0":
         c_index = int(x == 0)
-    if not gate:
-        return Normalised(0, 0, 0, 0, 0, 0, 0, c_index)
-    value, shift_frac = x, 0
+    ungated = threshold(mode) == 1  # 0's ln part is 0 = ln 1: normalise x1 = max(x, 1)
+    if not gate and not ungated:
+        return Normalised(0, 0, 0, 0, 0, 0, 0, c_index, 0, 0)
+    value, shift_frac = max(x, 1), 0
     if shift is not None:
         shift_frac = shift.frac
         value, count_bits = (x << shift_frac) + shift.numerator, count_bits + shift_frac
@@ -279,28 +283,16 @@ def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) ->
     prod_frac = frac_bits + RECIP_BITS
     u_scaled = mantissa * r - (1 << prod_frac)  # (m r_j - 1) * 2^prod_frac
     u = u_scaled << (FRAC - prod_frac) if prod_frac <= FRAC else u_scaled >> (prod_frac - FRAC)
-    x2 = 2 * x if mode == "bic" else 2 * x + 1
-    inv = (r << (FRAC + shift_frac)) >> (k + RECIP_BITS) if mode in ("exact", "bdeu") else 0
-    return Normalised(gate, k, j, mantissa - (1 << frac_bits), u, x2, inv, c_index)
-
-
-def inv_power_table(count_bits: int, shift_frac: int = 0) -> tuple[int, ...]:
-    """P[k] = 2^(K' - 1 - k), K' = count_bits + shift_frac, for the exponents k of a
-    count at or above the exact and bdeu threshold (k >= 6 + F); 0 below, where the gate
-    has set k to 0. The index is as wide as the K-table's."""
-    k_bits = count_bits + shift_frac
-    size = 1 << max(1, (k_bits - 1).bit_length())
-    low = EXACT_TABLE_SIZE.bit_length() - 1 + shift_frac
-    return tuple(1 << (k_bits - 1 - k) if low <= k < k_bits else 0 for k in range(size))
+    x2 = 0 if ungated else 2 * x + 1
+    inv = 0 if ungated else (r << (FRAC + shift_frac)) >> (k + RECIP_BITS)
+    x1 = value if ungated else 0
+    f = mantissa - (1 << frac_bits)
+    return Normalised(gate, k, j, f, u, x2, inv, c_index, 1 << (count_bits - 1 - k), x1)
 
 
 def tables_on_k(mode: str, count_bits: int, shift_frac: int = 0) -> list[tuple[int, ...]]:
-    """The public tables a term looks up at its exponent k: k ln 2 (bdeu: shifted) and,
-    in the exact and bdeu modes, the powers of ``inv_on``."""
-    tables = [shifted_k_table(shift_frac) if mode == "bdeu" else k_table(count_bits - 1)]
-    if mode in ("exact", "bdeu"):
-        tables.append(inv_power_table(count_bits, shift_frac))
-    return tables
+    """The public tables a term looks up at its exponent k: k ln 2 (bdeu: shifted)."""
+    return [shifted_k_table(shift_frac) if mode == "bdeu" else k_table(count_bits - 1)]
 
 
 TABLES_ON_J = (J_TABLE, RECIPROCALS)  # -ln r_j and r_j, at the mantissa index j
@@ -320,21 +312,33 @@ def c_table(mode: str, shift: Shift | None = None) -> tuple[int, ...] | None:
 
 
 def reduced_argument_on(be: Backend, f, r, k_bits: int):
-    """u * 2^FRAC from the circuit's mantissa fraction f (K' - 1 bits, XOR-shared) and the
-    looked-up r_j * 2^RECIP_BITS (``RECIPROCALS``): f r_j + 2^(K'-1) r_j - 2^P is m r_j - 1
-    at scale 2^P, P = K' - 1 + RECIP_BITS <= FRAC, an exact integer product (the gated
-    f = 0, j = 0 gives 0)."""
+    """u * 2^FRAC of the gated modes from the circuit's mantissa fraction f (K' - 1 bits,
+    XOR-shared) and the looked-up r_j * 2^RECIP_BITS (``RECIPROCALS``): f r_j + 2^(K'-1) r_j
+    - 2^P is m r_j - 1 at scale 2^P, P = K' - 1 + RECIP_BITS <= FRAC, an exact integer
+    product (the gated f = 0, j = 0 gives 0)."""
     prod_frac = k_bits - 1 + RECIP_BITS
     product = be.add(be.bit_mul(f, r, k_bits - 1, RECIP_BITS + 1), be.scale(r, 1 << (k_bits - 1)))
     return be.scale(be.sub(product, be.constant(1 << prod_frac, r)), 1 << (FRAC - prod_frac))
 
 
-def inv_on(be: Backend, r, power, k_bits: int, shift_frac: int):
+def reduced_argument_of_power(be: Backend, x1, p, r, count_bits: int):
+    """u * 2^FRAC of the modes without a gate from the circuit's x1 = max(x, 1) and
+    p = 2^(K-1-k) (K bits each, XOR-shared) and the looked-up r_j: the mantissa is x1 p, so
+    x1 (p r_j) - 2^P is m r_j - 1 at scale 2^P, P = K - 1 + RECIP_BITS, two exact bit
+    products (x = 0 is x1 = 1, p = 2^(K-1), j = 0: u = 0). The circuit then shifts nothing
+    but the mantissa index j (``circuits.scoring.shared_outputs``)."""
+    prod_frac = count_bits - 1 + RECIP_BITS
+    scaled = be.bit_mul(p, r, count_bits, RECIP_BITS + 1)  # p r_j <= 2^P
+    product = be.bit_mul(x1, scaled, count_bits, prod_frac + 1)
+    return be.scale(be.sub(product, be.constant(1 << prod_frac, r)), 1 << (FRAC - prod_frac))
+
+
+def inv_on(be: Backend, r, p, k_bits: int, shift_frac: int):
     """The exact and bdeu modes' 2^(F - k) r_j * 2^FRAC (``normalise``'s inv) from the
-    looked-up r_j and P[k] (``inv_power_table``): r_j P[k] 2^z, z = FRAC + F - RECIP_BITS -
-    (K' - 1) >= 0, an exact product (0 when gated: P[0] = 0)."""
-    power_bits = k_bits - (EXACT_TABLE_SIZE.bit_length() - 1) - shift_frac  # P[k] <= 2^(K' - 7 - F)
-    product = be.mul(r, power, 0, 0, (RECIP_BITS + 1, power_bits))
+    looked-up r_j and the circuit's bit-shared p = 2^(K' - 1 - k): r_j p 2^z,
+    z = FRAC + F - RECIP_BITS - (K' - 1) >= 0, an exact product (0 when gated: p = 0)."""
+    p_bits = k_bits - (EXACT_TABLE_SIZE.bit_length() - 1) - shift_frac  # p < 2^(K' - 6 - F)
+    product = be.bit_mul(p, r, p_bits, RECIP_BITS + 1)
     return be.scale(product, 1 << (FRAC + shift_frac - RECIP_BITS - (k_bits - 1)))
 
 
@@ -351,7 +355,7 @@ def count_bits_for(max_count: int) -> int:
 # STAT_BITS of masking that needs bound_bits + STAT_BITS <= RING_BITS - 1, checked here.
 # Magnitudes at scale 2^48: |u| <= 2^42, u^2 <= 2^36, u^3 <= 2^30, u^4 <= 2^24, 1/x <= 2^42
 # (each computed value may exceed its bound by the +1 ulp of its truncation), and
-# x2 = 2x + 1 < 2^(K + 1) for counts below 2^K. The operand bounds of the products follow
+# x2 = 2x + 1 < 2^(K + 1), x1 = max(x, 1) < 2^K for counts below 2^K. The operand bounds of the products follow
 # from these; the model's backend asserts every one of them.
 
 HIGH_FRAC = 28  # scale of the coefficients of the high Paterson-Stockmeyer block
@@ -452,29 +456,41 @@ def terms_on(
     be: Backend,
     mode: str,
     count_bits: int,
-    u,
-    x2,
+    shared: Mapping,
+    r,
     k_ln2,
     ln_r,
     c_entry,
-    inv,
     shifts: ShiftCoefficients | None = None,
+    shift_frac: int = 0,
 ):
-    """Cell/row terms * 2^SCORE_FRAC of counts below 2^count_bits from the circuit outputs
-    and the looked-up entries (``k_ln2`` = K_TABLE[k], ``ln_r`` = J_TABLE[j], ``c_entry`` =
-    the C-table entry or None, ``inv`` = 2^-k r_j or None; bdeu: the per-count constants
-    ``shifts``)."""
-    x2_bits = count_bits + 1
-    u2, u3, u4 = powers_on(be, u)
-    ln = be.add(be.add(k_ln2, ln_r), LN1P.evaluate(be, u, u2, u3, u4))
+    """Cell/row terms * 2^SCORE_FRAC of counts below 2^count_bits from the circuit's
+    bit-shared outputs ``shared`` (by name, ``circuits.scoring.shared_outputs``) and the
+    looked-up entries (``r`` = RECIPROCALS[j], ``k_ln2`` = K_TABLE[k], ``ln_r`` =
+    J_TABLE[j], ``c_entry`` = the C-table entry or None; bdeu: the per-count constants
+    ``shifts`` and their fraction bits ``shift_frac``)."""
     if mode in ("yw", "yw0", "bic"):
-        term = be.bit_mul(x2, ln, x2_bits, FRAC + 6)
+        x1 = shared["x1"]
+        u = reduced_argument_of_power(be, x1, shared["p"], r, count_bits)
+        u2, u3, u4 = powers_on(be, u)
+        ln = be.add(be.add(k_ln2, ln_r), LN1P.evaluate(be, u, u2, u3, u4))
+        # 2x ln x = 2 x1 ln x and (2x + 1) ln x = 2 x1 ln x + ln x: x = 0 has ln = ln 1 = 0
+        term = be.scale(be.bit_mul(x1, ln, count_bits, FRAC + 6), 2)
+        if mode != "bic":
+            term = be.add(term, ln)
         return be.add(term, c_entry) if mode == "yw0" else term
     if mode not in ("exact", "bdeu"):
         raise ValueError(f"unknown score mode {mode!r}")
     if (mode == "bdeu") != (shifts is not None):
         raise ValueError("the bdeu mode, and only it, takes shift coefficients")
-    term = be.bit_mul(x2, be.sub(ln, be.constant(1 << FRAC, ln)), x2_bits, FRAC + 6)
+    k_bits = count_bits + shift_frac
+    inv = inv_on(be, r, shared["p"], k_bits, shift_frac)
+    u = reduced_argument_on(be, shared["f"], r, k_bits)
+    u2, u3, u4 = powers_on(be, u)
+    ln = be.add(be.add(k_ln2, ln_r), LN1P.evaluate(be, u, u2, u3, u4))
+    term = be.bit_mul(
+        shared["x2"], be.sub(ln, be.constant(1 << FRAC, ln)), count_bits + 1, FRAC + 6
+    )
     # the series first: of two operands of equal bound the second is reshared, and 1/x's
     # share is final in more low bits than the series' (``arith.ArithSession.derive``)
     inv_x = be.add(
@@ -567,11 +583,6 @@ def term_fixed_many(
     nms = [normalise(x, count_bits, mode, shift) for x, shift in zip(xs, per_count, strict=True)]
     shift_frac = shifts[0].frac if mode == "bdeu" and shifts else 0
     table = shifted_k_table(shift_frac) if mode == "bdeu" and shifts else k_table(count_bits - 1)
-    r = [RECIPROCALS[n.j] for n in nms]
-    inv = None
-    if mode in ("exact", "bdeu"):
-        powers = inv_power_table(count_bits, shift_frac)
-        inv = inv_on(be, r, [powers[n.k] for n in nms], count_bits + shift_frac, shift_frac)
     c_entry = None
     if mode == "exact":
         c_entry = [FACTORIAL_TABLE[n.c_index] for n in nms]
@@ -583,13 +594,13 @@ def term_fixed_many(
         be,
         mode,
         count_bits,
-        reduced_argument_on(be, [n.f for n in nms], r, count_bits + shift_frac),
-        [n.x2 for n in nms],
+        {name: [getattr(n, name) for n in nms] for name in ("f", "x2", "p", "x1")},
+        [RECIPROCALS[n.j] for n in nms],
         [table[n.k] for n in nms],
         [J_TABLE[n.j] for n in nms],
         c_entry,
-        inv,
         ShiftCoefficients.of(per_count) if mode == "bdeu" else None,
+        shift_frac,
     )
 
 

@@ -20,9 +20,9 @@ from ppbn.protocols.fixedpoint import (
     count_bits_for,
     exact_c_index,
     inv_on,
-    inv_power_table,
     ln_fixed,
     normalise,
+    reduced_argument_of_power,
     reduced_argument_on,
     shift_frac_for,
     term_fixed,
@@ -55,7 +55,13 @@ def test_normalisation_keeps_u_small_and_gates_below_threshold():
         nm = normalise(x, K, "yw")
         assert abs(nm.u) <= 2 ** (FRAC - 6)
         assert nm.j < len(RECIPROCALS) and nm.k == x.bit_length() - 1
-    assert normalise(0, K, "yw") == normalise(0, K, "yw").__class__(0, 0, 0, 0, 0, 0, 0, 0)
+    # yw's 0 is normalised as 1 (x1 = 1, k = 0, p = 2^(K-1)), whose ln part is 0 too
+    assert normalise(0, K, "yw") == normalise(1, K, "yw").__class__(
+        0, 0, 0, 0, 0, 0, 0, 0, 1 << (K - 1), 1
+    )
+    assert normalise(63, K, "exact") == normalise(0, K, "exact").__class__(
+        0, 0, 0, 0, 0, 0, 0, 63, 0, 0
+    )
     assert normalise(63, K, "exact").gate == 0 and normalise(64, K, "exact").gate == 1
     assert RECIPROCALS[0] == 1 << 12  # r_0 = 1: gated entries look up ln 1 = 0
 
@@ -91,8 +97,9 @@ def test_family_scores_from_terms_match_bn_scores(mode):
 @pytest.mark.parametrize("mode", ["yw", "bic", "exact", "bdeu"])
 @pytest.mark.parametrize("count_bits", [8, 11, 24])
 def test_u_and_inv_from_f_and_the_tables_are_the_normalised_values(mode, count_bits):
-    """The share arithmetic forms u = (2^(K'-1) + f) r_j - 2^P (and inv = r_j P[k] 2^z) from
-    the circuit's f and looked-up table entries: equal to ``normalise``'s u and inv for every
+    """The share arithmetic forms u = (2^(K'-1) + f) r_j - 2^P and inv = r_j p 2^z (exact,
+    bdeu) or u = x1 p r_j - 2^P (yw, bic) from the circuit's shared outputs and looked-up
+    table entries: equal to ``normalise``'s u and inv for every
     count of 8 and 11 bits (bdeu: every count whose shifted value fits) and near 2^24."""
     shift = Shift(1.3, shift_frac_for(count_bits)) if mode == "bdeu" else None
     shift_frac = 0 if shift is None else shift.frac
@@ -107,10 +114,12 @@ def test_u_and_inv_from_f_and_the_tables_are_the_normalised_values(mode, count_b
     nms = [normalise(x, count_bits, mode, shift) for x in xs]
     be = PlainBackend()  # it also checks every operand bound the secure products rely on
     r = [RECIPROCALS[n.j] for n in nms]
-    assert reduced_argument_on(be, [n.f for n in nms], r, k_bits) == [n.u for n in nms]
     if mode in ("exact", "bdeu"):
-        powers = inv_power_table(count_bits, shift_frac)
-        assert inv_on(be, r, [powers[n.k] for n in nms], k_bits, shift_frac) == [n.inv for n in nms]
+        assert reduced_argument_on(be, [n.f for n in nms], r, k_bits) == [n.u for n in nms]
+        assert inv_on(be, r, [n.p for n in nms], k_bits, shift_frac) == [n.inv for n in nms]
+    else:
+        x1, p = [n.x1 for n in nms], [n.p for n in nms]
+        assert reduced_argument_of_power(be, x1, p, r, count_bits) == [n.u for n in nms]
 
 
 def test_exact_c_table_has_64_entries_and_every_count_reads_its_own():

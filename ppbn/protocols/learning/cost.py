@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ppbn.circuits.schedule import schedule_of
-from ppbn.circuits.scoring import normalisation_circuit
+from ppbn.circuits.scoring import normalisation_circuit, shared_outputs
 from ppbn.protocols import arith, ring, yao
 from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS
 from ppbn.protocols.fixedpoint import (
@@ -36,9 +36,7 @@ from ppbn.protocols.fixedpoint import (
     Shift,
     ShiftCoefficients,
     c_table,
-    inv_on,
     normalisation_spec,
-    reduced_argument_on,
     shift_frac_for,
     tables_on_k,
     terms_on,
@@ -212,7 +210,6 @@ def term_cost(
     circuit = normalisation_circuit(spec)
     outputs = normalisation_modes(spec)
     garbled = yao.garbled_circuit(circuit, outputs)
-    k_bits = count_bits + shift_frac
     decode_bits = sum(
         garbled.output(name).width for name, how in outputs.items() if how != yao.Reveal.BIT_SHARES
     )
@@ -223,20 +220,9 @@ def term_cost(
     if c is not None:
         tables.append([c])
     lookup_ots = sum(len(group[0]).bit_length() - 1 for group in tables)
-    inv = inv_on(be, "r", "P", k_bits, shift_frac) if mode in ("exact", "bdeu") else None
     coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
-    terms_on(
-        be,
-        mode,
-        count_bits,
-        reduced_argument_on(be, "f", "r", k_bits),
-        "x2",
-        "K",
-        "J",
-        "C",
-        inv,
-        coefficients,
-    )
+    shared = {name: name for name in shared_outputs(spec)}
+    terms_on(be, mode, count_bits, shared, "r", "K", "J", "C", coefficients, shift_frac)
     # every share that ends in ``arith._lift``: products, bit products, narrow table entries
     lifted = [
         p.lifted_width for p in [*be.products, *be.bit_products] if p.lifted_width is not None

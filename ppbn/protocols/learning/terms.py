@@ -39,9 +39,7 @@ from ppbn.protocols.fixedpoint import (
     Shift,
     ShiftCoefficients,
     c_table,
-    inv_on,
     normalisation_spec,
-    reduced_argument_on,
     tables_on_k,
     terms_on,
 )
@@ -112,7 +110,7 @@ class SecureBackend:
 
 
 def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
-    """Who gets what of the normalisation circuit: f and x2 as XOR shares of their bits
+    """Who gets what of the normalisation circuit: f, x2 (and p) as XOR shares of their bits
     (``shared_outputs``; ``arith.bit_mul`` takes them), the masked table indices to the
     evaluator."""
     masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(spec.mode) else [])
@@ -167,7 +165,7 @@ class TermsEngine:
     def normalise(
         self, x_shares: np.ndarray, shift: Shift | None
     ) -> tuple[dict, dict[str, np.ndarray]]:
-        """One run of the normalisation circuit: XOR shares of the bits of f and x2 ((n, w)
+        """One run of the normalisation circuit: XOR shares of the bits of f, x2 and p ((n, w)
         0/1 arrays; ``fixedpoint.normalise``), and this party's view of the masked table
         indices (alice's pads, bob's masked values)."""
         mode = self.mode
@@ -242,7 +240,6 @@ class TermsEngine:
         # every table in one lookup round: those on k, those on j (one OT set and one
         # message per index), and the C-table(s) on c; each entry at its own width
         shift_frac = self.shift_frac if mode == "bdeu" else 0
-        k_bits = self.count_bits + shift_frac
         requests = [
             (tables_on_k(mode, self.count_bits, shift_frac), index("k")),
             (list(TABLES_ON_J), index("j")),
@@ -253,13 +250,7 @@ class TermsEngine:
             requests += [
                 ([c_table(mode, Shift(a, self.shift_frac))], runs[a][1]["c"]) for a in groups
             ]
-        on_k, (ln_r, reciprocal), *on_c = arith.lookup_batch(self.arith, requests)
-        k_ln2 = on_k[0]
-        inv = (
-            inv_on(self.backend, reciprocal, on_k[1], k_bits, shift_frac)
-            if mode in ("exact", "bdeu")
-            else None
-        )
+        (k_ln2,), (ln_r, reciprocal), *on_c = arith.lookup_batch(self.arith, requests)
         c_entry = None
         if mode in ("exact", "yw0"):
             c_entry = on_c[0][0]
@@ -275,13 +266,13 @@ class TermsEngine:
             self.backend,
             mode,
             self.count_bits,
-            reduced_argument_on(self.backend, gathered("f"), reciprocal, k_bits),
-            gathered("x2"),
+            {name: gathered(name) for name in next(iter(runs.values()))[0]},
+            reciprocal,
             k_ln2,
             ln_r,
             c_entry,
-            inv,
             coefficients,
+            shift_frac,
         )
         self.arith.settle()  # the last product's lift, before the result leaves the terms
         if clock is not None:
