@@ -4,15 +4,15 @@ Each function builds (once, cached) a circuit whose plaintext behaviour is speci
 ``ppbn.protocols.fixedpoint``; the secure oracle runs them with Yao over shares.
 
 - ``normalisation_circuit``: Lindell-Pinkas's first step (Yang-Wright Sec. 5.4 / 6.5)
-  extended to the score modes: from two shares of a count x it produces the mantissa's
-  fraction f (from which the share arithmetic forms the reduced argument u), the
-  multiplier x2 and, in the exact and bdeu modes, the power p = 2^(K'-1-k) (with r_j it
-  gives 2^-k r_j), each at its natural width (``shared_outputs``) for Yao's bit shares,
-  and the lookup indices k, j (and
-  the C-table index) masked with garbler-chosen pads, so the evaluator can fetch table
-  entries by OT without learning them. Replacing alpha = 0 by beta = 1 (Yang-Wright
-  Sec. 6.4) is the gate g = [x >= T]: below it every ln part is 0, and the zero
-  indicator of the yw0 mode is the masked C index.
+  extended to the score modes: from two shares of a count x it produces, as Yao's bit
+  shares at their natural widths (``shared_outputs``), what the share arithmetic needs
+  to form the reduced argument u and the term (the power p = 2^(K'-1-k) with x1 or with
+  the mantissa's fraction f and x2), and the lookup indices k, j (and the C-table index)
+  masked with garbler-chosen pads, so the evaluator can fetch table entries by OT
+  without learning them. Replacing alpha = 0 by beta = 1 (Yang-Wright Sec. 6.4) is
+  x1 = max(x, 1) in the yw, yw0 and bic modes, and the gate g = [x >= T] in the
+  exact and bdeu modes: below it every ln part is 0. The zero indicator of the yw0
+  mode is the masked C index.
 - ``decision_circuit``: Yang-Wright Sec. 6.6 with the tie rule of docs/conventions.md, "Tie rule": the first
   candidate within tau of the best, and whether the best beats the current score by more
   than tau. Only these two outputs are revealed.
@@ -174,9 +174,8 @@ def normalisation_circuit(spec: NormalisationSpec) -> Circuit:
     floor = low + spec.shift_frac
     mantissa, position, _ = bl.normalize(b, value, floor=floor)
     b.output("f", mantissa[: k_bits - 1])
-    b.output(
-        "x2", [g, *x_low, *x[low:]]
-    )  # 2x + 1 when gated on; the bits of x from low up are 0 below
+    # x2 = 2x + 1 gated on; below the gate the bits of x from `low` up are 0 already
+    b.output("x2", [g, *x_low, *x[low:]])
     b.output("p", bl.leading_one(b, value, floor)[0][floor:][::-1])  # (same gates)
     masked("k_masked", position, mu_k)
     masked("j_masked", mantissa[k_bits - 1 - t_bits : k_bits - 1], mu_j)

@@ -93,6 +93,34 @@ def test_add_sub_compare_mux(width: int) -> None:
         assert got["abs"][i] == abs(sx) % mod
 
 
+@pytest.mark.parametrize(("width", "floor"), [(12, 5), (15, 6), (9, 8)])
+def test_a_floor_gives_the_same_outputs_for_fewer_gates(width: int, floor: int) -> None:
+    """For x = 0 or x >= 2^floor, ``floor`` changes nothing but the AND count."""
+    rng = random.Random(width)
+    xs = [0, 1 << floor, (1 << width) - 1] + [
+        rng.randrange(1 << floor, 1 << width) for _ in range(60)
+    ]
+
+    def build(at: int):
+        def made(b: B.CircuitBuilder) -> None:
+            mantissa, position, zero = B.normalize(b, b.input("x", width), floor=at)
+            b.output("mant", mantissa)
+            b.output("pos", position)
+            b.output("zero", [zero])
+            b.output("one_hot", B.leading_one(b, b.input("y", width), floor=at)[0])
+
+        return made
+
+    inputs = {"x": xs, "y": xs}
+    assert run(build(floor), inputs) == run(build(0), inputs)
+    gates = []
+    for at in (floor, 0):
+        b = B.CircuitBuilder()
+        B.normalize(b, b.input("x", width), floor=at)
+        gates.append(b.and_gates)
+    assert gates[0] < gates[1]
+
+
 @pytest.mark.parametrize("width", [2, 8, 64, 90])
 def test_leading_one_and_normalize(width: int) -> None:
     rng = random.Random(width)

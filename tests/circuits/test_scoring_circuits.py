@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppbn.circuits.evaluate import evaluate
+from ppbn.circuits.schedule import schedule_of
 from ppbn.circuits.scoring import (
     PARAM_FRAC,
     decision_circuit,
@@ -75,6 +76,19 @@ def test_normalisation_circuit_matches_model(mode, max_count):
         assert int(out["j_masked"][i]) ^ int(pads["mu_j"][i]) == nm.j
         if mode in ("exact", "yw0"):
             assert int(out["c_masked"][i]) ^ int(pads["mu_c"][i]) == nm.c_index
+
+
+def test_the_circuit_costs_what_the_cost_model_page_states():
+    """AND gates at counts below 2^15 (docs/protocols/cost-model.md): yw, yw0 and bic
+    shift only the bits of j; exact and bdeu gate the value, not each output."""
+    k_bits = 15
+    counts = {
+        mode: schedule_of(normalisation_circuit(normalisation_spec(k_bits, mode))).n_and
+        for mode in ("yw", "yw0", "bic", "exact")
+    }
+    bdeu = normalisation_spec(k_bits, "bdeu", Shift(2.5, shift_frac_for(k_bits)))
+    counts["bdeu"] = schedule_of(normalisation_circuit(bdeu)).n_and
+    assert counts == {"yw": 64, "yw0": 64, "bic": 64, "exact": 89, "bdeu": 109}
 
 
 @pytest.mark.parametrize("a", [10 / 6, 0.3, 10.0, 10 / 256])
