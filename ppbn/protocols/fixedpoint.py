@@ -355,8 +355,8 @@ def count_bits_for(max_count: int) -> int:
 # STAT_BITS of masking that needs bound_bits + STAT_BITS <= RING_BITS - 1, checked here.
 # Magnitudes at scale 2^48: |u| <= 2^42, u^2 <= 2^36, u^3 <= 2^30, u^4 <= 2^24, 1/x <= 2^42
 # (each computed value may exceed its bound by the +1 ulp of its truncation), and
-# x2 = 2x + 1 < 2^(K + 1), x1 = max(x, 1) < 2^K for counts below 2^K. The operand bounds of the products follow
-# from these; the model's backend asserts every one of them.
+# x2 = 2x + 1 < 2^(K + 1), x1 = max(x, 1) < 2^K for counts below 2^K. The operand bounds
+# of the products follow from these; the model's backend asserts every one of them.
 
 HIGH_FRAC = 28  # scale of the coefficients of the high Paterson-Stockmeyer block
 TAIL_FRAC = 44  # scale of 1/12 and 1/360 in the Stirling remainder

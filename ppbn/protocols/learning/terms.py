@@ -110,9 +110,9 @@ class SecureBackend:
 
 
 def normalisation_modes(spec: NormalisationSpec) -> dict[str, Reveal]:
-    """Who gets what of the normalisation circuit: f, x2 (and p) as XOR shares of their bits
-    (``shared_outputs``; ``arith.bit_mul`` takes them), the masked table indices to the
-    evaluator."""
+    """Who gets what of the normalisation circuit: x1 and p, or f, x2 and p, as XOR shares
+    of their bits (``shared_outputs``; ``arith.bit_mul`` takes them), the masked table
+    indices to the evaluator."""
     masked = ["k_masked", "j_masked"] + (["c_masked"] if c_index_bits(spec.mode) else [])
     return {
         **dict.fromkeys(shared_outputs(spec), Reveal.BIT_SHARES),
@@ -165,9 +165,10 @@ class TermsEngine:
     def normalise(
         self, x_shares: np.ndarray, shift: Shift | None
     ) -> tuple[dict, dict[str, np.ndarray]]:
-        """One run of the normalisation circuit: XOR shares of the bits of f, x2 and p ((n, w)
-        0/1 arrays; ``fixedpoint.normalise``), and this party's view of the masked table
-        indices (alice's pads, bob's masked values)."""
+        """One run of the normalisation circuit: XOR shares of the bits of its shared
+        outputs by name ((n, w) 0/1 arrays; ``shared_outputs``, ``fixedpoint.normalise``),
+        and this party's view of the masked table indices (alice's pads, bob's masked
+        values)."""
         mode = self.mode
         spec = normalisation_spec(self.count_bits, mode, shift)
         circuit = normalisation_circuit(spec)
