@@ -509,8 +509,8 @@ def add_ot_k_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -
         choices=SUBFIELD_CHOICES,
         default=DEFAULT_SUBFIELD_BITS,
         help="SoftSpokenOT's k for the secure terms' OT extensions: 8 (default) sends 2 bytes "
-        "of extension message per OT, the fewest bytes, best on links below about 600 Mbit/s; "
-        "4 sends 4 bytes (+11%% per exact term) for an eighth of the AES work, best on faster "
+        "of extension message per OT, the fewest bytes, best on links below about 650 Mbit/s; "
+        "4 sends 4 bytes (+12%% per exact term) for an eighth of the AES work, best on faster "
         "links and on one host (docs/user-guide.md, 'Less CPU per OT on a fast link')",
     )
 

@@ -49,6 +49,7 @@ from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, MAX_TERM_LANES, SUBF
 from ppbn.protocols.fixedpoint import SCORE_FRAC
 from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, SecureLearnConfig
 from ppbn.protocols.learning.learn import SecureLearnResult, learn_secure
+from ppbn.protocols.ot import check_subfield_bits
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import TablesConfig
 
@@ -188,11 +189,12 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
             "term_lanes",
             "learn: term_lanes above 1 and split_terms are two ways to split; pick one",
         )
-    ot_k = out["ot_k"]
-    if isinstance(ot_k, bool) or not isinstance(ot_k, int) or ot_k not in SUBFIELD_CHOICES:
+    try:
+        check_subfield_bits(out["ot_k"])
+    except ValueError:
         raise ParameterError(
             "ot_k", f"learn: ot_k must be one of {', '.join(map(str, SUBFIELD_CHOICES))}"
-        )
+        ) from None
     if out["order"] is not None:
         order = out["order"]
         if (

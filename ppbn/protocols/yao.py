@@ -296,7 +296,8 @@ class YaoParty:
     """One party's end of a series of Yao runs over one channel.
 
     ``dh_bits``: the base-OT group of the job (``base_ot.dh_bits_for(key_bits)``), the same at
-    both parties, as ``ot_k``, SoftSpokenOT's k of its OT extension. The garbling hash is keyed by ``YAO_PROTOCOL`` and ``channel.session``.
+    both parties, as ``ot_k``, SoftSpokenOT's k of its OT extension. The garbling hash is
+    keyed by ``YAO_PROTOCOL`` and ``channel.session``.
     ``seeds`` supplies this party's randomness (R, its input labels, output masks, the OT's);
     ``executor`` is this party's executor: a run of at least ``gc_inline_below`` AND gates
     times instances garbles (or evaluates) its chunks there, one task each, and an OT call
