@@ -33,20 +33,25 @@ and can test characters (Legendre symbols mod p and q) of elements of <g>, or ta
 discrete logarithms in it. So a ciphertext that goes *to* the key owner after
 homomorphic operations must be re-randomized so that its randomizer is independent of
 which ciphertexts were multiplied. Every ciphertext the key owner made has its randomizer
-in <g>, and so has their product; the other party multiplies it by g^b with b uniform of
-bits(N) + 40 bits (``rerandomizer_spec``, ``rerandomizers_bytes``: the key owner sends
-its g, ``check_randomizer_base``). The order of g divides lambda(N) < N, so b mod ord(g)
-is within 2^-40 of uniform, and the product's randomizer g^(sum a + b) is within 2^-40
-of uniform over <g> whatever the exponents a of the multiplied ciphertexts: a
-statistical argument, which needs no assumption about what the key owner can compute.
-(Publishing g is Damgard-Jurik-Nielsen's own setting, whose public key holds h^N.) With a
-fixed-base table of 8-bit windows a re-randomizer costs 261 multiplications mod N^2
-instead of the 2048-bit exponentiation of r^N for a uniform r in Z*_N, which an earlier
-version used (uniform over all N-th residues: more than the argument needs), about 8x
-less work. ``tables/exchange.py`` re-randomizes each masked result this way. The argument rests
-on the key owner encrypting with its g, which the semi-honest model grants (a key owner
-that deviates could as well encrypt distinct plaintexts per record and read the other
-party's data from the products, which no re-randomization prevents).
+g^a in <g> with a < 2^A (A = ``short_exponent_bits()``, 264: whole windows of the fast
+path), so a product of at most n of them (a count table of n records multiplies each
+record's ciphertext into a product at most once) has g^s with s < n 2^A. The other party
+multiplies it by g^b with b uniform of A + bits(n) + 40 bits (``rerandomizer_spec``,
+``rerandomizers_bytes``: the key owner sends its g, ``check_randomizer_base``): for any
+two sets of multiplied ciphertexts, s + b and s' + b are uniform on ranges of 2^bits(b)
+integers that differ by a shift below 2^(A + bits(n)), so their distributions are within
+2^-40 of each other (statistical distance), and so are g^(s + b) and g^(s' + b), whatever
+the key owner can compute from them, discrete logarithms included: a statistical
+argument, with no assumption about the key owner's computing power. (Publishing g is
+Damgard-Jurik-Nielsen's own setting, whose public key holds h^N.) The exponent is 319
+bits for 20,000 records: with a fixed-base table of 8-bit windows a re-randomizer costs
+40 multiplications mod N^2, against 261 for b uniform over <g> (bits(N) + 40 bits, which
+an earlier version used and which needs no bound on a) and a 2048-bit exponentiation
+of r^N for a uniform r in Z*_N before that. ``tables/exchange.py`` re-randomizes each
+masked result this way. The argument rests on the key owner encrypting with its g and
+exponents below 2^A, which the semi-honest model grants (a key owner that deviates could
+as well encrypt distinct plaintexts per record and read the other party's data from the
+products, which no re-randomization prevents).
 
 Validation: a peer's public key goes through ``PublicKey.from_bytes``, which takes the
 expected size from the caller's locally checked parameters and refuses (``ProtocolError``)
@@ -303,7 +308,7 @@ class FastEncryptor:
         self.nsquare = self.n * self.n
         self.exponent_bits = exponent_bits
         self.window_bits = window_bits
-        self.windows = math.ceil(exponent_bits / window_bits)
+        self.windows = short_exponent_bits(exponent_bits, window_bits) // window_bits
         if base is None:
             base = gmpy2.powmod(_random_unit(public.n, stream), self.n, self.nsquare)
         self.base = mpz(base)
@@ -570,15 +575,32 @@ def combine_products(n: int, *parts: tuple[list[bytes], int]) -> tuple[list[byte
     return out, multiplications
 
 
-REPLY_WINDOW_BITS = 8  # re-randomizer tables: 261 windows x 256 entries, 36 MB at 2048 bits
+REPLY_WINDOW_BITS = (
+    8  # re-randomizer tables: 40 windows x 256 entries at 20,000 records, 5 MB at 2048 bits
+)
 REPLY_TABLE_FROM = 32  # a task of fewer re-randomizers (and no table yet) exponentiates directly
 
 
-def rerandomizer_spec(public: PublicKey, base: int, statistical_bits: int) -> tuple:
+def short_exponent_bits(
+    exponent_bits: int = SHORT_EXPONENT_BITS, window_bits: int = WINDOW_BITS
+) -> int:
+    """Bits of a fast encryptor's exponents a: ``exponent_bits`` rounded up to whole
+    windows (264 by default), so every a < 2^short_exponent_bits()."""
+    return math.ceil(exponent_bits / window_bits) * window_bits
+
+
+def rerandomizer_spec(
+    public: PublicKey, base: int, statistical_bits: int, max_factors: int
+) -> tuple:
     """The ``FastEncryptor`` spec of the re-randomizers g^b of ciphertexts returned to the
-    key owner: g the base of the key owner's own encryptor (``FastEncryptor.base``), b
-    uniform of at least bits(N) + ``statistical_bits`` bits (see the module doc)."""
-    return public.n, int(base), public.bits + statistical_bits, REPLY_WINDOW_BITS, None
+    key owner, each a product of at most ``max_factors`` of its own ciphertexts: g the base
+    of the key owner's encryptor (``FastEncryptor.base``), b uniform of at least
+    ``short_exponent_bits()`` + bits(``max_factors``) + ``statistical_bits`` bits, which
+    hides the sum of their exponents within 2^-statistical_bits (see the module doc)."""
+    if max_factors < 1:
+        raise ValueError("a re-randomized product has at least one factor")
+    bits = short_exponent_bits() + max_factors.bit_length() + statistical_bits
+    return public.n, int(base), bits, REPLY_WINDOW_BITS, None
 
 
 def check_randomizer_base(value: int, public: PublicKey, what: str) -> mpz:

@@ -25,6 +25,7 @@ from ppbn.protocols.paillier import (
     multiply_by_label,
     rerandomizer_spec,
     rerandomizers_bytes,
+    short_exponent_bits,
     validate_ciphertext,
 )
 
@@ -207,24 +208,50 @@ def _rerandomizers(spec: tuple, count: int, seed: bytes) -> list[int]:
     return [int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width)]
 
 
-def test_rerandomizers_are_long_powers_of_the_key_owners_base(
+def _exponents(count: int, windows: int, window_bits: int, seed: bytes) -> list[int]:
+    rows = paillier._exponent_digits(count, windows, window_bits, seed)
+    return [sum(d << (window_bits * i) for i, d in enumerate(row)) for row in rows]
+
+
+def test_rerandomizers_are_powers_of_the_key_owners_base_that_hide_a_sum_of_exponents(
     keys: KeyPair, crt_encryptor: FastEncryptor
 ) -> None:
-    """g^b with b of bits(N) + 40 bits: the same values by the fixed-base table as by direct
-    exponentiation (a small task with no table yet), each an N-th residue in <g>."""
-    spec = rerandomizer_spec(keys.public, crt_encryptor.base, 40)
-    assert spec[2] == keys.public.bits + 40
+    """g^b with b of A + bits(n) + 40 bits, A the bits of the key owner's exponents: the
+    same values by the fixed-base table as by direct exponentiation (a small task with no
+    table yet), each an N-th residue in <g>."""
+    spec = rerandomizer_spec(keys.public, crt_encryptor.base, 40, 20_000)
+    assert short_exponent_bits() == 264 and spec[2] == 264 + 15 + 40
     paillier._ENCRYPTORS.pop(spec, None)
     seed = bytes(range(32))
     direct = _rerandomizers(spec, 3, seed)
     tabled = _rerandomizers(spec, paillier.REPLY_TABLE_FROM, seed)[:3]  # builds the table
     assert direct == tabled and len(set(direct)) == 3
     assert spec in paillier._ENCRYPTORS
-    windows = -(-spec[2] // spec[3])
-    (row,) = paillier._exponent_digits(1, windows, spec[3], seed)
-    b = sum(d << (spec[3] * i) for i, d in enumerate(row))
+    (b,) = _exponents(1, -(-spec[2] // spec[3]), spec[3], seed)
     assert direct[0] == gmpy2.powmod(crt_encryptor.base, b, keys.public.nsquare)
     assert all(_is_nth_residue(r, keys) for r in direct)
+    with pytest.raises(ValueError):
+        rerandomizer_spec(keys.public, crt_encryptor.base, 40, 0)
+
+
+def test_a_product_of_the_key_owners_ciphertexts_has_the_sum_of_their_short_exponents(
+    keys: KeyPair, crt_encryptor: FastEncryptor
+) -> None:
+    """What the re-randomizers' length rests on (module doc): each fast randomizer is g^a
+    with a < 2^short_exponent_bits(), so the randomizer of a product of n ciphertexts is
+    g^s with s < n 2^A, and a re-randomized product is g^(s + b): b's 40 spare bits above
+    bits(n) + A bound the statistical distance between any two such s by 2^-40."""
+    seed = bytes([7]) * 32
+    windows, window_bits = crt_encryptor.windows, crt_encryptor.window_bits
+    exponents = _exponents(12, windows, window_bits, seed)
+    randomizers = crt_encryptor.fresh_randomizers(12, seed)
+    nsq = keys.public.nsquare
+    assert all(a < 1 << short_exponent_bits() for a in exponents)
+    assert randomizers == [gmpy2.powmod(crt_encryptor.base, a, nsq) for a in exponents]
+    product = math.prod(randomizers) % nsq
+    assert product == gmpy2.powmod(crt_encryptor.base, sum(exponents), nsq)
+    spec = rerandomizer_spec(keys.public, crt_encryptor.base, 40, 12)
+    assert spec[2] - 40 >= (12 * ((1 << short_exponent_bits()) - 1)).bit_length()
 
 
 @pytest.mark.parametrize(
@@ -257,7 +284,7 @@ def test_the_key_owner_cannot_tell_which_ciphertexts_a_rerandomized_product_hold
     h = next(h for h in range(2, 1000) if gmpy2.legendre(h, p) == gmpy2.legendre(h, q) == -1)
     encryptor = FastEncryptor(keys.public, base=int(gmpy2.powmod(h, n, nsq)), factors=(p, q))
     root = int(gmpy2.invert(n, gmpy2.lcm(p - 1, q - 1)))
-    spec = rerandomizer_spec(keys.public, encryptor.base, 40)
+    spec = rerandomizer_spec(keys.public, encryptor.base, 40, 12)
     product = 1
     for c in encryptor.encrypt_many([0] * 12):
         product = product * c % nsq

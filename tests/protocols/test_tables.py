@@ -380,7 +380,7 @@ def test_rerandomizers_made_ahead_are_handed_out_once_in_order() -> None:
     config = TablesConfig(key_bits=1024, workers=2, serial_below=0)
     with TablesSession(config) as peer, TablesSession(config) as session:
         keys = peer.own_keys()
-        spec = rerandomizer_spec(keys.public, peer.encryptor.base, 40)
+        spec = rerandomizer_spec(keys.public, peer.encryptor.base, 40, 1000)
         width = keys.public.ciphertext_bytes
         executor = session.executor
 
@@ -399,7 +399,7 @@ def test_rerandomizers_made_ahead_are_handed_out_once_in_order() -> None:
         assert all(keys.decrypt(value) == 0 for value in first + second)
         session.top_up_rerandomizers(spec, 2, executor)
         own = session.own_keys()
-        other = rerandomizer_spec(own.public, session.encryptor.base, 40)
+        other = rerandomizer_spec(own.public, session.encryptor.base, 40, 1000)
         assert len(values(session.rerandomizers(other, 1, executor))) == 1 and not session._reserve
         session.top_up_rerandomizers(spec, 3, InlineExecutor())
         assert not session._reserve

@@ -20,10 +20,10 @@ pass, since the public-key operations are where the cost is (docs/design.md, "Wh
    of y less the others (``exchange._assemble``), which saves 1/|S_X| of the slots (half for a
    binary variable), and with them encryptions, products, ciphertexts and returns.
 3. Y adds a fresh mask r < 2^(bits(n) + sigma) to every slot, re-randomizes with g^b for
-   X's encryptor base g and b uniform of bits(N) + sigma bits (``paillier.py``: the key owner
-   could otherwise look at the randomizer; g^b makes it uniform over <g>, which holds the
-   randomizers of all X's ciphertexts), and returns; X decrypts. Slot value v = alpha + r is statistically hidden (distance
-   <= 2^-sigma). Shares: X holds v mod 2^64, Y holds -r mod 2^64; their sum mod 2^64 is
+   X's encryptor base g and b uniform of 264 + bits(n) + sigma bits (``paillier.py``: the
+   key owner could otherwise look at the randomizer, g^s for s the sum of at most n of its
+   264-bit exponents; b drowns s within 2^-sigma), and returns; X decrypts. Slot value
+   v = alpha + r is statistically hidden (distance <= 2^-sigma). Shares: X holds v mod 2^64, Y holds -r mod 2^64; their sum mod 2^64 is
    alpha. The shares are statistically hiding, not uniform in Z_2^64.
 
 Missing cells (``--missing available-case``, code -1): each party applies the rule to its

@@ -57,7 +57,7 @@ from ppbn.protocols.tables.plan import (
 )
 from ppbn.protocols.tables.session import TASK_PIECE, HeldGroup, TablesSession, piece_payload
 
-PROTOCOL_VERSION = 3  # what each version changed: CHANGELOG.md, "Daemon protocol versions"
+PROTOCOL_VERSION = 4  # what each version changed: CHANGELOG.md, "Daemon protocol versions"
 TABLES_PROTOCOL = b"ppbn/tables"
 SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
@@ -414,8 +414,9 @@ def _aggregate_side(
     executor = session.executor_for(n_records)
     sizes = [configs(schema, sy) for _, sy in plan.pairs]
     total_returns = sum(sizes)
-    # re-randomizers of the masked results: start early, they do not depend on the data
-    spec = rerandomizer_spec(public, base, config.statistical_bits)
+    # re-randomizers of the masked results: start early, they do not depend on the data; a
+    # result multiplies each record's ciphertext in at most once
+    spec = rerandomizer_spec(public, base, config.statistical_bits, max(1, n_records))
     randomizer_pieces = session.rerandomizers(spec, total_returns, executor)
     masks = RandomStream(session.seeds.next())
     accumulators: list[list[list[mpz | None]]] = []

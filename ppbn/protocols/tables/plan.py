@@ -263,7 +263,7 @@ def _direction_plan(
 
 # Relative cost of operations, in multiplications mod N^2 (measured on 2048-bit keys).
 _COST_ENCRYPTION = 25
-_COST_RETURN = 1000  # a re-randomizer (~350) plus a decryption (~640)
+_COST_RETURN = 500  # a re-randomizer (~40) plus a decryption (~460)
 _COST_CIPHERTEXT_SENT = 2
 
 
