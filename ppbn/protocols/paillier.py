@@ -575,9 +575,8 @@ def combine_products(n: int, *parts: tuple[list[bytes], int]) -> tuple[list[byte
     return out, multiplications
 
 
-REPLY_WINDOW_BITS = (
-    8  # re-randomizer tables: 40 windows x 256 entries at 20,000 records, 5 MB at 2048 bits
-)
+# re-randomizer tables: 40 windows x 256 entries at 20,000 records, 5 MB at 2048 bits
+REPLY_WINDOW_BITS = 8
 REPLY_TABLE_FROM = 32  # a task of fewer re-randomizers (and no table yet) exponentiates directly
 
 

@@ -13,7 +13,7 @@ import ppbn.protocols.tables.exchange as exchange
 import ppbn.protocols.tables.session as tables_session
 from ppbn.bn.schema import Schema, Variable
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
-from ppbn.protocols.paillier import OpCounters
+from ppbn.protocols.paillier import OpCounters, short_exponent_bits
 from ppbn.protocols.tables import (
     TablesConfig,
     TablesSession,
@@ -132,6 +132,10 @@ def test_parallel_workers_and_ciphertext_cache() -> None:
         assert s_alice.encryptor is not None and s_alice.encryptor.pooled == n // 2
         s_bob.prepare()
         alice, bob, counters = run_both(schema, parts, first, config, sessions)
+        # the aggregator's re-randomizers drown the sum of at most n short exponents
+        specs = [s._reserve_spec for s in (s_alice, s_bob) if s._reserve_spec is not None]
+        bits = short_exponent_bits() + n.bit_length() + config.statistical_bits
+        assert specs and all(spec[2] == bits for spec in specs)
         encrypted = counters["alice"].encryptions + counters["bob"].encryptions
         assert encrypted >= n
         if counters["alice"].encryptions >= n:

@@ -23,8 +23,9 @@ pass, since the public-key operations are where the cost is (docs/design.md, "Wh
    X's encryptor base g and b uniform of 264 + bits(n) + sigma bits (``paillier.py``: the
    key owner could otherwise look at the randomizer, g^s for s the sum of at most n of its
    264-bit exponents; b drowns s within 2^-sigma), and returns; X decrypts. Slot value
-   v = alpha + r is statistically hidden (distance <= 2^-sigma). Shares: X holds v mod 2^64, Y holds -r mod 2^64; their sum mod 2^64 is
-   alpha. The shares are statistically hiding, not uniform in Z_2^64.
+   v = alpha + r is statistically hidden (distance <= 2^-sigma). Shares: X holds v mod
+   2^64, Y holds -r mod 2^64; their sum mod 2^64 is alpha. The shares are statistically
+   hiding, not uniform in Z_2^64.
 
 Missing cells (``--missing available-case``, code -1): each party applies the rule to its
 own columns. X's indicator row for a subset with a missing variable is all zeros (an
