@@ -20,9 +20,9 @@ Exponents are uniform in [1, 2^k) with k = 320 (group 14) or 420 (group 15), the
 RFC 3526's recommended exponent sizes (Sec. 8), and never 0 (``_exponent``). That is the
 short-exponent discrete-log assumption (van Oorschot-Wiener, EUROCRYPT 1996): g^b for
 such b is indistinguishable from a uniform subgroup element (Koshiba-Kurosawa, PKC 2004),
-so the receiver's B = g^b or A g^b hides its choice computationally. (Forcing b odd, as
-an earlier version did, halves the exponent space for no reason and is not covered by
-that statement; uniform exponents are.) Semi-honest security. It yields random OT: the
+so the receiver's B = g^b or A g^b hides its choice computationally. (Forcing b odd would
+halve the exponent space for no reason and is not covered by that statement; uniform
+exponents are.) Semi-honest security. It yields random OT: the
 sender gets two 128-bit keys per OT, the receiver the one it chose. The keys are
 SHA-256 of the protocol id, the channel's session label, the OT index and the group
 elements (``_key``), so base OTs of different jobs or protocol instances never share a

@@ -46,8 +46,8 @@ argument, with no assumption about the key owner's computing power. (Publishing 
 Damgard-Jurik-Nielsen's own setting, whose public key holds h^N.) The exponent is 319
 bits for 20,000 records: with a fixed-base table of 8-bit windows a re-randomizer costs
 40 multiplications mod N^2, against 261 for b uniform over <g> (bits(N) + 40 bits, which
-an earlier version used and which needs no bound on a) and a 2048-bit exponentiation
-of r^N for a uniform r in Z*_N before that. ``tables/exchange.py`` re-randomizes each
+needs no bound on a; docs/decisions/rerandomizer-length.md) and a 2048-bit
+exponentiation for r^N with r uniform in Z*_N. ``tables/exchange.py`` re-randomizes each
 masked result this way. The argument rests on the key owner encrypting with its g and
 exponents below 2^A, which the semi-honest model grants (a key owner that deviates could
 as well encrypt distinct plaintexts per record and read the other party's data from the
