@@ -55,7 +55,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Protocol
 
-from ppbn.circuits.scoring import NormalisationSpec
+from ppbn.circuits.scoring import NormalisationSpec, ungated
 
 RING_BITS = 128
 RING = 1 << RING_BITS
@@ -266,8 +266,9 @@ def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) ->
         c_index = min(x, EXACT_OVERFLOW_INDEX)
     elif mode == "yw0":
         c_index = int(x == 0)
-    ungated = threshold(mode) == 1  # 0's ln part is 0 = ln 1: normalise x1 = max(x, 1)
-    if not gate and not ungated:
+    # the circuit's own rule: 0's ln part is 0 = ln 1, so normalise x1 = max(x, 1)
+    no_gate = ungated(normalisation_spec(count_bits, mode, shift))
+    if not gate and not no_gate:
         return Normalised(0, 0, 0, 0, 0, 0, 0, c_index, 0, 0)
     value, shift_frac = max(x, 1), 0
     if shift is not None:
@@ -283,9 +284,9 @@ def normalise(x: int, count_bits: int, mode: str, shift: Shift | None = None) ->
     prod_frac = frac_bits + RECIP_BITS
     u_scaled = mantissa * r - (1 << prod_frac)  # (m r_j - 1) * 2^prod_frac
     u = u_scaled << (FRAC - prod_frac) if prod_frac <= FRAC else u_scaled >> (prod_frac - FRAC)
-    x2 = 0 if ungated else 2 * x + 1
-    inv = 0 if ungated else (r << (FRAC + shift_frac)) >> (k + RECIP_BITS)
-    x1 = value if ungated else 0
+    x2 = 0 if no_gate else 2 * x + 1
+    inv = 0 if no_gate else (r << (FRAC + shift_frac)) >> (k + RECIP_BITS)
+    x1 = value if no_gate else 0
     f = mantissa - (1 << frac_bits)
     return Normalised(gate, k, j, f, u, x2, inv, c_index, 1 << (count_bits - 1 - k), x1)
 
