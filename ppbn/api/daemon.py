@@ -9,19 +9,25 @@ the daemon's party (docs/user-guide.md and README.md show how to make one).
         job = alice.learn(max_parents=3, score="exact")
         outcome = job.wait()
         network = job.result()          # a NetworkResult
+
+Every answer of the daemon is checked before it is used (``parties.client``): a malformed
+one, or one about another job, raises ``BadAnswer`` (a ``UserError``) in one line.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppbn.api.result import NETWORK_FILE, NetworkResult, load_result
-from ppbn.errors import UserError
+from ppbn.errors import UserError, printable
 
 if TYPE_CHECKING:
     from ppbn.parties.client import DaemonClient, JobOutcome
+
+RESULT_FILE = "result.json"  # beside network.json in a job's folder: names the job
 
 
 class Daemon:
@@ -47,7 +53,7 @@ class Daemon:
     @property
     def role(self) -> str:
         """The party this daemon serves (from its health answer)."""
-        return self.client.health().role
+        return printable(self.client.health().role, 32)
 
     def start(
         self, kind: str = "learn", params: dict[str, Any] | None = None, job_id: str = ""
@@ -88,7 +94,8 @@ class Job:
         reported as lost during the job rather than as unreachable."""
         from ppbn.parties.client import JobOutcome
 
-        return JobOutcome.from_info(self.daemon.client.status(self.job_id, following=following))
+        info = self.daemon.client.status(self.job_id, following=following)
+        return JobOutcome.from_info(info, self.daemon.address)
 
     def wait(
         self, timeout_s: float | None = None, progress: Callable[[Any], None] | None = None
@@ -102,15 +109,37 @@ class Job:
         """Ask the daemon to stop the job; it tells its peer to stop too."""
         from ppbn.parties.client import JobOutcome
 
-        return JobOutcome.from_info(self.daemon.client.cancel(self.job_id))
+        return JobOutcome.from_info(self.daemon.client.cancel(self.job_id), self.daemon.address)
 
     def result(self) -> NetworkResult:
         """The learned network. With every CPT when the daemon's files are readable from
-        here (the same host, or a shared folder); otherwise the structure only, from the
-        job's result (the CPTs stay in network.json at the daemon's host)."""
+        here (the same host, or a shared folder) and its result.json names this job;
+        otherwise the structure only, from the job's result (the CPTs stay in
+        network.json at the daemon's host)."""
         outcome = self.outcome or self.status()
         if outcome.state != "SUCCEEDED" or not outcome.result:
             raise UserError(f"job {self.job_id} has no result ({outcome.state}): {outcome.error}")
-        if outcome.out_dir and (Path(outcome.out_dir) / NETWORK_FILE).is_file():
-            return load_result(outcome.out_dir)
+        network = Path(outcome.out_dir) / NETWORK_FILE if outcome.out_dir else None
+        if network is not None and network.is_file():
+            self._check_files(network.parent)
+            return load_result(network)
         return NetworkResult.from_document(outcome.result, source=f"job {self.job_id}")
+
+    def _check_files(self, folder: Path) -> None:
+        """Refuse a folder whose result.json is not this job's: the folder is the daemon's
+        word, and a network read from it is shown as this job's."""
+        from ppbn.parties.client import BadAnswer
+
+        try:
+            written = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            written = None
+        named = written.get("job_id") if isinstance(written, dict) else None
+        if named != self.job_id:
+            said = (
+                f"names job {printable(named, 64)!r}" if isinstance(named, str) else "names no job"
+            )
+            raise BadAnswer(
+                f"the daemon at {self.daemon.address} names {printable(folder, 300)} as job "
+                f"{self.job_id}'s folder, but its {RESULT_FILE} {said}"
+            )

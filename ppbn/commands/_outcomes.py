@@ -1,5 +1,8 @@
 """What the commands that run jobs show: a job's outcome and each party's figures (``learn``,
 ``simulate``).
+
+Everything here came from a daemon: its texts go to the terminal through ``printable``
+and into rich as ``Text``, never as markup.
 """
 
 from __future__ import annotations
@@ -7,8 +10,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from ppbn.errors import printable
+
 if TYPE_CHECKING:
     from ppbn.parties.client import JobOutcome
+
+MAX_VALUE_CHARS = 100  # a result value other than the network, cut to this
 
 
 def party_stats(outcome: JobOutcome) -> dict[str, Any]:
@@ -34,44 +41,73 @@ def outcome_json(outcome: JobOutcome) -> dict[str, Any]:
 
 
 def result_text(key: str, value: Any) -> str:
-    """One result value for the table: the learned edges and parents always in full (a
-    person reads the network here), anything else cut at 100 characters."""
-    if key == "edges" and isinstance(value, list):
+    """One result value for the table, printable: the learned edges and parents always in
+    full (a person reads the network here), anything else cut at 100 characters."""
+    text = _network_text(key, value)
+    if text is None:
+        text = json.dumps(value) if not isinstance(value, str) else value
+        if len(text) > MAX_VALUE_CHARS:
+            text = text[: MAX_VALUE_CHARS - 3] + "..."
+    return printable(text, len(text))
+
+
+def _network_text(key: str, value: Any) -> str | None:
+    """The edges, the parents or the privacy of a result as a person reads them; None
+    when ``value`` has not the shape of one."""
+    if key == "edges" and _names(value, pairs=True):
         return ", ".join(f"{parent} -> {child}" for parent, child in value) or "(none)"
-    if key == "parents" and isinstance(value, dict):
+    if key == "parents" and isinstance(value, dict) and all(_names(ps) for ps in value.values()):
         return "; ".join(f"{child}: {', '.join(ps) or '-'}" for child, ps in value.items())
     if key == "privacy" and isinstance(value, dict) and "epsilon" in value:
-        return (
-            f"({value['epsilon']:g}, {value['delta']:.1e})-DP "
-            f"({value.get('accounting', 'pure')} accounting): "
-            f"{value['decisions']} noisy parent choices of epsilon "
-            f"{value['epsilon_per_decision']:.3g} each, CPTs from counts with discrete "
-            f"Laplace noise of scale {value['count_scale']:.3g}"
-        )
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= 100 else text[:97] + "..."
+        try:
+            return (
+                f"({value['epsilon']:g}, {value['delta']:.1e})-DP "
+                f"({value.get('accounting', 'pure')} accounting): "
+                f"{value['decisions']} noisy parent choices of epsilon "
+                f"{value['epsilon_per_decision']:.3g} each, CPTs from counts with discrete "
+                f"Laplace noise of scale {value['count_scale']:.3g}"
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+    return None
+
+
+def _names(value: Any, pairs: bool = False) -> bool:
+    """A list of names, or (``pairs``) of [parent, child] pairs of names."""
+    if not isinstance(value, list):
+        return False
+    if pairs:
+        return all(isinstance(p, list) and len(p) == 2 and _names(p) for p in value)
+    return all(isinstance(name, str) for name in value)
 
 
 def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> None:
     """Rich tables for people: the result, then per party time, traffic and operations."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     style = "green" if outcome.state == "SUCCEEDED" else "red"
     console.print(
-        f"[bold]{title}[/bold]: job {outcome.job_id} ({outcome.kind}) [{style}]{outcome.state}[/{style}]"
+        Text.assemble(
+            (printable(title, 200), "bold"),
+            f": job {outcome.job_id} ({outcome.kind}) ",
+            (outcome.state, style),
+        )
     )
     if outcome.error:
-        console.print(f"[red]error:[/red] {outcome.error}")
+        console.print(Text.assemble(("error:", "red"), f" {outcome.error}"))
     if outcome.result:
         result = Table("result", "value", title="result (contacted daemon)")
         for key, value in outcome.result.items():
-            result.add_row(key, result_text(key, value))
+            result.add_row(Text(printable(key, 60)), Text(result_text(key, value)))
         console.print(result)
     per_party = party_stats(outcome)
     if per_party:
-        table = Table("figure", *per_party, title="per party")
+        table = Table("figure", title="per party")
+        for role in per_party:
+            table.add_column(Text(printable(role, 40)))
         rows = [
             ("wall time (s)", "wall_s", "{:.2f}"),
             ("bytes sent", "bytes_sent", "{:,}"),
@@ -88,9 +124,14 @@ def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> N
         phases = sorted({p for s in per_party.values() for p in s.get("phases", {})})
         for phase in phases:
             table.add_row(
-                f"phase {phase} (s)",
-                *(f"{s.get('phases', {}).get(phase, 0.0):.2f}" for s in per_party.values()),
+                Text(f"phase {printable(phase, 60)} (s)"),
+                *(_seconds(s.get("phases", {}).get(phase)) for s in per_party.values()),
             )
         console.print(table)
     if outcome.out_dir and show_files:
-        console.print(f"files of the contacted daemon: {outcome.out_dir}")
+        console.print(Text(f"files of the contacted daemon: {printable(outcome.out_dir, 500)}"))
+
+
+def _seconds(value: float | None) -> str:
+    """A phase's time, or "-" for a party that reported none (the peer's never cross)."""
+    return "-" if value is None else f"{value:.2f}"

@@ -98,6 +98,7 @@ def test_wait_reports_changes_not_the_clock(monkeypatch):
         info(json.dumps({**base, "done": 4, "elapsed_s": 3}), "c", JobInfo.SUCCEEDED),
     ]
     client = DaemonClient.__new__(DaemonClient)  # no connection: status is replaced
+    client.address = "127.0.0.1:1"
     monkeypatch.setattr(
         client, "status", lambda job_id, following=False: polls.pop(0), raising=False
     )
