@@ -64,7 +64,11 @@ class Daemon:
     def learn(self, job_id: str = "", **params: Any) -> Job:
         """Start the secure learn job; keyword arguments are its parameters (max_parents,
         score, tau, order, disclosure, search, dp_epsilon for a differentially private
-        release, ...; the defaults are the daemon's)."""
+        release, ...; the defaults are the daemon's). A keyword the job would not use (a
+        hill-climbing setting under K2, dp_delta without dp_epsilon) is refused here."""
+        from ppbn.jobs.unused_params import refuse_unused
+
+        refuse_unused(params, kind="learn")
         return self.start("learn", params, job_id)
 
     def resume(self, job_id: str, kind: str = "learn") -> Job:

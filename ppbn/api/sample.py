@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import math
+import numbers
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 
 FORMATS = ("csv", "parquet")
 PARQUET_SUFFIXES = (".parquet", ".pq")
+# records x variables: the sampler holds 8 bytes a cell and the CSV text a few more, the
+# whole table in memory before it is written, so 1e8 cells take a few GB at the peak
+MAX_CELLS = 100_000_000
 
 
 def sample(
@@ -46,9 +50,12 @@ def sample(
     ``load_result`` reads: a job folder, a network.json, a BIF file), one column per
     variable (the schema's order with ``schema``, else the file's), values the state names.
     With ``out``, also written there (CSV, or Parquet for a .parquet/.pq name or
-    ``file_format="parquet"``) whole or not at all; an existing file only with ``force``."""
+    ``file_format="parquet"``) whole or not at all; an existing file only with ``force``.
+    At most ``MAX_CELLS`` cells (records x variables): the table is built in memory; a
+    larger sample is several calls with different seeds."""
     if not isinstance(result, NetworkResult):
         result = load_result(result, schema)
+    check_size(result, records)
     columns = sample_columns(result, schema)
     guarantee(result)  # a malformed privacy object is refused before any work
     target = check_output(out, force, file_format) if out is not None else None
@@ -56,6 +63,20 @@ def sample(
     if target is not None:
         write_table(frame, *target)
     return frame
+
+
+def check_size(result: NetworkResult, records: object, name: str = "records") -> None:
+    """Refuse, before any work, a record count that is not a positive integer or whose
+    table would pass ``MAX_CELLS``; ``name`` is the argument as the caller spells it."""
+    if isinstance(records, bool) or not isinstance(records, numbers.Integral) or records < 1:
+        raise ValueError(f"{name} must be a positive integer, not {records!r}")
+    cells = int(records) * len(result.variables)
+    if cells > MAX_CELLS:
+        raise UserError(
+            f"{name} {records}: {records:,} records of {len(result.variables)} variables are "
+            f"{cells:,} cells, over the cap of {MAX_CELLS:,} (the table is built whole in "
+            "memory before it is written); sample fewer, or several files with different seeds"
+        )
 
 
 def sample_columns(

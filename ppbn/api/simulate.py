@@ -76,6 +76,16 @@ class Simulation:
         return self.check["same_structure_and_order"] and (diff is None or diff < 1e-9)
 
 
+def cli_flag(name: str) -> str:
+    """How the command line spells the argument ``name``: ``--missing-rate``."""
+    return "--" + name.replace("_", "-")
+
+
+def keyword(name: str) -> str:
+    """How the Python API spells it: the keyword itself."""
+    return name
+
+
 def make_data(
     work: Path,
     network: str | None = None,
@@ -85,22 +95,29 @@ def make_data(
     bif: str | Path | None = None,
     overlap: float = 1.0,
     missing_rate: float = 0.0,
+    spell: Callable[[str], str] = cli_flag,
 ) -> DataFiles:
     """``data`` (a folder with schema.json, alice.csv, bob.csv), or ``records`` sampled from
-    a bundled ``network`` or a ``bif`` file into ``work/data``."""
+    a bundled ``network`` or a ``bif`` file into ``work/data``. Errors name the arguments
+    as ``spell`` writes them: the command line's flags, or the API's keywords."""
     if data is not None:
         if missing_rate:
             raise UserError(
-                "--missing-rate blanks generated data: give --network and --records, not --data"
+                f"{spell('missing_rate')} blanks generated data: give {spell('network')} and "
+                f"{spell('records')}, not {spell('data')}"
             )
         base = Path(data)
         files = DataFiles(base / "schema.json", base / "alice.csv", base / "bob.csv")
         for path in (files.schema, files.alice, files.bob):
             if not path.is_file():
-                raise UserError(f"{path}: not found (--data needs schema.json, alice.csv, bob.csv)")
+                raise UserError(
+                    f"{path}: not found ({spell('data')} needs schema.json, alice.csv, bob.csv)"
+                )
         return files
-    if not (network or bif) or not records:
-        raise UserError("give --network and --records (or --data DIR)")
+    if not (network or bif) or records is None:
+        raise UserError(f"give {spell('network')} and {spell('records')} (or {spell('data')} DIR)")
+    if isinstance(records, bool) or not isinstance(records, int) or records < 1:
+        raise UserError(f"{spell('records')} must be a positive integer (got {records!r})")
     from ppbn.data.datasets import make_dataset
 
     source, name = network, network
@@ -124,7 +141,7 @@ def simulate(
     params: dict[str, Any] | None = None,
     out: str | Path | None = None,
     force: bool = False,
-    policy: LocalPolicy | None = None,
+    policy: LocalPolicy | dict[str, Any] | None = None,
     missing: str = "error",
     align: str = "strict",
     overlap: float | None = None,
@@ -138,27 +155,37 @@ def simulate(
     """Run one job between two local daemons and return what it gave.
 
     ``learn_params`` (or ``params``) are the job's parameters (``max_parents``, ``score``,
-    ``search``, ``disclosure``, ``dp_epsilon`` for a differentially private release, ...); each daemon fills in its defaults and checks them
-    against the local ``policy`` (the built-in one by default). ``missing`` and ``align``
-    are the daemons' ``--missing`` and ``--align``. With ``out`` the run's files are kept
-    there (built aside, renamed into place at the end); otherwise they live in a temporary
-    folder until the call returns, and the result objects hold everything read from them.
+    ``search``, ``disclosure``, ``dp_epsilon`` for a differentially private release, ...);
+    each daemon fills in its defaults and checks them against the local ``policy``: a
+    ``LocalPolicy``, a dict of its settings (as in a policy file: ``{"min_records": 50}``,
+    read by ``LocalPolicy.from_mapping``, an error naming the setting at fault), or None
+    for the built-in one. A parameter that needs another one (``white_list`` without
+    ``search="hc"``, ``dp_delta`` without ``dp_epsilon``) is refused before any work,
+    naming it. ``missing`` and ``align`` are the daemons' ``--missing`` and ``--align``.
+    With ``out`` the run's files are kept there (built aside, renamed into place at the
+    end); otherwise they live in a temporary folder until the call returns, and the result
+    objects hold everything read from them.
     """
     from ppbn.data.outputs import check_output_dir, relocate, work_folder
+    from ppbn.jobs.unused_params import refuse_unused
     from ppbn.lab.harness import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki
 
     job_params = {**(params or {}), **learn_params}
+    refuse_unused(job_params)
+    policy = _policy(policy)
     if overlap is None:
         overlap = 0.6 if align == "psi" else 1.0
     if overlap < 1.0 and align != "psi":
-        raise UserError(f"--overlap {overlap:g}: parties with different records need --align psi")
+        raise UserError(f"overlap={overlap:g}: parties with different records need align='psi'")
     if out:  # before any work: a bad folder must not cost the run
         check_output_dir(out, force=force)
     timings: dict[str, float] = {}
     with work_folder(str(out) if out else None, "ppbn-simulate-", force) as work:
         started = time.perf_counter()
-        files = make_data(work, network, records, seed, data, bif, overlap, missing_rate)
+        files = make_data(
+            work, network, records, seed, data, bif, overlap, missing_rate, spell=keyword
+        )
         timings["data_s"] = time.perf_counter() - started
         started = time.perf_counter()
         make_local_pki(work / "certs", ROLES)
@@ -198,6 +225,19 @@ def simulate(
         simulation.outcome = dataclasses.replace(outcome, **moved)
         simulation.folder = Path(out)
     return simulation
+
+
+def _policy(policy: LocalPolicy | dict[str, Any] | None) -> LocalPolicy | None:
+    """``simulate``'s ``policy``: a dict of settings read as a policy file's would be."""
+    from ppbn.jobs.policy import LocalPolicy
+
+    if policy is None or isinstance(policy, LocalPolicy):
+        return policy
+    if isinstance(policy, dict):
+        return LocalPolicy.from_mapping(policy, "policy")
+    raise TypeError(
+        f"policy must be a LocalPolicy or a dict of policy settings, not {type(policy).__name__}"
+    )
 
 
 def reference_check(

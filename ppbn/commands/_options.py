@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TABU, DEFAULT_TAU, SCORE_MODES
 from ppbn.bn.networks import NETWORKS
+from ppbn.commands._unused_flags import Noted, refuse_unused_dp_flags, refuse_unused_search_flags
 from ppbn.data.constants import MISSING_HELP, MISSING_RULES
 from ppbn.dp.constants import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE
 from ppbn.errors import UserError
@@ -106,11 +107,16 @@ SEARCHES = ("k2", "hc")
 def add_learning_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every learner (reference, secure, PRAM): same meaning everywhere."""
     parser.add_argument(
-        "--max-parents", type=non_negative_int, default=2, help="parent limit u (default 2)"
+        "--max-parents",
+        type=non_negative_int,
+        default=2,
+        action=Noted,
+        help="parent limit u (default 2)",
     )
     parser.add_argument(
         "--score",
         choices=SCORE_MODES,
+        action=Noted,
         default="exact",
         help="exact (ln f), yw (Yang-Wright eq. 6), yw0 (eq. 6 minus zero cells), bic, bdeu "
         "(default exact)",
@@ -119,6 +125,7 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
         "--search",
         choices=SEARCHES,
         default="k2",
+        action=Noted,
         help="k2 (needs a node order; the default) or hc: hill climbing over DAGs, no order "
         "(on the PRAM path: setup 2 only)",
     )
@@ -126,23 +133,34 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
         "--ess",
         type=positive_float,
         default=DEFAULT_ESS,
-        help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g}, as pgmpy)",
+        action=Noted,
+        help=f"BDeu equivalent sample size (default {DEFAULT_ESS:g}, as pgmpy; needs --score bdeu)",
     )
     parser.add_argument(
         "--tau",
         type=non_negative_float,
         default=DEFAULT_TAU,
+        action=Noted,
         help=f"K2 tolerance in nats: add a parent only if the score rises by more than tau "
         f"(default {DEFAULT_TAU:g})",
     )
-    parser.add_argument("--order", help="K2 node order as a comma list (default: schema order)")
     parser.add_argument(
-        "--c-star", type=positive_float, default=1.0, help="BIC penalty multiplier C* (default 1)"
+        "--order",
+        action=Noted,
+        help="K2 node order as a comma list (default: schema order; needs --search k2)",
+    )
+    parser.add_argument(
+        "--c-star",
+        type=positive_float,
+        default=1.0,
+        action=Noted,
+        help="BIC penalty multiplier C* (default 1; needs --score bic)",
     )
     parser.add_argument(
         "--dirichlet",
         type=non_negative_float,
         default=0.0,
+        action=Noted,
         metavar="A",
         help="Dirichlet pseudo-count for parameters (default 0: maximum likelihood)",
     )
@@ -150,26 +168,37 @@ def add_learning_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_hc_options(parser: argparse.ArgumentParser) -> None:
-    """Hill-climbing options of the reference learner (pgmpy's HillClimbSearch semantics)."""
-    group = parser.add_argument_group("hill climbing (--search hc)")
+    """Hill-climbing options of the reference learner (pgmpy's HillClimbSearch semantics);
+    each is refused without --search hc (``refuse_unused_search_flags``)."""
+    group = parser.add_argument_group(
+        "hill climbing (--search hc; each of these is refused without it)"
+    )
     group.add_argument(
         "--tabu",
         type=non_negative_int,
         default=DEFAULT_TABU,
+        action=Noted,
         metavar="N",
         help=f"tabu list length: the last N moves may not be undone (default {DEFAULT_TABU}, as pgmpy)",
     )
     group.add_argument(
         "--start",
+        action=Noted,
         metavar="FILE",
         help="start DAG: a JSON list of [parent, child] edges, or a network.json",
     )
-    group.add_argument("--black-list", metavar="FILE", help="JSON list of edges never to add")
     group.add_argument(
-        "--white-list", metavar="FILE", help="JSON list of the only edges that may be added"
+        "--black-list", action=Noted, metavar="FILE", help="JSON list of edges never to add"
+    )
+    group.add_argument(
+        "--white-list",
+        action=Noted,
+        metavar="FILE",
+        help="JSON list of the only edges that may be added",
     )
     group.add_argument(
         "--fixed-edges",
+        action=Noted,
         metavar="FILE",
         help="JSON list of edges always present (never deleted or reversed)",
     )
@@ -199,8 +228,10 @@ def hc_options(args: argparse.Namespace) -> HCOptions:
 
 
 def hc_job_params(args: argparse.Namespace) -> dict:
-    """The hill-climbing parameters of the learn job (none for K2): the search, the tabu
-    length and the edge lists read from their files (both daemons check them)."""
+    """The hill-climbing parameters of the learn job (none for K2, where a hill-climbing
+    flag is refused): the search, the tabu length and the edge lists read from their files
+    (both daemons check them)."""
+    refuse_unused_search_flags(args)
     if getattr(args, "search", "k2") != "hc":
         return {}
     opts = hc_options(args)
@@ -213,7 +244,9 @@ def hc_job_params(args: argparse.Namespace) -> dict:
 
 
 def search_options(args: argparse.Namespace) -> dict:
-    """``learn_reference`` keyword arguments for the search the command line asked for."""
+    """``learn_reference`` keyword arguments for the search the command line asked for
+    (the flags of another search refused)."""
+    refuse_unused_search_flags(args)
     search = getattr(args, "search", "k2")
     return {"search": search, "hc": hc_options(args) if search == "hc" else None}
 
@@ -408,6 +441,7 @@ def add_dp_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
     parser.add_argument(
         "--dp-epsilon",
         type=positive_float,
+        action=Noted,
         metavar="E",
         help="release the network under (E, delta)-differential privacy: K2's parent choices "
         "by report-noisy-max and CPTs from noisily opened counts, the noise drawn inside the "
@@ -418,8 +452,9 @@ def add_dp_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         "--dp-delta",
         type=positive_float,
         default=DEFAULT_DELTA,
+        action=Noted,
         metavar="D",
-        help=f"the largest delta accepted (default {DEFAULT_DELTA:g}); zCDP accounting, taken "
+        help=f"needs --dp-epsilon: the largest delta accepted (default {DEFAULT_DELTA:g}); zCDP accounting, taken "
         "where it gives less noise, spends most of it, the noise's finite precision the rest "
         "(about 1e-13); a tiny delta such as 1e-30 keeps pure DP",
     )
@@ -427,14 +462,17 @@ def add_dp_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         "--dp-structure-share",
         type=positive_float,
         default=DEFAULT_STRUCTURE_SHARE,
+        action=Noted,
         metavar="S",
-        help=f"the structure's share of the budget (of epsilon under pure DP, of rho under "
+        help=f"needs --dp-epsilon: the structure's share of the budget (of epsilon under pure DP, of rho under "
         f"zCDP), the rest for the CPTs (default {DEFAULT_STRUCTURE_SHARE:g}, PrivBayes's beta)",
     )
 
 
 def dp_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The DP parameters of a learn job, when --dp-epsilon is given."""
+    """The DP parameters of a learn job, when --dp-epsilon is given (its companions are
+    refused without it)."""
+    refuse_unused_dp_flags(args)
     if getattr(args, "dp_epsilon", None) is None:
         return {}
     return {
@@ -451,11 +489,16 @@ def add_secure_options(parser: argparse.ArgumentParser) -> None:
         "--disclosure",
         choices=DISCLOSURES,
         default="public",
+        action=Noted,
         help="who learns the CPTs: public (both), owner (the owner of each variable), "
         "shared (each party keeps shares; `ppbn shares combine` opens them) (default public)",
     )
     group.add_argument(
-        "--key-bits", type=int, choices=(2048, 3072), help="Paillier key size (default 2048)"
+        "--key-bits",
+        type=int,
+        choices=(2048, 3072),
+        action=Noted,
+        help="Paillier key size (default 2048)",
     )
     add_overlap_option(group)
     add_dp_options(group)
@@ -467,6 +510,7 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         "--overlap-tables",
         choices=("on", "off"),
         default="on",
+        action=Noted,
         help="score each K2 step's families in groups, the next group's Paillier table phase "
         "running while the current group's terms cross the wire: on (default) hides most of "
         "the table phase behind a slow link; off runs the phases one after the other, which "
@@ -476,6 +520,7 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         "--split-terms",
         choices=("on", "off"),
         default="off",
+        action=Noted,
         help="run each batch of at least 1,024 secure ln terms as two halves side by side on "
         "two lanes, so one half computes while the other's bytes cross the wire: on for a slow "
         "link (child across 100mbit/20ms: -1.6 s on average); off (default) on a fast link or "
@@ -497,7 +542,12 @@ def add_term_lanes_option(
 ) -> None:
     """--term-lanes N: the job's terms lanes per party (``term_lanes``), 1 to MAX_TERM_LANES."""
     parser.add_argument(
-        "--term-lanes", type=int_in(1, MAX_TERM_LANES), default=1, metavar="N", help=help_text
+        "--term-lanes",
+        type=int_in(1, MAX_TERM_LANES),
+        default=1,
+        action=Noted,
+        metavar="N",
+        help=help_text,
     )
 
 
@@ -508,6 +558,7 @@ def add_ot_k_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -
         type=int,
         choices=SUBFIELD_CHOICES,
         default=DEFAULT_SUBFIELD_BITS,
+        action=Noted,
         help="SoftSpokenOT's k for the secure terms' OT extensions: 8 (default) sends 2 bytes "
         "of extension message per OT, the fewest bytes, best on links below about 650 Mbit/s; "
         "4 sends 4 bytes (+12%% per exact term) for an eighth of the AES work, best on faster "
@@ -546,11 +597,16 @@ def add_executor_options(
 def check_executor_flags(executor: str, ray_address: str | None) -> None:
     """One-line errors for an executor this host cannot run, before any data is read."""
     from ppbn.errors import UserError
-    from ppbn.protocols.executor import ray_missing_message
+    from ppbn.protocols.executor import check_ray_address, ray_missing_message
 
     if ray_address and executor != "ray":
         raise UserError("--ray-address is only for --executor ray")
     if executor == "ray":
+        if ray_address:  # before importing ray, which takes seconds
+            try:
+                check_ray_address(ray_address)
+            except ConnectionError as exc:
+                raise UserError(f"--executor ray: cannot join Ray: {exc}") from None
         missing = ray_missing_message()
         if missing is not None:
             raise UserError(missing)
@@ -568,6 +624,15 @@ def apply_resource_flags(policy: LocalPolicy, args: argparse.Namespace) -> Local
     if changes:
         if "ray_address" in changes and "executor" not in changes:
             changes["executor"] = "ray"
+        if changes.get("ray_address") and changes["executor"] != "ray":
+            raise UserError("--ray-address is only for --executor ray")
+        executor = {"executor": changes.get("executor", policy.executor)}
+        for name, value in changes.items():  # each against the policy's own rule, by its flag
+            try:
+                replace(policy, **{**executor, name: value}).validate()
+            except UserError as exc:
+                rule = str(exc).partition(f"policy setting {name} ")[2] or str(exc)
+                raise UserError(f"--{name.replace('_', '-')} {value}: {rule}") from None
         policy = replace(policy, **changes)
         policy.validate()
     check_executor_flags(policy.executor, policy.ray_address)

@@ -59,9 +59,11 @@ if TYPE_CHECKING:
 
 def _bench_k2(args: argparse.Namespace) -> int:
     from ppbn.commands._bench_common import bench_learn_params, run_learn, sample_pair_files
+    from ppbn.commands._unused_flags import refuse_unused_flags
     from ppbn.lab.harness import LocalPair
     from ppbn.lab.shaper import parse_link
 
+    refuse_unused_flags(args)
     rule = missing_rule(args)
     link = parse_link(args.link) if args.link else None
     if args.records < 2:

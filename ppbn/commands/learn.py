@@ -24,7 +24,9 @@ def _learn(args: argparse.Namespace) -> int:
     from ppbn.api.daemon import Daemon
     from ppbn.commands._outcomes import outcome_json, print_outcome
     from ppbn.commands._progress import progress_reporter, status_line
+    from ppbn.commands._unused_flags import refuse_unused_flags
 
+    refuse_unused_flags(args)
     refuse_on_private_paths(args)
     params = job_params(args)
     if args.plot:  # before the job: an unwritable picture must not cost it

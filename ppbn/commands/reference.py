@@ -17,6 +17,7 @@ from ppbn.commands._options import (
     parse_order,
     search_options,
 )
+from ppbn.commands._unused_flags import refuse_unused_flags
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def _reference(args: argparse.Namespace) -> int:
     from ppbn.data.outputs import atomic_output_dir, check_output_dir, check_output_file
     from ppbn.data.party_data import load_joined_with_bins
 
+    refuse_unused_flags(args, "reference")
     if args.out:  # before any work: a bad --out must not cost the computed result
         check_output_dir(args.out, force=args.force)
     if args.plot:

@@ -9,14 +9,22 @@ import sys
 from ppbn.commands._options import non_negative_int, positive_int
 
 FORMATS = ("csv", "parquet")  # ppbn.api.sample.FORMATS (not imported here: start-up)
+MAX_CELLS = 100_000_000  # ppbn.api.sample.MAX_CELLS, likewise
 
 
 def _sample(args: argparse.Namespace) -> int:
     from ppbn.api.result import load_result
-    from ppbn.api.sample import check_output, guarantee, sample_columns, write_table
+    from ppbn.api.sample import (
+        check_output,
+        check_size,
+        guarantee,
+        sample_columns,
+        write_table,
+    )
 
     target = check_output(args.out, args.force, args.format)  # before any work
     network = load_result(args.result, args.schema)
+    check_size(network, args.records, "--records")
     columns = sample_columns(network, args.schema)
     dp = guarantee(network)
     frame = network.sample(args.records, args.seed, columns=columns)
@@ -60,7 +68,13 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "result", metavar="RESULT", help="network.json, a job folder, or a BIF file"
     )
     parser.add_argument(
-        "--records", type=positive_int, required=True, metavar="N", help="how many records"
+        "--records",
+        type=positive_int,
+        required=True,
+        metavar="N",
+        help=f"how many records; at most {MAX_CELLS:,} cells (records x variables), as the "
+        "table is built whole in memory before it is written: sample more as several files "
+        "with different --seed",
     )
     parser.add_argument(
         "--out",

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ppbn.commands._options import (
+    Noted,
     add_alignment_options,
     add_job_arguments,
     add_learning_options,
@@ -53,6 +54,8 @@ from ppbn.randomized.constants import COUNT_METHODS
 
 # The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
 PATHS = ("secure", "pram", "perturb", "job")
+SETUP_FLAGS = ("setup", "randomization_seed")  # --path pram and perturb
+PRAM_FLAGS = ("p", "randomization", "eta", "counts")  # --path pram only
 REVEAL_WARNING = (
     "WARNING: --reveal-for-testing ADDS BOTH PARTIES' SHARES AND PRINTS WHAT THEY REVEAL. "
     "This breaks the privacy the protocol provides; it exists only to test ppbn."
@@ -184,6 +187,7 @@ def run_path(args: argparse.Namespace) -> int:
 
     if args.path is None:  # --job tables (or ping, ...) alone means the job path
         args.path = "secure" if args.job == "learn" else "job"
+    refuse_unused_path_flags(args)
     refuse_on_private_paths(args, "PRAM" if args.path == "pram" else "secure")
     if args.plot and args.path in ("pram", "perturb"):
         raise UserError(f"--plot draws the secure path's network, not --path {args.path}'s")
@@ -194,6 +198,18 @@ def run_path(args: argparse.Namespace) -> int:
     if args.path == "secure" and args.job != "learn":
         raise UserError(f"--job {args.job} needs --path job (the secure path is the learn job)")
     return _simulate(args)
+
+
+def refuse_unused_path_flags(args: argparse.Namespace) -> None:
+    """A flag of another path than ``--path`` is a user error naming it and that path,
+    before any data is made or daemon started (``_unused_flags``)."""
+    from ppbn.commands._unused_flags import refuse_given, refuse_unused_flags
+
+    if args.path not in ("pram", "perturb"):
+        refuse_given(args, SETUP_FLAGS, "--path pram or perturb")
+    if args.path != "pram":
+        refuse_given(args, PRAM_FLAGS, "--path pram")
+    refuse_unused_flags(args, args.path)
 
 
 def _report(
@@ -319,19 +335,26 @@ def add_path_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_learning_options(parser)
     add_secure_options(parser)
-    pram = parser.add_argument_group("PRAM and perturbation paths (--path pram, --path perturb)")
+    pram = parser.add_argument_group(
+        "PRAM and perturbation paths (--path pram, --path perturb; refused on the others)"
+    )
     pram.add_argument(
         "--setup",
         type=int,
         choices=(1, 2),
         default=1,
+        action=Noted,
         help="1: no data miner (alice and bob); 2: a third daemon, the miner, learns (default 1)",
     )
     pram.add_argument(
-        "--p", type=float, help="M-category randomization with this p for every variable"
+        "--p",
+        type=float,
+        action=Noted,
+        help="M-category randomization with this p for every variable",
     )
     pram.add_argument(
         "--randomization",
+        action=Noted,
         metavar="FILE",
         help="per-variable randomization JSON {variable or a+b: {kind, ...}} instead of --p",
     )
@@ -339,16 +362,19 @@ def add_path_arguments(parser: argparse.ArgumentParser) -> None:
         "--eta",
         type=float,
         default=1.0,
+        action=Noted,
         help="eta threshold of the Bayesian score against extra links (default 1: plain K2)",
     )
     pram.add_argument(
         "--counts",
         choices=COUNT_METHODS,
         default="moment",
+        action=Noted,
         help="count estimator: moment (clipped at 0) or em (default moment)",
     )
     pram.add_argument(
         "--randomization-seed",
+        action=Noted,
         help="TESTING ONLY: start the daemons with --insecure-fixed-seed-for-testing so the "
         "randomization repeats (anyone who knows the seed can undo it)",
     )

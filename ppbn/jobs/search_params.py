@@ -1,8 +1,9 @@
 """The search and BDeu parameters shared by the learn job and the PRAM jobs.
 
 Both daemons run these checks on the job parameters they receive, the peer on the
-normalised form (every default filled in): a hill-climbing setting is refused on a K2 job
-only when it differs from its default. Edges are [parent, child] pairs of the schema.
+normalised form (every default filled in): a hill-climbing setting given on a K2 job is
+refused (``unused_params``), and the normalised form of a K2 job holds None for each, so
+the peer's check of it passes. Edges are [parent, child] pairs of the schema.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ppbn.bn.schema import Schema
 from ppbn.bn.scores import DEFAULT_ESS
 from ppbn.jobs.base import ParameterError
 from ppbn.jobs.policy import FamilyBound
+from ppbn.jobs.unused_params import HC_ONLY, refuse_unused
 
 SEARCHES = ("k2", "hc")
 MAX_TABU = 10_000  # a longer list only costs memory; pgmpy's default is 100
@@ -53,10 +55,11 @@ def _edge_list(kind: str, name: str, value: Any, schema: Schema) -> list[tuple[s
 
 
 def hc_options_from(params: dict[str, Any], schema: Schema, kind: str = "learn") -> HCOptions:
-    """The hill-climbing settings of normalised parameters (``check_search_params``)."""
+    """The hill-climbing settings of normalised parameters (``check_search_params``); a K2
+    job's (tabu None) get the default tabu length, which K2 never reads."""
     edges = {name: _edge_list(kind, name, params[name], schema) for name in HC_EDGE_LISTS}
     return HCOptions(
-        params["tabu"],
+        DEFAULT_TABU if params["tabu"] is None else params["tabu"],
         edges["start"],
         edges["black_list"],
         edges["white_list"],
@@ -85,12 +88,8 @@ def check_search_params(
     if out["search"] not in SEARCHES:
         raise ParameterError("search", f"{kind}: search must be one of {', '.join(SEARCHES)}")
     if out["search"] == "k2":
-        given = [name for name in ("tabu", *HC_EDGE_LISTS) if out[name] != SEARCH_DEFAULTS[name]]
-        if given:
-            raise ParameterError(
-                given[0], f"{kind}: {given[0]} is a hill-climbing setting (search hc)"
-            )
-        return out
+        refuse_unused(params, HC_ONLY, kind)  # the request as sent: left out means not given
+        return {**out, "tabu": None}
     if params.get("order") not in (None, list(schema.names)):  # the PRAM jobs normalise to it
         raise ParameterError("order", f"{kind}: hill climbing (search hc) takes no order")
     tabu = out["tabu"]

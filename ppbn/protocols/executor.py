@@ -30,6 +30,7 @@ one-line error that fails the job and leaves the daemon serving.
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -44,6 +45,7 @@ from typing import Any
 EXECUTORS = ("local", "ray", "inline")
 PARENT_CHECK_S = 0.25
 RAY_TASK_RETRIES = 3  # Ray re-runs a task whose worker died this many times before giving up
+RAY_CONNECT_TIMEOUT_S = 10.0  # a Ray address must accept a TCP connection within this
 
 
 class ExecutorError(RuntimeError):
@@ -293,6 +295,25 @@ def ray_missing_message() -> str | None:
     return None
 
 
+def check_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """ConnectionError, in one line, when nothing accepts a TCP connection at the HOST:PORT
+    of ``address`` within ``timeout_s``: ``ray.init`` would retry such an address for
+    minutes (ray 2.60 retries its GCS connection without end). "auto", "local" and other
+    forms without a port are left to Ray."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except (OSError, OverflowError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise ConnectionError(
+            f"nothing accepts connections at {address} ({why}): is this party's Ray cluster "
+            "running there?"
+        ) from None
+
+
 def _ray_messages_to_stderr(ray: Any) -> None:
     """Send the Ray driver's cluster messages to stderr, so stdout carries only ppbn's output
     (``--format json``).
@@ -320,6 +341,7 @@ def _ray_init(ray: Any, address: str | None, workers: int | None) -> None:
     _ray_messages_to_stderr(ray)
     quiet = {"log_to_driver": False, "configure_logging": False}
     if address:
+        check_ray_address(address)
         ray.init(address=address, **quiet)
     else:
         # Ray runs its workers at niceness 15 by default: below the daemon's own thread,

@@ -38,9 +38,9 @@ def test_simulate_returns_models_equal_to_the_reference(tmp_path):
 
 
 def test_simulate_refuses_what_it_cannot_run_before_any_work(tmp_path):
-    with pytest.raises(UserError, match="give --network and --records"):
+    with pytest.raises(UserError, match="give network and records"):
         ppbn.simulate(records=10)
-    with pytest.raises(UserError, match="need --align psi"):
+    with pytest.raises(UserError, match="need align='psi'"):
         ppbn.simulate(network="asia", records=10, overlap=0.5)
 
 
