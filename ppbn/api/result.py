@@ -12,6 +12,7 @@ only the CPTs its disclosure mode allows; the others are listed in ``withheld`` 
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,21 +88,12 @@ class NetworkResult:
         parents = document.get("parents")
         if not isinstance(parents, dict) or not parents:
             raise _not_a_result(source, "no 'parents' object")
-        for child, ps in parents.items():
-            if not isinstance(ps, list) or not all(isinstance(p, str) for p in ps):
-                raise _not_a_result(source, f"'parents' of {child!r} is not a list of names")
-            unknown = [p for p in ps if p not in parents]
-            if unknown:
-                raise _not_a_result(source, f"{child!r} has parent {unknown[0]!r}, not a variable")
+        _check_structure(document, parents, source)
         order = document.get("order")
         named = isinstance(order, list) and set(order) == set(parents)
         variables = tuple(order) if named else tuple(parents)
         from_parents = [(p, c) for c in variables for p in parents[c]]
-        listed = document.get("edges")
-        try:
-            listed = [(str(p), str(c)) for p, c in listed] if isinstance(listed, list) else []
-        except (TypeError, ValueError):
-            raise _not_a_result(source, "'edges' is not a list of [parent, child] pairs") from None
+        listed = [(p, c) for p, c in document.get("edges") or ()]
         # the order the search added them in, when the list agrees with the parents
         edges = listed if sorted(listed) == sorted(from_parents) else from_parents
         found_owners = document.get("owners") or owners or {}
@@ -109,18 +101,29 @@ class NetworkResult:
             isinstance(o, str) for o in found_owners.values()
         ):
             raise _not_a_result(source, "'owners' is not an object of party names")
-        try:
-            cpts = {
-                v: Cpt(
-                    tuple(entry["parents"]),
-                    tuple(entry["states"]),
-                    tuple(tuple(float(x) for x in row) for row in entry["table"]),
-                    tuple(entry.get("unobserved", ())),
+        stats = stats or document.get("stats") or {}
+        if not isinstance(stats, Mapping):
+            raise _not_a_result(source, "'stats' is not an object")
+        parameters = document.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            raise _not_a_result(source, "'parameters' is not an object")
+        cpts = {}
+        for v, entry in parameters.items():
+            try:
+                cpts[v] = Cpt(
+                    tuple(_names(entry["parents"])),
+                    tuple(_names(entry["states"])),
+                    tuple(tuple(float(x) for x in _row(row)) for row in entry["table"]),
+                    tuple(int(j) for j in entry.get("unobserved", ())),
                 )
-                for v, entry in (document.get("parameters") or {}).items()
-            }
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise _not_a_result(source, f"a CPT entry is malformed ({exc})") from None
+            except KeyError as exc:
+                raise _not_a_result(
+                    source, f"the CPT entry of {v!r} has no {exc.args[0]!r}"
+                ) from None
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise _not_a_result(
+                    source, f"the CPT entry of {v!r} is malformed ({exc})"
+                ) from None
         return cls(
             variables=variables,
             edges=tuple(edges),
@@ -131,7 +134,7 @@ class NetworkResult:
             score=document.get("score") or None,
             search=document.get("search"),
             ledger=tuple(ledger or ()),
-            stats=dict(stats or document.get("stats") or {}),
+            stats=dict(stats),
             document=dict(document),
             source=source,
         )
@@ -237,15 +240,13 @@ class NetworkResult:
         the same records; none draws a fresh one. A ``WithheldCptsError`` (a ValueError)
         naming the variables when some CPTs were withheld from this party; a DataError
         naming the file when a CPT is malformed. (``ppbn.sample`` also writes a file.)"""
-        import numbers
 
         import numpy as np
         import pandas as pd
 
         from ppbn.bn.networks import sample as forward_sample
 
-        if isinstance(records, bool) or not isinstance(records, numbers.Integral) or records < 1:
-            raise ValueError(f"records must be a positive integer, not {records!r}")
+        check_size(self, records)
         if columns is None:
             listed = self.document.get("parents")
             file_order = isinstance(listed, dict) and set(listed) == set(self.variables)
@@ -334,6 +335,58 @@ class NetworkResult:
         )
 
 
+def _names(value: Any) -> list[str]:
+    """``value`` when it is a list of strings (a CPT's parents or states); TypeError otherwise
+    (a string would pass as a list of its letters)."""
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise TypeError(f"{value!r} is not a list of names")
+    return value
+
+
+def _row(value: Any) -> list[Any]:
+    """A CPT row when it is a list (a string would pass as a list of its digits)."""
+    if not isinstance(value, list):
+        raise TypeError(f"row {value!r} is not a list")
+    return value
+
+
+def _check_structure(document: dict[str, Any], parents: dict[str, Any], source: str) -> None:
+    """The structure fields of a network document: each parent list names variables, once
+    each; 'order' and 'edges', when present, hold names and [parent, child] pairs; the
+    edges form no cycle (a DataError naming one, rather than a reader's bare ValueError)."""
+    from ppbn.bn.model import find_cycle
+
+    for child, ps in parents.items():
+        if not isinstance(ps, list) or not all(isinstance(p, str) for p in ps):
+            raise _not_a_result(source, f"'parents' of {child!r} is not a list of names")
+        unknown = [p for p in ps if p not in parents]
+        if unknown:
+            raise _not_a_result(source, f"{child!r} has parent {unknown[0]!r}, not a variable")
+        twice = [p for p in ps if ps.count(p) > 1]
+        if twice:
+            raise _not_a_result(source, f"'parents' of {child!r} names {twice[0]!r} twice")
+    order = document.get("order")
+    if order is not None and (
+        not isinstance(order, list) or not all(isinstance(v, str) for v in order)
+    ):
+        raise _not_a_result(source, "'order' is not a list of names")
+    edges = document.get("edges")
+    if edges is not None and (
+        not isinstance(edges, list)
+        or not all(
+            isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e)
+            for e in edges
+        )
+    ):
+        raise _not_a_result(source, "'edges' is not a list of [parent, child] pairs")
+    for key in ("score", "search"):
+        if document.get(key) is not None and not isinstance(document[key], str):
+            raise _not_a_result(source, f"{key!r} is not a string")
+    cycle = find_cycle(parents)
+    if cycle:
+        raise DataError(f"{source}: the edges form a cycle {' -> '.join(cycle)}")
+
+
 def _dot_id(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -417,3 +470,21 @@ def _side_file(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+# the most cells (records x variables) one sample builds: the table is made whole in memory
+MAX_CELLS = 100_000_000
+
+
+def check_size(result: NetworkResult, records: object, name: str = "records") -> None:
+    """Refuse, before any work, a record count that is not a positive integer or whose
+    table would pass ``MAX_CELLS``; ``name`` is the argument as the caller spells it."""
+    if isinstance(records, bool) or not isinstance(records, numbers.Integral) or records < 1:
+        raise ValueError(f"{name} must be a positive integer, not {records!r}")
+    cells = int(records) * len(result.variables)
+    if cells > MAX_CELLS:
+        raise UserError(
+            f"{name} {records}: {records:,} records of {len(result.variables)} variables are "
+            f"{cells:,} cells, over the cap of {MAX_CELLS:,} (the table is built whole in "
+            "memory before it is written); sample fewer, or several files with different seeds"
+        )

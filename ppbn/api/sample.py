@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import io
 import math
-import numbers
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ppbn.api.result import NetworkResult, load_result
+from ppbn.api.result import NetworkResult, check_size, load_result
 from ppbn.errors import DataError, UserError
 
 if TYPE_CHECKING:
@@ -33,7 +32,6 @@ FORMATS = ("csv", "parquet")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 # records x variables: the sampler holds 8 bytes a cell and the CSV text a few more, the
 # whole table in memory before it is written, so 1e8 cells take a few GB at the peak
-MAX_CELLS = 100_000_000
 
 
 def sample(
@@ -63,20 +61,6 @@ def sample(
     if target is not None:
         write_table(frame, *target)
     return frame
-
-
-def check_size(result: NetworkResult, records: object, name: str = "records") -> None:
-    """Refuse, before any work, a record count that is not a positive integer or whose
-    table would pass ``MAX_CELLS``; ``name`` is the argument as the caller spells it."""
-    if isinstance(records, bool) or not isinstance(records, numbers.Integral) or records < 1:
-        raise ValueError(f"{name} must be a positive integer, not {records!r}")
-    cells = int(records) * len(result.variables)
-    if cells > MAX_CELLS:
-        raise UserError(
-            f"{name} {records}: {records:,} records of {len(result.variables)} variables are "
-            f"{cells:,} cells, over the cap of {MAX_CELLS:,} (the table is built whole in "
-            "memory before it is written); sample fewer, or several files with different seeds"
-        )
 
 
 def sample_columns(

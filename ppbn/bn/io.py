@@ -1,4 +1,5 @@
-"""BIF and JSON export of a learned network.
+"""BIF and JSON export of a learned network, and the checks a user's BIF file passes before
+pgmpy's reader sees it (``bif_text_problem``).
 
 BIF follows the format of the bnlearn repository (readable by pgmpy's BIFReader). The
 JSON shape is shared by ``ppbn reference``, the secure path and the PRAM path:
@@ -12,6 +13,7 @@ uniform)}``.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -198,3 +200,193 @@ def network_json(
     if owners is not None:
         document["owners"] = {v: owners[v] for v in net.names if v in owners}
     return document
+
+
+# -- checks of a user's BIF text, before pgmpy's reader ---------------------------------------
+# pgmpy's reader finds blocks with regular expressions and skips what they do not match: a
+# block cut short, a state count that disagrees with the states, a repeated declaration or
+# a cell that is not a number are read silently, or fail later with a message that names
+# neither the variable nor the line. ``bif_text_problem`` names both.
+
+_COMMENT = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")|(/\*.*?\*/|//[^\n]*)', re.DOTALL)
+_BLOCK = re.compile(r"\b(network|variable|probability)\b")
+_TYPE = re.compile(r"type\s+\w+\s*\[\s*(\d+)\s*\]\s*\{([^}]*)\}\s*;")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# a row of non-negative finite numbers (an exponent of two digits at most): the common case,
+# checked at once; any other row is checked cell by cell for the message
+_PLAIN = r"\+?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d{1,2})?"
+_PLAIN_ROW = re.compile(rf"[\s,]*(?:{_PLAIN}(?:[\s,]+|$))*")
+_BRACE = re.compile(r"[{}]")
+
+
+def _line(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _blocks(text: str) -> list[tuple[str, str, str, int, int]]:
+    """(kind, header, body, line of the block, index of the body) for every top-level block;
+    ValueError("line N: ...") for a block whose closing '}' never comes."""
+    found = []
+    pos = 0
+    while match := _BLOCK.search(text, pos):
+        kind, start = match.group(1), match.start()
+        opening = text.find("{", match.end())
+        header = text[match.end() : opening if opening >= 0 else len(text)]
+        name = header.split("|")[0].strip(" \t\n()").split(" ")[0] if kind != "network" else ""
+        what = f"the {kind} block" + (f" of {name!r}" if name else "")
+        if opening < 0 or ";" in header or "}" in header:
+            raise ValueError(f"line {_line(text, start)}: {what} has no '{{' after its header")
+        depth, end = 0, opening
+        for brace in _BRACE.finditer(text, opening):
+            depth += 1 if brace.group() == "{" else -1
+            end = brace.start()
+            if depth == 0:
+                break
+        if depth:
+            raise ValueError(
+                f"line {_line(text, start)}: {what} is incomplete: the file ends before its "
+                "closing '}' (is the file cut short?)"
+            )
+        found.append((kind, header, text[opening + 1 : end], _line(text, start), opening + 1))
+        pos = end + 1
+    return found
+
+
+def _states_of(raw: str) -> list[str]:
+    """The states of a declaration as pgmpy's reader splits them."""
+    if "," in raw:
+        return [s.strip() for s in raw.split(",") if s.strip()]
+    return raw.split()
+
+
+def _declarations(
+    text: str, blocks: list[tuple[str, str, str, int, int]]
+) -> dict[str, tuple[list[str], int]]:
+    """Each declared variable's states and line: a count that disagrees with the states
+    listed, a missing type line and a second declaration refused."""
+    declared: dict[str, tuple[list[str], int]] = {}
+    for kind, header, body, line, _ in blocks:
+        if kind != "variable":
+            continue
+        name = header.strip()
+        if name in declared:
+            raise ValueError(
+                f"line {line}: variable {name!r} is declared twice (lines {declared[name][1]} "
+                f"and {line})"
+            )
+        match = _TYPE.search(body)
+        if match is None:
+            raise ValueError(
+                f"line {line}: variable {name!r} has no 'type discrete [ N ] {{ ... }};' line"
+            )
+        states = _states_of(match.group(2))
+        if int(match.group(1)) != len(states):
+            raise ValueError(
+                f"line {line}: variable {name!r} declares {match.group(1)} states but lists "
+                f"{len(states)} ({', '.join(states)})"
+            )
+        declared[name] = (states, line)
+    return declared
+
+
+def _probability_header(header: str) -> tuple[str, list[str]]:
+    inner = header.strip().strip("()").strip()
+    if "|" in inner:
+        child, given = inner.split("|", 1)
+        return child.strip(), [p.strip() for p in given.split(",") if p.strip()]
+    words = inner.replace(",", " ").split()
+    return (words[0] if words else ""), words[1:]
+
+
+def _cells_problem(variable: str, row: str, cells: str, width: int) -> str | None:
+    """Why the numbers of one row are not probabilities (a clause after the line)."""
+    values = [c for c in re.split(r"[\s,]+", cells.strip()) if c]
+    where = f"the probabilities of {variable!r} {row}"
+    for cell in () if _PLAIN_ROW.fullmatch(cells) else values:
+        if not _NUMBER.fullmatch(cell):
+            return f"{where}: {cell!r} is not a number"
+        if float(cell) < 0:
+            return f"{where}: {cell} is negative"
+        if not math.isfinite(float(cell)):
+            return f"{where}: {cell} is not a finite number"
+    if width and len(values) != width:
+        count = f"{len(values)} number" + ("" if len(values) == 1 else "s")
+        return f"{where}: {count}, but {variable!r} has {width} states"
+    return None
+
+
+def _probability_problem(
+    text: str, header: str, body: str, line: int, at: int, declared: Mapping[str, Any]
+) -> tuple[str, str | None]:
+    """The variable of a probability block and what is wrong with its rows, if anything."""
+    child, parents = _probability_header(header)
+    folded = {name.lower(): name for name in declared}  # pgmpy matches these names in any case
+    child, parents = folded.get(child.lower(), child), [folded.get(p.lower(), p) for p in parents]
+    known = child in declared and all(p in declared for p in parents)
+    width = len(declared[child][0]) if known else 0
+    configs: set[tuple[str, ...]] = set()
+    default = False
+    pos = 0
+    for raw in body.split(";"):
+        entry = raw.strip()
+        start, pos = at + pos + len(raw) - len(raw.lstrip()), pos + len(raw) + 1
+        if not entry or entry.startswith("property"):
+            continue
+        if entry.startswith("("):
+            close = entry.find(")")
+            config = tuple(s.strip() for s in entry[1:close].split(","))
+            given = ", ".join(f"{p}={s}" for p, s in zip(parents, config, strict=False))
+            problem = _cells_problem(child, f"given {given}", entry[close + 1 :], width)
+            configs.add(config)
+        elif entry.startswith(("table", "default")):
+            keyword = entry.split()[0]
+            default = default or keyword == "default"
+            problem = _cells_problem(child, f"in its {keyword} line", entry[len(keyword) :], 0)
+        else:
+            problem = (
+                f"the probability block of {child!r} has a line it cannot read: {entry[:40]!r}"
+            )
+        if problem:
+            return child, f"line {_line(text, start)}: {problem}"
+    if known and parents and configs and not default:
+        for config in itertools.product(*(declared[p][0] for p in parents)):
+            if config not in configs:
+                given = ", ".join(f"{p}={s}" for p, s in zip(parents, config, strict=True))
+                return child, (
+                    f"line {line}: the probability block of {child!r} has no row for {given}"
+                )
+    return child, None
+
+
+def bif_text_problem(text: str) -> str | None:
+    """What keeps BIF ``text`` from being read as written, beginning "line N: " and naming
+    the variable (None when nothing does): a block cut short, a variable declared twice or
+    whose state count disagrees with its states, a probability cell that is not a
+    non-negative number, a row missing, a variable without a probability block."""
+    if "/*" in text or "//" in text:
+        text = _COMMENT.sub(lambda m: m.group(1) or "\n" * m.group(0).count("\n"), text)
+    text = text.replace('"', " ")
+    try:
+        blocks = _blocks(text)
+        declared = _declarations(text, blocks)
+    except ValueError as exc:
+        return str(exc)
+    covered: dict[str, int] = {}
+    for kind, header, body, line, at in blocks:
+        if kind != "probability":
+            continue
+        child, problem = _probability_problem(text, header, body, line, at, declared)
+        if problem:
+            return problem
+        if child in covered:
+            return (
+                f"line {line}: a second probability block of {child!r} (the first is on line "
+                f"{covered[child]})"
+            )
+        covered[child] = line
+    for name, (_, line) in declared.items():
+        if name not in covered:
+            return (
+                f"line {line}: variable {name!r} has no probability block (is the file cut short?)"
+            )
+    return None

@@ -103,6 +103,34 @@ def topological_order(
     return tuple(done)
 
 
+def find_cycle(parents: Mapping[str, Sequence[str]]) -> list[str] | None:
+    """A directed cycle of the structure as a path that ends where it starts (parent to
+    child: ``[a, b, a]`` for a -> b -> a), or None when it is acyclic; a parent that is not
+    a key of ``parents`` is a root. For messages that name the cycle, not just its nodes."""
+    children: dict[str, list[str]] = {v: [] for v in parents}
+    for child, ps in parents.items():
+        for p in ps:
+            children.setdefault(p, []).append(child)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in children:
+        if start in state:
+            continue
+        path, stack = [start], [iter(children[start])]
+        state[start] = 1
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return [*path[path.index(child) :], child]
+            elif child not in state:
+                state[child] = 1
+                path.append(child)
+                stack.append(iter(children[child]))
+    return None
+
+
 def structural_hamming_distance(
     a: Mapping[str, tuple[str, ...]], b: Mapping[str, tuple[str, ...]]
 ) -> int:

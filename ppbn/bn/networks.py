@@ -210,9 +210,14 @@ def read_bif(path: str | Path) -> tuple[BayesNet, str]:
     name or state that the outputs (schema, CSVs, BIF) cannot carry."""
     from pgmpy.readwrite import BIFReader
 
+    from ppbn.bn.io import bif_text_problem
+
     path = Path(path)
     text = _read_text(path)
     _check_declared_names(path, text)
+    problem = bif_text_problem(text)
+    if problem:
+        raise DataError(f"{path}: {problem}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

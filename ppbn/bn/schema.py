@@ -12,6 +12,10 @@ public, the cut points stay with the owner unless ``publish_edges`` is true. Onl
 public part of the schema enters the fingerprint, so the owner's copy may carry private
 fields (its ``edges``, mgas parameters) that the peer's copy lacks. Categorical variables
 have exactly the form and fingerprint they always had.
+
+``"missing"`` lists the texts a cell may hold for "no value" besides the empty cell
+(``"NA"``, ``"?"``): how each party reads its own file, so it stays out of the
+fingerprint. None of them may be a declared state.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ CATEGORICAL = "categorical"
 CONTINUOUS = "continuous"
 _BIN_KEYS = {"method", "count", "edges", "publish_edges", "min_records", "min_granularity"}
 # every key a schema file may hold: a misspelled one would otherwise be ignored silently
-_TOP_KEYS = ("version", "id_column", "variables", "missing_state")
+_TOP_KEYS = ("version", "id_column", "variables", "missing_state", "missing")
 _VARIABLE_KEYS = ("name", "owner", "states", "type", "bins")
 
 
@@ -154,6 +158,8 @@ class Schema:
     id_column: str
     variables: tuple[Variable, ...]
     missing_state: str | None = None
+    # cells read as missing besides the empty cell (a file's "NA", "?"): never a state
+    missing: tuple[str, ...] = ()
 
     # -- lookups ------------------------------------------------------------------
     @property
@@ -208,12 +214,17 @@ class Schema:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """The full form (an owner's private bin fields included): what its file holds."""
-        return self._dict([v.to_dict() for v in self.variables])
+        """The full form (an owner's private bin fields and the missing markers included):
+        what its file holds."""
+        out = self._dict([v.to_dict() for v in self.variables])
+        if self.missing:
+            out["missing"] = list(self.missing)
+        return out
 
     def public_dict(self) -> dict[str, Any]:
         """Only what the parties share: names, owners, domains, bin counts and methods,
-        published edges. Equal to ``to_dict`` for an all-categorical schema."""
+        published edges. Equal to ``to_dict`` for an all-categorical schema without
+        missing markers."""
         return self._dict([v.public_dict() for v in self.variables])
 
     def to_json(self) -> str:
@@ -246,6 +257,7 @@ class Schema:
         missing_state = data.get("missing_state")
         if missing_state is not None and not isinstance(missing_state, str):
             raise DataError(f"{source}: 'missing_state' must be a string")
+        missing = parse_missing(data.get("missing", []), source)
         seen: dict[str, str] = {}  # lower case -> name: pgmpy's BIF reader ignores case
         variables = []
         for i, raw in enumerate(raw_vars):
@@ -259,7 +271,10 @@ class Schema:
                 raw,
                 _VARIABLE_KEYS,
                 where,
-                {"missing_state": "at the top level of the schema, not in a variable"},
+                {
+                    "missing_state": "at the top level of the schema, not in a variable",
+                    "missing": "at the top level of the schema, not in a variable",
+                },
             )
             kind = raw.get("type", CATEGORICAL)
             if not isinstance(name, str) or not name:
@@ -306,6 +321,11 @@ class Schema:
             if len(set(states)) != len(states):
                 raise DataError(f"{where}: 'states' has a duplicate")
             for state in states:
+                if state in missing:
+                    raise DataError(
+                        f"{where}, state {state!r}: the schema's 'missing' lists it as a missing "
+                        "value: remove it from 'missing' or rename the state"
+                    )
                 problem = bif_state_problem(state)
                 if problem:
                     raise DataError(
@@ -313,7 +333,7 @@ class Schema:
                         f"the data ({STATE_CHARS})"
                     )
             variables.append(Variable(name, owner, tuple(states)))
-        return cls(id_column, tuple(variables), missing_state)
+        return cls(id_column, tuple(variables), missing_state, missing)
 
     @classmethod
     def load(cls, path: str) -> Schema:
@@ -328,6 +348,19 @@ class Schema:
                 f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
             ) from None
         return cls.from_dict(data, source=str(path))
+
+
+def parse_missing(raw: Any, source: str) -> tuple[str, ...]:
+    """The schema's ``"missing"`` list: distinct strings, the empty one left out (an empty
+    cell is always missing)."""
+    if not isinstance(raw, list) or not all(isinstance(m, str) for m in raw):
+        raise DataError(
+            f'{source}: \'missing\' must be a list of strings (the cells read as missing, e.g. ["NA", "?"])'
+        )
+    twice = [m for m in raw if raw.count(m) > 1]
+    if twice:
+        raise DataError(f"{source}: 'missing' lists {twice[0]!r} twice")
+    return tuple(m for m in raw if m)
 
 
 def _is_number(value: Any) -> bool:

@@ -9,7 +9,7 @@ import sys
 from ppbn.commands._options import non_negative_int, positive_int
 
 FORMATS = ("csv", "parquet")  # ppbn.api.sample.FORMATS (not imported here: start-up)
-MAX_CELLS = 100_000_000  # ppbn.api.sample.MAX_CELLS, likewise
+MAX_CELLS = 100_000_000  # ppbn.api.result.MAX_CELLS, likewise
 
 
 def _sample(args: argparse.Namespace) -> int:

@@ -10,7 +10,12 @@ import sys
 from typing import Any
 
 from ppbn.commands._options import add_missing_options
-from ppbn.data.constants import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
+from ppbn.data.constants import (
+    DEFAULT_BINS,
+    DEFAULT_MISSING_MARKERS,
+    DEFAULT_NUMERIC_LEVELS,
+    ORDERS,
+)
 
 
 def _emit(text: str, out: str | None) -> None:
@@ -23,6 +28,11 @@ def _emit(text: str, out: str | None) -> None:
         print(text)
 
 
+def _markers(text: str) -> tuple[str, ...]:
+    """``--missing-markers NA,?``: the markers, blanks around each dropped."""
+    return tuple(m.strip() for m in text.split(",") if m.strip())
+
+
 def _infer(args: argparse.Namespace) -> int:
     from ppbn.data.outputs import check_output_file
     from ppbn.data.schema_tools import infer_schema
@@ -30,8 +40,16 @@ def _infer(args: argparse.Namespace) -> int:
     if args.out:
         check_output_file(args.out)
     inferred = infer_schema(
-        args.data, args.owner, args.id, args.order, args.bins, args.numeric_levels
+        args.data,
+        args.owner,
+        args.id,
+        args.order,
+        args.bins,
+        args.numeric_levels,
+        args.missing_markers,
     )
+    for line in inferred.decisions:
+        print(f"{args.data}: {line}", file=sys.stderr)
     for line in inferred.warnings:
         print(f"warning: {line}", file=sys.stderr)
     _emit(inferred.schema.to_json(), args.out)
@@ -106,7 +124,7 @@ def format_bins(report: dict[str, Any]) -> str:
             for k, (label, n) in enumerate(zip(v["intervals"], v["records"], strict=True))
         ]
         if v["missing"]:
-            lines.append(f"  empty cells (left out of this variable's families): {v['missing']}")
+            lines.append(f"  missing cells (left out of this variable's families): {v['missing']}")
     private = [v["variable"] for v in report["variables"] if not v["published"]]
     if private:
         lines.append(
@@ -138,7 +156,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         help="a partial schema of one party's variables from its own CSV",
         description="Categorical columns get their domain (first-seen or sorted order); "
         "numeric columns with many distinct values are proposed as continuous with quantile "
-        "bins. Warnings (stderr) name columns with empty cells or too many categories.",
+        "bins. One line per column (stderr) says what it was declared as; warnings name "
+        "columns with missing cells (empty, or one of --missing-markers) or too many "
+        "categories.",
     )
     infer.add_argument("--data", required=True, help="this party's CSV")
     infer.add_argument(
@@ -163,6 +183,15 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         default=DEFAULT_NUMERIC_LEVELS,
         help="a numeric column with more distinct values than this is proposed as continuous, "
         f"otherwise categorical (default {DEFAULT_NUMERIC_LEVELS})",
+    )
+    infer.add_argument(
+        "--missing-markers",
+        type=_markers,
+        default=DEFAULT_MISSING_MARKERS,
+        metavar="LIST",
+        help="comma-separated cell texts read as missing besides the empty cell; those found "
+        "are written into the schema's 'missing' list ('' for none; default "
+        f"{','.join(DEFAULT_MISSING_MARKERS)})",
     )
     infer.add_argument("--out", help="write the partial schema here (default: stdout)")
     infer.set_defaults(func=_infer)

@@ -15,6 +15,10 @@ MISSING_HELP = (
     "exactly the families, child + parents, that contain the variable; secure path only)"
 )
 
+# ``ppbn schema infer --missing-markers``: the cells read as "no value" besides the empty
+# cell, by default (those found are written into the schema's "missing" list)
+DEFAULT_MISSING_MARKERS = ("NA", "N/A", "n/a", "#N/A", "NaN", "nan", "null", "NULL", "?", "-")
+
 # ``ppbn schema infer``: the order of proposed states, and when a numeric column is continuous
 ORDERS = ("first-seen", "sorted")
 DEFAULT_BINS = 4

@@ -11,6 +11,7 @@ only in its own merged copy (``keep_private_of``), never in the other's.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,13 @@ from ppbn.bn.io import (
     bif_state_problem,
 )
 from ppbn.bn.schema import PARTIES, SCHEMA_VERSION, BinSpec, Schema, Variable
-from ppbn.data.constants import DEFAULT_BINS, DEFAULT_NUMERIC_LEVELS, ORDERS
-from ppbn.data.party_data import _check_ids, _raw_header, _read_csv
+from ppbn.data.constants import (
+    DEFAULT_BINS,
+    DEFAULT_MISSING_MARKERS,
+    DEFAULT_NUMERIC_LEVELS,
+    ORDERS,
+)
+from ppbn.data.party_data import _check_ids, _raw_header, _read_csv, missing_cells
 from ppbn.errors import DataError, UserError
 
 # a categorical column with more distinct values than this gets a warning
@@ -38,6 +44,8 @@ MANY_CATEGORIES = 20
 class Inferred:
     schema: Schema
     warnings: list[str] = field(default_factory=list)
+    # one line per column: what it was declared as (type, states or bins, why)
+    decisions: list[str] = field(default_factory=list)
 
 
 def _numbers(values: np.ndarray) -> np.ndarray | None:
@@ -66,12 +74,16 @@ def infer_schema(
     order: str = "first-seen",
     bins: int = DEFAULT_BINS,
     numeric_levels: int = DEFAULT_NUMERIC_LEVELS,
+    missing_markers: Sequence[str] = DEFAULT_MISSING_MARKERS,
 ) -> Inferred:
     """A partial schema of ``owner``'s variables from its own CSV.
 
-    Categorical: the domain of the column (``order``). Numeric (every non-empty cell a
+    Categorical: the domain of the column (``order``). Numeric (every present cell a
     finite number) with more than ``numeric_levels`` distinct values: continuous, quantile
-    bins, ``bins`` of them. Empty cells are left out of domains, with a warning.
+    bins, ``bins`` of them. Empty cells and cells equal to one of ``missing_markers`` are
+    missing: left out of domains, with a warning naming the column and the markers found;
+    the markers found go into the schema's ``missing`` list, so the loader reads them the
+    same way.
     """
     if owner not in PARTIES:
         raise UserError(f"--owner must be alice or bob, got {owner!r}")
@@ -93,15 +105,22 @@ def infer_schema(
     _check_column_names(path, [name for name in header if name != id_column])
     variables: list[Variable] = []
     warnings: list[str] = []
+    decisions: list[str] = []
+    markers = tuple(dict.fromkeys(m for m in missing_markers if m))
+    found: set[str] = set()
     for name in header:
         if name == id_column:
             continue
         cells = frame[name].to_numpy(dtype=object)
-        present = cells[cells != ""]
-        if present.size < cells.size:
+        absent = missing_cells(cells, markers)
+        present = cells[~absent]
+        if absent.any():
+            counts = _marker_counts(cells[absent])
+            found.update(m for m in counts if m)
             warnings.append(
-                f"{path}: column {name!r} has {cells.size - present.size} empty cells (run both daemons "
-                "with --missing available-case, or declare 'missing_state' and use --missing category)"
+                f"{path}: column {name!r} has {_describe_missing(counts)}, read as missing "
+                "(run both daemons with --missing available-case, or declare 'missing_state' and "
+                "use --missing category)"
             )
         numbers = _numbers(present)
         distinct = (
@@ -112,11 +131,16 @@ def infer_schema(
                 f"{path}: lines 2-{cells.size + 1}, column {name!r}: fewer than two distinct values: "
                 "a variable needs at least two states (drop the column)"
             )
-        if numbers is not None and distinct > max(numeric_levels, bins - 1):
+        gaps = f", {int(absent.sum())} missing" if absent.any() else ""
+        levels = max(numeric_levels, bins - 1)  # more distinct numbers: continuous
+        if numbers is not None and distinct > levels:
             variables.append(Variable.continuous(name, owner, BinSpec("quantile", bins)))
+            decisions.append(
+                f"column {name!r}: continuous, {bins} quantile bins ({distinct} distinct numbers{gaps})"
+            )
             continue
         if distinct > MANY_CATEGORIES:
-            hint = "declare it continuous" if numbers is not None else "group its values"
+            hint = "declare it continuous" if numbers is not None else _text_hint(cells, absent)
             warnings.append(
                 f"{path}: column {name!r} has {distinct} distinct values as a categorical variable "
                 f"(sparse counts, large tables): {hint}"
@@ -124,9 +148,46 @@ def infer_schema(
         domain = _domain(present, order, numbers)
         _check_states(path, name, cells, domain)
         variables.append(Variable(name, owner, domain))
+        kind = f"numbers, at most {levels} distinct" if numbers is not None else "text"
+        decisions.append(
+            f"column {name!r}: categorical, {len(domain)} states, {order} order ({kind}{gaps})"
+        )
     if not variables:
         raise DataError(f"{path}: line 1: no columns besides the id column {id_column!r}")
-    return Inferred(Schema(id_column, tuple(variables)), warnings)
+    missing = tuple(m for m in markers if m in found)
+    return Inferred(Schema(id_column, tuple(variables), missing=missing), warnings, decisions)
+
+
+def _text_hint(cells: np.ndarray, absent: np.ndarray) -> str:
+    """What to do about a column of many distinct texts: group them, or, when most cells
+    are numbers, name the first cell that is not (a missing marker --missing-markers lacks)."""
+    parsed = pd.to_numeric(pd.Series(cells, dtype=object), errors="coerce").to_numpy(
+        dtype=np.float64
+    )
+    text = ~absent & ~np.isfinite(parsed)
+    if text.sum() * 2 >= (~absent).sum():
+        return "group its values"
+    line = int(np.flatnonzero(text)[0])
+    return (
+        f"group its values; or, if {cells[line]!r} (line {line + 2}) means no value, add it to "
+        "--missing-markers and the column is numeric"
+    )
+
+
+def _marker_counts(cells: np.ndarray) -> dict[str, int]:
+    """How many of the missing ``cells`` hold each marker ('' for empty), most first."""
+    values, counts = np.unique(cells.astype(str), return_counts=True)
+    pairs = sorted(zip(values.tolist(), counts.tolist(), strict=True), key=lambda p: -p[1])
+    return dict(pairs)
+
+
+def _describe_missing(counts: dict[str, int]) -> str:
+    """The missing cells of a column in words, for its warning: "12 cells 'NA', 3 empty cells"."""
+    parts = []
+    for marker, n in counts.items():
+        cells = "cell" if n == 1 else "cells"
+        parts.append(f"{n} empty {cells}" if marker == "" else f"{n} {cells} {marker!r}")
+    return ", ".join(parts)
 
 
 def _check_column_names(path: Path, names: list[str]) -> None:
@@ -176,9 +237,10 @@ def merge_schemas(
     """One public schema from two parties' partial ones (as a JSON-ready dict).
 
     Refuses: different id columns, two partial schemas of the same party, a variable
-    declared by both, different missing states. Only ``keep_private_of``'s variables keep
-    their private bin fields (that party's own copy); every other variable is written in
-    its public form.
+    declared by both, different missing states, a missing marker of one party that is a
+    state of the other's. Only ``keep_private_of``'s variables keep their private bin
+    fields (that party's own copy); every other variable is written in its public form.
+    The merged ``missing`` list holds both parties' markers.
     """
     if keep_private_of is not None and keep_private_of not in PARTIES:
         raise UserError(f"--party must be alice or bob, got {keep_private_of!r}")
@@ -222,5 +284,19 @@ def merge_schemas(
     }
     if missing:
         merged["missing_state"] = missing.pop()
+    markers = list(dict.fromkeys((*first.missing, *second.missing)))
+    for own, source, other, theirs in (
+        (first, a, b, second.missing),
+        (second, b, a, first.missing),
+    ):
+        for v in own.variables:
+            clash = [s for s in v.states if s in theirs] if v.bins is None else []
+            if clash:
+                raise UserError(
+                    f"variable {v.name!r} of {source} has the state {clash[0]!r}, which {other} "
+                    f"lists as missing: remove it from the 'missing' list of {other}, or rename the state"
+                )
+    if markers:
+        merged["missing"] = markers
     Schema.from_dict(json.loads(json.dumps(merged)), source="merged schema")  # the result must load
     return merged

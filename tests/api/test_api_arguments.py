@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import ppbn
-from ppbn.api.sample import MAX_CELLS
+from ppbn.api.result import MAX_CELLS
 from ppbn.api.simulate import _policy
 from ppbn.cli import main
 from ppbn.commands import sample as sample_command
@@ -94,3 +94,9 @@ def test_daemon_learn_refuses_an_unused_keyword_before_the_daemon_is_asked():
             daemon.learn(max_parents=2, white_list=[["a", "b"]])
         with pytest.raises(UserError, match="dp_delta needs dp_epsilon"):
             daemon.learn(dp_delta=1e-9)
+
+
+def test_a_network_result_refuses_a_sample_over_the_cap(network):
+    records = MAX_CELLS // len(network.variables) + 1
+    with pytest.raises(UserError, match="over the cap of 100,000,000"):
+        network.sample(records)

@@ -104,3 +104,14 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path, text, message):
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
     with pytest.raises(UserError, match="file not found"):
         load_result(tmp_path / "nothing.json")
+
+
+def test_a_cyclic_network_is_refused_naming_the_file_and_a_cycle(tmp_path):
+    cyclic = {**DOCUMENT, "parents": {"a": ["c"], "b": ["a"], "c": ["a", "b"]}}
+    path = tmp_path / "network.json"
+    path.write_text(json.dumps(cyclic))
+    with pytest.raises(UserError) as caught:
+        load_result(path)
+    assert str(caught.value) == f"{path}: the edges form a cycle a -> b -> c -> a"
+    with pytest.raises(UserError, match="the edges form a cycle"):
+        NetworkResult.from_document(cyclic)

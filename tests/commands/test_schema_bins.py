@@ -51,7 +51,7 @@ def test_text_names_method_bins_cut_points_and_records(tmp_path, capsys):
     assert "age: edges, 3 bins, cut points 18, 35" in out
     assert "bin2  18<=x<35  1 records" in out and "bin3  x>=35     2 records" in out
     assert "income: mgas, 2 bins, cut points 180" in out
-    assert "empty cells (left out of this variable's families): 1" in out
+    assert "missing cells (left out of this variable's families): 1" in out
     code, _, err = _bins([*argv, "--party", "alice"], capsys)  # an empty cell, --missing error
     assert code == 2 and "line 6, column 'age': missing value" in err and err.count("\n") == 1
     code, _, err = _bins([*argv, "--party", "bob"], capsys)

@@ -124,6 +124,27 @@ def test_cpt_and_plot(files, capsys, tmp_path):
         ('{"order": []}', "bad.json", "not a ppbn network.json: no 'parents' object"),
         ('{"parents": {"a": ["z"]}}', "bad.json", "'a' has parent 'z', not a variable"),
         ("hello\n", "notes.txt", "not a BIF file"),
+        (
+            '{"parents": {"a": ["b"], "b": ["a"]}}',
+            "network.json",
+            "the edges form a cycle a -> b -> a",
+        ),
+        ('{"parents": {"a": [], "b": ["a"], "c": ["c"]}}', "n.json", "a cycle c -> c"),
+        (
+            '{"parents": {"a": [], "b": ["a"]}, "edges": ["ab"]}',
+            "n.json",
+            "'edges' is not a list of",
+        ),
+        ('{"parents": {"a": [], "b": ["a", "a"]}}', "n.json", "'parents' of 'b' names 'a' twice"),
+        ('{"parents": {"a": []}, "order": [["a"]]}', "n.json", "'order' is not a list of names"),
+        ('{"parents": {"a": []}, "stats": 5}', "n.json", "'stats' is not an object"),
+        ('{"parents": {"a": []}, "score": [1]}', "n.json", "'score' is not a string"),
+        ('{"parents": {"a": []}, "parameters": [1]}', "n.json", "'parameters' is not an object"),
+        (
+            '{"parents": {"a": []}, "parameters": {"a": {"parents": [], "states": "xy", "table": [[1]]}}}',
+            "n.json",
+            "the CPT entry of 'a' is malformed",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_the_file(tmp_path, capsys, text, name, message):

@@ -147,6 +147,44 @@ REFUSED = {
         "variable 'Grass', state 'half|wet': the state has '|', which a BIF file cannot carry; "
         "rename it in the file",
     ),
+    # the text itself, read before pgmpy's reader (which reads these silently, or fails later
+    # without the variable or the line)
+    "cut inside the last block": (
+        bif_text().split("(half-wet)")[0],
+        "line 37: the probability block of 'Slippery' is incomplete: the file ends before its "
+        "closing '}' (is the file cut short?)",
+    ),
+    "cut between blocks": (
+        bif_text().split("probability ( Slippery")[0],
+        "line 15: variable 'Slippery' has no probability block (is the file cut short?)",
+    ),
+    "state count": (
+        bif_text().replace("[ 2 ] { yes, no }", "[ 3 ] { yes, no }", 1),
+        "line 6: variable 'Rain' declares 3 states but lists 2 (yes, no)",
+    ),
+    "declared twice": (
+        bif_text().replace(
+            "variable Grass", "variable Rain {\n  type discrete [ 2 ] { a, b };\n}\nvariable Grass"
+        ),
+        "line 12: variable 'Rain' is declared twice (lines 6 and 12)",
+    ),
+    "NaN cell": (
+        _renamed("(no, on) 0.2,", "(no, on) NaN,"),
+        "line 34: the probabilities of 'Grass' given Rain=no, Sprinkler=on: 'NaN' is not a number",
+    ),
+    "negative cell": (
+        _renamed("(summer) 0.1, 0.9", "(summer) -0.1, 1.1"),
+        "line 23: the probabilities of 'Rain' given Season=summer: -0.1 is negative",
+    ),
+    "row missing": (
+        _renamed("  (yes, off) 0.1, 0.6, 0.3;\n", ""),
+        "line 31: the probability block of 'Grass' has no row for Rain=yes, Sprinkler=off",
+    ),
+    "row too short": (
+        _renamed("(dry) 0.05, 0.95", "(dry) 1.0"),
+        "line 38: the probabilities of 'Slippery' given Grass=dry: 1 number, but 'Slippery' has 2 "
+        "states",
+    ),
 }
 
 

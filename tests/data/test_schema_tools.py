@@ -103,7 +103,120 @@ def test_infer_proposes_continuous_for_numeric_columns_and_warns(tmp_path):
     assert any(
         "'city' has 25 distinct values" in w and "group its values" in w for w in inferred.warnings
     )
-    assert any("'level' has 1 empty cells" in w for w in inferred.warnings)
+    assert any("'level' has 1 empty cell, read as missing" in w for w in inferred.warnings)
+    assert inferred.schema.missing == ()  # only empty cells: no marker to write down
+
+
+def _with_markers(tmp_path: Path) -> Path:
+    """A file as spreadsheets write it: 'NA' in a numeric and a categorical column, '?' and
+    empty cells in another."""
+    rows = ["id,age,sex,smoker"]
+    for i in range(120):
+        age = "NA" if i % 10 == 0 else f"{30 + i * 0.37:.2f}"
+        sex = "NA" if i % 40 == 1 else "F" if i % 2 else "M"
+        smoker = "?" if i % 30 == 2 else "" if i % 60 == 3 else "yes" if i % 3 else "no"
+        rows.append(f"r{i},{age},{sex},{smoker}")
+    path = tmp_path / "alice.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_missing_markers_are_missing_not_states(tmp_path):
+    inferred = infer_schema(_with_markers(tmp_path), "alice", "id")
+    schema = inferred.schema
+    assert schema.variable("age").is_continuous  # not 109 categories
+    assert schema.variable("sex").states == ("M", "F")  # no state 'NA'
+    assert schema.variable("smoker").states == ("no", "yes")
+    assert schema.missing == ("NA", "?")  # the markers found, in the order of the default set
+    warned = "\n".join(inferred.warnings)
+    assert "column 'age' has 12 cells 'NA', read as missing" in warned
+    assert "column 'sex' has 3 cells 'NA', read as missing" in warned
+    assert "column 'smoker' has 4 cells '?', 2 empty cells, read as missing" in warned
+    assert inferred.decisions == [
+        "column 'age': continuous, 4 quantile bins (108 distinct numbers, 12 missing)",
+        "column 'sex': categorical, 2 states, first-seen order (text, 3 missing)",
+        "column 'smoker': categorical, 2 states, first-seen order (text, 6 missing)",
+    ]
+    assert json.loads(schema.to_json())["missing"] == ["NA", "?"]
+
+
+def test_missing_markers_can_be_chosen(tmp_path, capsys):
+    path = _with_markers(tmp_path)
+    only_na = infer_schema(path, "alice", "id", missing_markers=["NA"]).schema
+    assert only_na.variable("smoker").states == ("no", "yes", "?") and only_na.missing == ("NA",)
+    none = infer_schema(path, "alice", "id", missing_markers=[])
+    assert none.schema.variable("age").states[0] == "NA" and none.schema.missing == ()
+    assert any(
+        "if 'NA' (line 2) means no value, add it to --missing-markers" in w for w in none.warnings
+    )
+    out = tmp_path / "partial.json"
+    argv = ["schema", "infer", "--data", str(path), "--owner", "alice", "--id", "id"]
+    assert main([*argv, "--missing-markers", "NA, ?", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"{path}: column 'age': continuous, 4 quantile bins" in err
+    assert f"{path}: column 'sex': categorical, 2 states" in err
+    assert json.loads(out.read_text())["missing"] == ["NA", "?"]
+
+
+def test_the_loader_reads_the_markers_as_missing(tmp_path):
+    from ppbn.data.party_data import MISSING_CODE, load_party_data
+
+    path = _with_markers(tmp_path)
+    alice = infer_schema(path, "alice", "id").schema
+    bob = Schema.from_dict(
+        {"id_column": "id", "variables": [{"name": "b", "owner": "bob", "states": ["x", "y"]}]}
+    )
+    merged = Schema.from_dict(merge_schemas(alice, bob, ("a.json", "b.json")))
+    assert merged.missing == ("NA", "?")
+    data = load_party_data(merged, "alice", path, missing_rule="available-case")
+    missing = (data.codes == MISSING_CODE).sum(axis=0)
+    assert dict(zip(data.columns, missing.tolist(), strict=True)) == {
+        "age": 12,
+        "sex": 3,
+        "smoker": 6,
+    }
+    with pytest.raises(DataError, match=r"line 2, column 'age': missing value"):
+        load_party_data(merged, "alice", path)
+    # how a party reads its own file: not part of the public fingerprint
+    without = Schema.from_dict({**merged.to_dict(), "missing": []})
+    assert without.fingerprint() == merged.fingerprint()
+    with pytest.raises(DataError, match=r"line 2, column 'age': value 'NA' is not a finite"):
+        load_party_data(without, "alice", path, missing_rule="available-case")
+
+
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [
+        ("NA", "'missing' must be a list of strings"),
+        (["NA", 1], "'missing' must be a list of strings"),
+        (["NA", "NA"], "'missing' lists 'NA' twice"),
+        (["y"], "variable 'a', state 'y': the schema's 'missing' lists it as a missing value"),
+    ],
+)
+def test_the_missing_key_is_checked(missing, message):
+    raw = {
+        "id_column": "id",
+        "variables": [{"name": "a", "owner": "alice", "states": ["x", "y"]}],
+        "missing": missing,
+    }
+    with pytest.raises(DataError, match=message) as caught:
+        Schema.from_dict(raw, source="schema.json")
+    assert str(caught.value).startswith("schema.json: ") and "\n" not in str(caught.value)
+
+
+def test_merge_joins_the_markers_and_refuses_one_that_is_a_state():
+    alice = Schema.from_dict({**_partial("alice", ["a"]).to_dict(), "missing": ["NA"]})
+    bob = Schema.from_dict({**_partial("bob", ["b"]).to_dict(), "missing": ["?"]})
+    assert merge_schemas(alice, bob, ("A", "B"))["missing"] == ["NA", "?"]
+    bob_x = Schema.from_dict(
+        {
+            "id_column": "id",
+            "variables": [{"name": "b", "owner": "bob", "states": ["u", "v"]}],
+            "missing": ["x"],
+        }
+    )
+    with pytest.raises(UserError, match="variable 'a' of A has the state 'x', which B lists as"):
+        merge_schemas(alice, bob_x, ("A", "B"))
 
 
 def test_continuous_round_trip_through_infer_and_merge(tmp_path):
