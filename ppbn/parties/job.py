@@ -16,6 +16,7 @@ from ppbn.errors import UserError
 from ppbn.jobs.base import ChannelGroup, JobContext, JobKind
 from ppbn.jobs.progress import JobProgress
 from ppbn.parties.grpc_channel import GrpcChannel
+from ppbn.parties.pauses import WATCH
 from ppbn.proto import party_pb2
 
 JobInfo = party_pb2.JobInfo
@@ -64,6 +65,7 @@ class Job:
     peer_stats: dict[str, Any] | None = None
     abort_code: int = 0  # the code this daemon sent when it gave up the job
     reveal_audited: bool = False  # its revealed lines were appended (or tried) before it ended
+    started: float = field(default_factory=WATCH.clock)  # to tell pauses of this daemon during it
     done: threading.Event = field(default_factory=threading.Event)
 
     def progress(self) -> JobProgress:

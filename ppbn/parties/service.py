@@ -199,25 +199,31 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
     ) -> party_pb2.JobInfo:  # noqa: N802
         self.callers.require_operator(context, "job status queries")
         _require_parsed(request, context, "JobQuery")
-        return self._known_job(request.job_id, context).info()
+        job = self.table.jobs.get(request.job_id)
+        return job.info() if job is not None else self._ended_job(request.job_id, context)
 
     def CancelJob(
         self, request: party_pb2.JobQuery, context: grpc.ServicerContext
     ) -> party_pb2.JobInfo:  # noqa: N802
         caller = self.callers.require_operator(context, "job cancellations")
         _require_parsed(request, context, "JobQuery")
-        job = self._known_job(request.job_id, context)
+        job = self.table.jobs.get(request.job_id)
+        if job is None:  # it ended before: nothing to cancel
+            return self._ended_job(request.job_id, context)
         self.runner.cancel(job, f"cancelled by {caller}")
         job.done.wait(5.0)
         return job.info()
 
-    def _known_job(self, job_id: str, context: grpc.ServicerContext) -> Job:
-        job = self.table.jobs.get(job_id)
-        if job is None:
+    def _ended_job(self, job_id: str, context: grpc.ServicerContext) -> party_pb2.JobInfo:
+        """A job no longer in memory (it ended before this daemon restarted, or is one of
+        the oldest), as its folder under --out tells it: the folder keeps its id taken, so
+        the daemon knows the job as long as the folder is there."""
+        info = self.table.files.ended_info(job_id)
+        if info is None:
             context.abort(
                 grpc.StatusCode.NOT_FOUND, f"{self.role} knows no job {printable(job_id, 64)!r}"
             )
-        return job
+        return info
 
     def Exchange(  # noqa: N802
         self, request_iterator: Iterator[party_pb2.Frame], context: grpc.ServicerContext

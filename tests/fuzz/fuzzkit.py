@@ -12,6 +12,7 @@ up to frame k in every phase of the job, which a replayed recording could not be
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -42,7 +43,16 @@ Frame = party_pb2.Frame
 AbortCode = party_pb2.AbortCode
 JobInfo = party_pb2.JobInfo
 MIB = 1024 * 1024
-PEER_TIMEOUT_S = 3.0
+# bob's --peer-timeout. Long enough for an honest peer on a loaded 2-core host (a first job
+# compiles numba kernels for seconds; 16 MiB frames through TLS take their time): a job
+# bob waits on ends sooner, when alice gives up first (HOSTILE_TIMEOUT_S) and tells him.
+PEER_TIMEOUT_S = 30.0
+# alice's peer timeout in an honest run (the phases recorded, the warm-up job): she waits for
+# bob however slow the host, since a timeout there is no finding, only a failed set-up
+HONEST_TIMEOUT_S = 120.0
+# alice's peer timeout in a hostile job: a frame dropped while both wait for each other ends
+# when she gives up and aborts, so an example costs seconds, not bob's whole timeout
+HOSTILE_TIMEOUT_S = 3.0
 # A job at bob must end within the peer timeout plus this much after the hostile frame
 # (the timeout runs from bob's last wait, and an abort may wait once more to be sent).
 HANG_MARGIN_S = 7.0
@@ -225,6 +235,7 @@ class Plan:
     k: int
     mutation: Mutation
     raw_ok: bool = True
+    alice_timeout_s: float = HONEST_TIMEOUT_S  # how long alice waits for bob in this job
     applied: bool = False
     phase: str = ""
     sent_at: float = 0.0
@@ -291,6 +302,7 @@ class FuzzAlice(PartyDaemon):
         job = super()._new_job(*args, **kwargs)
         plan, self.plan = self.plan, None
         if plan is not None:
+            job.channel.timeout_s = plan.alice_timeout_s
             honest = job.channel.outgoing_frames
             job.channel.outgoing_frames = lambda: plan.apply(honest())  # type: ignore[method-assign]
         return job
@@ -416,7 +428,7 @@ def make_alice(
         peer=bob_address,
         tls_dir=str(pki["alice"]),
         out_dir=str(base / "out-alice"),
-        timeout_s=PEER_TIMEOUT_S,
+        timeout_s=HONEST_TIMEOUT_S,
         policy=LocalPolicy.load(str(POLICY_FILE)),
         probe_interval_s=2.0,
     )
@@ -437,6 +449,7 @@ class Tally:
     rss_before_mib: float = 0.0
     rss_after_mib: float = 0.0
     rss_peak_mib: float = 0.0  # bob's VmHWM: the kernel's high-water mark, between samples too
+    rss_by_test: list[tuple[str, float]] = field(default_factory=list)  # bob's RSS after each test
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -472,6 +485,7 @@ class Tally:
             f"bob RSS {self.rss_before_mib:.0f} MiB before, {self.rss_after_mib:.0f} MiB after "
             f"(+{self.rss_after_mib - self.rss_before_mib:.0f}), peak {self.rss_peak_mib:.0f} MiB"
         )
+        lines += [f"  after {name}: {rss:.0f} MiB" for name, rss in self.rss_by_test]
         lines += [f"  finding: {f}" for f in self.findings[:20]]
         return lines
 
@@ -488,6 +502,9 @@ def fuzz_size() -> str:
 
 
 # -- driving the daemon and checking the properties ------------------------------------------
+_JOB_NUMBERS = itertools.count(1)
+
+
 class Finding(AssertionError):
     """A property broke: the daemon crashed, hung, answered unclearly or logged a traceback."""
 
@@ -498,13 +515,14 @@ class Fuzzer:
     def __init__(self, alice: FuzzAlice, bob: BobProcess) -> None:
         self.alice = alice
         self.bob = bob
-        self._ids = 0
         self.last_error = ""  # bob's error for the last hostile job
         self.honest_phases: dict[tuple[str, str], list[str]] = {}
 
-    def fresh_job_id(self) -> str:
-        self._ids += 1
-        return f"fz{os.getpid()}-{self._ids}"
+    @staticmethod
+    def fresh_job_id() -> str:
+        """An id no job of this session had, whichever Fuzzer asks (the session's warm-up
+        job comes from one of its own): a test run alone must not meet an earlier job's id."""
+        return f"fz{os.getpid()}-{next(_JOB_NUMBERS)}"
 
     def fail(self, message: str, crash: bool = False, hang: bool = False) -> None:
         TALLY.findings.append(message)
@@ -628,13 +646,22 @@ class Fuzzer:
             nonce=os.urandom(16),
         )
 
-    def hostile_job(self, kind: str, params: dict, opener: str, k: int, mutation: Mutation) -> bool:
-        """Run an honest job whose stream from alice has frame k mutated; False if it had no frame k.
+    def hostile_job(
+        self,
+        kind: str,
+        params: dict,
+        opener: str,
+        k: int,
+        mutation: Mutation,
+        alice_timeout_s: float = HOSTILE_TIMEOUT_S,
+    ) -> bool:
+        """Run an honest job whose stream from alice has frame k mutated; False if it had no
+        frame k (or alice gave up waiting for bob before it, after ``alice_timeout_s``).
 
         Checks: bob's job ends within the peer timeout (plus margin) after the hostile
         frame, not with an internal error, and bob still serves with a clean log.
         """
-        plan = Plan(k, mutation, raw_ok=opener == "alice")
+        plan = Plan(k, mutation, raw_ok=opener == "alice", alice_timeout_s=alice_timeout_s)
         self.alice.plan = plan
         job_id = self.fresh_job_id()
         what = f"{kind} job opened by {opener}, frame {k} mutated by {mutation}"
@@ -651,9 +678,8 @@ class Fuzzer:
                 self.check_status("StartJob", exc.code(), exc.details() or "", what)
         self.alice.plan = None
         alice_job = self.alice.jobs.get(job_id)
-        wait_for_quietly(
-            lambda: plan.applied or (alice_job is not None and alice_job.done.is_set()), 120
-        )
+        if alice_job is not None:  # none: the job never started, no frame will be mutated
+            wait_for_quietly(lambda: plan.applied or alice_job.done.is_set(), 120)
         if not plan.applied:
             self.settle_alice(job_id)
             wait_for(self.bob.idle, PEER_TIMEOUT_S + HANG_MARGIN_S, "bob to end an unmutated job")
