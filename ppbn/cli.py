@@ -131,6 +131,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ppbn: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+# the exit status of a program killed by SIGPIPE, as `git log | head` leaves it
+SIGPIPE_STATUS = 141
+
+
+def _reader_gone() -> int:
+    """The reader of our output went away (`ppbn audit show LOG | head -1`): stop quietly,
+    as other tools do; stdout is pointed at /dev/null so the final flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return SIGPIPE_STATUS
 
 
 if __name__ == "__main__":

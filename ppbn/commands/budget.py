@@ -1,7 +1,10 @@
-"""``ppbn budget show``: what a daemon's differentially private jobs spent of its data sets.
+"""``ppbn budget show`` and ``ppbn budget adopt``: a host's privacy budgets for its operator.
 
-The daemon keeps the account itself (``ppbn.parties.budget``, one line per charged job
-beside its audit log); this reads it and sets it against the policy's total.
+The daemon keeps the accounts itself (``ppbn.parties.budget``: one file per data set in
+this host's privacy-budget folder); ``show`` reads them and sets them against the
+policy's totals, telling releases from runs refunded or cut short; ``adopt`` moves an
+account kept elsewhere (another state folder, or a file beside an audit log) into the
+folder, where a daemon that refused DP jobs for want of it finds it.
 """
 
 from __future__ import annotations
@@ -17,28 +20,19 @@ DATASET_SHOWN = 16  # hex digits of a data set's key in the text view (json: all
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "budget", help="show what a daemon's differentially private jobs spent (privacy budget)"
+        "budget", help="show or adopt this host's privacy budgets (what DP jobs spent)"
     )
     sub = parser.add_subparsers(dest="budget_command", metavar="ACTION", required=True)
     show = sub.add_parser(
         "show",
-        help="print epsilon and delta spent per data set, what the policy leaves, and the jobs",
-        description="Read a daemon's privacy budget (privacy-budget.jsonl, beside its audit "
-        "log) and print, per data set, the epsilon and delta its DP jobs spent, the policy's "
-        "total and what is left, and each charged job.",
+        help="print epsilon and delta spent per data set, what the policy leaves, and the runs",
+        description="Read this host's privacy budgets (one file per data set in the "
+        "privacy-budget folder of $PPBN_STATE_DIR, else of ~/.local/state/ppbn) and print, "
+        "per data set, the epsilon and delta its DP jobs spent, the policy's totals and what "
+        "is left, and each run: released, refunded (ended before anything was opened) or "
+        "reserved (ended without a record, counted as spent).",
     )
-    where = show.add_mutually_exclusive_group()
-    where.add_argument(
-        "--out-dir",
-        "--out",
-        dest="out_dir",
-        metavar="DIR",
-        default="ppbn-out",
-        help="the daemon's output folder: its budget is DIR/privacy-budget.jsonl (default ppbn-out)",
-    )
-    where.add_argument(
-        "--budget", metavar="FILE", help="the budget file (of a daemon with its own --audit-log)"
-    )
+    _folder_option(show)
     show.add_argument(
         "--policy",
         metavar="FILE",
@@ -46,76 +40,133 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(func=_show)
+    adopt = sub.add_parser(
+        "adopt",
+        help="move a data set's account kept elsewhere into this host's budget folder",
+        description="Append the charges of FILE (a data set's account from another state "
+        "folder, or a privacy-budget.jsonl kept beside an audit log) to the accounts in the "
+        "budget folder; each charge keeps counting as spent. A daemon that refused DP jobs "
+        "because it found its data set's account elsewhere takes them again once the "
+        "output folder's note names the adopted account (adopt rewrites it with --out).",
+    )
+    adopt.add_argument("file", metavar="FILE", help="the account to adopt")
+    _folder_option(adopt)
+    adopt.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the daemon's output folder, whose note of its budgets is pointed at the adopted "
+        "accounts",
+    )
+    adopt.set_defaults(func=_adopt)
+
+
+def _folder_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--budget-dir",
+        metavar="DIR",
+        help="the privacy-budget folder (default: STATE/privacy-budget, STATE from "
+        "$PPBN_STATE_DIR, else $XDG_STATE_HOME/ppbn, else ~/.local/state/ppbn)",
+    )
+
+
+def _budget(args: argparse.Namespace, total_epsilon: float = 0.0, total_delta: float = 0.0):
+    from ppbn.parties.budget import PrivacyBudget, budget_folder
+
+    folder = Path(args.budget_dir) if args.budget_dir else budget_folder()
+    return PrivacyBudget(folder, total_epsilon, total_delta)
 
 
 def _show(args: argparse.Namespace) -> int:
     from ppbn.jobs.policy import LocalPolicy
-    from ppbn.parties.budget import PrivacyBudget, budget_path
 
     policy = LocalPolicy.load(args.policy)
-    path = Path(args.budget) if args.budget else budget_path(args.out_dir)
-    budget = PrivacyBudget(path, policy.dp_total_epsilon)
-    report = budget_report(budget, policy.dp_max_epsilon, policy.source)
+    budget = _budget(args, policy.dp_total_epsilon, policy.dp_total_delta)
+    report = budget_report(budget, policy)
     print(json.dumps(report, indent=2) if args.format == "json" else budget_text(report))
     return 0
 
 
-def budget_report(budget: Any, max_epsilon: float, policy_source: str) -> dict[str, Any]:
-    """The budget as JSON: per data set the sums, the total and what is left, the entries."""
-    entries = budget.entries()
-    datasets: dict[str, list[Any]] = {}
-    for entry in entries:
-        datasets.setdefault(entry.dataset, []).append(entry)
+def _adopt(args: argparse.Namespace) -> int:
+    from ppbn.parties.budget_adopt import adopt_account
+
+    budget = _budget(args)
+    counts = adopt_account(budget, Path(args.file), Path(args.out) if args.out else None)
+    for dataset, count in sorted(counts.items()):
+        print(
+            f"adopted {count} charge(s) of data set {dataset[:DATASET_SHOWN]} into "
+            f"{budget.path(dataset)}"
+        )
+    return 0
+
+
+def budget_report(budget: Any, policy: Any) -> dict[str, Any]:
+    """The budgets as JSON: per data set the sums, the totals and what is left, the runs."""
     out = []
-    for dataset, own in datasets.items():  # sums of this one reading of the file
-        epsilon = math.fsum(e.epsilon for e in own)
+    for dataset in budget.datasets():
+        runs = budget.runs(dataset)
+        spent = [r.first for r in runs if r.spent]
+        epsilon = math.fsum(e.epsilon for e in spent)
+        delta = math.fsum(e.delta for e in spent)
         out.append(
             {
                 "dataset": dataset,
                 "epsilon_spent": epsilon,
-                "delta_spent": math.fsum(e.delta for e in own),
+                "delta_spent": delta,
                 "epsilon_left": max(budget.total_epsilon - epsilon, 0.0),
-                "jobs": [
+                "delta_left": max(budget.total_delta - delta, 0.0),
+                "runs": [
                     {
-                        "job_id": e.job_id,
-                        "kind": e.kind,
-                        "epsilon": e.epsilon,
-                        "delta": e.delta,
-                        "time": e.time,
-                        "initiator": e.initiator,
+                        "job_id": r.first.job_id,
+                        "run": r.first.run,
+                        "kind": r.first.kind,
+                        "epsilon": r.first.epsilon,
+                        "delta": r.first.delta,
+                        "time": r.first.time,
+                        "initiator": r.first.initiator,
+                        "status": r.status.split(" ")[0],
+                        "spent": r.spent,
                     }
-                    for e in own
+                    for r in runs
                 ],
             }
         )
     return {
-        "budget": str(budget.path),
-        "exists": budget.path.exists(),
-        "policy": policy_source,
+        "budget_dir": str(budget.folder),
+        "exists": budget.folder.exists(),
+        "policy": policy.source,
         "total_epsilon": budget.total_epsilon,
-        "max_epsilon_per_job": max_epsilon,
+        "total_delta": budget.total_delta,
+        "max_epsilon_per_job": policy.dp_max_epsilon,
+        "max_delta_per_job": policy.dp_max_delta,
         "datasets": out,
     }
 
 
+STATUS_WORDS = {
+    "released": "released",
+    "refunded": "refunded: ended before anything was opened",
+    "reserved": "reserved: ended without a record, counted as spent",
+}
+
+
 def budget_text(report: dict[str, Any]) -> str:
     lines = [
-        f"privacy budget {report['budget']} (policy {report['policy']}: epsilon "
-        f"{report['total_epsilon']:g} in all per data set, {report['max_epsilon_per_job']:g} per job)"
+        f"privacy budgets in {report['budget_dir']} (policy {report['policy']}: per data set "
+        f"epsilon {report['total_epsilon']:g} and delta {report['total_delta']:g} in all; per "
+        f"job epsilon {report['max_epsilon_per_job']:g}, delta {report['max_delta_per_job']:g})"
     ]
-    if not report["exists"]:
-        lines.append("nothing spent: the file does not exist (no DP job has run with this daemon)")
-    elif not report["datasets"]:
-        lines.append("nothing spent: the file holds no charge")
+    if not report["datasets"]:
+        lines.append("nothing spent: no data set has an account here")
     for item in report["datasets"]:
         lines.append(
             f"data set {item['dataset'][:DATASET_SHOWN]}: epsilon {item['epsilon_spent']:g} spent "
-            f"of {report['total_epsilon']:g}, {item['epsilon_left']:g} left; "
-            f"delta {item['delta_spent']:g} spent"
+            f"of {report['total_epsilon']:g}, {item['epsilon_left']:g} left; delta "
+            f"{item['delta_spent']:g} spent of {report['total_delta']:g}, "
+            f"{item['delta_left']:g} left"
         )
-        for job in item["jobs"]:
+        for run in item["runs"]:
             lines.append(
-                f"  {job['time']}  job {job['job_id']}  {job['kind']}  epsilon {job['epsilon']:g}  "
-                f"delta {job['delta']:g}  by {job['initiator']}"
+                f"  {run['time']}  job {run['job_id']}  {run['kind']}  epsilon {run['epsilon']:g}  "
+                f"delta {run['delta']:g}  by {run['initiator']}  ({STATUS_WORDS[run['status']]})"
             )
     return "\n".join(lines)

@@ -104,8 +104,10 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "this party's operators (mutual TLS with the certificates of `ppbn certs request/sign`), "
         "and run the jobs they start. Every job's parameters are checked against this daemon's "
         "local policy (--policy; `ppbn policy show` prints the effective one) before anything "
-        "derived from the data is sent: nothing from the network can weaken it. Stops gracefully "
-        "on SIGTERM.",
+        "derived from the data is sent: nothing from the network can weaken it. DP jobs are "
+        "charged to the data set's privacy budget in this host's state folder ($PPBN_STATE_DIR, "
+        "else ~/.local/state/ppbn; `ppbn budget show`), whatever --out and --audit-log say. "
+        "Stops gracefully on SIGTERM.",
     )
     serve.add_argument(
         "--role",

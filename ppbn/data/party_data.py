@@ -63,6 +63,18 @@ class PartyData:
     missing_rule: str = "error"  # one of MISSING_RULES: how empty cells were read
     # the owner's cut points of its continuous variables: private unless the schema publishes them
     bins: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # the owner's numbers of its continuous variables, rows as ``codes`` (NaN: empty): a DP
+    # job cuts them again under DP (``ppbn.dp.quantiles``) instead of at the exact cuts
+    values: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def subset(self, rows: np.ndarray, ids: Sequence[str]) -> PartyData:
+        """The records at ``rows`` (ids ``ids``), codes and numbers alike."""
+        return dataclasses.replace(
+            self,
+            ids=ids,
+            codes=self.codes[rows],
+            values={name: numbers[rows] for name, numbers in self.values.items()},
+        )
 
     @property
     def n_records(self) -> int:
@@ -298,14 +310,28 @@ def _sorted_ids(
     return order, ordered
 
 
+def missing_cells(raw: np.ndarray, markers: Sequence[str] = ()) -> np.ndarray:
+    """The mask of cells that hold no value: empty, or one of the schema's ``missing``
+    markers ("NA", "?")."""
+    if not markers:
+        return raw == ""
+    return pd.Series(raw, dtype=object).isin(("", *markers)).to_numpy()
+
+
 def _code_column(
-    path: Path, values: pd.Series, name: str, states: tuple[str, ...], rows: Rows = CSV_ROWS
+    path: Path,
+    values: pd.Series,
+    name: str,
+    states: tuple[str, ...],
+    rows: Rows = CSV_ROWS,
+    markers: Sequence[str] = (),
 ) -> np.ndarray:
-    """State indices of one column; empty cells become MISSING_CODE (the rule decides later)."""
+    """State indices of one column; empty cells and ``markers`` become MISSING_CODE (the
+    rule decides later)."""
     lookup = {s: i for i, s in enumerate(states)}
     raw = values.to_numpy(dtype=object)
     codes = pd.Series(raw).map(lookup)
-    bad = np.flatnonzero(codes.isna().to_numpy() & (raw != ""))
+    bad = np.flatnonzero(codes.isna().to_numpy() & ~missing_cells(raw, markers))
     if bad.size:
         row = int(bad[0])
         raise DataError(
@@ -366,15 +392,16 @@ def missing_rule_from(missing: str | None, missing_as_category: bool = False) ->
 
 
 def _continuous_missing(
-    path: Path, name: str, raw: np.ndarray, rule: str, rows: Rows
+    path: Path, name: str, raw: np.ndarray, rule: str, rows: Rows, markers: Sequence[str] = ()
 ) -> np.ndarray:
     """MISSING CELLS OF A CONTINUOUS COLUMN: the mask of present cells.
 
-    Under ``--missing available-case`` an empty cell is left MISSING_CODE (the caller
-    discretizes only the present cells, from the owner's file); otherwise it is refused
-    with one line: no bin can stand for "missing", so ``--missing category`` cannot either.
+    Under ``--missing available-case`` an empty cell (or a ``missing`` marker) is left
+    MISSING_CODE (the caller discretizes only the present cells, from the owner's file);
+    otherwise it is refused with one line: no bin can stand for "missing", so ``--missing
+    category`` cannot either.
     """
-    present = raw != ""
+    present = ~missing_cells(raw, markers)
     if rule != "available-case" and not present.all():
         row = int(np.flatnonzero(~present)[0])
         raise DataError(
@@ -451,12 +478,13 @@ def _cut_points(
 
 
 def _continuous_numbers(
-    path: Path, values: pd.Series, name: str, rule: str, rows: Rows
+    path: Path, values: pd.Series, name: str, rule: str, rows: Rows, markers: Sequence[str] = ()
 ) -> np.ndarray:
-    """One chunk of a continuous column as floats, NaN where the cell is empty (the cut
+    """One chunk of a continuous column as floats, NaN where the cell is missing (the cut
     points need the whole column: ``_code_continuous_column``)."""
     raw = values.to_numpy(dtype=object)
-    return _parse_numbers(path, name, raw, _continuous_missing(path, name, raw, rule, rows), rows)
+    present = _continuous_missing(path, name, raw, rule, rows, markers)
+    return _parse_numbers(path, name, raw, present, rows)
 
 
 def _code_continuous_column(
@@ -481,7 +509,8 @@ def load_party_data(
     """Load ``role``'s CSV or Parquet file, check it against ``schema``, code it, sort rows
     by record id, reading ``chunk_rows`` records at a time.
 
-    Empty cells follow ``missing_rule`` (``apply_missing_rule``); ``missing_as_category``
+    Empty cells, and cells holding one of the schema's ``missing`` markers, follow
+    ``missing_rule`` (``apply_missing_rule``); ``missing_as_category``
     is the older spelling of ``missing_rule="category"``.
     """
     if role not in PARTIES:
@@ -522,10 +551,12 @@ def load_party_data(
             variable = schema.variable(name)
             if variable.bins is not None:
                 numbers.setdefault(name, []).append(
-                    _continuous_numbers(path, frame[name], name, rule, where)
+                    _continuous_numbers(path, frame[name], name, rule, where, schema.missing)
                 )
             else:
-                block[:, j] = _code_column(path, frame[name], name, variable.states, where)
+                block[:, j] = _code_column(
+                    path, frame[name], name, variable.states, where, schema.missing
+                )
         done += len(frame)
     if not columns and path.suffix.lower() not in PARQUET_SUFFIXES:
         columns = _check_header(path, schema, role)  # a header line and nothing else
@@ -536,16 +567,18 @@ def load_party_data(
     order, sorted_ids = _sorted_ids(path, np.concatenate(id_parts), schema.id_column, rows)
     del id_parts
     bins: dict[str, tuple[float, ...]] = {}
+    values: dict[str, np.ndarray] = {}
     for j, name in enumerate(columns):
         if name in numbers:
             column = np.concatenate(numbers.pop(name))
             codes[:, j], bins[name] = _code_continuous_column(
                 path, column, name, schema.variable(name).bins, rows
             )
+            values[name] = column[order]
     apply_missing_rule(path, schema, columns, codes, rule, rows)
     for j in range(codes.shape[1]):  # column by column: no second copy of the whole table
         codes[:, j] = codes[order, j]
-    return PartyData(schema, role, columns, RecordIds(sorted_ids), codes, rule, bins)
+    return PartyData(schema, role, columns, RecordIds(sorted_ids), codes, rule, bins, values)
 
 
 def load_joined(
@@ -601,7 +634,7 @@ def _restrict(data: PartyData, ids: list[str]) -> PartyData:
     """``data`` with only the records of ``ids`` (all of them present), in the order given."""
     row = {record_id: i for i, record_id in enumerate(data.ids)}
     rows = np.array([row[record_id] for record_id in ids], dtype=np.int64)
-    return dataclasses.replace(data, ids=tuple(ids), codes=data.codes[rows])
+    return data.subset(rows, tuple(ids))
 
 
 def write_party_csv(

@@ -51,6 +51,7 @@ from ppbn.dp.constants import (
     MIN_EPSILON,
 )
 from ppbn.dp.noise import DEFAULT_PRECISION, GeometricSpec, geometric_spec
+from ppbn.dp.quantiles import BINS_SHARE
 
 # (uniform word bits, extra fractional bits of the structure's noise), cheapest first: the
 # plan takes the first whose delta is within the allowed one (``DPPlan.failure_probability``)
@@ -119,12 +120,25 @@ class DPPlan:
     extra_frac: int = 0  # the noise is added to the scores shifted up by this many bits
     accounting: str = "pure"  # one of ACCOUNTINGS
     rho: float = 0.0  # zcdp: the whole release's rho
+    # the owners' private cut points of data-dependent bins (``dp.quantiles``), composed
+    # sequentially before the rest: ``epsilon`` above is what the network has after them
+    bins_cuts: int = 0
+    bins_epsilon: float = 0.0
 
     def __post_init__(self) -> None:
         if self.accounting not in ACCOUNTINGS:
             raise ValueError(f"accounting must be one of {', '.join(ACCOUNTINGS)}")
         if self.accounting == "zcdp" and not self.rho > 0.0:
             raise ValueError("a zcdp plan needs a positive rho")
+
+    @property
+    def total_epsilon(self) -> float:
+        """The whole release's epsilon: the cut points' and the network's."""
+        return self.epsilon + self.bins_epsilon
+
+    @property
+    def epsilon_per_cut(self) -> float:
+        return self.bins_epsilon / self.bins_cuts if self.bins_cuts else 0.0
 
     @property
     def structure_share_used(self) -> float:
@@ -202,8 +216,17 @@ class DPPlan:
     def as_dict(self) -> dict:
         """The plan as a job's result and the docs state it."""
         return {
-            "epsilon": self.epsilon,
+            "epsilon": self.total_epsilon,
             "delta": self.delta_bound,
+            "bins": {
+                "cut_points": self.bins_cuts,
+                "epsilon": self.bins_epsilon,
+                "epsilon_per_cut": self.epsilon_per_cut,
+                "mechanism": "OpenDP private quantile over a fixed grid of candidates",
+            }
+            if self.bins_cuts
+            else None,
+            "network_epsilon": self.epsilon,
             "delta_allowed": self.delta,
             "neighbours": "one record's values differ; the record count is public",
             "accounting": self.accounting,
@@ -295,12 +318,26 @@ def plan(
     score_frac: int,
     structure_share: float = DEFAULT_STRUCTURE_SHARE,
     delta: float = DEFAULT_DELTA,
+    bins_cuts: int = 0,
 ) -> DPPlan:
-    """The job's plan, or ValueError naming what cannot be held. Of the two accountings it
-    takes ``zcdp`` when that gives every count no more noise and every choice no less
-    epsilon than ``pure``, else ``pure`` (few variables, or a small delta)."""
+    """The job's plan, or ValueError naming what cannot be held. ``bins_cuts`` private cut
+    points (``dp.quantiles``) take ``BINS_SHARE`` of epsilon first; of the two accountings
+    the rest takes ``zcdp`` when that gives every count no more noise and every choice no
+    less epsilon than ``pure``, else ``pure`` (few variables, or a small delta)."""
     if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
         raise ValueError(f"epsilon must lie in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
+    if bins_cuts:
+        network = plan(
+            epsilon * (1.0 - BINS_SHARE),
+            n_records=n_records,
+            cardinalities=cardinalities,
+            max_parents=max_parents,
+            mode=mode,
+            score_frac=score_frac,
+            structure_share=structure_share,
+            delta=delta,
+        )
+        return replace(network, bins_cuts=int(bins_cuts), bins_epsilon=epsilon * BINS_SHARE)
     if not 0.0 < structure_share < 1.0:
         raise ValueError("the structure's share of the budget must lie strictly between 0 and 1")
     if not 0.0 < delta < 1.0:

@@ -16,7 +16,6 @@ intersection would reveal individual records through the CPTs.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac
 from collections.abc import Callable
@@ -78,4 +77,4 @@ def align_by_psi(
         ) from exc
     rows = np.sort(np.asarray(alignment.positions, dtype=np.int64))
     ledger.record("aligned_record_count", int(rows.size), "private set intersection")
-    return dataclasses.replace(data, ids=tuple(data.ids[i] for i in rows), codes=data.codes[rows])
+    return data.subset(rows, tuple(data.ids[i] for i in rows))

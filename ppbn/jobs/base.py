@@ -188,7 +188,12 @@ def check_job_policy(
     per-job epsilon, ``require_dp``; the budget is the daemon's, ``ppbn.parties.budget``),
     then the kind's own checks."""
     policy.require_families(kind.family_bound(params, scope.schema))
-    policy.require_privacy(kind.privacy_cost(params), kind.releases_data)
+    policy.require_privacy(
+        kind.privacy_cost(params),
+        kind.releases_data,
+        kind.name,
+        kind.privacy_cost is not no_privacy_cost,
+    )
     kind.check_policy(params, policy, scope)
 
 
@@ -227,6 +232,9 @@ class JobContext:
     resume: bool = False  # continue from the checkpoint both parties hold (``ppbn learn --resume``)
     current_phase: str = ""  # the last "phase ..." note: named when the job fails
     checkpoint_written: Callable[[], None] = field(default=lambda: None)  # for the daemon's metrics
+    # a DP job calls it before this party contributes its first noise word (the daemon
+    # marks the run's budget reservation spent: ``ppbn.parties.budget``)
+    before_release: Callable[[], None] = field(default=lambda: None)
     # told each new phase name: the daemon counts the channel's bytes per phase with it
     on_phase: Callable[[str], None] = field(default=lambda name: None)
     tracker: ProgressTracker = field(default_factory=ProgressTracker)

@@ -37,6 +37,7 @@ from ppbn.jobs.base import (
     check_known,
 )
 from ppbn.jobs.checkpoint import CheckpointStore, data_digest
+from ppbn.jobs.dp_bins import private_cut_count, recut
 from ppbn.jobs.policy import LocalPolicy, PolicyRefusal, PrivacyCost
 from ppbn.jobs.search_params import (
     SEARCH_DEFAULTS,
@@ -44,6 +45,7 @@ from ppbn.jobs.search_params import (
     hc_options_from,
     search_family_bound,
 )
+from ppbn.jobs.unused_params import DP_ONLY, refuse_unused
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, MAX_TERM_LANES, SUBFIELD_CHOICES
 from ppbn.protocols.fixedpoint import SCORE_FRAC
@@ -80,10 +82,15 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_dp_params(out: dict[str, Any]) -> None:
-    """The DP parameters, and what a DP job needs of the others (``SecureLearnConfig.check_dp``)."""
+def check_dp_params(out: dict[str, Any], given: dict[str, Any]) -> None:
+    """The DP parameters of ``out`` (normalised), and what a DP job needs of the others
+    (``SecureLearnConfig.check_dp``). Without dp_epsilon, a dp_delta or dp_structure_share
+    in ``given`` (the request as sent) is refused, and ``out`` holds None for both: the
+    normalised form the peer checks, and an exact release has neither."""
     epsilon = out["dp_epsilon"]
     if epsilon is None:
+        refuse_unused(given, DP_ONLY, "learn")
+        out.update(dict.fromkeys(DP_ONLY))
         return
     if not _number(epsilon) or not MIN_EPSILON <= epsilon <= MAX_EPSILON:
         raise ParameterError(
@@ -131,6 +138,7 @@ def dp_plan(params: dict[str, Any], schema: Schema, n_records: int) -> DPPlan | 
             score_frac=SCORE_FRAC,
             structure_share=float(params["dp_structure_share"]),
             delta=float(params["dp_delta"]),
+            bins_cuts=private_cut_count(schema),
         )
     except ValueError as exc:
         raise ParameterError("dp_epsilon", f"learn: {exc}") from None
@@ -207,7 +215,7 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
                 "order", "learn: order must list every variable of the schema exactly once"
             )
     out.update(check_search_params("learn", params, out["score"], schema))
-    check_dp_params(out)
+    check_dp_params(out, params)
     return out
 
 
@@ -410,9 +418,15 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
 
     progress = context.advance  # phases, K2 / hc steps, units of work (ln terms, encrypt, ...)
 
+    data = context.data
+    if config.dp is not None and config.dp.bins_cuts:
+        # the owners' cut points drawn again under DP (jobs.dp_bins): the checkpoints of an
+        # earlier run hold shares of other bins, so such a job resumes from its start
+        data = recut(data, config.dp.epsilon_per_cut)
     store = checkpoint_store(context)
     meta = checkpoint_meta(context)
-    start = agree_resume_step(channel, store, meta) if context.resume else None
+    resumable = context.resume and data is context.data
+    start = agree_resume_step(channel, store, meta) if resumable else None
     if context.resume:
         context.progress(f"phase resume after K2 step {start.step if start else 0}")
 
@@ -425,22 +439,23 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         channel,
         role,
         schema,
-        context.data.codes,
+        data.codes,
         config,
         context.ledger,
         progress,
         context.counters,
         resume=start,
         checkpoint=save,
+        before_release=context.before_release,
     )
     for phase, seconds in result.stats["phases"].items():
         context.phases[phase] = context.phases.get(phase, 0.0) + seconds
     context.count("and_gates", result.stats["and_gates"])
     context.count("ots", result.stats["ots"])
     context.count("ln_evaluations", result.stats["ln_evaluations"])
-    state_names = schema.state_names(
-        context.data.bins
-    )  # local: intervals only for what this party knows
+    # local: intervals only for cut points this party knows and may write (a DP job's own
+    # private cut points, published ones; never the exact cuts of its records under DP)
+    state_names = schema.state_names(data.bins)
     out = result_json(result, schema, config, state_names)
     out["family_records"] = family_records_json(
         result.family_records, context.data.n_records, context.data.missing_rule, schema.names

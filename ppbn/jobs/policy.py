@@ -12,11 +12,13 @@ sizes of garbled runs and OT calls sent to the executor, message and queue sizes
 neither choose where this party's work runs nor how much memory it takes. The policy file is TOML or JSON; every key is optional and the defaults
 below are the safe built-in policy (``ppbn policy show`` prints the effective one).
 
-Differential privacy: ``dp_max_epsilon`` is the largest epsilon one DP job may spend,
-``dp_total_epsilon`` the most all DP jobs together may spend on this party's data set
-(kept in the daemon's budget file, ``ppbn.parties.budget``; ``ppbn budget show``), and
-``require_dp`` refuses every job that releases data without a DP guarantee. Both bounds
-are finite: a policy of unlimited epsilon is no bound, and is refused.
+Differential privacy: ``dp_max_epsilon`` and ``dp_max_delta`` bound one DP job,
+``dp_total_epsilon`` and ``dp_total_delta`` all DP jobs together on this party's data set
+(kept in the daemon's budget file, ``ppbn.parties.budget``; ``ppbn budget show``),
+``dp_peer_jobs_per_hour`` how many DP jobs a peer may open here in an hour (each is
+reserved against the budget while it runs), and ``require_dp`` refuses every job that
+releases data without a DP guarantee. Every bound is finite and every delta below 1: a
+policy of unlimited epsilon is no bound, and is refused.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ from ppbn.randomized.pram.operators import RandomizationScheme
 PATHS = ("secure", "pram", "perturb")
 DISCLOSURE_MODES = ("public", "owner", "shared")
 ALL_VARIABLES = "*"
+# no delta bound may reach this: a delta near 1 / n already allows a release that names
+# one record outright (Dwork and Roth 2014, Sec. 2.3), and the sum of deltas must stay < 1
+MAX_DELTA = 1e-3
 # settings of this daemon's own resources: a job that names one is refused (jobs.check_known)
 LOCAL_SETTINGS = (
     "workers",
@@ -138,6 +143,9 @@ class LocalPolicy:
     min_records: int = 100
     dp_max_epsilon: float = 10.0  # the largest epsilon one DP job may spend
     dp_total_epsilon: float = 100.0  # all DP jobs together, on this party's data set
+    dp_max_delta: float = 1e-6  # the largest delta one DP job may allow
+    dp_total_delta: float = 1e-5  # all DP jobs' deltas together, on this party's data set
+    dp_peer_jobs_per_hour: int = 12  # DP jobs a peer may open here in any hour
     require_dp: bool = False  # every job that releases data must be a DP job
     pram: PramPolicy = field(default_factory=PramPolicy)
     workers: int | None = None
@@ -234,6 +242,7 @@ class LocalPolicy:
             ("spill_mb", 0, 10**9),
             ("gc_inline_below", 0, 2**62),
             ("ot_inline_below", 0, 2**62),
+            ("dp_peer_jobs_per_hour", 0, 10_000),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -241,6 +250,10 @@ class LocalPolicy:
         for name in ("dp_max_epsilon", "dp_total_epsilon"):
             if not finite_non_negative(getattr(self, name)):
                 raise bad(name, "must be a finite number >= 0 (0: no DP job at all)")
+        for name in ("dp_max_delta", "dp_total_delta"):
+            value = getattr(self, name)
+            if not (finite_non_negative(value) and value < MAX_DELTA):
+                raise bad(name, f"must be a number in [0, {MAX_DELTA:g}) (0: no DP job at all)")
         if not isinstance(self.require_dp, bool):
             raise bad("require_dp", "must be true or false")
         if self.workers is not None and (
@@ -359,17 +372,27 @@ class LocalPolicy:
                 f"max_family {self.max_family}",
             )
 
-    def require_privacy(self, cost: PrivacyCost | None, releases_data: bool) -> None:
+    def require_privacy(
+        self, cost: PrivacyCost | None, releases_data: bool, kind: str = "", dp_kind: bool = True
+    ) -> None:
         """The per-job DP rules (``jobs.check_job_policy`` calls it; ``cost`` None: not a DP
-        job): its epsilon within ``dp_max_epsilon``, and with ``require_dp`` no job that
-        releases data without DP. The total over jobs needs the daemon's budget file
-        (``ppbn.parties.budget``), checked by the daemon after this."""
+        job): its epsilon within ``dp_max_epsilon``, its delta within ``dp_max_delta``, and
+        with ``require_dp`` no job that releases data without DP (``dp_kind``: whether job
+        ``kind`` has a DP release at all, for the refusal's advice). The totals over jobs
+        need the daemon's budget file (``ppbn.parties.budget``), checked by the daemon after
+        this."""
         if cost is None:
             if self.require_dp and releases_data:
+                advice = (
+                    "ask with --dp-epsilon"
+                    if dp_kind
+                    else f"job kind {kind or '(this)'} has no differentially private release; "
+                    "run a learn job with --dp-epsilon instead"
+                )
                 raise PolicyRefusal(
-                    "dp_epsilon",
+                    "dp_epsilon" if dp_kind else "kind",
                     "the job's release is not differentially private, and this party's policy "
-                    "requires a differentially private release (require_dp); ask with --dp-epsilon",
+                    f"requires a differentially private release (require_dp); {advice}",
                 )
             return
         epsilon, delta = cost.epsilon, cost.delta
@@ -383,6 +406,12 @@ class LocalPolicy:
                 "dp_epsilon",
                 f"dp_epsilon {epsilon:g} is above this party's policy maximum dp_max_epsilon "
                 f"{self.dp_max_epsilon:g}",
+            )
+        if delta > self.dp_max_delta:
+            raise PolicyRefusal(
+                "dp_delta",
+                f"dp_delta {delta:g} is above this party's policy maximum dp_max_delta "
+                f"{self.dp_max_delta:g}",
             )
 
     def require_disclosure(self, disclosure: str) -> None:

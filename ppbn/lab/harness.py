@@ -36,6 +36,7 @@ from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.jobs.progress import JobProgress
 from ppbn.lab.shaper import Link, LinkSpec
+from ppbn.parties.budget import STATE_ENV
 from ppbn.parties.client import DaemonClient, JobOutcome, UnknownJob
 from ppbn.parties.tls import OPERATOR
 
@@ -171,10 +172,17 @@ class LocalPair:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def state_dir(self, role: str) -> Path:
+        """The state folder of ``role``'s daemon (its privacy budgets): the pair's own, as if
+        each party were on a host of its own."""
+        return self.files.work_dir / f"state-{role}"
+
     def _spawn(self, role: str, log_mode: str) -> None:
+        env = {**os.environ, STATE_ENV: str(self.state_dir(role))}
         with open(self.logs[role], log_mode) as log:
             self.processes[role] = subprocess.Popen(
                 self._command(role),
+                env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

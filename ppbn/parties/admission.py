@@ -38,6 +38,7 @@ from ppbn.jobs.base import (
 from ppbn.jobs.checkpoint import CheckpointStore, data_digest
 from ppbn.jobs.policy import PolicyRefusal
 from ppbn.parties.budget import PrivacyBudget
+from ppbn.parties.budget_home import check_home
 from ppbn.parties.config import DaemonConfig
 from ppbn.parties.grpc_channel import GrpcChannel
 from ppbn.parties.handshake import MINER_JOB_KINDS, other_role
@@ -165,19 +166,27 @@ class JobTable:
             exc.parameter,
         )
 
-    def check_budget(self, kind: JobKind, params: dict[str, Any], resumed_id: str = "") -> None:
-        """Refuse a DP job (normalised ``params``) that would spend more epsilon than this
-        daemon's data set has left; ``resumed_id`` names a resumed job, whose first run may
-        have paid already. After ``checked_params`` (the per-job policy), before the peer is
-        contacted (``PartyDaemon._checked_job``, on both paths)."""
+    def check_budget(
+        self, kind: JobKind, params: dict[str, Any], resumed_id: str = "", peer: str = ""
+    ) -> None:
+        """Refuse a DP job (normalised ``params``) that would spend more epsilon or delta
+        than this daemon's data set has left, or whose data set's account cannot be found
+        (``budget_home``); ``resumed_id`` names a resumed job (a new run, reserved again);
+        ``peer`` the peer opening it, held to ``dp_peer_jobs_per_hour``. After
+        ``checked_params`` (the per-job policy), before the peer is contacted
+        (``PartyDaemon._checked_job``, on both paths)."""
         cost = kind.privacy_cost(params)
         if cost is None:
             return
         try:
-            self.budget.check(resumed_id, self.dataset(), cost)
+            dataset = self.dataset()
+            check_home(self.budget, dataset, self.config.out_dir, self.config.audit_log)
+            self.budget.check(
+                resumed_id, dataset, cost, peer, self.config.policy.dp_peer_jobs_per_hour
+            )
         except PolicyRefusal as exc:
             raise self._refused(exc) from None
-        except UserError as exc:  # the budget file cannot be read: no DP job until it can
+        except UserError as exc:  # the budget cannot be read or found: no DP job until it can
             raise JobRefused(str(exc), AbortCode.FAILED) from None
 
     def _new_job_id(
@@ -209,15 +218,13 @@ class JobTable:
                 AbortCode.BAD_REQUEST,
             )
         if requested in self.jobs or self.files.on_disk(requested):
-            raise JobRefused(
-                f"{self.role} already has a job {requested!r} (its files are in "
-                f"{Path(self.config.out_dir) / requested}); choose another id",
-                AbortCode.DUPLICATE_JOB,
-            )
+            earlier = self.jobs.get(requested)
+            running = earlier is not None and not earlier.done.is_set()
+            raise JobRefused(self.files.taken(requested, running), AbortCode.DUPLICATE_JOB)
         if requested in charged:
             raise JobRefused(
                 f"{self.role} already charged a job {requested!r} to its privacy budget "
-                f"{self.budget.path}; choose another id",
+                f"in {self.budget.folder}; choose another id",
                 AbortCode.DUPLICATE_JOB,
             )
         return requested
@@ -290,7 +297,7 @@ class JobTable:
 
     def _charged_ids(self) -> frozenset[str]:
         try:
-            return frozenset(e.job_id for e in self.budget.entries())
+            return self.budget.job_ids(self.dataset())
         except UserError as exc:
             raise JobRefused(str(exc), AbortCode.FAILED) from None
 

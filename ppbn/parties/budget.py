@@ -1,17 +1,29 @@
 """This daemon's privacy budget: what its differentially private jobs spent of its data set.
 
 A DP job's release is (epsilon, delta)-DP on its own; many releases of the same records
-add up (basic composition: the epsilons sum, and so do the deltas). The local policy bounds
-the sum (``dp_total_epsilon``), and each daemon keeps its own account, whatever its peer
-keeps: one JSON object per line in ``privacy-budget.jsonl`` beside the audit log (time,
-job, kind, data set, epsilon, delta, initiator). A job is charged once, before it sends
-anything derived from the data (``ppbn.parties.runner``), and counts even when it fails
-later: part of the release may have left. A resumed job is not charged twice.
+add up (basic composition: the epsilons sum, and so do the deltas, Dwork and Roth 2014,
+Thm. 3.16). The local policy bounds both sums (``dp_total_epsilon``, ``dp_total_delta``),
+and each daemon keeps its own account, whatever its peer keeps.
 
-A charge is checked and appended under a thread lock and an exclusive ``flock`` of the
-folder (another process appending to the same file waits), written whole and fsynced; a
-refusal or a failed write leaves the file byte for byte as it was. A line that cannot be
-read is an error naming the file and line: a budget is never read as smaller than it is.
+The account belongs to the data set, not to the daemon's flags: one JSON-lines file per
+data set (``dataset_key``: schema and records), in this host's privacy-budget folder
+(``budget_folder``), which a restart with any ``--out`` or ``--audit-log`` finds again.
+
+Every run of a DP job is accounted as three events (``EVENTS``), one line each:
+- ``reserve``: before the run sends anything derived from the data, its (epsilon, delta)
+  is set aside; refused, writing nothing, when the totals would be exceeded;
+- ``release``: before this party contributes its first noise word (the first value the
+  run can open); from then on the reservation is spent for good;
+- ``refund``: the run ended before that: nothing it computed was opened, and the
+  reservation is given back.
+A reservation with neither (the daemon died) stays spent. A resumed run is a new run with
+its own reservation: one charge buys one draw of each noisy value, however often a job is
+resumed (docs/decisions/dp-one-charge-one-draw.md).
+
+Each write is checked and appended under a thread lock and an exclusive ``flock`` of the
+folder, written whole and fsynced; a refusal or a failed write leaves the file as it was.
+A line that cannot be read is an error naming the file and line: a budget is never read as
+smaller than it is.
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +47,37 @@ from ppbn.errors import UserError
 from ppbn.jobs.checkpoint import data_digest
 from ppbn.jobs.policy import PolicyRefusal, PrivacyCost, finite_non_negative
 
-BUDGET_FILE = "privacy-budget.jsonl"
-AUDIT_LOG = "audit.log"  # the audit log's default name in the output folder (DaemonConfig)
+STATE_ENV = "PPBN_STATE_DIR"  # where this host keeps ppbn's state (budgets); see budget_folder
+BUDGET_FOLDER = "privacy-budget"
+BUDGET_SUFFIX = ".jsonl"
 # relative slack of the sum against the total: 0.1 + 0.2 spent of a total 0.3 is all of it
 ROUNDING = 1e-9
-FIELDS = ("time", "job_id", "kind", "dataset", "epsilon", "delta", "initiator")
+EVENTS = ("reserve", "release", "refund")
+FIELDS = (
+    "time",
+    "job_id",
+    "run",
+    "event",
+    "kind",
+    "dataset",
+    "epsilon",
+    "delta",
+    "initiator",
+    "peer",
+)
+RATE_WINDOW = timedelta(hours=1)  # the policy's dp_peer_jobs_per_hour counts over this
 
 
-def budget_path(out_dir: str | Path, audit_log: str | Path | None = None) -> Path:
-    """The budget file of a daemon: in the folder of its audit log (default OUT/audit.log)."""
-    log = Path(audit_log) if audit_log else Path(out_dir) / AUDIT_LOG
-    return log.parent / BUDGET_FILE
+def budget_folder(state_dir: str | Path | None = None) -> Path:
+    """This host's privacy-budget folder: ``state_dir`` when given, else ``$PPBN_STATE_DIR``,
+    else ``$XDG_STATE_HOME/ppbn``, else ``~/.local/state/ppbn``; then ``privacy-budget``."""
+    if state_dir is None:
+        state_dir = os.environ.get(STATE_ENV) or ""
+    if not state_dir:
+        xdg = os.environ.get("XDG_STATE_HOME") or ""
+        base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+        state_dir = base / "ppbn"
+    return Path(state_dir).expanduser().absolute() / BUDGET_FOLDER
 
 
 def dataset_key(schema: Schema, data: PartyData) -> str:
@@ -73,141 +105,265 @@ class DatasetKey:
 
 @dataclass(frozen=True)
 class BudgetEntry:
-    """One charge: a job's epsilon and delta, spent on one data set."""
+    """One event of one run of a DP job on one data set (``EVENTS``)."""
 
     time: str
     job_id: str
+    run: str
+    event: str
     kind: str
     dataset: str
     epsilon: float
     delta: float
     initiator: str
+    peer: str  # the peer that opened the job here; "" when this daemon's operator did
 
 
-def _entry(raw: Any) -> BudgetEntry | None:
+@dataclass(frozen=True)
+class RunAccount:
+    """What the lines of one run add up to: spent unless refunded."""
+
+    first: BudgetEntry
+    released: bool
+    refunded: bool
+
+    @property
+    def spent(self) -> bool:
+        return not self.refunded
+
+    @property
+    def status(self) -> str:
+        if self.released:
+            return "released"
+        if self.refunded:
+            return "refunded (ended before anything was opened)"
+        return "reserved (the run ended without a record: counted as spent)"
+
+
+def parse_entry(raw: Any) -> BudgetEntry | None:
     """The entry a parsed line holds, or None when it is not one."""
     if not isinstance(raw, dict) or set(raw) != set(FIELDS):
         return None
     if not all(isinstance(raw[k], str) for k in FIELDS if k not in ("epsilon", "delta")):
+        return None
+    if raw["event"] not in EVENTS or not _is_key(raw["dataset"]):
         return None
     if not (finite_non_negative(raw["epsilon"]) and finite_non_negative(raw["delta"])):
         return None
     return BudgetEntry(**{k: raw[k] for k in FIELDS})
 
 
-class PrivacyBudget:
-    """The budget file of one daemon and the policy's total epsilon per data set."""
+def runs_of(entries: list[BudgetEntry]) -> list[RunAccount]:
+    """Each run's account, in the order the runs were reserved. A release or refund without
+    its reservation counts nothing; a refund after a release gives nothing back."""
+    firsts: dict[tuple[str, str], BudgetEntry] = {}
+    released: set[tuple[str, str]] = set()
+    refunded: set[tuple[str, str]] = set()
+    for e in entries:
+        key = (e.job_id, e.run)
+        if e.event == "reserve":
+            firsts.setdefault(key, e)
+        elif key in firsts and e.event == "release":
+            released.add(key)
+        elif key in firsts and e.event == "refund" and key not in released:
+            refunded.add(key)
+    return [RunAccount(first, key in released, key in refunded) for key, first in firsts.items()]
 
-    def __init__(self, path: Path, total_epsilon: float) -> None:
-        if not finite_non_negative(total_epsilon):
-            raise ValueError(f"total epsilon must be finite and >= 0, not {total_epsilon!r}")
-        self.path = Path(path)
+
+class PrivacyBudget:
+    """The budget files of one daemon (one per data set) and the policy's totals."""
+
+    def __init__(self, folder: Path, total_epsilon: float, total_delta: float = 0.0) -> None:
+        for name, value in (("epsilon", total_epsilon), ("delta", total_delta)):
+            if not finite_non_negative(value):
+                raise ValueError(f"total {name} must be finite and >= 0, not {value!r}")
+        self.folder = Path(folder)
         self.total_epsilon = float(total_epsilon)
+        self.total_delta = float(total_delta)
         self._lock = threading.Lock()
 
-    # -- reading -------------------------------------------------------------------
-    def entries(self) -> list[BudgetEntry]:
-        """Every charge, oldest first; none when the file does not exist yet."""
+    def path(self, dataset: str) -> Path:
+        """The file of one data set's account."""
+        if not _is_key(dataset):
+            raise ValueError(f"a data set key is 64 lower-case hex digits, not {dataset!r}")
+        return self.folder / f"{dataset}{BUDGET_SUFFIX}"
+
+    def datasets(self) -> list[str]:
+        """The data sets with an account in the folder."""
         try:
-            data = self.path.read_bytes()
+            names = sorted(p.name for p in self.folder.iterdir())
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise UserError(
-                f"cannot read the privacy budget {self.path}: {exc.strerror or exc}"
+                f"cannot read the privacy-budget folder {self.folder}: {exc.strerror or exc}"
+            ) from None
+        keys = [n[: -len(BUDGET_SUFFIX)] for n in names if n.endswith(BUDGET_SUFFIX)]
+        return [k for k in keys if _is_key(k)]
+
+    # -- reading -------------------------------------------------------------------
+    def entries(self, dataset: str) -> list[BudgetEntry]:
+        """Every event of ``dataset``, oldest first; none when it has no file yet."""
+        path = self.path(dataset)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise UserError(
+                f"cannot read the privacy budget {path}: {exc.strerror or exc}"
             ) from None
         if data and not data.endswith(b"\n"):
             line = data.count(b"\n") + 1
             raise UserError(
-                f"{self.path}: line {line} is cut short (no newline at its end); the budget is "
+                f"{path}: line {line} is cut short (no newline at its end); the budget is "
                 "not read as smaller than it is: restore the file, or finish the line by hand"
             )
         out = []
         for number, line in enumerate(data.splitlines(), start=1):
             try:
-                entry = _entry(json.loads(line))
+                entry = parse_entry(json.loads(line))
             except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, TypeError):
                 entry = None
-            if entry is None:
+            if entry is None or entry.dataset != dataset:
                 raise UserError(
-                    f"{self.path}: line {number} is not a budget entry (a JSON object of "
-                    f"{', '.join(FIELDS)}); the budget is not read as smaller than it is: "
-                    "restore the file"
+                    f"{path}: line {number} is not a budget entry of this data set (a JSON "
+                    f"object of {', '.join(FIELDS)}); the budget is not read as smaller than "
+                    "it is: restore the file"
                 )
             out.append(entry)
         return out
 
+    def runs(self, dataset: str) -> list[RunAccount]:
+        return runs_of(self.entries(dataset))
+
     def spent(self, dataset: str) -> tuple[float, float]:
-        """Epsilon and delta spent on ``dataset``: the sums of its entries."""
-        return _sums([e for e in self.entries() if e.dataset == dataset])
+        """Epsilon and delta spent on ``dataset``: every run not refunded."""
+        return _sums([r.first for r in self.runs(dataset) if r.spent])
 
     def remaining(self, dataset: str) -> float:
         """Epsilon ``dataset`` has left under the policy's total."""
         return max(self.total_epsilon - self.spent(dataset)[0], 0.0)
 
-    def charged(self, job_id: str, dataset: str | None = None) -> bool:
-        """Whether job ``job_id`` was charged (on ``dataset``, or on any data set)."""
-        return any(e.job_id == job_id and dataset in (None, e.dataset) for e in self.entries())
+    def job_ids(self, dataset: str) -> frozenset[str]:
+        """Every job with a run in ``dataset``'s account."""
+        return frozenset(e.job_id for e in self.entries(dataset))
 
     # -- spending ------------------------------------------------------------------
-    def check(self, job_id: str, dataset: str, cost: PrivacyCost) -> None:
-        """Refuse a job that would spend more than ``dataset`` has left (a job already
-        charged, resumed, passes: it spends nothing more)."""
-        self._admit(self.entries(), job_id, dataset, cost)
+    def check(
+        self, job_id: str, dataset: str, cost: PrivacyCost, peer: str = "", per_hour: int = 0
+    ) -> None:
+        """Refuse a run that would take ``dataset`` over either total, or (``peer``: opened
+        by that peer) the peer's ``per_hour``-th DP job within the last hour."""
+        self._admit(self.entries(dataset), job_id, cost, peer, per_hour)
 
-    def charge(
-        self, job_id: str, kind: str, dataset: str, cost: PrivacyCost, initiator: str
-    ) -> bool:
-        """Check and append the job's charge; False (nothing written) when it was charged
-        before. Refuses with ``PolicyRefusal`` over the total, writing nothing."""
+    def reserve(
+        self,
+        job_id: str,
+        run: str,
+        kind: str,
+        dataset: str,
+        cost: PrivacyCost,
+        initiator: str,
+        peer: str = "",
+        per_hour: int = 0,
+    ) -> None:
+        """Check and append a run's reservation (``PolicyRefusal``, nothing written, when it
+        would overspend or go over the peer's rate)."""
         with self._lock, self._folder_lock():
-            entries = self.entries()
-            if self._admit(entries, job_id, dataset, cost):
-                return False
-            entry = BudgetEntry(
-                datetime.now(UTC).isoformat(timespec="seconds"),
-                job_id,
-                kind,
-                dataset,
-                float(cost.epsilon),
-                float(cost.delta),
-                initiator,
-            )
-            self._append(json.dumps(asdict(entry), sort_keys=True).encode() + b"\n")
-            return True
+            self._admit(self.entries(dataset), job_id, cost, peer, per_hour)
+            self._write("reserve", job_id, run, kind, dataset, cost, initiator, peer)
+
+    def release(self, job_id: str, run: str, kind: str, dataset: str, cost: PrivacyCost) -> None:
+        """The run is about to let a noisy value be opened: its reservation is spent."""
+        with self._lock, self._folder_lock():
+            self._write("release", job_id, run, kind, dataset, cost, "", "")
+
+    def refund(self, job_id: str, run: str, kind: str, dataset: str, cost: PrivacyCost) -> None:
+        """The run ended before anything of it was opened: its reservation comes back."""
+        with self._lock, self._folder_lock():
+            self._write("refund", job_id, run, kind, dataset, cost, "", "")
 
     def _admit(
-        self, entries: list[BudgetEntry], job_id: str, dataset: str, cost: PrivacyCost
-    ) -> bool:
-        """True when the job was charged already; PolicyRefusal when it would overspend."""
+        self,
+        entries: list[BudgetEntry],
+        job_id: str,
+        cost: PrivacyCost,
+        peer: str,
+        per_hour: int,
+    ) -> None:
+        name = f"job {job_id or '(new)'}"
         if not (finite_non_negative(cost.epsilon) and finite_non_negative(cost.delta)):
-            raise PolicyRefusal(
-                "dp_epsilon", f"job {job_id or '(new)'}: epsilon and delta must be finite and >= 0"
-            )
-        own = [e for e in entries if e.dataset == dataset]
-        if job_id and any(e.job_id == job_id for e in own):
-            return True
-        spent = _sums(own)[0]
-        if spent + cost.epsilon > self.total_epsilon * (1 + ROUNDING):
-            left = max(self.total_epsilon - spent, 0.0)
+            raise PolicyRefusal("dp_epsilon", f"{name}: epsilon and delta must be finite and >= 0")
+        runs = runs_of(entries)
+        epsilon, delta = _sums([r.first for r in runs if r.spent])
+        where = f"(privacy budget {self.folder})"
+        if epsilon + cost.epsilon > self.total_epsilon * (1 + ROUNDING):
+            left = max(self.total_epsilon - epsilon, 0.0)
             raise PolicyRefusal(
                 "dp_epsilon",
-                f"job {job_id or '(new)'} would spend epsilon {cost.epsilon:g} on this data set; "
-                f"spent {spent:g} of the policy's total {self.total_epsilon:g}, {left:g} left "
-                f"(privacy budget {self.path})",
+                f"{name} would spend epsilon {cost.epsilon:g} on this data set; spent "
+                f"{epsilon:g} of the policy's total {self.total_epsilon:g}, {left:g} left {where}",
             )
-        return False
+        if delta + cost.delta > self.total_delta * (1 + ROUNDING):
+            left = max(self.total_delta - delta, 0.0)
+            raise PolicyRefusal(
+                "dp_delta",
+                f"{name} would spend delta {cost.delta:g} on this data set; spent {delta:g} of "
+                f"the policy's total dp_total_delta {self.total_delta:g}, {left:g} left {where}",
+            )
+        if peer:
+            since = datetime.now(UTC) - RATE_WINDOW
+            recent = sum(1 for r in runs if r.first.peer == peer and _time(r.first) >= since)
+            if recent >= per_hour:
+                raise PolicyRefusal(
+                    "dp_epsilon",
+                    f"{peer} opened {recent} DP jobs here within the last hour, the policy's "
+                    f"dp_peer_jobs_per_hour {per_hour}; try again later",
+                )
+
+    def append_entries(self, dataset: str, entries: list[BudgetEntry]) -> None:
+        """Append entries as they are (``ppbn budget adopt``): one write, under the lock."""
+        data = b"".join(json.dumps(asdict(e), sort_keys=True).encode() + b"\n" for e in entries)
+        with self._lock, self._folder_lock():
+            self._append(self.path(dataset), data)
+
+    def _write(
+        self,
+        event: str,
+        job_id: str,
+        run: str,
+        kind: str,
+        dataset: str,
+        cost: PrivacyCost,
+        initiator: str,
+        peer: str,
+    ) -> None:
+        entry = BudgetEntry(
+            datetime.now(UTC).isoformat(timespec="seconds"),
+            job_id,
+            run,
+            event,
+            kind,
+            dataset,
+            float(cost.epsilon),
+            float(cost.delta),
+            initiator,
+            peer,
+        )
+        line = json.dumps(asdict(entry), sort_keys=True).encode() + b"\n"
+        self._append(self.path(dataset), line)
 
     @contextmanager
     def _folder_lock(self) -> Iterator[None]:
         """An exclusive ``flock`` of the budget's folder (not of a lock file: a refusal
-        leaves the folder as it was), for other processes with the same file."""
+        leaves the folder as it was), for other processes with the same files."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path.parent, os.O_RDONLY)
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.folder, os.O_RDONLY)
         except OSError as exc:
             raise UserError(
-                f"cannot open the folder of the privacy budget {self.path}: {exc.strerror or exc}"
+                f"cannot open the privacy-budget folder {self.folder}: {exc.strerror or exc}"
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -215,14 +371,15 @@ class PrivacyBudget:
         finally:
             os.close(fd)  # releases the lock
 
-    def _append(self, line: bytes) -> None:
+    @staticmethod
+    def _append(path: Path, line: bytes) -> None:
         """Write one line whole and fsync it; on any failure put the file back as it was."""
-        created = not self.path.exists()
+        created = not path.exists()
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
             raise UserError(
-                f"cannot write the privacy budget {self.path}: {exc.strerror or exc}"
+                f"cannot write the privacy budget {path}: {exc.strerror or exc}"
             ) from None
         size = os.fstat(fd).st_size
         try:
@@ -231,15 +388,27 @@ class PrivacyBudget:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
         except OSError as exc:
-            _put_back(fd, size, self.path if created else None)
+            _put_back(fd, size, path if created else None)
             raise UserError(
-                f"cannot write the privacy budget {self.path}: {exc.strerror or exc}; "
+                f"cannot write the privacy budget {path}: {exc.strerror or exc}; "
                 "the job is not charged and does not run"
             ) from None
         finally:
             os.close(fd)
         if created:
-            _fsync_folder(self.path.parent)
+            _fsync_folder(path.parent)
+
+
+def _is_key(dataset: str) -> bool:
+    """A data set key: a SHA-256 in lower-case hex (``dataset_key``)."""
+    return len(dataset) == 64 and all(c in "0123456789abcdef" for c in dataset)
+
+
+def _time(entry: BudgetEntry) -> datetime:
+    try:
+        return datetime.fromisoformat(entry.time)
+    except ValueError:
+        return datetime.now(UTC)  # unreadable: counted as recent (the stricter reading)
 
 
 def _sums(entries: list[BudgetEntry]) -> tuple[float, float]:

@@ -36,6 +36,9 @@ class DaemonConfig:
     audit_log: str | None = None  # `--audit-log`; default out_dir/audit.log
     metrics_port: int | None = None  # `--metrics-port`: None = no metrics endpoint, 0 = a free port
     metrics_host: str = "127.0.0.1"
+    # where this host keeps the privacy budgets (None: $PPBN_STATE_DIR or the user's state
+    # folder, ``ppbn.parties.budget.budget_folder``); not a flag: no flag starts a new account
+    state_dir: str | None = None
 
     @property
     def frame_bytes(self) -> int:

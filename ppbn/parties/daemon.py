@@ -27,9 +27,12 @@ parts together, and starts and stops them.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -44,7 +47,7 @@ from ppbn.jobs.base import JobKind
 from ppbn.jobs.registry import job_kind
 from ppbn.parties.admission import JobTable
 from ppbn.parties.audit import AuditLog
-from ppbn.parties.budget import DatasetKey, PrivacyBudget, budget_path
+from ppbn.parties.budget import DatasetKey, PrivacyBudget, budget_folder
 from ppbn.parties.config import DaemonConfig
 from ppbn.parties.handshake import (
     MINER_JOB_KINDS,
@@ -61,6 +64,7 @@ from ppbn.parties.job import Job, JobRefused
 from ppbn.parties.job_files import JobFiles, check_out_dir
 from ppbn.parties.metrics import DaemonMetrics
 from ppbn.parties.net import server_options
+from ppbn.parties.pauses import WATCH
 from ppbn.parties.peer_errors import PeerMismatch
 from ppbn.parties.recorder import Recorder
 from ppbn.parties.runner import JobRunner, stopped_reason
@@ -74,6 +78,29 @@ __all__ = ["PROTOCOL_VERSION", "DaemonConfig", "PartyDaemon", "hello_mismatch", 
 AbortCode = party_pb2.AbortCode
 STOP_WAIT_S = 20.0  # SIGTERM: how long the running job gets to abort and write its files
 MAX_CONCURRENT_RPCS = 64  # beyond this gRPC answers RESOURCE_EXHAUSTED at once
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, where the C library this process runs on has one."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def return_freed_memory() -> None:
+    """Hand what a job left behind back to the system, at the job's end. Its objects live
+    long enough to reach Python's oldest generation, which is collected rarely, so they
+    stay as garbage; and glibc keeps freed heap in its arenas. Either way a daemon's
+    resident memory grew with every job, none of it in use: two in-process daemons running
+    5 small learn jobs grew by 243 MiB, by 87 MiB with the trim alone, by 199 MiB with the
+    collection alone, by 7 MiB with both (``tests/parties/test_daemon_memory.py``)."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 class PartyDaemon:
@@ -132,7 +159,8 @@ class PartyDaemon:
         interrupted = sorted(p.name for p in Path(config.out_dir).glob(".*.partial"))
         if interrupted:
             self.log.warning(
-                "%s holds %d folder(s) of jobs interrupted by a crash (%s): their ids stay taken",
+                "%s holds %d folder(s) of jobs interrupted by a crash (%s): their ids stay taken "
+                "until each is resumed (`ppbn learn --resume JOB_ID`) or its folder removed",
                 config.out_dir,
                 len(interrupted),
                 ", ".join(interrupted[:5]),
@@ -161,9 +189,11 @@ class PartyDaemon:
             self.log,
         )
         self.job_files = JobFiles(self.role, config.out_dir, self.log)
-        # what this party's DP jobs spent of its data set: beside the audit log
+        # what this party's DP jobs spent of its data set: in this host's budget folder
         self.budget = PrivacyBudget(
-            budget_path(config.out_dir, config.audit_log), config.policy.dp_total_epsilon
+            budget_folder(config.state_dir),
+            config.policy.dp_total_epsilon,
+            config.policy.dp_total_delta,
         )
         dataset = DatasetKey(self.schema, self.data)
         self.recorder = Recorder(self.role, config.out_dir, self.metrics, self.log)
@@ -189,7 +219,7 @@ class PartyDaemon:
             self.metrics,
             self.log,
             self._stopping,
-            self.table.release,
+            self._job_ended,
             self.budget,
             dataset,
         )
@@ -208,6 +238,11 @@ class PartyDaemon:
         self._health = DaemonHealth(
             lambda context: self.callers.require_operator_or_peer(context, "health checks")
         )
+
+    def _job_ended(self, job: Job) -> None:
+        """Free the job slot, and give the memory the job freed back to the system."""
+        self.table.release(job)
+        return_freed_memory()
 
     def _log_policy(self) -> None:
         """Say at start which local policy this daemon enforces, and what it allows that is weak."""
@@ -235,9 +270,14 @@ class PartyDaemon:
             policy.spill_mb,
         )
         self.log.info(
-            "differential privacy: epsilon <= %g per job, %g in all on this data set%s",
+            "differential privacy: epsilon <= %g and delta <= %g per job, %g and %g in all on "
+            "this data set (budget in %s); a peer opens at most %d DP jobs an hour%s",
             policy.dp_max_epsilon,
+            policy.dp_max_delta,
             policy.dp_total_epsilon,
+            policy.dp_total_delta,
+            budget_folder(self.config.state_dir),
+            policy.dp_peer_jobs_per_hour,
             "; every job that releases data must be DP (require_dp)" if policy.require_dp else "",
         )
         if policy.weak_key_allowed:
@@ -283,6 +323,7 @@ class PartyDaemon:
     def start(self) -> int:
         """Listen and start probing the peer; returns the bound port."""
         self.recorder.open(self.config.audit_log or Path(self.config.out_dir) / "audit.log")
+        WATCH.start()  # a job lost while this process was stopped is put down to that
         try:
             return self._start_serving()
         except BaseException:
@@ -420,7 +461,7 @@ class PartyDaemon:
             kind_name, params_json = self.table.resume_request(job_id, params_json)
         peers = self.table.job_peers(kind_name)
         # refuse before contacting anyone
-        kind, params = self._checked_job(kind_name, params_json, job_id if resume else "")
+        kind, params = self._checked_job(kind_name, params_json, job_id if resume else "", "")
         for role in peers:
             introduction = self.peers.before_job(role)
             if not introduction.ok:
@@ -478,9 +519,9 @@ class PartyDaemon:
                     "resume",
                 )
         checked_kind, params = self._checked_job(
-            kind, opening.job.params_json, opening.job_id if resume else ""
+            kind, opening.job.params_json, opening.job_id if resume else "", peer
         )
-        if resume and params != self._checked_job(own_kind, own_params, opening.job_id)[1]:
+        if resume and params != self._checked_job(own_kind, own_params, opening.job_id, peer)[1]:
             raise JobRefused(
                 f"resume of job {opening.job_id}: the peer asks for other parameters than {self.role}'s checkpoint",
                 AbortCode.BAD_REQUEST,
@@ -503,17 +544,18 @@ class PartyDaemon:
         return job
 
     def _checked_job(
-        self, kind_name: str, params_json: str, resumed_id: str = ""
+        self, kind_name: str, params_json: str, resumed_id: str, peer: str
     ) -> tuple[JobKind, dict[str, Any]]:
         """The job kind and its parameters, checked against the local policy, and a DP job's
-        epsilon against what this daemon's budget has left (``resumed_id``: the job resumed,
-        charged by its first run)."""
+        epsilon and delta against what this daemon's budget has left (``resumed_id``: the
+        job resumed, a new run charged again; ``peer``: the peer that opens it, held to
+        the policy's rate of DP jobs per peer)."""
         try:
             kind = job_kind(kind_name)
         except UserError as exc:
             raise JobRefused(str(exc), AbortCode.BAD_REQUEST) from None
         params = self._checked_params(kind, params_json)
-        self.table.check_budget(kind, params, resumed_id)
+        self.table.check_budget(kind, params, resumed_id, peer)
         return kind, params
 
     def _checked_params(self, kind: JobKind, params_json: str) -> dict[str, Any]:

@@ -13,7 +13,9 @@ import hashlib
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ppbn.data.outputs import is_file_error
@@ -22,8 +24,9 @@ from ppbn.errors import UserError
 from ppbn.jobs.alignment import align_by_psi
 from ppbn.jobs.base import ChannelGroup, JobCancelled
 from ppbn.jobs.checkpoint import CheckpointStore
-from ppbn.jobs.policy import PolicyRefusal
+from ppbn.jobs.policy import PolicyRefusal, PrivacyCost
 from ppbn.parties.budget import PrivacyBudget
+from ppbn.parties.budget_home import check_home, note_home
 from ppbn.parties.config import DaemonConfig
 from ppbn.parties.grpc_channel import (
     AUDIT_LOG_PARAMETER,
@@ -35,6 +38,7 @@ from ppbn.parties.job import Job, JobFilesUnwritable
 from ppbn.parties.job_files import JobFiles
 from ppbn.parties.job_stats import exchange_stats, mirrored_peer_stats, own_stats
 from ppbn.parties.metrics import DaemonMetrics
+from ppbn.parties.pauses import WATCH
 from ppbn.parties.peer_errors import PeerSilent
 from ppbn.parties.recorder import Recorder
 from ppbn.parties.tls import MINER
@@ -97,6 +101,29 @@ def _abort_code_for(exc: ProtocolError) -> int:
     if isinstance(exc, PeerSilent):
         return AbortCode.TIMEOUT
     return AbortCode.PROTOCOL
+
+
+@dataclass
+class BudgetRun:
+    """One run's reservation in this daemon's budget, and whether it was released (this
+    party contributed a noise word: from then on it is spent for good)."""
+
+    budget: PrivacyBudget
+    job_id: str
+    run: str
+    kind: str
+    dataset: str
+    cost: PrivacyCost
+    released: bool = False
+
+    def release(self) -> None:
+        """Before the first noise word: marked first, so no refund follows a failed write."""
+        if not self.released:
+            self.released = True
+            self.budget.release(self.job_id, self.run, self.kind, self.dataset, self.cost)
+
+    def refund(self) -> None:
+        self.budget.refund(self.job_id, self.run, self.kind, self.dataset, self.cost)
 
 
 class JobRunner:
@@ -164,22 +191,58 @@ class JobRunner:
         job.context.cancel(reason)
         job.channel.abort(AbortCode.CANCELLED)
 
-    def _charge_budget(self, job: Job) -> None:
-        """A DP job spends its epsilon of this daemon's budget before it sends anything
-        derived from the data (PolicyRefusal over the total: the job is refused); a resumed
-        job was charged by its first run."""
+    def _reserve_budget(self, job: Job) -> BudgetRun | None:
+        """A DP run reserves its epsilon and delta of this daemon's budget before it sends
+        anything derived from the data (PolicyRefusal over a total or the peer's rate: the
+        job is refused), and releases it before its first noise word
+        (``JobContext.before_release``). Every run is reserved, a resumed one too: it draws
+        its noisy values again."""
         cost = job.kind.privacy_cost(job.params)
         if cost is None:
-            return
+            return None
         dataset = self.dataset()
-        if self.budget.charge(job.job_id, job.kind.name, dataset, cost, job.initiator):
+        check_home(self.budget, dataset, self.config.out_dir, self.config.audit_log)
+        peer = job.opened_by if job.opened_by != self.role else ""
+        account = BudgetRun(
+            self.budget, job.job_id, uuid.uuid4().hex[:16], job.kind.name, dataset, cost
+        )
+        self.budget.reserve(
+            job.job_id,
+            account.run,
+            job.kind.name,
+            dataset,
+            cost,
+            job.initiator,
+            peer,
+            self.config.policy.dp_peer_jobs_per_hour,
+        )
+        job.context.before_release = account.release
+        self.log.info(
+            "job %s: reserved epsilon %g, delta %g in the privacy budget %s (%g left)",
+            job.job_id,
+            cost.epsilon,
+            cost.delta,
+            self.budget.path(dataset),
+            self.budget.remaining(dataset),
+        )
+        note_home(self.budget, dataset, self.config.out_dir)
+        return account
+
+    def _settle_budget(self, job: Job, account: BudgetRun | None) -> None:
+        """A run that ended before its first noise word gets its reservation back; if that
+        cannot be written, the reservation stays spent (the stricter reading)."""
+        if account is None or account.released:
+            return
+        try:
+            account.refund()
             self.log.info(
-                "job %s: charged epsilon %g, delta %g to the privacy budget %s (%g left)",
+                "job %s: ended before anything was opened; epsilon %g refunded",
                 job.job_id,
-                cost.epsilon,
-                cost.delta,
-                self.budget.path,
-                self.budget.remaining(dataset),
+                account.cost.epsilon,
+            )
+        except UserError as exc:
+            self.log.error(
+                "job %s: the refund was not written, it stays spent: %s", job.job_id, exc
             )
 
     def _check_records(self, job: Job) -> None:
@@ -220,12 +283,13 @@ class JobRunner:
         ctx, channel = job.context, job.channel
         start = time.perf_counter()
         self.metrics.job_started(job)
+        account: BudgetRun | None = None
         try:
             self.recorder.started(job)
             ctx.ledger.record("schema", self.schema_fingerprint, "handshake")
             if self.role != MINER:  # the miner learns n from the parties' headers
                 ctx.ledger.record("record_count", self.data.n_records, "handshake")
-            self._charge_budget(job)
+            account = self._reserve_budget(job)
             self._check_records(job)
             if ctx.resume and isinstance(channel, GrpcChannel):
                 channel.session = resume_session(job.job_id, job.opened_by, job.nonces)
@@ -286,6 +350,7 @@ class JobRunner:
                 job.error = f"internal error in job {job.kind.name} at {self.role}: {type(exc).__name__}: {exc}"
                 self._abort(job, AbortCode.INTERNAL)
         finally:
+            self._settle_budget(job, account)
             if job.stats is None:
                 job.stats = own_stats(job, self.role, time.perf_counter() - start)
             if job.peer_stats is None:
@@ -304,6 +369,8 @@ class JobRunner:
         what to do next (resume where this daemon holds a checkpoint of the job)."""
         ctx = job.context
         text = str(exc)
+        if isinstance(exc, PeerGone):  # a pause of this daemon's own is not the peer's doing
+            text = WATCH.explain(self.role, text, job.channels, job.started, self.config.timeout_s)
         if ctx.current_phase:
             text += f" (phase: {ctx.current_phase})"
         abort = job.channel.peer_abort_code if isinstance(job.channel, GrpcChannel) else 0

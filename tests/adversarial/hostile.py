@@ -35,6 +35,8 @@ PERMISSIVE = LocalPolicy(
     max_family=64,
     min_records=1,
     pram=PramPolicy(min_p=0.0, always_randomize=()),
+    dp_max_delta=9e-4,
+    dp_total_delta=9e-4,
     source="test: permissive",
 )
 

@@ -37,6 +37,8 @@ WEAKENINGS = [
     ("learn", {"max_parents": 50}, "max_parents"),
     ("tables", {"max_family": 2, "statistical_bits": 20}, "statistical_bits"),
     ("tables", {"max_family": 2, "key_bits": 1024}, "key_bits"),
+    # a delta above bob's dp_max_delta, sent by a peer whose own policy lets it through
+    ("learn", {"max_parents": 1, "dp_epsilon": 1.0, "dp_delta": 5e-4}, "dp_delta"),
 ]
 
 

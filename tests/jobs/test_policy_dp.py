@@ -122,6 +122,41 @@ def test_require_dp_refuses_a_release_without_dp_and_lets_ping_through():
     check_job_policy(_kind(None), {}, LocalPolicy(), SCOPE)  # not required: the exact release
 
 
+def test_require_dp_names_kinds_without_a_dp_release():
+    """pram, tables and the perturbation learners take no --dp-epsilon: the refusal says
+    what does, instead of asking for a flag the kind does not take."""
+    from ppbn.jobs.registry import job_kind
+
+    policy = LocalPolicy(require_dp=True)
+    for name, raw in (("pram", {"p": 0.3, "max_parents": 1}), ("tables", {"max_family": 2})):
+        kind = job_kind(name)
+        params = kind.check_params(raw, SCOPE.schema)
+        with pytest.raises(PolicyRefusal) as err:
+            check_job_policy(kind, params, policy, SCOPE)
+        assert err.value.parameter == "kind"
+        assert f"job kind {name} has no differentially private release" in str(err.value)
+        assert "run a learn job with --dp-epsilon instead" in str(err.value)
+
+
+def test_delta_over_the_per_job_maximum_is_refused():
+    policy = LocalPolicy(dp_max_delta=1e-7)
+    policy.require_privacy(PrivacyCost(1.0, 1e-7), True)  # equal to the bound: accepted
+    with pytest.raises(PolicyRefusal) as err:
+        policy.require_privacy(PrivacyCost(1.0, 0.9), True)
+    assert err.value.parameter == "dp_delta"
+    assert str(err.value) == "dp_delta 0.9 is above this party's policy maximum dp_max_delta 1e-07"
+    assert LocalPolicy().dp_max_delta == 1e-6 and LocalPolicy().dp_total_delta == 1e-5
+
+
+@pytest.mark.parametrize("value", ["1e-3", "0.5", "-1e-9", "nan", '"0"'])
+def test_a_delta_bound_at_or_above_the_ceiling_is_refused(tmp_path, value):
+    path = tmp_path / "policy.toml"
+    for key in ("dp_max_delta", "dp_total_delta"):
+        path.write_text(f"{key} = {value}\n")
+        with pytest.raises(UserError, match=rf"{key} must be a number in \[0, 0.001\)"):
+            LocalPolicy.load(path)
+
+
 def test_to_toml_round_trip(tmp_path):
     policy = LocalPolicy(dp_max_epsilon=0.5, dp_total_epsilon=12.25, require_dp=True)
     text = policy.to_toml()

@@ -1,5 +1,6 @@
-"""The privacy budget of one daemon: charges add up per data set, a refusal or a failed
-write leaves the file as it was, a job is charged once, and nothing overspends."""
+"""The privacy budget of one daemon: runs are reserved, released or refunded, charges add
+up per data set, a refusal or a failed write leaves the file as it was, and nothing
+overspends epsilon, delta or a peer's rate."""
 
 from __future__ import annotations
 
@@ -7,29 +8,22 @@ import contextlib
 import json
 import os
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
-from loopback_pair import insecure_pair
-from waiting import wait_until
 
 from ppbn.bn.schema import Schema
 from ppbn.data.party_data import PartyData
 from ppbn.errors import UserError
-from ppbn.jobs.base import JobKind
-from ppbn.jobs.policy import LocalPolicy, PolicyRefusal, PrivacyCost
-from ppbn.jobs.registry import register_job, unregister_job
+from ppbn.jobs.policy import PolicyRefusal, PrivacyCost
 from ppbn.parties.budget import (
-    BUDGET_FILE,
     DatasetKey,
     PrivacyBudget,
-    budget_path,
+    budget_folder,
     dataset_key,
 )
-from ppbn.parties.client import DaemonClient
 
-DATA = "d" * 64
+DATA, OTHER = "d" * 64, "e" * 64
 
 
 def cost(epsilon: float, delta: float = 1e-9) -> PrivacyCost:
@@ -38,37 +32,76 @@ def cost(epsilon: float, delta: float = 1e-9) -> PrivacyCost:
 
 @pytest.fixture
 def budget(tmp_path) -> PrivacyBudget:
-    return PrivacyBudget(tmp_path / BUDGET_FILE, 10.0)
+    return PrivacyBudget(tmp_path / "budgets", 10.0, 1e-6)
+
+
+def spend(budget: PrivacyBudget, job: str, c: PrivacyCost, dataset: str = DATA, run: str = "r1"):
+    """A run that opened something: reserved, then released."""
+    budget.reserve(job, run, "learn", dataset, c, "operator")
+    budget.release(job, run, "learn", dataset, c)
 
 
 def test_charges_add_up_per_data_set(budget):
-    assert budget.entries() == [] and budget.spent(DATA) == (0.0, 0.0)
-    assert budget.charge("j1", "learn", DATA, cost(2.5), "operator (via alice)")
-    assert budget.charge("j2", "learn", DATA, cost(1.0, 2e-9), "operator")
-    assert budget.charge("j3", "learn", "other", cost(4.0), "operator")
+    assert budget.entries(DATA) == [] and budget.spent(DATA) == (0.0, 0.0)
+    spend(budget, "j1", cost(2.5))
+    spend(budget, "j2", cost(1.0, 2e-9))
+    spend(budget, "j3", cost(4.0), OTHER)
     assert budget.spent(DATA) == pytest.approx((3.5, 3e-9))
     assert budget.remaining(DATA) == pytest.approx(6.5)
-    assert budget.remaining("other") == pytest.approx(6.0)
-    assert budget.charged("j1") and budget.charged("j3", "other") and not budget.charged("j3", DATA)
-    entries = budget.entries()
-    assert [e.job_id for e in entries] == ["j1", "j2", "j3"]
-    assert entries[0].kind == "learn" and entries[0].initiator == "operator (via alice)"
+    assert budget.remaining(OTHER) == pytest.approx(6.0)
+    assert budget.job_ids(DATA) == {"j1", "j2"} and budget.datasets() == [DATA, OTHER]
+    entries = budget.entries(DATA)
+    assert [(e.job_id, e.event) for e in entries] == [
+        ("j1", "reserve"),
+        ("j1", "release"),
+        ("j2", "reserve"),
+        ("j2", "release"),
+    ]
     assert entries[0].time.endswith("+00:00")  # UTC
-    lines = budget.path.read_text().splitlines()
-    assert len(lines) == 3 and set(json.loads(lines[0])) == {
+    assert budget.path(DATA) == budget.folder / f"{DATA}.jsonl"
+    line = json.loads(budget.path(DATA).read_text().splitlines()[0])
+    assert set(line) == {
         "time",
         "job_id",
+        "run",
+        "event",
         "kind",
         "dataset",
         "epsilon",
         "delta",
         "initiator",
+        "peer",
     }
 
 
+def test_a_reservation_counts_until_refunded_and_a_refund_after_a_release_gives_nothing(budget):
+    budget.reserve("j1", "r1", "learn", DATA, cost(4.0), "op")
+    assert budget.spent(DATA)[0] == 4.0  # a run cut short stays spent
+    budget.refund("j1", "r1", "learn", DATA, cost(4.0))
+    assert budget.spent(DATA)[0] == 0.0
+    spend(budget, "j2", cost(3.0))
+    budget.refund("j2", "r1", "learn", DATA, cost(3.0))  # too late: it was opened
+    assert budget.spent(DATA)[0] == 3.0
+    budget.refund("ghost", "r9", "learn", DATA, cost(3.0))  # no reservation: counts nothing
+    budget.release("ghost", "r9", "learn", DATA, cost(3.0))
+    assert budget.spent(DATA)[0] == 3.0
+    statuses = [r.status.split(" ")[0] for r in budget.runs(DATA)]
+    assert statuses == ["refunded", "released"]
+
+
+def test_every_run_of_a_job_is_reserved_again(budget):
+    """A resumed job draws its noisy values again: each run costs the job's epsilon."""
+    spend(budget, "j1", cost(4.0), run="first")
+    budget.check("j1", DATA, cost(4.0))
+    spend(budget, "j1", cost(4.0), run="resumed")
+    assert budget.spent(DATA)[0] == 8.0
+    with pytest.raises(PolicyRefusal, match="job j1 would spend epsilon 4 .* spent 8 .* 2 left"):
+        budget.reserve("j1", "again", "learn", DATA, cost(4.0), "op")
+
+
 def test_a_job_over_the_total_is_refused_naming_the_figures_and_nothing_is_written(budget):
-    budget.charge("j1", "learn", DATA, cost(7.0), "operator")
-    before = budget.path.read_bytes()
+    spend(budget, "j1", cost(7.0))
+    before = budget.path(DATA).read_bytes()
     with pytest.raises(PolicyRefusal) as err:
         budget.check("", DATA, cost(3.5))
     assert err.value.parameter == "dp_epsilon"
@@ -77,74 +110,106 @@ def test_a_job_over_the_total_is_refused_naming_the_figures_and_nothing_is_writt
         in str(err.value)
     )
     with pytest.raises(PolicyRefusal, match="job j2 would spend epsilon 3.5 .* spent 7 .* 3 left"):
-        budget.charge("j2", "learn", DATA, cost(3.5), "operator")
-    assert budget.path.read_bytes() == before
-    budget.charge("j3", "learn", DATA, cost(3.0), "operator")  # exactly what is left
+        budget.reserve("j2", "r", "learn", DATA, cost(3.5), "operator")
+    assert budget.path(DATA).read_bytes() == before
+    spend(budget, "j3", cost(3.0))  # exactly what is left
     assert budget.remaining(DATA) == 0.0
 
 
+def test_delta_is_budgeted_like_epsilon(budget):
+    spend(budget, "j1", cost(0.1, 6e-7))
+    before = budget.path(DATA).read_bytes()
+    with pytest.raises(PolicyRefusal) as err:
+        budget.reserve("j2", "r", "learn", DATA, cost(0.1, 5e-7), "op")
+    assert err.value.parameter == "dp_delta"
+    assert "spent 6e-07 of the policy's total dp_total_delta 1e-06, 4e-07 left" in str(err.value)
+    assert budget.path(DATA).read_bytes() == before
+    spend(budget, "j3", cost(0.1, 4e-7))
+    assert budget.spent(DATA)[1] == pytest.approx(1e-6)
+
+
+def test_a_peer_opens_at_most_its_rate_of_dp_jobs_an_hour(budget):
+    for i in range(3):  # refunded runs count too: each was a request
+        budget.reserve(f"p{i}", "r", "learn", DATA, cost(0.1), "x (via bob)", "bob", 3)
+        budget.refund(f"p{i}", "r", "learn", DATA, cost(0.1))
+    with pytest.raises(PolicyRefusal, match="bob opened 3 DP jobs here within the last hour"):
+        budget.check("", DATA, cost(0.1), "bob", 3)
+    budget.check("", DATA, cost(0.1), "carol", 3)  # another peer, and the operator, pass
+    budget.check("", DATA, cost(0.1))
+    with pytest.raises(PolicyRefusal, match="dp_peer_jobs_per_hour 0"):
+        budget.check("", DATA, cost(0.1), "carol", 0)
+
+
 def test_rounding_does_not_refuse_what_is_left(tmp_path):
-    budget = PrivacyBudget(tmp_path / BUDGET_FILE, 0.3)
-    budget.charge("a", "learn", DATA, cost(0.1), "op")
-    budget.charge("b", "learn", DATA, cost(0.2), "op")  # 0.1 + 0.2 > 0.3 in floating point
+    budget = PrivacyBudget(tmp_path, 0.3, 1.0e-3)
+    spend(budget, "a", cost(0.1))
+    spend(budget, "b", cost(0.2))  # 0.1 + 0.2 > 0.3 in floating point
     with pytest.raises(PolicyRefusal):
-        budget.charge("c", "learn", DATA, cost(1e-6), "op")
-
-
-def test_a_job_is_charged_once(budget):
-    assert budget.charge("j1", "learn", DATA, cost(6.0), "operator")
-    before = budget.path.read_bytes()
-    # resumed: not charged again, and not refused though 6 more would be over the total
-    budget.check("j1", DATA, cost(6.0))
-    assert budget.charge("j1", "learn", DATA, cost(6.0), "operator") is False
-    assert budget.path.read_bytes() == before
+        budget.reserve("c", "r", "learn", DATA, cost(1e-6), "op")
 
 
 def test_negative_or_infinite_costs_are_refused(budget):
     for bad in (cost(-1.0), cost(float("inf")), cost(float("nan")), cost(1.0, -1e-9)):
         with pytest.raises(PolicyRefusal):
-            budget.charge("j", "learn", DATA, bad, "op")
-    assert not budget.path.exists()
+            budget.reserve("j", "r", "learn", DATA, bad, "op")
+    assert not budget.path(DATA).exists()
     with pytest.raises(ValueError):
-        PrivacyBudget(budget.path, float("inf"))
+        PrivacyBudget(budget.folder, float("inf"))
+    with pytest.raises(ValueError):
+        PrivacyBudget(budget.folder, 1.0, float("nan"))
 
 
-def test_concurrent_charges_never_overspend(tmp_path):
-    """Threads with their own budget objects on one file (as two processes): the folder's
+def test_concurrent_reservations_never_overspend(tmp_path):
+    """Threads with their own budget objects on one folder (as two processes): the folder's
     flock, not only the thread lock, keeps the check and the append together."""
-    path = tmp_path / BUDGET_FILE
     results: list[str] = []
     start = threading.Barrier(24)
 
-    def spend(i: int) -> None:
-        budget = PrivacyBudget(path, 10.0)
+    def run(i: int) -> None:
+        budget = PrivacyBudget(tmp_path, 10.0, 1.0e-3)
         start.wait()
         try:
-            budget.charge(f"job{i}", "learn", DATA, cost(1.0), "op")
+            budget.reserve(f"job{i}", "r", "learn", DATA, cost(1.0), "op")
             results.append("charged")
         except PolicyRefusal:
             results.append("refused")
 
-    threads = [threading.Thread(target=spend, args=(i,)) for i in range(24)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(24)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert results.count("charged") == 10 and results.count("refused") == 14
-    assert PrivacyBudget(path, 10.0).spent(DATA)[0] == pytest.approx(10.0)
+    assert PrivacyBudget(tmp_path, 10.0).spent(DATA)[0] == pytest.approx(10.0)
 
 
 def test_shared_budget_object_across_threads(budget):
-    def spend(i: int) -> None:
+    def run(i: int) -> None:
         with contextlib.suppress(PolicyRefusal):
-            budget.charge(f"job{i}", "learn", DATA, cost(0.75), "op")
+            budget.reserve(f"job{i}", "r", "learn", DATA, cost(0.75), "op")
 
-    threads = [threading.Thread(target=spend, args=(i,)) for i in range(30)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(30)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(budget.entries()) == 13 and budget.spent(DATA)[0] <= 10.0
+    assert len(budget.entries(DATA)) == 13 and budget.spent(DATA)[0] <= 10.0
+
+
+def _line(**changes) -> str:
+    entry = {
+        "time": "2026-01-01T00:00:00+00:00",
+        "job_id": "x",
+        "run": "r",
+        "event": "reserve",
+        "kind": "learn",
+        "dataset": DATA,
+        "epsilon": 1,
+        "delta": 0,
+        "initiator": "op",
+        "peer": "",
+    }
+    return json.dumps({**entry, **changes})
 
 
 @pytest.mark.parametrize(
@@ -153,47 +218,40 @@ def test_shared_budget_object_across_threads(budget):
         "not json",
         "[1, 2]",
         '{"job_id": "x"}',
-        json.dumps(
-            {
-                "time": "t",
-                "job_id": "x",
-                "kind": "learn",
-                "dataset": DATA,
-                "epsilon": -1,
-                "delta": 0,
-                "initiator": "op",
-            }
-        ),
+        _line(epsilon=-1),
+        _line(event="spend"),
+        _line(dataset=OTHER),  # another data set's line in this data set's file
     ],
 )
 def test_a_corrupt_line_is_an_error_naming_file_and_line(budget, line):
-    budget.charge("j1", "learn", DATA, cost(1.0), "op")
-    with budget.path.open("a") as out:
+    spend(budget, "j1", cost(1.0))
+    with budget.path(DATA).open("a") as out:
         out.write(line + "\n")
+    path = budget.path(DATA)
     for read in (
-        budget.entries,
+        lambda: budget.entries(DATA),
         lambda: budget.spent(DATA),
         lambda: budget.check("", DATA, cost(1)),
     ):
-        with pytest.raises(UserError, match=rf"{budget.path}: line 2 is not a budget entry"):
+        with pytest.raises(UserError, match=rf"{path}: line 3 is not a budget entry"):
             read()
-    before = budget.path.read_bytes()
-    with pytest.raises(UserError, match="line 2"):
-        budget.charge("j2", "learn", DATA, cost(1.0), "op")
-    assert budget.path.read_bytes() == before
+    before = path.read_bytes()
+    with pytest.raises(UserError, match="line 3"):
+        budget.reserve("j2", "r", "learn", DATA, cost(1.0), "op")
+    assert path.read_bytes() == before
 
 
 def test_a_line_cut_short_is_an_error(budget):
-    budget.charge("j1", "learn", DATA, cost(1.0), "op")
-    with budget.path.open("a") as out:
+    spend(budget, "j1", cost(1.0))
+    with budget.path(DATA).open("a") as out:
         out.write('{"time": "2024')
-    with pytest.raises(UserError, match=rf"{budget.path}: line 2 is cut short"):
-        budget.entries()
+    with pytest.raises(UserError, match=rf"{budget.path(DATA)}: line 3 is cut short"):
+        budget.entries(DATA)
 
 
 def test_a_failed_write_leaves_the_file_as_it_was(budget, monkeypatch):
-    budget.charge("j1", "learn", DATA, cost(1.0), "op")
-    before = budget.path.read_bytes()
+    spend(budget, "j1", cost(1.0))
+    before = budget.path(DATA).read_bytes()
     real_write = os.write
 
     def half_then_full(fd: int, data) -> int:
@@ -203,17 +261,21 @@ def test_a_failed_write_leaves_the_file_as_it_was(budget, monkeypatch):
 
     monkeypatch.setattr(os, "write", half_then_full)
     with pytest.raises(UserError, match="cannot write the privacy budget .* No space left"):
-        budget.charge("j2", "learn", DATA, cost(1.0), "op")
+        budget.reserve("j2", "r", "learn", DATA, cost(1.0), "op")
     monkeypatch.undo()
-    assert budget.path.read_bytes() == before
+    assert budget.path(DATA).read_bytes() == before
 
 
-def test_budget_path_is_beside_the_audit_log(tmp_path):
-    assert budget_path(tmp_path / "out") == tmp_path / "out" / BUDGET_FILE
-    assert (
-        budget_path(tmp_path / "out", tmp_path / "logs" / "a.log")
-        == tmp_path / "logs" / BUDGET_FILE
-    )
+def test_the_budget_folder_follows_the_state_folder_not_the_daemon_flags(tmp_path, monkeypatch):
+    monkeypatch.setenv("PPBN_STATE_DIR", str(tmp_path / "state"))
+    assert budget_folder() == tmp_path / "state" / "privacy-budget"
+    assert budget_folder(tmp_path / "other") == tmp_path / "other" / "privacy-budget"
+    monkeypatch.delenv("PPBN_STATE_DIR")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert budget_folder() == tmp_path / "xdg" / "ppbn" / "privacy-budget"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert budget_folder() == tmp_path / "home" / ".local" / "state" / "ppbn" / "privacy-budget"
 
 
 def _schema(states: int = 2) -> Schema:
@@ -242,62 +304,3 @@ def test_dataset_key_changes_with_the_data_and_the_schema():
     assert dataset_key(_schema(3), data) != key
     lazy = DatasetKey(schema, data)
     assert lazy() == key == lazy()
-
-
-# -- the daemons: a DP job over this party's total is refused before the peer is asked --
-def _write_world(base: Path) -> None:
-    states = ["s0", "s1"]
-    schema = {
-        "id_column": "id",
-        "variables": [
-            {"name": "a1", "owner": "alice", "states": states},
-            {"name": "b1", "owner": "bob", "states": states},
-        ],
-    }
-    (base / "schema.json").write_text(json.dumps(schema))
-    for role, column in (("alice", "a1"), ("bob", "b1")):
-        rows = [f"r{i:03d},s{i % 2}" for i in range(40)]
-        (base / f"{role}.csv").write_text("\n".join([f"id,{column}", *rows]) + "\n")
-
-
-@pytest.fixture
-def dp_test_kind():
-    """A job kind that spends the epsilon its parameters name, and sends nothing itself."""
-    kind = JobKind(
-        "test.dp",
-        lambda role, channel, context: {},
-        lambda params, schema: params,
-        "test",
-        privacy_cost=lambda params: PrivacyCost(float(params["epsilon"]), 1e-9),
-    )
-    register_job(kind)
-    yield
-    unregister_job("test.dp")
-
-
-def test_daemons_charge_their_own_budget_and_refuse_a_job_over_it(tmp_path, dp_test_kind):
-    _write_world(tmp_path)
-    policies = {
-        role: LocalPolicy(min_records=10, dp_total_epsilon=total)
-        for role, total in (("alice", 1.0), ("bob", 5.0))
-    }
-    with insecure_pair(tmp_path, tmp_path, policies, handshake_s=15.0) as (daemons, ports):
-        files = {r: tmp_path / f"out-{r}" / BUDGET_FILE for r in daemons}
-        with DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as client:
-            job_id = client.start("test.dp", {"epsilon": 0.75})
-            assert client.wait(job_id, timeout_s=20).state == "SUCCEEDED"
-            wait_until(lambda: daemons["bob"].jobs[job_id].done.is_set(), 10.0, "bob's job")
-            for role in daemons:
-                assert [(e.job_id, e.epsilon) for e in daemons[role].budget.entries()] == [
-                    (job_id, 0.75)
-                ]
-            before = {r: f.read_bytes() for r, f in files.items()}
-            bob_jobs = set(daemons["bob"].jobs)
-            with pytest.raises(
-                UserError,
-                match=r"dp_epsilon.*would spend epsilon 0\.5 on this data set; spent 0\.75 of "
-                r"the policy's total 1, 0\.25 left",
-            ):
-                client.start("test.dp", {"epsilon": 0.5})
-        assert {r: f.read_bytes() for r, f in files.items()} == before
-        assert set(daemons["bob"].jobs) == bob_jobs  # bob was never asked

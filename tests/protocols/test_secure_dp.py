@@ -134,7 +134,11 @@ def test_noise_on_real_table_shares_is_discrete_laplace():
     noise = []
     for _ in range(6):
         alice, _, _ = _scorers_run(
-            schema, codes, net.names, config, lambda s: (noisy_parameters(s, parents, dp), s.ledger)
+            schema,
+            codes,
+            net.names,
+            config,
+            lambda s: (noisy_parameters(s, parents, dp, lambda: None), s.ledger),
         )
         for entry in alice[1].entries:
             if entry.kind == "dp_counts":
@@ -169,8 +173,8 @@ def test_what_a_party_receives_does_not_depend_on_data_or_noise():
     parents = {v: () for v in names} | {"either": ("tub", "lung"), "xray": ("either",)}
 
     def work(scorer):
-        NoisyOracle(scorer, dp).best_parents(requests, 0.0)
-        noisy_parameters(scorer, parents, dp)
+        NoisyOracle(scorer, dp, lambda: None).best_parents(requests, 0.0)
+        noisy_parameters(scorer, parents, dp, lambda: None)
 
     rng = np.random.default_rng(3)
     views = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from waiting import wait_until
 
@@ -17,10 +18,16 @@ from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 
 @contextlib.contextmanager
 def insecure_pair(
-    data: Path, out: Path, policies: Mapping[str, LocalPolicy], handshake_s: float = 10.0
+    data: Path,
+    out: Path,
+    policies: Mapping[str, LocalPolicy],
+    handshake_s: float = 10.0,
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[tuple[dict[str, PartyDaemon], dict[str, int]]]:
     """The two daemons on ``data``'s schema.json and alice.csv / bob.csv, writing under
-    ``out``/out-ROLE, once both see their peer; both stopped on the way out."""
+    ``out``/out-ROLE and keeping their budgets in ``out``/state-ROLE (``settings``: other
+    ``DaemonConfig`` fields per role), once both see their peer; both stopped on the way
+    out."""
     ports = {"alice": free_port(), "bob": free_port()}
     daemons: dict[str, PartyDaemon] = {}
     try:
@@ -37,6 +44,10 @@ def insecure_pair(
                     timeout_s=5.0,
                     probe_interval_s=0.2,
                     policy=policies[role],
+                    **{
+                        "state_dir": str(out / f"state-{role}"),
+                        **((settings or {}).get(role) or {}),
+                    },
                 )
             )
             daemons[role].start()

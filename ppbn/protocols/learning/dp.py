@@ -19,7 +19,7 @@ Mironov and Naor 2006 ask exactly this of distributed noise generation).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -50,9 +50,12 @@ class NoisyOracle:
 
     source = DP_DECISION_SOURCE
 
-    def __init__(self, scorer: SecureScorer, plan: DPPlan) -> None:
+    def __init__(
+        self, scorer: SecureScorer, plan: DPPlan, before_release: Callable[[], None]
+    ) -> None:
         self.scorer = scorer
         self.plan = plan
+        self.before_release = before_release
         self.decisions = 0
 
     def best_parent(self, child, parents, candidates, tau) -> str | None:
@@ -83,6 +86,7 @@ class NoisyOracle:
         answers: list[str | None] = [None] * len(requests)
         scorer.phase("argmax")
         started = time.perf_counter()
+        self.before_release()
         for options, members in sorted(groups.items()):
             inputs: dict[str, np.ndarray] = {}
             real = [len(requests[i].candidates) + 1 for i in members]
@@ -129,7 +133,10 @@ def _option_key(request: K2Request, slot: int) -> tuple[str, tuple[str, ...]]:
 
 
 def noisy_parameters(
-    scorer: SecureScorer, parents: dict[str, tuple[str, ...]], plan: DPPlan
+    scorer: SecureScorer,
+    parents: dict[str, tuple[str, ...]],
+    plan: DPPlan,
+    before_release: Callable[[], None],
 ) -> SecureParameters:
     """CPTs from noisy counts of every family of the learned network, opened to both
     parties (the DP release has one disclosure: public)."""
@@ -149,6 +156,7 @@ def noisy_parameters(
             f"{total} noisy counts; the privacy plan bounds them by {plan.cells_bound}"
         )
     suffix = "a" if role == GARBLER else "b"
+    before_release()
     out = scorer.yao.run(
         noisy_count_circuit(count_bits, spec),
         garbler=role == GARBLER,

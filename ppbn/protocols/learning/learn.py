@@ -106,13 +106,16 @@ def learn_secure(
     keep_openings: bool = False,
     resume: K2Checkpoint | None = None,
     checkpoint: Callable[[K2Checkpoint], None] | None = None,
+    before_release: Callable[[], None] = lambda: None,
 ) -> SecureLearnResult:
     """One party's side of the private K2 + parameters job. ``paillier`` collects the
     public-key operation counts (the daemon passes its job counters); ``keep_openings``
     keeps the masked values this party opens (``SecureLearnResult.openings``, for audits
     and the leak tests). ``resume``: continue after the checkpoint's step (both parties
     must pass the checkpoint of the same step); ``checkpoint`` receives this party's
-    state after every K2 wave (the caller stores it)."""
+    state after every K2 wave (the caller stores it); ``before_release`` is called before
+    this party contributes a noise word to a DP job's circuits, the first value the run can
+    open (the daemon spends its budget reservation there)."""
     if config.disclosure not in DISCLOSURES:
         raise ValueError(f"disclosure must be one of {', '.join(DISCLOSURES)}")
     config.check_dp()
@@ -143,7 +146,11 @@ def learn_secure(
             search = _hill_climb(scorer, resume, checkpoint, k2_progress)
             source = "hill-climbing moves"
         elif config.search == "k2":
-            base = SecureOracle(scorer) if config.dp is None else NoisyOracle(scorer, config.dp)
+            base = (
+                SecureOracle(scorer)
+                if config.dp is None
+                else NoisyOracle(scorer, config.dp, before_release)
+            )
             oracle = ResumableOracle(base, resume, checkpoint)
             search = k2_search(order, config.max_parents, oracle, config.tau, k2_progress)
             source = "K2 decisions"
@@ -155,7 +162,7 @@ def learn_secure(
         params = (
             secure_parameters(scorer, search.parents, config.disclosure)
             if config.dp is None
-            else noisy_parameters(scorer, search.parents, config.dp)
+            else noisy_parameters(scorer, search.parents, config.dp, before_release)
         )
         family_records = (
             family_record_counts(scorer, search.parents) if config.available_case else None
