@@ -120,6 +120,19 @@ class BudgetEntry:
 
 
 @dataclass(frozen=True)
+class RunTicket:
+    """One run of a DP job in a data set's account: what each of its lines names."""
+
+    job_id: str
+    run: str  # fresh for every run, a resumed one too
+    kind: str
+    dataset: str
+    cost: PrivacyCost
+    initiator: str = ""
+    peer: str = ""  # the peer that opened the job here; "" when this daemon's operator did
+
+
+@dataclass(frozen=True)
 class RunAccount:
     """What the lines of one run add up to: spent unless refunded."""
 
@@ -257,32 +270,23 @@ class PrivacyBudget:
         by that peer) the peer's ``per_hour``-th DP job within the last hour."""
         self._admit(self.entries(dataset), job_id, cost, peer, per_hour)
 
-    def reserve(
-        self,
-        job_id: str,
-        run: str,
-        kind: str,
-        dataset: str,
-        cost: PrivacyCost,
-        initiator: str,
-        peer: str = "",
-        per_hour: int = 0,
-    ) -> None:
+    def reserve(self, ticket: RunTicket, per_hour: int = 0) -> None:
         """Check and append a run's reservation (``PolicyRefusal``, nothing written, when it
-        would overspend or go over the peer's rate)."""
+        would overspend or, opened by a peer, go over its ``per_hour`` rate)."""
         with self._lock, self._folder_lock():
-            self._admit(self.entries(dataset), job_id, cost, peer, per_hour)
-            self._write("reserve", job_id, run, kind, dataset, cost, initiator, peer)
+            entries = self.entries(ticket.dataset)
+            self._admit(entries, ticket.job_id, ticket.cost, ticket.peer, per_hour)
+            self._write("reserve", ticket)
 
-    def release(self, job_id: str, run: str, kind: str, dataset: str, cost: PrivacyCost) -> None:
+    def release(self, ticket: RunTicket) -> None:
         """The run is about to let a noisy value be opened: its reservation is spent."""
         with self._lock, self._folder_lock():
-            self._write("release", job_id, run, kind, dataset, cost, "", "")
+            self._write("release", ticket)
 
-    def refund(self, job_id: str, run: str, kind: str, dataset: str, cost: PrivacyCost) -> None:
+    def refund(self, ticket: RunTicket) -> None:
         """The run ended before anything of it was opened: its reservation comes back."""
         with self._lock, self._folder_lock():
-            self._write("refund", job_id, run, kind, dataset, cost, "", "")
+            self._write("refund", ticket)
 
     def _admit(
         self,
@@ -328,31 +332,21 @@ class PrivacyBudget:
         with self._lock, self._folder_lock():
             self._append(self.path(dataset), data)
 
-    def _write(
-        self,
-        event: str,
-        job_id: str,
-        run: str,
-        kind: str,
-        dataset: str,
-        cost: PrivacyCost,
-        initiator: str,
-        peer: str,
-    ) -> None:
+    def _write(self, event: str, ticket: RunTicket) -> None:
         entry = BudgetEntry(
             datetime.now(UTC).isoformat(timespec="seconds"),
-            job_id,
-            run,
+            ticket.job_id,
+            ticket.run,
             event,
-            kind,
-            dataset,
-            float(cost.epsilon),
-            float(cost.delta),
-            initiator,
-            peer,
+            ticket.kind,
+            ticket.dataset,
+            float(ticket.cost.epsilon),
+            float(ticket.cost.delta),
+            ticket.initiator,
+            ticket.peer,
         )
         line = json.dumps(asdict(entry), sort_keys=True).encode() + b"\n"
-        self._append(self.path(dataset), line)
+        self._append(self.path(ticket.dataset), line)
 
     @contextmanager
     def _folder_lock(self) -> Iterator[None]:

@@ -24,8 +24,8 @@ from ppbn.errors import UserError
 from ppbn.jobs.alignment import align_by_psi
 from ppbn.jobs.base import ChannelGroup, JobCancelled
 from ppbn.jobs.checkpoint import CheckpointStore
-from ppbn.jobs.policy import PolicyRefusal, PrivacyCost
-from ppbn.parties.budget import PrivacyBudget
+from ppbn.jobs.policy import PolicyRefusal
+from ppbn.parties.budget import PrivacyBudget, RunTicket
 from ppbn.parties.budget_home import check_home, note_home
 from ppbn.parties.config import DaemonConfig
 from ppbn.parties.grpc_channel import (
@@ -109,21 +109,17 @@ class BudgetRun:
     party contributed a noise word: from then on it is spent for good)."""
 
     budget: PrivacyBudget
-    job_id: str
-    run: str
-    kind: str
-    dataset: str
-    cost: PrivacyCost
+    ticket: RunTicket
     released: bool = False
 
     def release(self) -> None:
         """Before the first noise word: marked first, so no refund follows a failed write."""
         if not self.released:
             self.released = True
-            self.budget.release(self.job_id, self.run, self.kind, self.dataset, self.cost)
+            self.budget.release(self.ticket)
 
     def refund(self) -> None:
-        self.budget.refund(self.job_id, self.run, self.kind, self.dataset, self.cost)
+        self.budget.refund(self.ticket)
 
 
 class JobRunner:
@@ -202,20 +198,17 @@ class JobRunner:
             return None
         dataset = self.dataset()
         check_home(self.budget, dataset, self.config.out_dir, self.config.audit_log)
-        peer = job.opened_by if job.opened_by != self.role else ""
-        account = BudgetRun(
-            self.budget, job.job_id, uuid.uuid4().hex[:16], job.kind.name, dataset, cost
-        )
-        self.budget.reserve(
+        ticket = RunTicket(
             job.job_id,
-            account.run,
+            uuid.uuid4().hex[:16],
             job.kind.name,
             dataset,
             cost,
             job.initiator,
-            peer,
-            self.config.policy.dp_peer_jobs_per_hour,
+            peer=job.opened_by if job.opened_by != self.role else "",
         )
+        self.budget.reserve(ticket, self.config.policy.dp_peer_jobs_per_hour)
+        account = BudgetRun(self.budget, ticket)
         job.context.before_release = account.release
         self.log.info(
             "job %s: reserved epsilon %g, delta %g in the privacy budget %s (%g left)",
@@ -238,7 +231,7 @@ class JobRunner:
             self.log.info(
                 "job %s: ended before anything was opened; epsilon %g refunded",
                 job.job_id,
-                account.cost.epsilon,
+                account.ticket.cost.epsilon,
             )
         except UserError as exc:
             self.log.error(

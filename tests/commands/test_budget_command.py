@@ -9,7 +9,7 @@ import pytest
 
 from ppbn.cli import main as ppbn_main
 from ppbn.jobs.policy import PrivacyCost
-from ppbn.parties.budget import PrivacyBudget
+from ppbn.parties.budget import PrivacyBudget, RunTicket
 
 DATA, OTHER = "a" * 64, "b" * 64
 
@@ -25,11 +25,13 @@ def folder(tmp_path):
         ("job5", DATA, 0.25, 1e-9, None),
     ):
         cost = PrivacyCost(epsilon, delta)
-        budget.reserve(job, "r", "learn", dataset, cost, "operator (via alice)", "")
+        budget.reserve(
+            RunTicket(job, "r", "learn", dataset, cost, initiator="operator (via alice)")
+        )
         if end == "release":
-            budget.release(job, "r", "learn", dataset, cost)
+            budget.release(RunTicket(job, "r", "learn", dataset, cost))
         elif end == "refund":
-            budget.refund(job, "r", "learn", dataset, cost)
+            budget.refund(RunTicket(job, "r", "learn", dataset, cost))
     return budget.folder
 
 

@@ -19,6 +19,7 @@ from ppbn.jobs.policy import PolicyRefusal, PrivacyCost
 from ppbn.parties.budget import (
     DatasetKey,
     PrivacyBudget,
+    RunTicket,
     budget_folder,
     dataset_key,
 )
@@ -37,8 +38,8 @@ def budget(tmp_path) -> PrivacyBudget:
 
 def spend(budget: PrivacyBudget, job: str, c: PrivacyCost, dataset: str = DATA, run: str = "r1"):
     """A run that opened something: reserved, then released."""
-    budget.reserve(job, run, "learn", dataset, c, "operator")
-    budget.release(job, run, "learn", dataset, c)
+    budget.reserve(RunTicket(job, run, "learn", dataset, c, initiator="operator"))
+    budget.release(RunTicket(job, run, "learn", dataset, c))
 
 
 def test_charges_add_up_per_data_set(budget):
@@ -75,15 +76,17 @@ def test_charges_add_up_per_data_set(budget):
 
 
 def test_a_reservation_counts_until_refunded_and_a_refund_after_a_release_gives_nothing(budget):
-    budget.reserve("j1", "r1", "learn", DATA, cost(4.0), "op")
+    budget.reserve(RunTicket("j1", "r1", "learn", DATA, cost(4.0), initiator="op"))
     assert budget.spent(DATA)[0] == 4.0  # a run cut short stays spent
-    budget.refund("j1", "r1", "learn", DATA, cost(4.0))
+    budget.refund(RunTicket("j1", "r1", "learn", DATA, cost(4.0)))
     assert budget.spent(DATA)[0] == 0.0
     spend(budget, "j2", cost(3.0))
-    budget.refund("j2", "r1", "learn", DATA, cost(3.0))  # too late: it was opened
+    budget.refund(RunTicket("j2", "r1", "learn", DATA, cost(3.0)))  # too late: it was opened
     assert budget.spent(DATA)[0] == 3.0
-    budget.refund("ghost", "r9", "learn", DATA, cost(3.0))  # no reservation: counts nothing
-    budget.release("ghost", "r9", "learn", DATA, cost(3.0))
+    budget.refund(
+        RunTicket("ghost", "r9", "learn", DATA, cost(3.0))
+    )  # no reservation: counts nothing
+    budget.release(RunTicket("ghost", "r9", "learn", DATA, cost(3.0)))
     assert budget.spent(DATA)[0] == 3.0
     statuses = [r.status.split(" ")[0] for r in budget.runs(DATA)]
     assert statuses == ["refunded", "released"]
@@ -96,7 +99,7 @@ def test_every_run_of_a_job_is_reserved_again(budget):
     spend(budget, "j1", cost(4.0), run="resumed")
     assert budget.spent(DATA)[0] == 8.0
     with pytest.raises(PolicyRefusal, match="job j1 would spend epsilon 4 .* spent 8 .* 2 left"):
-        budget.reserve("j1", "again", "learn", DATA, cost(4.0), "op")
+        budget.reserve(RunTicket("j1", "again", "learn", DATA, cost(4.0), initiator="op"))
 
 
 def test_a_job_over_the_total_is_refused_naming_the_figures_and_nothing_is_written(budget):
@@ -110,7 +113,7 @@ def test_a_job_over_the_total_is_refused_naming_the_figures_and_nothing_is_writt
         in str(err.value)
     )
     with pytest.raises(PolicyRefusal, match="job j2 would spend epsilon 3.5 .* spent 7 .* 3 left"):
-        budget.reserve("j2", "r", "learn", DATA, cost(3.5), "operator")
+        budget.reserve(RunTicket("j2", "r", "learn", DATA, cost(3.5), initiator="operator"))
     assert budget.path(DATA).read_bytes() == before
     spend(budget, "j3", cost(3.0))  # exactly what is left
     assert budget.remaining(DATA) == 0.0
@@ -120,7 +123,7 @@ def test_delta_is_budgeted_like_epsilon(budget):
     spend(budget, "j1", cost(0.1, 6e-7))
     before = budget.path(DATA).read_bytes()
     with pytest.raises(PolicyRefusal) as err:
-        budget.reserve("j2", "r", "learn", DATA, cost(0.1, 5e-7), "op")
+        budget.reserve(RunTicket("j2", "r", "learn", DATA, cost(0.1, 5e-7), initiator="op"))
     assert err.value.parameter == "dp_delta"
     assert "spent 6e-07 of the policy's total dp_total_delta 1e-06, 4e-07 left" in str(err.value)
     assert budget.path(DATA).read_bytes() == before
@@ -130,8 +133,11 @@ def test_delta_is_budgeted_like_epsilon(budget):
 
 def test_a_peer_opens_at_most_its_rate_of_dp_jobs_an_hour(budget):
     for i in range(3):  # refunded runs count too: each was a request
-        budget.reserve(f"p{i}", "r", "learn", DATA, cost(0.1), "x (via bob)", "bob", 3)
-        budget.refund(f"p{i}", "r", "learn", DATA, cost(0.1))
+        budget.reserve(
+            RunTicket(f"p{i}", "r", "learn", DATA, cost(0.1), initiator="x (via bob)", peer="bob"),
+            3,
+        )
+        budget.refund(RunTicket(f"p{i}", "r", "learn", DATA, cost(0.1)))
     with pytest.raises(PolicyRefusal, match="bob opened 3 DP jobs here within the last hour"):
         budget.check("", DATA, cost(0.1), "bob", 3)
     budget.check("", DATA, cost(0.1), "carol", 3)  # another peer, and the operator, pass
@@ -145,13 +151,13 @@ def test_rounding_does_not_refuse_what_is_left(tmp_path):
     spend(budget, "a", cost(0.1))
     spend(budget, "b", cost(0.2))  # 0.1 + 0.2 > 0.3 in floating point
     with pytest.raises(PolicyRefusal):
-        budget.reserve("c", "r", "learn", DATA, cost(1e-6), "op")
+        budget.reserve(RunTicket("c", "r", "learn", DATA, cost(1e-6), initiator="op"))
 
 
 def test_negative_or_infinite_costs_are_refused(budget):
     for bad in (cost(-1.0), cost(float("inf")), cost(float("nan")), cost(1.0, -1e-9)):
         with pytest.raises(PolicyRefusal):
-            budget.reserve("j", "r", "learn", DATA, bad, "op")
+            budget.reserve(RunTicket("j", "r", "learn", DATA, bad, initiator="op"))
     assert not budget.path(DATA).exists()
     with pytest.raises(ValueError):
         PrivacyBudget(budget.folder, float("inf"))
@@ -169,7 +175,7 @@ def test_concurrent_reservations_never_overspend(tmp_path):
         budget = PrivacyBudget(tmp_path, 10.0, 1.0e-3)
         start.wait()
         try:
-            budget.reserve(f"job{i}", "r", "learn", DATA, cost(1.0), "op")
+            budget.reserve(RunTicket(f"job{i}", "r", "learn", DATA, cost(1.0), initiator="op"))
             results.append("charged")
         except PolicyRefusal:
             results.append("refused")
@@ -186,7 +192,7 @@ def test_concurrent_reservations_never_overspend(tmp_path):
 def test_shared_budget_object_across_threads(budget):
     def run(i: int) -> None:
         with contextlib.suppress(PolicyRefusal):
-            budget.reserve(f"job{i}", "r", "learn", DATA, cost(0.75), "op")
+            budget.reserve(RunTicket(f"job{i}", "r", "learn", DATA, cost(0.75), initiator="op"))
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(30)]
     for thread in threads:
@@ -237,7 +243,7 @@ def test_a_corrupt_line_is_an_error_naming_file_and_line(budget, line):
             read()
     before = path.read_bytes()
     with pytest.raises(UserError, match="line 3"):
-        budget.reserve("j2", "r", "learn", DATA, cost(1.0), "op")
+        budget.reserve(RunTicket("j2", "r", "learn", DATA, cost(1.0), initiator="op"))
     assert path.read_bytes() == before
 
 
@@ -261,7 +267,7 @@ def test_a_failed_write_leaves_the_file_as_it_was(budget, monkeypatch):
 
     monkeypatch.setattr(os, "write", half_then_full)
     with pytest.raises(UserError, match="cannot write the privacy budget .* No space left"):
-        budget.reserve("j2", "r", "learn", DATA, cost(1.0), "op")
+        budget.reserve(RunTicket("j2", "r", "learn", DATA, cost(1.0), initiator="op"))
     monkeypatch.undo()
     assert budget.path(DATA).read_bytes() == before
 
