@@ -11,12 +11,12 @@ import json
 import re
 import threading
 import time
-from concurrent import futures
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
+from fake_daemon import FakeDaemon
 from known_files import TEST_POLICY
 from loopback_pair import insecure_pair
 from waiting import wait_until as wait_for
@@ -28,7 +28,7 @@ from ppbn.jobs.policy import LocalPolicy
 from ppbn.jobs.registry import register_job, unregister_job
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.pki import make_local_pki
-from ppbn.proto import party_pb2, party_pb2_grpc
+from ppbn.proto import party_pb2
 
 JobInfo = party_pb2.JobInfo
 
@@ -49,26 +49,14 @@ def one_line(err: str) -> str:
 # -- what the client says when its daemon goes away during a job ---------------------------
 
 
-class FakeDaemon(party_pb2_grpc.PartyServiceServicer):
-    """A plaintext stand-in for alice's daemon: the job starts and runs until ``on_status``
-    (called at each status poll after the first) decides otherwise."""
+class PollingDaemon(FakeDaemon):
+    """A stand-in for alice's daemon: the job starts and runs until ``on_status`` (called
+    at each status poll after the first) decides otherwise."""
 
     def __init__(self, on_status) -> None:
         self.polls = 0
         self.on_status = on_status
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        party_pb2_grpc.add_PartyServiceServicer_to_server(self, self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def Health(self, request, context):  # noqa: N802 - gRPC's method name
-        return party_pb2.HealthReply(
-            status=party_pb2.HealthReply.SERVING, role="alice", peer_state="ok"
-        )
+        super().__init__("alice")
 
     def StartJob(self, request, context):  # noqa: N802
         return JobInfo(job_id="j1", kind=request.kind, state=JobInfo.RUNNING)
@@ -85,7 +73,7 @@ def test_a_daemon_killed_during_a_job_is_not_called_a_tls_problem(capsys):
         threading.Thread(target=daemon.server.stop, args=(None,)).start()
         time.sleep(0.5)
 
-    daemon = FakeDaemon(vanish)
+    daemon = PollingDaemon(vanish)
     code, err = run(["learn", "--peer", daemon.address, "--insecure", "--job", "ping"], capsys)
     assert code == 2 and one_line(err) == (
         f"the daemon at {daemon.address} closed the connection during job j1 (stopped or killed?); "
@@ -98,7 +86,7 @@ def test_a_daemon_that_stops_answering_may_still_run_the_job(capsys):
     def silent(daemon, context):  # what gRPC reports when its keepalive pings go unanswered
         context.abort(grpc.StatusCode.UNAVAILABLE, "ping timeout")
 
-    daemon = FakeDaemon(silent)
+    daemon = PollingDaemon(silent)
     try:
         code, err = run(["learn", "--peer", daemon.address, "--insecure", "--job", "ping"], capsys)
     finally:

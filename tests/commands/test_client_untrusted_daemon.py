@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from pathlib import Path
 
 import grpc
 import pytest
+from fake_daemon import FakeDaemon
 
 from ppbn.api.daemon import Daemon
 from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.parties.client import BadAnswer
-from ppbn.proto import party_pb2, party_pb2_grpc
+from ppbn.proto import party_pb2
 
 JobInfo = party_pb2.JobInfo
 JOB = "j1"
@@ -26,27 +26,15 @@ JOB = "j1"
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\x1b[31mred\x9b31m\u202eevil\u2066[bold]bold[/bold]\r\n\x00"
 
 
-class FakeDaemon(party_pb2_grpc.PartyServiceServicer):
+class AnsweringDaemon(FakeDaemon):
     """Alice's daemon as a stand-in: every job answer is ``answer(job_id)``; a job start is
     refused with ``refusal`` as its details when there is one."""
 
     def __init__(
         self, answer: Callable[[str], JobInfo], role: str = "alice", refusal: str = ""
     ) -> None:
-        self.answer, self.role, self.refusal = answer, role, refusal
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        party_pb2_grpc.add_PartyServiceServicer_to_server(self, self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def Health(self, request, context):  # noqa: N802 - gRPC's method name
-        return party_pb2.HealthReply(
-            status=party_pb2.HealthReply.SERVING, role=self.role, peer_state="ok"
-        )
+        self.answer, self.refusal = answer, refusal
+        super().__init__(role)
 
     def StartJob(self, request, context):  # noqa: N802
         if self.refusal:
@@ -61,13 +49,13 @@ class FakeDaemon(party_pb2_grpc.PartyServiceServicer):
 
 
 @pytest.fixture
-def daemon() -> Iterator[Callable[..., FakeDaemon]]:
-    started: list[FakeDaemon] = []
+def daemon() -> Iterator[Callable[..., AnsweringDaemon]]:
+    started: list[AnsweringDaemon] = []
 
     def start(
         answer: Callable[[str], JobInfo], role: str = "alice", refusal: str = ""
-    ) -> FakeDaemon:
-        started.append(FakeDaemon(answer, role, refusal))
+    ) -> AnsweringDaemon:
+        started.append(AnsweringDaemon(answer, role, refusal))
         return started[-1]
 
     yield start
