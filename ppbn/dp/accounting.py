@@ -51,7 +51,7 @@ from ppbn.dp.constants import (
     MIN_EPSILON,
 )
 from ppbn.dp.noise import DEFAULT_PRECISION, GeometricSpec, geometric_spec
-from ppbn.dp.quantiles import BINS_SHARE
+from ppbn.dp.quantiles import bins_share
 
 # (uniform word bits, extra fractional bits of the structure's noise), cheapest first: the
 # plan takes the first whose delta is within the allowed one (``DPPlan.failure_probability``)
@@ -321,14 +321,14 @@ def plan(
     bins_cuts: int = 0,
 ) -> DPPlan:
     """The job's plan, or ValueError naming what cannot be held. ``bins_cuts`` private cut
-    points (``dp.quantiles``) take ``BINS_SHARE`` of epsilon first; of the two accountings
+    points (``dp.quantiles``) take ``bins_share`` of epsilon first; of the two accountings
     the rest takes ``zcdp`` when that gives every count no more noise and every choice no
     less epsilon than ``pure``, else ``pure`` (few variables, or a small delta)."""
     if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
         raise ValueError(f"epsilon must lie in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
     if bins_cuts:
         network = plan(
-            epsilon * (1.0 - BINS_SHARE),
+            epsilon * (1.0 - bins_share(bins_cuts)),
             n_records=n_records,
             cardinalities=cardinalities,
             max_parents=max_parents,
@@ -337,7 +337,8 @@ def plan(
             structure_share=structure_share,
             delta=delta,
         )
-        return replace(network, bins_cuts=int(bins_cuts), bins_epsilon=epsilon * BINS_SHARE)
+        spent = epsilon * bins_share(bins_cuts)
+        return replace(network, bins_cuts=int(bins_cuts), bins_epsilon=spent)
     if not 0.0 < structure_share < 1.0:
         raise ValueError("the structure's share of the budget must lie strictly between 0 and 1")
     if not 0.0 < delta < 1.0:

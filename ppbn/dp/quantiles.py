@@ -27,8 +27,17 @@ from functools import cache
 
 import numpy as np
 
-# the share of a DP job's epsilon spent on the cut points when it has data-dependent bins
-BINS_SHARE = 0.1
+# each private cut point's share of a DP job's epsilon, and the most all of them may take:
+# a cut point drawn with less is far from its quantile unless the records are many (the
+# mechanism's error in rank is about 2 ln(len(candidates())) / epsilon)
+CUT_SHARE, MAX_BINS_SHARE = 0.05, 0.5
+
+
+def bins_share(cuts: int) -> float:
+    """The share of a DP job's epsilon its ``cuts`` private cut points take together."""
+    return min(MAX_BINS_SHARE, CUT_SHARE * cuts)
+
+
 DATA_DEPENDENT_METHODS = ("quantile", "equal-width", "mgas")  # ``bn.discretize.METHODS``
 NEIGHBOUR_DISTANCE = 2  # one record's value replaced: one removed, one added
 SIGNIFICANT = 3
