@@ -123,6 +123,7 @@ class LocalPair:
                 peers += ["--miner", self.address(MINER)]
         return [
             sys.executable,
+            "-P",  # not the working folder first on sys.path: a ./ppbn there is not this package
             "-m",
             "ppbn.cli",
             "party",
