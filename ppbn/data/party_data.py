@@ -621,9 +621,10 @@ def load_joined_with_bins(
     if alice.ids != bob.ids:
         only_a = sorted(set(alice.ids) - set(bob.ids))
         only_b = sorted(set(bob.ids) - set(alice.ids))
+        hint = "; to learn on the records both files hold, use --align psi"
         if only_a:
-            raise DataError(f"{alice_csv}: record id {only_a[0]!r} has no row in {bob_csv}")
-        raise DataError(f"{bob_csv}: record id {only_b[0]!r} has no row in {alice_csv}")
+            raise DataError(f"{alice_csv}: record id {only_a[0]!r} has no row in {bob_csv}{hint}")
+        raise DataError(f"{bob_csv}: record id {only_b[0]!r} has no row in {alice_csv}{hint}")
     by_name = {name: alice.column(name) for name in alice.columns}
     by_name.update({name: bob.column(name) for name in bob.columns})
     codes = np.column_stack([by_name[name] for name in schema.names]).astype(np.int64)

@@ -108,6 +108,10 @@ def records_digest(key: bytes, ids: Sequence[str]) -> bytes:
     return mac.digest()
 
 
+# what to do when the parties' record ids differ (docs/protocols/psi.md)
+ALIGN_HINT = "; to learn on the records both hold, start both daemons with --align psi"
+
+
 def check_same_records(
     channel: Channel, key: bytes, ids: Sequence[str], me: str, peer: str
 ) -> None:
@@ -116,7 +120,7 @@ def check_same_records(
     theirs = channel.recv("job.records", max_bytes=DIGEST_BYTES)
     if not hmac.compare_digest(theirs, records_digest(key, ids)):
         raise RecordsMismatch(
-            f"{me} and {peer} hold the same number of records but different record ids"
+            f"{me} and {peer} hold the same number of records but different record ids{ALIGN_HINT}"
         )
 
 
@@ -136,6 +140,7 @@ def miner_check_records(
     if not all(hmac.compare_digest(first, other) for other in rest):
         raise RecordsMismatch(
             f"{' and '.join(digests)} hold the same number of records but different record ids"
+            f"{ALIGN_HINT}"
         )
 
 

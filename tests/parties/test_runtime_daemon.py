@@ -243,8 +243,13 @@ def test_different_record_ids_fail_the_job_at_both(pair, test_jobs):
     wait_for(lambda: alice.peer_state == "ok", what="handshake")
     outcome, bob_job = _run_both(pair, alice, bob, "test.wrong_tag")
     assert outcome.state == "FAILED"
-    assert outcome.error == "alice and bob hold the same number of records but different record ids"
-    assert bob_job.error == "bob and alice hold the same number of records but different record ids"
+    hint = "; to learn on the records both hold, start both daemons with --align psi"
+    assert outcome.error == (
+        f"alice and bob hold the same number of records but different record ids{hint}"
+    )
+    assert bob_job.error == (
+        f"bob and alice hold the same number of records but different record ids{hint}"
+    )
 
 
 def test_certificate_from_another_ca_fails_tls_on_both_sides(pair):
