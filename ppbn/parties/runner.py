@@ -377,8 +377,15 @@ class JobRunner:
             job.kind.name == "learn"
             and CheckpointStore(Path(self.config.out_dir), job.job_id, self.role).steps()
         ):
+            charged = (
+                " (charged to the privacy budget again)"
+                if job.context.params.get("dp_epsilon") is not None
+                else ""
+            )
             return (
-                text + f"; when both daemons are up, resume with `ppbn learn --resume {job.job_id}`"
+                text
+                + f"; when both daemons are up, resume with `ppbn learn --resume {job.job_id}`"
+                + charged
             )
         return text + "; when both daemons are up, start the job again"
 
