@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +77,11 @@ def _budget(args: argparse.Namespace, total_epsilon: float = 0.0, total_delta: f
 
 def _show(args: argparse.Namespace) -> int:
     from ppbn.jobs.policy import LocalPolicy
+    from ppbn.parties.budget_report import budget_report
 
     policy = LocalPolicy.load(args.policy)
     budget = _budget(args, policy.dp_total_epsilon, policy.dp_total_delta)
-    report = budget_report(budget, policy)
+    report = budget_report(budget, policy)  # ppbn.parties.budget_report
     print(json.dumps(report, indent=2) if args.format == "json" else budget_text(report))
     return 0
 
@@ -97,49 +97,6 @@ def _adopt(args: argparse.Namespace) -> int:
             f"{budget.path(dataset)}"
         )
     return 0
-
-
-def budget_report(budget: Any, policy: Any) -> dict[str, Any]:
-    """The budgets as JSON: per data set the sums, the totals and what is left, the runs."""
-    out = []
-    for dataset in budget.datasets():
-        runs = budget.runs(dataset)
-        spent = [r.first for r in runs if r.spent]
-        epsilon = math.fsum(e.epsilon for e in spent)
-        delta = math.fsum(e.delta for e in spent)
-        out.append(
-            {
-                "dataset": dataset,
-                "epsilon_spent": epsilon,
-                "delta_spent": delta,
-                "epsilon_left": max(budget.total_epsilon - epsilon, 0.0),
-                "delta_left": max(budget.total_delta - delta, 0.0),
-                "runs": [
-                    {
-                        "job_id": r.first.job_id,
-                        "run": r.first.run,
-                        "kind": r.first.kind,
-                        "epsilon": r.first.epsilon,
-                        "delta": r.first.delta,
-                        "time": r.first.time,
-                        "initiator": r.first.initiator,
-                        "status": r.status.split(" ")[0],
-                        "spent": r.spent,
-                    }
-                    for r in runs
-                ],
-            }
-        )
-    return {
-        "budget_dir": str(budget.folder),
-        "exists": budget.folder.exists(),
-        "policy": policy.source,
-        "total_epsilon": budget.total_epsilon,
-        "total_delta": budget.total_delta,
-        "max_epsilon_per_job": policy.dp_max_epsilon,
-        "max_delta_per_job": policy.dp_max_delta,
-        "datasets": out,
-    }
 
 
 STATUS_WORDS = {
