@@ -10,6 +10,7 @@ function, leads from a module back to itself.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ppbn"
@@ -23,12 +24,19 @@ LAYERS = (
     ("data",),
     ("jobs",),
     ("proto", "parties"),
-    ("lab",),
+    ("pair",),
+    ("lab", "bench"),
     ("api",),
     ("commands",),
     ("cli", "__init__", "__main__"),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+# rooms a layer must not import although they stand below it: the public API stands on
+# the loopback pair, never on the experiments or the benchmarks
+FORBIDDEN = {"api": {"lab", "bench"}, "lab": {"bench"}, "bench": set()}
+MAX_MODULE_LINES = 700
+MAX_COMMANDS_LINES = 3500
+MAX_COMMAND_MODULE_LINES = 250
 
 
 def module_name(path: Path) -> str:
@@ -48,6 +56,7 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     edges: dict[str, set[str]] = {}
@@ -109,3 +118,39 @@ def test_the_checker_sees_an_upward_import_and_a_loop(tmp_path):
         "ppbn.parties.daemon.PartyDaemon",
         "ppbn.bn.model",
     }
+
+
+def test_no_import_into_a_forbidden_room():
+    crossing = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        for target in targets
+        if layer(target) in FORBIDDEN.get(layer(module), set())
+    )
+    assert not crossing, "\n".join(crossing)
+
+
+def lines_of(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_no_module_over_the_size_bound():
+    large = sorted(
+        f"{path.relative_to(PACKAGE.parent)}: {lines_of(path)} lines"
+        for path in PACKAGE.rglob("*.py")
+        if "proto" not in path.parts and lines_of(path) > MAX_MODULE_LINES
+    )
+    assert not large, "\n".join(large)
+
+
+def test_commands_parse_and_print_only():
+    """The commands' floor stays thin: its engines live in the rooms below it."""
+    modules = sorted((PACKAGE / "commands").rglob("*.py"))
+    total = sum(lines_of(path) for path in modules)
+    large = [
+        f"{path.name}: {lines_of(path)} lines"
+        for path in modules
+        if lines_of(path) > MAX_COMMAND_MODULE_LINES
+    ]
+    assert total <= MAX_COMMANDS_LINES, f"ppbn/commands holds {total} lines"
+    assert not large, "\n".join(large)

@@ -24,7 +24,7 @@ from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from ppbn.jobs.policy import LocalPolicy
-    from ppbn.lab.harness import LocalPair
+    from ppbn.pair.loopback import LocalPair
     from ppbn.parties.client import JobOutcome
 
 ROLES = ("alice", "bob")
@@ -168,7 +168,7 @@ def simulate(
     """
     from ppbn.data.outputs import check_output_dir, relocate, work_folder
     from ppbn.jobs.unused_params import refuse_unused
-    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.pair.loopback import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki
 
     job_params = {**(params or {}), **learn_params}

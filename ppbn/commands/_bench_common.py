@@ -21,7 +21,7 @@ from ppbn.errors import UserError
 
 if TYPE_CHECKING:
     from ppbn.data.datasets import MadeDataset
-    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.pair.loopback import LocalPair, PairFiles
     from ppbn.parties.client import JobOutcome
 
 
@@ -31,7 +31,7 @@ def sample_pair_files(args: argparse.Namespace, work: Path) -> tuple[MadeDataset
     the files a pair of daemons is started on. Returns the data set, the cells emptied
     and the files."""
     from ppbn.data.datasets import blank_cells, make_dataset
-    from ppbn.lab.harness import PairFiles
+    from ppbn.pair.loopback import PairFiles
     from ppbn.parties.pki import make_local_pki
     from ppbn.parties.tls import PARTY_ROLES
 

@@ -82,7 +82,7 @@ def run_with_daemons(
     """Start alice and bob (and the miner for setup II) under ``work``, run one job from
     ``start_role``; returns the job id, every daemon's outcome, the start-up and job seconds.
     A failed job shows the last lines of every daemon's log on stderr."""
-    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.pair.loopback import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki
 
     schema_path, alice_csv, bob_csv = data

@@ -14,7 +14,7 @@ seconds each party's process (or thread) spent on them, which shows the party th
 the pace (its pool workers are not counted; with the default inline thresholds every
 block runs in the party's process).
 
-``--link RATE[/RTT]`` (both) models a network between the parties (``ppbn.lab.shaper``):
+``--link RATE[/RTT]`` (both) models a network between the parties (``ppbn.pair.shaper``):
 ``bench k2`` routes the daemons through ppbn's shaping TCP relay, ``bench ln`` delays each
 in-memory message as the same link model would. Both report where the bytes went, per
 phase and message kind.
@@ -60,8 +60,8 @@ if TYPE_CHECKING:
 def _bench_k2(args: argparse.Namespace) -> int:
     from ppbn.commands._bench_common import bench_learn_params, run_learn, sample_pair_files
     from ppbn.commands._unused_flags import refuse_unused_flags
-    from ppbn.lab.harness import LocalPair
-    from ppbn.lab.shaper import parse_link
+    from ppbn.pair.loopback import LocalPair
+    from ppbn.pair.shaper import parse_link
 
     refuse_unused_flags(args)
     rule = missing_rule(args)
@@ -264,7 +264,7 @@ def _ln_party_process(
     model's direction it sends on), a one-message start signal so that both clocks start
     together, then its terms; reports counters and traffic."""
     from ppbn.kernels.warm import warm_up
-    from ppbn.lab.shaper import Direction, parse_link
+    from ppbn.pair.shaper import Direction, parse_link
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
 
@@ -320,7 +320,7 @@ def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[
 
 def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[str, dict]:
     from ppbn.kernels.warm import warm_up
-    from ppbn.lab.shaper import parse_link, shaped_memory_pair
+    from ppbn.pair.shaper import parse_link, shaped_memory_pair
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
 
     kernels = warm_up()  # one process: one load for both parties
@@ -360,7 +360,7 @@ def _ln_in_threads(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[st
 def _bench_ln(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ppbn.lab.shaper import parse_link
+    from ppbn.pair.shaper import parse_link
     from ppbn.protocols.learning.cost import term_cost
     from ppbn.protocols.ot import OT_INLINE_BELOW
     from ppbn.protocols.yao import GC_INLINE_BELOW

@@ -48,7 +48,7 @@ def _same_network(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float]:
 
 def _bench_resume(args: argparse.Namespace) -> int:
     from ppbn.data.datasets import make_dataset
-    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.pair.loopback import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki
     from ppbn.parties.tls import PARTY_ROLES
     from ppbn.proto.party_pb2 import JobInfo

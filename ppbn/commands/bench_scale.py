@@ -90,7 +90,7 @@ def _bench_scale(args: argparse.Namespace) -> int:
     from ppbn.commands._bench_common import bench_learn_params, run_learn, sample_pair_files
     from ppbn.commands._options import check_executor_flags
     from ppbn.jobs.policy import LocalPolicy
-    from ppbn.lab.harness import LocalPair
+    from ppbn.pair.loopback import LocalPair
 
     base = LocalPolicy.load(args.policy)
     base.require_key_bits(args.key_bits)  # refused here, before data and daemons

@@ -378,7 +378,7 @@ def _party_process(
     It ends with the bench command, however that ends (no orphans after a SIGKILL)."""
     from ppbn.bn.schema import Schema
     from ppbn.commands._bench_common import children_peak_rss_mib, peak_rss_mib
-    from ppbn.lab.shaper import Direction, parse_link
+    from ppbn.pair.shaper import Direction, parse_link
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.paillier import OpCounters
     from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
@@ -441,7 +441,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
     if args.records < 1:
         raise UserError("--records must be at least 1")
     if args.link:
-        from ppbn.lab.shaper import parse_link
+        from ppbn.pair.shaper import parse_link
 
         parse_link(args.link)  # refuse a bad --link before sampling
     if args.max_family < 2:

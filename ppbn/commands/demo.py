@@ -31,7 +31,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ppbn.commands._progress import progress_reporter
     from ppbn.data.outputs import check_output_dir, work_folder
     from ppbn.data.party_data import load_joined
-    from ppbn.lab.harness import LocalPair
+    from ppbn.pair.loopback import LocalPair
 
     console = Console()
     rule = missing_rule(args)

@@ -87,7 +87,7 @@ def secure_classifier(
     key size (tests pass their test policy and a 1024-bit key); ``perturbation`` = ("p" or
     "theta", level) also times the perturbation learners' setup-I jobs at that level."""
     from ppbn.lab.compare import bytes_exchanged, network_from_json
-    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.pair.loopback import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki
 
     tick = time.perf_counter()

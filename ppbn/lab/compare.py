@@ -257,7 +257,7 @@ def run_comparison(
     """Everything ``ppbn compare`` measures, with the daemons started under ``work``."""
     from ppbn.data.datasets import make_dataset
     from ppbn.data.party_data import load_joined
-    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.pair.loopback import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki
 
     started = time.perf_counter()

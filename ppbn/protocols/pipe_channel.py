@@ -16,7 +16,7 @@ from ppbn.protocols.channel import Channel, PeerGone
 
 
 class LinkModel(Protocol):
-    """One sending direction of a link (``ppbn/lab/shaper.py``'s ``Direction``)."""
+    """One sending direction of a link (``ppbn/pair/shaper.py``'s ``Direction``)."""
 
     def schedule(self, size: int, now: float) -> float:
         """When ``size`` bytes sent at ``now`` arrive at the other end (monotonic seconds)."""

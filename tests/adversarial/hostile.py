@@ -20,7 +20,7 @@ from waiting import wait_until as wait_for
 
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy, PramPolicy
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki
 from ppbn.proto import party_pb2

@@ -16,7 +16,7 @@ import pytest
 from hostile import write_dataset
 from waiting import wait_until as wait_for
 
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.net import dial
 from ppbn.parties.tls import load_tls_files
 from ppbn.proto import party_pb2, party_pb2_grpc

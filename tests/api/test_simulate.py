@@ -9,7 +9,7 @@ import pytest
 import ppbn
 from ppbn.api.simulate import make_data
 from ppbn.errors import UserError
-from ppbn.lab.harness import LocalPair, PairFiles
+from ppbn.pair.loopback import LocalPair, PairFiles
 from ppbn.parties.pki import make_local_pki
 
 pytestmark = pytest.mark.slow

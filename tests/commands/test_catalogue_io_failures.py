@@ -29,7 +29,7 @@ from waiting import wait_until as wait_for
 from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.audit import AuditLog, verify_log
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon

@@ -45,7 +45,7 @@ from doc_blocks import Block, blocks, marked
 
 from ppbn.cli import build_parser
 from ppbn.errors import UserError
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.client import DaemonClient
 
 REPO = Path(__file__).resolve().parents[2]

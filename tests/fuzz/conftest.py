@@ -9,7 +9,7 @@ import pytest
 from fuzzkit import HONEST_PARAMS, TALLY, BobProcess, Fuzzer, make_alice, write_dataset
 from waiting import wait_until as wait_for
 
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.pki import make_local_pki
 
 

@@ -33,7 +33,7 @@ from waiting import wait_until as wait_for
 
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.job import JobRefused
 from ppbn.parties.net import dial

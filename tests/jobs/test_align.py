@@ -25,7 +25,7 @@ from ppbn.cli import main as ppbn_main
 from ppbn.data.datasets import make_dataset
 from ppbn.data.party_data import load_joined, load_party_data
 from ppbn.jobs.policy import LocalPolicy
-from ppbn.lab.harness import LocalPair, PairFiles, free_port
+from ppbn.pair.loopback import LocalPair, PairFiles, free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki
 from ppbn.parties.tls import PARTY_ROLES

@@ -94,7 +94,7 @@ def test_each_daemon_holds_its_own_epsilon_limits(tmp_path):
     import ppbn
     from ppbn.api.simulate import make_data
     from ppbn.jobs.policy import LocalPolicy
-    from ppbn.lab.harness import LocalPair, PairFiles
+    from ppbn.pair.loopback import LocalPair, PairFiles
     from ppbn.parties.budget import budget_folder
     from ppbn.parties.pki import make_local_pki
 

@@ -292,7 +292,7 @@ def daemon_world(tmp_path):
 
 
 def _daemons(world, rules: dict[str, str]):
-    from ppbn.lab.harness import free_port
+    from ppbn.pair.loopback import free_port
     from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 
     ports = {"alice": free_port(), "bob": free_port()}

@@ -11,7 +11,7 @@ from known_files import TEST_POLICY as KNOWN_POLICY
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
-from ppbn.lab.harness import LocalPair, PairFiles
+from ppbn.pair.loopback import LocalPair, PairFiles
 from ppbn.parties.pki import make_local_pki
 from ppbn.parties.tls import PARTY_ROLES
 

@@ -25,7 +25,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.net import dial
 from ppbn.parties.pki import issue_certificate, make_ca, make_local_pki, make_request, sign_request
 from ppbn.parties.tls import (

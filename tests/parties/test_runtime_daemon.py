@@ -23,7 +23,7 @@ from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
 from ppbn.jobs.base import JobKind
 from ppbn.jobs.registry import register_job, unregister_job
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki

@@ -8,7 +8,7 @@ from pathlib import Path
 from waiting import wait_until
 
 from ppbn.jobs.policy import LocalPolicy
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 

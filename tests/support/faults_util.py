@@ -27,7 +27,7 @@ from waiting import wait_until
 
 from ppbn.data.datasets import make_dataset
 from ppbn.errors import UserError
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.pki import LOCAL_HOSTS, make_local_pki
 

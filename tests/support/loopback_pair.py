@@ -12,7 +12,7 @@ from typing import Any
 from waiting import wait_until
 
 from ppbn.jobs.policy import LocalPolicy
-from ppbn.lab.harness import free_port
+from ppbn.pair.loopback import free_port
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 
 

@@ -1,5 +1,5 @@
 """Polling helpers shared by the tests that run daemons (free ports come from
-``ppbn.lab.harness.free_port``, the harness's own)."""
+``ppbn.pair.loopback.free_port``, the harness's own)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The benchmarks' link model (ppbn/lab/shaper.py): a shaping TCP relay on loopback.
+"""The benchmarks' link model (ppbn/pair/shaper.py): a shaping TCP relay on loopback.
 
 Timing tests assert only what a slow or loaded machine cannot break: a shaped transfer
 never beats the link (>= 0.9 x the ideal time) and is not wildly slower (< 3x).
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from ppbn.errors import UserError
-from ppbn.lab.shaper import Link, parse_link, shaped_memory_pair
+from ppbn.pair.shaper import Link, parse_link, shaped_memory_pair
 from ppbn.protocols.channel import run_two_party
 
 

@@ -13,7 +13,7 @@ so it is their policy to choose) and, for repeatable PRAM runs only, the local
 ``--insecure-fixed-seed-for-testing`` flag.
 
 With ``link`` (a ``shaper.LinkSpec``, from ``--link`` of the benchmarks) each party's
-``--peer`` is a shaping relay of ``ppbn.lab.shaper`` in this process instead of the
+``--peer`` is a shaping relay of ``ppbn.pair.shaper`` in this process instead of the
 other daemon's port, so every connection either daemon opens to the other crosses the
 modelled link; the daemons themselves are unchanged.
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.jobs.progress import JobProgress
-from ppbn.lab.shaper import Link, LinkSpec
+from ppbn.pair.shaper import Link, LinkSpec
 from ppbn.parties.budget import STATE_ENV
 from ppbn.parties.client import DaemonClient, JobOutcome, UnknownJob
 from ppbn.parties.tls import OPERATOR
