@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppbn.commands._options import dp_params, hc_job_params, sample_overlap
+from ppbn.commands.options import dp_params, hc_job_params, sample_overlap
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     hc_job_params,
     missing_rule,
     pair_policy,
@@ -105,7 +105,7 @@ def run_with_daemons(
                 "(mutual TLS)",
                 file=sys.stderr,
             )
-        from ppbn.commands._progress import progress_reporter
+        from ppbn.commands.progress import progress_reporter
 
         progress = progress_reporter(quiet)  # a bar on a terminal, else lines
         started = time.perf_counter()

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppbn.bn.networks import NETWORKS
-from ppbn.commands._options import non_negative_int, positive_int
+from ppbn.commands.options import non_negative_int, positive_int
 from ppbn.dp.constants import DP_SCORES
 from ppbn.errors import UserError
 

@@ -14,7 +14,7 @@ import argparse
 import time
 
 from ppbn.commands._bench_common import kernels_text, report_measures
-from ppbn.commands._options import load_bristol, positive_int
+from ppbn.commands.options import load_bristol, positive_int
 from ppbn.errors import UserError
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppbn.bn.constants import DEFAULT_ESS, SCORE_MODES
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     MAX_WORKERS,
     SEARCHES,
     add_alignment_options,
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 def _bench_k2(args: argparse.Namespace) -> int:
     from ppbn.commands._bench_common import bench_learn_params, run_learn, sample_pair_files
-    from ppbn.commands._unused_flags import refuse_unused_flags
+    from ppbn.commands.unused_flags import refuse_unused_flags
     from ppbn.pair.loopback import LocalPair
     from ppbn.pair.shaper import parse_link
 

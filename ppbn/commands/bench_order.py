@@ -15,7 +15,7 @@ import json
 import time
 
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TABU, DEFAULT_TAU, SCORE_MODES
-from ppbn.commands._options import non_negative_int, positive_int
+from ppbn.commands.options import non_negative_int, positive_int
 from ppbn.errors import UserError
 
 

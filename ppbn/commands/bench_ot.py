@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ppbn.commands._bench_common import kernels_text, report_measures
-from ppbn.commands._options import add_ot_k_option, positive_int
+from ppbn.commands.options import add_ot_k_option, positive_int
 from ppbn.errors import UserError
 
 WHAT = "OT extension (SoftSpokenOT, k = {k}), {m:,} OTs of 128-bit messages, {where}"

@@ -18,7 +18,7 @@ import random
 import time
 from typing import TYPE_CHECKING
 
-from ppbn.commands._options import non_negative_int, positive_int
+from ppbn.commands.options import non_negative_int, positive_int
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:

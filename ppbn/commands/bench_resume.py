@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ppbn.commands._options import add_learn_run_options, positive_float
+from ppbn.commands.options import add_learn_run_options, positive_float
 from ppbn.errors import UserError
 
 POLL_S = 0.2

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TAU, SCORE_MODES
 from ppbn.bn.networks import NETWORKS
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     MAX_WORKERS,
     SEARCHES,
     add_hc_options,
@@ -88,7 +88,7 @@ def _bench_scale(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ppbn.commands._bench_common import bench_learn_params, run_learn, sample_pair_files
-    from ppbn.commands._options import check_executor_flags
+    from ppbn.commands.options import check_executor_flags
     from ppbn.jobs.policy import LocalPolicy
     from ppbn.pair.loopback import LocalPair
 

@@ -17,7 +17,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING
 
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     add_executor_options,
     check_executor_flags,
     non_negative_int,

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from ppbn.commands._options import load_bristol
+from ppbn.commands.options import load_bristol
 from ppbn.errors import UserError
 
 

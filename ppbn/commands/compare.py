@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ppbn.bn.constants import DEFAULT_TAU, SCORE_MODES
-from ppbn.commands._options import non_negative_int, positive_float, positive_int
+from ppbn.commands.options import non_negative_int, positive_float, positive_int
 from ppbn.errors import UserError
 from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
 

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from ppbn.bn.constants import DEFAULT_TAU
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     add_alignment_options,
     add_missing_options,
     missing_rule,
@@ -28,7 +28,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
     from ppbn.commands._bench_common import sample_pair_files
-    from ppbn.commands._progress import progress_reporter
+    from ppbn.commands.progress import progress_reporter
     from ppbn.data.outputs import check_output_dir, work_folder
     from ppbn.data.party_data import load_joined
     from ppbn.pair.loopback import LocalPair

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     add_job_arguments,
     add_learning_options,
     add_secure_options,
@@ -22,9 +22,9 @@ CANCEL_WAIT_S = 60.0  # how long Ctrl-C waits for the daemon to stop the job
 
 def _learn(args: argparse.Namespace) -> int:
     from ppbn.api.daemon import Daemon
-    from ppbn.commands._outcomes import outcome_json, print_outcome
-    from ppbn.commands._progress import progress_reporter, status_line
-    from ppbn.commands._unused_flags import refuse_unused_flags
+    from ppbn.commands.outcomes import outcome_json, print_outcome
+    from ppbn.commands.progress import progress_reporter, status_line
+    from ppbn.commands.unused_flags import refuse_unused_flags
 
     refuse_unused_flags(args)
     refuse_on_private_paths(args)

@@ -7,7 +7,7 @@ import argparse
 import logging
 import sys
 
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     add_executor_options,
     add_missing_options,
     apply_resource_flags,

@@ -10,14 +10,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     add_learning_options,
     add_missing_options,
     missing_rule,
     parse_order,
     search_options,
 )
-from ppbn.commands._unused_flags import refuse_unused_flags
+from ppbn.commands.unused_flags import refuse_unused_flags
 from ppbn.errors import UserError
 
 if TYPE_CHECKING:

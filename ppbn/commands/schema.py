@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from ppbn.commands._options import add_missing_options
+from ppbn.commands.options import add_missing_options
 from ppbn.data.constants import (
     DEFAULT_BINS,
     DEFAULT_MISSING_MARKERS,
@@ -134,7 +134,7 @@ def format_bins(report: dict[str, Any]) -> str:
 
 
 def _bins(args: argparse.Namespace) -> int:
-    from ppbn.commands._options import missing_rule
+    from ppbn.commands.options import missing_rule
 
     report = bin_report(args.schema, args.data, args.party, missing_rule(args))
     print(json.dumps(report, indent=2) if args.format == "json" else format_bins(report))

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ppbn.commands._options import (
+from ppbn.commands.options import (
     Noted,
     add_alignment_options,
     add_job_arguments,
@@ -110,7 +110,7 @@ def _simulate(args: argparse.Namespace) -> int:
         if args.job != "tables":
             raise UserError("--reveal-for-testing applies to the tables job only")
     quiet = args.format == "json"
-    from ppbn.commands._progress import progress_reporter
+    from ppbn.commands.progress import progress_reporter
 
     progress = progress_reporter(quiet)  # a bar on a terminal, else lines
 
@@ -203,7 +203,7 @@ def run_path(args: argparse.Namespace) -> int:
 def refuse_unused_path_flags(args: argparse.Namespace) -> None:
     """A flag of another path than ``--path`` is a user error naming it and that path,
     before any data is made or daemon started (``_unused_flags``)."""
-    from ppbn.commands._unused_flags import refuse_given, refuse_unused_flags
+    from ppbn.commands.unused_flags import refuse_given, refuse_unused_flags
 
     if args.path not in ("pram", "perturb"):
         refuse_given(args, SETUP_FLAGS, "--path pram or perturb")
@@ -215,7 +215,7 @@ def refuse_unused_path_flags(args: argparse.Namespace) -> None:
 def _report(
     args, outcome, timings: dict[str, float], reveal: dict[str, Any] | None
 ) -> dict[str, Any]:
-    from ppbn.commands._outcomes import outcome_json
+    from ppbn.commands.outcomes import outcome_json
 
     report = outcome_json(outcome)
     report.update(
@@ -241,7 +241,7 @@ def _report(
 
 
 def _print_report(outcome, report: dict[str, Any], files_kept: bool) -> None:
-    from ppbn.commands._outcomes import print_outcome
+    from ppbn.commands.outcomes import print_outcome
 
     print_outcome(outcome, "ppbn simulate", show_files=files_kept)
     timings = report["timings"]

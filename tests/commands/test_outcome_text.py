@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppbn.commands._outcomes import result_text
+from ppbn.commands.outcomes import result_text
 
 
 def test_the_edges_and_parents_of_a_large_network_are_never_cut():

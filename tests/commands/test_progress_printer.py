@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from ppbn.commands._progress import LinePrinter, LiveBar, progress_reporter, status_line
+from ppbn.commands.progress import LinePrinter, LiveBar, progress_reporter, status_line
 from ppbn.jobs.progress import JobProgress
 
 STEP = JobProgress(

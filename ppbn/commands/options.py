@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TABU, DEFAULT_TAU, SCORE_MODES
 from ppbn.bn.networks import NETWORKS
-from ppbn.commands._unused_flags import Noted, refuse_unused_dp_flags, refuse_unused_search_flags
+from ppbn.commands.unused_flags import Noted, refuse_unused_dp_flags, refuse_unused_search_flags
 from ppbn.data.constants import MISSING_HELP, MISSING_RULES
 from ppbn.dp.constants import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE
 from ppbn.errors import UserError
