@@ -1,18 +1,12 @@
-"""What the benchmarks with party processes share (``bench tables``, ``bench psi``,
-``bench ln``): collecting each party process's report, peak memory, and a table for people;
-and what the benchmarks that start both daemons share (``bench k2``, ``bench scale``):
-sampled data with a local PKI, the learn job's parameters, and one timed learn job.
-"""
+"""What the benchmarks that start both daemons share (``bench k2``, ``bench scale``):
+sampled data with a local PKI, the learn job's parameters, and one timed learn job."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import os
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,88 +86,3 @@ def run_learn(pair: LocalPair, params: dict[str, Any], quiet: bool) -> LearnRun:
         raise UserError(f"the secure job failed: {outcome.error}")
     learned = json.loads((pair.out_dir("alice") / job_id / "network.json").read_text())
     return LearnRun(wall, learned, pair.with_peer_figures(outcome))
-
-
-def collect_reports(
-    processes: list[multiprocessing.Process], report_in: Connection
-) -> dict[str, dict]:
-    """Each started party process's report, by role; a dead process or a reported error
-    ends the bench with one line, and no party process outlives it."""
-    reports: dict[str, dict] = {}
-    try:
-        while len(reports) < 2:
-            if not report_in.poll(1.0):
-                if any(p.exitcode not in (None, 0) for p in processes):
-                    raise UserError("a party process died; see its traceback above")
-                continue
-            item = report_in.recv()
-            reports[item["role"]] = item
-            if "error" in item:
-                raise UserError(f"{item['role']}: {item['error']}")
-    finally:
-        for p in processes:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
-    return reports
-
-
-def peak_rss_mib(pid: int | str = "self") -> float:
-    """VmHWM of one process: the peak resident set of its own address space (Linux)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def children_peak_rss_mib() -> float:
-    """Largest VmHWM among this process's children (the worker pool)."""
-    me = str(os.getpid())
-    peaks = [0.0]
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            if stat.rsplit(")", 1)[1].split()[1] == me:
-                peaks.append(peak_rss_mib(entry.name))
-        except OSError:
-            continue
-    return max(peaks)
-
-
-def print_table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
-    """One rich table for people (``--format table``); the JSON form prints the figures instead."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
-
-
-def kernels_text(kernels: dict) -> str:
-    """A warm-up's seconds (``kernels.warm.warm_up``), and whether it compiled the kernels
-    or loaded them from numba's cache."""
-    how = "compiled" if kernels["compiled"] else "from cache"
-    return f"{kernels['seconds']:.2f} ({how})"
-
-
-def report_measures(result: dict, fmt: str, title: str, rows: list[tuple[str, str]]) -> int:
-    """One JSON object for scripts, or a measure/value table for people."""
-    if fmt == "json":
-        print(json.dumps(result))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    for measure, value in rows:
-        table.add_row(measure, value)
-    Console().print(table)
-    return 0

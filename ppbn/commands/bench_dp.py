@@ -303,7 +303,7 @@ def _print(report: dict[str, Any], fmt: str) -> None:
 
         print(json.dumps(report, indent=2))
         return
-    from ppbn.commands._bench_common import print_table
+    from ppbn.commands.tables import print_table
 
     header = ("method", "runs", "2-way TVD", "3-way TVD", "SHD", "seconds", "MB")
     print(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from ppbn.commands._bench_common import kernels_text, report_measures
 from ppbn.commands.options import load_bristol, positive_int
+from ppbn.commands.tables import kernels_text, report_measures
 from ppbn.errors import UserError
 
 

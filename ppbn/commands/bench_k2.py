@@ -300,7 +300,7 @@ def _ln_in_processes(spec: dict, shares: dict[str, np.ndarray], shifts) -> dict[
     import multiprocessing
     import os
 
-    from ppbn.commands._bench_common import collect_reports
+    from ppbn.bench.processes import collect_reports
 
     context = multiprocessing.get_context("spawn")
     alice_end, bob_end = context.Pipe(duplex=True)

@@ -16,8 +16,8 @@ import os
 import time
 from typing import Any
 
-from ppbn.commands._bench_common import kernels_text, report_measures
 from ppbn.commands.options import add_ot_k_option, positive_int
+from ppbn.commands.tables import kernels_text, report_measures
 from ppbn.errors import UserError
 
 WHAT = "OT extension (SoftSpokenOT, k = {k}), {m:,} OTs of 128-bit messages, {where}"
@@ -108,7 +108,7 @@ def _side_process(role, m, repeats, seed, k, connection, report, parent_pid) -> 
 def _in_processes(m: int, repeats: int, seed: int, k: int) -> dict[str, dict]:
     import multiprocessing
 
-    from ppbn.commands._bench_common import collect_reports
+    from ppbn.bench.processes import collect_reports
 
     context = multiprocessing.get_context("spawn")
     alice_end, bob_end = context.Pipe(duplex=True)

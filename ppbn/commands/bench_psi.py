@@ -65,7 +65,7 @@ def _party(
     role: str, spec: dict, connection: Connection, report: Connection, barrier, parent_pid: int
 ) -> None:
     """One party process: build its ids, wait for the peer, run the PSI, report."""
-    from ppbn.commands._bench_common import peak_rss_mib
+    from ppbn.bench.processes import peak_rss_mib
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.pipe_channel import PipeChannel, close_party_end
     from ppbn.protocols.psi import align_records
@@ -111,7 +111,7 @@ def _party(
 def _run_ppbn(size: int, shared: int, seed: int) -> dict:
     import multiprocessing
 
-    from ppbn.commands._bench_common import collect_reports
+    from ppbn.bench.processes import collect_reports
 
     context = multiprocessing.get_context("spawn")
     alice_end, bob_end = context.Pipe(duplex=True)
@@ -176,7 +176,7 @@ def _run_openmined(size: int, shared: int, seed: int) -> dict | None:
 
 
 def _bench_psi(args: argparse.Namespace) -> int:
-    from ppbn.commands._bench_common import print_table
+    from ppbn.commands.tables import print_table
 
     if args.size < 1:
         raise UserError("--size must be at least 1")

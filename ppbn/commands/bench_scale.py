@@ -217,7 +217,7 @@ def _print(report: dict[str, Any], fmt: str) -> None:
 
         print(json.dumps(report, indent=2))
         return
-    from ppbn.commands._bench_common import print_table
+    from ppbn.commands.tables import print_table
 
     columns = report["median_seconds"]
     base = columns[str(report["baseline_workers"])]

@@ -111,7 +111,7 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
 
 
 def _bench_paillier(args: argparse.Namespace) -> int:
-    from ppbn.commands._bench_common import print_table
+    from ppbn.commands.tables import print_table
     from ppbn.protocols.paillier import FastEncryptor, KeyPair
 
     if args.count < 1 or args.phe_count < 1:
@@ -242,7 +242,7 @@ def _bench_chunk_cost(args: argparse.Namespace) -> int:
     import statistics
 
     from ppbn.bn.networks import sample
-    from ppbn.commands._bench_common import print_table
+    from ppbn.commands.tables import print_table
     from ppbn.protocols.paillier import (
         FastEncryptor,
         KeyPair,
@@ -376,8 +376,8 @@ def _party_process(
 ) -> None:
     """One party process: run the protocol on its own columns, report counters and memory.
     It ends with the bench command, however that ends (no orphans after a SIGKILL)."""
+    from ppbn.bench.processes import children_peak_rss_mib, peak_rss_mib
     from ppbn.bn.schema import Schema
-    from ppbn.commands._bench_common import children_peak_rss_mib, peak_rss_mib
     from ppbn.pair.shaper import Direction, parse_link
     from ppbn.protocols.executor import exit_with_parent
     from ppbn.protocols.paillier import OpCounters
@@ -434,8 +434,9 @@ def _bench_tables(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from ppbn.bench.processes import collect_reports
     from ppbn.bn.networks import sample
-    from ppbn.commands._bench_common import collect_reports, print_table
+    from ppbn.commands.tables import print_table
     from ppbn.protocols.tables import per_alpha_cost
 
     if args.records < 1:
