@@ -67,8 +67,11 @@ def check_enough_distinct(values: np.ndarray, count: int) -> None:
 
 def quantile_cuts(values: np.ndarray, count: int) -> np.ndarray:
     """Cut k (k = 1..K-1) at the boundary between distinct values whose cumulative count is
-    nearest to k n / K, keeping every bin non-empty. Without ties the bin sizes are
-    floor(n/K) or ceil(n/K)."""
+    nearest to k n / K, keeping every bin non-empty. Once a run of tied values has carried
+    a cut past its place, the next cuts share the records not yet placed evenly: a large
+    point mass (a column that is mostly zero) fills a bin of its own and the other bins
+    split the rest, instead of two almost empty bins and one holding the rest. Without ties
+    the bin sizes are floor(n/K) or ceil(n/K)."""
     x = _finite_sorted(values)
     check_enough_distinct(x, count)
     distinct, counts = np.unique(x, return_counts=True)
@@ -78,7 +81,10 @@ def quantile_cuts(values: np.ndarray, count: int) -> np.ndarray:
     prev = -1
     for k in range(1, count):
         low, high = prev + 1, d - 1 - (count - k)  # boundary "after j" must leave room for the rest
+        placed = int(cum[prev]) if prev >= 0 else 0
         target = k * n / count
+        if placed > (k - 1) * n / count + 1:  # a run of ties carried the last cut past its place
+            target = placed + (n - placed) / (count - k + 1)
         i = int(np.searchsorted(cum, target))
         best = None
         for j in (i - 1, i):

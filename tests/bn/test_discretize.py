@@ -139,3 +139,14 @@ def test_cut_points_and_labels_are_deterministic():
 def test_bad_edges(edges, count, message):
     with pytest.raises(DiscretizationError, match=message):
         check_edges(edges, count)
+
+
+def test_a_large_point_mass_keeps_a_bin_of_its_own_and_the_rest_share_evenly():
+    """A column that is 83% zero: the zeros fill the first bin and the other three bins
+    split the remaining records evenly (not 128 / 124 / 3,019)."""
+    rng = np.random.default_rng(7)
+    values = np.concatenate([np.zeros(15_909), rng.lognormal(5.0, 1.0, 3_271)])
+    cuts = quantile_cuts(values, 4)
+    sizes = np.bincount(np.searchsorted(cuts, values, side="right"), minlength=4)
+    assert sizes[0] == 15_909
+    assert sizes[1:].max() - sizes[1:].min() <= 1
