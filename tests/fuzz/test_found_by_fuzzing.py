@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ppbn.protocols import arith, ring
-from ppbn.protocols.arith.lift import _reshare
+from ppbn.protocols.arith.lift import reshare
 from ppbn.protocols.arith.session import _DeferredLift, _DeferredPart
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair
 
@@ -15,19 +15,19 @@ from ppbn.protocols.channel import ProtocolError, memory_channel_pair
 def test_a_reshared_value_out_of_range_is_a_protocol_error(value):
     """A flipped byte in alice's 'arith.reshare' message made bob's OLE raise ValueError
     (an internal error of the job). The message carries only the low ceil(m / 8) bytes of
-    each value, m = 20 + 2 (``arith._reshare``), so a full 16-byte element is refused for
+    each value, m = 20 + 2 (``arith.reshare``), so a full 16-byte element is refused for
     its size, and bob keeps only m bits of whatever 3 bytes arrive: his share is a signed
     m-bit number and a top bit, which fit his OLE."""
     alice_end, bob_end = memory_channel_pair(timeout_s=5)
     alice_end.send_array("arith.reshare", ring.from_ints([3, value]))
     bob = arith.ArithSession(bob_end, "bob")
     with pytest.raises(ProtocolError, match="arith.reshare"):
-        _reshare(bob, ring.from_ints([0, 0]), 20)
+        reshare(bob, ring.from_ints([0, 0]), 20)
     alice_end, bob_end = memory_channel_pair(timeout_s=5)
     alice_end.send_array(
         "arith.reshare", ring.from_ints([3, value]).view(np.uint8).reshape(2, 16)[:, :3].copy()
     )
-    share = _reshare(arith.ArithSession(bob_end, "bob"), ring.from_ints([0, 0]), 20)
+    share = reshare(arith.ArithSession(bob_end, "bob"), ring.from_ints([0, 0]), 20)
     assert np.all(ring.sar(share.signed, 21) == ring.sar(share.signed, 127))  # in range
     assert set(share.top.tolist()) <= {0, 1}
 
@@ -37,8 +37,8 @@ def test_an_honest_reshare_passes_the_range_check():
     alice = arith.ArithSession(alice_end, "alice")
     bob = arith.ArithSession(bob_end, "bob")
     x = ring.from_ints([5, (1 << 128) - 7, (1 << 20) - 1])  # 5, -7, 2^20 - 1 (alice's shares)
-    mine = _reshare(alice, x, 20)
-    theirs = _reshare(bob, ring.from_ints([0, 0, 0]), 20)
+    mine = reshare(alice, x, 20)
+    theirs = reshare(bob, ring.from_ints([0, 0, 0]), 20)
     wrap = ring.shl(ring.from_uint64(mine.top & theirs.top), 22)
     assert ring.to_signed(ring.add(ring.add(mine.signed, theirs.signed), wrap)) == [
         5 + 2**20,
@@ -49,7 +49,7 @@ def test_an_honest_reshare_passes_the_range_check():
 
 
 def test_a_lift_bits_message_of_the_wrong_size_is_a_protocol_error():
-    """Alice completes a deferred lift (``arith._lift``) with bob's bits d, one per value,
+    """Alice completes a deferred lift (``arith.lift_share``) with bob's bits d, one per value,
     packed: a message of another size is refused naming it; any bytes of the right size
     are bits, the padding ones ignored, so a hostile bob can only pick d, which his own
     share already lets him do."""

@@ -13,7 +13,7 @@ from scipy import stats
 
 from ppbn.protocols import arith, fixedpoint, ring
 from ppbn.protocols.arith import ALICE, BOB, MAX_BOUND_BITS, ArithSession, table_lookup
-from ppbn.protocols.arith.lift import _reshare
+from ppbn.protocols.arith.lift import reshare
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.fixedpoint import (
     FRAC,
@@ -345,7 +345,7 @@ def test_what_bob_receives_when_a_value_is_reshared_is_uniform():
     for x in ([0] * n, [2**bits - 1] * n, [-(2**bits) + 1] * n):
         xa, xb = ring.from_ints(x), ring.from_ints([0] * n)  # alice holds x: only the mask hides it
         pair = memory_channel_pair(keep_transcript=True)
-        _, bobs, _ = two_party(_reshare, (xa, bits), (xb, bits), pair=pair)
+        _, bobs, _ = two_party(reshare, (xa, bits), (xb, bits), pair=pair)
         (msg,) = _bob_messages(pair, "arith.reshare")
         assert len(msg) == n * -(-(bits + 2) // 8)
         top = np.bincount(bobs.top.astype(np.int64), minlength=2)

@@ -38,7 +38,7 @@ def _kept_mask(remaining: np.ndarray) -> np.ndarray:
     return _KEPT_BY_REMAINING.take(remaining, axis=0)
 
 
-def _short_cot_send(
+def short_cot_send(
     session: ArithSession, sender: OTSender, delta: np.ndarray, remaining: np.ndarray, kind: str
 ) -> np.ndarray:
     """The OT sender (alice, or bob on the reverse extension): random x0 (m, 2); the
@@ -52,11 +52,11 @@ def _short_cot_send(
     """
     m = delta.shape[0]
     pad0, pad1 = sender.pads(m)
-    _send_corrections(session, pad0, pad1, delta, remaining, kind)
+    send_corrections(session, pad0, pad1, delta, remaining, kind)
     return pad0
 
 
-def _send_corrections(
+def send_corrections(
     session: ArithSession,
     pad0: np.ndarray,
     pad1: np.ndarray,
@@ -64,7 +64,7 @@ def _send_corrections(
     remaining: np.ndarray,
     kind: str,
 ) -> None:
-    """The correction message of ``_short_cot_send`` for pads received earlier."""
+    """The correction message of ``short_cot_send`` for pads received earlier."""
     m = delta.shape[0]
     correction = ring.add(pad0, delta)
     correction ^= pad1
@@ -74,10 +74,10 @@ def _send_corrections(
     session.counters.ots += m
 
 
-def _short_cot_finish(
+def short_cot_finish(
     session: ArithSession, pads: np.ndarray, choices: np.ndarray, remaining: np.ndarray, kind: str
 ) -> np.ndarray:
-    """The receiving side of ``_short_cot_send``, after ``OTReceiver.pads`` sent the u
+    """The receiving side of ``short_cot_send``, after ``OTReceiver.pads`` sent the u
     messages of ``choices`` (``gilboa._OleChunk.prepare``, so that he can send the next chunk's u
     before this chunk's corrections arrive): receive the corrections and apply them to
     ``pads`` (in place);

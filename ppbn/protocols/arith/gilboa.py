@@ -17,13 +17,13 @@ import numpy as np
 
 from ppbn.kernels.ring import shifted_sums
 from ppbn.protocols import ring
-from ppbn.protocols.arith.checks import _check_shares
-from ppbn.protocols.arith.cot import _short_cot_finish, _short_cot_send
+from ppbn.protocols.arith.checks import check_shares
+from ppbn.protocols.arith.cot import short_cot_finish, short_cot_send
 from ppbn.protocols.arith.session import ALICE, BOB, ArithSession
 from ppbn.protocols.fixedpoint import RING_BITS
 from ppbn.protocols.ot import CHUNK_OTS, OTReceiver, OTSender
 
-_BIT_SHIFTS = np.arange(RING_BITS, dtype=np.int64)
+BIT_SHIFTS = np.arange(RING_BITS, dtype=np.int64)
 
 
 def _widths(bits: int | np.ndarray, n: int) -> np.ndarray:
@@ -98,12 +98,12 @@ def ole_two_way(
     peer = BOB if session.is_alice else ALICE
     by_sender = {ALICE: forward, BOB: reverse}
     sending, choosing = by_sender[session.role], by_sender[peer]
-    run = _TwoWayOle(session, choosing, forward.values.shape[0] > 0, reverse.values.shape[0] > 0)
+    run = TwoWayOle(session, choosing, forward.values.shape[0] > 0, reverse.values.shape[0] > 0)
     sent, chosen = run.finish(sending)
     return (sent, chosen) if session.is_alice else (chosen, sent)
 
 
-class _TwoWayOle:
+class TwoWayOle:
     """One party's end of ``ole_two_way`` in two steps: the constructor sets up the
     extensions in use and sends the u messages of the first chunk this party chooses in;
     ``finish`` takes the part it sends in and does the rest. In between a party may do
@@ -114,9 +114,9 @@ class _TwoWayOle:
         self, session: ArithSession, choosing: OlePart, forward: bool, reverse: bool
     ) -> None:
         self.session = session
-        self.choosing_values = _check_shares(choosing.values, "OLE input")
+        self.choosing_values = check_shares(choosing.values, "OLE input")
         self.choose_chunks, _ = _ole_chunks(choosing)
-        self.send_ext, self.choose_ext = _ole_extensions(session, forward, reverse)
+        self.send_ext, self.choose_ext = ole_extensions(session, forward, reverse)
         first = self.choose_chunks[0] if self.choose_chunks else None
         self.pending = (
             first.prepare(self.choose_ext, self.choosing_values) if first is not None else None
@@ -125,7 +125,7 @@ class _TwoWayOle:
     def finish(self, sending: OlePart) -> tuple[np.ndarray, np.ndarray]:
         """(this party's shares of the OLEs it sends in, of those it chooses in)."""
         session, peer = self.session, BOB if self.session.is_alice else ALICE
-        sending_values = _check_shares(sending.values, "OLE input")
+        sending_values = check_shares(sending.values, "OLE input")
         send_chunks, send_widths = _ole_chunks(sending)
         choose_chunks, choosing_values, pending = (
             self.choose_chunks,
@@ -142,7 +142,7 @@ class _TwoWayOle:
                 delta = np.repeat(sending_values[rows], send_widths[rows], axis=0)
                 if sending.top is not None:
                     delta[np.cumsum(send_widths[rows]) - 1] = sending.top[rows]
-                pads = _short_cot_send(session, self.send_ext, delta, chunk.remaining, send_kind)
+                pads = short_cot_send(session, self.send_ext, delta, chunk.remaining, send_kind)
                 shifted_sums(pads, chunk.widths, True, sent[rows])
             if step < len(choose_chunks):
                 # the next chunk's u goes out before this chunk's corrections are awaited, so
@@ -154,7 +154,7 @@ class _TwoWayOle:
                 )
                 chunk = choose_chunks[step]
                 choices, pads = pending
-                received = _short_cot_finish(session, pads, choices, chunk.remaining, choose_kind)
+                received = short_cot_finish(session, pads, choices, chunk.remaining, choose_kind)
                 shifted_sums(received, chunk.widths, False, chosen[chunk.start : chunk.stop])
                 pending = following
         return sent, chosen
@@ -174,7 +174,7 @@ def _ole_chunks(part: OlePart) -> tuple[list[_OleChunk], np.ndarray]:
     ], widths
 
 
-def _ole_extensions(
+def ole_extensions(
     session: ArithSession, forward: bool, reverse: bool
 ) -> tuple[OTSender | None, OTReceiver | None]:
     """(this party's sending end, its choosing end) of the directions in use; with both,
@@ -209,8 +209,8 @@ class _OleChunk:
     def of(widths: np.ndarray, rings: np.ndarray, start: int, stop: int) -> _OleChunk:
         chunk_widths = widths[start:stop]
         top = int(chunk_widths.max())
-        used = _BIT_SHIFTS[None, :top] < chunk_widths[:, None]
-        remaining = (rings[start:stop, None] - _BIT_SHIFTS[None, :top])[used]
+        used = BIT_SHIFTS[None, :top] < chunk_widths[:, None]
+        remaining = (rings[start:stop, None] - BIT_SHIFTS[None, :top])[used]
         return _OleChunk(start, stop, np.ascontiguousarray(chunk_widths), used, remaining)
 
     def prepare(self, receiver: OTReceiver, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,10 +1,10 @@
 """Shares whose sum has a known top bit: resharing into a narrow ring, lifting back.
 
-A value reshared in Z_2^(b + 2) with a known top bit 0 (``_reshare``) feeds an OLE with
+A value reshared in Z_2^(b + 2) with a known top bit 0 (``reshare``) feeds an OLE with
 b + 3 OTs, and a product or table entry computed in such a ring is lifted to Z_2^128 by
 one OT per value on the known-top-bit wrap identity (SiRNN, Rathee et al., IEEE S&P
 2021, Sec. 4), that OT precomputed on a random choice (Beaver, CRYPTO 1995) so that its
-last bit rides with bob's next message (``_lift``).
+last bit rides with bob's next message (``lift_share``).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppbn.protocols import ring
-from ppbn.protocols.arith.cot import _send_corrections, _short_cot_finish
+from ppbn.protocols.arith.cot import send_corrections, short_cot_finish
 from ppbn.protocols.arith.session import WRAP_BITS_KIND, ArithSession, _DeferredLift, _DeferredPart
 from ppbn.protocols.fixedpoint import RING_BITS
 
 WRAP_KIND = "arith.wrap"  # alice's corrections of the wrap OTs
 
 
-class _WrapOTs:
-    """The OTs of one ``_lift``, one per value on the forward extension, precomputed with
+class WrapOTs:
+    """The OTs of one ``lift_share``, one per value on the forward extension, precomputed with
     random choices (Beaver, "Precomputing oblivious transfer", CRYPTO 1995): bob draws his
     choices c and sends their u messages when the operation starts, before he knows his
     top bits; alice reads them (``receive``) when she is ready to read, so neither waits."""
@@ -45,7 +45,7 @@ class _WrapOTs:
 
 @dataclass(frozen=True)
 class NarrowShare:
-    """One party's share of x, |x| < 2^b, in Z_2^m, m = ``reshared_width``(b) (``_reshare``):
+    """One party's share of x, |x| < 2^b, in Z_2^m, m = ``reshared_width``(b) (``reshare``):
     its share u in [0, 2^m) read as a signed m-bit number s = u - 2^m t, and t, the top
     bit of u; x + 2^b = s_alice + s_bob + 2^m t_alice t_bob."""
 
@@ -63,22 +63,22 @@ class NarrowShare:
         return y & np.negative(self.top)[:, None]
 
 
-def _split(u: np.ndarray, n: int) -> NarrowShare:
+def split_share(u: np.ndarray, n: int) -> NarrowShare:
     """u's low n bits as a signed n-bit number and its top bit (``NarrowShare``)."""
     spare = RING_BITS - n
     mine = ring.shl(u, spare)
     return NarrowShare(ring.sar(mine, spare), mine[:, 1] >> np.uint64(63))
 
 
-def _lift(
-    session: ArithSession, wrap: _WrapOTs, values: Sequence[tuple[NarrowShare, int, int]]
+def lift_share(
+    session: ArithSession, wrap: WrapOTs, values: Sequence[tuple[NarrowShare, int, int]]
 ) -> list[np.ndarray]:
     """Shares mod 2^128 of each v from n-bit shares of v + 2^c, given as (share, n, c) with
     v + 2^c in [0, 2^(n - 1)): then v + 2^c = s_A + s_B + 2^n t_A t_B exactly (the wrap of
     shares whose sum has a known top bit: SiRNN, Rathee et al., IEEE S&P 2021, Sec. 4), and
     one OT per value makes shares of t_A t_B in Z_2^(128 - n).
 
-    The OT is ``_WrapOTs``'s, on bob's random choice c: alice sends the correction for
+    The OT is ``WrapOTs``'s, on bob's random choice c: alice sends the correction for
     her correlation t_A (``cot._kept_bytes`` of 128 - n bits), so bob holds o = p + c t_A and
     alice p; bob sends d = t_B XOR c, one bit. With d = 0 (c = t_B) the shares of t_A t_B
     are (-p, o); with d = 1 (c = 1 - t_B) t_B t_A = (t_A + p) - o, so (t_A + p, -o). Alice
@@ -100,7 +100,7 @@ def _lift(
         wrap.receive(session)
         pad0, pad1 = wrap.pads
         delta = ring.from_uint64(tops)
-        _send_corrections(session, pad0, pad1, delta, remaining, WRAP_KIND)
+        send_corrections(session, pad0, pad1, delta, remaining, WRAP_KIND)
         parts = []
         for (share, n, offset), start, stop in zip(values, bounds[:-1], bounds[1:], strict=True):
             pad = ring.shl(pad0[start:stop], n)
@@ -110,7 +110,7 @@ def _lift(
             results.append(mine)
         session.hold(_DeferredLift(tops.shape[0], parts))
         return results
-    received = _short_cot_finish(session, wrap.pads, wrap.choices, remaining, WRAP_KIND)
+    received = short_cot_finish(session, wrap.pads, wrap.choices, remaining, WRAP_KIND)
     flips = tops.astype(np.uint8) ^ wrap.choices
     session.channel.send_array(WRAP_BITS_KIND, np.packbits(flips, bitorder="little"))
     ell = np.where(flips[:, None] == 1, ring.neg(received), received)
@@ -120,13 +120,13 @@ def _lift(
 
 
 def reshared_width(bound_bits: int) -> int:
-    """Bits m of a reshared share of a value below 2^bound_bits in magnitude (``_reshare``):
+    """Bits m of a reshared share of a value below 2^bound_bits in magnitude (``reshare``):
     x + 2^b lies in [0, 2^(b + 1)), and one bit more keeps the top bit of the sum 0. An OLE
     that chooses with the share takes m + 1 OTs (``NarrowShare.choices``)."""
     return bound_bits + 2
 
 
-def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> NarrowShare:
+def reshare(session: ArithSession, x: np.ndarray, bits: int) -> NarrowShare:
     """Shares of x, |x| < 2^bits, in Z_2^m, m = bits + 2 (``reshared_width``): alice sends
     x_A + 2^bits + r mod 2^m (ceil(m / 8) bytes) for r uniform in Z_2^m and keeps
     u_A = -r mod 2^m; bob keeps u_B = x_B plus what arrived, mod 2^m. Then u_A + u_B =
@@ -152,7 +152,7 @@ def _reshare(session: ArithSession, x: np.ndarray, bits: int) -> NarrowShare:
         received = np.zeros((n, 16), dtype=np.uint8)
         received[:, :size] = session.channel.recv_array("arith.reshare", np.uint8, (n, size))
         mine = ring.add(x, received.view(np.uint64))
-    share = _split(mine, width)
+    share = split_share(mine, width)
     if not session.is_alice:
         session.opened("reshare", share.signed)
     return share

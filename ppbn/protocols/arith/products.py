@@ -16,10 +16,10 @@ import numpy as np
 
 from ppbn.circuits.ir import bits_to_values
 from ppbn.protocols import ring
-from ppbn.protocols.arith.checks import MAX_BOUND_BITS, _check_bound, _check_shares
-from ppbn.protocols.arith.cot import _short_cot_finish, _short_cot_send
-from ppbn.protocols.arith.gilboa import _BIT_SHIFTS, OlePart, _ole_extensions, _TwoWayOle, ole
-from ppbn.protocols.arith.lift import _lift, _reshare, _split, _WrapOTs, reshared_width
+from ppbn.protocols.arith.checks import MAX_BOUND_BITS, check_bound, check_shares
+from ppbn.protocols.arith.cot import short_cot_finish, short_cot_send
+from ppbn.protocols.arith.gilboa import BIT_SHIFTS, OlePart, TwoWayOle, ole, ole_extensions
+from ppbn.protocols.arith.lift import WrapOTs, lift_share, reshare, reshared_width, split_share
 from ppbn.protocols.arith.session import ArithSession
 from ppbn.protocols.fixedpoint import FRAC, RING_BITS, STAT_BITS
 
@@ -48,10 +48,10 @@ def _truncate(
     Security: bob sees c = x + r, whose distribution is within statistical distance
     |x| / 2^m < 2^-STAT_BITS of r's, whatever x is. Alice sees nothing.
     """
-    x = _check_shares(x, "truncation input")
+    x = check_shares(x, "truncation input")
     if not 0 < bits < RING_BITS:
         raise ValueError("bits must lie in [1, 127]")
-    _check_bound(bound_bits)
+    check_bound(bound_bits)
     session.counters.truncations += x.shape[0]
     n = x.shape[0]
     ring_bits = opening_ring(bound_bits)
@@ -77,7 +77,7 @@ def _operand_widths(operand_bits: int | tuple[int, int] | None) -> tuple[int, in
         return None
     pair = (operand_bits, operand_bits) if isinstance(operand_bits, int) else tuple(operand_bits)
     for bits in pair:
-        _check_bound(bits)
+        check_bound(bits)
     return pair
 
 
@@ -86,7 +86,7 @@ LIFT_SAVING_BITS = 8  # an exact product is lifted only if its ring saves a byte
 
 def exact_ring(bound_bits: int) -> int:
     """The ring of an exact product below 2^bound_bits: Z_2^(b + 2), in which x + 2^b has a
-    known top bit 0 (``_lift``), when that is at least LIFT_SAVING_BITS short of 128 (each
+    known top bit 0 (``lift_share``), when that is at least LIFT_SAVING_BITS short of 128 (each
     OT's correction is then a byte shorter, which pays for the lift), else the whole ring
     (no lift)."""
     if bound_bits + 2 <= RING_BITS - LIFT_SAVING_BITS:
@@ -109,14 +109,14 @@ def product_ring(truncate: int, bound_bits: int, bounds: tuple[int, int]) -> int
     return max(ring_bits, reshared_width(min(bounds)) + 1)
 
 
-def _wrap_ots(session: ArithSession, n: int, ring_bits: int) -> _WrapOTs | None:
-    """The wrap OTs of n results that end in a ``_lift`` (None in the whole ring), started
+def _wrap_ots(session: ArithSession, n: int, ring_bits: int) -> WrapOTs | None:
+    """The wrap OTs of n results that end in a ``lift_share`` (None in the whole ring), started
     after both extensions are set up so that every party's set-up messages come first."""
-    _ole_extensions(session, True, True)
-    return _WrapOTs(session, n) if ring_bits < RING_BITS and n else None
+    ole_extensions(session, True, True)
+    return WrapOTs(session, n) if ring_bits < RING_BITS and n else None
 
 
-def _before_first_read(session: ArithSession, wrap: _WrapOTs | None) -> None:
+def _before_first_read(session: ArithSession, wrap: WrapOTs | None) -> None:
     """Alice, before a product's first read: complete earlier lifts (bob's bits of them
     come before anything else he sent), then read the u of the product's wrap OTs."""
     session.settle()
@@ -125,13 +125,13 @@ def _before_first_read(session: ArithSession, wrap: _WrapOTs | None) -> None:
 
 
 def _ole_each_way(
-    session: ArithSession, choosing: OlePart, sending: Callable[[], OlePart], wrap: _WrapOTs | None
+    session: ArithSession, choosing: OlePart, sending: Callable[[], OlePart], wrap: WrapOTs | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``ole_two_way`` for a product or square: this party's part as chooser, and its part as
     sender made only once alice has settled her deferred lifts (its values may be one of
-    them) and read bob's wrap u (``_WrapOTs``), after her first u messages are out.
+    them) and read bob's wrap u (``WrapOTs``), after her first u messages are out.
     Returns (this party's forward shares, its reverse shares)."""
-    run = _TwoWayOle(session, choosing, True, True)
+    run = TwoWayOle(session, choosing, True, True)
     _before_first_read(session, wrap)
     sent, chosen = run.finish(sending())
     return (sent, chosen) if session.is_alice else (chosen, sent)
@@ -139,7 +139,7 @@ def _ole_each_way(
 
 def _finish_product(
     session: ArithSession,
-    wrap: _WrapOTs | None,
+    wrap: WrapOTs | None,
     product: np.ndarray,
     truncate: int,
     bound_bits: int,
@@ -154,7 +154,7 @@ def _finish_product(
     floor(u / 2^t) mod 2^(L - t), alice adds 1, and the two add up to floor(z' / 2^t) + 1 - c
     with c the carry of the low bits, 0 or 1 (the wrap term 2^L w / 2^t vanishes modulo
     2^(L - t)), i.e. v + 2^(B - t) for v = floor(z / 2^t) or one more, as ``truncate`` gives.
-    Then ``_lift`` (one OT per value) makes shares mod 2^128. Security: that of ``_lift``;
+    Then ``lift_share`` (one OT per value) makes shares mod 2^128. Security: that of ``lift_share``;
     nothing is opened.
     """
     session.counters.multiplications += product.shape[0]
@@ -169,7 +169,7 @@ def _finish_product(
         if session.is_alice:
             product = ring.add(product, ring.constant(1))
     n = ring_bits - truncate
-    return _lift(session, wrap, [(_split(product, n), n, offset - truncate)])[0]
+    return lift_share(session, wrap, [(split_share(product, n), n, offset - truncate)])[0]
 
 
 def mul(
@@ -187,7 +187,7 @@ def mul(
     are one OLE of 2n values (alice's [x_A; y_A] times bob's [y_B; x_B]), then ``truncate``.
     With ``operand_bits`` (|x| < 2^bx and |y| < 2^by for a pair (bx, by), or one bound for
     both, each at most MAX_BOUND_BITS) the narrower operand, say y, is reshared in
-    Z_2^m, m = by + 2 (one short message from alice, ``_reshare``): y + 2^by = s_A + s_B +
+    Z_2^m, m = by + 2 (one short message from alice, ``reshare``): y + 2^by = s_A + s_B +
     2^m t_A t_B. Then x y = (s_A - 3 2^by) x_A + (s_B - 3 2^by) x_B (local) + one OLE each
     way (``ole_two_way``): bob chooses with s_B + 2^(m - 1) and, at bit m, t_B against
     alice's x_A, whose top OT carries t_A x_A instead; alice chooses likewise against bob's
@@ -198,11 +198,11 @@ def mul(
     result to the whole ring (``_finish_product``); the wider operand enters as it is,
     shares mod 2^128 being right mod any 2^L.
 
-    Security: that of ``ole`` (nothing but uniform OT traffic), of ``_reshare`` (bob sees
-    a uniform element of Z_2^m) and of ``_lift``.
+    Security: that of ``ole`` (nothing but uniform OT traffic), of ``reshare`` (bob sees
+    a uniform element of Z_2^m) and of ``lift_share``.
     """
-    x = _check_shares(x, "x")
-    y = _check_shares(y, "y")
+    x = check_shares(x, "x")
+    y = check_shares(y, "y")
     if x.shape != y.shape:
         raise ValueError(f"x and y differ in shape: {x.shape} vs {y.shape}")
     n = x.shape[0]
@@ -219,7 +219,7 @@ def mul(
     ring_bits, exact_bits = product_ring(truncate, bound_bits, bounds), sum(bounds)
     wrap = _wrap_ots(session, n, ring_bits)
     session.settle_unless_final(narrow, width)
-    share = _reshare(session, narrow, narrow_bits)
+    share = reshare(session, narrow, narrow_bits)
     # as chooser: its narrow share; as sender: its wide share, t times it on the top OT
     choosing = OlePart(share.choices(width), width + 1, ring_bits)
     forward, reverse = _ole_each_way(
@@ -259,11 +259,11 @@ def square(
 
     Security: that of ``mul``.
     """
-    x = _check_shares(x, "x")
+    x = check_shares(x, "x")
     if operand_bits is None:
         product = ring.add(ring.mul(x, x), ring.shl(ole(session, x), 1))
         return _finish_product(session, None, product, truncate, bound_bits, RING_BITS, 0)
-    _check_bound(operand_bits)
+    check_bound(operand_bits)
     width = reshared_width(operand_bits)
     ring_bits, exact_bits = (
         product_ring(truncate, bound_bits, (operand_bits, operand_bits)),
@@ -271,7 +271,7 @@ def square(
     )
     wrap = _wrap_ots(session, x.shape[0], ring_bits)
     session.settle_unless_final(x, width)
-    share = _reshare(session, x, operand_bits)
+    share = reshare(session, x, operand_bits)
     twice = ring.shl(share.signed, 1)
     if session.is_alice:
         wrap_ot = OlePart(share.top_times(twice), 1, ring_bits - width)
@@ -301,7 +301,7 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     local, the other two are correlated OTs, one per bit each way: bob chooses with b_i
     on alice's correlation (1 - 2a_i) y_A (the extension of ``ole``), alice with a_i on
     bob's (1 - 2b_i) y_B (``ArithSession.reverse_ot``). As in ``ole``, the OT of bit i
-    works mod 2^(L - i), L = ``exact_ring``(w + y_bits), and a ``_lift`` follows when
+    works mod 2^(L - i), L = ``exact_ring``(w + y_bits), and a ``lift_share`` follows when
     L < 128 (``_finish_product``). 2w OTs per value and y needs no resharing, where ``mul``
     costs 2 (min(w, y_bits) + 3) OTs and the circuit b + 40 AND gates to make ring shares
     of x (Yao's ``integer-shares``). Both parties send their u, then their corrections:
@@ -309,9 +309,9 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
 
     Security: each party sees only the u messages and corrections of OTs in which it holds
     the choice bits or the correlation, uniform given its inputs (OT security, as in
-    ``ole``), and the lift's (``_lift``).
+    ``ole``), and the lift's (``lift_share``).
     """
-    y = _check_shares(y, "y")
+    y = check_shares(y, "y")
     bits = np.asarray(bits, dtype=np.uint8)
     n = y.shape[0]
     if (
@@ -323,12 +323,12 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
         raise ValueError(
             f"bits must be an ({n}, w) array of 0/1 with 1 <= w <= 64, got {bits.shape}"
         )
-    _check_bound(y_bits)
+    check_bound(y_bits)
     if n == 0:
         return np.zeros((0, 2), dtype=np.uint64)
     width = bits.shape[1]
     ring_bits = exact_ring(width + y_bits)
-    positions = np.tile(_BIT_SHIFTS[:width], n)
+    positions = np.tile(BIT_SHIFTS[:width], n)
     remaining = ring_bits - positions
     choices = np.ascontiguousarray(bits.reshape(-1))
     wrap = _wrap_ots(session, n, ring_bits)  # both set-ups before either party's u goes out
@@ -337,16 +337,16 @@ def bit_mul(session: ArithSession, bits: np.ndarray, y: np.ndarray, y_bits: int)
     if session.is_alice:  # her u first, then the forward OTs, then the reverse corrections
         reverse_pads = reverse.pads(choices)
         _before_first_read(session, wrap)  # y may be a deferred result
-        sent = _short_cot_send(
+        sent = short_cot_send(
             session, forward, _bit_correlation(y, choices, width), remaining, "arith.bits.y"
         )
-        received = _short_cot_finish(session, reverse_pads, choices, remaining, "arith.bits.r")
+        received = short_cot_finish(session, reverse_pads, choices, remaining, "arith.bits.r")
     else:
         forward_pads = forward.pads(choices)
-        sent = _short_cot_send(
+        sent = short_cot_send(
             session, reverse, _bit_correlation(y, choices, width), remaining, "arith.bits.r"
         )
-        received = _short_cot_finish(session, forward_pads, choices, remaining, "arith.bits.y")
+        received = short_cot_finish(session, forward_pads, choices, remaining, "arith.bits.y")
     # own bits times own share, plus what this party's OTs received minus what they sent
     shifted = ring.shl(ring.sub(received, sent), positions)
     own = ring.mul(ring.from_uint64(bits_to_values(bits.T)), y)
@@ -377,7 +377,7 @@ def mul_public(
     near 1.0 = 2^FRAC times a 42-bit value stays within the mask's headroom.
     Security: that of ``truncate``; nothing is sent when b = 0.
     """
-    x = _check_shares(x, "x")
+    x = check_shares(x, "x")
     if not truncate:
         return ring.mul_int(x, c)
     half = 1 << (truncate - 1)

@@ -2,7 +2,7 @@
 
 The session owns the two OT extensions (forward: alice sends, bob chooses; reverse: bob
 sends, alice chooses), the randomness and the counters, and keeps the lifts alice has
-deferred (``lift._lift``) so that everything she computes from their results completes
+deferred (``lift.lift_share``) so that everything she computes from their results completes
 with them.
 
 Domain separation: the lookup pads hash with ``FixedKeyHash(LOOKUP_PROTOCOL,
@@ -32,7 +32,7 @@ BOB = "bob"
 LOOKUP_PROTOCOL = b"ppbn/arith/lookup"
 OT_INSTANCE = b"arith"
 REVERSE_OT_INSTANCE = b"arith.reverse"  # bob sends, alice receives (``products.bit_mul``)
-WRAP_BITS_KIND = "arith.wrap.d"  # bob's bits d = t_B XOR c of a lift (``lift._lift``)
+WRAP_BITS_KIND = "arith.wrap.d"  # bob's bits d = t_B XOR c of a lift (``lift.lift_share``)
 
 
 @dataclass
@@ -104,7 +104,7 @@ class ArithSession:
             "inline_below": ot_inline_below,
         }
         self.openings: list[tuple[str, np.ndarray]] | None = [] if keep_openings else None
-        # alice's lifted results still awaiting bob's bits (``lift._lift``), oldest first
+        # alice's lifted results still awaiting bob's bits (``lift.lift_share``), oldest first
         self.defer_lifts = False
         self._deferred: list[_DeferredLift] = []
 
@@ -146,7 +146,7 @@ class ArithSession:
         return self._reverse
 
     def settle(self, *values: np.ndarray) -> None:
-        """Alice: complete deferred lifts (``lift._lift``) with bob's bits, in place, oldest first
+        """Alice: complete deferred lifts (``lift.lift_share``) with bob's bits, in place, oldest first
         (the order his bits arrive in): all of them, or with ``values`` only as far as the
         last lift any of them is a result of. A no-op for bob and when nothing is deferred.
         In deferral mode (``defer_lifts``) whoever reads alice's results calls this first:
@@ -199,13 +199,13 @@ class ArithSession:
 
     def low_bits_final(self, x: np.ndarray, bits: int) -> bool:
         """Whether x's low ``bits`` bits are final: x is not a deferred result, or it is one
-        whose n-bit share is at least that wide (``lift._reshare`` reads no more)."""
+        whose n-bit share is at least that wide (``lift.reshare`` reads no more)."""
         return all(
             part.n >= bits for lift in self._deferred for part in lift.parts if part.target is x
         )
 
     def extensions_started(self, forward: bool = True, reverse: bool = True) -> bool:
-        """Whether the OT extensions asked for are set up already (``gilboa._ole_extensions``)."""
+        """Whether the OT extensions asked for are set up already (``gilboa.ole_extensions``)."""
         ours = self._sender if self.is_alice else self._receiver
         return (not forward or (ours is not None and ours.started)) and (
             not reverse or self._reverse is not None
@@ -239,7 +239,7 @@ class _DeferredPart:
 
 @dataclass
 class _DeferredLift:
-    """Alice's side of one ``lift._lift`` until bob's bits arrive (``ArithSession.settle``)."""
+    """Alice's side of one ``lift.lift_share`` until bob's bits arrive (``ArithSession.settle``)."""
 
     count: int
     parts: list[_DeferredPart]

@@ -3,7 +3,7 @@
 The table step of Lindell and Pinkas's ln protocol (Yang-Wright 5.4 and 6.5), the
 1-out-of-N OT built from log N random OTs in the manner of Naor and Pinkas. Entries are
 shared in the ring of their own width plus 2 bits and lifted as products are
-(``lift._lift``), so each is sent in ceil((e + 2) / 8) bytes, and several tables and
+(``lift.lift_share``), so each is sent in ceil((e + 2) / 8) bytes, and several tables and
 indices share one round.
 """
 
@@ -16,8 +16,8 @@ import numpy as np
 
 from ppbn.kernels.lookup import chosen_pad_inputs, entry_pad_inputs, fold_pads
 from ppbn.protocols import ring
-from ppbn.protocols.arith.checks import MAX_BOUND_BITS, _check_shares
-from ppbn.protocols.arith.lift import _lift, _split, _WrapOTs
+from ppbn.protocols.arith.checks import MAX_BOUND_BITS, check_shares
+from ppbn.protocols.arith.lift import WrapOTs, lift_share, split_share
 from ppbn.protocols.arith.session import ArithSession
 
 LOOKUP_CHUNK_HASHES = 1 << 20  # hashes per lookup message, to bound memory and message size
@@ -54,7 +54,7 @@ def entry_bytes(entry_bits: int | None) -> int:
 def _check_table(table: Table) -> tuple[_Table, int]:
     """The table as sent and its index bits w; refused unless 2 <= 2^w <= 2^MAX_TABLE_BITS."""
     values = table if isinstance(table, np.ndarray) else ring.from_ints(table)
-    values = _check_shares(values, "table")
+    values = check_shares(values, "table")
     size = values.shape[0]
     width = size.bit_length() - 1
     if size < 2 or size != 1 << width or width > MAX_TABLE_BITS:
@@ -154,7 +154,7 @@ def lookup_batch(
     the public table, e <= MAX_BOUND_BITS) the entries are shared in Z_2^m, m = e + 2
     (``entry_width``): alice sends T[x ^ mu] + 2^e - rho mod 2^m in ``entry_bytes``(e) =
     ceil(m / 8) bytes, so the two shares add up to T[j] + 2^e, whose top bit is 0, and one
-    ``_lift`` per entry (its wrap OTs' u go out with bob's index OTs, alice's corrections
+    ``lift_share`` per entry (its wrap OTs' u go out with bob's index OTs, alice's corrections
     after her tables, bob's bits with his next message) makes shares mod 2^128 (alice's
     rho - 2^e and more, bob's the rest). A wider table's entries are masked by a uniform
     rho mod 2^128 and take 16 bytes.
@@ -165,7 +165,7 @@ def lookup_batch(
     uniform in Z_2^m whatever the entry (perfectly hiding; uniform mod 2^128 for a
     full-ring table), each table has its own rho and its own pad bytes, and the lift shows
     him only OT messages. Alice sees only the OT-extension messages and bob's lift bits,
-    uniform (``_lift``). Cost: K w OTs per request and one per narrow entry, K N
+    uniform (``lift_share``). Cost: K w OTs per request and one per narrow entry, K N
     sum(entry_bytes) bytes, K N w ceil(sum(entry_bytes) / 16) hashes.
     """
     plans = [_request(tables, index) for tables, index in requests]
@@ -180,7 +180,7 @@ def lookup_batch(
     lifted = sum(plan.index.size for plan, _ in narrow)
     session.settle()  # alice: bob's bits of earlier lifts come before his set-up and u
     (session.ot_sender() if session.is_alice else session.ot_receiver()).start()
-    wrap = _WrapOTs(session, lifted) if lifted else None  # bob's u first
+    wrap = WrapOTs(session, lifted) if lifted else None  # bob's u first
     for group in _rounds(plans):
         ots = sum((stop - start) * plan.width for plan, start, stop in group)
         session.counters.ots += ots
@@ -204,11 +204,11 @@ def lookup_batch(
         values = []
         for plan, i in narrow:
             width = entry_width(plan.tables[i].entry_bits)
-            values.append((_split(plan.out[i], width), width, plan.tables[i].entry_bits))
+            values.append((split_share(plan.out[i], width), width, plan.tables[i].entry_bits))
         if not session.is_alice:  # bob's entries T[j] + 2^e - rho: part of his view
             for share, _, _ in values:
                 session.opened("lookup", share.signed)
-        for (plan, i), share in zip(narrow, _lift(session, wrap, values), strict=True):
+        for (plan, i), share in zip(narrow, lift_share(session, wrap, values), strict=True):
             plan.out[i] = share
     if not session.is_alice:
         for plan in plans:
@@ -349,6 +349,8 @@ def _lookup_bob(
         part = entry[:, offset : offset + table.nbytes]
         offset += table.nbytes
         full = np.zeros((k, 16), dtype=np.uint8)
-        full[:, : table.nbytes] = part  # a narrow entry's share counts mod 2^m only (``_lift``)
+        full[:, : table.nbytes] = (
+            part  # a narrow entry's share counts mod 2^m only (``lift_share``)
+        )
         shares.append(full.view(np.uint64))
     return shares

@@ -14,9 +14,9 @@ ceil((L - i) / 8) bytes in the product's ring Z_2^L (``arith.product_ring``; a p
 two OLEs go one each way, a square's in reverse with one wrap OT forward:
 ``arith.ole_two_way``), a Yao input OT or a lookup OT a 16-byte correction; a product's
 OLEs choose with the narrower operand's share reshared in Z_2^(b + 2) and its top bit
-(b + 3 OTs; the resharing sends ceil((b + 2) / 8) bytes, ``arith._reshare``). A product's
+(b + 3 OTs; the resharing sends ceil((b + 2) / 8) bytes, ``arith.reshare``). A product's
 result, and a narrow lookup entry, are lifted from an n-bit share to the whole ring by one
-OT (``arith._lift``: the u message, a correction of ceil((128 - n) / 8) bytes, and one bit
+OT (``arith.lift_share``: the u message, a correction of ceil((128 - n) / 8) bytes, and one bit
 back); a truncation of a sum of products, by masked opening, sends ceil((b + 41) / 8)
 bytes (``arith.opening_ring``).
 Message framing (tags and sizes) is not modelled: a few bytes per message, nothing per
@@ -54,7 +54,7 @@ def correction_bytes(width: int, ring_bits: int) -> int:
 
 
 def lift_bytes(width: int) -> int:
-    """Bytes of alice's correction of one wrap OT that lifts an n-bit share (``arith._lift``)."""
+    """Bytes of alice's correction of one wrap OT that lifts an n-bit share (``arith.lift_share``)."""
     return correction_bytes(1, ring.BITS - width)
 
 
@@ -70,7 +70,7 @@ class Product:
 
     @property
     def reshared_width(self) -> int:
-        """Bits m of the narrower operand's reshared share (``arith._reshare``)."""
+        """Bits m of the narrower operand's reshared share (``arith.reshare``)."""
         return arith.reshared_width(min(self.operand_bits))
 
     @property
@@ -223,7 +223,7 @@ def term_cost(
     coefficients = ShiftCoefficients.of([the_shift]) if the_shift is not None else None
     shared = {name: name for name in shared_outputs(spec)}
     terms_on(be, mode, count_bits, shared, "r", "K", "J", "C", coefficients, shift_frac)
-    # every share that ends in ``arith._lift``: products, bit products, narrow table entries
+    # every share that ends in ``arith.lift_share``: products, bit products, narrow table entries
     lifted = [
         p.lifted_width for p in [*be.products, *be.bit_products] if p.lifted_width is not None
     ]

@@ -66,7 +66,7 @@ class SecureBackend:
     def __init__(self, session: arith.ArithSession, role: str) -> None:
         self.session = session
         self.role = role
-        # alice completes her lifts when she next reads, not at once (``arith._lift``): a
+        # alice completes her lifts when she next reads, not at once (``arith.lift_share``): a
         # local operation's result awaits bob's bits with its operands (``derive``), a
         # truncation by opening completes its input first, the products settle themselves
         session.defer_lifts = True
