@@ -1,0 +1,34 @@
+"""``ppbn.bench.gc`` from Python, on an 8-bit adder built with ``ppbn.circuits``."""
+
+from __future__ import annotations
+
+import pytest
+
+from ppbn.bench.gc import bench_gc
+from ppbn.circuits import builders
+from ppbn.circuits.ir import Circuit
+from ppbn.errors import UserError
+
+
+def adder(width: int = 8) -> Circuit:
+    b = builders.CircuitBuilder()
+    x, y = b.input("x", width), b.input("y", width)
+    b.output("sum", builders.add(b, x, y))
+    return b.build()
+
+
+def test_bench_gc_garbles_evaluates_and_runs_two_parties() -> None:
+    circuit = adder()
+    report = bench_gc(circuit, "adder", instances=4, repeats=1)
+    assert report["circuit"] == "adder" and report["instances"] == 4
+    assert report["and_gates"] == builders.and_counts(8)["add"]
+    assert report["bytes_per_and"] == 32.0  # half-gates: two 128-bit rows per AND gate
+    assert report["garble_and_per_s"] > 0 and report["two_party_and_per_s"] > 0
+
+
+def test_bench_gc_refuses_a_circuit_without_and_gates() -> None:
+    b = builders.CircuitBuilder()
+    x, y = b.input("x", 1), b.input("y", 1)
+    b.output("xor", [b.xor(x[0], y[0])])
+    with pytest.raises(UserError, match="no AND gates"):
+        bench_gc(b.build(), "xor", instances=1, repeats=1)
