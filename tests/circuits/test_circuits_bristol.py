@@ -1,15 +1,23 @@
-"""Bristol Fashion reading and writing, the plaintext evaluator's known answers, the IR's
+"""Bristol Fashion reading and writing, the plaintext evaluator's known answers (SHA-256
+from the project's own generated netlist, tests/support/sha256_bristol.py), the IR's
 validation, value conversion and the layered schedule."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import hashlib
+import random
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from known_files import BRISTOL
+from sha256_bristol import (
+    ABC_BLOCK,
+    ABC_DIGEST,
+    SHA256_IV,
+    padded_blocks,
+    sha256_circuit,
+)
 
 from ppbn.circuits.bristol import (
     BristolError,
@@ -32,41 +40,40 @@ from ppbn.circuits.ir import (
 from ppbn.circuits.schedule import schedule_of
 
 
-def load(path: Path) -> Circuit:
-    return parse_bristol(path.read_text(), source=str(path))
+def sha256_digests(blocks: list[str], chaining: list[int]) -> list[int]:
+    """One compression per instance through the generated circuit."""
+    circuit = sha256_circuit()
+    inputs = {"in0": [hex_to_value(b) for b in blocks], "in1": chaining}
+    return [int(v) for v in evaluate(circuit, inputs)["out0"]]
 
 
-needs_bristol = pytest.mark.skipif(
-    not BRISTOL.is_dir(),
-    reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')",
-)
-
-
-@needs_bristol
-def test_aes128_plaintext_known_answer_and_round_trip() -> None:
-    circuit = load(BRISTOL / "aes_128.txt")
-    assert circuit.and_count == 6400
-    inputs = {
-        "in0": [hex_to_value("000102030405060708090a0b0c0d0e0f")],
-        "in1": [hex_to_value("00112233445566778899aabbccddeeff")],
-    }
+def test_sha256_plaintext_known_answer_and_round_trip() -> None:
+    """FIPS 180-4's SHA-256("abc"): the standard's answer, not the code's, through a
+    generated netlist of 24,621 AND gates, then again after write_bristol/parse_bristol."""
+    circuit = sha256_circuit()
+    assert circuit.and_count == 24621
+    inputs = {"in0": [hex_to_value(ABC_BLOCK)], "in1": [hex_to_value(SHA256_IV)]}
     out = evaluate(circuit, inputs)["out0"][0]
-    assert value_to_hex(out, 128) == "69c4e0d86a7b0430d8cdb78070b4c55a"
+    assert value_to_hex(out, 256) == ABC_DIGEST
     again = parse_bristol(write_bristol(circuit))
-    assert again.and_count == 6400
+    assert again.and_count == circuit.and_count
     assert evaluate(again, inputs)["out0"][0] == out
 
 
-@needs_bristol
-def test_sha256_plaintext_known_answer() -> None:
-    circuit = load(BRISTOL / "sha256.txt")
-    assert circuit.and_count == 22573
-    block = "616263" + "80" + "00" * 52 + "0000000000000018"
-    iv = "6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19"
-    out = evaluate(circuit, {"in0": [hex_to_value(block)], "in1": [hex_to_value(iv)]})["out0"][0]
-    assert (
-        value_to_hex(out, 256) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-    )
+def test_sha256_matches_hashlib_on_random_messages() -> None:
+    """One block from the IV is the whole digest of a message under 56 bytes; a two-block
+    message also feeds the first compression's output back in as the chaining value."""
+    rng = random.Random(1804)
+    short = [rng.randbytes(rng.randrange(56)) for _ in range(6)]
+    iv = hex_to_value(SHA256_IV)
+    digests = sha256_digests([padded_blocks(m)[0] for m in short], [iv] * len(short))
+    assert [value_to_hex(d, 256) for d in digests] == [hashlib.sha256(m).hexdigest() for m in short]
+    long = [rng.randbytes(rng.randrange(56, 120)) for _ in range(3)]
+    blocks = [padded_blocks(m) for m in long]
+    assert all(len(b) == 2 for b in blocks)
+    middle = sha256_digests([b[0] for b in blocks], [iv] * len(long))
+    digests = sha256_digests([b[1] for b in blocks], middle)
+    assert [value_to_hex(d, 256) for d in digests] == [hashlib.sha256(m).hexdigest() for m in long]
 
 
 def test_eq_eqw_mand_are_lowered() -> None:
@@ -162,12 +169,11 @@ def test_values_out_of_range_are_rejected() -> None:
         values_to_bits([-1], 8)
 
 
-@needs_bristol
 def test_schedule_layers_by_and_depth_and_reuses_slots() -> None:
-    circuit = load(BRISTOL / "aes_128.txt")
+    circuit = sha256_circuit()
     sched = schedule_of(circuit)
     and_steps = [s for s in sched.steps if s.is_and]
-    assert sum(len(s.a) for s in and_steps) == sched.n_and == 6400
+    assert sum(len(s.a) for s in and_steps) == sched.n_and == circuit.and_count
     assert len(and_steps) == sched.and_depth
     assert sched.n_slots < circuit.n_wires // 10  # slots are recycled after a wire's last use
     firsts = [s.first_and for s in and_steps]

@@ -1,9 +1,9 @@
-"""Files the tests read: the project's own fixtures, and the public Bristol circuits.
+"""Files the tests read: the project's own fixtures.
 
-The Bristol Fashion AES-128 and SHA-256 netlists are third-party test vectors and stay
-out of the repository (docs/decisions/test-layout.md): the known-answer tests that need
-them read ``PPBN_BRISTOL_DIR`` (default: the circuits folder a checkout of the project's
-shared material places beside the repository) and skip when it is absent.
+``BRISTOL`` (``PPBN_BRISTOL_DIR``) is the folder of third-party Bristol Fashion netlists
+that only tests/protocols/test_yao.py still reads; it goes once that file uses the
+project's generated SHA-256 netlist (tests/support/sha256_bristol.py) like the rest of
+the tests (docs/decisions/test-layout.md).
 """
 
 from __future__ import annotations
