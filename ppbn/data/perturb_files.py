@@ -1,5 +1,6 @@
 """Files of ``ppbn perturb randomize`` and ``reconstruct``: the mechanism file, plain CSVs
-(any columns; no schema needed), and the reconstruction plots.
+(any columns; no schema needed), the reconstruction plots, and the two commands' work on
+them (``randomize_file``, ``reconstruct_file``).
 
 Every error is one line naming the file, and the line and column when there is one. The
 randomized CSV is written through a temporary file and a rename (``parties.outputs``).
@@ -12,15 +13,24 @@ import json
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ppbn.bn.discretize import format_number
-from ppbn.data.outputs import atomic_write_bytes, atomic_write_text
+from ppbn.data.outputs import atomic_write_bytes, atomic_write_text, check_output_file
 from ppbn.data.party_data import MISSING_CODE, _code_column, _raw_header, _read_csv
 from ppbn.errors import DataError, UserError
 from ppbn.randomized.perturb.mechanisms import Mechanisms, parse_mechanisms
+from ppbn.randomized.perturb.reconstruction import (
+    ReconstructionSettings,
+    needed_columns,
+    reconstruct_additive,
+    reconstruct_categorical,
+    reconstruction_title,
+)
+from ppbn.randomized.pram.operators import RandomizationError, RandomSource
 
 
 def read_mechanisms(path: str | Path) -> Mechanisms:
@@ -215,3 +225,95 @@ def plot_mgas(
     ax.set_ylim(0, 1.35 * max(truth.max(), discretized.max(), reconstructed.max()))
     ax.set_xlabel("x")
     _finish_density_plot(plt, fig, ax, title, path)
+
+
+def randomize_file(
+    input_path: str,
+    mechanism_path: str,
+    out_path: str,
+    seed: int | None = None,
+    columns: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Randomize ``columns`` of a CSV (None: every column the mechanism file describes)
+    and write the result atomically; the report says what was done to each column."""
+    check_output_file(out_path)
+    mechanisms = read_mechanisms(mechanism_path)
+    frame = read_table(input_path)
+    if columns is not None:
+        for c in columns:
+            if c not in mechanisms.columns:
+                raise UserError(f"--columns: {c!r} has no mechanism in {mechanism_path}")
+    else:
+        columns = list(mechanisms.columns)
+    values = {c: column_values(input_path, frame, c, mechanisms) for c in columns}
+    source = RandomSource() if seed is None else RandomSource.from_seed(seed)
+    try:
+        randomized = mechanisms.randomize(values, source)
+    except RandomizationError as exc:
+        raise UserError(f"--columns: {exc}") from None
+    write_randomized(out_path, frame, randomized, mechanisms)
+    return {
+        "out": out_path,
+        "records": len(frame),
+        "columns": {c: mechanisms.describe(c) for c in columns},
+        "seed": seed,
+    }
+
+
+def reconstruct_file(
+    input_path: str,
+    mechanism_path: str,
+    columns: Sequence[str],
+    settings: ReconstructionSettings,
+    original_path: str | None = None,
+    plot_path: str | None = None,
+) -> dict[str, Any]:
+    """Reconstruct the distribution of randomized columns of a CSV (all categorical, or one
+    additive), against the original CSV if given, and plot it if asked."""
+    if plot_path:
+        check_output_file(plot_path, "--plot")
+    mechanisms = read_mechanisms(mechanism_path)
+    columns = list(dict.fromkeys(columns))
+    for c in columns:
+        if c not in mechanisms.columns:
+            raise UserError(f"--column {c!r}: no mechanism for it in {mechanism_path}")
+    frame = read_table(input_path)
+    additive = [c for c in columns if mechanisms.is_additive(c)]
+    if additive and len(columns) > 1:
+        raise UserError(f"--column {additive[0]!r} is additive: reconstruct it on its own")
+    truth = read_table(original_path) if original_path else None
+
+    def read_original(column: str) -> np.ndarray:
+        return column_values(str(original_path), truth, column, mechanisms)
+
+    if additive:
+        column = columns[0]
+        z = column_values(input_path, frame, column, mechanisms)
+        original = read_original(column) if truth is not None else None
+        try:
+            result = reconstruct_additive(mechanisms, column, z, settings, original)
+        except RandomizationError as exc:  # the estimators' errors: name the column and files
+            raise UserError(f"{input_path}, column {column!r} ({mechanism_path}): {exc}") from None
+        if plot_path:
+            edges, density = np.asarray(result["edges"]), np.asarray(result["density"])
+            title = reconstruction_title(result)
+            plot_additive(plot_path, title, z, edges, density, original)
+    else:
+        needed = needed_columns(mechanisms, columns)
+        codes = np.column_stack([column_values(input_path, frame, c, mechanisms) for c in needed])
+        original = (
+            np.column_stack([read_original(c) for c in columns]) if truth is not None else None
+        )
+        result = reconstruct_categorical(mechanisms, columns, codes, settings.method, original)
+        if plot_path:
+            plot_categorical(
+                plot_path,
+                reconstruction_title(result),
+                result["cells"],
+                np.asarray(result["randomized"]),
+                np.asarray(result["estimate"]),
+                np.asarray(result["original"]) if original is not None else None,
+            )
+    if plot_path:
+        result["plot"] = plot_path
+    return result

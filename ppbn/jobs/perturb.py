@@ -2,7 +2,8 @@
 ``perturb-learn`` (setup I: alice with bob, the class's owner learns) and
 ``perturb-learn-miner`` (setup II: started at the miner, which learns from both parties'
 randomized columns), after Ma and Sivakumar (Sec. III-A); the protocol is
-``ppbn.protocols.perturb``.
+``ppbn.protocols.perturb``. What the two kinds share with the PRAM jobs is
+``ppbn.jobs.randomized_job``; ``PerturbPath`` states what differs.
 
 Parameters (the same at every daemon of the job; the mechanism is public):
 ``learner`` (nb: Zhan, Chang and Matwin; id3, perceptron, rules: Ma 2006, Ch. 6-7);
@@ -33,31 +34,22 @@ was disclosed and received).
 
 from __future__ import annotations
 
-import json
-import math
-import time
 from typing import Any
 
 from ppbn.bn.schema import PARTIES, Schema
-from ppbn.errors import DataError, UserError
-from ppbn.jobs.base import (
-    ChannelGroup,
-    JobContext,
-    JobKind,
-    ParameterError,
-    PolicyScope,
-    check_known,
+from ppbn.errors import DataError
+from ppbn.jobs.base import JobContext, ParameterError, PolicyScope, check_known
+from ppbn.jobs.policy import LocalPolicy
+from ppbn.jobs.randomized_job import (
+    JobOutputs,
+    RandomizedPath,
+    disclosure,
+    number_param,
+    refuse_seed,
+    write_json,
 )
-from ppbn.jobs.policy import LocalPolicy, PolicyRefusal
-from ppbn.jobs.pram import SEED_WARNING, job_stats, json_privacy, randomization_source
-from ppbn.protocols.channel import Channel, ProtocolError
-from ppbn.protocols.perturb import (
-    VerticalOutcome,
-    VerticalTask,
-    run_setup_one,
-    run_setup_two_miner,
-    run_setup_two_party,
-)
+from ppbn.protocols import perturb as perturb_protocol
+from ppbn.protocols.perturb import VerticalOutcome, VerticalTask
 from ppbn.protocols.pram import check_scheme_fits
 from ppbn.randomized.perturb.estimated import ESTIMATORS
 from ppbn.randomized.perturb.learners import CLASSIFIERS, LEARNERS, present_states
@@ -87,13 +79,6 @@ AVAILABLE_CASE_REFUSAL = (
     "{kind}: --missing available-case runs on the secure path only: randomized columns would "
     "show their receiver which cells are missing (start both daemons with --missing category)"
 )
-
-
-def _number(kind: str, params: dict[str, Any], key: str, default: float) -> float:
-    value = params.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ParameterError(key, f"{kind}: {key!r} must be a number")
-    return float(value)
 
 
 def _integer(
@@ -141,12 +126,7 @@ def _known(learner: str, setup: int) -> set[str]:
 def full_params(kind: str, params: dict[str, Any], schema: Schema, setup: int) -> dict[str, Any]:
     """Every setting of the job (defaults for what the learner does not use), or a one-line
     error naming the parameter at fault."""
-    if "seed" in params:
-        raise PolicyRefusal(
-            "seed",
-            f"{kind}: a randomization seed is never taken from a job message (each party randomizes "
-            "with its own CSPRNG; tests start the daemons with --insecure-fixed-seed-for-testing)",
-        )
+    refuse_seed(kind, params)
     learner = params.get("learner")
     if learner not in LEARNERS:
         raise ParameterError("learner", f"{kind}: 'learner' must be one of {', '.join(LEARNERS)}")
@@ -160,11 +140,11 @@ def full_params(kind: str, params: dict[str, Any], schema: Schema, setup: int) -
     out["learner_party"] = _choice(kind, params, "learner_party", "alice", PARTIES)
     out.update(_check_mechanism(kind, params, schema))
     out["estimator"] = _choice(kind, params, "estimator", None, ESTIMATORS)
-    out["alpha"] = _number(kind, params, "alpha", 1.0)
+    out["alpha"] = number_param(kind, params, "alpha", 1.0)
     if not out["alpha"] > 0:
         raise ParameterError("alpha", f"{kind}: 'alpha' must be > 0")
     out["max_depth"] = _integer(kind, params, "max_depth", None, 1)
-    out["min_count"] = _number(kind, params, "min_count", 1.0)
+    out["min_count"] = number_param(kind, params, "min_count", 1.0)
     if out["min_count"] < 0:
         raise ParameterError("min_count", f"{kind}: 'min_count' must be >= 0")
     out["positive"] = params.get("positive")
@@ -184,10 +164,10 @@ def full_params(kind: str, params: dict[str, Any], schema: Schema, setup: int) -
     out["cost"] = _choice(kind, params, "cost", "expected", COSTS)
     out["iterations"] = _integer(kind, params, "iterations", DEFAULT_ITERATIONS, 1)
     out["pocket_seed"] = _integer(kind, params, "pocket_seed", 0, 0)
-    out["min_support"] = _number(kind, params, "min_support", 0.05)
+    out["min_support"] = number_param(kind, params, "min_support", 0.05)
     if not 0.0 < out["min_support"] <= 1.0:
         raise ParameterError("min_support", f"{kind}: 'min_support' must be in (0, 1]")
-    out["min_confidence"] = _number(kind, params, "min_confidence", 0.6)
+    out["min_confidence"] = number_param(kind, params, "min_confidence", 0.6)
     if not 0.0 <= out["min_confidence"] <= 1.0:
         raise ParameterError("min_confidence", f"{kind}: 'min_confidence' must be in [0, 1]")
     out["max_size"] = _integer(kind, params, "max_size", None, 1)
@@ -208,7 +188,7 @@ def _check_mechanism(kind: str, params: dict[str, Any], schema: Schema) -> dict[
         )
     out: dict[str, Any] = {"theta": None, "p": None}
     key = "theta" if "theta" in params else "p"
-    value = _number(kind, params, key, 0.0)
+    value = number_param(kind, params, key, 0.0)
     try:
         out[key] = check_theta(value) if key == "theta" else value
     except RandomizationError as exc:
@@ -246,27 +226,6 @@ def build_scheme(params: dict[str, Any], schema: Schema) -> RandomizationScheme:
     )
 
 
-def check_policy(
-    params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope, kind: str, sends: bool
-) -> None:
-    """The job (``full_params``) under this party's local policy; ``sends``: its columns
-    leave its host."""
-    if scope.missing_rule == "available-case":
-        raise UserError(AVAILABLE_CASE_REFUSAL.format(kind=kind))
-    policy.require_path(PATH, kind)
-    if scope.role == "miner":
-        return
-    policy.require_records(scope.n_records)
-    if not sends:
-        return
-    theta = params["theta"]
-    scheme = build_scheme(params, scope.schema)
-    listed = {*params["randomized"], *(v for group in params["groups"] for v in group)}
-    left_out = [v for v in scope.own_variables if policy.pram.must_randomize(v) and v not in listed]
-    mechanism = "randomized" if left_out else ("theta" if theta is not None else "p")
-    policy.require_randomization(scheme, scope.own_variables, mechanism)
-
-
 def learner_options(params: dict[str, Any]) -> dict[str, Any]:
     """The learner's options of ``full_params`` in the names of ``fit_learner`` (and of
     ``ppbn perturb learn``)."""
@@ -288,12 +247,6 @@ def learner_options(params: dict[str, Any]) -> dict[str, Any]:
     }
     options["seed"] = params["pocket_seed"]
     return options
-
-
-def _task(params: dict[str, Any]) -> VerticalTask:
-    return VerticalTask(
-        params["learner"], params["class"], learner_options(params), params["learner_party"]
-    )
 
 
 def _mechanism(params: dict[str, Any], scheme: RandomizationScheme) -> dict[str, Any]:
@@ -321,131 +274,82 @@ def model_summary(learner: str, model: dict[str, Any]) -> dict[str, Any]:
     return {"frequent_itemsets": len(model["frequent_itemsets"]), "rules": len(model["rules"])}
 
 
-def _write_outputs(
-    context: JobContext,
-    params: dict[str, Any],
-    outcome: VerticalOutcome,
-    setup: int,
-    scheme: RandomizationScheme,
-    stats: dict[str, Any],
-) -> dict[str, Any]:
-    privacy = json_privacy(outcome.privacy)
-    document = {
-        **outcome.model,
-        "mechanism": _mechanism(params, scheme),
-        "privacy": privacy,
-        "stats": stats,
-        "perturb": {
-            "setup": setup,
-            "role": context.role,
-            "learner": params["learner"],
-            "disclosed": list(outcome.disclosed),
-            "received": list(outcome.received),
-        },
-    }
-    out = context.out_dir
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "model.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    result: dict[str, Any] = {
-        "setup": setup,
-        "learner": params["learner"],
-        "class": params["class"],
-        "records": context.data.n_records or None,
-        "model": model_summary(params["learner"], outcome.model),
-        "received": list(outcome.received),
-        "privacy": privacy,
-        "stats": stats,
-        "model_json": str(out / "model.json"),
-    }
-    if context.fixed_seed_for_testing is not None:
-        result["warning"] = SEED_WARNING
-    return result
+class PerturbPath(RandomizedPath):
+    """The perturbation learners: a model learned from estimated counts of the randomized
+    columns; in setup I the learner's own columns never leave its host."""
 
-
-def run_setup_one_job(role: str, channel: Channel, context: JobContext) -> dict[str, Any]:
-    """Setup I: the learner (the class's owner) learns from the other's randomized columns."""
-    started = time.perf_counter()
-    schema = context.schema
-    params = full_params(SETUP_ONE_KIND, context.params, schema, 1)
-    scheme = build_scheme(params, schema)
-    outcome = run_setup_one(
-        role,
-        channel,
-        schema,
-        context.data.codes,
-        scheme,
-        _task(params),
-        randomization_source(context),
-        context.ledger,
-        context.phase,
+    path = PATH
+    kinds = (SETUP_ONE_KIND, SETUP_TWO_KIND)
+    summaries = (
+        "perturbation learner, setup I: the class's owner learns from the other's randomized columns",
+        "perturbation learner, setup II: start at the miner; alice and bob send randomized columns",
     )
-    return _write_outputs(context, params, outcome, 1, scheme, job_stats(context, channel, started))
+    available_case_refusal = AVAILABLE_CASE_REFUSAL
+    protocol = perturb_protocol
 
+    def check_params(
+        self, kind: str, params: dict[str, Any], schema: Schema, setup: int
+    ) -> dict[str, Any]:
+        return check_params(kind, params, schema, setup)
 
-def run_setup_two_job(
-    role: str, channel: Channel | ChannelGroup, context: JobContext
-) -> dict[str, Any]:
-    """Setup II: the miner learns from both parties' randomized columns and sends the model."""
-    started = time.perf_counter()
-    schema = context.schema
-    params = full_params(SETUP_TWO_KIND, context.params, schema, 2)
-    scheme = build_scheme(params, schema)
-    if isinstance(channel, ChannelGroup):
-        outcome = run_setup_two_miner(
-            channel.channels, schema, scheme, _task(params), context.ledger, context.phase
+    def settings(
+        self, kind: str, params: dict[str, Any], schema: Schema, setup: int
+    ) -> dict[str, Any]:
+        return full_params(kind, params, schema, setup)
+
+    def scheme(self, settings: dict[str, Any], schema: Schema) -> RandomizationScheme:
+        return build_scheme(settings, schema)
+
+    def plan(self, settings: dict[str, Any], schema: Schema) -> VerticalTask:
+        return VerticalTask(
+            settings["learner"],
+            settings["class"],
+            learner_options(settings),
+            settings["learner_party"],
         )
-    elif isinstance(channel, Channel) and role in PARTIES:
-        outcome = run_setup_two_party(
-            role,
-            channel,
-            schema,
-            context.data.codes,
-            scheme,
-            _task(params),
-            randomization_source(context),
-            context.ledger,
-            context.phase,
+
+    def randomized_parameter(
+        self, settings: dict[str, Any], policy: LocalPolicy, scope: PolicyScope, setup: int
+    ) -> str | None:
+        """The mechanism's parameter, or 'randomized' when it leaves out a protected
+        variable; None for setup I's learner, whose columns stay home."""
+        learner = self.plan(settings, scope.schema).learning_party(scope.schema)
+        if setup == 1 and scope.role == learner:
+            return None
+        listed = {*settings["randomized"], *(v for group in settings["groups"] for v in group)}
+        if any(policy.pram.must_randomize(v) and v not in listed for v in scope.own_variables):
+            return "randomized"
+        return "theta" if settings["theta"] is not None else "p"
+
+    def write_outputs(
+        self,
+        context: JobContext,
+        settings: dict[str, Any],
+        outcome: VerticalOutcome,
+        setup: int,
+        scheme: RandomizationScheme,
+        privacy: list[dict[str, Any]],
+        stats: dict[str, Any],
+    ) -> JobOutputs:
+        """model.json: the model, the mechanism, privacy, stats and what was disclosed."""
+        document = {
+            **outcome.model,
+            "mechanism": _mechanism(settings, scheme),
+            "privacy": privacy,
+            "stats": stats,
+            "perturb": disclosure(setup, context.role, outcome, learner=settings["learner"]),
+        }
+        summary = {
+            "learner": settings["learner"],
+            "class": settings["class"],
+            "records": context.data.n_records or None,
+            "model": model_summary(settings["learner"], outcome.model),
+        }
+        return JobOutputs(
+            summary, {"model_json": write_json(context.out_dir / "model.json", document)}
         )
-    else:
-        raise ProtocolError(f"{SETUP_TWO_KIND} runs at the miner with alice and bob, not at {role}")
-    return _write_outputs(context, params, outcome, 2, scheme, job_stats(context, channel, started))
 
 
-def _check_setup_one(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
-    return check_params(SETUP_ONE_KIND, params, schema, 1)
-
-
-def _check_setup_two(params: dict[str, Any], schema: Schema) -> dict[str, Any]:
-    return check_params(SETUP_TWO_KIND, params, schema, 2)
-
-
-def _setup_one_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
-    full = full_params(SETUP_ONE_KIND, params, scope.schema, 1)
-    sends = scope.role != _task(full).learning_party(scope.schema)
-    check_policy(full, policy, scope, SETUP_ONE_KIND, sends)
-
-
-def _setup_two_policy(params: dict[str, Any], policy: LocalPolicy, scope: PolicyScope) -> None:
-    check_policy(
-        full_params(SETUP_TWO_KIND, params, scope.schema, 2),
-        policy,
-        scope,
-        SETUP_TWO_KIND,
-        sends=True,
-    )
-
-
-SETUP_ONE_JOB = JobKind(
-    SETUP_ONE_KIND,
-    run_setup_one_job,
-    _check_setup_one,
-    "perturbation learner, setup I: the class's owner learns from the other's randomized columns",
-    _setup_one_policy,
-)
-SETUP_TWO_JOB = JobKind(
-    SETUP_TWO_KIND,
-    run_setup_two_job,  # type: ignore[arg-type]
-    _check_setup_two,
-    "perturbation learner, setup II: start at the miner; alice and bob send randomized columns",
-    _setup_two_policy,
-)
+PERTURB = PerturbPath()
+SETUP_ONE_JOB = PERTURB.job(1)
+SETUP_TWO_JOB = PERTURB.job(2)

@@ -8,22 +8,27 @@ Tables: a CSV (one column per variable, an optional id column) or a folder writt
 ``ppbn datasets make`` (schema.json, alice.csv, bob.csv, joined on the record id). A
 CSV's domains are the sorted values seen in the training and test files (numbers in
 numeric order); a folder's come from its schema. The mechanism is given as flags (Warner
-theta, M-category p, groups); with ``randomize_seed`` the table holds original records
-and is randomized here first, which experiments and demonstrations need and a real data
-miner never does.
+theta, M-category p, groups) or the shared mechanism file; with ``randomize_seed`` the
+table holds original records and is randomized here first, which experiments and
+demonstrations need and a real data miner never does.
+
+``learn_files`` is the command's whole work (files in, report and output folder out);
+``report_lines`` says the report in text for people.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ppbn.bn.schema import Schema
+from ppbn.data.outputs import atomic_output_dir, check_output_dir
 from ppbn.data.party_data import _read_csv, load_joined_with_bins
 from ppbn.data.perturb_files import read_mechanisms
 from ppbn.errors import DataError, UserError
@@ -341,3 +346,184 @@ def _test_report(
         out["accuracy_estimated_se"] = estimate.standard_error
         out["accuracy_estimated_passes"] = estimate.candidates
     return out
+
+
+@dataclass(frozen=True)
+class LearnRequest:
+    """One ``ppbn perturb learn``: the files, the mechanism (a mechanism file, or Warner
+    ``theta`` / M-category ``p`` with ``groups`` as ``parse_groups`` reads them) and the
+    learner's ``options`` (the names of ``fit_learner``)."""
+
+    learner: str
+    data: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    class_name: str | None = None
+    test: str | None = None
+    test_randomized: bool = False
+    id_column: str | None = None
+    mechanism_file: str | None = None
+    theta: float | None = None
+    p: float | None = None
+    groups: str | None = None
+    randomize_class: bool = False
+    ignore_randomization: bool = False
+    randomize_seed: str | None = None
+    out: str | None = None
+    force: bool = False
+
+
+def learn_files(request: LearnRequest) -> dict[str, Any]:
+    """Load the tables, settle the mechanism, learn, and write model.json and report.json
+    to ``request.out`` if given; the report."""
+    if request.out:
+        check_output_dir(request.out, force=request.force)
+    if request.test_randomized and not request.test:
+        raise UserError(
+            "--test-randomized says how the --test records were randomized: give --test"
+        )
+    paths = [Path(request.data)] + ([Path(request.test)] if request.test else [])
+    if request.test and Path(request.test).is_dir() != Path(request.data).is_dir():
+        raise UserError("--data and --test must both be CSV files or both be data folders")
+    file_mechanism = None
+    if request.mechanism_file is not None:
+        flags = [
+            f
+            for f, given in (
+                ("--theta", request.theta is not None),
+                ("--p", request.p is not None),
+                ("--groups", bool(request.groups)),
+                ("--randomize-class", request.randomize_class),
+            )
+            if given
+        ]
+        if flags:
+            raise UserError(f"--mechanism describes the whole mechanism: leave out {flags[0]}")
+        file_mechanism = FileMechanism.read(request.mechanism_file)
+    tables = load_tables(paths, request.id_column, file_mechanism)
+    train = tables[0]
+    test = tables[1] if len(tables) > 1 else None
+    mechanism = _mechanism(request, train, file_mechanism)
+    report = learn(
+        request.learner,
+        train,
+        test,
+        request.class_name,
+        mechanism,
+        request.options,
+        request.randomize_seed,
+        correct=not request.ignore_randomization,
+        test_randomized=request.test_randomized,
+    )
+    report["data"] = str(request.data)
+    if request.out:
+        with atomic_output_dir(request.out, force=request.force) as folder:
+            (folder / "model.json").write_text(
+                json.dumps(report["model"], indent=2) + "\n", encoding="utf-8"
+            )
+            (folder / "report.json").write_text(
+                json.dumps(report, indent=2) + "\n", encoding="utf-8"
+            )
+    return report
+
+
+def _mechanism(
+    request: LearnRequest, train: Table, file_mechanism: FileMechanism | None
+) -> Mechanism | FileMechanism | None:
+    """The mechanism the request names (None: learn as if the data were original)."""
+    if file_mechanism is None and request.theta is None and request.p is None:
+        if not request.ignore_randomization:
+            raise UserError(
+                "name the mechanism the data were randomized with (--theta, --p or --mechanism), "
+                "or --ignore-randomization to learn as if they were not"
+            )
+        return None
+    if request.ignore_randomization and request.randomize_seed is None:
+        raise UserError(
+            "--ignore-randomization learns as if the data were original: give no "
+            "mechanism (or --randomize, to randomize here and then ignore it)"
+        )
+    if request.theta is not None and request.p is not None:
+        raise UserError("give one mechanism: --theta (randomized response) or --p (PRAM)")
+    if file_mechanism is not None:
+        return file_mechanism
+    candidates = [c for c in train.columns if c != request.class_name]
+    randomized = [*candidates, request.class_name] if request.randomize_class else candidates
+    return Mechanism(
+        request.theta,
+        request.p,
+        tuple(parse_groups(request.groups, candidates)),
+        tuple(randomized),
+    )
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """The report for people: the mechanism, the model in short, the accuracy."""
+    how = "estimated counts" if report["corrected"] else "taken as if not randomized"
+    out = [
+        f"{report['learner']} on {report['records']:,} records ({how}); mechanism: {report['mechanism']}"
+    ]
+    gammas = sorted({_gamma_text(g) for g in report["privacy"]})
+    if gammas:
+        out.append(f"gamma-amplification per randomized block: {', '.join(gammas)}")
+    model = report["model"]
+    if report["learner"] == "nb":
+        out.append(
+            "P("
+            + model["class"]
+            + "): "
+            + ", ".join(f"{k} {v:.3f}" for k, v in model["prior"].items())
+        )
+        classes = " / ".join(model["prior"])
+        for name, table in model["conditionals"].items():
+            cells = "; ".join(
+                f"{state}: " + " / ".join(f"{p:.3f}" for p in row.values())
+                for state, row in table.items()
+            )
+            out.append(f"P({name} | {model['class']} = {classes}) {cells}")
+    elif report["learner"] == "id3":
+        out.append(f"tree: {model['nodes']} nodes, depth {model['depth']}")
+        out += ["  " + line for line in report["tree_lines"]]
+    elif report["learner"] == "perceptron":
+        out.append(
+            f"w ({model['encoding']}, positive = {model['positive']}): "
+            + ", ".join(f"{k} {v:g}" for k, v in model["weights"].items())
+        )
+        out.append(
+            f"pocket weights classify {model['training_correct']:.3f} of the training weight right"
+        )
+    else:
+        sets, rules = model["frequent_itemsets"], model["rules"]
+        out.append(f"{len(sets)} frequent itemsets, {len(rules)} rules")
+        for rule in rules[:15]:
+            out.append(
+                f"  {', '.join(rule['if'])} => {', '.join(rule['then'])}  "
+                f"support {rule['support']:.3f} confidence {rule['confidence']:.3f}"
+            )
+        if len(rules) > 15:
+            out.append(f"  ... {len(rules) - 15} more (--format json or --out for all)")
+    task = f" ({report['accuracy_task']})" if "accuracy_task" in report else ""
+    if "accuracy" in report:
+        out.append(
+            f"accuracy on {report['test_records']:,} test records{task}: {report['accuracy']:.4f}"
+        )
+    if "accuracy_estimated" in report:
+        which = "the disguised" if "accuracy" not in report else "a copy randomized here of the"
+        out.append(
+            f"accuracy estimated from {which} test records (Zhan Sec. 3.5, "
+            f"{report['accuracy_estimated_passes']} classifier passes){task}: "
+            f"{report['accuracy_estimated']:.4f} +- {report['accuracy_estimated_se']:.4f} (standard error)"
+        )
+    if "accuracy_estimated_skipped" in report:
+        out.append(
+            f"note: no estimate from a copy of the test records randomized here: "
+            f"{report['accuracy_estimated_skipped']}"
+        )
+    out.append(f"learned in {report['seconds']:.2f} s")
+    return out
+
+
+def _gamma_text(row: dict[str, Any]) -> str:
+    if row["gamma"] != "inf":
+        return f"{row['gamma']:.3g}"
+    loose = row["gamma_ignoring_zeros"]
+    return "inf" if loose == "inf" else f"inf ({loose:.3g} ignoring zeros)"

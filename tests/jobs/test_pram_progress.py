@@ -3,8 +3,8 @@ total, label) become the tracker's K2 step or hill-climbing move."""
 
 from __future__ import annotations
 
-from ppbn.jobs.pram import _progress
 from ppbn.jobs.progress import ProgressTracker
+from ppbn.jobs.randomized_job import search_progress
 
 
 class Context:
@@ -19,7 +19,7 @@ class Context:
 
 def test_k2_and_hc_steps_reach_the_tracker():
     context = Context()
-    report = _progress(context)
+    report = search_progress(context)
     report(1, 3, "K2 step 2: 5 nodes still adding parents")
     shown = context.tracker.snapshot()
     assert shown.step_title == "K2 step 2/3" and shown.detail == "5 nodes still adding parents"
