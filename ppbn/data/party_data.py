@@ -110,7 +110,9 @@ CSV_ROWS = Rows("line", 2)
 PARQUET_ROWS = Rows("row", 1)
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def read_csv_cells(path: Path) -> pd.DataFrame:
+    """Every cell of a party's CSV as text (nothing read as missing or as a number yet), after
+    the row-length check, so that each later check can name the file, row and column."""
     if not path.is_file():
         raise DataError(f"{path}: data file not found")
     _check_row_lengths(path)
@@ -123,7 +125,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _raw_header(path: Path) -> list[str]:
+def raw_header(path: Path) -> list[str]:
     """The header as written (pandas renames a repeated column, hiding the repetition)."""
     with open(path, encoding=CSV_ENCODING, newline="") as fh:
         return next(csv.reader(fh), [])
@@ -247,7 +249,7 @@ def _parquet_chunks(
 def _check_header(
     path: Path, schema: Schema, role: str, header: list[str] | None = None
 ) -> tuple[str, ...]:
-    header = _raw_header(path) if header is None else header
+    header = raw_header(path) if header is None else header
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
         raise DataError(f"{path}: line 1: column {dupes[0]!r} appears more than once")
@@ -270,7 +272,8 @@ def _check_header(
     return tuple(own)
 
 
-def _check_ids(path: Path, ids: pd.Series, id_column: str, rows: Rows = CSV_ROWS) -> None:
+def check_record_ids(path: Path, ids: pd.Series, id_column: str, rows: Rows = CSV_ROWS) -> None:
+    """Refuse an empty, NUL-holding or repeated record id, naming the row."""
     empty = np.flatnonzero((ids.str.strip() == "").to_numpy())
     if empty.size:
         raise DataError(f"{path}: {rows.at(empty[0])}, column {id_column!r}: empty record id")
@@ -294,7 +297,7 @@ def _sorted_ids(
     path: Path, ids: np.ndarray, id_column: str, rows: Rows
 ) -> tuple[np.ndarray, np.ndarray]:
     """The order that sorts ``ids`` (UTF-8 bytes, file order) and the sorted ids; a duplicate
-    across chunks is reported as ``_check_ids`` reports one inside a chunk (the earliest
+    across chunks is reported as ``check_record_ids`` reports one inside a chunk (the earliest
     duplicated id)."""
     order = np.argsort(ids, kind="stable")
     ordered = ids[order]
@@ -318,7 +321,7 @@ def missing_cells(raw: np.ndarray, markers: Sequence[str] = ()) -> np.ndarray:
     return pd.Series(raw, dtype=object).isin(("", *markers)).to_numpy()
 
 
-def _code_column(
+def code_column(
     path: Path,
     values: pd.Series,
     name: str,
@@ -355,7 +358,7 @@ def apply_missing_rule(
     rule: str,
     rows: Rows = CSV_ROWS,
 ) -> None:
-    """The one place that decides what an empty cell (``MISSING_CODE`` from ``_code_column``)
+    """The one place that decides what an empty cell (``MISSING_CODE`` from ``code_column``)
     becomes, in place: an error, the schema's ``missing_state``, or left as MISSING_CODE for
     available-case analysis (``bn.k2.count_table`` and ``protocols.tables`` skip such a
     record in every family containing that column)."""
@@ -544,7 +547,7 @@ def load_party_data(
             raise DataError(f"{path}: changed while it was read")
         where = rows.shifted(done)
         ids = frame[schema.id_column]
-        _check_ids(path, ids, schema.id_column, where)
+        check_record_ids(path, ids, schema.id_column, where)
         id_parts.append(np.array([i.encode("utf-8") for i in ids.tolist()], dtype=bytes))
         block = codes[done : done + len(frame)]
         for j, name in enumerate(columns):
@@ -554,7 +557,7 @@ def load_party_data(
                     _continuous_numbers(path, frame[name], name, rule, where, schema.missing)
                 )
             else:
-                block[:, j] = _code_column(
+                block[:, j] = code_column(
                     path, frame[name], name, variable.states, where, schema.missing
                 )
         done += len(frame)

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ppbn.bn.discretize import format_number
 from ppbn.data.outputs import atomic_write_bytes, atomic_write_text, check_output_file
-from ppbn.data.party_data import MISSING_CODE, _code_column, _raw_header, _read_csv
+from ppbn.data.party_data import MISSING_CODE, code_column, raw_header, read_csv_cells
 from ppbn.errors import DataError, UserError
 from ppbn.randomized.perturb.mechanisms import Mechanisms, parse_mechanisms
 from ppbn.randomized.perturb.reconstruction import (
@@ -52,8 +52,8 @@ def read_mechanisms(path: str | Path) -> Mechanisms:
 def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV as text cells, with the checks of the party loader (row lengths, encoding)."""
     p = Path(path)
-    frame = _read_csv(p)
-    header = _raw_header(p)
+    frame = read_csv_cells(p)
+    header = raw_header(p)
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
         raise DataError(f"{p}: line 1: column {dupes[0]!r} appears more than once")
@@ -80,7 +80,7 @@ def column_values(
                 "number (the column has additive noise)"
             )
         return numbers
-    codes = _code_column(p, raw, column, mechanisms.states[column])
+    codes = code_column(p, raw, column, mechanisms.states[column])
     empty = np.flatnonzero(codes == MISSING_CODE)
     if empty.size:
         raise DataError(f"{p}: line {int(empty[0]) + 2}, column {column!r}: empty cell")

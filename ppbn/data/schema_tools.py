@@ -33,7 +33,7 @@ from ppbn.data.constants import (
     DEFAULT_NUMERIC_LEVELS,
     ORDERS,
 )
-from ppbn.data.party_data import _check_ids, _raw_header, _read_csv, missing_cells
+from ppbn.data.party_data import check_record_ids, missing_cells, raw_header, read_csv_cells
 from ppbn.errors import DataError, UserError
 
 # a categorical column with more distinct values than this gets a warning
@@ -92,8 +92,8 @@ def infer_schema(
     if bins < 2:
         raise UserError("--bins must be at least 2")
     path = Path(csv_path)
-    frame = _read_csv(path)
-    header = _raw_header(path)
+    frame = read_csv_cells(path)
+    header = raw_header(path)
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
         raise DataError(f"{path}: line 1: column {dupes[0]!r} appears more than once")
@@ -101,7 +101,7 @@ def infer_schema(
         raise DataError(
             f"{path}: line 1: id column {id_column!r} is missing (columns: {', '.join(header)})"
         )
-    _check_ids(path, frame[id_column], id_column)
+    check_record_ids(path, frame[id_column], id_column)
     _check_column_names(path, [name for name in header if name != id_column])
     variables: list[Variable] = []
     warnings: list[str] = []

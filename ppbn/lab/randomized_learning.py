@@ -29,7 +29,7 @@ import numpy as np
 
 from ppbn.bn.schema import Schema
 from ppbn.data.outputs import atomic_output_dir, check_output_dir
-from ppbn.data.party_data import _read_csv, load_joined_with_bins
+from ppbn.data.party_data import load_joined_with_bins, read_csv_cells
 from ppbn.data.perturb_files import read_mechanisms
 from ppbn.errors import DataError, UserError
 from ppbn.randomized.perturb.disguised_accuracy import TooManyPasses, disguised_accuracy
@@ -67,7 +67,7 @@ def _sort_key(value: str) -> tuple[int, float, str]:
 
 
 def _read_frame(path: Path, id_column: str | None):
-    frame = _read_csv(path)
+    frame = read_csv_cells(path)
     if id_column is not None:
         if id_column not in frame.columns:
             raise DataError(f"{path}: line 1: id column {id_column!r} is missing")
