@@ -17,7 +17,7 @@ received value; every received group element is checked to lie in the prime-orde
 subgroup of the group in use (``_check_element``).
 
 Exponents are uniform in [1, 2^k) with k = 320 (group 14) or 420 (group 15), the top of
-RFC 3526's recommended exponent sizes (Sec. 8), and never 0 (``_exponent``). That is the
+RFC 3526's recommended exponent sizes (Sec. 8), and never 0 (``random_exponent``). That is the
 short-exponent discrete-log assumption (van Oorschot-Wiener, EUROCRYPT 1996): g^b for
 such b is indistinguishable from a uniform subgroup element (Koshiba-Kurosawa, PKC 2004),
 so the receiver's B = g^b or A g^b hides its choice computationally. (Forcing b odd would
@@ -111,7 +111,7 @@ def dh_group(bits: int) -> DHGroup:
         ) from None
 
 
-def _exponent(group: DHGroup, stream: RandomStream) -> gmpy2.mpz:
+def random_exponent(group: DHGroup, stream: RandomStream) -> gmpy2.mpz:
     """Uniform in [1, 2^exponent_bits) from this party's stream (AES-256-CTR under a seed
     from the OS's CSPRNG, ``protocols.seeds``): rejection of 0 (probability 2^-k) keeps it
     uniform."""
@@ -155,7 +155,7 @@ def base_ot_send(
     """
     p, width = group.p, group.element_bytes
     prefix = _key_prefix(instance, channel.session)
-    a = _exponent(group, stream)
+    a = random_exponent(group, stream)
     big_a = gmpy2.powmod(group.generator, a, p)
     channel.send_ints("ot.base.A", [big_a], width)
     bs = [_check_element(group, b, "B") for b in channel.recv_ints("ot.base.B", count, width)]
@@ -177,7 +177,7 @@ def base_ot_receive(
     prefix = _key_prefix(instance, channel.session)
     (big_a,) = channel.recv_ints("ot.base.A", 1, width)
     big_a = _check_element(group, big_a, "A")
-    exps = [_exponent(group, stream) for _ in choices]
+    exps = [random_exponent(group, stream) for _ in choices]
     bs = []
     for c, b in zip(choices, exps, strict=True):
         g_b = gmpy2.powmod(group.generator, b, p)

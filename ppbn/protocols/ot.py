@@ -240,7 +240,7 @@ def chunk_points(s_bits: np.ndarray, k: int) -> np.ndarray:
     return np.packbits(s_bits.reshape(chunk_count(k), k), axis=1, bitorder="little")[:, 0]
 
 
-def _chunk_sums(
+def chunk_sums(
     keys: bytes | ColumnStreams, offset: int, width: int, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(S, T) of each chunk's 2^k leaf streams at bytes [offset, offset + width): S[i, b]
@@ -284,7 +284,7 @@ def sender_block(
     # w_ib: the leaves x with bit b of x ^ d_i set, i.e. x_b != d_ib: S_ib if d_ib = 0, else
     # the leaves with bit b clear, T_i ^ S_ib (the punctured leaf r_{d_i} is in neither sum)
     width = u.shape[1]
-    with_bit, total = _chunk_sums(keys, offset, width, k)
+    with_bit, total = chunk_sums(keys, offset, width, k)
     cols = with_bit.reshape(KAPPA, -1)
     # d_ib, and the rows where q adds u_i (see above)
     xor_into_rows(cols, s_bits, total[:, :width] ^ u)
@@ -312,7 +312,7 @@ def receiver_block(
     bits = np.zeros(padded, dtype=np.uint8)
     bits[:size] = choices
     width = padded // 8
-    with_bit, total = _chunk_sums(keys, offset, width, k)
+    with_bit, total = chunk_sums(keys, offset, width, k)
     t_cols = with_bit.reshape(KAPPA, -1)
     u = total[:, :width] ^ np.packbits(bits, bitorder="little")
     t_rows = transpose_bits(t_cols, size).view(np.uint64)

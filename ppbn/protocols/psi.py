@@ -106,7 +106,7 @@ class Alignment:
 
 
 # -- keys and primitives ------------------------------------------------------------------
-def _subkey(key: bytes, label: bytes) -> bytes:
+def derive_subkey(key: bytes, label: bytes) -> bytes:
     """A 16-byte key for one purpose, derived from the per-job key (domain separated)."""
     return hashlib.sha256(b"ppbn psi v1" + length_prefixed(PROTOCOL, label, key)).digest()[:16]
 
@@ -225,7 +225,7 @@ class _RowHash:
     """H(j, row) = XOR_b TMMO(row_b, 4 j + b), truncated to ``width`` bytes."""
 
     def __init__(self, key: bytes, session: bytes, width: int) -> None:
-        self._hash = FixedKeyHash(PROTOCOL + b"/oprf/" + _subkey(key, b"oprf"), session)
+        self._hash = FixedKeyHash(PROTOCOL + b"/oprf/" + derive_subkey(key, b"oprf"), session)
         self.width = width
 
     def __call__(self, rows: np.ndarray, bins: np.ndarray) -> np.ndarray:
@@ -317,7 +317,7 @@ def align_records(
         raise ValueError("psi: key must be 32 bytes")
     n = len(ids)
     _note(progress, f"psi: hashing {n:,} ids")
-    hashed = hash_ids(ids, _subkey(key, b"id"))
+    hashed = hash_ids(ids, derive_subkey(key, b"id"))
     if _has_repeats(hashed):
         raise ValueError("psi: the record ids contain duplicates")
     party = _Receiver if role == RECEIVER else _Sender
@@ -353,8 +353,8 @@ class _Party:
         self.max_peer = max_peer
         self.progress = progress
         self.dh_bits = dh_bits
-        self.code_key = _subkey(key, b"code")
-        self.bin_key = _subkey(key, b"bins")
+        self.code_key = derive_subkey(key, b"code")
+        self.bin_key = derive_subkey(key, b"bins")
 
     def _check_size(self, claimed: int) -> int:
         if claimed > self.max_peer:

@@ -7,7 +7,7 @@ import pytest
 
 from ppbn.protocols import arith, ring
 from ppbn.protocols.arith.lift import reshare
-from ppbn.protocols.arith.session import _DeferredLift, _DeferredPart
+from ppbn.protocols.arith.session import DeferredLift, DeferredPart
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair
 
 
@@ -56,7 +56,7 @@ def test_a_lift_bits_message_of_the_wrong_size_is_a_protocol_error():
     alice_end, bob_end = memory_channel_pair(timeout_s=5)
     alice = arith.ArithSession(alice_end, "alice")
     target = ring.from_ints([1, 2, 3])
-    lift = _DeferredLift(3, [_DeferredPart(target, ring.from_ints([10, 20, 30]), 40, 0)])
+    lift = DeferredLift(3, [DeferredPart(target, ring.from_ints([10, 20, 30]), 40, 0)])
     bob_end.send_array("arith.wrap.d", np.zeros(2, dtype=np.uint8))
     with pytest.raises(ProtocolError, match="arith.wrap.d"):
         lift.complete(alice)

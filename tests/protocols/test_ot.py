@@ -13,11 +13,11 @@ from scipy import stats
 
 from ppbn.protocols.base_ot import (
     DH_GROUPS,
-    _exponent,
     base_ot_receive,
     base_ot_send,
     dh_bits_for,
     dh_group,
+    random_exponent,
 )
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.ot import (
@@ -26,9 +26,9 @@ from ppbn.protocols.ot import (
     ColumnStreams,
     OTReceiver,
     OTSender,
-    _chunk_sums,
     check_subfield_bits,
     chunk_count,
+    chunk_sums,
     ggm_tree,
     puncture_choices,
     punctured_leaves,
@@ -64,7 +64,7 @@ def test_group_follows_the_paillier_key_size() -> None:
 def test_exponents_are_uniform_short_and_unbiased_in_parity(bits: int) -> None:
     group = dh_group(bits)
     stream = RandomStream(TaskSeeds().next())
-    samples = [int(_exponent(group, stream)) for _ in range(400)]
+    samples = [int(random_exponent(group, stream)) for _ in range(400)]
     odd = sum(e & 1 for e in samples)
     assert 140 < odd < 260  # binomial(400, 1/2): 6 standard deviations either side
     assert all(0 < e < 1 << group.exponent_bits for e in samples)
@@ -81,7 +81,7 @@ def test_exponent_sampler_rejects_zero(zeros: int, value: int) -> None:
         def randbits(self, bits: int) -> int:
             return next(draws)
 
-    assert _exponent(dh_group(2048), Draws()) == value
+    assert random_exponent(dh_group(2048), Draws()) == value
 
 
 @pytest.mark.parametrize("bits", GROUP_BITS)
@@ -265,7 +265,7 @@ def test_receiver_sends_128_over_k_bits_and_its_messages_look_uniform(k: int, u_
 def test_chunk_sums_are_the_xors_over_the_leaves_with_each_bit_set(
     k: int, offset: int, width: int
 ) -> None:
-    """The halving in ``_chunk_sums`` against the definition: S[i, b] is the XOR of chunk i's
+    """The halving in ``chunk_sums`` against the definition: S[i, b] is the XOR of chunk i's
     leaf streams x with bit b of x set and T[i] that of all of them, at any offset of the
     streams (an open set of streams read in order, and streams opened at the offset)."""
     chunks, n_leaves = chunk_count(k), 1 << k
@@ -279,6 +279,6 @@ def test_chunk_sums_are_the_xors_over_the_leaves_with_each_bit_set(
     opened = ColumnStreams(keys)
     opened.read(0, offset)
     for source in (keys, opened):
-        sums, totals = _chunk_sums(source, offset, width, k)
+        sums, totals = chunk_sums(source, offset, width, k)
         np.testing.assert_array_equal(sums[..., :width], expected)
         np.testing.assert_array_equal(totals[:, :width], np.bitwise_xor.reduce(leaves, axis=1))

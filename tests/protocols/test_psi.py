@@ -17,11 +17,11 @@ from ppbn.protocols.channel import Channel, ProtocolError, memory_channel_pair, 
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.psi import (
     Alignment,
-    _subkey,
     align_records,
     bin_count,
     cuckoo_bins,
     cuckoo_insert,
+    derive_subkey,
     hash_ids,
 )
 
@@ -162,7 +162,7 @@ def test_views_do_not_depend_on_the_peers_ids_outside_the_intersection() -> None
     _, bob_view_2 = _received(a2, b1)
 
     outside = [x for x in a1 + a2 + b1 + b2 if not x.startswith("shared-")]
-    hashes = hash_ids(outside, _subkey(KEY, b"id")).view(np.uint8).reshape(-1, 16)
+    hashes = hash_ids(outside, derive_subkey(KEY, b"id")).view(np.uint8).reshape(-1, 16)
     for first, second, tag in (
         (alice_view_1, alice_view_2, "psi.values"),
         (bob_view_1, bob_view_2, "psi.u"),
@@ -297,13 +297,13 @@ def _cbc_mac_reference(value: str, key: bytes) -> bytes:
 
 def test_id_hash_is_length_prefixed_cbc_mac_and_keyed() -> None:
     ids = ["", "a", "a\x00", "x" * 8, "x" * 9, "\u00e9" * 40, "\U0001f600 long id " * 7, "r000"]
-    key = _subkey(KEY, b"id")
+    key = derive_subkey(KEY, b"id")
     got = hash_ids(ids, key)
     assert [bytes(row) for row in got.view(np.uint8).reshape(-1, 16)] == [
         _cbc_mac_reference(x, key) for x in ids
     ]
     assert len({bytes(row) for row in got.view(np.uint8).reshape(-1, 16)}) == len(ids)
-    other = hash_ids(ids, _subkey(bytes(32), b"id"))
+    other = hash_ids(ids, derive_subkey(bytes(32), b"id"))
     assert not (other == got).all(axis=1).any()  # another job's key: unlinkable hashes
 
 

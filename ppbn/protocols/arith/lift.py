@@ -16,7 +16,7 @@ import numpy as np
 
 from ppbn.protocols import ring
 from ppbn.protocols.arith.cot import send_corrections, short_cot_finish
-from ppbn.protocols.arith.session import WRAP_BITS_KIND, ArithSession, _DeferredLift, _DeferredPart
+from ppbn.protocols.arith.session import WRAP_BITS_KIND, ArithSession, DeferredLift, DeferredPart
 from ppbn.protocols.fixedpoint import RING_BITS
 
 WRAP_KIND = "arith.wrap"  # alice's corrections of the wrap OTs
@@ -106,9 +106,9 @@ def lift_share(
             pad = ring.shl(pad0[start:stop], n)
             mine = ring.sub(ring.sub(share.signed, ring.constant(1 << offset)), pad)
             fix = ring.add(ring.shl(delta[start:stop], n), ring.shl(pad, 1))
-            parts.append(_DeferredPart(mine, fix, n, int(start)))
+            parts.append(DeferredPart(mine, fix, n, int(start)))
             results.append(mine)
-        session.hold(_DeferredLift(tops.shape[0], parts))
+        session.hold(DeferredLift(tops.shape[0], parts))
         return results
     received = short_cot_finish(session, wrap.pads, wrap.choices, remaining, WRAP_KIND)
     flips = tops.astype(np.uint8) ^ wrap.choices

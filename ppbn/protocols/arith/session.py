@@ -106,7 +106,7 @@ class ArithSession:
         self.openings: list[tuple[str, np.ndarray]] | None = [] if keep_openings else None
         # alice's lifted results still awaiting bob's bits (``lift.lift_share``), oldest first
         self.defer_lifts = False
-        self._deferred: list[_DeferredLift] = []
+        self._deferred: list[DeferredLift] = []
 
     def opened(self, what: str, values: np.ndarray) -> np.ndarray:
         """Record a value this party reconstructs (``keep_openings``) and pass it on."""
@@ -163,7 +163,7 @@ class ArithSession:
         for _ in range(last):
             self._deferred.pop(0).complete(self)
 
-    def hold(self, lift: _DeferredLift) -> None:
+    def hold(self, lift: DeferredLift) -> None:
         """Alice: keep a lift's results awaiting bob's bits until she next reads
         (``defer_lifts``), or complete them now."""
         self._deferred.append(lift)
@@ -193,7 +193,7 @@ class ArithSession:
                             )
                         else:
                             fix, n = ring.mul(part.fix, c), part.n
-                        derived.append(_DeferredPart(result, fix, n, part.start))
+                        derived.append(DeferredPart(result, fix, n, part.start))
             lift.parts += derived
         return result
 
@@ -225,7 +225,7 @@ def _trailing_zeros(c: int) -> int:
 
 
 @dataclass(frozen=True)
-class _DeferredPart:
+class DeferredPart:
     """A vector that awaits bob's bits d[start : start + len] of a deferred lift: alice's
     result as if every d were 0, and what to add where d = 1 (a multiple of 2^n, so the low
     n bits are final already). A lift's results are parts, and so is each value alice
@@ -238,11 +238,11 @@ class _DeferredPart:
 
 
 @dataclass
-class _DeferredLift:
+class DeferredLift:
     """Alice's side of one ``lift.lift_share`` until bob's bits arrive (``ArithSession.settle``)."""
 
     count: int
-    parts: list[_DeferredPart]
+    parts: list[DeferredPart]
 
     def complete(self, session: ArithSession) -> None:
         """Read bob's bits d and add each part's fix where d = 1, in place."""
