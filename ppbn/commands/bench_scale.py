@@ -1,23 +1,13 @@
-"""``ppbn bench scale``: how each phase of a secure job scales with workers per party.
-
-For each worker count W of ``--workers`` the same learn job (same data, seed and
-parameters) runs between two daemon processes over loopback mutual TLS, as ``bench k2``
-runs it, each daemon's executor at W workers. W = 1 is the inline executor, the serial
-baseline. At W > 1 every phase that can use the executor does: the policy's
-``gc_inline_below`` and ``ot_inline_below`` are 0, so garbled runs and OT-extension
-blocks go to the pool as well (by default they stay in the job thread). The table phase
-goes to the pool from ``TablesConfig.serial_below`` records on, which is no policy setting.
-
-Every run must learn what the smallest W learned (edges, hill-climbing moves, CPTs): the
-executor never changes results, and a run that does makes the bench exit 1. The times are
-measurements, never checked against anything.
+"""``ppbn bench scale``: how each phase of a secure job scales with workers per party. The
+engine is ``ppbn/bench/scale.py`` (the same learn job between two daemons once per worker
+count, every run checked to learn the same network); this module parses the flags and
+prints each phase's seconds per W, with the speed-up over the smallest W.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TAU, SCORE_MODES
 from ppbn.bn.networks import NETWORKS
@@ -26,18 +16,11 @@ from ppbn.commands.options import (
     SEARCHES,
     add_hc_options,
     add_overlap_option,
+    hc_job_params,
     non_negative_int,
     positive_float,
     positive_int,
 )
-from ppbn.errors import UserError
-from ppbn.protocols.constants import MAX_TERM_LANES
-
-if TYPE_CHECKING:
-    from ppbn.commands._bench_common import LearnRun
-    from ppbn.jobs.policy import LocalPolicy
-
-WHOLE_JOB = "whole job"
 
 
 def worker_counts(text: str) -> tuple[int, ...]:
@@ -57,175 +40,37 @@ def worker_counts(text: str) -> tuple[int, ...]:
     return tuple(sorted(counts))
 
 
-def scale_policy(
-    base: LocalPolicy, executor: str, workers: int, term_lanes: int = 1
-) -> LocalPolicy:
-    """The daemons' policy at W workers: inline at 1; else ``executor`` at W with every
-    garbled run and OT-extension call sent to it (a private Ray instance of W CPUs per
-    daemon for ray, so that W means the same for both executors); and room for the job's
-    ``term_lanes``."""
-    from dataclasses import replace
-
-    base = replace(base, max_term_lanes=max(base.max_term_lanes, term_lanes))
-    if workers == 1:
-        policy = replace(base, executor="inline", workers=1, ray_address=None)
-    else:
-        policy = replace(
-            base,
-            executor=executor,
-            workers=workers,
-            ray_address=None,
-            gc_inline_below=0,
-            ot_inline_below=0,
-        )
-    policy.validate()
-    return policy
-
-
 def _bench_scale(args: argparse.Namespace) -> int:
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from ppbn.commands._bench_common import bench_learn_params, run_learn, sample_pair_files
-    from ppbn.commands.options import check_executor_flags
+    from ppbn.bench.pair_runs import LearnJob
+    from ppbn.bench.scale import ScaleSettings, bench_scale
     from ppbn.jobs.policy import LocalPolicy
-    from ppbn.pair.loopback import LocalPair
 
-    base = LocalPolicy.load(args.policy)
-    base.require_key_bits(args.key_bits)  # refused here, before data and daemons
-    base.require_records(args.records)
-    if args.lanes == "workers" and max(args.workers) > MAX_TERM_LANES:
-        raise UserError(f"--lanes workers: at most {MAX_TERM_LANES} terms lanes, so W <= that")
-    lanes = {w: w if args.lanes == "workers" else args.term_lanes for w in args.workers}
-    policies = {w: scale_policy(base, args.executor, w, lanes[w]) for w in args.workers}
-    check_executor_flags(args.executor, None)
-    params = bench_learn_params(args)
+    job = LearnJob(
+        max_parents=args.max_parents, score=args.score, tau=args.tau, ess=args.ess,
+        key_bits=args.key_bits, overlap_tables=args.overlap_tables == "on",
+        split_terms=args.split_terms == "on", term_lanes=args.term_lanes, ot_k=args.ot_k,
+        search_params=hc_job_params(args),
+    )  # fmt: skip
+    settings = ScaleSettings(
+        network=args.network, records=args.records, seed=args.seed, job=job,
+        workers=args.workers, executor=args.executor, lanes=args.lanes, repeat=args.repeat,
+        policy=LocalPolicy.load(args.policy), timeout_s=args.timeout,
+    )  # fmt: skip
     quiet = args.format == "json"
-    runs: list[dict[str, Any]] = []
-    baseline: dict[str, Any] | None = None
-    work = Path(tempfile.mkdtemp(prefix="ppbn-bench-scale-"))
-    try:
-        _, _, files = sample_pair_files(args, work)
-        for workers, policy in policies.items():
-            for repeat in range(args.repeat):
-                with LocalPair(files, args.timeout, policy=policy) as pair:
-                    run = run_learn(pair, {**params, "term_lanes": lanes[workers]}, quiet=True)
-                result = _result(run.learned)
-                baseline = baseline or result
-                runs.append(
-                    _figures(run, workers, repeat, result == baseline)
-                    | {"term_lanes": lanes[workers]}
-                )
-                if not quiet:
-                    print(
-                        f"  W = {workers}, run {repeat + 1}/{args.repeat}: {run.wall_s:.2f} s",
-                        flush=True,
-                    )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    report = _report(args, runs)
-    _print(report, args.format)
-    return 0 if report["same_results"] else 1
-
-
-def _result(learned: dict[str, Any]) -> dict[str, Any]:
-    """What the executor must not change: the structure, its order, and the CPTs."""
-    return {
-        "edges": learned["edges"],
-        "moves": learned.get("moves"),
-        "cpts": {v: p["table"] for v, p in learned["parameters"].items()},
-    }
-
-
-def _figures(run: LearnRun, workers: int, repeat: int, same: bool) -> dict[str, Any]:
-    """One run's figures: the operator's wall time, and each party's own per-phase seconds."""
-    parties = {s["role"]: s for s in (run.outcome.stats, run.outcome.peer_stats) if s}
-    return {
-        "workers": workers,
-        "repeat": repeat + 1,
-        "wall_s": round(run.wall_s, 3),
-        "party_wall_s": {r: s["wall_s"] for r, s in parties.items()},
-        "phases_s": {r: s["phases"] for r, s in parties.items()},
-        "edges": len(run.learned["edges"]),
-        "same_result_as_baseline": same,
-    }
-
-
-def _phase_seconds(run: dict[str, Any]) -> dict[str, float]:
-    """Each phase's seconds at the slower party (the two wait on each other), and the job."""
-    seconds: dict[str, float] = {}
-    for phases in run["phases_s"].values():
-        for phase, value in phases.items():
-            seconds[phase] = max(seconds.get(phase, 0.0), value)
-    return {**seconds, WHOLE_JOB: run["wall_s"]}
-
-
-def _report(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    from statistics import median
-
-    from ppbn.protocols.tables.config import TablesConfig
-
-    serial_below = TablesConfig.serial_below
-    cores = os.cpu_count() or 1
-    most = max(args.workers)
-    by_workers: dict[int, dict[str, float]] = {}
-    for workers in args.workers:
-        each = [_phase_seconds(r) for r in runs if r["workers"] == workers]
-        phases = list(dict.fromkeys(p for seconds in each for p in seconds))
-        by_workers[workers] = {p: round(median(s[p] for s in each if p in s), 3) for p in phases}
-    return {
-        "network": args.network,
-        "records": args.records,
-        "max_parents": args.max_parents,
-        "score": args.score,
-        "search": args.search,
-        "key_bits": args.key_bits,
-        "executor": args.executor,
-        "workers": list(args.workers),
-        "lanes": args.lanes,
-        "repeat": args.repeat,
-        "cores": cores,
-        "warning": (
-            f"{most} workers per party on {cores} cores: the figures measure "
-            "oversubscription, not scaling"
-            if most > cores
-            else None
-        ),
-        "note": (
-            f"fewer than {serial_below:,} records: the table phase runs inline at every W"
-            if args.records < serial_below
-            else None
-        ),
-        "baseline_workers": args.workers[0],
-        "same_results": all(r["same_result_as_baseline"] for r in runs),
-        "median_seconds": {str(w): s for w, s in by_workers.items()},
-        "runs": runs,
-    }
-
-
-def _cell(seconds: float | None, base: float | None) -> str:
-    if seconds is None:
-        return "-"
-    text = f"{seconds:.1f} s" if seconds >= 10 else f"{seconds:.2f} s"
-    return f"{text} ({base / seconds:.1f}x)" if base and seconds else text
-
-
-def _print(report: dict[str, Any], fmt: str) -> None:
-    if fmt == "json":
+    report = bench_scale(settings, None if quiet else (lambda line: print(line, flush=True)))
+    if quiet:
         import json
 
         print(json.dumps(report, indent=2))
-        return
+    else:
+        _print(report)
+    return 0 if report["same_results"] else 1
+
+
+def _print(report: dict[str, Any]) -> None:
+    from ppbn.bench.scale import scale_rows
     from ppbn.commands.tables import print_table
 
-    columns = report["median_seconds"]
-    base = columns[str(report["baseline_workers"])]
-    phases = list(dict.fromkeys(p for s in columns.values() for p in s if p != WHOLE_JOB))
-    rows = [
-        (phase, *(_cell(s.get(phase), base.get(phase)) for s in columns.values()))
-        for phase in [*phases, WHOLE_JOB]
-    ]
     runs = f", median of {report['repeat']}" if report["repeat"] > 1 else ""
     print(
         f"ppbn bench scale: {report['network']}, {report['records']:,} records, "
@@ -234,8 +79,8 @@ def _print(report: dict[str, Any], fmt: str) -> None:
     )
     print_table(
         f"seconds (slower party{runs}; speed-up vs W = {report['baseline_workers']})",
-        rows,
-        ("phase", *(f"W = {w}" for w in columns)),
+        scale_rows(report),
+        ("phase", *(f"W = {w}" for w in report["median_seconds"])),
     )
     print(f"cores: {report['cores']} (os.cpu_count); both daemons share this host")
     if report["note"]:

@@ -18,6 +18,7 @@ from ppbn.commands.options import (
     missing_rule,
     non_negative_int,
     positive_int,
+    sample_overlap,
 )
 from ppbn.errors import UserError
 
@@ -25,9 +26,9 @@ from ppbn.errors import UserError
 def _demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from ppbn.bench.pair_runs import sample_pair_files
     from ppbn.bn.learn import learn_reference
     from ppbn.bn.schema import Schema
-    from ppbn.commands._bench_common import sample_pair_files
     from ppbn.commands.progress import progress_reporter
     from ppbn.data.outputs import check_output_dir, work_folder
     from ppbn.data.party_data import load_joined
@@ -38,7 +39,9 @@ def _demo(args: argparse.Namespace) -> int:
     if args.out:  # before any work: a bad --out must not cost the run
         check_output_dir(args.out)
     with work_folder(args.out, "ppbn-demo-") as work:
-        made, blanked, files = sample_pair_files(args, work)
+        made, blanked, files = sample_pair_files(
+            args.network, args.records, args.seed, work, sample_overlap(args), args.missing_rate
+        )
         schema = made.schema
         shared = (
             ""

@@ -1,5 +1,5 @@
-"""``ppbn bench dp`` (ppbn/commands/bench_dp.py): tiny runs of the twin, the exact network,
-the secure job's plumbing (with a stand-in for ``simulate``) and PrivBayes."""
+"""``ppbn bench dp`` (ppbn/commands/bench_dp.py, ppbn/bench/dp.py): tiny runs of the twin,
+the exact network, the secure job's plumbing (with a stand-in for the job) and PrivBayes."""
 
 from __future__ import annotations
 
@@ -57,35 +57,30 @@ def test_the_table_for_people(capsys):
 
 
 def test_the_secure_job_runs_for_the_secure_seeds_only(capsys, monkeypatch):
-    """The ppbn method calls simulate(dp_epsilon=...) on the seed's data set and reads the
-    released network, the job's seconds and both parties' bytes (simulate stood in for)."""
-    import importlib
-
-    api = importlib.import_module("ppbn.api.simulate")  # the module, not the function
+    """The ppbn method runs the secure DP job (``secure_release``) on the seed's data set
+    and reads the released network, the job's seconds and both parties' bytes (the job
+    stood in for)."""
+    from ppbn.bench.pair_runs import LearnRun
     from ppbn.bn.io import network_json
     from ppbn.bn.networks import load_network
     from ppbn.bn.schema import Schema
 
     calls = []
 
-    def fake(**kwargs):
-        calls.append(kwargs)
-        schema = Schema.load(str(kwargs["data"] / "schema.json"))
+    def fake(data, max_parents, score, epsilon):
+        calls.append({"max_parents": max_parents, "score": score, "epsilon": epsilon})
+        schema = Schema.load(str(data / "schema.json"))
         net = load_network("cancer")  # any network over the schema's variables will do
         assert net.names == schema.names
-        document = network_json(net, net.names, net.edges(), kwargs["score"], 0.0)
-        return SimpleNamespace(
-            succeeded=True,
-            network=SimpleNamespace(document=document),
-            outcome=SimpleNamespace(
-                stats={"bytes_sent": 3_000_000}, peer_stats={"bytes_sent": 1_000_000}, error=""
-            ),
-            timings={"job_s": 2.5},
+        document = network_json(net, net.names, net.edges(), score, 0.0)
+        outcome = SimpleNamespace(
+            stats={"bytes_sent": 3_000_000}, peer_stats={"bytes_sent": 1_000_000}, error=""
         )
+        return LearnRun(2.5, document, outcome)
 
-    monkeypatch.setattr(api, "simulate", fake)
+    monkeypatch.setattr("ppbn.bench.dp.secure_release", fake)
     report = run_json(capsys, "--epsilons", "0.5,2", "--methods", "ppbn", "--secure-seeds", "1")
-    assert [c["dp_epsilon"] for c in calls] == [0.5, 2.0]
+    assert [c["epsilon"] for c in calls] == [0.5, 2.0]
     assert all(c["max_parents"] == 2 and c["score"] == "exact" for c in calls)
     runs = report["runs"]
     assert [r["seed"] for r in runs] == [7, 7]  # seed 8 is not a secure seed

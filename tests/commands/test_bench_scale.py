@@ -1,4 +1,4 @@
-"""``ppbn bench scale``: every worker count runs the same job and learns the same network,
+"""``ppbn bench scale`` (ppbn/bench/scale.py): every worker count runs the same job and learns the same network,
 and a bad worker list is refused before any work. A measurement: no time is checked."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 from known_files import TEST_POLICY
 
+from ppbn.bench.scale import scale_policy
 from ppbn.cli import main
-from ppbn.commands.bench_scale import scale_policy
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.protocols.ot import OT_INLINE_BELOW
 from ppbn.protocols.yao import GC_INLINE_BELOW
@@ -40,7 +40,7 @@ def test_more_lanes_than_a_job_may_have_is_one_line(capsys, monkeypatch):
     def no_work(*_args):
         raise AssertionError("data sampled for refused --lanes")
 
-    monkeypatch.setattr("ppbn.commands._bench_common.sample_pair_files", no_work)
+    monkeypatch.setattr("ppbn.bench.scale.sample_pair_files", no_work)
     assert main([*QUICK, "--workers", "1,65", "--lanes", "workers"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["ppbn: error: --lanes workers: at most 64 terms lanes, so W <= that"]
@@ -51,7 +51,7 @@ def test_a_bad_worker_list_is_one_line_before_any_work(workers, capsys, monkeypa
     def no_work(*_args):
         raise AssertionError("data sampled for a refused --workers")
 
-    monkeypatch.setattr("ppbn.commands._bench_common.sample_pair_files", no_work)
+    monkeypatch.setattr("ppbn.bench.scale.sample_pair_files", no_work)
     with pytest.raises(SystemExit) as exited:
         main([*QUICK, "--workers", workers])
     assert exited.value.code == 2
