@@ -1,10 +1,21 @@
-"""How one daemon is set up: ``ppbn party serve``'s flags and its local policy."""
+"""How one daemon is set up: ``ppbn party serve``'s flags and its local policy
+(``DaemonConfig``), and what the daemon loaded and built from them for its jobs
+(``DaemonSetup``)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass, field
 
+from ppbn.bn.schema import Schema
+from ppbn.data.party_data import PartyData
 from ppbn.jobs.policy import LocalPolicy
+from ppbn.parties.budget import DatasetKey, PrivacyBudget
+from ppbn.parties.job_files import JobFiles
+from ppbn.parties.metrics import DaemonMetrics
+from ppbn.parties.recorder import Recorder
+from ppbn.proto import party_pb2
 from ppbn.protocols.channel import DEFAULT_TIMEOUT_S
 
 
@@ -44,3 +55,27 @@ class DaemonConfig:
     def frame_bytes(self) -> int:
         """Largest gRPC message this daemon sends or accepts (the policy's max_message_mb)."""
         return self.policy.max_message_mb * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DaemonSetup:
+    """A daemon's configuration and what it loaded and built from it, handed as one object
+    to the parts that admit, run and record its jobs and to its gRPC service (each reads
+    what it needs; none of them builds or replaces any of it)."""
+
+    config: DaemonConfig
+    schema: Schema
+    data: PartyData
+    hello: party_pb2.Hello  # what this daemon says of itself to its peers
+    peer_addresses: dict[str, str]  # role -> address of every daemon this one talks to
+    files: JobFiles
+    recorder: Recorder
+    metrics: DaemonMetrics
+    budget: PrivacyBudget  # what this party's DP jobs spent of its data set
+    dataset: DatasetKey  # the key of this daemon's data set in the budget
+    stopping: threading.Event  # set once the daemon shuts down
+    log: logging.Logger
+
+    @property
+    def role(self) -> str:
+        return self.config.role

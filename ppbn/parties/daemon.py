@@ -19,23 +19,20 @@ started with its address (``--miner``), and only for the job kinds of
 record checks of the handshake are made between the two parties' Hellos at job start.
 
 The parts, each in its own module of ``ppbn.parties``: ``service`` (the RPCs and who may
-call them), ``handshake`` (the peers and the introductions to them), ``admission`` (which
-jobs this daemon takes), ``runner`` (running one), ``job_files``, ``job_stats`` and
-``recorder`` (what a job leaves behind). This module loads a daemon's inputs, puts the
-parts together, and starts and stops them.
+call them), ``handshake`` (the peers and the introductions to them), ``controller`` (the
+jobs: which ones this daemon takes, per ``admission``, and running them, per ``runner``),
+``job_files``, ``job_stats`` and ``recorder`` (what a job leaves behind). This module
+loads a daemon's inputs into one ``DaemonSetup``, builds the job controller and hands it
+to the service, and starts and stops the server, the peer prober and the job controller.
 """
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import logging
 import signal
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import grpc
 import numpy as np
@@ -43,69 +40,38 @@ import numpy as np
 from ppbn.bn.schema import Schema
 from ppbn.data.party_data import PartyData, load_party_data
 from ppbn.errors import UserError
-from ppbn.jobs.base import JobKind
-from ppbn.jobs.registry import job_kind
-from ppbn.parties.admission import JobTable
 from ppbn.parties.audit import AuditLog
 from ppbn.parties.budget import DatasetKey, PrivacyBudget, budget_folder
-from ppbn.parties.config import DaemonConfig
+from ppbn.parties.config import DaemonConfig, DaemonSetup
+from ppbn.parties.controller import JobController
 from ppbn.parties.handshake import (
     MINER_JOB_KINDS,
     PROTOCOL_VERSION,
-    Introduction,
     PeerLinks,
     hello_mismatch,
     parties_mismatch,
     peer_addresses,
-    printable,
 )
 from ppbn.parties.health import DaemonHealth
-from ppbn.parties.job import Job, JobRefused
+from ppbn.parties.job import Job
 from ppbn.parties.job_files import JobFiles, check_out_dir
 from ppbn.parties.metrics import DaemonMetrics
 from ppbn.parties.net import server_options
 from ppbn.parties.pauses import WATCH
-from ppbn.parties.peer_errors import PeerMismatch
 from ppbn.parties.recorder import Recorder
-from ppbn.parties.runner import JobRunner, stopped_reason
 from ppbn.parties.service import Callers, PartyService, add_party_service
 from ppbn.parties.tls import MINER, load_tls_files, server_credentials
 from ppbn.proto import party_pb2
-from ppbn.protocols.channel import ProtocolError
 
 __all__ = ["PROTOCOL_VERSION", "DaemonConfig", "PartyDaemon", "hello_mismatch", "parties_mismatch"]
 
-AbortCode = party_pb2.AbortCode
-STOP_WAIT_S = 20.0  # SIGTERM: how long the running job gets to abort and write its files
 MAX_CONCURRENT_RPCS = 64  # beyond this gRPC answers RESOURCE_EXHAUSTED at once
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, where the C library this process runs on has one."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def return_freed_memory() -> None:
-    """Hand what a job left behind back to the system, at the job's end. Its objects live
-    long enough to reach Python's oldest generation, which is collected rarely, so they
-    stay as garbage; and glibc keeps freed heap in its arenas. Either way a daemon's
-    resident memory grew with every job, none of it in use: two in-process daemons running
-    5 small learn jobs grew by 243 MiB, by 87 MiB with the trim alone, by 199 MiB with the
-    collection alone, by 7 MiB with both (``tests/parties/test_daemon_memory.py``)."""
-    gc.collect()
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
-
-
 class PartyDaemon:
-    """One party's daemon: its data and TLS files, the gRPC service, the peer prober, and
-    the front door of its jobs (started here or opened by a peer)."""
+    """One party's daemon: loads its data and TLS files, builds its job controller and the
+    gRPC service that calls it, and owns the server, the peer prober, the audit log and the
+    metrics from start to stop."""
 
     def __init__(self, config: DaemonConfig, logger: logging.Logger | None = None) -> None:
         self.config = config
@@ -188,61 +154,32 @@ class PartyDaemon:
             config.frame_bytes,
             self.log,
         )
-        self.job_files = JobFiles(self.role, config.out_dir, self.log)
-        # what this party's DP jobs spent of its data set: in this host's budget folder
-        self.budget = PrivacyBudget(
-            budget_folder(config.state_dir),
-            config.policy.dp_total_epsilon,
-            config.policy.dp_total_delta,
-        )
-        dataset = DatasetKey(self.schema, self.data)
         self.recorder = Recorder(self.role, config.out_dir, self.metrics, self.log)
-        self.table = JobTable(
-            config,
-            self.schema,
-            self.data,
-            self.hello,
-            self.peer_addresses,
-            self.job_files,
-            self.metrics,
-            self.log,
-            self._stopping,
-            self.budget,
-            dataset,
+        self.setup = DaemonSetup(
+            config=config,
+            schema=self.schema,
+            data=self.data,
+            hello=self.hello,
+            peer_addresses=self.peer_addresses,
+            files=JobFiles(self.role, config.out_dir, self.log),
+            recorder=self.recorder,
+            metrics=self.metrics,
+            # what this party's DP jobs spent of its data set: in this host's budget folder
+            budget=PrivacyBudget(
+                budget_folder(config.state_dir),
+                config.policy.dp_total_epsilon,
+                config.policy.dp_total_delta,
+            ),
+            dataset=DatasetKey(self.schema, self.data),
+            stopping=self._stopping,
+            log=self.log,
         )
-        self.runner = JobRunner(
-            config,
-            self.data,
-            self.hello.schema_fingerprint,
-            self.job_files,
-            self.recorder,
-            self.metrics,
-            self.log,
-            self._stopping,
-            self._job_ended,
-            self.budget,
-            dataset,
-        )
+        self.controller = JobController(self.setup, self.peers)
         self.callers = Callers(self.role, self.tls, self.peer_roles, self.log)
-        self.service = PartyService(
-            self.callers,
-            self.peers,
-            self.table,
-            self.runner,
-            self.recorder,
-            self.start_job,
-            self._accept_job,
-            self._stopping,
-            self.log,
-        )
+        self.service = PartyService(self.setup, self.callers, self.peers, self.controller)
         self._health = DaemonHealth(
             lambda context: self.callers.require_operator_or_peer(context, "health checks")
         )
-
-    def _job_ended(self, job: Job) -> None:
-        """Free the job slot, and give the memory the job freed back to the system."""
-        self.table.release(job)
-        return_freed_memory()
 
     def _log_policy(self) -> None:
         """Say at start which local policy this daemon enforces, and what it allows that is weak."""
@@ -296,6 +233,7 @@ class PartyDaemon:
                 "by anyone who knows the seed; for tests only"
             )
 
+    # -- status, as a process that embeds the daemon reads it ------------------------
     @property
     def peer_state(self) -> str:
         """ "ok" when every peer accepted the last handshake; otherwise what went wrong."""
@@ -308,11 +246,12 @@ class PartyDaemon:
 
     @property
     def jobs(self) -> dict[str, Job]:
-        return self.table.jobs
+        """The jobs this daemon knows: the newest finished ones and the one running."""
+        return self.controller.jobs
 
     @property
     def running(self) -> Job | None:
-        return self.table.running
+        return self.controller.running
 
     @property
     def audit(self) -> AuditLog | None:
@@ -380,7 +319,12 @@ class PartyDaemon:
             "mutual TLS" if self.tls else "PLAINTEXT",
             ", ".join(f"peer {r} expected at {a}" for r, a in self.peer_addresses.items()),
         )
-        self._prober = threading.Thread(target=self._probe_loop, name="peer-probe", daemon=True)
+        self._prober = threading.Thread(
+            target=self.peers.probe,
+            args=(self._stopping, self.config.probe_interval_s),
+            name="peer-probe",
+            daemon=True,
+        )
         self._prober.start()
         return port
 
@@ -391,17 +335,7 @@ class PartyDaemon:
         self._stopping.set()
         self._health.shutting_down()
         self.metrics.set_serving(False)
-        job = self.running
-        if job is not None:
-            self.log.info("aborting job %s: daemon is shutting down", job.job_id)
-            job.context.cancel(stopped_reason(self.role))
-            job.channel.abort(AbortCode.SHUTTING_DOWN)
-            if not job.done.wait(max(grace_s, STOP_WAIT_S)):
-                self.log.error(
-                    "job %s did not stop within %g s; its files may be missing",
-                    job.job_id,
-                    STOP_WAIT_S,
-                )
+        self.controller.abort_running(grace_s)
         if self._server is not None:
             self._server.stop(grace_s).wait()
         self.peers.close()
@@ -424,164 +358,3 @@ class PartyDaemon:
         while not stop.wait(0.5):
             pass
         self.stop()
-
-    # -- peer introductions --------------------------------------------------------
-    def handshake_peer(self, role: str = "") -> Introduction:
-        """Introduce ourselves to a peer (the two-party peer by default)."""
-        return self.peers.handshake(role or self.peer_roles[0])
-
-    def _probe_loop(self) -> None:
-        while not self._stopping.is_set():
-            for role in self.peer_roles:
-                try:
-                    introduction = self.handshake_peer(role)
-                except (
-                    ValueError
-                ):  # grpc: "Cannot invoke RPC on closed channel!", which only stop() does
-                    if self._stopping.is_set():
-                        return
-                    raise
-                if self._stopping.is_set():
-                    return
-                self.peers.record(introduction)
-            all_ok = self.peer_state == "ok"
-            self._stopping.wait(self.config.probe_interval_s * (5 if all_ok else 1))
-
-    # -- jobs ----------------------------------------------------------------------
-    def start_job(
-        self, kind_name: str, params_json: str, job_id: str, initiator: str, resume: bool = False
-    ) -> Job:
-        """Reserve this daemon, get every peer of the job to accept it over a new stream, run it.
-
-        The parameters are checked against this daemon's policy before any peer is
-        contacted; the peer checks them against its own before it accepts. A resume takes
-        the parameters of this daemon's own checkpoint and checks them again.
-        """
-        if resume:
-            kind_name, params_json = self.table.resume_request(job_id, params_json)
-        peers = self.table.job_peers(kind_name)
-        # refuse before contacting anyone
-        kind, params = self._checked_job(kind_name, params_json, job_id if resume else "", "")
-        for role in peers:
-            introduction = self.peers.before_job(role)
-            if not introduction.ok:
-                self.log.error(
-                    "job of kind %s requested by %s not started: %s",
-                    kind_name,
-                    initiator,
-                    introduction.message,
-                )
-                raise UserError(f"job not started: peer {role}: {introduction.message}")
-        job = self._new_job(kind, params, job_id, initiator, peers, resume=resume)
-        self._record_request(job)
-        job.opened_by = self.role
-        self.log.info(
-            "job %s (%s) requested by %s: asking %s",
-            job.job_id,
-            job.kind.name,
-            initiator,
-            " and ".join(peers),
-            extra={"job": job.job_id},
-        )
-        calls = self.peers.open_job(job, initiator, resume)
-        try:
-            self.peers.await_acceptance(job)
-            self.table.confirm(job)
-        except ProtocolError as exc:
-            job.abort_code = (
-                AbortCode.MISMATCH if isinstance(exc, PeerMismatch) else AbortCode.PROTOCOL
-            )
-            job.channel.abort(job.abort_code)
-            for call in calls:
-                call.cancel()
-            self.table.drop(job, f"job not started: {exc}")
-            self.log.error("job %s: %s", job.job_id, job.error)
-            peer_code = getattr(job.channel, "peer_abort_code", 0)
-            raise JobRefused(
-                job.error, peer_code or job.abort_code, refused_by=peers[0] if peer_code else ""
-            ) from None
-        self.runner.launch(job)
-        return job
-
-    def _accept_job(self, opening: party_pb2.Frame, peer: str) -> Job:
-        """Reserve this daemon for the job of a stream ``peer`` opened, once its OPEN frame
-        and the job's parameters pass this daemon's checks."""
-        self.peers.check_opening(opening, peer)
-        kind = opening.job.kind
-        initiator = f"{printable(opening.initiator, 96)} (via {peer})"
-        resume = opening.job.resume
-        if resume:  # our own checkpoint's parameters must be the ones asked for
-            own_kind, own_params = self.table.resume_request(opening.job_id, "")
-            if kind != own_kind:
-                raise JobRefused(
-                    f"resume of job {opening.job_id}: it was a {own_kind} job",
-                    AbortCode.BAD_REQUEST,
-                    "resume",
-                )
-        checked_kind, params = self._checked_job(
-            kind, opening.job.params_json, opening.job_id if resume else "", peer
-        )
-        if resume and params != self._checked_job(own_kind, own_params, opening.job_id, peer)[1]:
-            raise JobRefused(
-                f"resume of job {opening.job_id}: the peer asks for other parameters than {self.role}'s checkpoint",
-                AbortCode.BAD_REQUEST,
-                "resume",
-            )
-        job = self._new_job(
-            checked_kind, params, opening.job_id, initiator, (peer,), bytes(opening.nonce), resume
-        )
-        self._record_request(job)
-        job.nonces[peer] = bytes(opening.nonce)
-        job.opened_by = peer
-        self.log.info(
-            "job %s (%s) %s by %s",
-            job.job_id,
-            job.kind.name,
-            "resumed" if resume else "opened",
-            initiator,
-            extra={"job": job.job_id},
-        )
-        return job
-
-    def _checked_job(
-        self, kind_name: str, params_json: str, resumed_id: str, peer: str
-    ) -> tuple[JobKind, dict[str, Any]]:
-        """The job kind and its parameters, checked against the local policy, and a DP job's
-        epsilon and delta against what this daemon's budget has left (``resumed_id``: the
-        job resumed, a new run charged again; ``peer``: the peer that opens it, held to
-        the policy's rate of DP jobs per peer)."""
-        try:
-            kind = job_kind(kind_name)
-        except UserError as exc:
-            raise JobRefused(str(exc), AbortCode.BAD_REQUEST) from None
-        params = self._checked_params(kind, params_json)
-        self.table.check_budget(kind, params, resumed_id, peer)
-        return kind, params
-
-    def _checked_params(self, kind: JobKind, params_json: str) -> dict[str, Any]:
-        """Every job's parameters pass here, on both paths (started here, opened by a peer)."""
-        return self.table.checked_params(kind, params_json)
-
-    def _new_job(
-        self,
-        kind: JobKind,
-        params: dict[str, Any],
-        job_id: str,
-        initiator: str,
-        peers: tuple[str, ...],
-        peer_nonce: bytes | None = None,
-        resume: bool = False,
-    ) -> Job:
-        """Every job's reservation passes here, on both paths (``peer_nonce`` None: started here)."""
-        return self.table.reserve(kind, params, job_id, initiator, peers, peer_nonce, resume)
-
-    def _record_request(self, job: Job) -> None:
-        """Log a job this daemon accepted to run; refuse it if that cannot be logged."""
-        if self.recorder.requested(job):
-            return
-        self.table.drop(job, f"job not started: {self.role}'s audit log cannot be written")
-        raise JobRefused(job.error, AbortCode.INTERNAL)
-
-    def cancel_job(self, job: Job, reason: str) -> None:
-        """Stop a running job here and tell its peers (CANCELLED); ``reason`` is its error."""
-        self.runner.cancel(job, reason)

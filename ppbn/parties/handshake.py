@@ -263,6 +263,22 @@ class PeerLinks:
                 self.log.error("handshake: %s", message)
         self.states[role] = state
 
+    def probe(self, stopping: threading.Event, interval_s: float) -> None:
+        """Introduce ourselves to every peer again and again until ``stopping`` is set: every
+        ``interval_s`` while one disagrees or is unreachable, five times slower once all agree."""
+        while not stopping.is_set():
+            for role in self.roles:
+                try:
+                    introduction = self.handshake(role)
+                except ValueError:  # grpc's "Cannot invoke RPC on closed channel!": close() ran
+                    if stopping.is_set():
+                        return
+                    raise
+                if stopping.is_set():
+                    return
+                self.record(introduction)
+            stopping.wait(interval_s * (5 if self.state == "ok" else 1))
+
     def before_job(self, role: str) -> Introduction:
         """Fresh handshake; a peer that is merely unreachable gets a few seconds to (re)connect."""
         deadline = time.monotonic() + REACH_RETRY_S

@@ -1,8 +1,9 @@
 """One job as a daemon sees it, and the two ways a daemon declines to run or record one.
 
 Shared by the parts of the daemon that admit, open, run and record a job
-(``ppbn.parties.admission``, ``ppbn.parties.handshake``, ``ppbn.parties.runner``,
-``ppbn.parties.recorder``), so none of them needs another's module for its type.
+(``ppbn.parties.admission``, ``ppbn.parties.controller``, ``ppbn.parties.handshake``,
+``ppbn.parties.runner``, ``ppbn.parties.recorder``), so none of them needs another's
+module for its type.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ class Job:
         default_factory=dict
     )  # role -> nonce of every daemon of the job
     opened_by: str = ""  # role of the daemon that opened the job's streams
-    pending: bool = False  # started here, the peer has not accepted yet (see JobTable.yields_to)
+    pending: bool = (
+        False  # started here, the peer has not accepted yet (see JobController._yields_to)
+    )
     result: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
     peer_stats: dict[str, Any] | None = None

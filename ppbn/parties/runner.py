@@ -1,6 +1,7 @@
-"""Running an admitted job: its worker thread, its outcome, and the one line it fails with.
+"""Running an admitted job: its outcome, and the one line it fails with.
 
-Both daemons run the job function in a worker thread over the job's channel (a
+Both daemons run the job function in a worker thread (started by the job controller,
+``ppbn.parties.controller``) over the job's channel (a
 ``ChannelGroup`` of one stream per party at the miner). A dead or misbehaving peer fails
 the job with one line within the timeout, naming what to do next, and the daemon goes on
 serving; every way the job ends is told to the peers with an ABORT code, and written down
@@ -10,16 +11,12 @@ serving; every way the job ends is told to the peers with an ABORT code, and wri
 from __future__ import annotations
 
 import hashlib
-import logging
-import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ppbn.data.outputs import is_file_error
-from ppbn.data.party_data import PartyData
 from ppbn.errors import UserError
 from ppbn.jobs.alignment import align_by_psi
 from ppbn.jobs.base import ChannelGroup, JobCancelled
@@ -27,7 +24,7 @@ from ppbn.jobs.checkpoint import CheckpointStore
 from ppbn.jobs.policy import PolicyRefusal
 from ppbn.parties.budget import PrivacyBudget, RunTicket
 from ppbn.parties.budget_home import check_home, note_home
-from ppbn.parties.config import DaemonConfig
+from ppbn.parties.config import DaemonSetup
 from ppbn.parties.grpc_channel import (
     AUDIT_LOG_PARAMETER,
     OUTPUTS_PARAMETER,
@@ -35,12 +32,9 @@ from ppbn.parties.grpc_channel import (
     GrpcChannel,
 )
 from ppbn.parties.job import Job, JobFilesUnwritable
-from ppbn.parties.job_files import JobFiles
 from ppbn.parties.job_stats import exchange_stats, mirrored_peer_stats, own_stats
-from ppbn.parties.metrics import DaemonMetrics
 from ppbn.parties.pauses import WATCH
 from ppbn.parties.peer_errors import PeerSilent
-from ppbn.parties.recorder import Recorder
 from ppbn.parties.tls import MINER
 from ppbn.proto import party_pb2
 from ppbn.protocols.channel import PeerGone, ProtocolError
@@ -123,36 +117,20 @@ class BudgetRun:
 
 
 class JobRunner:
-    """Runs each admitted job in its own thread, then records how it ended."""
+    """Runs an admitted job, then records how it ended."""
 
-    def __init__(
-        self,
-        config: DaemonConfig,
-        data: PartyData,
-        schema_fingerprint: str,
-        files: JobFiles,
-        recorder: Recorder,
-        metrics: DaemonMetrics,
-        log: logging.Logger,
-        stopping: threading.Event,
-        release: Callable[[Job], None],
-        budget: PrivacyBudget,
-        dataset: Callable[[], str],
-    ) -> None:
-        self.config = config
-        self.budget = budget
-        self.dataset = dataset  # the key of this daemon's data set in the budget
-        self.role = config.role
-        self.data = data
-        self.schema_fingerprint = schema_fingerprint
-        self.files = files
-        self.recorder = recorder
-        self.metrics = metrics
-        self.log = log
-        self.stopping = stopping
-        self.release = release  # frees the daemon's job slot
+    def __init__(self, setup: DaemonSetup) -> None:
+        self.config = setup.config
+        self.role = setup.role
+        self.data = setup.data
+        self.schema_fingerprint = setup.hello.schema_fingerprint
+        self.files, self.recorder, self.metrics = setup.files, setup.recorder, setup.metrics
+        self.budget, self.dataset = setup.budget, setup.dataset
+        self.stopping = setup.stopping
+        self.log = setup.log
 
-    def launch(self, job: Job) -> None:
+    def _follow(self, job: Job) -> None:
+        """Let the job's notes and progress reach the log and the metrics."""
         last_note = [0.0]
 
         def log(text: str | None, major: bool) -> None:
@@ -176,16 +154,6 @@ class JobRunner:
         job.context.notes = note
         job.context.on_progress = lambda major: log(None, major)
         job.context.link_failure = lambda: job.channel.failure
-        threading.Thread(
-            target=self._run, args=(job,), name=f"job-{job.job_id}", daemon=True
-        ).start()
-
-    def cancel(self, job: Job, reason: str) -> None:
-        if job.done.is_set():
-            return
-        self.log.info("job %s: %s", job.job_id, reason)
-        job.context.cancel(reason)
-        job.channel.abort(AbortCode.CANCELLED)
 
     def _reserve_budget(self, job: Job) -> BudgetRun | None:
         """A DP run reserves its epsilon and delta of this daemon's budget before it sends
@@ -272,7 +240,10 @@ class JobRunner:
             "records_match", True, "keyed record-id digest (HMAC-SHA256, per-job key)"
         )
 
-    def _run(self, job: Job) -> None:
+    def run(self, job: Job) -> None:
+        """Run the job to its end in this thread (its worker) and write down how it ended:
+        its files, its audit lines, its budget; the caller then frees the daemon's slot."""
+        self._follow(job)
         ctx, channel = job.context, job.channel
         start = time.perf_counter()
         self.metrics.job_started(job)
@@ -354,8 +325,6 @@ class JobRunner:
                     "job %s %s: %s", job.job_id, JobInfo.State.Name(job.state).lower(), job.error
                 )
             self.recorder.ended(job)
-            self.release(job)
-            job.done.set()
 
     def _failure_text(self, job: Job, exc: Exception) -> str:
         """One line for a failed job: what happened (naming the peer), in which phase, and

@@ -5,6 +5,10 @@ TLS) whose role URI the daemon checks. Handshake and Exchange are for the expect
 daemons only; job control (StartJob, JobStatus, CancelJob) only for this daemon's own
 operator (role operator, naming this party, issued by this party's CA); anyone else gets
 PERMISSION_DENIED. Health is open to the operator and the peers.
+
+The service calls down into the parts the daemon hands it: the job RPCs go to the job
+controller (``ppbn.parties.controller``), Handshake to the peer links; nothing here calls
+back up into the daemon that owns the server.
 """
 
 from __future__ import annotations
@@ -18,12 +22,11 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from ppbn.errors import UserError, printable
-from ppbn.parties.admission import JobTable
+from ppbn.parties.config import DaemonSetup
+from ppbn.parties.controller import JobController
 from ppbn.parties.grpc_channel import MALFORMED, GrpcChannel
 from ppbn.parties.handshake import PeerLinks
-from ppbn.parties.job import Job, JobRefused
-from ppbn.parties.recorder import Recorder
-from ppbn.parties.runner import JobRunner
+from ppbn.parties.job import JobRefused
 from ppbn.parties.tls import OPERATOR, CertIdentity, TlsFiles, peer_identity
 from ppbn.proto import party_pb2, party_pb2_grpc
 
@@ -129,41 +132,29 @@ def _require_parsed(request: Any, context: grpc.ServicerContext, message: str) -
 
 
 class PartyService(party_pb2_grpc.PartyServiceServicer):
-    """The RPCs: each checks its caller and its request, then acts on the daemon's parts."""
+    """The RPCs: each checks its caller and its request, then answers from the daemon's
+    setup and peer links or hands the job to the job controller."""
 
     def __init__(
-        self,
-        callers: Callers,
-        peers: PeerLinks,
-        table: JobTable,
-        runner: JobRunner,
-        recorder: Recorder,
-        start_job: Callable[[str, str, str, str, bool], Job],
-        accept_job: Callable[[party_pb2.Frame, str], Job],
-        stopping: threading.Event,
-        log: logging.Logger,
+        self, setup: DaemonSetup, callers: Callers, peers: PeerLinks, controller: JobController
     ) -> None:
+        self.setup = setup
+        self.role = setup.role
+        self.hello = setup.hello
+        self.log = setup.log
         self.callers = callers
         self.peers = peers
-        self.role = peers.role
-        self.hello = peers.hello
-        self.table = table
-        self.runner = runner
-        self.recorder = recorder
-        self.start_job = start_job
-        self.accept_job = accept_job
-        self.stopping = stopping
-        self.log = log
+        self.controller = controller
 
     def Health(
         self, request: party_pb2.HealthRequest, context: grpc.ServicerContext
     ) -> party_pb2.HealthReply:  # noqa: N802 - gRPC method name
         self.callers.require_operator_or_peer(context, "health queries")
         _require_parsed(request, context, "HealthRequest")
-        running = self.table.running
+        running = self.controller.running
         return party_pb2.HealthReply(
             status=party_pb2.HealthReply.SHUTTING_DOWN
-            if self.stopping.is_set()
+            if self.setup.stopping.is_set()
             else party_pb2.HealthReply.SERVING,
             role=self.role,
             peer_state=self.peers.state,
@@ -186,11 +177,11 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
         initiator = self.callers.require_operator(context, "job requests")
         _require_parsed(request, context, "JobRequest")
         try:
-            job = self.start_job(
+            job = self.controller.start(
                 request.kind, request.params_json, request.job_id, initiator, request.resume
             )
         except UserError as exc:
-            self.recorder.refusal(request.job_id, request.kind, initiator, exc)
+            self.setup.recorder.refusal(request.job_id, request.kind, initiator, exc)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return job.info()
 
@@ -199,7 +190,7 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
     ) -> party_pb2.JobInfo:  # noqa: N802
         self.callers.require_operator(context, "job status queries")
         _require_parsed(request, context, "JobQuery")
-        job = self.table.jobs.get(request.job_id)
+        job = self.controller.jobs.get(request.job_id)
         return job.info() if job is not None else self._ended_job(request.job_id, context)
 
     def CancelJob(
@@ -207,10 +198,10 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
     ) -> party_pb2.JobInfo:  # noqa: N802
         caller = self.callers.require_operator(context, "job cancellations")
         _require_parsed(request, context, "JobQuery")
-        job = self.table.jobs.get(request.job_id)
+        job = self.controller.jobs.get(request.job_id)
         if job is None:  # it ended before: nothing to cancel
             return self._ended_job(request.job_id, context)
-        self.runner.cancel(job, f"cancelled by {caller}")
+        self.controller.cancel(job, f"cancelled by {caller}")
         job.done.wait(5.0)
         return job.info()
 
@@ -218,7 +209,7 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
         """A job no longer in memory (it ended before this daemon restarted, or is one of
         the oldest), as its folder under --out tells it: the folder keeps its id taken, so
         the daemon knows the job as long as the folder is there."""
-        info = self.table.files.ended_info(job_id)
+        info = self.setup.files.ended_info(job_id)
         if info is None:
             context.abort(
                 grpc.StatusCode.NOT_FOUND, f"{self.role} knows no job {printable(job_id, 64)!r}"
@@ -243,12 +234,12 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
         job_id = opening.job_id
         peer = self.callers.claimed_peer(certified, opening.hello.role)
         try:
-            job = self.accept_job(opening, peer)
+            job = self.controller.accept(opening, peer)
         except UserError as exc:
             code = exc.code if isinstance(exc, JobRefused) else AbortCode.BAD_REQUEST
             parameter = exc.parameter if isinstance(exc, JobRefused) else ""
             self.log.error("refused job %r from %s: %s", printable(job_id, 64), peer, exc)
-            self.recorder.refusal(
+            self.setup.recorder.refusal(
                 job_id,
                 opening.job.kind,
                 f"{printable(opening.initiator, 96)} (via {peer})",
@@ -264,7 +255,7 @@ class PartyService(party_pb2_grpc.PartyServiceServicer):
             Frame(kind=Frame.ACCEPT, hello=self.hello, nonce=job.nonces[self.role])
         )
         threading.Thread(target=channel.pump, args=(request_iterator,), daemon=True).start()
-        self.runner.launch(job)
+        self.controller.launch(job)
         yield from channel.outgoing_frames()
 
 

@@ -21,6 +21,7 @@ from waiting import wait_until as wait_for
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy, PramPolicy
 from ppbn.pair.loopback import free_port
+from ppbn.parties.admission import Admission
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.pki import make_local_pki
 from ppbn.proto import party_pb2
@@ -72,7 +73,7 @@ def refused_at_bob(pair: Pair, caplog, kind: str, params: dict, parameter: str) 
         caplog.at_level(logging.ERROR, logger="ppbn.party.bob"),
         pytest.raises(UserError) as refused,
     ):
-        pair.alice.start_job(kind, json.dumps(params), "", "hostile test")
+        pair.alice.controller.start(kind, json.dumps(params), "", "hostile test")
     message = str(refused.value)
     # alice (the requesting side) is told which parameter, in bob's fixed words
     assert f"parameter {parameter!r}" in message, message
@@ -93,15 +94,23 @@ def refused_at_bob(pair: Pair, caplog, kind: str, params: dict, parameter: str) 
     assert 0 < channel.wire_bytes_received < 200, channel.wire_bytes_received
 
 
-class HostileDaemon(PartyDaemon):
-    """Alice's real daemon, altered to send a job request its own checks would refuse as
-    it stands (honest requests are normalised as usual, so honest jobs still run)."""
+class HostileAdmission(Admission):
+    """Alice's real checks, altered to pass a job request they would refuse as it stands
+    (honest requests are normalised as usual, so honest jobs still run)."""
 
-    def _checked_params(self, kind, params_json: str) -> dict[str, Any]:
+    def checked_params(self, kind, params_json: str) -> dict[str, Any]:
         try:
-            return super()._checked_params(kind, params_json)
+            return super().checked_params(kind, params_json)
         except UserError:
             return json.loads(params_json or "{}")
+
+
+class HostileDaemon(PartyDaemon):
+    """Alice's real daemon, whose job controller asks the hostile checks."""
+
+    def __init__(self, config: DaemonConfig) -> None:
+        super().__init__(config)
+        self.controller.admission = HostileAdmission(self.setup)
 
 
 class Pair:

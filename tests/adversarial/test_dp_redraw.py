@@ -63,15 +63,15 @@ def test_each_run_that_draws_noise_is_charged_again(tmp_path, monkeypatch):
             wait_until(done.is_set, 30.0, "bob's run")
         assert states == ["FAILED"] * CRASHES + ["SUCCEEDED"]
         bob = daemons["bob"]
-        key = bob.runner.dataset()
-        runs = [r for r in bob.budget.runs(key) if r.first.job_id == job_id]
+        key = bob.setup.dataset()
+        runs = [r for r in bob.setup.budget.runs(key) if r.first.job_id == job_id]
     drawn = [run for run in draws if run]
     assert len(drawn) == CRASHES + 1  # every run opened noisy choices at alice
     assert all(len(run) >= 1 for run in drawn)
     # bob charged every run that drew: one charge per draw of each value
     assert [r.status.split(" ")[0] for r in runs] == ["released"] * len(drawn)
-    assert bob.budget.spent(key)[0] == pytest.approx(EPSILON * len(drawn))
+    assert bob.setup.budget.spent(key)[0] == pytest.approx(EPSILON * len(drawn))
     assert math.isclose(
-        daemons["alice"].budget.spent(daemons["alice"].runner.dataset())[0],
+        daemons["alice"].setup.budget.spent(daemons["alice"].setup.dataset())[0],
         EPSILON * len(drawn),
     )

@@ -30,7 +30,7 @@ def _learn_and_capture(tmp_path, pki, seed: int, monkeypatch) -> tuple[dict[str,
     files = write_dataset(tmp_path / f"data{seed}", 150, seed=seed)
     with Pair(tmp_path / f"run{seed}", files, pki, PERMISSIVE) as running:
         params = {"max_parents": 1, "key_bits": 1024}
-        job = running.alice.start_job("learn", json.dumps(params), "", "stats test")
+        job = running.alice.controller.start("learn", json.dumps(params), "", "stats test")
         assert job.done.wait(120) and job.error == "", job.error
         running.bob.jobs[job.job_id].done.wait(10)
         structure = job.result["parents"]

@@ -59,7 +59,7 @@ def test_a_family_over_the_limit_is_refused_whatever_forces_it(
 def test_an_honest_job_with_forced_edges_runs_afterwards_within_the_limits(strict_pair, caplog):
     refused_at_bob(strict_pair, caplog, *FORCED[0])
     params = {"search": "hc", "max_parents": 2, "fixed_edges": INTO_B2[:2]}
-    job = strict_pair.alice.start_job("learn", json.dumps(params), "", "honest test")
+    job = strict_pair.alice.controller.start("learn", json.dumps(params), "", "honest test")
     assert job.done.wait(180), "honest job did not finish"
     assert job.error == "", job.error
     bob_side = strict_pair.bob.jobs[job.job_id]

@@ -40,7 +40,7 @@ def test_a_non_invertible_pram_scheme_is_refused_naming_the_parameter(
         caplog.at_level(logging.ERROR, logger="ppbn.party.bob"),
         pytest.raises(UserError) as refused,
     ):
-        pair.alice.start_job(kind, json.dumps(params), "", "hostile test")
+        pair.alice.controller.start(kind, json.dumps(params), "", "hostile test")
     message = str(refused.value)
     assert f"parameter {parameter!r}" in message and "bob" in message, message
     bob_lines = [r.getMessage() for r in caplog.records if r.name == "ppbn.party.bob"]

@@ -51,7 +51,9 @@ def test_a_weaker_parameter_is_refused_before_any_data_derived_byte(
 
 def test_the_daemon_serves_the_next_honest_job(pair, caplog):
     refused_at_bob(pair, caplog, "pram", {"p": 0.0}, "p")
-    job = pair.alice.start_job("pram", json.dumps({"p": 0.3, "max_parents": 1}), "", "honest test")
+    job = pair.alice.controller.start(
+        "pram", json.dumps({"p": 0.3, "max_parents": 1}), "", "honest test"
+    )
     assert job.done.wait(60), "honest job did not finish"
     assert job.error == "" and job.result is not None
     bob_side = pair.bob.jobs[job.job_id]
@@ -76,9 +78,11 @@ def test_the_requesting_daemon_refuses_its_own_operator_first(tmp_path, pki):
             UserError,
             match=r"refused by bob.s policy .parameter .key_bits..: key_bits 1024 is below",
         ):
-            bob.start_job("learn", json.dumps({"key_bits": 1024, "max_parents": 1}), "", "operator")
+            bob.controller.start(
+                "learn", json.dumps({"key_bits": 1024, "max_parents": 1}), "", "operator"
+            )
         with pytest.raises(UserError, match=r"seed is never taken from a job message"):
-            bob.start_job("pram", json.dumps({"p": 0.3, "seed": 1}), "", "operator")
+            bob.controller.start("pram", json.dumps({"p": 0.3, "seed": 1}), "", "operator")
         assert not running.alice.jobs  # alice never heard of either
 
 
@@ -87,9 +91,9 @@ def test_a_reused_job_id_is_refused_on_disk_too(tmp_path, pki):
     with Pair(tmp_path, files, pki, LocalPolicy()) as running:
         (Path(running.bob.config.out_dir) / "run1").mkdir(parents=True)
         with pytest.raises(UserError, match=r"already has a job with this id"):
-            running.alice.start_job("ping", json.dumps({"rounds": 1}), "run1", "test")
+            running.alice.controller.start("ping", json.dumps({"rounds": 1}), "run1", "test")
         with pytest.raises(UserError, match=r"bob already has a job 'run1'"):
-            running.bob.start_job("ping", json.dumps({"rounds": 1}), "run1", "test")
+            running.bob.controller.start("ping", json.dumps({"rounds": 1}), "run1", "test")
 
 
 def test_a_stricter_local_policy_refuses_a_whole_path(tmp_path, pki):
@@ -99,5 +103,5 @@ def test_a_stricter_local_policy_refuses_a_whole_path(tmp_path, pki):
         Pair(tmp_path, files, pki, secure_only) as running,
         pytest.raises(UserError, match=r"parameter 'kind'"),
     ):
-        running.alice.start_job("pram", json.dumps({"p": 0.4}), "", "test")
+        running.alice.controller.start("pram", json.dumps({"p": 0.4}), "", "test")
     assert PERMISSIVE.min_records == 1  # the hostile side allowed it; bob alone decided

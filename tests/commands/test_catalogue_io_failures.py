@@ -428,14 +428,14 @@ def test_a_party_that_cannot_write_fails_a_miner_job_at_all_three(tmp_path, monk
             trio.start(role)
         trio.wait_for_handshakes()
         bob = trio.daemons["bob"]
-        real = bob.job_files.write
+        real = bob.setup.files.write
 
         def full(job, state, *args):
             if state == JobInfo.SUCCEEDED:  # bob's outputs do not fit; alice's do
                 raise OSError(errno.ENOSPC, NO_SPACE, str(job.context.out_dir / "network.json"))
             return real(job, state, *args)
 
-        monkeypatch.setattr(bob.job_files, "write", full)
+        monkeypatch.setattr(bob.setup.files, "write", full)
         with trio.client("miner") as client:
             job_id = client.start("pram-miner", {"p": 0.2, "max_parents": 2})
             client.wait(job_id, timeout_s=30)

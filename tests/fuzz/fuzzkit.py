@@ -190,25 +190,32 @@ class FuzzAlice(PartyDaemon):
     plan: Plan | None = None
     refuse_jobs = False  # answer BUSY to bob's job requests (a fuzzed StartJob then costs no job)
 
-    def _accept_job(self, opening, peer):  # type: ignore[no-untyped-def]
-        if self.refuse_jobs:
-            raise JobRefused("the fuzzing alice runs no job now", AbortCode.BUSY)
-        return super()._accept_job(opening, peer)
+    def __init__(self, config: DaemonConfig) -> None:
+        super().__init__(config)
+        honest_accept, honest_reserve = self.controller.accept, self.controller.reserve
+
+        def accept(opening, peer):  # type: ignore[no-untyped-def]
+            if self.refuse_jobs:
+                raise JobRefused("the fuzzing alice runs no job now", AbortCode.BUSY)
+            return honest_accept(opening, peer)
+
+        def reserve(*args, **kwargs):  # type: ignore[no-untyped-def]
+            job = honest_reserve(*args, **kwargs)
+            plan, self.plan = self.plan, None
+            if plan is not None:
+                job.channel.timeout_s = plan.alice_timeout_s
+                honest = job.channel.outgoing_frames
+                job.channel.outgoing_frames = lambda: plan.apply(honest())  # type: ignore[method-assign]
+            return job
+
+        self.controller.accept = accept  # type: ignore[method-assign]
+        self.controller.reserve = reserve  # type: ignore[method-assign]
 
     def start(self) -> int:
         port = super().start()
         channel = dial(self.peer_addresses["bob"], self.tls, "bob", self.config.frame_bytes)
         self.peers.stubs["bob"] = RawStub(channel, self.peers.stubs["bob"])  # type: ignore[assignment]
         return port
-
-    def _new_job(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        job = super()._new_job(*args, **kwargs)
-        plan, self.plan = self.plan, None
-        if plan is not None:
-            job.channel.timeout_s = plan.alice_timeout_s
-            honest = job.channel.outgoing_frames
-            job.channel.outgoing_frames = lambda: plan.apply(honest())  # type: ignore[method-assign]
-        return job
 
 
 # -- the daemon under test ----------------------------------------------------------------
@@ -503,7 +510,7 @@ class Fuzzer:
         """End alice's side of a job at once (she is the fuzzer; her timeouts are not under test)."""
         job = self.alice.jobs.get(job_id)
         if job is not None and not job.done.is_set():
-            self.alice.cancel_job(job, "fuzz example over")
+            self.alice.controller.cancel(job, "fuzz example over")
             for channel in getattr(job.channel, "channels", {"": job.channel}).values():
                 channel.mark_dead("fuzz example over")
         wait_for(lambda: self.alice.running is None, 30, "alice's job to end")
@@ -570,7 +577,7 @@ class Fuzzer:
         what = f"{kind} job opened by {opener}, frame {k} mutated by {mutation}"
         if opener == "alice":
             with contextlib.suppress(UserError):  # bob refused the (mutated) opening: checked below
-                self.alice.start_job(kind, json.dumps(params), job_id, "fuzz")
+                self.alice.controller.start(kind, json.dumps(params), job_id, "fuzz")
         else:
             try:
                 self.bob.operator.StartJob(
@@ -628,7 +635,9 @@ class Fuzzer:
             self.alice.plan = plan
             job_id = self.fresh_job_id()
             if opener == "alice":
-                job = self.alice.start_job(kind, json.dumps(params), job_id, "fuzz: honest run")
+                job = self.alice.controller.start(
+                    kind, json.dumps(params), job_id, "fuzz: honest run"
+                )
                 assert job.done.wait(120) and job.state == JobInfo.SUCCEEDED, job.error
             else:
                 self.bob.operator.StartJob(

@@ -227,7 +227,7 @@ def test_rss_stays_bounded(fuzzer):
     collection of its oldest generation, and heap that glibc keeps after it was freed.
     Measured, they made a daemon grow by tens of MiB with every learn job, without
     levelling off (tests/parties/test_daemon_memory.py). Bob's daemon collects and trims
-    when each job ends (``ppbn.parties.daemon.return_freed_memory``), so what this bound
+    when each job ends (``ppbn.parties.controller.return_freed_memory``), so what this bound
     measures is what bob still holds, and a real leak shows."""
     fuzzer.check_bob("the fuzz run")
     rss = fuzzer.bob.rss_mib()

@@ -154,14 +154,16 @@ def test_a_peers_resume_must_match_our_checkpoint_and_pass_our_policy(bob):
     with pytest.raises(
         JobRefused, match="asks for other parameters than bob's checkpoint"
     ) as other:
-        bob._accept_job(_resume_open(bob, "run1", {"max_parents": 3}), "alice")
+        bob.controller.accept(_resume_open(bob, "run1", {"max_parents": 3}), "alice")
     assert other.value.parameter == "resume"
     with pytest.raises(JobRefused, match="bob has no checkpoint of job run2"):
-        bob._accept_job(_resume_open(bob, "run2", {"max_parents": 2}), "alice")
+        bob.controller.accept(_resume_open(bob, "run2", {"max_parents": 2}), "alice")
     # a checkpoint made under a weaker policy does not pass today's policy either
     _checkpoint(bob, "weak", {"max_parents": 2, "key_bits": 1024})
     with pytest.raises(JobRefused, match="policy") as weak:
-        bob._accept_job(_resume_open(bob, "weak", {"max_parents": 2, "key_bits": 1024}), "alice")
+        bob.controller.accept(
+            _resume_open(bob, "weak", {"max_parents": 2, "key_bits": 1024}), "alice"
+        )
     assert weak.value.parameter == "key_bits"
-    job = bob._accept_job(_resume_open(bob, "run1", {"max_parents": 2}), "alice")
+    job = bob.controller.accept(_resume_open(bob, "run1", {"max_parents": 2}), "alice")
     assert job.context.resume and job.job_id == "run1" and job.params["max_parents"] == 2

@@ -70,8 +70,8 @@ def _policy(**settings) -> LocalPolicy:
 
 
 def _runs(daemon) -> list[tuple[str, str]]:
-    key = daemon.runner.dataset()
-    return [(r.first.job_id, r.status.split(" ")[0]) for r in daemon.budget.runs(key)]
+    key = daemon.setup.dataset()
+    return [(r.first.job_id, r.status.split(" ")[0]) for r in daemon.setup.budget.runs(key)]
 
 
 def _finish(client, daemons, job_id) -> str:
@@ -92,7 +92,7 @@ def test_daemons_charge_their_own_budget_and_refuse_a_job_over_it(tmp_path, dp_t
             assert _finish(client, daemons, job_id) == "SUCCEEDED"
             for daemon in daemons.values():
                 assert _runs(daemon) == [(job_id, "released")]
-            files = {r: d.budget.path(d.runner.dataset()) for r, d in daemons.items()}
+            files = {r: d.setup.budget.path(d.setup.dataset()) for r, d in daemons.items()}
             before = {r: f.read_bytes() for r, f in files.items()}
             bob_jobs = set(daemons["bob"].jobs)
             with pytest.raises(
@@ -118,12 +118,12 @@ def test_a_job_that_ends_before_anything_is_opened_is_refunded(tmp_path, dp_test
             job_id = client.start("test.dp", {"epsilon": 0.9, "vanish": True})
             assert _finish(client, daemons, job_id) == "FAILED"
         for daemon in daemons.values():
-            key = daemon.runner.dataset()
-            assert daemon.budget.spent(key) == (0.0, 0.0)
+            key = daemon.setup.dataset()
+            assert daemon.setup.budget.spent(key) == (0.0, 0.0)
             assert [s for _, s in _runs(daemon)] == ["refunded"] * 3
         job_id = client.start("test.dp", {"epsilon": 0.9})
         assert _finish(client, daemons, job_id) == "SUCCEEDED"
-    folder = daemons["bob"].budget.folder
+    folder = daemons["bob"].setup.budget.folder
     assert ppbn_main(["budget", "show", "--budget-dir", str(folder)]) == 0
     out = capsys.readouterr().out
     assert out.count("(refunded: ended before anything was opened)") == 3
@@ -159,7 +159,7 @@ def test_delta_above_the_policy_bound_is_refused(tmp_path, dp_test_kind):
         ):
             client.start("test.dp", {"epsilon": 1.0, "delta": 0.5})
         for daemon in daemons.values():
-            assert daemon.budget.datasets() == []
+            assert daemon.setup.budget.datasets() == []
 
 
 def _serve_once(data: Path, out: Path, settings: dict, epsilon: float = 0.0) -> str:

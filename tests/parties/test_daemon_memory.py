@@ -1,6 +1,6 @@
 """A daemon's resident memory does not grow with the number of jobs it ran: at each job's
 end it collects the job's garbage and hands the freed heap back to the system
-(``ppbn.parties.daemon.return_freed_memory``).
+(``ppbn.parties.controller.return_freed_memory``).
 
 Two in-process daemons run 5 small secure learn jobs after a first one: measured, their
 RSS grew by 243 MiB without either step, 87 MiB with the trim alone, 199 MiB with the
@@ -68,7 +68,7 @@ def test_rss_stays_flat_over_learn_jobs(tmp_path):
         alice = daemons["alice"]
 
         def learn() -> None:
-            job = alice.start_job("learn", PARAMS, "", "memory test")
+            job = alice.controller.start("learn", PARAMS, "", "memory test")
             assert job.done.wait(300) and job.state == party_pb2.JobInfo.SUCCEEDED, job.error
             wait_until(lambda: daemons["bob"].running is None, 60, "bob to end the job")
 

@@ -26,6 +26,7 @@ from ppbn.jobs.registry import register_job, unregister_job
 from ppbn.pair.loopback import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
+from ppbn.parties.handshake import PeerLinks
 from ppbn.parties.pki import make_local_pki
 from ppbn.parties.tls import PARTY_ROLES
 from ppbn.proto import party_pb2, party_pb2_grpc
@@ -507,11 +508,7 @@ def test_probe_loop_ends_quietly_when_stop_closes_its_channel():
     def closed(role):
         raise ValueError("Cannot invoke RPC on closed channel!")
 
-    PartyDaemon._probe_loop(
-        SimpleNamespace(_stopping=stopping, peer_roles=["bob"], handshake_peer=closed_by_stop)
-    )
+    PeerLinks.probe(SimpleNamespace(roles=["bob"], handshake=closed_by_stop), stopping, 2.0)
     stopping.clear()
     with pytest.raises(ValueError, match="closed channel"):
-        PartyDaemon._probe_loop(
-            SimpleNamespace(_stopping=stopping, peer_roles=["bob"], handshake_peer=closed)
-        )
+        PeerLinks.probe(SimpleNamespace(roles=["bob"], handshake=closed), stopping, 2.0)
