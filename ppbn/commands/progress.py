@@ -108,6 +108,11 @@ class LiveBar:
         self._task = None
         self._step = ("", 0)
 
+    @property
+    def shown(self) -> bool:
+        """Whether the bar is on screen: from the first progress to the job's end or ``close``."""
+        return self._bar is not None
+
     def __call__(self, progress: JobProgress) -> None:
         if progress.finished:
             self.close()

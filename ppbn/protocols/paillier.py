@@ -272,7 +272,7 @@ def _random_unit(n: int, stream: RandomStream | None = None) -> mpz:
             return r
 
 
-def _exponent_digits(
+def exponent_digits(
     count: int, windows: int, window_bits: int, seed: bytes | None
 ) -> list[list[int]]:
     """``count`` exponents as ``windows`` uniform digits of ``window_bits`` bits each, least
@@ -330,6 +330,12 @@ class FastEncryptor:
         _ = self._tables
 
     @property
+    def tables_built(self) -> bool:
+        """Whether this process holds the fixed-base tables (``build_tables`` or a first
+        randomizer built them): a party whose workers encrypt never should."""
+        return self._built is not None
+
+    @property
     def _tables(self) -> list[list[list[mpz]]]:
         with self._build_lock:
             if self._built is None:
@@ -355,7 +361,7 @@ class FastEncryptor:
         return self.public.n, int(self.base), self.exponent_bits, self.window_bits, self.factors
 
     def _digits(self, count: int, seed: bytes | None) -> list[list[int]]:
-        return _exponent_digits(count, self.windows, self.window_bits, seed)
+        return exponent_digits(count, self.windows, self.window_bits, seed)
 
     def _join(self, residues: list[mpz]) -> mpz:
         if len(residues) == 1:
@@ -626,7 +632,7 @@ def rerandomizers_bytes(spec: tuple, count: int, seed: bytes) -> bytes:
     nsquare, g = big_n * big_n, mpz(base)
     exponents = (
         sum(d << (window_bits * i) for i, d in enumerate(row))
-        for row in _exponent_digits(count, windows, window_bits, seed)
+        for row in exponent_digits(count, windows, window_bits, seed)
     )
     return encode_ciphertexts((gmpy2.powmod(g, e, nsquare) for e in exponents), PublicKey(n))
 

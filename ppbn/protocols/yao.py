@@ -207,7 +207,7 @@ def garbled_circuit(circuit: Circuit, outputs: Mapping[str, Reveal | str]) -> Ci
     )
 
 
-def _random_values(stream: RandomStream, width: int, count: int) -> np.ndarray:
+def random_values(stream: RandomStream, width: int, count: int) -> np.ndarray:
     """Uniform values in [0, 2^width), in the API form."""
     n_bytes = (width + 7) // 8
     raw = stream.bytes(n_bytes * count)
@@ -379,7 +379,7 @@ class YaoParty:
         if garbler:
             stream = RandomStream(self._seeds.next())
             masks = {
-                n: _random_values(stream, full.input(MASK_PREFIX + n).width, k) for n, _ in shared
+                n: random_values(stream, full.input(MASK_PREFIX + n).width, k) for n, _ in shared
             }
             values.update({MASK_PREFIX + n: v for n, v in masks.items()})
             result = self._garble_side(full, values, modes, k, seeded)

@@ -81,9 +81,9 @@ def test_live_bar_draws_and_goes_away():
     bar = LiveBar(Console(file=out, force_terminal=True, width=120))
     bar(replace(STEP, done=250, eta_s=12.0))
     bar(replace(STEP, step=2, detail="5 nodes still adding parents", done=500))
-    assert bar._bar is not None
+    assert bar.shown
     bar(replace(STEP, finished=True))
-    assert bar._bar is None
+    assert not bar.shown
     text = out.getvalue()
     assert "K2 step 2/2: 5 nodes still adding parents" in text  # a step leaves a line
     assert "ln terms 250/1,000" in text and "~12 s left" in text

@@ -69,14 +69,14 @@ def test_randomizers_are_nth_residues_in_the_base_subgroup(
 ) -> None:
     for r in crt_encryptor.fresh_randomizers(5):
         assert _is_nth_residue(r, keys)
-    # the fixed-base table holds g^(d 2^(w i)): compare with direct exponentiation
+    # the fixed-base tables (mod N^2, or mod p^2 and q^2 joined by the CRT) give g^a for the
+    # seed's exponents a: compare with direct exponentiation
     plain = FastEncryptor(keys.public, base=int(crt_encryptor.base))
-    nsq = keys.public.nsquare
-    for i, d in [(0, 1), (3, 4095), (21, 77)]:
-        expected = gmpy2.powmod(plain.base, d << (plain.window_bits * i), nsq)
-        assert plain._tables[0][i][d] == expected
-        crt = crt_encryptor._join([t[i][d] for t in crt_encryptor._tables])
-        assert crt == expected
+    seed = bytes(range(32))
+    exponents = _exponents(8, plain.windows, plain.window_bits, seed)
+    expected = [gmpy2.powmod(plain.base, a, keys.public.nsquare) for a in exponents]
+    assert plain.fresh_randomizers(8, seed) == expected
+    assert crt_encryptor.fresh_randomizers(8, seed) == expected
 
 
 def test_precomputed_pool_is_used_first(crt_encryptor: FastEncryptor, keys: KeyPair) -> None:
@@ -209,7 +209,7 @@ def _rerandomizers(spec: tuple, count: int, seed: bytes) -> list[int]:
 
 
 def _exponents(count: int, windows: int, window_bits: int, seed: bytes) -> list[int]:
-    rows = paillier._exponent_digits(count, windows, window_bits, seed)
+    rows = paillier.exponent_digits(count, windows, window_bits, seed)
     return [sum(d << (window_bits * i) for i, d in enumerate(row)) for row in rows]
 
 
@@ -303,6 +303,6 @@ def test_fixed_base_tables_are_built_on_first_use(keys: KeyPair) -> None:
     """A party whose workers encrypt never builds the tables in its own process: the
     constructor only picks the base; the first randomizer builds them."""
     encryptor = FastEncryptor(keys.public, factors=(int(keys.private.p), int(keys.private.q)))
-    assert encryptor._built is None
+    assert not encryptor.tables_built
     (rho,) = encryptor.fresh_randomizers(1)
-    assert encryptor._built is not None and _is_nth_residue(int(rho), keys)
+    assert encryptor.tables_built and _is_nth_residue(int(rho), keys)

@@ -221,9 +221,6 @@ def test_lanes_carry_two_conversations_at_once(transport, request):
 
 def test_a_frame_for_no_open_lane_and_leftovers_are_protocol_errors(pair):
     alice, bob = pair
-    alice._put(0, "lane7|tables.masked", b"x")  # as a peer would: a lane bob never opened
-    with pytest.raises(ProtocolError, match="'lane7|tables.masked': no such lane is open"):
-        bob.recv("hello")
     lane_a, lane_b = alice.open_lane(), bob.open_lane()
     lane_a.send("t.one", b"1")
     lane_a.send("t.two", b"2")
@@ -232,6 +229,10 @@ def test_a_frame_for_no_open_lane_and_leftovers_are_protocol_errors(pair):
     assert bob.recv("hello") == b"main"  # reads past the lane's waiting frame
     with pytest.raises(ProtocolError, match="1 more messages on lane1 than the protocol has"):
         bob.close_lane(lane_b)
+    lane7 = [alice.open_lane() for _ in range(6)][-1]  # alice's lanes 2..7, bob's still 1
+    lane7.send("tables.masked", b"x")  # too far ahead: bob takes early frames for 2 and 3 only
+    with pytest.raises(ProtocolError, match="'lane7|tables.masked': no such lane is open"):
+        bob.recv("hello")
 
 
 def test_a_frame_for_the_next_lane_waits_until_it_opens_and_a_closed_lane_refuses(pair):
@@ -246,7 +247,7 @@ def test_a_frame_for_the_next_lane_waits_until_it_opens_and_a_closed_lane_refuse
     assert lane_b.recv("t.early") == b"1"
     bob.close_lane(lane_b)
     alice.close_lane(lane_a)
-    alice._put(1, "lane1|t.late", b"x")  # as a peer would: a frame for a lane both closed
+    lane_a.send("t.late", b"x")  # a frame on a lane both have closed
     with pytest.raises(ProtocolError, match="'lane1|t.late': no such lane is open"):
         bob.recv("hello")
 
@@ -256,8 +257,9 @@ def test_expected_lanes_may_receive_before_they_open_and_no_further(pair):
     them wait; one past them and the usual early lanes is still a protocol error."""
     alice, bob = pair
     bob.expect_lanes(4)
-    alice._put(0, "lane6|t.early", b"1")  # lanes 1..6 may come early: 4 expected + 2
-    alice._put(0, "lane7|t.early", b"2")
+    lanes = [alice.open_lane() for _ in range(7)]
+    lanes[5].send("t.early", b"1")  # lanes 1..6 may come early: 4 expected + 2
+    lanes[6].send("t.early", b"2")
     alice.send("hello", b"main")
     with pytest.raises(ProtocolError, match="'lane7|t.early': no such lane is open"):
         bob.recv("hello")

@@ -123,16 +123,19 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
     with its own OTs, garbling and hashes (``SecureScorer.terms``): the result is still the
     reference's (bdeu: the shifts split with the counts), and the lane's bytes are counted
     under the same phases as the main thread's."""
+    from ppbn.protocols.channel import LaneChannel
     from ppbn.protocols.learning import learn as learning
-    from ppbn.protocols.learning import scorer as scoring
+    from ppbn.protocols.learning.terms import TermsEngine
 
-    opened = []
-    lane_engine = scoring.SecureScorer._lane_engine
-    monkeypatch.setattr(
-        scoring.SecureScorer,
-        "_lane_engine",
-        lambda self: opened.append(self.role) or lane_engine(self),
-    )
+    on_lane = []  # the party of each half batch that ran on the terms lane
+    terms = TermsEngine.terms
+
+    def recording(self, *args):
+        if isinstance(self.yao.channel, LaneChannel):
+            on_lane.append(self.role)
+        return terms(self, *args)
+
+    monkeypatch.setattr(TermsEngine, "terms", recording)
     learn = learning.learn_secure
 
     def labelling(
@@ -148,7 +151,7 @@ def test_terms_split_in_two_halves_give_the_same_network(monkeypatch, network, m
     pair = _learn_equal_to_the_reference(
         network, mode, max_parents, seed=13, split_terms=True, split_terms_from=2
     )
-    assert opened.count("alice") >= 2 and opened.count("bob") >= 2  # several batches, each split
+    assert on_lane.count("alice") >= 2 and on_lane.count("bob") >= 2  # several batches, each split
     by_kind = pair[0].stats.by_kind
     share_sections = {section for (section, tag) in by_kind if tag.startswith("arith.")}
     assert share_sections == {"ln terms (shares)"}  # the lane's too: none under another phase
@@ -177,13 +180,13 @@ def test_pipeline_groups_weigh_secure_terms_and_start_small(monkeypatch):
     families = [
         (names[i], names[j]) for i in range(len(names)) for j in range(len(names)) if i != j
     ]
-    groups = scorer._pipeline_groups(families)
+    groups = scorer.pipeline_groups(families)
     assert [f for g in groups for f in g] == families and len(groups) == scoring.PIPELINE_GROUPS
-    weights = [sum(scorer._secure_terms(f) for f in g) for g in groups]
+    weights = [sum(scorer.secure_terms(f) for f in g) for g in groups]
     local = [f for f in families if schema.owner(f[0]) == schema.owner(f[1])]
-    assert local and all(scorer._secure_terms(f) == 0 for f in local)
+    assert local and all(scorer.secure_terms(f) == 0 for f in local)
     share = sum(weights) / (len(groups) - 0.5)
-    largest = max(scorer._secure_terms(f) for f in families)
+    largest = max(scorer.secure_terms(f) for f in families)
     assert abs(weights[0] - share / 2) <= largest
     assert all(abs(w - share) <= 2 * largest for w in weights[1:])
 

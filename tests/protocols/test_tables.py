@@ -133,7 +133,7 @@ def test_parallel_workers_and_ciphertext_cache() -> None:
         s_bob.prepare()
         alice, bob, counters = run_both(schema, parts, first, config, sessions)
         # the aggregator's re-randomizers drown the sum of at most n short exponents
-        specs = [s._reserve_spec for s in (s_alice, s_bob) if s._reserve_spec is not None]
+        specs = [s.reserve_spec for s in (s_alice, s_bob) if s.reserve_spec is not None]
         bits = short_exponent_bits() + n.bit_length() + config.statistical_bits
         assert specs and all(spec[2] == bits for spec in specs)
         encrypted = counters["alice"].encryptions + counters["bob"].encryptions
@@ -353,14 +353,14 @@ def test_background_preparation_makes_the_keys_once_and_the_run_uses_them() -> N
         expected = np.zeros(table.shape, dtype=np.int64)
         np.add.at(expected, tuple(full[:, index].T), 1)
         assert (table == expected).all()
-    assert s_alice._preparing is None  # close() joined the thread
+    assert not s_alice.wait_prepared()  # close() joined the thread
 
 
 def test_background_preparation_is_skipped_once_keys_exist() -> None:
     with TablesSession(TEST_CONFIG) as session:
         keys = session.own_keys()
         session.prepare_in_background(10)
-        assert session._preparing is None and session.keys is keys
+        assert not session.wait_prepared() and session.keys is keys
 
 
 def test_a_small_job_gets_its_key_early_but_builds_no_tables_until_it_encrypts() -> None:
@@ -368,9 +368,9 @@ def test_a_small_job_gets_its_key_early_but_builds_no_tables_until_it_encrypts()
     only, so a job refused early (the fuzz suite's) keeps no tables in the daemon."""
     with TablesSession(TEST_CONFIG) as session:
         session.prepare_in_background(10)
-        session._preparing.join()
+        assert session.wait_prepared()
         assert session.keys is not None and session.encryptor is not None
-        assert session.encryptor._built is None
+        assert not session.encryptor.tables_built
 
 
 def test_rerandomizers_made_ahead_are_handed_out_once_in_order() -> None:
@@ -394,16 +394,16 @@ def test_rerandomizers_made_ahead_are_handed_out_once_in_order() -> None:
 
         session.top_up_rerandomizers(spec, 5, executor)
         session.top_up_rerandomizers(spec, 5, executor)  # already waiting: nothing more
-        assert sum(size for size, _ in session._reserve) == 5
+        assert session.reserved == 5
         first = values(session.rerandomizers(spec, 3, executor))
-        assert len(first) == 3 and sum(size for size, _ in session._reserve) == 2
+        assert len(first) == 3 and session.reserved == 2
         second = values(session.rerandomizers(spec, 4, executor))  # 2 made ahead, 2 new
-        assert len(second) == 4 and not session._reserve
+        assert len(second) == 4 and not session.reserved
         assert len(set(first + second)) == 7
         assert all(keys.decrypt(value) == 0 for value in first + second)
         session.top_up_rerandomizers(spec, 2, executor)
         own = session.own_keys()
         other = rerandomizer_spec(own.public, session.encryptor.base, 40, 1000)
-        assert len(values(session.rerandomizers(other, 1, executor))) == 1 and not session._reserve
+        assert len(values(session.rerandomizers(other, 1, executor))) == 1 and not session.reserved
         session.top_up_rerandomizers(spec, 3, InlineExecutor())
-        assert not session._reserve
+        assert not session.reserved

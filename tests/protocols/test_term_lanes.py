@@ -91,7 +91,7 @@ def test_a_peer_breaking_the_protocol_on_a_lane_fails_the_batch_with_one_line():
             lanes.run(shares, None, lambda phase: None, lambda phase: "ln terms (Yao)")
     finally:
         lanes.close()
-    assert not any(process.is_alive() for process in lanes._processes)
+    assert not any(process.is_alive() for process in lanes.processes)
 
 
 def test_a_lane_whose_process_died_is_an_executor_error():
@@ -99,8 +99,8 @@ def test_a_lane_whose_process_died_is_an_executor_error():
     lanes = TermLanes(alice, SPEC, 2, TaskSeeds(b"lanes test"))
     try:
         lanes.wait_ready()
-        lanes._processes[1].kill()
-        lanes._processes[1].join(10)
+        lanes.processes[1].kill()  # as a crash would
+        lanes.processes[1].join(10)
         shares = np.arange(2 * lanes_module.MIN_LANE_TERMS, dtype=np.uint64)
         with pytest.raises(ExecutorError, match="terms lane2: its process ended"):
             lanes.run(shares, None, lambda phase: None, lambda phase: "ln terms (Yao)")

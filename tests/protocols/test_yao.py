@@ -457,7 +457,7 @@ def test_integer_shares_cost_follows_the_width_not_the_ring() -> None:
         yao.LABEL_SEED_BYTES
     ]
     circuit = _xor_circuit(width)
-    full = yao._with_share_outputs(circuit, (("v", Reveal.INTEGER_SHARES),))
+    full = yao.garbled_circuit(circuit, {"v": Reveal.INTEGER_SHARES})
     assert schedule_of(full).n_and - schedule_of(circuit).n_and == width + STAT_BITS
     assert full.output("v").width == width + STAT_BITS + 1
 
@@ -465,14 +465,14 @@ def test_integer_shares_cost_follows_the_width_not_the_ring() -> None:
 def _evaluator_view_p(width: int, n: int, monkeypatch: pytest.MonkeyPatch, stat_bits: int) -> float:
     """KS two-sample p-value of the evaluator's y = v + 2^(b-1) + r for the most negative
     and the most positive v (with masks of ``stat_bits`` extra bits)."""
+    # each run builds its circuit anew, so the garbled circuit (cached per circuit object)
+    # is built with masks of the patched width
     monkeypatch.setattr(yao, "STAT_BITS", stat_bits)
-    yao._with_share_outputs.cache_clear()
     seen = []
     for i, value in enumerate((-(1 << (width - 1)), (1 << (width - 1)) - 1)):
         _, e = _integer_shares(width, [value] * n, seed=bytes([i + 1]) * 32)
         y = ring.add(e["v"], ring.constant(1 << (width - 1)))
         seen.append(ring.to_float(y, width + stat_bits))  # y / 2^(b + stat_bits), in [0, 2)
-    yao._with_share_outputs.cache_clear()
     low, high = seen
     assert stats.kstest(low, "uniform").pvalue > 1e-4  # v' = 0: y is the mask itself
     return float(stats.ks_2samp(low, high).pvalue)
@@ -519,11 +519,7 @@ PLAIN_MODES = {"sum": Reveal.EVALUATOR, "v": Reveal.EVALUATOR, "lt": Reveal.GARB
 
 def _mask_rows(circuit: Circuit, modes) -> tuple[Circuit, np.ndarray]:
     """The extended circuit of ``modes`` and its mask input rows."""
-    kinds = (Reveal.SHARES, Reveal.INTEGER_SHARES)
-    shared = tuple(
-        (o.name, Reveal(modes[o.name])) for o in circuit.outputs if modes[o.name] in kinds
-    )
-    full = yao._with_share_outputs(circuit, shared)
+    full = yao.garbled_circuit(circuit, modes)
     rows, pos = [], 0
     for bundle in full.inputs:
         if bundle.name.startswith(yao.MASK_PREFIX):
@@ -637,7 +633,7 @@ def _evaluator_mask_labels(monkeypatch: pytest.MonkeyPatch, flip: bool, k: int =
     monkeypatch.setattr(yao, "CHUNK_BYTES", 32 * schedule_of(full).n_and * 100)
     seen: list[np.ndarray] = []
     drawn: list[np.ndarray] = []
-    evaluate, random_values = yao.evaluate_chunk, yao._random_values
+    evaluate, random_values = yao.evaluate_chunk, yao.random_values
 
     def recording_evaluate(schedule, session, tweak, labels, tables):
         seen.append(labels[mask_rows].copy())
@@ -651,7 +647,7 @@ def _evaluator_mask_labels(monkeypatch: pytest.MonkeyPatch, flip: bool, k: int =
         return values
 
     monkeypatch.setattr(yao, "evaluate_chunk", recording_evaluate)
-    monkeypatch.setattr(yao, "_random_values", masks)
+    monkeypatch.setattr(yao, "random_values", masks)
     rng = random.Random(11)
     gs = [rng.getrandbits(width) for _ in range(k)]
     es = [rng.getrandbits(width) for _ in range(k)]

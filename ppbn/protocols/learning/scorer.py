@@ -344,8 +344,8 @@ class SecureScorer:
         """This party's share (ring element) of the score of each (child, parents)."""
         wanted = [(c, ps) for c, ps in keys if (c, frozenset(ps)) not in self.score_shares]
         wanted = list(dict.fromkeys(wanted))
-        groups = self._pipeline_groups([(*ps, c) for c, ps in wanted])
-        sizes = [sum(self._secure_terms(f) for f in families) for families in groups]
+        groups = self.pipeline_groups([(*ps, c) for c, ps in wanted])
+        sizes = [sum(self.secure_terms(f) for f in families) for families in groups]
         done = 0
         if groups:
             self.table_shares(groups[0])
@@ -369,21 +369,21 @@ class SecureScorer:
         return [self.score_shares[(c, frozenset(ps))] for c, ps in keys]
 
     def _terms_progress(self, unit: str, done: int, total: int) -> None:
-        """Terms done of a batch's ``total``, counted in ``_secure_terms`` (at most the
+        """Terms done of a batch's ``total``, counted in ``secure_terms`` (at most the
         terms that run securely), before and after each group: local only, nothing is sent."""
         if self.progress is not None and total > 0:
             self.progress(unit, done, total)
 
-    def _pipeline_groups(self, families: list[Family]) -> list[list[Family]]:
+    def pipeline_groups(self, families: list[Family]) -> list[list[Family]]:
         """The families of one batch in consecutive groups of about equal secure terms
-        (``_secure_terms``), at most ``PIPELINE_GROUPS`` of at least ``PIPELINE_MIN_TERMS``:
+        (``secure_terms``), at most ``PIPELINE_GROUPS`` of at least ``PIPELINE_MIN_TERMS``:
         group i + 1's table phase (Paillier, CPU) runs on a lane of the channel while group
         i's terms (garbled circuits and OT, mostly bytes on the wire) run here, so on a slow
         link the table phase costs next to nothing. A family's size is its secure terms
         (``_term_owners``: none for a local family, which needs no table phase either), and
         the first group gets half a share: its table phase is the one nothing overlaps.
         Both parties split alike: the families and their sizes are public."""
-        sizes = [self._secure_terms(fam) for fam in families]
+        sizes = [self.secure_terms(fam) for fam in families]
         most = (
             min(PIPELINE_GROUPS, sum(sizes) // PIPELINE_MIN_TERMS, len(families))
             if self.config.overlap_tables
@@ -409,7 +409,7 @@ class SecureScorer:
             return None, local_owner(self.schema, family[:-1])
         return owner, owner
 
-    def _secure_terms(self, family: Family) -> int:
+    def secure_terms(self, family: Family) -> int:
         """The family's terms that run securely: at most its cells and rows (fewer when a
         family scored before shares them, ``_score_cells``)."""
         q = math.prod(self.schema.cardinality(v) for v in family[:-1])

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Sequence
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class TermLanes:
         context = get_context("spawn")  # as the executor's pool: safe beside gRPC's threads
         self._lanes: list[LaneChannel] = []
         self._connections: list[Connection] = []
-        self._processes = []
+        self._processes: list[BaseProcess] = []
         self._ready = False
         try:
             for number in range(count):
@@ -104,6 +105,11 @@ class TermLanes:
     @property
     def count(self) -> int:
         return len(self._lanes)
+
+    @property
+    def processes(self) -> tuple[BaseProcess, ...]:
+        """The lanes' processes, in lane order: to watch them (alive, exit code, pid)."""
+        return tuple(self._processes)
 
     def wait_ready(self) -> None:
         """Until every lane's process has loaded (its sessions are built; their base OTs run

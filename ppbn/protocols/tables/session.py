@@ -184,6 +184,15 @@ class TablesSession:
         )
         self._preparing.start()
 
+    def wait_prepared(self) -> bool:
+        """Until the background preparation (``prepare_in_background``) has ended; False if
+        there was none to wait for (none started, or already waited for)."""
+        if self._preparing is None:
+            return False
+        self._preparing.join()
+        self._preparing = None
+        return True
+
     def _prepare(self, warm: bool) -> None:
         # Errors are left to the job: ``own_keys`` on first use makes the keys again and
         # raises, and a broken pool fails the job's own tasks with ExecutorError.
@@ -248,6 +257,18 @@ class TablesSession:
                 count -= size
         return pieces + [task for _, task in self._rerandomizer_tasks(spec, count, executor)]
 
+    @property
+    def reserved(self) -> int:
+        """Re-randomizers made ahead (``top_up_rerandomizers``) and not yet handed out."""
+        with self._reserve_lock:
+            return sum(size for size, _ in self._reserve)
+
+    @property
+    def reserve_spec(self) -> tuple | None:
+        """The peer's key and exponent size (``paillier.rerandomizer_spec``) of the last
+        re-randomizers asked for, which those made ahead are for; None before any."""
+        return self._reserve_spec
+
     def top_up_rerandomizers(self, spec: tuple, count: int, executor: Executor) -> None:
         """Start making re-randomizers for the next phase as aggregator, up to ``count``
         (capped at ``RESERVE_RERANDOMIZERS``) waiting: they depend on nothing but the peer's
@@ -292,9 +313,7 @@ class TablesSession:
         return None
 
     def close(self) -> None:
-        if self._preparing is not None:
-            self._preparing.join()
-            self._preparing = None
+        self.wait_prepared()
         with self._reserve_lock:
             self._reserve.clear()  # tasks not yet started are cancelled with the pool
         if self._executor is not None:
