@@ -1,4 +1,4 @@
-"""Two-party Yao: known answers of the public circuits, random circuits against the
+"""Two-party Yao: the known answer of the generated SHA-256 netlist, random circuits against the
 plaintext evaluator, every output mode, either party garbling, wide values, integer shares
 (reconstruction at the edges, cost, the evaluator's masked view), mask labels from a
 seed (bytes saved, outputs over many chunks, the evaluator's labels independent of the
@@ -7,17 +7,16 @@ mask), and disagreement detection."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from known_files import BRISTOL
 from scipy import stats
+from sha256_bristol import ABC_BLOCK, ABC_DIGEST, SHA256_IV, sha256_circuit
 
 from ppbn.circuits import builders as B
-from ppbn.circuits.bristol import hex_to_value, parse_bristol, value_to_hex
+from ppbn.circuits.bristol import hex_to_value, value_to_hex
 from ppbn.circuits.evaluate import evaluate
 from ppbn.circuits.garble import (
     FixedKeyHash,
@@ -35,23 +34,6 @@ from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_p
 from ppbn.protocols.fixedpoint import STAT_BITS
 from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.yao import YAO_PROTOCOL, Reveal, YaoParty
-
-
-def load(path: Path) -> Circuit:
-    return parse_bristol(path.read_text(), source=str(path))
-
-
-needs_bristol = pytest.mark.skipif(
-    not BRISTOL.is_dir(),
-    reason=f"public Bristol circuits not found at {BRISTOL} (optional test vectors; docs/conventions.md, 'Bristol Fashion bit order')",
-)
-
-AES_KEY = "000102030405060708090a0b0c0d0e0f"
-AES_PLAIN = "00112233445566778899aabbccddeeff"
-AES_CIPHER = "69c4e0d86a7b0430d8cdb78070b4c55a"
-SHA_BLOCK = "616263" + "80" + "00" * 52 + "0000000000000018"
-SHA_IV = "6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19"
-SHA_ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
 def two_party(
@@ -78,31 +60,23 @@ def two_party(
     return ra, rb, pa.counters
 
 
-@needs_bristol
-def test_aes128_known_answer_garbled_by_two_parties() -> None:
-    circuit = load(BRISTOL / "aes_128.txt")
-    key, plain = hex_to_value(AES_KEY), hex_to_value(AES_PLAIN)
+def test_sha256_known_answer_garbled_by_two_parties() -> None:
+    """FIPS 180-4's SHA-256("abc") through the generated netlist, garbled by either party,
+    beside the all-zero instance against the plaintext evaluator."""
+    circuit = sha256_circuit()
+    block, iv = hex_to_value(ABC_BLOCK), hex_to_value(SHA256_IV)
     ra, rb, counters = two_party(
-        circuit, {"in0": [key, key, 0]}, {"in1": [plain, plain, 0]}, {"out0": "both"}
+        circuit, {"in1": [iv, iv, 0]}, {"in0": [block, block, 0]}, {"out0": "both"}
     )
-    assert value_to_hex(ra["out0"][0], 128) == AES_CIPHER
-    assert value_to_hex(rb["out0"][1], 128) == AES_CIPHER
+    assert value_to_hex(ra["out0"][0], 256) == ABC_DIGEST
+    assert value_to_hex(rb["out0"][1], 256) == ABC_DIGEST
     zero = evaluate(circuit, {"in0": [0], "in1": [0]})["out0"][0]
     assert ra["out0"][2] == rb["out0"][2] == zero
-    assert counters.and_gates == 3 * 6400 and counters.ots == 3 * 128
-
-
-@needs_bristol
-def test_sha256_known_answer_garbled_by_two_parties() -> None:
-    circuit = load(BRISTOL / "sha256.txt")
+    assert counters.and_gates == 3 * circuit.and_count and counters.ots == 3 * 512
     ra, rb, _ = two_party(
-        circuit,
-        {"in1": [hex_to_value(SHA_IV)]},
-        {"in0": [hex_to_value(SHA_BLOCK)]},
-        {"out0": "evaluator"},
-        alice_garbles=False,
+        circuit, {"in1": [iv]}, {"in0": [block]}, {"out0": "evaluator"}, alice_garbles=False
     )
-    assert value_to_hex(ra["out0"][0], 256) == SHA_ABC
+    assert value_to_hex(ra["out0"][0], 256) == ABC_DIGEST
     assert rb == {}
 
 
@@ -147,13 +121,12 @@ def test_random_circuits_garbled_match_plaintext(case, k: int, rng: random.Rando
     assert list(ra["o"]) == list(expected) and rb == {}
 
 
-@needs_bristol
-@settings(max_examples=12, deadline=None)
-@given(st.integers(1, 40), st.integers(1, 45), st.integers(0, 2**40))
+@settings(max_examples=8, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 14), st.integers(0, 2**40))
 def test_instance_blocks_change_nothing(k: int, per_block: int, base: int) -> None:
     """Garbling and evaluating in instance blocks (for cache, ``garble.instance_blocks``)
     gives the tables, output labels and evaluation of one pass over the batch."""
-    sched = schedule_of(load(BRISTOL / "aes_128.txt"))
+    sched = schedule_of(sha256_circuit())
     rng = np.random.default_rng(per_block)
     zero = rng.integers(
         0, 2**64, size=(len(sched.input_slots), k, 2), dtype=np.uint64, endpoint=False
