@@ -6,6 +6,7 @@ model, a networkx graph or DOT text. The ``ppbn`` commands run on the same calls
 
     sim = ppbn.simulate(network="asia", records=5000, max_parents=2)
     model = sim.network.to_pgmpy()          # pgmpy DiscreteBayesianNetwork with its CPDs
+    pram = ppbn.simulate(network="asia", records=5000, path="pram", p=0.2)  # or "perturb"
 
     with ppbn.Daemon("alice.example.org:7401", tls_dir="op") as alice:
         job = alice.learn(max_parents=3)
@@ -23,12 +24,14 @@ from ppbn.api.daemon import Daemon, Job
 from ppbn.api.result import Cpt, NetworkResult, load_result
 from ppbn.api.sample import sample
 from ppbn.api.simulate import Simulation, simulate
+from ppbn.api.simulate_paths import PathSimulation
 
 __all__ = [
     "Cpt",
     "Daemon",
     "Job",
     "NetworkResult",
+    "PathSimulation",
     "Simulation",
     "load_result",
     "sample",

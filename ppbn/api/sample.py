@@ -153,3 +153,28 @@ def write_table(frame: pd.DataFrame, path: Path, file_format: str, flag: str = "
         raise UserError(
             f"{flag} {path}: cannot write ({reason(exc)}); nothing was written"
         ) from None
+
+
+def sample_messages(
+    result: NetworkResult, path: Path, file_format: str, records: int, variables: int
+) -> tuple[str, str | None]:
+    """What ``ppbn sample`` says after writing: the file and the guarantee the synthetic
+    records carry, and a warning (None for a DP release) that they carry none."""
+    wrote = f"wrote {path} ({file_format}): {records}"
+    dp = guarantee(result)
+    if dp is not None:
+        epsilon, delta = dp
+        return (
+            f"{wrote} records of {variables} variables, synthetic records under the "
+            f"network's (epsilon, delta)-DP guarantee (epsilon = {epsilon:g}, delta = "
+            f"{delta:g}; sampling is post-processing)"
+        ), None
+    kind = (
+        "a PRAM-path release (its privacy figures are per-block gamma, not (epsilon, delta))"
+        if isinstance(result.document.get("privacy"), list)
+        else "an exact release"
+    )
+    return f"{wrote} synthetic records of {variables} variables", (
+        f"warning: {result.source} is {kind}: no DP guarantee, the synthetic records carry "
+        "whatever its CPTs disclose"
+    )

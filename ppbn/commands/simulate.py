@@ -1,34 +1,19 @@
 """``ppbn simulate``: both daemons as local processes over loopback mutual TLS, one job.
 
-Generates (or loads) a two-party data set, makes a throw-away CA and certificates,
-starts alice's and bob's daemons as separate processes on free loopback ports, runs the
-job through alice's daemon as the operator, prints the result and each party's figures,
-and stops both daemons however the run ends: ``ppbn.api.simulate``, the Python API's
-call, does the run; this module reads the flags and prints. ``--reveal-for-testing`` adds both
-parties' shares to check them against the plaintext counts: something no real
-deployment may do, so it says so loudly.
-
-``--path pram`` runs the PRAM path instead (Ma and Sivakumar, Sec. III-A): ``--setup 1``
-as the ``pram`` job between alice and bob, ``--setup 2`` as the ``pram-miner`` job
-started at a third daemon, the miner. It prints every daemon's result and figures and
-the structure's distance to the plaintext reference learned in this process.
-
-``--path perturb`` runs a perturbation learner the same way: ``--setup 1`` as
-the ``perturb-learn`` job (the class's owner learns), ``--setup 2`` as
-``perturb-learn-miner``; the job's parameters come from ``--params`` (learner, class,
-theta or p, ...), and the same learner on the joined original data is the reference.
-Those two paths, with the helpers every path shares, are in ppbn/commands/_simulate_paths.py.
+A two-party data set, throw-away certificates, alice's and bob's daemons on free loopback
+ports, the job run through alice's daemon, the result and each party's figures; every
+daemon is stopped however the run ends. ``--path pram`` runs the PRAM path (Ma and
+Sivakumar, Sec. III-A), ``--path perturb`` a perturbation learner, in ``--setup 1`` or
+``--setup 2`` (a third daemon, the miner, learns). ``ppbn.simulate`` (ppbn/api) runs
+every path and refuses, naming the flags, what it cannot run; this module reads the
+flags and simulate_print.py prints. ``--reveal-for-testing`` opens both parties' shares:
+something no real deployment may do, so it says so loudly.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import signal
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from ppbn.commands.options import (
@@ -39,243 +24,120 @@ from ppbn.commands.options import (
     add_missing_options,
     add_pair_policy_options,
     add_secure_options,
+    hc_job_params,
     job_params,
     missing_rule,
     non_negative_int,
     pair_policy,
+    params_json,
     positive_float,
     positive_int,
-    refuse_on_private_paths,
-    sample_overlap,
 )
 from ppbn.errors import UserError
 from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
 from ppbn.randomized.constants import COUNT_METHODS
 
-# The protocol paths `--path` selects; `run_path` is the one place that dispatches on it.
+# The protocol paths `--path` selects; "job" is the secure path's machinery running --job.
 PATHS = ("secure", "pram", "perturb", "job")
+RANDOMIZED_PATHS = ("pram", "perturb")
 SETUP_FLAGS = ("setup", "randomization_seed")  # --path pram and perturb
 PRAM_FLAGS = ("p", "randomization", "eta", "counts")  # --path pram only
-REVEAL_WARNING = (
-    "WARNING: --reveal-for-testing ADDS BOTH PARTIES' SHARES AND PRINTS WHAT THEY REVEAL. "
-    "This breaks the privacy the protocol provides; it exists only to test ppbn."
-)
 
 
-def reveal_tables(
-    schema_path: Path,
-    csvs: dict[str, Path],
-    out_dirs: dict[str, Path],
-    rule: str = "error",
-    intersect: bool = False,
-) -> dict[str, Any]:
-    """Add both parties' table shares and compare with counts from the joined plaintext
-    (under ``rule``: available-case counts leave out records missing in the family; with
-    ``intersect``: on the records both hold, as ``--align psi``)."""
-    import numpy as np
-
-    from ppbn.bn.k2 import count_table
-    from ppbn.bn.schema import Schema
-    from ppbn.data.party_data import load_joined
-    from ppbn.jobs.tables import load_shares
-    from ppbn.protocols.tables import reconstruct
-
-    schema = Schema.load(str(schema_path))
-    names, codes = load_joined(
-        schema, csvs["alice"], csvs["bob"], missing_rule=rule, intersect=intersect
-    )
-    column = {name: j for j, name in enumerate(names)}
-    counts = reconstruct(load_shares(out_dirs["alice"]), load_shares(out_dirs["bob"]))
-    wrong = []
-    for family, table in counts.items():
-        truth = count_table(codes, [column[v] for v in family], schema.cardinalities(family))
-        if not np.array_equal(table.astype(np.int64), truth):
-            wrong.append("|".join(family))
-    return {"tables_checked": len(counts), "tables_wrong": wrong, "all_equal": not wrong}
+def raise_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
-def _simulate(args: argparse.Namespace) -> int:
+def run_path(args: argparse.Namespace) -> int:
+    """`ppbn simulate`: the secure path (job learn, checked against the reference), the
+    PRAM or perturbation path, or the job given by --job (path "job")."""
     from ppbn.api.simulate import simulate
-    from ppbn.commands._simulate_paths import raise_interrupt
+    from ppbn.api.spelling import FLAGS
+    from ppbn.commands.progress import progress_reporter
+    from ppbn.commands.simulate_print import print_daemons_up, print_simulation, print_warnings
 
-    params = job_params(args)
+    if args.path is None:  # --job tables (or ping, ...) alone means the job path
+        args.path = "secure" if args.job == "learn" else "job"
+    refuse_unused_path_flags(args)
+    if args.plot and args.path in RANDOMIZED_PATHS:
+        raise UserError(f"--plot draws the secure path's network, not --path {args.path}'s")
+    if args.path == "secure" and args.job != "learn":
+        raise UserError(f"--job {args.job} needs --path job (the secure path is the learn job)")
+    path_arguments = _path_arguments(args)
     if args.plot:  # before any work: an unwritable picture must not cost the run
         from ppbn.data.outputs import check_output_file
 
         if args.job != "learn":
             raise UserError("--plot draws a learned network: it needs the learn job")
         check_output_file(args.plot, "--plot")
-    if args.reveal_for_testing:
-        print(REVEAL_WARNING, file=sys.stderr)
-        if args.job != "tables":
-            raise UserError("--reveal-for-testing applies to the tables job only")
+    print_warnings(args)
     quiet = args.format == "json"
-    from ppbn.commands.progress import progress_reporter
-
-    progress = progress_reporter(quiet)  # a bar on a terminal, else lines
-
-    def daemons_up(pair) -> None:
-        if not quiet:
-            print(
-                f"daemons up: alice {pair.address('alice')}, bob {pair.address('bob')} "
-                f"(mutual TLS; logs will be in {args.out or 'a temporary folder'})",
-                file=sys.stderr,
-            )
-
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
-        with contextlib.ExitStack() as stack:
-            out = args.out
-            if args.reveal_for_testing and not out:  # the shares must outlive the daemons
-                out = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "run"
-            sim = simulate(
-                args.network,
-                args.records,
-                data=args.data,
-                seed=args.seed,
-                kind=args.job,
-                params=params,
-                out=out,
-                force=args.force,
-                policy=pair_policy(args),
-                missing=missing_rule(args),
-                align=args.align,
-                overlap=sample_overlap(args) if not args.data else None,
-                missing_rate=getattr(args, "missing_rate", 0.0),
-                timeout_s=args.timeout,
-                progress=progress,
-                on_daemons_up=daemons_up,
-            )
-            outcome = sim.outcome
-            if outcome.state != "SUCCEEDED":
-                for role, tail in sim.logs.items():
-                    print(f"{role}'s log: {tail}", file=sys.stderr)
-            reveal = None
-            if args.reveal_for_testing and outcome.state == "SUCCEEDED":
-                folder = Path(out)
-                data = Path(args.data) if args.data else folder / "data"
-                reveal = reveal_tables(
-                    data / "schema.json",
-                    {role: data / f"{role}.csv" for role in ("alice", "bob")},
-                    {role: folder / f"out-{role}" / outcome.job_id for role in ("alice", "bob")},
-                    missing_rule(args),
-                    args.align == "psi",
-                )
+        sim = simulate(
+            args.network,
+            args.records,
+            data=args.data,
+            seed=args.seed,
+            out=args.out,
+            force=args.force,
+            policy=pair_policy(args),
+            missing=missing_rule(args),
+            align=args.align,
+            overlap=args.overlap if not args.data else None,
+            missing_rate=args.missing_rate,
+            timeout_s=args.timeout,
+            reveal_for_testing=args.reveal_for_testing,
+            progress=progress_reporter(quiet),  # a bar on a terminal, else lines
+            on_daemons_up=None if quiet else print_daemons_up(args),
+            spell=FLAGS,
+            **path_arguments,
+        )
     finally:
         signal.signal(signal.SIGTERM, previous)
-    report = _report(args, outcome, sim.timings, reveal)
-    if sim.check is not None:
-        report["reference_check"] = sim.check
-    if args.plot and sim.network is not None:
-        # against the network the data came from when it is known (the reference's
-        # equality is in the text); else against the reference
-        against, name = (sim.truth, "truth.bif") if sim.truth else (sim.reference, "the reference")
-        title = "learned privately" + (f" vs {name}" if against else "")
-        sim.network.plot(args.plot, against, title)
-        report["plot"] = args.plot
-    if quiet:
-        print(json.dumps(report, indent=2))
-    else:
-        _print_report(outcome, report, bool(args.out))
-    return 0 if outcome.state == "SUCCEEDED" and (reveal is None or reveal["all_equal"]) else 1
+    return print_simulation(args, sim)
 
 
-def run_path(args: argparse.Namespace) -> int:
-    """`ppbn simulate`: the secure path (job learn, checked against the reference), the
-    PRAM path, or the job given by --job (path "job")."""
-    from ppbn.commands._simulate_paths import simulate_perturb, simulate_pram
-
-    if args.path is None:  # --job tables (or ping, ...) alone means the job path
-        args.path = "secure" if args.job == "learn" else "job"
-    refuse_unused_path_flags(args)
-    refuse_on_private_paths(args, "PRAM" if args.path == "pram" else "secure")
-    if args.plot and args.path in ("pram", "perturb"):
-        raise UserError(f"--plot draws the secure path's network, not --path {args.path}'s")
-    if args.path == "pram":
-        return simulate_pram(args)
+def _path_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """``simulate``'s path, job kind and parameters from the flags of ``--path``."""
+    if args.path not in RANDOMIZED_PATHS:
+        return {"kind": args.job, "params": job_params(args)}
+    randomized = {
+        "path": args.path,
+        "setup": args.setup,
+        "randomization_seed": args.randomization_seed,
+    }
     if args.path == "perturb":
-        return simulate_perturb(args)
-    if args.path == "secure" and args.job != "learn":
-        raise UserError(f"--job {args.job} needs --path job (the secure path is the learn job)")
-    return _simulate(args)
+        return {**randomized, "params": params_json(args)}
+    params: dict[str, Any] = {
+        "p": args.p,
+        "randomization": args.randomization,
+        "max_parents": args.max_parents,
+        "score": args.score,
+        "tau": args.tau,
+        "c_star": args.c_star,
+        "eta": args.eta,
+        "counts": args.counts,
+        "dirichlet": args.dirichlet,
+    }
+    if args.search == "k2":  # the schema's order unless --order names another
+        params["order"] = [v.strip() for v in (args.order or "").split(",") if v.strip()]
+    if args.score == "bdeu":
+        params["ess"] = args.ess
+    params.update(hc_job_params(args))
+    return {**randomized, "params": params}
 
 
 def refuse_unused_path_flags(args: argparse.Namespace) -> None:
     """A flag of another path than ``--path`` is a user error naming it and that path,
-    before any data is made or daemon started (``_unused_flags``)."""
+    before any data is made or daemon started (``unused_flags``)."""
     from ppbn.commands.unused_flags import refuse_given, refuse_unused_flags
 
-    if args.path not in ("pram", "perturb"):
+    if args.path not in RANDOMIZED_PATHS:
         refuse_given(args, SETUP_FLAGS, "--path pram or perturb")
     if args.path != "pram":
         refuse_given(args, PRAM_FLAGS, "--path pram")
     refuse_unused_flags(args, args.path)
-
-
-def _report(
-    args, outcome, timings: dict[str, float], reveal: dict[str, Any] | None
-) -> dict[str, Any]:
-    from ppbn.commands.outcomes import outcome_json
-
-    report = outcome_json(outcome)
-    report.update(
-        {
-            "network": args.network if not args.data else None,
-            "data": args.data,
-            "records": (outcome.result or {}).get("records", args.records),
-            "seed": args.seed if not args.data else None,
-            "transport": "gRPC over mutual TLS, loopback, two processes",
-            "timings": {k: round(v, 3) for k, v in timings.items()},
-        }
-    )
-    parties = report["stats"]
-    if outcome.kind == "tables" and outcome.result:
-        total = sum(s.get("paillier_encryptions", 0) for s in parties.values())
-        paper = outcome.result["per_alpha_encryptions"]
-        report["paillier_encryptions_both_parties"] = total
-        report["per_alpha_encryptions"] = paper
-        report["fewer_encryptions_than_per_alpha"] = round(paper / total, 1) if total else None
-    if reveal is not None:
-        report["reveal_for_testing"] = reveal
-    return report
-
-
-def _print_report(outcome, report: dict[str, Any], files_kept: bool) -> None:
-    from ppbn.commands.outcomes import print_outcome
-
-    print_outcome(outcome, "ppbn simulate", show_files=files_kept)
-    timings = report["timings"]
-    print(
-        f"data {timings.get('data_s', 0):.2f} s, certificates {timings.get('certs_s', 0):.2f} s, "
-        f"daemons up {timings.get('daemons_start_s', 0):.2f} s, job {timings.get('job_s', 0):.2f} s "
-        "(start to finish, as the operator saw it)"
-    )
-    if "per_alpha_encryptions" in report:
-        print(
-            f"Paillier encryptions, both parties: {report['paillier_encryptions_both_parties']:,}; "
-            f"the paper's per-alpha method on the same families: {report['per_alpha_encryptions']:,} "
-            f"({report['fewer_encryptions_than_per_alpha']}x more)"
-        )
-    check = report.get("reference_check")
-    if check is not None:
-        verdict = "equal" if check["same_structure_and_order"] else "DIFFERENT"
-        diff = check["max_abs_cpt_difference"]
-        records = "equal" if check["same_family_records"] else "DIFFERENT"
-        print(
-            f"against the non-private reference (same score, tau, order, --missing rule): structure "
-            f"and edge order {verdict}"
-            + (f", largest CPT difference {diff:.2e}" if diff is not None else "")
-            + f", records per family {records}"
-        )
-    reveal = report.get("reveal_for_testing")
-    if reveal is not None:
-        print(REVEAL_WARNING, file=sys.stderr)
-        verdict = (
-            "all equal"
-            if reveal["all_equal"]
-            else f"WRONG: {', '.join(reveal['tables_wrong'][:5])}"
-        )
-        print(f"revealed {reveal['tables_checked']} tables against the plaintext counts: {verdict}")
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:

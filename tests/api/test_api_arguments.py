@@ -1,7 +1,7 @@
 """The Python API names its own keywords, never a command-line flag, and refuses before any
 work what it would not use: ``ppbn.simulate``'s records, overlap, policy (a LocalPolicy or
-a dict of settings) and job keywords that need another; ``ppbn.sample``'s records above
-the cap (the command line alike)."""
+a dict of settings), job keywords that need another and the settings of its PRAM and
+perturbation paths; ``ppbn.sample``'s records above the cap (the command line alike)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import ppbn
 from ppbn.api.result import MAX_CELLS
-from ppbn.api.simulate import _policy
+from ppbn.api.spelling import FLAGS
 from ppbn.cli import main
 from ppbn.commands import sample as sample_command
 from ppbn.errors import UserError
@@ -38,6 +38,50 @@ from ppbn.jobs.policy import LocalPolicy
             {"network": "asia", "records": 300, "policy": {"cache_mb": -1}},
             "^policy: policy setting cache_mb",
         ),
+        ({"network": "asia", "records": 300, "path": "mpc"}, "^path must be one of secure, "),
+        (
+            {"network": "asia", "records": 300, "path": "pram"},
+            r"^path='pram' needs exactly one of p and randomization$",
+        ),
+        (
+            {
+                "network": "asia",
+                "records": 300,
+                "path": "pram",
+                "p": 0.3,
+                "missing": "available-case",
+            },
+            r"^missing='available-case' runs on the secure path only: the PRAM path .*\(use missing='category'\)$",
+        ),
+        (
+            {"network": "asia", "records": 300, "path": "pram", "p": 0.3, "search": "hc"},
+            "^search='hc' on the PRAM path needs setup=2 \\(a miner\\)",
+        ),
+        (
+            {"network": "asia", "records": 300, "path": "pram", "randomization": "no-such.json"},
+            "^no-such.json: randomization file not found",
+        ),
+        (
+            {"network": "asia", "records": 300, "path": "perturb", "setup": 3, "params": {"p": 1}},
+            r"^setup must be 1 or 2 \(got 3\)",
+        ),
+        (
+            {"network": "asia", "records": 300, "path": "perturb"},
+            "^path='perturb' needs the job parameters: params=",
+        ),
+        ({"network": "asia", "records": 300, "setup": 2}, "^setup needs path='pram' or"),
+        (
+            {"network": "asia", "records": 300, "randomization_seed": "s"},
+            "^randomization_seed needs path='pram' or",
+        ),
+        (
+            {"network": "asia", "records": 300, "path": "pram", "p": 0.3, "kind": "tables"},
+            "^kind='tables' needs path='secure'",
+        ),
+        (
+            {"network": "asia", "records": 300, "reveal_for_testing": True},
+            "^reveal_for_testing applies to the tables job only",
+        ),
     ],
 )
 def test_simulate_names_its_keywords_before_any_work(tmp_path, kwargs, message):
@@ -52,14 +96,33 @@ def test_the_job_keyword_error_names_the_parameter():
     assert err.value.parameter == "fixed_edges"
 
 
+def test_the_command_line_gets_the_same_refusals_in_its_flags():
+    """``ppbn simulate`` calls ``simulate`` with ``spell=FLAGS``: one check, its flags named."""
+    cases = [
+        ({"path": "pram"}, "--path pram needs exactly one of --p P and --randomization FILE"),
+        (
+            {"path": "perturb"},
+            "--path perturb needs the job parameters: "
+            """--params '{"learner": "nb", "class": VAR, "theta": 0.8}'""",
+        ),
+        ({"overlap": 0.5}, "--overlap 0.5: parties with different records need --align psi"),
+        ({"records": None}, "give --network and --records (or --data DIR)"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(UserError) as err:
+            ppbn.simulate(**{"network": "asia", "records": 300, **kwargs}, spell=FLAGS)
+        assert str(err.value) == message
+
+
 def test_simulate_takes_a_policy_or_a_dict_of_its_settings(tmp_path):
-    policy = LocalPolicy(min_records=50)
-    assert _policy(policy) is policy and _policy(None) is None
-    assert _policy({"min_records": 50, "max_parents": 3}).max_parents == 3
     with pytest.raises(TypeError, match="policy must be a LocalPolicy or a dict"):
-        _policy(["min_records"])
-    sim = ppbn.simulate("asia", 150, kind="ping", policy={"min_records": 100}, seed=3)
+        ppbn.simulate("asia", 150, kind="ping", policy=["min_records"], out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    policy = {"min_records": 100, "max_parents": 3}
+    sim = ppbn.simulate("asia", 150, kind="ping", policy=policy, seed=3, out=tmp_path / "kept")
     assert sim.succeeded, sim.outcome.error
+    # the daemons were started with the policy file the dict was read into
+    assert LocalPolicy.load(str(sim.folder / "policy.toml")).max_parents == 3
 
 
 @pytest.fixture(scope="module")
