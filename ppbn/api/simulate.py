@@ -360,30 +360,10 @@ def reference_check(
     (their normalised form, every default filled in, as in the job's result.json), and how
     the secure result compares with it."""
     from ppbn.bn.io import network_json
-    from ppbn.bn.learn import learn_reference
-    from ppbn.bn.schema import Schema
-    from ppbn.data.party_data import load_joined
-    from ppbn.jobs.learn import check_learn_params
-    from ppbn.jobs.search_params import hc_options_from
+    from ppbn.pair.reference import learn_pair_reference
 
-    schema = Schema.load(str(files.schema))
-    params = check_learn_params(_job_params(outcome), schema)
-    names, codes = load_joined(
-        schema, files.alice, files.bob, missing_rule=missing, intersect=align == "psi"
-    )
-    ref = learn_reference(
-        names,
-        {v.name: v.states for v in schema.variables},
-        codes,
-        params["max_parents"],
-        params["score"],
-        params["tau"],
-        params["order"] or names,
-        params["c_star"],
-        available_case=missing == "available-case",
-        search=params["search"],
-        ess=params["ess"],
-        hc=hc_options_from(params, schema) if params["search"] == "hc" else None,
+    ref, schema, params = learn_pair_reference(
+        files.schema, files.alice, files.bob, _job_params(outcome), missing, align
     )
     owners = {v.name: v.owner for v in schema.variables}
     document = network_json(

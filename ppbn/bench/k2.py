@@ -179,38 +179,18 @@ def reference_agreement(
 ) -> dict[str, Any]:
     """The non-private reference on the data the daemons loaded (read back from the CSVs,
     so emptied cells and the ``missing`` rule are the daemons'), under the parameters the
-    job ran with, against the secure result: the check ``ppbn simulate`` makes
-    (``ppbn.api.simulate.reference_check``, which stands above the benchmarks)."""
+    job ran with (``pair.reference``), against the secure result."""
     import numpy as np
 
-    from ppbn.bn.learn import learn_reference
-    from ppbn.bn.schema import Schema
-    from ppbn.data.party_data import load_joined
-    from ppbn.jobs.learn import check_learn_params
-    from ppbn.jobs.search_params import hc_options_from
+    from ppbn.pair.reference import learn_pair_reference
 
-    schema = Schema.load(str(files.schema))
-    params = check_learn_params(run.job_params(), schema)
-    names, codes = load_joined(
-        schema,
+    ref, _, _ = learn_pair_reference(
+        files.schema,
         files.data["alice"],
         files.data["bob"],
-        missing_rule=missing,
-        intersect=align == "psi",
-    )
-    ref = learn_reference(
-        names,
-        {v.name: v.states for v in schema.variables},
-        codes,
-        params["max_parents"],
-        params["score"],
-        params["tau"],
-        params["order"] or names,
-        params["c_star"],
-        available_case=missing == "available-case",
-        search=params["search"],
-        ess=params["ess"],
-        hc=hc_options_from(params, schema) if params["search"] == "hc" else None,
+        run.job_params(),
+        missing,
+        align,
     )
     learned = run.learned
     same_moves = ref.same_moves(learned["moves"]) if "moves" in learned else None
