@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -137,3 +138,80 @@ def run_search(
             progress=progress,
         )
     raise ValueError(f"unknown search {search!r}; choose k2 or hc")
+
+
+def reference_document(
+    network: BayesNet,
+    learned: LearnedNetwork,
+    order: Sequence[str],
+    owners: Mapping[str, str],
+    *,
+    score: str,
+    tau: float,
+    search: str,
+    ess: float,
+    tabu: int,
+    rule: str,
+    wall_s: float,
+) -> dict[str, Any]:
+    """What ``ppbn reference`` prints and writes as network.json: the network document
+    (``network`` is ``learned.network`` with the state names to show), the search's moves
+    under hill climbing, and the records each family was counted on under ``rule``."""
+    from ppbn.bn.io import network_json
+
+    found = learned.search
+    result = network_json(network, tuple(order), found.edges, score, tau, owners)
+    result["search"] = search
+    if score == "bdeu":
+        result["ess"] = ess
+    if isinstance(found, HCResult):
+        result["moves"] = [
+            {"kind": m.move.kind, "edge": list(m.move.edge), "delta": m.delta} for m in found.moves
+        ]
+        result["total_score"] = found.score
+        result["tabu"] = tabu
+        result["start"] = [[p, c] for c in network.names for p in found.start[c]]
+        result["families_scored"] = found.families_scored
+    records = int(learned.oracle.n_records or 0)
+    result["stats"] = {"wall_s": wall_s, "records": records}
+    result["family_records"] = {
+        "rule": rule,
+        "records": records,
+        "families": learned.family_records(),
+    }
+    return result
+
+
+def reference_text(result: Mapping[str, Any]) -> str:
+    """``reference_document`` for a person: the search's edges or moves, then each CPT's
+    size (small ones in full) and, under available-case, the records per family."""
+    lines = [f"score {result['score']}, tau {result['tau']:g}, search {result.get('search', 'k2')}"]
+    if result.get("search", "k2") == "k2":
+        lines.append("order: " + ", ".join(result["order"]))
+        lines.append("edges in the order added:")
+        lines += [f"  {i + 1:3d}. {p} -> {c}" for i, (p, c) in enumerate(result["edges"])] or [
+            "  (none)"
+        ]
+    else:
+        lines.append(f"moves in the order applied (total score {result['total_score']:.4f}):")
+        lines += [
+            f"  {i + 1:3d}. {m['kind']:7s} {m['edge'][0]} -> {m['edge'][1]}  {m['delta']:+.4f}"
+            for i, m in enumerate(result["moves"])
+        ] or ["  (none)"]
+        lines.append(f"edges: {len(result['edges'])}")
+    lines.append("parameters:")
+    for v, spec in result["parameters"].items():
+        given = f" | {', '.join(spec['parents'])}" if spec["parents"] else ""
+        flag = (
+            f"  [{len(spec['unobserved'])} unobserved parent configurations: uniform]"
+            if spec["unobserved"]
+            else ""
+        )
+        lines.append(f"  P({v}{given}): {len(spec['table'])} x {len(spec['states'])}{flag}")
+        if len(spec["table"]) <= 4:
+            lines += ["      " + "  ".join(f"{p:.4f}" for p in row) for row in spec["table"]]
+    records = result.get("family_records")
+    if records and records["rule"] == "available-case":
+        lines.append(f"records per family (available-case, of {records['records']}):")
+        lines += [f"  {v}: {k}" for v, k in records["families"].items()]
+    return "\n".join(lines)

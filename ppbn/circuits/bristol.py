@@ -15,6 +15,7 @@ works on text only (``ppbn.circuits`` does no I/O); callers read the file.
 from __future__ import annotations
 
 from ppbn.circuits.ir import Bundle, Circuit, CircuitError, Op
+from ppbn.errors import UserError
 
 
 class BristolError(CircuitError):
@@ -187,3 +188,45 @@ def hex_to_value(text: str) -> int:
 def value_to_hex(value: int, width: int) -> str:
     """Hex string of an output bundle value, zero-padded to ceil(width/4) digits."""
     return format(int(value), f"0{(width + 3) // 4}x")
+
+
+def parse_inputs(circuit: Circuit, texts: list[str]) -> dict[str, list[int]]:
+    """One hex ``--input`` per input bundle, in order, each fitting its width: the values
+    (one instance) by bundle name; one UserError naming the input otherwise."""
+    if len(texts) != len(circuit.inputs):
+        widths = ", ".join(str(b.width) for b in circuit.inputs)
+        raise UserError(
+            f"the circuit has {len(circuit.inputs)} inputs (widths {widths}); got {len(texts)} --input"
+        )
+    values = {}
+    for bundle, text in zip(circuit.inputs, texts, strict=True):
+        try:
+            value = hex_to_value(text)
+        except ValueError as exc:
+            raise UserError(f"--input {text!r}: not a hex string") from exc
+        if value >> bundle.width:
+            raise UserError(
+                f"--input {text!r} does not fit in the {bundle.width}-bit input {bundle.name}"
+            )
+        values[bundle.name] = [value]
+    return values
+
+
+def split_inputs(
+    circuit: Circuit, values: dict[str, list[int]], garbler_inputs: str
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """The garbler's and the evaluator's inputs: ``garbler_inputs`` is a comma list of the
+    input indices the garbler holds (``--garbler-inputs``), the evaluator holds the rest."""
+    try:
+        garbler = {int(i) for i in garbler_inputs.split(",") if i.strip()}
+    except ValueError as exc:
+        raise UserError(
+            f"--garbler-inputs {garbler_inputs!r}: expected comma-separated indices"
+        ) from exc
+    if any(i < 0 or i >= len(circuit.inputs) for i in garbler):
+        raise UserError(f"--garbler-inputs: indices must lie in 0..{len(circuit.inputs) - 1}")
+    names = [b.name for b in circuit.inputs]
+    return (
+        {n: values[n] for i, n in enumerate(names) if i in garbler},
+        {n: values[n] for i, n in enumerate(names) if i not in garbler},
+    )

@@ -12,9 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
-
-DATASET_SHOWN = 16  # hex digits of a data set's key in the text view (json: all of them)
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -77,17 +74,18 @@ def _budget(args: argparse.Namespace, total_epsilon: float = 0.0, total_delta: f
 
 def _show(args: argparse.Namespace) -> int:
     from ppbn.jobs.policy import LocalPolicy
-    from ppbn.parties.budget_report import budget_report
+    from ppbn.parties.budget_report import budget_report, budget_text
 
     policy = LocalPolicy.load(args.policy)
     budget = _budget(args, policy.dp_total_epsilon, policy.dp_total_delta)
-    report = budget_report(budget, policy)  # ppbn.parties.budget_report
+    report = budget_report(budget, policy)
     print(json.dumps(report, indent=2) if args.format == "json" else budget_text(report))
     return 0
 
 
 def _adopt(args: argparse.Namespace) -> int:
     from ppbn.parties.budget_adopt import adopt_account
+    from ppbn.parties.budget_report import DATASET_SHOWN
 
     budget = _budget(args)
     counts = adopt_account(budget, Path(args.file), Path(args.out) if args.out else None)
@@ -97,33 +95,3 @@ def _adopt(args: argparse.Namespace) -> int:
             f"{budget.path(dataset)}"
         )
     return 0
-
-
-STATUS_WORDS = {
-    "released": "released",
-    "refunded": "refunded: ended before anything was opened",
-    "reserved": "reserved: ended without a record, counted as spent",
-}
-
-
-def budget_text(report: dict[str, Any]) -> str:
-    lines = [
-        f"privacy budgets in {report['budget_dir']} (policy {report['policy']}: per data set "
-        f"epsilon {report['total_epsilon']:g} and delta {report['total_delta']:g} in all; per "
-        f"job epsilon {report['max_epsilon_per_job']:g}, delta {report['max_delta_per_job']:g})"
-    ]
-    if not report["datasets"]:
-        lines.append("nothing spent: no data set has an account here")
-    for item in report["datasets"]:
-        lines.append(
-            f"data set {item['dataset'][:DATASET_SHOWN]}: epsilon {item['epsilon_spent']:g} spent "
-            f"of {report['total_epsilon']:g}, {item['epsilon_left']:g} left; delta "
-            f"{item['delta_spent']:g} spent of {report['total_delta']:g}, "
-            f"{item['delta_left']:g} left"
-        )
-        for run in item["runs"]:
-            lines.append(
-                f"  {run['time']}  job {run['job_id']}  {run['kind']}  epsilon {run['epsilon']:g}  "
-                f"delta {run['delta']:g}  by {run['initiator']}  ({STATUS_WORDS[run['status']]})"
-            )
-    return "\n".join(lines)

@@ -13,13 +13,9 @@ import argparse
 import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ppbn.errors import UserError
 from ppbn.parties.constants import CA_DAYS, DAEMON_ROLES, EXPIRY_WARNING_DAYS, LEAF_DAYS, OPERATOR
-
-if TYPE_CHECKING:
-    from ppbn.parties.pki import CertSummary
 
 
 def _check_out_folder(out: str) -> None:
@@ -29,7 +25,8 @@ def _check_out_folder(out: str) -> None:
 
 
 def _ca(args: argparse.Namespace) -> int:
-    from ppbn.parties.pki import load_inspectable, make_ca, summarize
+    from ppbn.parties.cert_summary import load_inspectable, summarize
+    from ppbn.parties.pki import make_ca
 
     _check_out_folder(args.out)
     cert_path, key_path = make_ca(args.out, args.name, args.days, args.party)
@@ -91,44 +88,15 @@ def _trust(args: argparse.Namespace) -> int:
     return 0
 
 
-def _text(path: str, summary: CertSummary, now: dt.datetime) -> list[str]:
-    def when(value: dt.datetime | None) -> str:
-        return "-" if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
-
-    usage = ", ".join(summary.key_usage) or "-"
-    rows = [
-        ("subject", summary.subject),
-        ("role", summary.role or ("- (a CA)" if summary.is_ca else "- (none)")),
-        ("party", summary.party or "-"),
-        ("hosts", ", ".join(summary.hosts) or "-"),
-    ]
-    if summary.kind == "certificate":
-        rows += [
-            ("issuer", summary.issuer),
-            ("serial", summary.serial),
-            ("sha256", summary.fingerprint),
-            ("key usage", f"{usage}{' (critical)' if summary.key_usage_critical else ''}"),
-            ("ext. key usage", ", ".join(summary.extended_key_usage) or "-"),
-            ("not before", when(summary.not_before)),
-            ("not after", when(summary.not_after)),
-            ("days left", str(summary.days_left(now))),
-        ]
-    lines = [f"{path}: {'CA certificate' if summary.is_ca else summary.kind}"]
-    lines += [f"  {name:<15}{value}" for name, value in rows]
-    if summary.warning(now):
-        lines.append(f"  WARNING: {summary.warning(now)}")
-    return lines
-
-
 def _inspect(args: argparse.Namespace) -> int:
-    from ppbn.parties.pki import load_inspectable, summarize
+    from ppbn.parties.cert_summary import load_inspectable, summarize, summary_lines
 
     now = dt.datetime.now(dt.UTC)
     found = [(p, summarize(item)) for p in args.files for item in load_inspectable(Path(p))]
     if args.format == "json":
         print(json.dumps([{"file": path, **s.to_json(now)} for path, s in found], indent=2))
     else:
-        print("\n".join(line for path, s in found for line in _text(path, s, now)))
+        print("\n".join(line for path, s in found for line in summary_lines(path, s, now)))
     return 0
 
 

@@ -70,30 +70,8 @@ def _missing(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def parse_inputs(circuit, texts: list[str]) -> dict[str, list[int]]:
-    from ppbn.circuits.bristol import hex_to_value
-
-    if len(texts) != len(circuit.inputs):
-        widths = ", ".join(str(b.width) for b in circuit.inputs)
-        raise UserError(
-            f"the circuit has {len(circuit.inputs)} inputs (widths {widths}); got {len(texts)} --input"
-        )
-    values = {}
-    for bundle, text in zip(circuit.inputs, texts, strict=True):
-        try:
-            value = hex_to_value(text)
-        except ValueError as exc:
-            raise UserError(f"--input {text!r}: not a hex string") from exc
-        if value >> bundle.width:
-            raise UserError(
-                f"--input {text!r} does not fit in the {bundle.width}-bit input {bundle.name}"
-            )
-        values[bundle.name] = [value]
-    return values
-
-
 def _run(args: argparse.Namespace) -> int:
-    from ppbn.circuits.bristol import value_to_hex
+    from ppbn.circuits.bristol import parse_inputs, split_inputs, value_to_hex
     from ppbn.circuits.evaluate import evaluate
 
     circuit = load_bristol(args.bristol)
@@ -107,17 +85,7 @@ def _run(args: argparse.Namespace) -> int:
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
     from ppbn.protocols.yao import YaoParty
 
-    try:
-        garbler_idx = {int(i) for i in args.garbler_inputs.split(",") if i.strip()}
-    except ValueError as exc:
-        raise UserError(
-            f"--garbler-inputs {args.garbler_inputs!r}: expected comma-separated indices"
-        ) from exc
-    if any(i < 0 or i >= len(circuit.inputs) for i in garbler_idx):
-        raise UserError(f"--garbler-inputs: indices must lie in 0..{len(circuit.inputs) - 1}")
-    names = [b.name for b in circuit.inputs]
-    alice_inputs = {n: values[n] for i, n in enumerate(names) if i in garbler_idx}
-    bob_inputs = {n: values[n] for i, n in enumerate(names) if i not in garbler_idx}
+    alice_inputs, bob_inputs = split_inputs(circuit, values, args.garbler_inputs)
     modes = {b.name: "both" for b in circuit.outputs}
     pair = memory_channel_pair()
 

@@ -7,24 +7,13 @@ import sys
 
 from ppbn.bn.constants import DEFAULT_TAU, SCORE_MODES
 from ppbn.commands.options import non_negative_int, positive_float, positive_int
-from ppbn.errors import UserError
 from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
-
-
-def parse_ps(text: str) -> tuple[float, ...]:
-    try:
-        ps = tuple(float(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise UserError(f"--p must be a comma list of numbers, got {text!r}") from None
-    if not ps or any(not 0.0 <= p < 1.0 for p in ps) or len(set(ps)) != len(ps):
-        raise UserError("--p must list distinct randomization levels in [0, 1)")
-    return tuple(sorted(ps))
 
 
 def _compare(args: argparse.Namespace) -> int:
     from ppbn.data.outputs import atomic_output_dir, check_output_dir
-    from ppbn.lab.compare import CompareSettings, run_comparison
-    from ppbn.lab.compare_report import markdown_table, trends, write_report
+    from ppbn.lab.compare import CompareSettings, parse_ps, run_comparison
+    from ppbn.lab.compare_report import comparison_text, write_report
 
     settings = CompareSettings(
         network=args.network,
@@ -40,12 +29,6 @@ def _compare(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         hc=args.hc,
     )
-    if args.records < 2:
-        raise UserError("--records must be at least 2")
-    if args.eta is not None and not 0.0 < args.eta <= 1.0:
-        raise UserError("--eta must be in (0, 1]")
-    if args.c_star is not None and not args.c_star > 0:
-        raise UserError("--c-star must be positive")
     out = check_output_dir(args.out or f"compare-{args.network}-{args.records}", force=args.force)
     quiet = args.format == "json"
     say = (lambda _m: None) if quiet else (lambda message: print(f"  {message}", file=sys.stderr))
@@ -54,13 +37,8 @@ def _compare(args: argparse.Namespace) -> int:
         written = [out / path.relative_to(folder) for path in write_report(comparison, folder)]
     if quiet:
         print((out / "results.json").read_text(encoding="utf-8"))
-        return 0
-    print(markdown_table(comparison))
-    print()
-    for line in trends(comparison):
-        print(f"- {line}")
-    print()
-    print(f"wall time {comparison.wall_s:.1f} s; report: {', '.join(str(p) for p in written)}")
+    else:
+        print(comparison_text(comparison, written))
     return 0
 
 

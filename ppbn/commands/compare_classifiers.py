@@ -6,61 +6,31 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppbn.errors import UserError
-
 
 def _compare(args: argparse.Namespace) -> int:
     from ppbn.data.outputs import atomic_output_dir, check_output_dir
-    from ppbn.lab.classifier_compare import (
-        ClassifierSettings,
-        markdown_table,
-        parse_levels,
-        parse_names,
-        paths_table,
-        run_classifier_comparison,
-        trends,
-        write_report,
-    )
+    from ppbn.lab.classifier_compare import classifier_settings, run_classifier_comparison
+    from ppbn.lab.classifier_report import comparison_text, write_report
 
-    if (args.network is None) == (not args.lenses):
-        raise UserError("give --network NAME (with --class) or --lenses")
-    if args.network and not args.class_name:
-        raise UserError("--network needs --class VARIABLE")
-    records = args.records or (6000 if args.lenses else 20000)
-    if records < 10 or args.test_records < 10:
-        raise UserError("--records and --test-records must be at least 10")
-    if args.theta and args.p:
-        raise UserError("give --p (M-category) or --theta (randomized response), not both")
-    if args.one_group and not args.theta:
-        raise UserError("--one-group is Zhan's scheme: it needs --theta")
-    if args.secure and args.lenses:
-        raise UserError(
-            "--secure runs the secure path on a network's records: give --network, not --lenses"
-        )
-    if args.repeats < 1:
-        raise UserError("--repeats must be at least 1")
-    if args.pocket_iterations < 1:
-        raise UserError("--pocket-iterations must be at least 1")
-    settings = ClassifierSettings(
+    settings = classifier_settings(
         network=args.network,
         class_name=args.class_name,
-        records=records,
+        lenses=args.lenses,
+        records=args.records,
         test_records=args.test_records,
-        levels=parse_levels(args.theta, "--theta")
-        if args.theta
-        else parse_levels(args.p or "0.1,0.2,0.3,0.4", "--p"),
-        repeats=args.repeats,
-        seed=args.seed,
-        attributes=parse_names(args.attributes),
-        randomize_class=args.randomize_class,
-        max_depth=args.max_depth,
-        encoding=args.encoding or ("ordinal" if args.lenses else "onehot"),
-        positive=args.positive,
-        perceptron_estimator=args.perceptron_estimator,
-        pocket_iterations=args.pocket_iterations,
-        mechanism="theta" if args.theta else "p",
+        p=args.p,
+        theta=args.theta,
         one_group=args.one_group,
         secure=args.secure,
+        repeats=args.repeats,
+        pocket_iterations=args.pocket_iterations,
+        seed=args.seed,
+        attributes=args.attributes,
+        randomize_class=args.randomize_class,
+        max_depth=args.max_depth,
+        encoding=args.encoding,
+        positive=args.positive,
+        perceptron_estimator=args.perceptron_estimator,
     )
     name = "lenses" if args.lenses else f"{args.network}-{args.class_name}"
     out = check_output_dir(args.out or f"compare-classifiers-{name}", force=args.force)
@@ -71,16 +41,8 @@ def _compare(args: argparse.Namespace) -> int:
         written = [out / path.relative_to(folder) for path in write_report(results, folder)]
     if quiet:
         print((out / "results.json").read_text(encoding="utf-8"))
-        return 0
-    print(markdown_table(results))
-    print()
-    if results["secure"] is not None:
-        print(paths_table(results))
-        print()
-    for line in trends(results):
-        print(f"- {line}")
-    print()
-    print(f"wall time {results['wall_s']:.1f} s; report: {', '.join(str(p) for p in written)}")
+    else:
+        print(comparison_text(results, written))
     return 0
 
 

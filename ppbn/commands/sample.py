@@ -19,6 +19,7 @@ def _sample(args: argparse.Namespace) -> int:
         check_size,
         guarantee,
         sample_columns,
+        sample_messages,
         write_table,
     )
 
@@ -26,31 +27,14 @@ def _sample(args: argparse.Namespace) -> int:
     network = load_result(args.result, args.schema)
     check_size(network, args.records, "--records")
     columns = sample_columns(network, args.schema)
-    dp = guarantee(network)
+    guarantee(network)  # a malformed privacy object is refused before sampling
     frame = network.sample(args.records, args.seed, columns=columns)
     write_table(frame, *target)
     path, file_format, _ = target
-    wrote = f"wrote {path} ({file_format}): {args.records}"
-    if dp is not None:
-        epsilon, delta = dp
-        print(
-            f"{wrote} records of {frame.shape[1]} variables, synthetic records under the "
-            f"network's (epsilon, delta)-DP guarantee (epsilon = {epsilon:g}, delta = "
-            f"{delta:g}; sampling is post-processing)"
-        )
-        return 0
-    print(f"{wrote} synthetic records of {frame.shape[1]} variables")
-    pram = isinstance(network.document.get("privacy"), list)
-    kind = (
-        "a PRAM-path release (its privacy figures are per-block gamma, not (epsilon, delta))"
-        if pram
-        else "an exact release"
-    )
-    print(
-        f"warning: {network.source} is {kind}: no DP guarantee, the synthetic records carry "
-        "whatever its CPTs disclose",
-        file=sys.stderr,
-    )
+    done, warning = sample_messages(network, path, file_format, args.records, frame.shape[1])
+    print(done)
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from ppbn.commands.options import add_missing_options
 from ppbn.data.constants import (
@@ -74,70 +73,12 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def bin_report(schema_path: str, data_path: str, party: str, rule: str) -> dict[str, Any]:
-    """The cut points of ``party``'s continuous variables in its own file, computed by the
-    daemon's loader (``load_party_data``), and the records per bin; no other file is read."""
-    from ppbn.bn.discretize import interval_labels
-    from ppbn.bn.schema import Schema
-    from ppbn.data.party_data import MISSING_CODE, load_party_data
-    from ppbn.errors import UserError
-
-    schema = Schema.load(schema_path)
-    own = [v for v in schema.owned_by(party) if v.bins is not None]
-    if not own:
-        raise UserError(f"{schema_path}: {party} owns no continuous variable")
-    data = load_party_data(schema, party, data_path, missing_rule=rule)
-    variables = []
-    for v in own:
-        codes, cuts = data.column(v.name), data.bins[v.name]
-        present = codes[codes != MISSING_CODE]
-        variables.append(
-            {
-                "variable": v.name,
-                "method": v.bins.method,
-                "bins": v.bins.count,
-                "cut_points": list(cuts),
-                "intervals": list(interval_labels(cuts)),
-                "records": [int((present == k).sum()) for k in range(v.bins.count)],
-                "missing": int(codes.size - present.size),
-                "published": v.bins.publish_edges,
-            }
-        )
-    return {
-        "party": party,
-        "data": str(data_path),
-        "records": data.n_records,
-        "variables": variables,
-    }
-
-
-def format_bins(report: dict[str, Any]) -> str:
-    from ppbn.bn.discretize import format_number
-
-    lines = [f"{report['data']} ({report['party']}): {report['records']} records"]
-    for v in report["variables"]:
-        cuts = ", ".join(format_number(c) for c in v["cut_points"])
-        lines.append(f"{v['variable']}: {v['method']}, {v['bins']} bins, cut points {cuts}")
-        width = max(len(label) for label in v["intervals"])
-        lines += [
-            f"  bin{k + 1}  {label.ljust(width)}  {n} records"
-            for k, (label, n) in enumerate(zip(v["intervals"], v["records"], strict=True))
-        ]
-        if v["missing"]:
-            lines.append(f"  missing cells (left out of this variable's families): {v['missing']}")
-    private = [v["variable"] for v in report["variables"] if not v["published"]]
-    if private:
-        lines.append(
-            f"cut points of {', '.join(private)} stay with {report['party']} (not published)"
-        )
-    return "\n".join(lines)
-
-
 def _bins(args: argparse.Namespace) -> int:
     from ppbn.commands.options import missing_rule
+    from ppbn.data.schema_tools import bin_report, bins_text
 
     report = bin_report(args.schema, args.data, args.party, missing_rule(args))
-    print(json.dumps(report, indent=2) if args.format == "json" else format_bins(report))
+    print(json.dumps(report, indent=2) if args.format == "json" else bins_text(report))
     return 0
 
 

@@ -24,12 +24,10 @@ binary class its accuracy is the ordinary one.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -359,163 +357,6 @@ def _mechanism_text(settings: ClassifierSettings) -> str:
     return f"{kind}, {scope}; class {'randomized too' if settings.randomize_class else 'not randomized'}"
 
 
-def _gamma_text(row: dict[str, Any], sep: str = ", ") -> str:
-    parts = []
-    for k, v in row["gamma"].items():
-        loose = row["gamma_ignoring_zeros"][k]
-        text = (
-            f"{v:.3g}" if v is not None else f"inf ({loose:.3g} ignoring zeros)" if loose else "inf"
-        )
-        parts.append(f"{k} {text}")
-    return sep.join(parts) or "none (identity)"
-
-
-def markdown_table(results: dict[str, Any]) -> str:
-    lines = [
-        f"| learner | {results['mechanism_parameter']} | gamma (K states) | original | randomized (uncorrected) | reconstructed |",
-        "|---|---|---|---|---|---|",
-    ]
-    for learner in LEARNERS:
-        acc = results["accuracy"][learner]
-        for k, p in enumerate(results["levels"]):
-            cells = [f"{acc[m][k]['mean']:.3f} ± {acc[m][k]['sd']:.3f}" for m in MODES]
-            gamma = _gamma_text(results["privacy"][k])
-            lines.append(
-                f"| {TITLES[learner]} | {p:g} | {gamma} | {acc['original']:.3f} | {cells[0]} | {cells[1]} |"
-            )
-    return "\n".join(lines)
-
-
-def paths_table(results: dict[str, Any]) -> str:
-    """Perturbation and secure path side by side: accuracy, time, what crosses (``--secure``)."""
-    secure = results["secure"]
-    levels = results["levels"]
-    top = (
-        max(levels)
-        if results["mechanism_parameter"] == "p"
-        else min(levels, key=lambda x: abs(x - 0.5))
-    )
-    k = levels.index(top)
-    jobs = secure.get("perturbation_jobs", {})
-    short = {"naive_bayes": "nb", "id3": "id3", "perceptron": "perceptron"}
-    where = (
-        "the data miner (or the class owner) receives every training record's attributes randomized"
-    )
-    lines = [
-        "| path | classifier | accuracy | time | what the other side receives |",
-        "|---|---|---|---|---|",
-    ]
-    for learner in LEARNERS:
-        acc = results["accuracy"][learner]["reconstructed"][k]
-        job = jobs.get(short[learner], {})
-        cost = (
-            f"{job['wall_s']:.1f} s, {job['bytes_exchanged'] / 1e6:.2f} MB as a perturb-learn job (setup I)"
-            if job.get("available")
-            else f"{results['seconds_per_fit'][learner]:.2f} s per fit (local)"
-        )
-        lines.append(
-            f"| perturbation, {results['mechanism_parameter']} = {top:g} | {TITLES[learner]} | "
-            f"{acc['mean']:.3f} ± {acc['sd']:.3f} | {cost} | {where} (gamma {_gamma_text(results['privacy'][k])}) |"
-        )
-    reference = secure["reference"]
-    lines.append(
-        f"| none (joined data in one place) | Bayesian network, hill climbing ({secure['score']}, "
-        f"u = {secure['max_parents']}) | {reference['accuracy']:.3f} | {reference['seconds']:.2f} s | "
-        "every original record (the baseline no one may run) |"
-    )
-    run = secure["secure"]
-    if not run["available"]:
-        lines.append(
-            f"| secure (Yang-Wright) | the same network | not available: {run['reason']} | | |"
-        )
-    else:
-        same = (
-            "equal to the reference" if run["equal_to_reference"] else "DIFFERS from the reference"
-        )
-        lines.append(
-            f"| secure (Yang-Wright), two daemons | the same network ({run['edges']} edges, {same}) | "
-            f"{run['accuracy']:.3f} | {run['wall_s']:.1f} s, {run['bytes_exchanged'] / 1e6:.1f} MB exchanged | "
-            "the learned network (structure and CPTs), nothing else |"
-        )
-    return "\n".join(lines)
-
-
-def write_report(results: dict[str, Any], folder: Path) -> list[Path]:
-    """results.json, report.md and accuracy.png into ``folder``."""
-    paths = [folder / "results.json", folder / "report.md", folder / "accuracy.png"]
-    paths[0].write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    data = results["data"]
-    head = (
-        f"# Classifiers from randomized data\n\n{data['source']}; class {data['class']}; "
-        f"attributes {', '.join(data['attributes'])}; "
-        f"{data['records']:,} training and {data['test_records']:,} test records; "
-        f"{results['mechanism']}; {results['repeats']} randomizations per p (mean ± sd); "
-        f"majority-class rate {data['majority_rate']:.3f}.\n\n"
-    )
-    body = markdown_table(results) + "\n"
-    if results["secure"] is not None:
-        body += "\n## The same data on the secure path\n\n" + paths_table(results) + "\n"
-    paths[1].write_text(head + body, encoding="utf-8")
-    _plot(results, paths[2])
-    return paths
-
-
-def _plot(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ps = results["levels"]
-    ticks = [
-        f"{p:g}\n" + _gamma_text(row, "\n") for p, row in zip(ps, results["privacy"], strict=True)
-    ]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), sharey=True)
-    for ax, learner in zip(axes, LEARNERS, strict=True):
-        acc = results["accuracy"][learner]
-        ax.axhline(acc["original"], color="C2", linestyle="--", label="original data")
-        ax.axhline(
-            results["data"]["majority_rate"], color="C7", linestyle=":", label="majority class"
-        )
-        for mode, color in (("randomized", "C3"), ("reconstructed", "C0")):
-            mean = [row["mean"] for row in acc[mode]]
-            sd = [row["sd"] for row in acc[mode]]
-            label = (
-                "randomized, uncorrected"
-                if mode == "randomized"
-                else "reconstructed (estimated counts)"
-            )
-            ax.errorbar(ps, mean, yerr=sd, color=color, marker="o", capsize=3, label=label)
-        ax.set_title(TITLES[learner])
-        ax.set_xticks(ps, ticks, fontsize=7)
-        ax.set_xlabel(f"randomization {results['mechanism_parameter']} (gamma of K-state blocks)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy on original test records")
-    axes[0].legend(fontsize=8)
-    data = results["data"]
-    fig.suptitle(
-        f"{data['source']}; class {data['class']}; {data['records']:,} records, {results['repeats']} runs per p"
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def trends(results: dict[str, Any]) -> list[str]:
-    """One line per learner: how far each mode falls from the original at the largest p."""
-    out = []
-    last = -1
-    p = results["levels"][last]
-    for learner in LEARNERS:
-        acc = results["accuracy"][learner]
-        rec, raw = acc["reconstructed"][last]["mean"], acc["randomized"][last]["mean"]
-        out.append(
-            f"{TITLES[learner]} at {results['mechanism_parameter']} = {p:g}: reconstructed {rec:.3f}, uncorrected {raw:.3f}, "
-            f"original {acc['original']:.3f} (majority {results['data']['majority_rate']:.3f})"
-        )
-    return out
-
-
 def parse_levels(text: str, flag: str) -> tuple[float, ...]:
     """A comma list of distinct randomization levels in (0, 1) (theta may be in [0, 1])."""
     try:
@@ -538,3 +379,68 @@ def parse_names(text: str | None) -> tuple[str, ...] | None:
     if not text:
         return None
     return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def classifier_settings(
+    *,
+    network: str | None,
+    class_name: str | None,
+    lenses: bool,
+    records: int | None,
+    test_records: int,
+    p: str | None,
+    theta: str | None,
+    one_group: bool,
+    secure: bool,
+    repeats: int,
+    pocket_iterations: int,
+    seed: int,
+    attributes: str | None,
+    randomize_class: bool,
+    max_depth: int | None,
+    encoding: str | None,
+    positive: str | None,
+    perceptron_estimator: str,
+) -> ClassifierSettings:
+    """The settings ``ppbn compare-classifiers`` asks for (its flags' values), with the
+    Lens data's defaults; one UserError naming the flags that cannot go together."""
+    if (network is None) == (not lenses):
+        raise UserError("give --network NAME (with --class) or --lenses")
+    if network and not class_name:
+        raise UserError("--network needs --class VARIABLE")
+    records = records or (6000 if lenses else 20000)
+    if records < 10 or test_records < 10:
+        raise UserError("--records and --test-records must be at least 10")
+    if theta and p:
+        raise UserError("give --p (M-category) or --theta (randomized response), not both")
+    if one_group and not theta:
+        raise UserError("--one-group is Zhan's scheme: it needs --theta")
+    if secure and lenses:
+        raise UserError(
+            "--secure runs the secure path on a network's records: give --network, not --lenses"
+        )
+    if repeats < 1:
+        raise UserError("--repeats must be at least 1")
+    if pocket_iterations < 1:
+        raise UserError("--pocket-iterations must be at least 1")
+    return ClassifierSettings(
+        network=network,
+        class_name=class_name,
+        records=records,
+        test_records=test_records,
+        levels=parse_levels(theta, "--theta")
+        if theta
+        else parse_levels(p or "0.1,0.2,0.3,0.4", "--p"),
+        repeats=repeats,
+        seed=seed,
+        attributes=parse_names(attributes),
+        randomize_class=randomize_class,
+        max_depth=max_depth,
+        encoding=encoding or ("ordinal" if lenses else "onehot"),
+        positive=positive,
+        perceptron_estimator=perceptron_estimator,
+        pocket_iterations=pocket_iterations,
+        mechanism="theta" if theta else "p",
+        one_group=one_group,
+        secure=secure,
+    )

@@ -212,6 +212,17 @@ def comparison_policy(settings: CompareSettings) -> LocalPolicy:
     return replace(LocalPolicy(), pram=pram, source=f"ppbn compare (PRAM p >= {least:g})")
 
 
+def parse_ps(text: str) -> tuple[float, ...]:
+    """``--p``: a comma list of distinct randomization levels in [0, 1), sorted."""
+    try:
+        ps = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UserError(f"--p must be a comma list of numbers, got {text!r}") from None
+    if not ps or any(not 0.0 <= p < 1.0 for p in ps) or len(set(ps)) != len(ps):
+        raise UserError("--p must list distinct randomization levels in [0, 1)")
+    return tuple(sorted(ps))
+
+
 @dataclass
 class CompareSettings:
     network: str
@@ -226,6 +237,15 @@ class CompareSettings:
     secure: bool
     timeout_s: float
     hc: bool = False  # also hill climbing: reference, PRAM setup II and secure
+
+    def __post_init__(self) -> None:
+        """Refuse settings no comparison can run with, before any work."""
+        if self.records < 2:
+            raise UserError("--records must be at least 2")
+        if self.eta is not None and not 0.0 < self.eta <= 1.0:
+            raise UserError("--eta must be in (0, 1]")
+        if self.c_star is not None and not self.c_star > 0:
+            raise UserError("--c-star must be positive")
 
     def fix_for(self, p: float) -> tuple[str, dict[str, float]]:
         """The extra-link fix for this score and p: (label, job parameters)."""

@@ -340,3 +340,14 @@ def write_plots(comparison: Comparison, out: Path) -> list[Path]:
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
     return paths
+
+
+def comparison_text(comparison: Comparison, written: list[Path]) -> str:
+    """What ``ppbn compare`` prints for people: the table, the trends and where the report is."""
+    lines = [markdown_table(comparison), ""]
+    lines += [f"- {line}" for line in trends(comparison)]
+    lines.append("")
+    lines.append(
+        f"wall time {comparison.wall_s:.1f} s; report: {', '.join(str(p) for p in written)}"
+    )
+    return "\n".join(lines)

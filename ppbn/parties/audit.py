@@ -6,8 +6,8 @@ and show that nobody edited the answer. Each line is a JSON object with ``seq`` 
 the SHA-256 (hex) of the previous line's bytes (without its newline), or, for line 1, of
 ``GENESIS`` naming the party. Changing, removing, inserting or reordering any line breaks
 the chain at a line ``verify_log`` names; the head (last line's hash and the line count)
-can be signed with the party's TLS key (``sign_head``), which also covers the last line
-and truncation at the end.
+can be signed with the party's TLS key (``ppbn.parties.audit_check.sign_head``), which also
+covers the last line and truncation at the end.
 
 What never goes in: data values, record ids, shares, keys. Ledger entries are logged by
 kind, count, source and the (public) variable names they concern, never by value.
@@ -25,7 +25,6 @@ so a peer cannot grow the log faster than a fixed rate by sending requests it kn
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as dt
 import fcntl
@@ -45,7 +44,6 @@ from ppbn.errors import UserError, printable
 
 FORMAT_VERSION = 1
 GENESIS = "ppbn audit log v1 of party {party}"
-SIG_SUFFIX = ".head.sig"
 MAX_LINE_BYTES = (
     256 * 1024
 )  # one event (job parameters are at most 64 KiB); a longer line in a log is refused as damaged
@@ -102,7 +100,7 @@ def line_hash(line: bytes) -> str:
     return hashlib.sha256(line).hexdigest()
 
 
-def _utc_now() -> str:
+def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -365,7 +363,7 @@ class AuditLog:
             self._cut_back_to = None
         entry = {
             "seq": self._seq + 1,
-            "time": _utc_now(),
+            "time": utc_now(),
             "party": self.party,
             "event": event,
             "job": job,
@@ -437,7 +435,7 @@ class AuditLog:
             self._write_summaries(now)
             window = self._refused.setdefault(key, _RefusedWindow(now))
             if window.logged >= REFUSED_PER_WINDOW:
-                stamp = _utc_now()
+                stamp = utc_now()
                 window.first = window.first or stamp
                 window.last = stamp
                 window.counted += 1
@@ -511,108 +509,3 @@ def _write_all(fd: int, data: bytes) -> None:
         if not view:
             return
     raise OSError(f"could not write {len(data)} bytes to the audit log")
-
-
-# -- the signed head ---------------------------------------------------------------------
-def _head_message(party: str, lines: int, head: str) -> bytes:
-    return (
-        f"ppbn audit head v{FORMAT_VERSION}\nparty {party}\nlines {lines}\nhead {head}\n".encode()
-    )
-
-
-def key_fingerprint(public_key: Any) -> str:
-    from cryptography.hazmat.primitives import serialization
-
-    der = public_key.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return hashlib.sha256(der).hexdigest()
-
-
-def _sign(private_key: Any, message: bytes) -> tuple[str, bytes]:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-
-    if isinstance(private_key, ec.EllipticCurvePrivateKey):
-        return "ecdsa-sha256", private_key.sign(message, ec.ECDSA(hashes.SHA256()))
-    if isinstance(private_key, rsa.RSAPrivateKey):
-        pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.MAX_LENGTH)
-        return "rsa-pss-sha256", private_key.sign(message, pss, hashes.SHA256())
-    if isinstance(private_key, ed25519.Ed25519PrivateKey):
-        return "ed25519", private_key.sign(message)
-    raise UserError(
-        f"cannot sign with a {type(private_key).__name__} key: use the party's EC, RSA or Ed25519 key"
-    )
-
-
-def _check_signature(public_key: Any, algorithm: str, signature: bytes, message: bytes) -> bool:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-
-    try:
-        if algorithm == "ecdsa-sha256" and isinstance(public_key, ec.EllipticCurvePublicKey):
-            public_key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
-        elif algorithm == "rsa-pss-sha256" and isinstance(public_key, rsa.RSAPublicKey):
-            pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.AUTO)
-            public_key.verify(signature, message, pss, hashes.SHA256())
-        elif algorithm == "ed25519" and isinstance(public_key, ed25519.Ed25519PublicKey):
-            public_key.verify(signature, message)
-        else:
-            return False
-    except InvalidSignature:
-        return False
-    return True
-
-
-def sign_head(log_path: str | Path, private_key: Any) -> dict[str, Any]:
-    """Sign the verified head of a log; returns the content of ``LOG.head.sig``."""
-    try:
-        state = verify_log(read_log(log_path))
-    except AuditLogBroken as exc:
-        raise UserError(f"audit log {log_path} is broken at {exc}: not signing it") from None
-    algorithm, signature = _sign(private_key, _head_message(state.party, state.lines, state.head))
-    return {
-        "format": f"ppbn audit head v{FORMAT_VERSION}",
-        "party": state.party,
-        "lines": state.lines,
-        "head": state.head,
-        "signed_at": _utc_now(),
-        "algorithm": algorithm,
-        "key_sha256": key_fingerprint(private_key.public_key()),
-        "signature": base64.b64encode(signature).decode(),
-    }
-
-
-def check_head(state: ChainState, log: bytes, sig: dict[str, Any], public_key: Any | None) -> str:
-    """Check a signed head against a verified log; raises AuditLogBroken, returns a summary.
-
-    Without ``public_key`` only the agreement of head and log is checked (and said so).
-    """
-    try:
-        lines, head, party = int(sig["lines"]), str(sig["head"]), str(sig["party"])
-        algorithm, signature = (
-            str(sig["algorithm"]),
-            base64.b64decode(sig["signature"], validate=True),
-        )
-    except (KeyError, TypeError, ValueError):
-        raise AuditLogBroken(max(state.lines, 1), "the head signature file is malformed") from None
-    if party != state.party:
-        raise AuditLogBroken(
-            1, f"the signed head is of party {printable(party, 40)!r}, the log of {state.party!r}"
-        )
-    if lines < 1 or lines > state.lines:
-        raise AuditLogBroken(
-            max(state.lines, 1),
-            f"the log has {state.lines} lines but its signed head covers {lines}: lines were removed at the end",
-        )
-    signed_line = log.split(b"\n")[lines - 1]
-    if line_hash(signed_line) != head:
-        raise AuditLogBroken(lines, "differs from the signed head (the line was changed)")
-    if public_key is None:
-        return f"signed head covers lines 1-{lines} (signature not checked: give --cert)"
-    if key_fingerprint(public_key) != sig.get("key_sha256"):
-        raise AuditLogBroken(lines, "the head was signed with another key than the certificate's")
-    if not _check_signature(public_key, algorithm, signature, _head_message(party, lines, head)):
-        raise AuditLogBroken(lines, "the head signature is not valid for the certificate's key")
-    return f"signed head covers lines 1-{lines}, signature valid"

@@ -1,5 +1,5 @@
 """A host's privacy budgets as one JSON report (``ppbn budget show``): per data set the
-sums, the policy's totals and what is left, and every run with its status."""
+sums, the policy's totals and what is left, and every run with its status; and as text."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.parties.budget import PrivacyBudget
+
+DATASET_SHOWN = 16  # hex digits of a data set's key in the text view (json: all of them)
 
 
 def budget_report(budget: PrivacyBudget, policy: LocalPolicy) -> dict[str, Any]:
@@ -51,3 +53,34 @@ def budget_report(budget: PrivacyBudget, policy: LocalPolicy) -> dict[str, Any]:
         "max_delta_per_job": policy.dp_max_delta,
         "datasets": out,
     }
+
+
+STATUS_WORDS = {
+    "released": "released",
+    "refunded": "refunded: ended before anything was opened",
+    "reserved": "reserved: ended without a record, counted as spent",
+}
+
+
+def budget_text(report: dict[str, Any]) -> str:
+    """``budget_report`` for a person: per data set what was spent and is left, each run."""
+    lines = [
+        f"privacy budgets in {report['budget_dir']} (policy {report['policy']}: per data set "
+        f"epsilon {report['total_epsilon']:g} and delta {report['total_delta']:g} in all; per "
+        f"job epsilon {report['max_epsilon_per_job']:g}, delta {report['max_delta_per_job']:g})"
+    ]
+    if not report["datasets"]:
+        lines.append("nothing spent: no data set has an account here")
+    for item in report["datasets"]:
+        lines.append(
+            f"data set {item['dataset'][:DATASET_SHOWN]}: epsilon {item['epsilon_spent']:g} spent "
+            f"of {report['total_epsilon']:g}, {item['epsilon_left']:g} left; delta "
+            f"{item['delta_spent']:g} spent of {report['total_delta']:g}, "
+            f"{item['delta_left']:g} left"
+        )
+        for run in item["runs"]:
+            lines.append(
+                f"  {run['time']}  job {run['job_id']}  {run['kind']}  epsilon {run['epsilon']:g}  "
+                f"delta {run['delta']:g}  by {run['initiator']}  ({STATUS_WORDS[run['status']]})"
+            )
+    return "\n".join(lines)
