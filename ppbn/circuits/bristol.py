@@ -230,3 +230,17 @@ def split_inputs(
         {n: values[n] for i, n in enumerate(names) if i in garbler},
         {n: values[n] for i, n in enumerate(names) if i not in garbler},
     )
+
+
+def load_bristol_file(path: str) -> Circuit:
+    """Read and parse a Bristol Fashion file; problems become one-line user errors."""
+    from pathlib import Path
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
+    try:
+        return parse_bristol(text, source=path)
+    except BristolError as exc:
+        raise UserError(str(exc)) from exc

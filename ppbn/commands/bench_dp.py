@@ -10,7 +10,7 @@ import argparse
 
 from ppbn.bench.constants import DP_METHODS
 from ppbn.bn.networks import NETWORKS
-from ppbn.commands.options import non_negative_int, positive_int
+from ppbn.commands.checked_numbers import non_negative_int, positive_int
 from ppbn.dp.constants import DP_SCORES
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ppbn.commands.options import load_bristol, positive_int
+from ppbn.commands.checked_numbers import positive_int
 from ppbn.commands.tables import kernels_text, report_measures
 
 
@@ -31,8 +31,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
 
 def _bench_gc(args: argparse.Namespace) -> int:
     from ppbn.bench.gc import bench_gc
+    from ppbn.circuits.bristol import load_bristol_file
 
-    report = bench_gc(load_bristol(args.bristol), args.bristol, args.instances, args.repeats)
+    report = bench_gc(load_bristol_file(args.bristol), args.bristol, args.instances, args.repeats)
     return report_measures(
         report,
         args.format,

@@ -12,28 +12,22 @@ import argparse
 import json
 from typing import Any
 
-from ppbn.commands.options import (
-    MAX_WORKERS,
-    SEARCHES,
+from ppbn.commands.checked_numbers import int_in, non_negative_int, positive_float, positive_int
+from ppbn.commands.data_options import (
     add_alignment_options,
-    add_dp_options,
-    add_hc_options,
-    add_learn_run_options,
     add_missing_options,
-    add_ot_k_option,
-    add_overlap_option,
-    add_pair_policy_options,
-    add_term_lanes_option,
-    dp_params,
-    hc_job_params,
-    int_in,
     missing_rule,
-    non_negative_int,
-    pair_policy,
-    positive_float,
-    positive_int,
     sample_overlap,
 )
+from ppbn.commands.executor_options import MAX_WORKERS, add_pair_policy_options, pair_policy
+from ppbn.commands.job_options import add_dp_options, dp_params
+from ppbn.commands.learning_options import (
+    SEARCHES,
+    add_hc_options,
+    add_learn_run_options,
+    hc_job_params,
+)
+from ppbn.commands.secure_options import add_ot_k_option, add_overlap_option, add_term_lanes_option
 
 
 def _bench_k2(args: argparse.Namespace) -> int:

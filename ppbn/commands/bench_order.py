@@ -9,7 +9,7 @@ import argparse
 import json
 
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TABU, DEFAULT_TAU, SCORE_MODES
-from ppbn.commands.options import non_negative_int, positive_int
+from ppbn.commands.checked_numbers import non_negative_int, positive_int
 
 
 def _bench_order(args: argparse.Namespace) -> int:

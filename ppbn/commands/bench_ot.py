@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ppbn.commands.options import add_ot_k_option, positive_int
+from ppbn.commands.checked_numbers import positive_int
+from ppbn.commands.secure_options import add_ot_k_option
 from ppbn.commands.tables import kernels_text, report_measures
 
 WHAT = "OT extension (SoftSpokenOT, k = {k}), {m:,} OTs of 128-bit messages, {where}"

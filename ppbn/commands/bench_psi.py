@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ppbn.commands.options import non_negative_int, positive_int
+from ppbn.commands.checked_numbers import non_negative_int, positive_int
 
 OPENMINED_HINT = (
     "openmined-psi is not installed: pip install 'ppbn[bench]' to compare with its ECDH PSI"

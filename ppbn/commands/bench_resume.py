@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ppbn.commands.options import add_learn_run_options, positive_float
+from ppbn.commands.checked_numbers import positive_float
+from ppbn.commands.learning_options import add_learn_run_options
 
 
 def _bench_resume(args: argparse.Namespace) -> int:

@@ -11,16 +11,10 @@ from typing import Any
 
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TAU, SCORE_MODES
 from ppbn.bn.networks import NETWORKS
-from ppbn.commands.options import (
-    MAX_WORKERS,
-    SEARCHES,
-    add_hc_options,
-    add_overlap_option,
-    hc_job_params,
-    non_negative_int,
-    positive_float,
-    positive_int,
-)
+from ppbn.commands.checked_numbers import non_negative_int, positive_float, positive_int
+from ppbn.commands.executor_options import MAX_WORKERS
+from ppbn.commands.learning_options import SEARCHES, add_hc_options, hc_job_params
+from ppbn.commands.secure_options import add_overlap_option
 
 
 def worker_counts(text: str) -> tuple[int, ...]:

@@ -8,12 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ppbn.commands.options import (
-    add_executor_options,
-    check_executor_flags,
-    non_negative_int,
-    positive_int,
-)
+from ppbn.commands.checked_numbers import non_negative_int, positive_int
+from ppbn.commands.executor_options import add_executor_options, check_executor_flags
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:

@@ -14,7 +14,6 @@ import argparse
 import json
 import sys
 
-from ppbn.commands.options import load_bristol
 from ppbn.errors import UserError
 
 
@@ -71,10 +70,10 @@ def _missing(parser: argparse.ArgumentParser) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ppbn.circuits.bristol import parse_inputs, split_inputs, value_to_hex
+    from ppbn.circuits.bristol import load_bristol_file, parse_inputs, split_inputs, value_to_hex
     from ppbn.circuits.evaluate import evaluate
 
-    circuit = load_bristol(args.bristol)
+    circuit = load_bristol_file(args.bristol)
     values = parse_inputs(circuit, args.input)
     if not args.garbled:
         outputs = evaluate(circuit, values)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ppbn.bn.constants import DEFAULT_TAU, SCORE_MODES
-from ppbn.commands.options import non_negative_int, positive_float, positive_int
+from ppbn.commands.checked_numbers import non_negative_int, positive_float, positive_int
 from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
 
 

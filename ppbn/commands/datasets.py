@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from ppbn.bn.networks import NETWORKS  # light: numpy and pgmpy load inside its functions
-from ppbn.commands.options import non_negative_int, positive_int
+from ppbn.commands.checked_numbers import non_negative_int, positive_int
 from ppbn.errors import UserError
 
 

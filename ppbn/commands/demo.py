@@ -12,12 +12,11 @@ import argparse
 import json
 
 from ppbn.bn.constants import DEFAULT_TAU
-from ppbn.commands.options import (
+from ppbn.commands.checked_numbers import non_negative_int, positive_int
+from ppbn.commands.data_options import (
     add_alignment_options,
     add_missing_options,
     missing_rule,
-    non_negative_int,
-    positive_int,
     sample_overlap,
 )
 from ppbn.errors import UserError

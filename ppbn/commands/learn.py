@@ -6,14 +6,10 @@ import argparse
 import json
 import sys
 
-from ppbn.commands.options import (
-    add_job_arguments,
-    add_learning_options,
-    add_secure_options,
-    job_params,
-    positive_float,
-    refuse_on_private_paths,
-)
+from ppbn.commands.checked_numbers import positive_float
+from ppbn.commands.job_options import add_job_arguments, job_params
+from ppbn.commands.learning_options import add_learning_options, refuse_on_private_paths
+from ppbn.commands.secure_options import add_secure_options
 from ppbn.errors import UserError
 
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT

@@ -2,12 +2,14 @@
 ``simulate``).
 
 Everything here came from a daemon: its texts go to the terminal through ``printable``
-and into rich as ``Text``, never as markup.
+and into rich as ``Text``, never as markup. The parties' display names are the caller's
+own (its local schema's ``party_names``), never a daemon's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ppbn.errors import printable
@@ -81,11 +83,19 @@ def _names(value: Any, pairs: bool = False) -> bool:
     return all(isinstance(name, str) for name in value)
 
 
-def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> None:
-    """Rich tables for people: the result, then per party time, traffic and operations."""
+def print_outcome(
+    outcome: JobOutcome,
+    title: str,
+    show_files: bool = True,
+    party_names: Mapping[str, str] | None = None,
+) -> None:
+    """Rich tables for people: the result, then per party time, traffic and operations;
+    a party's column is headed by its display name in ``party_names`` (role -> name)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from ppbn.bn.schema import party_label
 
     console = Console()
     style = "green" if outcome.state == "SUCCEEDED" else "red"
@@ -107,7 +117,9 @@ def print_outcome(outcome: JobOutcome, title: str, show_files: bool = True) -> N
     if per_party:
         table = Table("figure", title="per party")
         for role in per_party:
-            table.add_column(Text(printable(role, 40)))
+            # a role a local name is given for is a known one; any other came from a daemon
+            named = role in (party_names or {})
+            table.add_column(Text(party_label(role, party_names) if named else printable(role, 40)))
         rows = [
             ("wall time (s)", "wall_s", "{:.2f}"),
             ("bytes sent", "bytes_sent", "{:,}"),

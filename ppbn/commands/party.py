@@ -7,13 +7,9 @@ import argparse
 import logging
 import sys
 
-from ppbn.commands.options import (
-    add_executor_options,
-    add_missing_options,
-    apply_resource_flags,
-    non_negative_int,
-    positive_float,
-)
+from ppbn.commands.checked_numbers import non_negative_int, positive_float
+from ppbn.commands.data_options import add_missing_options
+from ppbn.commands.executor_options import add_executor_options, apply_resource_flags
 
 # Longest silence a job accepts from the peer. A killed, stopped or cut-off peer is seen
 # sooner: gRPC keepalive (ppbn.parties.net) drops a dead connection within ~15 s.

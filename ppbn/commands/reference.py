@@ -9,13 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from ppbn.commands.options import (
-    add_learning_options,
-    add_missing_options,
-    missing_rule,
-    parse_order,
-    search_options,
-)
+from ppbn.commands.data_options import add_missing_options, missing_rule
+from ppbn.commands.learning_options import add_learning_options, parse_order, search_options
 from ppbn.commands.unused_flags import refuse_unused_flags
 from ppbn.errors import UserError
 

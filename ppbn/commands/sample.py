@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppbn.commands.options import non_negative_int, positive_int
+from ppbn.commands.checked_numbers import non_negative_int, positive_int
 
 FORMATS = ("csv", "parquet")  # ppbn.api.sample.FORMATS (not imported here: start-up)
 MAX_CELLS = 100_000_000  # ppbn.api.result.MAX_CELLS, likewise

@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from ppbn.commands.options import add_missing_options
+from ppbn.commands.data_options import add_missing_options
 from ppbn.data.constants import (
     DEFAULT_BINS,
     DEFAULT_MISSING_MARKERS,
@@ -74,7 +74,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _bins(args: argparse.Namespace) -> int:
-    from ppbn.commands.options import missing_rule
+    from ppbn.commands.data_options import missing_rule
     from ppbn.data.schema_tools import bin_report, bins_text
 
     report = bin_report(args.schema, args.data, args.party, missing_rule(args))

@@ -16,23 +16,13 @@ import argparse
 import signal
 from typing import Any
 
-from ppbn.commands.options import (
-    Noted,
-    add_alignment_options,
-    add_job_arguments,
-    add_learning_options,
-    add_missing_options,
-    add_pair_policy_options,
-    add_secure_options,
-    hc_job_params,
-    job_params,
-    missing_rule,
-    non_negative_int,
-    pair_policy,
-    params_json,
-    positive_float,
-    positive_int,
-)
+from ppbn.commands.checked_numbers import non_negative_int, positive_float, positive_int
+from ppbn.commands.data_options import add_alignment_options, add_missing_options, missing_rule
+from ppbn.commands.executor_options import add_pair_policy_options, pair_policy
+from ppbn.commands.job_options import add_job_arguments, job_params, params_json
+from ppbn.commands.learning_options import add_learning_options, hc_job_params
+from ppbn.commands.secure_options import add_secure_options
+from ppbn.commands.unused_flags import Noted
 from ppbn.errors import UserError
 from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
 from ppbn.randomized.constants import COUNT_METHODS

@@ -69,7 +69,7 @@ def print_simulation(args: argparse.Namespace, sim) -> int:
     if args.format == "json":
         print(json.dumps(report, indent=2))
     else:
-        _print_report(outcome, report, bool(args.out))
+        _print_report(outcome, report, bool(args.out), _party_names(args))
     return 0 if sim.succeeded and (sim.reveal is None or sim.reveal["all_equal"]) else 1
 
 
@@ -102,10 +102,17 @@ def _report(args: argparse.Namespace, sim) -> dict[str, Any]:
     return report
 
 
-def _print_report(outcome, report: dict[str, Any], files_kept: bool) -> None:
+def _party_names(args: argparse.Namespace) -> dict[str, str]:
+    """The display names in --data's schema.json (generated data names no party)."""
+    from ppbn.bn.schema import Schema
+
+    return dict(Schema.load(f"{args.data}/schema.json").party_names) if args.data else {}
+
+
+def _print_report(outcome, report: dict[str, Any], files_kept: bool, names: dict[str, str]) -> None:
     from ppbn.commands.outcomes import print_outcome
 
-    print_outcome(outcome, "ppbn simulate", show_files=files_kept)
+    print_outcome(outcome, "ppbn simulate", show_files=files_kept, party_names=names)
     timings = report["timings"]
     print(
         f"data {timings.get('data_s', 0):.2f} s, certificates {timings.get('certs_s', 0):.2f} s, "

@@ -2,7 +2,7 @@
 
 Every ``ppbn`` command, ``ppbn --help`` included, builds the whole parser first, so the
 command modules import only what their parsers need (argparse, ``ppbn.errors``,
-``ppbn.commands.options`` and the layers' ``constants`` modules) and the rest inside the
+the commands' shared option modules and the layers' ``constants`` modules) and the rest inside the
 functions that run a command. This checks what is imported, in a fresh interpreter; it
 times nothing.
 """

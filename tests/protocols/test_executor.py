@@ -207,7 +207,7 @@ def test_executor_settings_are_local_only() -> None:
 def test_asking_for_ray_without_ray_is_one_line(monkeypatch) -> None:
     import builtins
 
-    from ppbn.commands.options import check_executor_flags
+    from ppbn.commands.executor_options import check_executor_flags
 
     real_import = builtins.__import__
 
