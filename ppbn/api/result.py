@@ -63,6 +63,8 @@ class NetworkResult:
     parents: Mapping[str, tuple[str, ...]]
     cpts: Mapping[str, Cpt] = field(default_factory=dict)
     owners: Mapping[str, str] = field(default_factory=dict)
+    # role -> display name, from the writing party's own schema (display only)
+    party_names: Mapping[str, str] = field(default_factory=dict)
     withheld: tuple[str, ...] = ()  # variables whose CPT this party was not shown
     score: str | None = None
     search: str | None = None
@@ -79,10 +81,12 @@ class NetworkResult:
         ledger: list[dict[str, Any]] | None = None,
         stats: Mapping[str, Any] | None = None,
         source: str = NETWORK_FILE,
+        party_names: Mapping[str, str] | None = None,
     ) -> NetworkResult:
         """Read a network document (``network.json``, or a job's result without CPTs); one
         DataError naming ``source`` when it is not one. ``owners`` (public: the schema is
-        shared) fill in for a document that has none."""
+        shared) and ``party_names`` (role -> display name, a local schema's) fill in for a
+        document that has none."""
         if not isinstance(document, dict):
             raise _not_a_result(source, "the top level is not a JSON object")
         parents = document.get("parents")
@@ -101,6 +105,11 @@ class NetworkResult:
             isinstance(o, str) for o in found_owners.values()
         ):
             raise _not_a_result(source, "'owners' is not an object of party names")
+        found_names = document.get("party_names") or party_names or {}
+        if not isinstance(found_names, Mapping) or not all(
+            isinstance(role, str) and isinstance(name, str) for role, name in found_names.items()
+        ):
+            raise _not_a_result(source, "'party_names' is not an object of display names")
         stats = stats or document.get("stats") or {}
         if not isinstance(stats, Mapping):
             raise _not_a_result(source, "'stats' is not an object")
@@ -130,6 +139,7 @@ class NetworkResult:
             parents={v: tuple(parents[v]) for v in variables},
             cpts=cpts,
             owners=dict(found_owners),
+            party_names=dict(found_names),
             withheld=tuple(v for v in variables if v not in cpts),
             score=document.get("score") or None,
             search=document.get("search"),
@@ -145,8 +155,8 @@ class NetworkResult:
         reference: NetworkResult | None = None,
         title: str | None = None,
     ) -> dict[str, list[tuple[str, str]]]:
-        """Draw the DAG into a PNG (ppbn/bn/draw.py): each variable coloured by its owner,
-        and, against a ``reference`` (a true network, or the non-private result), the
+        """Draw the DAG into a PNG (ppbn/bn/draw.py): each variable coloured by its owner
+        (the legend names the parties by their display names when known), and, against a ``reference`` (a true network, or the non-private result), the
         extra, missing and reversed edges marked. Returns those marks."""
         from ppbn.bn.draw import draw_network
         from ppbn.data.outputs import atomic_write_bytes, check_output_file, reason
@@ -159,6 +169,7 @@ class NetworkResult:
                 self.owners or None,
                 reference.edges if reference is not None else None,
                 title,
+                self.party_names or None,
             )
         except ValueError as exc:
             raise UserError(f"{self.source}: cannot draw the network: {exc}") from None
@@ -398,18 +409,20 @@ def _not_a_result(source: str, why: str) -> DataError:
 def load_result(path: str | Path, schema: str | Path | None = None) -> NetworkResult:
     """A job folder (``ppbn-out/JOB``, with network.json and, when present, ledger.json and
     stats.json), a party's output folder holding one job, a network.json file, or a BIF
-    file; ``schema`` supplies the owners when the document has none. One DataError naming
-    the file when it is none of these."""
+    file; ``schema`` supplies the owners and party names when the document has none. One
+    DataError naming the file when it is none of these."""
     path = Path(path)
     if path.is_dir():
         path = _result_file(path)
     if not path.exists():
         raise DataError(f"{path}: file not found")
-    owners = None
+    owners = party_names = None
     if schema is not None:
         from ppbn.bn.schema import Schema
 
-        owners = {v.name: v.owner for v in Schema.load(str(schema)).variables}
+        loaded = Schema.load(str(schema))
+        owners = {v.name: v.owner for v in loaded.variables}
+        party_names = loaded.party_names
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
@@ -419,7 +432,9 @@ def load_result(path: str | Path, schema: str | Path | None = None) -> NetworkRe
     if path.suffix.lower() == ".bif" or (
         path.suffix.lower() != ".json" and not text.lstrip().startswith("{")
     ):
-        return NetworkResult.from_document(_bif_document(path), owners, source=str(path))
+        return NetworkResult.from_document(
+            _bif_document(path), owners, source=str(path), party_names=party_names
+        )
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -434,6 +449,7 @@ def load_result(path: str | Path, schema: str | Path | None = None) -> NetworkRe
         ledger=ledger.get("entries") if isinstance(ledger, dict) else None,
         stats=stats.get("self") if isinstance(stats, dict) else None,
         source=str(path),
+        party_names=party_names,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ppbn.bn.layout import layered_layout
 from ppbn.bn.model import structure_diff
+from ppbn.bn.schema import party_label
 
 OWNER_COLOURS = {"alice": "#9ecae1", "bob": "#b8e2a8"}
 OTHER_COLOURS = ("#f2c4de", "#fde0a6", "#d9d2e9")
@@ -75,6 +76,15 @@ def owner_colours(owners: Mapping[str, str] | None) -> dict[str, str]:
     return {**OWNER_COLOURS, **extra}
 
 
+def owner_labels(
+    owners: Mapping[str, str] | None, party_names: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """(party, legend text) for each owner, alice and bob first: the display name with the
+    role (``"Acme Insurance (alice)"``) where ``party_names`` gives one, else the role."""
+    parties = sorted(set((owners or {}).values()), key=lambda p: (p not in OWNER_COLOURS, p))
+    return [(p, party_label(p, party_names)) for p in parties]
+
+
 def _acyclic(edges: Sequence[Edge], more: Sequence[Edge]) -> list[Edge]:
     """``edges`` and each of ``more`` that closes no cycle with those kept before it."""
     children: dict[str, set[str]] = {}
@@ -116,9 +126,11 @@ def draw_network(
     owners: Mapping[str, str] | None = None,
     reference_edges: Sequence[Edge] | None = None,
     title: str | None = None,
+    party_names: Mapping[str, str] | None = None,
 ) -> tuple[bytes, dict[str, list[Edge]]]:
     """The network as PNG bytes (the caller writes them, whole or not at all) and the
-    edge marks (``edge_marks``). ValueError when an edge names an unknown variable or the
+    edge marks (``edge_marks``); the legend names the owners by ``party_names`` (role ->
+    display name) where given. ValueError when an edge names an unknown variable or the
     edges have a cycle."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -137,7 +149,7 @@ def draw_network(
     layout = layered_layout(variables, placed, width, GAP, ROW_STEP, MAX_ROW_WIDTH)
     bends = [x + BEND_SLACK for route in layout.bends.values() for x, _ in route]
     content = max([x + width[v] / 2 for v, (x, _) in layout.pos.items()] + bends, default=0.0)
-    handles = _legend_handles(variables, marks, owners, reference_edges is not None)
+    handles = _legend_handles(variables, marks, owners, party_names, reference_edges is not None)
     fig_w = max(content + 2 * MARGIN, 5.0)
     legend_rows = 1 if _legend_width(handles) <= fig_w - 0.3 else 2
     fig_w = max(fig_w, _legend_width(handles) / legend_rows + 0.3)
@@ -291,6 +303,7 @@ def _legend_handles(
     variables: Sequence[str],
     marks: Mapping[str, list[Edge]],
     owners: Mapping[str, str] | None,
+    party_names: Mapping[str, str] | None,
     compared: bool,
 ) -> list[Any]:
     """The owners' colours, and with a reference each kind of edge with its count."""
@@ -298,9 +311,9 @@ def _legend_handles(
     from matplotlib.patches import Patch
 
     colours = owner_colours(owners)
-    parties = sorted(set((owners or {}).values()), key=lambda p: (p not in OWNER_COLOURS, p))
     handles: list[Any] = [
-        Patch(facecolor=colours[p], edgecolor="#404040", label=p) for p in parties
+        Patch(facecolor=colours[p], edgecolor="#404040", label=label)
+        for p, label in owner_labels(owners, party_names)
     ]
     if owners is not None and any(v not in owners for v in variables):
         handles.append(Patch(facecolor=UNKNOWN_COLOUR, edgecolor="#404040", label="owner unknown"))

@@ -4,7 +4,8 @@ pgmpy's reader sees it (``bif_text_problem``).
 BIF follows the format of the bnlearn repository (readable by pgmpy's BIFReader). The
 JSON shape is shared by ``ppbn reference``, the secure path and the PRAM path:
 ``{"order", "edges" (in the order added), "parents", "parameters", "score", "tau"}``,
-and ``"owners"`` (variable -> party, from the public schema) where the writer knows them;
+and ``"owners"`` (variable -> party, from the public schema) where the writer knows them,
+``"party_names"`` (role -> display name, from the writer's own schema) where it has some;
 ``parameters[v]`` = ``{"parents", "states", "table" (one row per parent configuration,
 C order over the parents, first parent slowest), "unobserved" (rows with no records:
 uniform)}``.
@@ -178,9 +179,11 @@ def network_json(
     score: str,
     tau: float,
     owners: Mapping[str, str] | None = None,
+    party_names: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The result document; ``owners`` (variable -> party, public: from the schema) is
-    written as ``"owners"`` when given."""
+    written as ``"owners"`` when given, ``party_names`` (role -> display name, the writer's
+    own) as ``"party_names"`` when it names any party."""
     document = {
         "order": list(order),
         "edges": [[p, c] for p, c in edges],
@@ -199,6 +202,8 @@ def network_json(
     }
     if owners is not None:
         document["owners"] = {v: owners[v] for v in net.names if v in owners}
+    if party_names:
+        document["party_names"] = dict(party_names)
     return document
 
 

@@ -16,6 +16,11 @@ have exactly the form and fingerprint they always had.
 ``"missing"`` lists the texts a cell may hold for "no value" besides the empty cell
 (``"NA"``, ``"?"``): how each party reads its own file, so it stays out of the
 fingerprint. None of them may be a declared state.
+
+``"party_names"`` gives a party's display name (its organisation) per role, for tables,
+pictures and logs: local like ``"missing"``, so outside the fingerprint (a rename opens no
+new DP budget account) and never sent to a peer; each party may name the parties its own way
+(docs/decisions/party-names.md).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ppbn.bn.discretize import (
@@ -39,6 +44,8 @@ from ppbn.bn.io import STATE_CHARS, bif_name_fix, bif_name_problem, bif_state_pr
 from ppbn.errors import DataError
 
 PARTIES = ("alice", "bob")
+NAMED_ROLES = (*PARTIES, "miner")  # the roles "party_names" may name
+MAX_PARTY_NAME_CHARS = 60
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 
@@ -47,7 +54,7 @@ CATEGORICAL = "categorical"
 CONTINUOUS = "continuous"
 _BIN_KEYS = {"method", "count", "edges", "publish_edges", "min_records", "min_granularity"}
 # every key a schema file may hold: a misspelled one would otherwise be ignored silently
-_TOP_KEYS = ("version", "id_column", "variables", "missing_state", "missing")
+_TOP_KEYS = ("version", "id_column", "variables", "missing_state", "missing", "party_names")
 _VARIABLE_KEYS = ("name", "owner", "states", "type", "bins")
 
 
@@ -160,6 +167,8 @@ class Schema:
     missing_state: str | None = None
     # cells read as missing besides the empty cell (a file's "NA", "?"): never a state
     missing: tuple[str, ...] = ()
+    # role -> display name (its organisation): local, display only, so not compared
+    party_names: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     # -- lookups ------------------------------------------------------------------
     @property
@@ -202,6 +211,14 @@ class Schema:
                 names[v.name] = v.states
         return names
 
+    def party_name(self, role: str) -> str:
+        """The display name this party's copy gives ``role``, or the role itself."""
+        return self.party_names.get(role, role)
+
+    def party_label(self, role: str) -> str:
+        """``"Acme Insurance (alice)"`` where a name is given, else ``"alice"``."""
+        return party_label(role, self.party_names)
+
     # -- canonical form -------------------------------------------------------------
     def _dict(self, variables: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -214,17 +231,19 @@ class Schema:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """The full form (an owner's private bin fields and the missing markers included):
-        what its file holds."""
+        """The full form (an owner's private bin fields, the missing markers and the party
+        names included): what its file holds."""
         out = self._dict([v.to_dict() for v in self.variables])
         if self.missing:
             out["missing"] = list(self.missing)
+        if self.party_names:
+            out["party_names"] = dict(self.party_names)
         return out
 
     def public_dict(self) -> dict[str, Any]:
         """Only what the parties share: names, owners, domains, bin counts and methods,
         published edges. Equal to ``to_dict`` for an all-categorical schema without
-        missing markers."""
+        missing markers or party names."""
         return self._dict([v.public_dict() for v in self.variables])
 
     def to_json(self) -> str:
@@ -258,6 +277,7 @@ class Schema:
         if missing_state is not None and not isinstance(missing_state, str):
             raise DataError(f"{source}: 'missing_state' must be a string")
         missing = parse_missing(data.get("missing", []), source)
+        party_names = parse_party_names(data.get("party_names", {}), source)
         seen: dict[str, str] = {}  # lower case -> name: pgmpy's BIF reader ignores case
         variables = []
         for i, raw in enumerate(raw_vars):
@@ -274,6 +294,7 @@ class Schema:
                 {
                     "missing_state": "at the top level of the schema, not in a variable",
                     "missing": "at the top level of the schema, not in a variable",
+                    "party_names": "at the top level of the schema, not in a variable",
                 },
             )
             kind = raw.get("type", CATEGORICAL)
@@ -333,7 +354,7 @@ class Schema:
                         f"the data ({STATE_CHARS})"
                     )
             variables.append(Variable(name, owner, tuple(states)))
-        return cls(id_column, tuple(variables), missing_state, missing)
+        return cls(id_column, tuple(variables), missing_state, missing, party_names)
 
     @classmethod
     def load(cls, path: str) -> Schema:
@@ -361,6 +382,47 @@ def parse_missing(raw: Any, source: str) -> tuple[str, ...]:
     if twice:
         raise DataError(f"{source}: 'missing' lists {twice[0]!r} twice")
     return tuple(m for m in raw if m)
+
+
+def parse_party_names(raw: Any, source: str) -> dict[str, str]:
+    """The schema's ``"party_names"``: role -> display name, each on one line of printable
+    characters (it reaches terminals, pictures and log lines), at most 60 of them."""
+    if not isinstance(raw, dict):
+        raise DataError(
+            f"{source}: 'party_names' must be an object of role -> display name "
+            '(e.g. {"alice": "Acme Insurance", "bob": "City Clinic"})'
+        )
+    for role, name in raw.items():
+        where = f"{source}: 'party_names' {role!r}"
+        if role not in NAMED_ROLES:
+            raise DataError(f"{where}: not a role (known roles: {', '.join(NAMED_ROLES)})")
+        if not isinstance(name, str) or not name.strip():
+            raise DataError(f"{where}: the name must be a non-empty string")
+        odd = next((ch for ch in name if not ch.isprintable()), None)
+        if odd is not None:
+            raise DataError(
+                f"{where}: the name holds the non-printable character {odd!r}; "
+                "write it on one line of printable characters"
+            )
+        if len(name) > MAX_PARTY_NAME_CHARS:
+            raise DataError(
+                f"{where}: the name has {len(name)} characters, at most {MAX_PARTY_NAME_CHARS}"
+            )
+    return dict(raw)
+
+
+def party_label(role: str, names: Mapping[str, str] | None) -> str:
+    """``"Acme Insurance (alice)"`` where ``names`` (role -> display name) names ``role``,
+    else the role: for tables and legends, where the organisation matters most."""
+    name = (names or {}).get(role)
+    return f"{name} ({role})" if name else role
+
+
+def role_label(role: str, names: Mapping[str, str] | None) -> str:
+    """``"bob (City Clinic)"`` where ``names`` names ``role``, else the role: for log
+    lines, which keep the role first so that they are found by it."""
+    name = (names or {}).get(role)
+    return f"{role} ({name})" if name else role
 
 
 def _is_number(value: Any) -> bool:

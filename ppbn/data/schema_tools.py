@@ -1,4 +1,5 @@
-"""``ppbn schema infer`` and ``ppbn schema merge``: from two CSVs to one public schema.
+"""``ppbn schema infer``, ``merge`` and ``bins``: from two CSVs to one public schema, and a
+party's own cut points.
 
 Each party infers a partial schema from its own file alone (``infer_schema``) and sends
 the other only the public part; ``merge_schemas`` joins the two. What crosses is what
@@ -11,7 +12,7 @@ only in its own merged copy (``keep_private_of``), never in the other's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ppbn.bn.discretize import format_number, interval_labels
 from ppbn.bn.io import (
     STATE_CHARS,
     bif_case_clash,
@@ -33,7 +35,14 @@ from ppbn.data.constants import (
     DEFAULT_NUMERIC_LEVELS,
     ORDERS,
 )
-from ppbn.data.party_data import check_record_ids, missing_cells, raw_header, read_csv_cells
+from ppbn.data.party_data import (
+    MISSING_CODE,
+    check_record_ids,
+    load_party_data,
+    missing_cells,
+    raw_header,
+    read_csv_cells,
+)
 from ppbn.errors import DataError, UserError
 
 # a categorical column with more distinct values than this gets a warning
@@ -300,3 +309,70 @@ def merge_schemas(
         merged["missing"] = markers
     Schema.from_dict(json.loads(json.dumps(merged)), source="merged schema")  # the result must load
     return merged
+
+
+def bin_report(schema_path: str, data_path: str, party: str, rule: str) -> dict[str, Any]:
+    """The cut points of ``party``'s continuous variables in its own file, computed by the
+    daemon's loader (``load_party_data``), and the records per bin; no other file is read."""
+    schema = Schema.load(schema_path)
+    own = [v for v in schema.owned_by(party) if v.bins is not None]
+    if not own:
+        raise UserError(f"{schema_path}: {party} owns no continuous variable")
+    data = load_party_data(schema, party, data_path, missing_rule=rule)
+    variables = []
+    for v in own:
+        codes, cuts = data.column(v.name), data.bins[v.name]
+        present = codes[codes != MISSING_CODE]
+        variables.append(
+            {
+                "variable": v.name,
+                "method": v.bins.method,
+                "bins": v.bins.count,
+                "cut_points": list(cuts),
+                "intervals": list(interval_labels(cuts)),
+                "records": [int((present == k).sum()) for k in range(v.bins.count)],
+                "missing": int(codes.size - present.size),
+                "published": v.bins.publish_edges,
+            }
+        )
+    return {
+        "party": party,
+        "data": str(data_path),
+        "records": data.n_records,
+        "variables": variables,
+    }
+
+
+def bins_text(report: dict[str, Any]) -> str:
+    """``bin_report`` for a person: each variable's cut points and records per bin."""
+    lines = [f"{report['data']} ({report['party']}): {report['records']} records"]
+    for v in report["variables"]:
+        cuts = ", ".join(format_number(c) for c in v["cut_points"])
+        lines.append(f"{v['variable']}: {v['method']}, {v['bins']} bins, cut points {cuts}")
+        width = max(len(label) for label in v["intervals"])
+        lines += [
+            f"  bin{k + 1}  {label.ljust(width)}  {n} records"
+            for k, (label, n) in enumerate(zip(v["intervals"], v["records"], strict=True))
+        ]
+        if v["missing"]:
+            lines.append(f"  missing cells (left out of this variable's families): {v['missing']}")
+    private = [v["variable"] for v in report["variables"] if not v["published"]]
+    if private:
+        lines.append(
+            f"cut points of {', '.join(private)} stay with {report['party']} (not published)"
+        )
+    return "\n".join(lines)
+
+
+def with_party_names(
+    schema: Mapping[str, Any], names: Mapping[str, str], source: str = "merged schema"
+) -> dict[str, Any]:
+    """A schema file's object (``merge_schemas``'s result) with these display names (role ->
+    organisation) added, each replacing the role's old one; checked as the loader checks
+    them (one DataError naming ``source``). Local and outside the fingerprint, so each
+    party may write its own (docs/decisions/party-names.md)."""
+    out = dict(schema)
+    if names:
+        out["party_names"] = {**out.get("party_names", {}), **names}
+    Schema.from_dict(json.loads(json.dumps(out)), source=source)  # the result must load
+    return out

@@ -249,7 +249,9 @@ def result_json(
     owners = {v.name: v.owner for v in schema.variables}  # public, like the schema
     if result.network is not None:
         net = result.network.with_state_names(names)
-        out = network_json(net, search.order, search.edges, config.mode, config.tau, owners)
+        out = network_json(
+            net, search.order, search.edges, config.mode, config.tau, owners, schema.party_names
+        )
     else:
         out = {
             "order": list(search.order),
@@ -268,6 +270,8 @@ def result_json(
             "tau": config.tau,
             "owners": owners,
         }
+        if schema.party_names:  # this party's own display names, never the peer's
+            out["party_names"] = dict(schema.party_names)
         out["parameters_withheld"] = [v for v in schema.names if v not in result.parameters.cpts]
     out["disclosure"] = config.disclosure
     out["search"] = config.search

@@ -123,7 +123,7 @@ class JobController:
             job.job_id,
             job.kind.name,
             initiator,
-            " and ".join(peers),
+            " and ".join(self.peers.named(role) for role in peers),
             extra={"job": job.job_id},
         )
         calls = self.peers.open_job(job, initiator, resume)
@@ -267,7 +267,7 @@ class JobController:
                     "job %s started here and a job of %s crossed: the peer's job runs (smaller nonce), "
                     "this one is withdrawn",
                     self.running.job_id,
-                    peers[0],
+                    self.peers.named(peers[0]),
                 )
                 self.running = None
             job_id = self.admission.job_id(job_id, self.jobs, resume, charged)

@@ -153,6 +153,7 @@ class PartyDaemon:
             config.timeout_s,
             config.frame_bytes,
             self.log,
+            self.schema.party_names,
         )
         self.recorder = Recorder(self.role, config.out_dir, self.metrics, self.log)
         self.setup = DaemonSetup(
@@ -317,7 +318,10 @@ class PartyDaemon:
             self.config.listen,
             port,
             "mutual TLS" if self.tls else "PLAINTEXT",
-            ", ".join(f"peer {r} expected at {a}" for r, a in self.peer_addresses.items()),
+            ", ".join(
+                f"peer {self.peers.named(r)} expected at {a}"
+                for r, a in self.peer_addresses.items()
+            ),
         )
         self._prober = threading.Thread(
             target=self.peers.probe,

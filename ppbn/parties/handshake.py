@@ -15,11 +15,12 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import grpc
 
+from ppbn.bn.schema import role_label
 from ppbn.errors import UserError, printable
 from ppbn.parties.grpc_channel import frame_kind_name
 from ppbn.parties.job import Job, JobRefused
@@ -181,6 +182,7 @@ class PeerLinks:
         timeout_s: float,
         frame_bytes: int,
         log: logging.Logger,
+        party_names: Mapping[str, str] | None = None,
     ) -> None:
         self.hello = hello
         self.role = hello.role
@@ -190,6 +192,7 @@ class PeerLinks:
         self.timeout_s = timeout_s
         self.frame_bytes = frame_bytes
         self.log = log
+        self.party_names = dict(party_names or {})  # this daemon's own, for its log lines only
         self.states = {role: "not contacted yet" for role in self.roles}
         self.channels: dict[str, grpc.Channel] = {}
         self.stubs: dict[str, party_pb2_grpc.PartyServiceStub] = {}
@@ -202,6 +205,11 @@ class PeerLinks:
             return next(iter(self.states.values()))
         bad = [f"{role}: {state}" for role, state in self.states.items() if state != "ok"]
         return "; ".join(bad) if bad else "ok"
+
+    def named(self, role: str) -> str:
+        """``role`` as this daemon's lines name it: ``"bob (City Clinic)"`` where its own
+        schema gives a display name (local: never sent to a peer)."""
+        return role_label(role, self.party_names)
 
     @property
     def handshake_timeout_s(self) -> float:
@@ -239,7 +247,7 @@ class PeerLinks:
             failure = rpc_failure(exc, address, role)
             return Introduction(role, str(failure), failure)
         if not reply.accepted:
-            message = f"peer {role} at {address} refused us: {reply.reason}"
+            message = f"peer {self.named(role)} at {address} refused us: {reply.reason}"
             return Introduction(role, message, UserError(message))
         mismatch = hello_mismatch(self.hello, reply.hello, role)
         if mismatch:
@@ -247,7 +255,7 @@ class PeerLinks:
                 role, f"refused peer at {address}: {mismatch}", PeerMismatch(mismatch)
             )
         return Introduction(
-            role, f"peer {role} at {address} agrees on schema, records and protocol"
+            role, f"peer {self.named(role)} at {address} agrees on schema, records and protocol"
         )
 
     def record(self, introduction: Introduction) -> None:
