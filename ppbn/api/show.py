@@ -96,6 +96,8 @@ def network_text(
     cpts: dict[str, Cpt],
 ) -> str:
     """Every edge, never cut; parents and owner of each variable; the comparison; CPTs."""
+    from ppbn.bn.schema import party_label
+
     doc = result.document
     about = [f"{len(result.variables)} variables", f"{len(result.edges)} edges"]
     if doc.get("score"):
@@ -105,7 +107,8 @@ def network_text(
         lines.append("owners:")
         for party in sorted(set(owners.values())):
             mine = [v for v in result.variables if owners.get(v) == party]
-            lines.append(f"  {party} ({len(mine)}): {', '.join(mine)}")
+            label = party_label(party, result.party_names)
+            lines.append(f"  {label} ({len(mine)}): {', '.join(mine)}")
     marks: dict[tuple[str, str], str] = {}
     if diff:
         marks.update({tuple(e): "extra" for e in diff["extra_links"]})

@@ -32,6 +32,16 @@ def _markers(text: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in text.split(",") if m.strip())
 
 
+def _party_name(text: str) -> tuple[str, str]:
+    """``--party-name ROLE=NAME``: a display name for one party (checked in full on merge)."""
+    role, sep, name = text.partition("=")
+    if not sep or role.strip() not in ("alice", "bob", "miner"):
+        raise argparse.ArgumentTypeError(
+            f"must be ROLE=NAME with ROLE alice, bob or miner (got {text!r})"
+        )
+    return role.strip(), name.strip()
+
+
 def _infer(args: argparse.Namespace) -> int:
     from ppbn.data.outputs import check_output_file
     from ppbn.data.schema_tools import infer_schema
@@ -58,12 +68,13 @@ def _infer(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from ppbn.bn.schema import Schema
     from ppbn.data.outputs import check_output_file
-    from ppbn.data.schema_tools import merge_schemas
+    from ppbn.data.schema_tools import merge_schemas, with_party_names
 
     if args.out:
         check_output_file(args.out)
     first, second = Schema.load(args.first), Schema.load(args.second)
     merged = merge_schemas(first, second, (args.first, args.second), args.party)
+    merged = with_party_names(merged, dict(args.party_name), "--party-name")
     _emit(json.dumps(merged, indent=2), args.out)
     fingerprint = Schema.from_dict(merged).fingerprint()
     print(
@@ -150,6 +161,15 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         choices=("alice", "bob"),
         help="keep this party's private bin fields (its unpublished edges, mgas parameters): "
         "for its own copy only (default: public fields only)",
+    )
+    merge.add_argument(
+        "--party-name",
+        type=_party_name,
+        action="append",
+        default=[],
+        metavar="ROLE=NAME",
+        help="a display name for a party (e.g. 'alice=Acme Insurance'), used in this copy's "
+        "tables, pictures and logs; local, outside the fingerprint (repeatable)",
     )
     merge.add_argument("--out", help="write the merged schema here (default: stdout)")
     merge.set_defaults(func=_merge)
