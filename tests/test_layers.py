@@ -35,7 +35,7 @@ RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 # the loopback pair, never on the experiments or the benchmarks
 FORBIDDEN = {"api": {"lab", "bench"}, "lab": {"bench"}, "bench": set()}
 MAX_MODULE_LINES = 700
-MAX_COMMANDS_LINES = 3500
+MAX_COMMANDS_LINES = 5300  # docs/decisions/commands-floor.md
 MAX_COMMAND_MODULE_LINES = 250
 
 
