@@ -224,11 +224,15 @@ def work_folder(out: str | None, prefix: str, force: bool = False) -> Iterator[P
 
 def relocate(value: Any, temp: Path, final: Path) -> Any:
     """``value`` (JSON-like) with every path string under ``temp`` moved under ``final``:
-    results name their files while they are still in the temporary folder."""
+    results name their files while they are still in the temporary folder. An absolute
+    path (the daemons report their folders absolute) stays absolute."""
     if isinstance(value, str):
-        prefix = str(temp)
-        if value == prefix or value.startswith(prefix + os.sep):
-            return str(final) + value[len(prefix) :]
+        for prefix, target in (
+            (str(temp), str(final)),
+            (os.path.abspath(temp), os.path.abspath(final)),
+        ):
+            if value == prefix or value.startswith(prefix + os.sep):
+                return target + value[len(prefix) :]
         return value
     if isinstance(value, dict):
         return {key: relocate(item, temp, final) for key, item in value.items()}
