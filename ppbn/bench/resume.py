@@ -51,10 +51,8 @@ def bench_resume(
     settings: ResumeSettings, say: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """Both runs, each step told to ``say`` as it ends; the report."""
-    from ppbn.data.datasets import make_dataset
-    from ppbn.pair.loopback import LocalPair, PairFiles
-    from ppbn.parties.pki import make_local_pki
-    from ppbn.parties.tls import PARTY_ROLES
+    from ppbn.bench.pair_runs import sample_pair_files
+    from ppbn.pair.loopback import LocalPair
     from ppbn.proto.party_pb2 import JobInfo
 
     if not 0.05 <= settings.kill_at <= 0.95:
@@ -62,14 +60,7 @@ def bench_resume(
     tell = say or (lambda text: None)
     work = Path(tempfile.mkdtemp(prefix="ppbn-bench-resume-"))
     try:
-        make_dataset(settings.network, settings.records, settings.seed, work / "data")
-        make_local_pki(work / "certs", PARTY_ROLES)
-        files = PairFiles(
-            work / "data" / "schema.json",
-            {r: work / "data" / f"{r}.csv" for r in PARTY_ROLES},
-            work / "certs",
-            work,
-        )
+        _, _, files = sample_pair_files(settings.network, settings.records, settings.seed, work)
         params = {
             "max_parents": settings.max_parents,
             "score": settings.score,
