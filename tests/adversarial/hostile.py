@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from timeouts import PEER_TIMEOUT_S, WAIT_S
 from waiting import wait_until as wait_for
 
 from ppbn.errors import UserError
@@ -133,7 +134,7 @@ class Pair:
                 peer=self.addresses[peer],
                 tls_dir=str(tls[role]),
                 out_dir=str(base / f"out-{role}"),
-                timeout_s=10.0,
+                timeout_s=PEER_TIMEOUT_S,
                 policy=policy,
             )
 
@@ -144,7 +145,9 @@ class Pair:
         self.alice.start()
         self.bob.start()
         wait_for(
-            lambda: self.alice.peer_state == "ok" and self.bob.peer_state == "ok", 20, "handshake"
+            lambda: self.alice.peer_state == "ok" and self.bob.peer_state == "ok",
+            WAIT_S,
+            "handshake",
         )
         return self
 

@@ -50,7 +50,7 @@ def test_each_run_that_draws_noise_is_charged_again(tmp_path, monkeypatch):
     policy = LocalPolicy.load(TEST_POLICY)
     params = {"max_parents": 2, "key_bits": 1024, "dp_epsilon": EPSILON}
     with (
-        insecure_pair(data, tmp_path, {"alice": policy, "bob": policy}, 20.0) as (daemons, ports),
+        insecure_pair(data, tmp_path, {"alice": policy, "bob": policy}) as (daemons, ports),
         DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as alice,
     ):
         job_id, states = "", []
@@ -60,7 +60,7 @@ def test_each_run_that_draws_noise_is_charged_again(tmp_path, monkeypatch):
             job_id = alice.start("learn", {} if run else params, job_id, resume=run > 0)
             states.append(alice.wait(job_id, timeout_s=300).state)
             done = daemons["bob"].jobs[job_id].done
-            wait_until(done.is_set, 30.0, "bob's run")
+            wait_until(done.is_set, what="bob's run")
         assert states == ["FAILED"] * CRASHES + ["SUCCEEDED"]
         bob = daemons["bob"]
         key = bob.setup.dataset()

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from hostile import PERMISSIVE, Pair, write_dataset
+from timeouts import WAIT_S
 
 from ppbn.parties import job_stats as daemon_module
 from ppbn.parties.grpc_channel import GrpcChannel
@@ -31,8 +32,8 @@ def _learn_and_capture(tmp_path, pki, seed: int, monkeypatch) -> tuple[dict[str,
     with Pair(tmp_path / f"run{seed}", files, pki, PERMISSIVE) as running:
         params = {"max_parents": 1, "key_bits": 1024}
         job = running.alice.controller.start("learn", json.dumps(params), "", "stats test")
-        assert job.done.wait(120) and job.error == "", job.error
-        running.bob.jobs[job.job_id].done.wait(10)
+        assert job.done.wait(WAIT_S) and job.error == "", job.error
+        assert running.bob.jobs[job.job_id].done.wait(WAIT_S), "bob's end of the job"
         structure = job.result["parents"]
     monkeypatch.undo()
     return sent, structure

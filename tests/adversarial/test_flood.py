@@ -79,7 +79,7 @@ def bob_process(tmp_path_factory, pki):
             return False
 
     try:
-        wait_for(healthy, 60, "bob's daemon")
+        wait_for(healthy, what="bob's daemon")
         yield process, address, operator, healthy, base / "bob.log"
     finally:
         process.terminate()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from hostile import Pair, refused_at_bob, write_dataset
+from timeouts import WAIT_S
 
 from ppbn.jobs.policy import LocalPolicy
 
@@ -60,10 +61,10 @@ def test_an_honest_job_with_forced_edges_runs_afterwards_within_the_limits(stric
     refused_at_bob(strict_pair, caplog, *FORCED[0])
     params = {"search": "hc", "max_parents": 2, "fixed_edges": INTO_B2[:2]}
     job = strict_pair.alice.controller.start("learn", json.dumps(params), "", "honest test")
-    assert job.done.wait(180), "honest job did not finish"
+    assert job.done.wait(WAIT_S), "honest job did not finish"
     assert job.error == "", job.error
     bob_side = strict_pair.bob.jobs[job.job_id]
-    assert bob_side.done.wait(10) and bob_side.error == ""
+    assert bob_side.done.wait(WAIT_S) and bob_side.error == ""
     network = json.loads(
         (Path(strict_pair.bob.config.out_dir) / job.job_id / "network.json").read_text()
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from hostile import PERMISSIVE, Pair, refused_at_bob, write_dataset
+from timeouts import WAIT_S
 
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
@@ -54,10 +55,10 @@ def test_the_daemon_serves_the_next_honest_job(pair, caplog):
     job = pair.alice.controller.start(
         "pram", json.dumps({"p": 0.3, "max_parents": 1}), "", "honest test"
     )
-    assert job.done.wait(60), "honest job did not finish"
+    assert job.done.wait(WAIT_S), "honest job did not finish"
     assert job.error == "" and job.result is not None
     bob_side = pair.bob.jobs[job.job_id]
-    assert bob_side.done.wait(10) and bob_side.result is not None
+    assert bob_side.done.wait(WAIT_S) and bob_side.result is not None
 
 
 def test_too_few_records_are_refused_with_the_reason(tmp_path, pki, caplog):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from known_files import TEST_POLICY
+from timeouts import PEER_TIMEOUT_S, WAIT_S
 from waiting import wait_until as wait_for
 
 from ppbn.bn.schema import Schema
@@ -208,13 +209,16 @@ def test_a_failure_while_writing_leaves_the_old_folder_and_no_temporary(tmp_path
         ["demo"],
     ],
 )
-def test_run_commands_check_out_before_any_work(command, tmp_path, capsys):
+def test_run_commands_check_out_before_any_work(command, tmp_path, capsys, monkeypatch):
+    def sampled(*args, **kwargs):
+        raise AssertionError("the data set was sampled before --out was checked")
+
+    monkeypatch.setattr("ppbn.data.datasets.make_dataset", sampled)  # every run's first work
     target = tmp_path / "taken"
     target.write_text("")
-    started = time.monotonic()
     code, err = run([*command, "--out", str(target)], capsys)
     assert (code, err) == (2, f"ppbn: error: --out {target}: exists and is not a folder\n")
-    assert time.monotonic() - started < 5.0 and entries(tmp_path) == ["taken"]
+    assert entries(tmp_path) == ["taken"]
 
 
 def test_certs_ca_into_a_file_or_an_unwritable_folder(tmp_path, capsys):
@@ -336,7 +340,7 @@ def test_port_in_use_is_one_line_without_grpc_core_logs(small_data, tmp_path):
             ],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=WAIT_S,
             env=clean_env(),
         )
     assert done.returncode == 2
@@ -395,7 +399,7 @@ class InProcessPair:
                 peer=f"127.0.0.1:{self.ports[peer]}",
                 insecure=True,
                 out_dir=str(self.out[role]),
-                timeout_s=5.0,
+                timeout_s=PEER_TIMEOUT_S,
                 probe_interval_s=0.2,
                 policy=LocalPolicy.load(TEST_POLICY),
             )
@@ -439,7 +443,7 @@ def test_a_failed_job_keeps_no_network_beside_its_result_at_either_side(in_proce
 
     with job_kind("half", half), in_process.client("alice") as client:
         job_id = client.start("half", {})
-        outcome = client.wait(job_id, timeout_s=20)
+        outcome = client.wait(job_id, timeout_s=WAIT_S)
     assert outcome.state == "FAILED"
     bob_job = wait_for(lambda: in_process.daemons["bob"].jobs.get(job_id), what="bob's job")
     wait_for(bob_job.done.is_set, what="bob's job to end")
@@ -468,7 +472,7 @@ def test_a_successful_job_folder_appears_whole(in_process):
 
     with job_kind("writes", writes), in_process.client("alice") as client:
         job_id = client.start("writes", {})
-        outcome = client.wait(job_id, timeout_s=20)
+        outcome = client.wait(job_id, timeout_s=WAIT_S)
     assert outcome.state == "SUCCEEDED", outcome.error
     assert all(
         names == [f".{job_id}.partial"] for names in seen_during_run
@@ -490,7 +494,7 @@ def start_both(clients: dict[str, DaemonClient], kind: str, tag: str) -> dict[st
     outcomes: dict[str, str] = {}
 
     def start(role: str) -> None:
-        barrier.wait(5)
+        barrier.wait(WAIT_S)
         try:
             outcomes[role] = "started " + clients[role].start(kind, {}, f"{tag}-{role}")
         except UserError as exc:
@@ -500,7 +504,7 @@ def start_both(clients: dict[str, DaemonClient], kind: str, tag: str) -> dict[st
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(30)
+        thread.join(WAIT_S)
     return outcomes
 
 
@@ -517,7 +521,7 @@ def test_crossing_job_starts_run_exactly_one(in_process, caplog):
     def hold(role, channel, context):
         channel.send("hold", b"1")
         channel.recv("hold")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + WAIT_S
         while not answered.wait(0.02) and time.monotonic() < deadline:
             context.check_cancelled()  # running until the other start has met it
         return {}
@@ -570,7 +574,7 @@ def process_pair(big_data, tmp_path):
         tmp_path,
     )
     policy = dataclasses.replace(LocalPolicy.load(TEST_POLICY), workers=2)
-    with LocalPair(files, 30.0, policy=policy) as pair:
+    with LocalPair(files, PEER_TIMEOUT_S, policy=policy) as pair:
         yield pair
 
 
@@ -619,12 +623,14 @@ def test_sigkill_of_a_daemon_leaves_no_worker_or_resource_tracker(process_pair):
                 return True
         return False
 
-    wait_for(with_workers, 60, "worker processes")
+    wait_for(with_workers, what="worker processes")
     role, kids = next(iter(victims.items()))
     os.kill(process_pair.processes[role].pid, signal.SIGKILL)
     killed = time.monotonic()
     wait_for(
-        lambda: not any(alive(pid) for pid in kids), 10, f"{role}'s {len(kids)} children to exit"
+        lambda: not any(alive(pid) for pid in kids),
+        WAIT_S,
+        f"{role}'s {len(kids)} children to exit",
     )
     print(
         f"SIGKILL of {role}: its {len(kids)} child processes were gone after {time.monotonic() - killed:.2f} s"
@@ -668,7 +674,7 @@ def test_ctrl_c_of_learn_cancels_the_job_at_both_daemons(process_pair, tmp_path)
     job_id = match.group(1)
     time.sleep(1.0)
     learn.send_signal(signal.SIGINT)
-    out, err = learn.communicate(timeout=30)
+    out, err = learn.communicate(timeout=WAIT_S)
     assert learn.returncode == 130, (first, out, err)
     assert (
         err.splitlines()[-1]
@@ -677,7 +683,7 @@ def test_ctrl_c_of_learn_cancels_the_job_at_both_daemons(process_pair, tmp_path)
     assert "Traceback" not in err
     for role in PARTY_ROLES:
         with process_pair.client(role) as client:
-            outcome = client.wait(job_id, timeout_s=20)
+            outcome = client.wait(job_id, timeout_s=WAIT_S)
         assert outcome.state in ("CANCELLED", "FAILED"), (role, outcome.state)
     assert entries(process_pair.out_dir("alice") / job_id) == [
         "ledger.json",

@@ -24,6 +24,7 @@ import pytest
 from known_files import TEST_POLICY
 from loopback_pair import insecure_pair
 from test_catalogue import InProcessPair, entries, job_kind, run
+from timeouts import PEER_TIMEOUT_S, WAIT_S
 from waiting import wait_until as wait_for
 
 from ppbn.cli import main
@@ -89,7 +90,7 @@ class Pair(InProcessPair):
                 peer=f"127.0.0.1:{self.ports[peer]}",
                 insecure=True,
                 out_dir=str(self.out[role]),
-                timeout_s=5.0,
+                timeout_s=PEER_TIMEOUT_S,
                 probe_interval_s=0.2,
                 policy=LocalPolicy.load(TEST_POLICY),
                 audit_log=str(alice_audit) if role == "alice" and alice_audit else None,
@@ -119,7 +120,7 @@ def outcomes(pair: InProcessPair, job_id: str) -> dict[str, tuple[str, str]]:
 def run_job(pair: InProcessPair, kind: str) -> tuple[str, dict[str, tuple[str, str]]]:
     with pair.client("alice") as client:
         job_id = client.start(kind, {})
-        client.wait(job_id, timeout_s=20)
+        client.wait(job_id, timeout_s=WAIT_S)
     return job_id, outcomes(pair, job_id)
 
 
@@ -247,7 +248,7 @@ def test_a_full_disk_leaves_no_torn_audit_line_and_the_daemon_restarts(
             for number in range(40):
                 try:
                     job_id = client.start("ping", {"rounds": 1}, f"p{number}")
-                    client.wait(job_id, timeout_s=20)
+                    client.wait(job_id, timeout_s=WAIT_S)
                 except UserError as exc:
                     if "busy with another job" in str(exc):  # bob still ending the last job
                         time.sleep(0.2)
@@ -438,7 +439,7 @@ def test_a_party_that_cannot_write_fails_a_miner_job_at_all_three(tmp_path, monk
         monkeypatch.setattr(bob.setup.files, "write", full)
         with trio.client("miner") as client:
             job_id = client.start("pram-miner", {"p": 0.2, "max_parents": 2})
-            client.wait(job_id, timeout_s=30)
+            client.wait(job_id, timeout_s=WAIT_S)
         ended = outcomes(trio, job_id)
     finally:
         trio.stop()
@@ -467,7 +468,7 @@ def test_a_learn_job_on_a_full_disk_fails_at_both_and_the_next_one_runs(full_dis
     disk.fill()
     with pair.client("alice") as client:
         job_id = client.start("learn", params, "learn-full")
-        client.wait(job_id, timeout_s=60)
+        client.wait(job_id, timeout_s=WAIT_S)
     ended = outcomes(pair, job_id)
     out = pair.out["alice"]
     assert ended["alice"] == (
@@ -481,6 +482,6 @@ def test_a_learn_job_on_a_full_disk_fails_at_both_and_the_next_one_runs(full_dis
     disk.free()
     with pair.client("alice") as client:
         job_id = client.start("learn", params, "learn-freed")
-        client.wait(job_id, timeout_s=60)
+        client.wait(job_id, timeout_s=WAIT_S)
     assert outcomes(pair, job_id) == {"alice": ("SUCCEEDED", ""), "bob": ("SUCCEEDED", "")}
     assert (out / job_id / "network.json").is_file()

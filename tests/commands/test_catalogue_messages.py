@@ -19,6 +19,7 @@ import pytest
 from fake_daemon import FakeDaemon
 from known_files import TEST_POLICY
 from loopback_pair import insecure_pair
+from timeouts import WAIT_S
 from waiting import wait_until as wait_for
 
 from ppbn.cli import main
@@ -138,7 +139,8 @@ def test_a_stopped_daemon_says_its_operator_stopped_it_and_the_peer_names_it(tin
     def hold(role, channel, context):
         channel.send("hold", b"1")
         channel.recv("hold")
-        for _ in range(100):
+        deadline = time.monotonic() + WAIT_S  # held until a daemon stops, however slow the host
+        while time.monotonic() < deadline:
             context.check_cancelled()
             time.sleep(0.05)
         return {}

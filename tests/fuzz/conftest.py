@@ -23,8 +23,8 @@ def fuzz_env(tmp_path_factory):
     alice = make_alice(base, files, pki, bob.address, alice_port)
     try:
         alice.start()
-        wait_for(bob.healthy, 60, "bob's daemon to serve")
-        wait_for(lambda: alice.peer_state == "ok", 30, "alice's handshake with bob")
+        wait_for(bob.healthy, what="bob's daemon to serve")
+        wait_for(lambda: alice.peer_state == "ok", what="alice's handshake with bob")
         # one honest secure job first: bob loads what any first job loads once (numba and
         # the compiled kernels, at their first call), which is not growth under fuzz
         Fuzzer(alice, bob).record_honest_phases("learn", HONEST_PARAMS["learn"], "alice")

@@ -29,6 +29,8 @@ import grpc
 import numpy as np
 from known_files import TEST_POLICY as KNOWN_POLICY
 from mutations import END, Mutation, describe, mutate
+from timeouts import PEER_TIMEOUT_S as SUITE_PEER_TIMEOUT_S
+from timeouts import WAIT_S
 from waiting import wait_until as wait_for
 
 from ppbn.errors import UserError
@@ -50,7 +52,7 @@ MIB = 1024 * 1024
 PEER_TIMEOUT_S = 30.0
 # alice's peer timeout in an honest run (the phases recorded, the warm-up job): she waits for
 # bob however slow the host, since a timeout there is no finding, only a failed set-up
-HONEST_TIMEOUT_S = 120.0
+HONEST_TIMEOUT_S = SUITE_PEER_TIMEOUT_S
 # alice's peer timeout in a hostile job: a frame dropped while both wait for each other ends
 # when she gives up and aborts, so an example costs seconds, not bob's whole timeout
 HOSTILE_TIMEOUT_S = 3.0
@@ -513,7 +515,7 @@ class Fuzzer:
             self.alice.controller.cancel(job, "fuzz example over")
             for channel in getattr(job.channel, "channels", {"": job.channel}).values():
                 channel.mark_dead("fuzz example over")
-        wait_for(lambda: self.alice.running is None, 30, "alice's job to end")
+        wait_for(lambda: self.alice.running is None, WAIT_S, "alice's job to end")
 
     # -- job streams ----------------------------------------------------------------------
     def first_frames(self, items: list[object], phase: str) -> None:
@@ -638,7 +640,7 @@ class Fuzzer:
                 job = self.alice.controller.start(
                     kind, json.dumps(params), job_id, "fuzz: honest run"
                 )
-                assert job.done.wait(120) and job.state == JobInfo.SUCCEEDED, job.error
+                assert job.done.wait(WAIT_S) and job.state == JobInfo.SUCCEEDED, job.error
             else:
                 self.bob.operator.StartJob(
                     party_pb2.JobRequest(kind=kind, params_json=json.dumps(params), job_id=job_id),
@@ -646,13 +648,13 @@ class Fuzzer:
                 )
                 wait_for(
                     lambda: self.alice.jobs.get(job_id) and self.alice.jobs[job_id].done.is_set(),
-                    120,
+                    WAIT_S,
                     "honest job",
                 )
                 assert self.alice.jobs[job_id].state == JobInfo.SUCCEEDED, self.alice.jobs[
                     job_id
                 ].error
-            wait_for(self.bob.idle, 30, "bob to finish the honest job")
+            wait_for(self.bob.idle, WAIT_S, "bob to finish the honest job")
             self.honest_phases[key] = list(plan.tags)
         return self.honest_phases[key]
 

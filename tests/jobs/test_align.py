@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from known_files import TEST_POLICY
+from timeouts import PEER_TIMEOUT_S
 from waiting import wait_until
 
 from ppbn.bn.learn import learn_reference
@@ -83,7 +84,9 @@ def _pair(data: Path, work: Path, policy: LocalPolicy | None = None) -> LocalPai
     files = PairFiles(
         data / "schema.json", {r: data / f"{r}.csv" for r in PARTY_ROLES}, work / "certs", work
     )
-    return LocalPair(files, 20.0, policy=policy or LocalPolicy.load(TEST_POLICY), align="psi")
+    return LocalPair(
+        files, PEER_TIMEOUT_S, policy=policy or LocalPolicy.load(TEST_POLICY), align="psi"
+    )
 
 
 def test_two_daemons_learn_the_reference_of_the_intersection(overlapping, tmp_path):
@@ -174,7 +177,7 @@ def test_small_or_empty_intersections_are_refused(overlapping, tmp_path, capsys,
         outcome = json.loads(capsys.readouterr().out)
         assert outcome["state"] == "FAILED" and message in outcome["error"]
         wait_until(
-            lambda: message in pair.logs["bob"].read_text(), 20, "bob's own check to say the same"
+            lambda: message in pair.logs["bob"].read_text(), what="bob's own check to say the same"
         )
         assert not list(pair.out_dir("alice").rglob("network.json"))
 
@@ -196,7 +199,7 @@ def test_align_on_one_daemon_only_is_refused_on_both_sides(overlapping, tmp_path
                 peer=f"127.0.0.1:{ports[peer]}",
                 tls_dir=str(tmp_path / "certs" / role),
                 out_dir=str(tmp_path / f"out-{role}"),
-                timeout_s=5.0,
+                timeout_s=PEER_TIMEOUT_S,
                 probe_interval_s=0.2,
                 align=aligns[role],
                 policy=LocalPolicy.load(TEST_POLICY),
@@ -207,8 +210,7 @@ def test_align_on_one_daemon_only_is_refused_on_both_sides(overlapping, tmp_path
             lambda: (
                 all("--align" in d.peer_state for d in daemons) and [d.peer_state for d in daemons]
             ),
-            20,
-            "both handshakes to fail on --align",
+            what="both handshakes to fail on --align",
         )
     finally:
         for daemon in daemons:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from known_files import TEST_POLICY
 from loopback_pair import insecure_pair
+from timeouts import WAIT_S
 
 from ppbn.bn.discretize import format_number
 from ppbn.bn.schema import Schema
@@ -92,14 +93,14 @@ def _run(data: Path, out: Path) -> dict[str, dict[str, str]]:
     """One DP learn job; every file each daemon wrote, by role and name."""
     policy = LocalPolicy.load(TEST_POLICY)
     with (
-        insecure_pair(data, out, {"alice": policy, "bob": policy}, 20.0) as (daemons, ports),
+        insecure_pair(data, out, {"alice": policy, "bob": policy}) as (daemons, ports),
         DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as client,
     ):
         params = {"max_parents": 1, "key_bits": 1024, "dp_epsilon": 2.0}
         job_id = client.start("learn", params)
         outcome = client.wait(job_id, timeout_s=300)
         assert outcome.state == "SUCCEEDED", outcome.error
-        daemons["bob"].jobs[job_id].done.wait(30)
+        assert daemons["bob"].jobs[job_id].done.wait(WAIT_S), "bob's end of the job"
     files = {}
     for role in ("alice", "bob"):
         folder = out / f"out-{role}" / job_id

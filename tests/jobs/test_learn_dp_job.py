@@ -7,6 +7,7 @@ import json
 
 import pytest
 from known_files import TEST_POLICY
+from timeouts import PEER_TIMEOUT_S, WAIT_S
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main
@@ -106,7 +107,7 @@ def test_each_daemon_holds_its_own_epsilon_limits(tmp_path):
     )
     job = {"max_parents": 1, "key_bits": 1024}
     with (
-        LocalPair(pair_files, 30.0, policy=policy) as pair,
+        LocalPair(pair_files, PEER_TIMEOUT_S, policy=policy) as pair,
         ppbn.Daemon(pair.address("alice"), tls_dir=tmp_path / "certs" / "alice") as alice,
     ):
         folders = {r: budget_folder(pair.state_dir(r)) for r in ("alice", "bob")}
@@ -116,9 +117,9 @@ def test_each_daemon_holds_its_own_epsilon_limits(tmp_path):
             return {r: f[0].read_bytes() if f else None for r, f in files.items()}
 
         with pytest.raises(UserError, match="dp_epsilon 2 is above this party's policy maximum"):
-            alice.learn(dp_epsilon=2.0, **job).wait(timeout_s=120)
+            alice.learn(dp_epsilon=2.0, **job).wait(timeout_s=WAIT_S)
         assert contents() == {"alice": None, "bob": None}
-        outcome = alice.learn(dp_epsilon=1.5, **job).wait(timeout_s=120)
+        outcome = alice.learn(dp_epsilon=1.5, **job).wait(timeout_s=WAIT_S)
         assert outcome.state == "SUCCEEDED", outcome.error
         charged = contents()
         for role, text in charged.items():
@@ -128,5 +129,5 @@ def test_each_daemon_holds_its_own_epsilon_limits(tmp_path):
                 (outcome.job_id, "release", 1.5),
             ], role
         with pytest.raises(UserError, match=r"spent 1\.5 of the policy's total 2\.5"):
-            alice.learn(dp_epsilon=1.5, **job).wait(timeout_s=120)
+            alice.learn(dp_epsilon=1.5, **job).wait(timeout_s=WAIT_S)
         assert contents() == charged

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from timeouts import PEER_TIMEOUT_S
 
 from ppbn.bn.schema import Schema
 from ppbn.data.datasets import make_dataset
@@ -53,7 +54,7 @@ def run_job(data_dir: Path, out: Path) -> dict[str, list[JobProgress]]:
         context.notes = lambda note: seen[role].append(context.tracker.snapshot())
         return lambda channel: run_learn_job(role, channel, context)
 
-    run_two_party(side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=120))
+    run_two_party(side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=PEER_TIMEOUT_S))
     return seen
 
 
@@ -90,7 +91,7 @@ def test_progress_sends_nothing(data_dir):
             follow = progress if role == "alice" else None
             return lambda ch: learn_secure(ch, role, schema, codes, config, Ledger(role), follow)
 
-        pair = memory_channel_pair(timeout_s=120, keep_transcript=True)
+        pair = memory_channel_pair(timeout_s=PEER_TIMEOUT_S, keep_transcript=True)
         run_two_party(side("alice"), side("bob"), pair=pair)
         return Counter(tag for tag, _ in pair[0].transcript)
 

@@ -9,6 +9,8 @@ import json
 import numpy as np
 import pytest
 from known_files import TEST_POLICY as KNOWN_POLICY
+from timeouts import PEER_TIMEOUT_S
+from waiting import wait_until
 
 from ppbn.bn.k2 import CountsOracle, count_table
 from ppbn.bn.learn import joined_count_fn, learn_reference
@@ -307,7 +309,7 @@ def _daemons(world, rules: dict[str, str]):
             peer=f"127.0.0.1:{ports[peer]}",
             insecure=True,
             out_dir=str(world / f"out-{role}"),
-            timeout_s=10,
+            timeout_s=PEER_TIMEOUT_S,
             probe_interval_s=0.2,
             missing_rule=rule,
         )
@@ -322,17 +324,6 @@ def _settled(daemon) -> str:
     return "" if state == "not contacted yet" or "refused the connection" in state else state
 
 
-def _wait(predicate, what: str, timeout_s: float = 15.0):
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_handshake_and_pram_refusal_between_live_daemons(daemon_world):
     from ppbn.errors import UserError
     from ppbn.parties.client import DaemonClient
@@ -344,7 +335,7 @@ def test_handshake_and_pram_refusal_between_live_daemons(daemon_world):
     daemons, ports = _daemons(daemon_world, {"alice": "available-case", "bob": "error"})
     try:
         alice, bob = daemons
-        _wait(lambda: _settled(alice) and _settled(bob), "handshake outcome")
+        wait_until(lambda: _settled(alice) and _settled(bob), what="handshake outcome")
         for daemon in daemons:
             assert (
                 "alice runs --missing available-case, bob runs --missing error" in daemon.peer_state
@@ -355,7 +346,7 @@ def test_handshake_and_pram_refusal_between_live_daemons(daemon_world):
     daemons, ports = _daemons(daemon_world, {"alice": "available-case", "bob": "available-case"})
     try:
         alice, bob = daemons
-        _wait(lambda: alice.peer_state == "ok" and bob.peer_state == "ok", "handshake")
+        wait_until(lambda: alice.peer_state == "ok" and bob.peer_state == "ok", what="handshake")
         with (
             DaemonClient(f"127.0.0.1:{ports['alice']}", None, "operator", True) as client,
             pytest.raises(UserError, match="--missing available-case runs on the secure path only"),
@@ -411,7 +402,7 @@ def test_simulate_available_case_equals_the_reference(capsys):
             "--format",
             "json",
             "--timeout",
-            "60",
+            f"{PEER_TIMEOUT_S:g}",
         ]
     )
     captured = capsys.readouterr()

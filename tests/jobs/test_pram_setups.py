@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from daemon_trio import Trio
-from waiting import wait_until
+from timeouts import PEER_TIMEOUT_S
+from waiting import wait_until as wait_for
 
 from ppbn.bn.schema import Schema
 from ppbn.cli import main as ppbn_main
@@ -25,10 +26,6 @@ from ppbn.randomized.pram import RandomizationScheme, RandomSource, learn_pram, 
 RECORDS = 2000
 SEED = "test-setups"
 P = 0.2
-
-
-def wait_for(predicate, timeout_s: float = 15.0, what: str = "condition") -> None:
-    wait_until(predicate, timeout_s, what)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +193,7 @@ def test_simulate_pram_setup_two_prints_every_daemon(world, capsys):
             "--format",
             "json",
             "--timeout",
-            "20",
+            f"{PEER_TIMEOUT_S:g}",
         ]
     )
     captured = capsys.readouterr()

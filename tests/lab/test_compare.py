@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from timeouts import PEER_TIMEOUT_S
 
 from ppbn.bn.model import structural_hamming_distance
 from ppbn.bn.networks import load_network
@@ -62,7 +63,7 @@ def test_compare_on_asia_writes_the_report_and_error_grows_with_p(tmp_path, caps
             str(out),
             "--no-secure",
             "--timeout",
-            "30",
+            f"{PEER_TIMEOUT_S:g}",
         ]
     )
     captured = capsys.readouterr()

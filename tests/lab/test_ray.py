@@ -19,6 +19,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from executor_util import assert_same_learning, learn_run, tables_run  # noqa: E402
+from timeouts import WAIT_S  # noqa: E402
 
 from ppbn.protocols.channel import ProtocolError  # noqa: E402
 from ppbn.protocols.executor import ExecutorError, InlineExecutor, RayExecutor, connect_ray  # noqa: E402
@@ -150,7 +151,7 @@ def test_a_task_that_keeps_killing_its_worker_fails_with_one_clear_line(
     assert "\n" not in str(err.value)
     assert list(executor.map(add, [(1, 2)])) == [3]  # the cluster serves on
     out, err_text = "", ""
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + WAIT_S
     # Ray's listener prints late, and its wording varies between runs ("A worker died or was
     # killed ..." or the raylet's "Task die failed ... will be retried")
     crash = ("worker died", "will be retried")

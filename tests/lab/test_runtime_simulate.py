@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 from known_files import TEST_POLICY as KNOWN_POLICY
+from timeouts import PEER_TIMEOUT_S
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
@@ -67,7 +68,7 @@ def test_simulate_tables_with_reveal_reports_both_parties(data_dir, capsys):
             "json",
             "--reveal-for-testing",
             "--timeout",
-            "30",
+            f"{PEER_TIMEOUT_S:g}",
         ]
     )
     captured = capsys.readouterr()
@@ -100,7 +101,7 @@ def test_local_pair_stops_both_daemons_when_the_run_fails(data_dir, tmp_path):
         tmp_path / "certs",
         tmp_path,
     )
-    pair = LocalPair(files, timeout_s=10)
+    pair = LocalPair(files, timeout_s=PEER_TIMEOUT_S)
     with (
         pytest.raises(UserError, match="tables: max_family must be an integer in 2..5"),
         pair,

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from timeouts import PEER_TIMEOUT_S, WAIT_S
 
 from ppbn.errors import UserError
 from ppbn.pair.shaper import Link, parse_link, shaped_memory_pair
@@ -69,7 +70,7 @@ def relay() -> Iterator[
         server = _Server(handle)
         link = Link(parse_link(text))
         host, port = link.relay("alice", "127.0.0.1", server.port)
-        client = socket.create_connection((host, port), timeout=10)
+        client = socket.create_connection((host, port), timeout=WAIT_S)
         made.append((link, server, client))
         return link, client
 
@@ -87,7 +88,7 @@ def test_bytes_pass_unchanged_both_ways(relay):
     sender.start()
     assert _recv_exactly(client, len(payload)) == payload
     sender.join()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + WAIT_S
     while link.stats()["bytes"] != {"alice->bob": len(payload), "bob->alice": len(payload)}:
         assert time.monotonic() < deadline, link.stats()
         time.sleep(0.01)
@@ -118,7 +119,7 @@ def test_the_round_trip_time_is_added_to_a_request_and_response(relay):
     client.sendall(b"ping")
     assert _recv_exactly(client, 4) == b"ping"
     elapsed = time.perf_counter() - started
-    assert 0.1 <= elapsed < 0.3, elapsed
+    assert 0.1 <= elapsed < 1.0, elapsed  # the RTT, plus a loaded host's scheduling delays
 
 
 def test_closing_the_client_closes_the_server_side(relay):
@@ -133,13 +134,13 @@ def test_closing_the_client_closes_the_server_side(relay):
     _, client = relay("100mbit/10ms", wait_for_end)
     client.sendall(b"hello")
     client.close()
-    assert ended.wait(5)
+    assert ended.wait(WAIT_S)
 
 
 def test_closing_the_server_closes_the_client_side(relay):
     _, client = relay("100mbit/10ms", lambda conn: (conn.recv(5), conn.close()))
     client.sendall(b"hello")
-    client.settimeout(5)
+    client.settimeout(WAIT_S)
     assert client.recv(1024) == b""
 
 
@@ -169,7 +170,9 @@ def test_bad_links_are_refused_in_one_line(text):
 
 
 def test_the_shaped_memory_channel_delays_by_size_and_latency():
-    (alice, bob), directions = shaped_memory_pair(parse_link("8mbit/100ms"), timeout_s=10)
+    (alice, bob), directions = shaped_memory_pair(
+        parse_link("8mbit/100ms"), timeout_s=PEER_TIMEOUT_S
+    )
     payload = os.urandom(200_000)  # 0.2 s at 8 Mbit/s
 
     def ping(ch):

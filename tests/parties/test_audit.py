@@ -16,14 +16,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from adversarial.hostile import free_port, wait_for, write_dataset
+from adversarial.hostile import write_dataset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from known_files import TEST_POLICY
+from timeouts import PEER_TIMEOUT_S, WAIT_S
+from waiting import wait_until as wait_for
 
 from ppbn.cli import main
 from ppbn.errors import UserError
 from ppbn.jobs.policy import LocalPolicy
+from ppbn.pair.loopback import free_port
 from ppbn.parties.audit import (
     REFUSED_PER_WINDOW,
     REFUSED_WINDOW_S,
@@ -42,7 +45,7 @@ N_RECORDS = 120
 
 
 def start_pair(
-    base: Path, pki: dict[str, Path], files: dict[str, Path], timeout_s: float = 20.0, **alice_extra
+    base: Path, pki: dict[str, Path], files: dict[str, Path], **alice_extra
 ) -> dict[str, PartyDaemon]:
     """Honest alice and bob; bob's policy keeps its CPTs (no public disclosure)."""
     policy = LocalPolicy.load(str(TEST_POLICY))
@@ -59,14 +62,14 @@ def start_pair(
             peer=f"127.0.0.1:{ports[peer]}",
             tls_dir=str(pki[role]),
             out_dir=str(base / f"out-{role}"),
-            timeout_s=timeout_s,
+            timeout_s=PEER_TIMEOUT_S,
             probe_interval_s=0.2,
             policy=policies[role],
             **(alice_extra if role == "alice" else {}),
         )
         daemons[role] = PartyDaemon(config)
         daemons[role].start()
-    wait_for(lambda: all(d.peer_state == "ok" for d in daemons.values()), 20, "handshake")
+    wait_for(lambda: all(d.peer_state == "ok" for d in daemons.values()), what="handshake")
     return daemons
 
 
@@ -90,7 +93,7 @@ def run(tmp_path_factory, pki) -> dict[str, object]:
             job = client.start(
                 "learn", {"key_bits": 1024, "max_parents": 1, "disclosure": "owner"}, "learn1"
             )
-            outcome = client.wait(job, timeout_s=120)
+            outcome = client.wait(job, timeout_s=WAIT_S)
             assert outcome.state == "SUCCEEDED", outcome.error
             with pytest.raises(UserError, match="max_parents"):
                 client.start("learn", {"key_bits": 1024, "max_parents": 50}, "toomany")
@@ -100,7 +103,7 @@ def run(tmp_path_factory, pki) -> dict[str, object]:
                 client.start(
                     "learn", {"key_bits": 1024, "max_parents": 1, "disclosure": "public"}, "public1"
                 )
-        wait_for(lambda: daemons["bob"].running is None, 20, "bob's end of the job")
+        wait_for(lambda: daemons["bob"].running is None, WAIT_S, "bob's end of the job")
     finally:
         for daemon in daemons.values():
             daemon.stop(0.5)

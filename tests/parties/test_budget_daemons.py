@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from loopback_pair import insecure_pair
+from timeouts import WAIT_S
 from waiting import wait_until
 
 from ppbn.cli import main as ppbn_main
@@ -75,9 +76,9 @@ def _runs(daemon) -> list[tuple[str, str]]:
 
 
 def _finish(client, daemons, job_id) -> str:
-    state = client.wait(job_id, timeout_s=30).state
+    state = client.wait(job_id, timeout_s=WAIT_S).state
     for daemon in daemons.values():
-        wait_until(lambda d=daemon: d.jobs[job_id].done.is_set(), 15.0, "the job at both")
+        wait_until(lambda d=daemon: d.jobs[job_id].done.is_set(), what="the job at both")
     return state
 
 
@@ -86,7 +87,7 @@ def test_daemons_charge_their_own_budget_and_refuse_a_job_over_it(tmp_path, dp_t
     policies = {
         role: _policy(dp_total_epsilon=total) for role, total in (("alice", 1.0), ("bob", 5.0))
     }
-    with insecure_pair(tmp_path, tmp_path, policies, handshake_s=15.0) as (daemons, ports):
+    with insecure_pair(tmp_path, tmp_path, policies) as (daemons, ports):
         with DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as client:
             job_id = client.start("test.dp", {"epsilon": 0.75})
             assert _finish(client, daemons, job_id) == "SUCCEEDED"
@@ -111,7 +112,7 @@ def test_a_job_that_ends_before_anything_is_opened_is_refunded(tmp_path, dp_test
     _write_world(tmp_path)
     policies = {"alice": _policy(dp_total_epsilon=1.0), "bob": _policy(dp_total_epsilon=1.0)}
     with (
-        insecure_pair(tmp_path, tmp_path, policies, handshake_s=15.0) as (daemons, ports),
+        insecure_pair(tmp_path, tmp_path, policies) as (daemons, ports),
         DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as client,
     ):
         for _ in range(3):  # three times the total, refunded each time
@@ -133,7 +134,7 @@ def test_a_job_that_ends_before_anything_is_opened_is_refunded(tmp_path, dp_test
 def test_a_peer_is_held_to_its_rate_of_dp_jobs(tmp_path, dp_test_kind):
     _write_world(tmp_path)
     policies = {"alice": _policy(), "bob": _policy(dp_peer_jobs_per_hour=2)}
-    with insecure_pair(tmp_path, tmp_path, policies, handshake_s=15.0) as (daemons, ports):
+    with insecure_pair(tmp_path, tmp_path, policies) as (daemons, ports):
         with DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as client:
             for _ in range(2):
                 job_id = client.start("test.dp", {"epsilon": 0.1, "vanish": True})
@@ -152,7 +153,7 @@ def test_a_peer_is_held_to_its_rate_of_dp_jobs(tmp_path, dp_test_kind):
 def test_delta_above_the_policy_bound_is_refused(tmp_path, dp_test_kind):
     _write_world(tmp_path)
     policies = {"alice": _policy(), "bob": _policy()}
-    with insecure_pair(tmp_path, tmp_path, policies, handshake_s=15.0) as (daemons, ports):
+    with insecure_pair(tmp_path, tmp_path, policies) as (daemons, ports):
         with (
             DaemonClient(f"127.0.0.1:{ports['alice']}", None, insecure=True) as client,
             pytest.raises(UserError, match="dp_delta 0.5 is above this party's policy"),
@@ -167,7 +168,7 @@ def _serve_once(data: Path, out: Path, settings: dict, epsilon: float = 0.0) -> 
     try one: the refusal's text, '' when it ran)."""
     policies = {"alice": _policy(dp_total_epsilon=3.0), "bob": _policy()}
     with (
-        insecure_pair(data, out, policies, handshake_s=15.0, settings={"alice": settings}) as (
+        insecure_pair(data, out, policies, settings={"alice": settings}) as (
             daemons,
             ports,
         ),

@@ -22,6 +22,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from timeouts import WAIT_S
 
 from ppbn.cli import main as ppbn_main
 from ppbn.errors import UserError
@@ -496,7 +497,7 @@ class EchoServer:
 
     def call(self, client_files: TlsFiles) -> bytes:
         with dial(self.address, client_files, "the echo server") as channel:
-            return channel.unary_unary("/test.Echo/Echo")(b"hi", timeout=10)
+            return channel.unary_unary("/test.Echo/Echo")(b"hi", timeout=WAIT_S)
 
     def stop(self) -> None:
         self.server.stop(0)

@@ -62,7 +62,7 @@ def _dataset(folder: Path, n: int = 60) -> Path:
 def test_rss_stays_flat_over_learn_jobs(tmp_path):
     policy = LocalPolicy.load(TEST_POLICY)
     data = _dataset(tmp_path / "data")
-    with insecure_pair(data, tmp_path, {"alice": policy, "bob": policy}, 20.0) as (daemons, _):
+    with insecure_pair(data, tmp_path, {"alice": policy, "bob": policy}) as (daemons, _):
         for daemon in daemons.values():  # a loaded host: the first job compiles kernels for long
             daemon.config.timeout_s = 300.0
         alice = daemons["alice"]
@@ -70,7 +70,7 @@ def test_rss_stays_flat_over_learn_jobs(tmp_path):
         def learn() -> None:
             job = alice.controller.start("learn", PARAMS, "", "memory test")
             assert job.done.wait(300) and job.state == party_pb2.JobInfo.SUCCEEDED, job.error
-            wait_until(lambda: daemons["bob"].running is None, 60, "bob to end the job")
+            wait_until(lambda: daemons["bob"].running is None, what="bob to end the job")
 
         learn()  # the first job loads what every job uses (compiled kernels, caches)
         before = _rss_mib()

@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 from faults_util import DaemonPair
+from timeouts import WAIT_S
 from waiting import wait_until
 
 from ppbn.cli import main as ppbn_main
@@ -55,18 +56,18 @@ def _outcome(pair: DaemonPair, role: str, job_id: str) -> JobOutcome:
 
 def _idle(pair: DaemonPair) -> None:
     for role in ("alice", "bob"):
-        wait_until(lambda r=role: _running_at(pair, r, ""), 3 * PEER_TIMEOUT_S + 30, f"{role} idle")
+        wait_until(lambda r=role: _running_at(pair, r, ""), WAIT_S, f"{role} idle")
 
 
 def test_a_job_that_ended_before_a_restart_is_known_from_its_folder(pair, capsys):
     done, cancelled = _fresh_id(), _fresh_id()
     with pair.client("alice") as client:
         client.start("ping", {"rounds": 3}, done)
-        assert client.wait(done, 60).state == "SUCCEEDED"
+        assert client.wait(done, WAIT_S).state == "SUCCEEDED"
         client.start("ping", LONG_PING, cancelled)
-        wait_until(lambda: _running_at(pair, "alice", cancelled), 30, "the long ping to run")
+        wait_until(lambda: _running_at(pair, "alice", cancelled), WAIT_S, "the long ping to run")
         client.cancel(cancelled)
-        assert client.wait(cancelled, 30).state == "CANCELLED"
+        assert client.wait(cancelled, WAIT_S).state == "CANCELLED"
     _idle(pair)
     pair.restart("alice")
 
@@ -92,7 +93,7 @@ def test_the_id_of_a_job_killed_with_its_daemon_names_its_temporary_folder(pair)
     job_id = _fresh_id()
     with pair.client("alice") as client:
         client.start("ping", LONG_PING, job_id)
-    wait_until(lambda: _running_at(pair, "bob", job_id), 30, "bob to run the job")
+    wait_until(lambda: _running_at(pair, "bob", job_id), WAIT_S, "bob to run the job")
     pair.kill("bob")
     partial = pair.out["bob"] / f".{job_id}.partial"
     assert partial.is_dir() and not (pair.out["bob"] / job_id).exists()
@@ -112,7 +113,7 @@ def test_a_daemon_paused_longer_than_the_peer_timeout_blames_its_pause(pair):
     job_id = _fresh_id()
     with pair.client("alice") as client:
         client.start("ping", LONG_PING, job_id)
-    wait_until(lambda: _running_at(pair, "bob", job_id), 30, "bob to run the job")
+    wait_until(lambda: _running_at(pair, "bob", job_id), WAIT_S, "bob to run the job")
     pair.pause("bob")
     stopped = time.monotonic()
     try:  # bob stays stopped until alice has given the job up, and twice her timeout at least
@@ -122,7 +123,7 @@ def test_a_daemon_paused_longer_than_the_peer_timeout_blames_its_pause(pair):
         pair.resume_process("bob")
     assert failed["state"] == "FAILED" and "peer bob" in failed["error"], failed
 
-    wait_until(lambda: not _running_at(pair, "bob", job_id), 60, "bob to end the job")
+    wait_until(lambda: not _running_at(pair, "bob", job_id), WAIT_S, "bob to end the job")
     with pair.client("bob") as client:
         info = client.status(job_id)
     assert info.state == party_pb2.JobInfo.FAILED, info

@@ -77,7 +77,7 @@ def test_sigterm_aborts_cleanly_tells_the_peer_and_the_job_resumes(pair, referen
     resumed job equals an uninterrupted run."""
     job_id = pair.start_learn(PARAMS)
     bob_store = CheckpointStore(pair.out["bob"], job_id, "bob")
-    wait_until(lambda: bob_store.steps(), 120, "bob's first checkpoint")
+    wait_until(lambda: bob_store.steps(), what="bob's first checkpoint")
     started = time.monotonic()
     assert pair.terminate("bob") == 0
     assert time.monotonic() - started < 25
@@ -100,7 +100,7 @@ def test_sigkill_mid_search_then_restart_and_resume_equals_the_uninterrupted_run
     --out, `ppbn learn --resume`: the same edges in the same order and CPTs within 1e-9."""
     job_id = pair.start_learn(PARAMS)
     stores = [CheckpointStore(pair.out[r], job_id, r) for r in ("alice", "bob")]
-    wait_until(lambda: all(s.steps() for s in stores), 120, "a checkpointed K2 step at both")
+    wait_until(lambda: all(s.steps() for s in stores), what="a checkpointed K2 step at both")
     pair.kill("bob")
     killed = time.monotonic()
     failed = pair.wait("alice", job_id, 3 * BOUND_S)
@@ -136,7 +136,7 @@ def test_keepalive_sees_a_stopped_peer_long_before_a_60_s_peer_timeout(tmp_path)
     HTTP/2 keepalive ping goes unanswered (gRPC's own ping timeout used to make it ~60 s)."""
     with DaemonPair(tmp_path, "asia", 400, 60.0) as slow:
         job_id = slow.start_learn(PARAMS)
-        wait_until(lambda: phase_seen(slow, job_id, "argmax"), 120, "bob to enter phase argmax")
+        wait_until(lambda: phase_seen(slow, job_id, "argmax"), what="bob to enter phase argmax")
         slow.pause("bob")
         stopped = time.monotonic()
         outcome = slow.wait("alice", job_id, 90)

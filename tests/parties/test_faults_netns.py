@@ -96,7 +96,7 @@ def test_over_veth_sigkill_mid_search_then_restart_and_resume_equals_the_uninter
     network equals the uninterrupted run at both parties."""
     job_id = pair.start_learn(PARAMS)
     stores = [CheckpointStore(pair.out[r], job_id, r) for r in ("alice", "bob")]
-    wait_until(lambda: all(s.steps() for s in stores), 120, "a checkpointed K2 step at both")
+    wait_until(lambda: all(s.steps() for s in stores), what="a checkpointed K2 step at both")
     pair.kill("bob")
     killed = time.monotonic()
     failed = pair.wait("alice", job_id, 3 * BOUND_S)

@@ -19,6 +19,7 @@ from adversarial.hostile import write_dataset
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 from test_audit import operator, start_pair
+from timeouts import WAIT_S
 
 from ppbn.commands.party import configure_logging
 from ppbn.errors import UserError
@@ -33,7 +34,7 @@ N_RECORDS = 60
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of a /metrics page: (name, sorted labels) -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=WAIT_S) as reply:
         text = reply.read().decode()
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -46,7 +47,7 @@ def value(samples, name: str, **labels: str) -> float | None:
     return samples.get((name, tuple(sorted(labels.items()))))
 
 
-def poll(what: str, predicate, timeout_s: float = 30.0):
+def poll(what: str, predicate, timeout_s: float = WAIT_S):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         result = predicate()
@@ -64,8 +65,7 @@ def pki(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture
 def daemons(tmp_path, pki):
     files = write_dataset(tmp_path / "data", N_RECORDS, seed=4)
-    # a short peer timeout: a cancelled ping's initiator waits for it before the job ends
-    running = start_pair(tmp_path, pki, files, timeout_s=4.0, metrics_port=0)
+    running = start_pair(tmp_path, pki, files, metrics_port=0)
     yield running
     for daemon in running.values():
         daemon.stop(0.5)
@@ -87,7 +87,6 @@ def test_metrics_show_the_running_job_and_the_totals_after(daemons, pki):
     poll(
         "the connection to bob",
         lambda: value(scrape(alice.metrics_port), "ppbn_peer_connections_open", peer="bob") == 1.0,
-        15,
     )
     with operator(alice, pki) as client:
         job = client.start("ping", {"rounds": 100_000, "bytes": 1024}, "long-ping")
@@ -138,24 +137,24 @@ def test_the_standard_health_service_answers_serving_then_not_serving(daemons, p
     stub = health_stub(alice, pki["alice"], "operator")
     for service in ("", "ppbn.PartyService"):
         assert (
-            stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
+            stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=WAIT_S).status
             == health_pb2.HealthCheckResponse.SERVING
         )
     # the peer daemon may ask too; the other party's operator may not
     assert (
         health_stub(alice, pki["bob"], "bob")
-        .Check(health_pb2.HealthCheckRequest(), timeout=10)
+        .Check(health_pb2.HealthCheckRequest(), timeout=WAIT_S)
         .status
         == 1
     )
     with pytest.raises(grpc.RpcError) as denied:
         health_stub(alice, pki["bob"], "operator").Check(
-            health_pb2.HealthCheckRequest(), timeout=10
+            health_pb2.HealthCheckRequest(), timeout=WAIT_S
         )
     assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
     # a watcher sees NOT_SERVING when the daemon shuts down
     statuses = []
-    watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=20)
+    watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=WAIT_S)
 
     def follow() -> None:
         try:
@@ -166,9 +165,9 @@ def test_the_standard_health_service_answers_serving_then_not_serving(daemons, p
 
     follower = threading.Thread(target=follow, daemon=True)
     follower.start()
-    poll("the first health update", lambda: statuses, 10)
+    poll("the first health update", lambda: statuses)
     alice.stop(0.5)
-    follower.join(20)
+    follower.join(WAIT_S)
     assert statuses[0] == health_pb2.HealthCheckResponse.SERVING
     assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses
 

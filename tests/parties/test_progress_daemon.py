@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from daemon_trio import Trio
 from known_files import TEST_POLICY
+from timeouts import WAIT_S
 
 from ppbn.cli import main as ppbn_main
 from ppbn.data.datasets import make_dataset
@@ -60,7 +61,7 @@ def test_learn_job_progress_reaches_the_operator_and_the_log(pair, world, capsys
     try:
         with pair.client("alice") as client:
             job_id = client.start("learn", {"max_parents": 2, "key_bits": 1024})
-            outcome = client.wait(job_id, 60, seen.append)
+            outcome = client.wait(job_id, WAIT_S, seen.append)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from timeouts import PEER_TIMEOUT_S, WAIT_S
 from waiting import wait_until
 
 from ppbn.jobs.policy import LocalPolicy
@@ -49,7 +50,7 @@ class Trio:
                 peers=peers,
                 tls_dir=str(self.world / "certs" / claimed),
                 out_dir=str(self.tmp / f"out-{role}"),
-                timeout_s=10.0,
+                timeout_s=PEER_TIMEOUT_S,
                 probe_interval_s=0.2,
                 fixed_seed_for_testing=self.seed,  # the local test flag: a seed is never a job parameter
                 policy=policy or LocalPolicy(),
@@ -61,7 +62,7 @@ class Trio:
 
     def wait_for_handshakes(self) -> None:
         wait_until(
-            lambda: all(d.peer_state == "ok" for d in self.daemons.values()), 15.0, "handshakes"
+            lambda: all(d.peer_state == "ok" for d in self.daemons.values()), WAIT_S, "handshakes"
         )
 
     def client(self, role: str) -> DaemonClient:
@@ -72,12 +73,12 @@ class Trio:
         """Run a job to success; the job folder of every daemon that took part."""
         with self.client(start_role) as client:
             job_id = client.start(kind, params)
-            outcome = client.wait(job_id, timeout_s=60)
+            outcome = client.wait(job_id, timeout_s=WAIT_S)
         assert outcome.state == "SUCCEEDED", outcome.error
         out = {}
         for role, daemon in self.daemons.items():
             if job_id in daemon.jobs:
-                wait_until(lambda d=daemon: d.jobs[job_id].done.is_set(), 15.0, f"{role}'s job")
+                wait_until(lambda d=daemon: d.jobs[job_id].done.is_set(), WAIT_S, f"{role}'s job")
                 out[role] = self.tmp / f"out-{role}" / job_id
         return out
 

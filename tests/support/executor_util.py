@@ -7,6 +7,7 @@ import dataclasses
 import functools
 
 import numpy as np
+from timeouts import PEER_TIMEOUT_S
 
 from ppbn.bn.networks import load_network, sample
 from ppbn.bn.schema import Schema, Variable
@@ -75,7 +76,7 @@ def tables_run(executor: str, network: str = "asia", records: int = 300, max_fam
             ch, role, schema, split[role], families, config, session=sessions[role]
         )
 
-    pair = memory_channel_pair(timeout_s=120, keep_transcript=True)
+    pair = memory_channel_pair(timeout_s=PEER_TIMEOUT_S, keep_transcript=True)
     try:
         alice, bob = run_two_party(side("alice"), side("bob"), pair=pair)
     finally:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from known_files import TEST_POLICY as KNOWN_POLICY
+from timeouts import PEER_TIMEOUT_S, WAIT_S
 from waiting import wait_until
 
 from ppbn.data.datasets import make_dataset
@@ -127,7 +128,7 @@ class DaemonPair:
         base: Path,
         network: str = "asia",
         records: int = 400,
-        peer_timeout: float = 5.0,
+        peer_timeout: float = PEER_TIMEOUT_S,
         *,
         hosts: dict[str, str] | None = None,
         prefix: dict[str, list[str]] | None = None,
@@ -161,7 +162,7 @@ class DaemonPair:
         net: Any,
         network: str = "asia",
         records: int = 400,
-        peer_timeout: float = 5.0,
+        peer_timeout: float = PEER_TIMEOUT_S,
     ) -> DaemonPair:
         """alice in ``net``'s namespace a, bob in b, talking over the veth pair; the test
         process (in the root namespace) reaches each daemon through a loopback relay whose
@@ -227,7 +228,7 @@ class DaemonPair:
     def client(self, role: str) -> DaemonClient:
         return DaemonClient(self.address(role), str(self.pki[role]), "operator")
 
-    def wait_ready(self, timeout_s: float = 60) -> None:
+    def wait_ready(self, timeout_s: float = WAIT_S) -> None:
         for role in ROLES:
             with self.client(role) as client:
                 client.wait_ready(timeout_s)
@@ -321,7 +322,9 @@ class DaemonPair:
     def run_learn(self, params: dict[str, Any], timeout_s: float = 300) -> dict[str, Any]:
         return self.wait("alice", self.start_learn(params), timeout_s)
 
-    def run_job(self, kind: str, params: dict[str, Any], timeout_s: float = 120) -> dict[str, Any]:
+    def run_job(
+        self, kind: str, params: dict[str, Any], timeout_s: float = WAIT_S
+    ) -> dict[str, Any]:
         with self.client("alice") as client:
             job_id = client.start(kind, params)
             outcome = client.wait(job_id, timeout_s)
@@ -429,7 +432,7 @@ def run_matrix_case(
             outcome = pair.wait("alice", job_id, 3 * bound_s)
     else:
         job_id = pair.start_learn(params)
-        wait_until(lambda: phase_seen(pair, job_id, phase), 120, f"bob to enter phase {phase}")
+        wait_until(lambda: phase_seen(pair, job_id, phase), what=f"bob to enter phase {phase}")
         inject(pair, fault)
         injected = time.monotonic()
         outcome = pair.wait("alice", job_id, 3 * bound_s)

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from timeouts import PEER_TIMEOUT_S, WAIT_S
 from waiting import wait_until
 
 from ppbn.jobs.policy import LocalPolicy
@@ -21,7 +22,7 @@ def insecure_pair(
     data: Path,
     out: Path,
     policies: Mapping[str, LocalPolicy],
-    handshake_s: float = 10.0,
+    handshake_s: float = WAIT_S,
     settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[tuple[dict[str, PartyDaemon], dict[str, int]]]:
     """The two daemons on ``data``'s schema.json and alice.csv / bob.csv, writing under
@@ -41,7 +42,7 @@ def insecure_pair(
                     peer=f"127.0.0.1:{ports[peer]}",
                     insecure=True,
                     out_dir=str(out / f"out-{role}"),
-                    timeout_s=5.0,
+                    timeout_s=PEER_TIMEOUT_S,
                     probe_interval_s=0.2,
                     policy=policies[role],
                     **{

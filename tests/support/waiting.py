@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from timeouts import WAIT_S
+
 
 def wait_until(
-    predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition"
+    predicate: Callable[[], object], timeout_s: float = WAIT_S, what: str = "condition"
 ) -> object:
     """Poll ``predicate`` every 50 ms and return its first true value; AssertionError naming
     ``what`` after ``timeout_s``."""
