@@ -267,11 +267,18 @@ class AuditLog:
     the warning when a torn last line is set aside at opening.
     """
 
-    def __init__(self, path: str | Path, party: str, log: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        party: str,
+        log: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock`` times the windows of refused requests (a test passes its own)."""
         self.path = Path(path)
         self.party = party
         self._lock = threading.Lock()
-        self._clock: Callable[[], float] = time.monotonic
+        self._clock = clock
         self._refused: dict[str, _RefusedWindow] = {}
         self._cut_back_to: int | None = None  # length to restore before the next append
         try:
@@ -375,7 +382,7 @@ class AuditLog:
             raise ValueError(f"audit event {event} is over {MAX_LINE_BYTES} bytes")
         length = os.fstat(self._fd).st_size
         try:
-            _write_all(self._fd, line + b"\n")
+            write_all(self._fd, line + b"\n")
             os.fsync(self._fd)
         except OSError:
             try:
@@ -489,7 +496,7 @@ def _write_new_file(path: Path, suffix: str, data: bytes) -> Path:
         except FileExistsError:
             continue
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         except OSError:
             os.close(fd)
@@ -500,7 +507,7 @@ def _write_new_file(path: Path, suffix: str, data: bytes) -> Path:
     raise OSError(f"no free name {path.name}{suffix}N beside it")
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     """One ``write`` normally; a short write (disk nearly full) continues, at most len(data) times."""
     view = memoryview(data)
     for _ in range(len(data)):

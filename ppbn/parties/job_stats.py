@@ -52,15 +52,15 @@ def exchange_stats(channel: GrpcChannel | ChannelGroup, stats: dict[str, Any]) -
     payload = json.dumps(mine, sort_keys=True).encode()
     if isinstance(channel, ChannelGroup):
         for each in channel.channels.values():
-            _parse_stats(each.recv("job.done", max_bytes=STATS_MAX_BYTES), stats["kind"])
+            parse_stats(each.recv("job.done", max_bytes=STATS_MAX_BYTES), stats["kind"])
         for each in channel.channels.values():
             each.send("job.done", payload)
         return
     channel.send("job.done", payload)
-    _parse_stats(channel.recv("job.done", max_bytes=STATS_MAX_BYTES), stats["kind"])
+    parse_stats(channel.recv("job.done", max_bytes=STATS_MAX_BYTES), stats["kind"])
 
 
-def _parse_stats(payload: bytes, kind: str) -> dict[str, Any]:
+def parse_stats(payload: bytes, kind: str) -> dict[str, Any]:
     try:
         value = json.loads(payload)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):

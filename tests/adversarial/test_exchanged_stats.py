@@ -53,9 +53,9 @@ def test_the_exchanged_statistics_do_not_depend_on_the_data(tmp_path, pki, monke
 
 def test_an_unlisted_statistics_field_from_the_peer_is_refused():
     honest = {"protocol_version": daemon_module.PROTOCOL_VERSION, "role": "bob", "kind": "learn"}
-    assert daemon_module._parse_stats(json.dumps(honest).encode(), "learn") == honest
+    assert daemon_module.parse_stats(json.dumps(honest).encode(), "learn") == honest
     for extra in ({"and_gates": 1}, {"wall_s": 2.5}, {"phases": {"tables": 1.0}}):
         with pytest.raises(ProtocolError, match="fields other than"):
-            daemon_module._parse_stats(json.dumps({**honest, **extra}).encode(), "learn")
+            daemon_module.parse_stats(json.dumps({**honest, **extra}).encode(), "learn")
     with pytest.raises(ProtocolError):
-        daemon_module._parse_stats(b"[" * 100_000, "learn")
+        daemon_module.parse_stats(b"[" * 100_000, "learn")

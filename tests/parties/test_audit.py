@@ -393,17 +393,17 @@ def test_a_failed_append_leaves_no_partial_line(tmp_path, monkeypatch):
     path = tmp_path / "audit.log"
     log = small_log(path)
     before = path.read_bytes()
-    real_write_all = audit._write_all
+    real_write_all = audit.write_all
 
     def half_then_full(fd: int, data: bytes) -> None:
         real_write_all(fd, data[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(audit, "_write_all", half_then_full)
+    monkeypatch.setattr(audit, "write_all", half_then_full)
     with pytest.raises(OSError, match="No space left"):
         log.event("finished", "job9")
     assert path.read_bytes() == before  # cut back: no torn line
-    monkeypatch.setattr(audit, "_write_all", real_write_all)
+    monkeypatch.setattr(audit, "write_all", real_write_all)
     log.event("finished", "job9")
     log.close()
     assert verify_log(path.read_bytes(), "alice").lines == 4
@@ -417,7 +417,7 @@ def test_a_failed_cut_back_is_retried_before_the_next_line(tmp_path, monkeypatch
 
     path = tmp_path / "audit.log"
     log = small_log(path)
-    real_write_all, real_ftruncate = audit._write_all, os.ftruncate
+    real_write_all, real_ftruncate = audit.write_all, os.ftruncate
 
     def half_then_full(fd: int, data: bytes) -> None:
         real_write_all(fd, data[:10])
@@ -426,11 +426,11 @@ def test_a_failed_cut_back_is_retried_before_the_next_line(tmp_path, monkeypatch
     def no_truncate(fd: int, length: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(audit, "_write_all", half_then_full)
+    monkeypatch.setattr(audit, "write_all", half_then_full)
     monkeypatch.setattr(os, "ftruncate", no_truncate)
     with pytest.raises(OSError):
         log.event("finished", "job9")
-    monkeypatch.setattr(audit, "_write_all", real_write_all)
+    monkeypatch.setattr(audit, "write_all", real_write_all)
     monkeypatch.setattr(os, "ftruncate", real_ftruncate)
     log.event("finished", "job9")
     log.close()
@@ -479,9 +479,8 @@ def test_a_torn_tail_is_set_aside_when_the_log_is_opened(tmp_path, caplog):
 
 def test_refused_requests_are_bounded_per_source_and_summarised(tmp_path):
     path = tmp_path / "audit.log"
-    log = AuditLog(path, "alice")
     now = [1000.0]
-    log._clock = lambda: now[0]
+    log = AuditLog(path, "alice", clock=lambda: now[0])
     for i in range(25):
         log.refused(
             f"j{i}", "learn", f"claimed initiator {i} (via bob)", "POLICY", "no", source="bob"

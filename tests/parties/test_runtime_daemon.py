@@ -28,8 +28,9 @@ from ppbn.pair.loopback import free_port
 from ppbn.parties.client import DaemonClient
 from ppbn.parties.daemon import DaemonConfig, PartyDaemon
 from ppbn.parties.handshake import PeerLinks
+from ppbn.parties.net import dial
 from ppbn.parties.pki import make_local_pki
-from ppbn.parties.tls import PARTY_ROLES
+from ppbn.parties.tls import PARTY_ROLES, load_tls_files
 from ppbn.proto import party_pb2, party_pb2_grpc
 
 N_RECORDS = 60
@@ -289,8 +290,9 @@ def test_wrong_role_is_refused_by_hello_without_tls(pair):
 
 def test_operator_certificate_cannot_pose_as_the_peer(pair):
     pair.daemon("alice")
-    with pair.client("alice") as client:
-        stub = party_pb2_grpc.PartyServiceStub(client._channel)
+    operator = load_tls_files(pair.world / "certs" / "alice", "operator")
+    with dial(f"127.0.0.1:{pair.ports['alice']}", operator, "a daemon") as channel:
+        stub = party_pb2_grpc.PartyServiceStub(channel)
         with pytest.raises(
             Exception,
             match="takes handshakes only from bob, not from a certificate for (role )?'operator'",

@@ -421,7 +421,7 @@ def test_local_arithmetic_on_results_awaiting_lift_bits_completes_with_them():
     def run(session, shares):
         be = SecureBackend(session, session.role)
         squared = be.square(shares, FRAC, 85, 43)
-        awaiting = bool(session._deferred)
+        awaiting = session.awaiting_bits
         combined = be.sub(be.scale(be.add(squared, shares), 3), be.scale_each(squared, [2] * n))
         # the square's share is final in its low 88 - 48 bits, and 2^8 times it in 8 more
         scaled = be.scale(squared, 1 << 8)

@@ -176,6 +176,11 @@ class ArithSession:
         if not self.low_bits_final(x, bits):
             self.settle(x)
 
+    @property
+    def awaiting_bits(self) -> bool:
+        """Alice: whether some lifted values still await bob's bits (``settle``)."""
+        return bool(self._deferred)
+
     def derive(self, result: np.ndarray, *terms: tuple[np.ndarray, int | np.ndarray]) -> np.ndarray:
         """Alice: result = sum c x (plus a public constant) over ``terms`` (x, c), c an int
         or a ring vector of per-value factors, computed locally from values some of which
