@@ -235,11 +235,11 @@ def test_reference_names_a_semicolon_csv(tmp_path, capsys):
     [
         (
             lambda s: s.update(missing_stat="?"),
-            "unknown key 'missing_stat': did you mean 'missing_state'? (known keys: version, id_column, variables, missing_state, missing)",
+            "unknown key 'missing_stat': did you mean 'missing_state'? (known keys: version, id_column, variables, missing_state, missing, party_names)",
         ),
         (
             lambda s: s.update(variabels=s["variables"]),
-            "unknown key 'variabels': did you mean 'variables'? (known keys: version, id_column, variables, missing_state, missing)",
+            "unknown key 'variabels': did you mean 'variables'? (known keys: version, id_column, variables, missing_state, missing, party_names)",
         ),
         (
             lambda s: s["variables"][0].update(stats=["a", "b"]),
