@@ -174,18 +174,11 @@ def search_options(args: argparse.Namespace) -> dict:
 
 def parse_order(text: str | None, names: tuple[str, ...]) -> tuple[str, ...]:
     """The K2 node order: schema order by default, or a comma list naming every variable once."""
-    if not text:
-        return names
-    order = tuple(s.strip() for s in text.split(",") if s.strip())
-    unknown = [v for v in order if v not in names]
-    if unknown:
-        raise UserError(f"--order: {unknown[0]!r} is not a variable of the schema")
-    if len(set(order)) != len(order) or len(order) != len(names):
-        missing = [v for v in names if v not in order]
-        raise UserError(
-            f"--order must name every variable exactly once (missing: {', '.join(missing) or 'none'})"
-        )
-    return order
+    from ppbn.api.simulate_paths import checked_order
+    from ppbn.api.spelling import FLAGS
+
+    order = [s.strip() for s in (text or "").split(",") if s.strip()]
+    return tuple(checked_order(order, names, FLAGS))
 
 
 def refuse_on_private_paths(args: argparse.Namespace, path: str = "secure") -> None:

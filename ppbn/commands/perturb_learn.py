@@ -9,29 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from ppbn.randomized.constants import LEARNER_OPTIONS
+
 HELP = {
     "nb": "naive Bayes from randomized-response / PRAM data (Zhan, Chang and Matwin)",
     "id3": "ID3 decision tree from estimated counts (Ma 2006, Sec. 7.2)",
     "perceptron": "pocket perceptron minimising the expected cost (Ma 2006, Ch. 6)",
     "rules": "frequent itemsets and association rules, grouped randomization (Ma 2006, Sec. 7.1)",
 }
-
-
-# the learners' own flags, as ``fit_learner`` names its options (each learner reads its own)
-LEARNER_OPTIONS = (
-    "estimator",
-    "alpha",
-    "max_depth",
-    "min_count",
-    "positive",
-    "encoding",
-    "cost",
-    "iterations",
-    "seed",
-    "min_support",
-    "min_confidence",
-    "max_size",
-)
 
 
 def _probability(text: str) -> float:

@@ -51,6 +51,7 @@ from ppbn.jobs.randomized_job import (
 from ppbn.protocols import perturb as perturb_protocol
 from ppbn.protocols.perturb import VerticalOutcome, VerticalTask
 from ppbn.protocols.pram import check_scheme_fits
+from ppbn.randomized.constants import LEARNER_OPTIONS
 from ppbn.randomized.perturb.estimated import ESTIMATORS
 from ppbn.randomized.perturb.learners import CLASSIFIERS, LEARNERS, present_states
 from ppbn.randomized.perturb.perceptron import COSTS, DEFAULT_ITERATIONS, ENCODINGS
@@ -229,22 +230,7 @@ def build_scheme(params: dict[str, Any], schema: Schema) -> RandomizationScheme:
 def learner_options(params: dict[str, Any]) -> dict[str, Any]:
     """The learner's options of ``full_params`` in the names of ``fit_learner`` (and of
     ``ppbn perturb learn``)."""
-    options = {
-        k: params[k]
-        for k in (
-            "estimator",
-            "alpha",
-            "max_depth",
-            "min_count",
-            "positive",
-            "encoding",
-            "cost",
-            "iterations",
-            "min_support",
-            "min_confidence",
-            "max_size",
-        )
-    }
+    options = {k: params[k] for k in LEARNER_OPTIONS if k != "seed"}
     options["seed"] = params["pocket_seed"]
     return options
 

@@ -9,3 +9,20 @@ COUNT_METHODS = ("moment", "em")  # the PRAM count estimators: moment (clipped a
 # ``ppbn perturb reconstruct``'s estimators: Wu's for additive columns, PRAM's for categorical
 ADDITIVE_METHODS = ("em", "binned-em", "richardson-lucy", "fourier")
 CATEGORICAL_METHODS = ("moment", "em")
+
+# the learners' own options, as ``fit_learner`` names them (each learner reads its own);
+# ``seed`` is the perceptron's pocket seed
+LEARNER_OPTIONS = (
+    "estimator",
+    "alpha",
+    "max_depth",
+    "min_count",
+    "positive",
+    "encoding",
+    "cost",
+    "iterations",
+    "seed",
+    "min_support",
+    "min_confidence",
+    "max_size",
+)
