@@ -6,7 +6,9 @@ runs in its own process and the two talk over a pipe, as two daemons do: each ha
 interpreter, so neither waits on the other's interpreter lock (AES under ``cryptography``
 holds it). ``parties="threads"`` puts both in this process over the in-memory channel.
 Both sides start each timed run together (a one-byte message each way) and the run takes
-as long as the slower side. The receiver checks every chosen message it got.
+as long as the slower side. The receiver checks every chosen message it got. ``security``
+is the level both ends run at: above semi-honest each block carries the consistency check
+against a malicious receiver (``ppbn.protocols.ot_check``), whose cost this measures.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ppbn.errors import UserError
-from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, SECURITY_LEVELS, SEMI_HONEST
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -33,13 +35,14 @@ PARTIES = ("processes", "threads")
 @dataclass(frozen=True)
 class OtSettings:
     """One ``bench ot`` run: how many OTs, how often, where the parties run, the seed of
-    their inputs and the SoftSpokenOT subfield bits."""
+    their inputs, the SoftSpokenOT subfield bits and the security level."""
 
     count: int = 1_000_000
     repeats: int = 3
     parties: str = "processes"
     seed: int = 0
     ot_k: int = DEFAULT_SUBFIELD_BITS
+    security: str = SEMI_HONEST
 
 
 def side_inputs(seed: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -55,7 +58,7 @@ def side_inputs(seed: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 
 
 def run_side(
-    role: str, channel: Channel, m: int, repeats: int, seed: int, k: int
+    role: str, channel: Channel, m: int, repeats: int, seed: int, k: int, security: str
 ) -> dict[str, Any]:
     """One party's part of the bench: its seconds for the base OTs and for each timed run
     of each kind, and (the receiver) whether every chosen message was the chosen one."""
@@ -67,7 +70,8 @@ def run_side(
     kernels = warm_up()  # the first load (or compile) is reported, not timed with the runs
     m0, m1, choices, delta = side_inputs(seed, m)
     alice = role == "alice"
-    party = OTSender(channel, subfield_bits=k) if alice else OTReceiver(channel, subfield_bits=k)
+    end = OTSender if alice else OTReceiver
+    party = end(channel, subfield_bits=k, security=security)
 
     def timed(work: Callable[[], object]) -> float:
         channel.send("bench.go", b"")
@@ -113,6 +117,7 @@ def side_process(
     repeats: int,
     seed: int,
     k: int,
+    security: str,
     connection: Connection,
     report: Connection,
     parent_pid: int,
@@ -125,14 +130,14 @@ def side_process(
     channel = None
     try:
         channel = PipeChannel(connection, None, timeout_s=600)
-        report.send(run_side(role, channel, m, repeats, seed, k))
+        report.send(run_side(role, channel, m, repeats, seed, k, security))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         report.send({"role": role, "error": f"{type(exc).__name__}: {exc}"})
     finally:
         close_party_end(channel, connection)
 
 
-def in_processes(m: int, repeats: int, seed: int, k: int) -> dict[str, dict]:
+def in_processes(m: int, repeats: int, seed: int, k: int, security: str) -> dict[str, dict]:
     """Both sides in spawned processes joined by a pipe; their reports by role."""
     import multiprocessing
 
@@ -145,7 +150,7 @@ def in_processes(m: int, repeats: int, seed: int, k: int) -> dict[str, dict]:
         context.Process(
             target=side_process,
             name=f"ppbn-ot-{role}",
-            args=(role, m, repeats, seed, k, end, report_out, os.getpid()),
+            args=(role, m, repeats, seed, k, security, end, report_out, os.getpid()),
         )
         for role, end in (("alice", alice_end), ("bob", bob_end))
     ]
@@ -154,7 +159,7 @@ def in_processes(m: int, repeats: int, seed: int, k: int) -> dict[str, dict]:
     return collect_reports(processes, report_in)
 
 
-def in_threads(m: int, repeats: int, seed: int, k: int) -> dict[str, dict]:
+def in_threads(m: int, repeats: int, seed: int, k: int, security: str) -> dict[str, dict]:
     """Both sides in threads of this process over the in-memory channel."""
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
 
@@ -163,7 +168,7 @@ def in_threads(m: int, repeats: int, seed: int, k: int) -> dict[str, dict]:
 
     def side(role: str) -> Callable[[Channel], None]:
         def run(channel: Channel) -> None:
-            reports[role] = run_side(role, channel, m, repeats, seed, k)
+            reports[role] = run_side(role, channel, m, repeats, seed, k, security)
 
         return run
 
@@ -179,9 +184,11 @@ def bench_ot(settings: OtSettings) -> dict:
         raise UserError("--count and --repeats must be at least 1")
     if s.parties not in PARTIES:
         raise UserError(f"--parties {s.parties!r}: one of {', '.join(PARTIES)}")
+    if s.security not in SECURITY_LEVELS:
+        raise UserError(f"--security {s.security!r}: one of {', '.join(SECURITY_LEVELS)}")
     m = s.count
     run = in_processes if s.parties == "processes" else in_threads
-    reports = run(m, s.repeats, s.seed, s.ot_k)
+    reports = run(m, s.repeats, s.seed, s.ot_k, s.security)
     alice, bob = reports["alice"]["seconds"], reports["bob"]["seconds"]
     if not reports["bob"]["correct"]:
         raise RuntimeError("OT extension returned messages other than the chosen ones")
@@ -199,5 +206,6 @@ def bench_ot(settings: OtSettings) -> dict:
         "base_ot_seconds": round(base_s, 3),
         "repeats": s.repeats,
         "ot_k": s.ot_k,
+        "security": s.security,
         "kernels": {role: reports[role]["kernels"] for role in ("alice", "bob")},
     }

@@ -8,6 +8,7 @@ import argparse
 from ppbn.commands.checked_numbers import positive_int
 from ppbn.commands.secure_options import add_ot_k_option
 from ppbn.commands.tables import kernels_text, report_measures
+from ppbn.protocols.constants import SECURITY_LEVELS, SEMI_HONEST
 
 WHAT = "OT extension (SoftSpokenOT, k = {k}), {m:,} OTs of 128-bit messages, {where}"
 WHERE = {
@@ -19,11 +20,17 @@ WHERE = {
 def _bench_ot(args: argparse.Namespace) -> int:
     from ppbn.bench.ot import OtSettings, bench_ot
 
-    report = bench_ot(OtSettings(args.count, args.repeats, args.parties, args.seed, args.ot_k))
+    settings = OtSettings(
+        args.count, args.repeats, args.parties, args.seed, args.ot_k, args.security
+    )
+    report = bench_ot(settings)
+    title = WHAT.format(k=args.ot_k, m=args.count, where=WHERE[args.parties])
+    if args.security != SEMI_HONEST:
+        title += f", {args.security} (checked blocks)"
     return report_measures(
         report,
         args.format,
-        WHAT.format(k=args.ot_k, m=args.count, where=WHERE[args.parties]),
+        title,
         [
             ("chosen-message OTs/s", f"{report['ot_per_s']:,.0f}"),
             ("correlated OTs/s", f"{report['correlated_ot_per_s']:,.0f}"),
@@ -64,5 +71,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     ot.add_argument("--seed", type=int, default=0, help="seed of the messages and choices")
     add_ot_k_option(ot)
+    ot.add_argument(
+        "--security",
+        choices=SECURITY_LEVELS,
+        default=SEMI_HONEST,
+        help="the level both ends run at: covert and malicious add the consistency check "
+        "against a malicious receiver to every block (default semi-honest)",
+    )
     ot.add_argument("--format", choices=("table", "json"), default="table")
     ot.set_defaults(func=_bench_ot)

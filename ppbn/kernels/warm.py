@@ -27,6 +27,7 @@ def _calls() -> list:
         lambda: bits.xor_into_rows(
             np.zeros((8, 1), np.uint8), np.zeros(8, np.uint8), np.zeros((1, 1), np.uint8)
         ),
+        lambda: bits.weighted_row_sums(words, np.zeros((64, 2), np.uint64), blocks[:2]),
         lambda: garbling.xor_gates(labels, gates, gates, gates + 1),
         lambda: garbling.and_hash_inputs(
             labels, gates, gates, delta, np.uint64(0), np.uint64(2), blocks, blocks.copy(), True
@@ -61,6 +62,7 @@ def warm_up() -> dict[str, float | int]:
         bits.fold_leaves,
         bits.transpose_words,
         bits.xor_into_rows,
+        bits.weighted_row_sums,
         garbling.xor_gates,
         garbling.and_hash_inputs,
         garbling.garble_and_outputs,

@@ -9,3 +9,9 @@ MAX_TERM_LANES = 64  # the most terms lanes a job may ask for (each party's poli
 # SoftSpokenOT's k of the OT extension (``ot.py``): 8 sends the fewest bytes, 4 the least CPU
 DEFAULT_SUBFIELD_BITS = 8
 SUBFIELD_CHOICES = (4, 8)
+
+# security levels of a job (``ppbn.protocols.security`` says what each promises), weakest first
+SEMI_HONEST = "semi-honest"
+COVERT = "covert"
+MALICIOUS = "malicious"
+SECURITY_LEVELS = (SEMI_HONEST, COVERT, MALICIOUS)

@@ -5,37 +5,44 @@ The KAPPA = 128 public-key base OTs (Chou-Orlandi over an RFC 3526 group, in
 them into any number of OTs with symmetric-key work only (AES-CTR PRGs, a fixed-key
 hash and bit-matrix transposes), which is what Yao, the share arithmetic and PSI use.
 
-Extension: SoftSpokenOT (Roy, CRYPTO 2022), semi-honest, with k = ``subfield_bits`` (8 by
-default, or 4: ``SUBFIELD_CHOICES``, the job's ``ot_k``): the IKNP correlation (Ishai,
-Kilian, Nissim and Petrank, CRYPTO 2003, Sec. 3: the sender holds q_j = t_j ^ c_j s for
-its secret s and the receiver's t_j and choice c_j) from KAPPA / k small VOLEs instead of
-KAPPA base-OT columns, so the receiver sends KAPPA / k bits per OT (16 at k = 8, 32 at
-k = 4) instead of KAPPA (128). Set-up: the receiver grows a GGM tree of 2^k leaves per
-chunk of k bits of s; by KAPPA base OTs in the reverse direction (k per chunk, each
-carrying a level's XOR of left or right children under the base keys) the sender learns
-every leaf but the one at its chunk of s (a punctured PRF). Each leaf is an AES-CTR PRG
-stream; ``sender_block`` states the algebra. Correlated OT is the variant of Asharov,
-Lindell, Schneider and Zohner (CCS 2013), Sec. 5.4: the sender's first message is H(q_j)
-and only one 16-byte correction per OT is sent. The hash is the fixed-key tweakable hash
-of ``ppbn.circuits.garble`` with the OT's index as tweak, keyed by the extension's
-protocol id, the owning protocol instance (``instance``: Yao and the share arithmetic each
-run their own extension over one channel) and the channel's session, so OT tweaks never
-meet those of another protocol. The fold of the leaf streams and the 128 x m bit-matrix
-transposition are compiled kernels (``ppbn.kernels.bits``); AES runs in OpenSSL.
+Extension: SoftSpokenOT (Roy, CRYPTO 2022) with k = ``subfield_bits`` (8 by default, or 4:
+``SUBFIELD_CHOICES``, the job's ``ot_k``): the IKNP correlation (Ishai, Kilian, Nissim and
+Petrank, CRYPTO 2003, Sec. 3: the sender holds q_j = t_j ^ c_j s for its secret s and the
+receiver's t_j and choice c_j) from KAPPA / k small VOLEs instead of KAPPA base-OT columns,
+so the receiver sends KAPPA / k bits per OT (16 at k = 8, 32 at k = 4) instead of KAPPA
+(128). Set-up: the receiver grows a GGM tree of 2^k leaves per chunk of k bits of s; by
+KAPPA base OTs in the reverse direction (k per chunk, each carrying a level's XOR of left or
+right children under the base keys) the sender learns every leaf but the one at its chunk of
+s (a punctured PRF, ``ggm``). Each leaf is an AES-CTR PRG stream; ``sender_columns`` states
+the algebra. Correlated OT is the variant of Asharov, Lindell, Schneider and Zohner (CCS
+2013), Sec. 5.4: the sender's first message is H(q_j) and only one 16-byte correction per OT
+is sent. The hash is the fixed-key tweakable hash of ``ppbn.circuits.garble`` with the OT's
+index as tweak, keyed by the extension's protocol id, the owning protocol instance
+(``instance``: Yao and the share arithmetic each run their own extension over one channel)
+and the channel's session, so OT tweaks never meet those of another protocol. The fold of
+the leaf streams and the 128 x m bit-matrix transposition are compiled kernels
+(``ppbn.kernels.bits``); AES runs in OpenSSL.
 
 Security (semi-honest): the sender sees u_i = R_i ^ c per chunk, where R_i is the XOR of
 all the chunk's leaf streams, the one it lacks included: pseudorandom to it, so c stays
 hidden; the receiver sees only the base OTs. The pads are IKNP's, so the correlation-robust
-hash argument of IKNP03 / ALSZ13 is unchanged.
+hash argument of IKNP03 / ALSZ13 is unchanged. Above ``semi-honest`` (``malicious``, and
+``covert``, which runs the malicious defences), against a malicious receiver: every block
+carries padding OTs and the sender checks, before it uses the block's pads, that the
+receiver's u fits one choice vector: KOS15's consistency check, whose protocol, cost and
+soundness (a cheater learns bits of s only by risking an abort of matching probability)
+are in ``ot_check``.
 
 Blocks: a call of m OTs runs in blocks of ``CHUNK_OTS`` (one u message each; the sender
-sends each block's corrections as soon as the block is done). A block is a
-pure function of the base keys, its byte offset in the column streams (the AES-CTR PRG is
-seekable: ``prg_columns``), its u or choice bits and its first OT index (``sender_block``,
-``receiver_block``), so a call of at least ``inline_below`` OTs runs its blocks on the
-party's own executor (``protocols.executor``) with the same bytes as inline. The base
-keys, s and the choice bits go only to that party's executor. The secret s and the
-base-OT exponents are drawn from the party's ``TaskSeeds`` (fresh OS seeds; fixed in tests).
+sends each block's corrections as soon as the block is done; with the check, a block's
+challenge and answer cross first, and the receiver sends the next u before it reads
+them). A block is a pure function of the base keys, its byte offset in the column streams
+(the AES-CTR PRG is seekable: ``prg_columns``), its u or choice bits and its first OT
+index (``sender_block``, ``receiver_block``), so a call of at least ``inline_below`` OTs
+runs its blocks on the party's own executor (``protocols.executor``) with the same bytes
+as inline. The base keys, s and the choice bits go only to that party's executor. The
+secret s and the base-OT exponents are drawn from the party's ``TaskSeeds`` (fresh OS
+seeds; fixed in tests).
 
 Messages are 128-bit blocks held as (m, 2) uint64 arrays, the same layout as wire labels.
 Both ends count completed OTs in ``ots``.
@@ -43,6 +50,7 @@ Both ends count completed OTs in ``ots``.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import numpy as np
@@ -52,8 +60,21 @@ from ppbn.circuits.garble import FixedKeyHash
 from ppbn.kernels.bits import fold_leaves, transpose_bits, xor_into_rows
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS, base_ot_receive, base_ot_send, dh_group
 from ppbn.protocols.channel import Channel
-from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, SUBFIELD_CHOICES
-from ppbn.protocols.executor import ExecutorSource, executor_for
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, SEMI_HONEST, SUBFIELD_CHOICES
+from ppbn.protocols.executor import Executor, ExecutorSource, executor_for
+from ppbn.protocols.ggm import ggm_tree, puncture_choices, punctured_leaves, xor_blocks
+from ppbn.protocols.ot_check import (
+    PADDING_OTS,
+    element,
+    padding_choices,
+    receive_answer,
+    receive_challenge,
+    receiver_answer,
+    send_challenge,
+    sender_sum,
+    verify_answer,
+)
+from ppbn.protocols.security import check_level
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 KAPPA = 128  # base OTs, the computational security parameter
@@ -161,10 +182,11 @@ def _padded(m: int) -> int:
     return max(8, -(-m // 8) * 8)
 
 
-def _blocks(m: int) -> list[tuple[int, int, int]]:
-    """(start, size, column bytes) of each extension block of m OTs, CHUNK_OTS at most."""
+def _blocks(m: int, padding: int = 0) -> list[tuple[int, int, int]]:
+    """(start, size, column bytes) of each extension block of m OTs, CHUNK_OTS at most;
+    each block's columns also hold ``padding`` OTs after its own (the check's, ``ot_check``)."""
     return [
-        (start, min(CHUNK_OTS, m - start), _padded(min(CHUNK_OTS, m - start)) // 8)
+        (start, min(CHUNK_OTS, m - start), _padded(min(CHUNK_OTS, m - start) + padding) // 8)
         for start in range(0, m, CHUNK_OTS)
     ]
 
@@ -180,59 +202,6 @@ def _as_blocks(values: np.ndarray, m: int, what: str) -> np.ndarray:
 
 def _extension_protocol(k: int, instance: bytes) -> bytes:
     return extension_protocol(k) + b"/" + instance
-
-
-def _xor(a: bytes, b: bytes) -> bytes:
-    return (int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).to_bytes(16, "little")
-
-
-def _expand(seed: bytes) -> tuple[bytes, bytes]:
-    """A GGM node's two children: AES-128 under the node's seed on the blocks 0 and 1."""
-    out = (
-        Cipher(algorithms.AES(seed), modes.ECB())
-        .encryptor()
-        .update(bytes(16) + (1).to_bytes(16, "big"))
-    )
-    return out[:16], out[16:]
-
-
-def ggm_tree(root: bytes, k: int) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
-    """The 2^k leaves of the GGM tree (Goldreich, Goldwasser and Micali) under ``root``, and
-    per level the XORs of its left and of its right children: what the sender of the
-    punctured leaves needs (``punctured_leaves``). Node p's children are 2p and 2p + 1."""
-    level, sums = [root], []
-    for _ in range(k):
-        level = [child for node in level for child in _expand(node)]
-        left, right = bytes(16), bytes(16)
-        for left_child, right_child in zip(level[0::2], level[1::2], strict=True):
-            left, right = _xor(left, left_child), _xor(right, right_child)
-        sums.append((left, right))
-    return level, sums
-
-
-def puncture_choices(point: int, k: int) -> list[int]:
-    """Per level, which children's XOR a holder of every leaf but ``point`` needs: the side
-    off the path to ``point`` (the path's side at level l is bit k - l of ``point``)."""
-    return [1 - ((point >> (k - level)) & 1) for level in range(1, k + 1)]
-
-
-def punctured_leaves(point: int, off_path: list[bytes], k: int) -> list[bytes]:
-    """Every leaf of a GGM tree but ``point`` (16 zero bytes there), from the XOR of the
-    off-path children at each level (``puncture_choices``): the sibling of the path node
-    at a level is that XOR minus the known nodes on its side (a punctured PRF)."""
-    known: dict[int, bytes] = {}
-    for level in range(1, k + 1):
-        children: dict[int, bytes] = {}
-        for index, seed in known.items():
-            children[2 * index], children[2 * index + 1] = _expand(seed)
-        sibling = (point >> (k - level)) ^ 1
-        value = off_path[level - 1]
-        for index, seed in children.items():
-            if index & 1 == sibling & 1:
-                value = _xor(value, seed)
-        children[sibling] = value
-        known = children
-    return [known.get(x, bytes(16)) for x in range(1 << k)]
 
 
 def chunk_points(s_bits: np.ndarray, k: int) -> np.ndarray:
@@ -261,6 +230,39 @@ def chunk_sums(
     return sums, totals
 
 
+def sender_columns(
+    keys: bytes | ColumnStreams, s_bits: np.ndarray, offset: int, u: np.ndarray, k: int
+) -> np.ndarray:
+    """The q columns of one extension block at the sender (SoftSpokenOT, Roy, CRYPTO 2022),
+    (KAPPA, stride) uint8 as ``chunk_sums``.
+
+    Chunk i of s is the point d_i = s[ik .. ik + k) the sender's leaves miss. With r_x the
+    leaf streams, w_ib = XOR over x of bit b of (x ^ d_i) r_x needs no r_{d_i} and equals
+    v_ib ^ s_ib R_i, the receiver's v_ib and R_i = XOR of all r_x; the receiver sent
+    u_i = R_i ^ c, so the column q^(ik + b) = w_ib ^ s_ib u_i = v_ib ^ s_ib c: IKNP's
+    q_j = t_j ^ c_j s in rows."""
+    # w_ib: the leaves x with bit b of x ^ d_i set, i.e. x_b != d_ib: S_ib if d_ib = 0, else
+    # the leaves with bit b clear, T_i ^ S_ib (the punctured leaf r_{d_i} is in neither sum)
+    width = u.shape[1]
+    with_bit, total = chunk_sums(keys, offset, width, k)
+    cols = with_bit.reshape(KAPPA, -1)
+    # d_ib, and the rows where q adds u_i (see above)
+    xor_into_rows(cols, s_bits, total[:, :width] ^ u)
+    return cols
+
+
+def sender_pads(
+    cols: np.ndarray, s_bits: np.ndarray, size: int, protocol: bytes, session: bytes, first: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pads H(q_j, j) and H(q_j ^ s, j) of OTs ``first`` .. ``first + size - 1`` (IKNP03
+    / ALSZ13 Sec. 5.4 hashing) from the block's q columns."""
+    q_rows = transpose_bits(cols, size).view(np.uint64)
+    s_block = np.packbits(s_bits, bitorder="little").view(np.uint64)
+    hasher = FixedKeyHash(protocol, session)
+    tweaks = _tweaks(first, size)
+    return hasher.hash(q_rows, tweaks), hasher.hash(q_rows ^ s_block, tweaks)
+
+
 def sender_block(
     keys: bytes | ColumnStreams,
     s_bits: np.ndarray,
@@ -272,27 +274,57 @@ def sender_block(
     first: int,
     k: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One extension block at the sender, a pure function for the sender's executor
-    (SoftSpokenOT, Roy, CRYPTO 2022, semi-honest, with the IKNP03 / ALSZ13 Sec. 5.4 hashing).
+    """One extension block at the sender, a pure function for the sender's executor: the
+    pads of its OTs (``sender_columns``, ``sender_pads``)."""
+    cols = sender_columns(keys, s_bits, offset, u, k)
+    return sender_pads(cols, s_bits, size, protocol, session, first)
 
-    Chunk i of s is the point d_i = s[ik .. ik + k) the sender's leaves miss. With r_x the
-    leaf streams, w_ib = XOR over x of bit b of (x ^ d_i) r_x needs no r_{d_i} and equals
-    v_ib ^ s_ib R_i, the receiver's v_ib and R_i = XOR of all r_x; the receiver sent
-    u_i = R_i ^ c, so the column q^(ik + b) = w_ib ^ s_ib u_i = v_ib ^ s_ib c: IKNP's
-    q_j = t_j ^ c_j s in rows. The pads are H(q_j, j) and H(q_j ^ s, j) of OTs ``first`` ..
-    ``first + size - 1``."""
-    # w_ib: the leaves x with bit b of x ^ d_i set, i.e. x_b != d_ib: S_ib if d_ib = 0, else
-    # the leaves with bit b clear, T_i ^ S_ib (the punctured leaf r_{d_i} is in neither sum)
-    width = u.shape[1]
+
+def checked_sender_block(
+    keys: bytes | ColumnStreams,
+    s_bits: np.ndarray,
+    offset: int,
+    u: np.ndarray,
+    size: int,
+    protocol: bytes,
+    session: bytes,
+    first: int,
+    k: int,
+    challenge: bytes,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``sender_block`` with the consistency check, whose u also covers the block's
+    ``PADDING_OTS``: the pads, and sum chi_j q_j over the block and its padding for the
+    consistency check (``ot_check``)."""
+    cols = sender_columns(keys, s_bits, offset, u, k)
+    pads = sender_pads(cols, s_bits, size, protocol, session, first)
+    return (*pads, sender_sum(cols, challenge, size + PADDING_OTS))
+
+
+def receiver_columns(
+    keys: bytes | ColumnStreams, offset: int, bits: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One extension block at the receiver for its choice bits (a multiple of 8): the
+    message u_i = R_i ^ c of each chunk (``sender_columns``) and the t columns,
+    t^(ik + b) = v_ib, (KAPPA, stride) uint8 as ``chunk_sums``."""
+    width = bits.size // 8
     with_bit, total = chunk_sums(keys, offset, width, k)
-    cols = with_bit.reshape(KAPPA, -1)
-    # d_ib, and the rows where q adds u_i (see above)
-    xor_into_rows(cols, s_bits, total[:, :width] ^ u)
-    q_rows = transpose_bits(cols, size).view(np.uint64)
-    s_block = np.packbits(s_bits, bitorder="little").view(np.uint64)
-    hasher = FixedKeyHash(protocol, session)
-    tweaks = _tweaks(first, size)
-    return hasher.hash(q_rows, tweaks), hasher.hash(q_rows ^ s_block, tweaks)
+    u = total[:, :width] ^ np.packbits(bits, bitorder="little")
+    return u, with_bit.reshape(KAPPA, -1)
+
+
+def receiver_pads(
+    t_cols: np.ndarray, size: int, protocol: bytes, session: bytes, first: int
+) -> np.ndarray:
+    """The pads H(t_j, j) of OTs ``first`` .. ``first + size - 1`` from the t columns."""
+    t_rows = transpose_bits(t_cols, size).view(np.uint64)
+    return FixedKeyHash(protocol, session).hash(t_rows, _tweaks(first, size))
+
+
+def _block_bits(choices: np.ndarray, padding: np.ndarray) -> np.ndarray:
+    bits = np.zeros(_padded(choices.size + padding.size), dtype=np.uint8)
+    bits[: choices.size] = choices
+    bits[choices.size : choices.size + padding.size] = padding
+    return bits
 
 
 def receiver_block(
@@ -305,31 +337,43 @@ def receiver_block(
     k: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One extension block at the receiver, a pure function for the receiver's executor:
-    the message u_i = R_i ^ c of each chunk (``sender_block``) and the pads H(t_j, j) of its
-    OTs, t^(ik + b) = v_ib."""
-    size = choices.size
-    padded = _padded(size)
-    bits = np.zeros(padded, dtype=np.uint8)
-    bits[:size] = choices
-    width = padded // 8
-    with_bit, total = chunk_sums(keys, offset, width, k)
-    t_cols = with_bit.reshape(KAPPA, -1)
-    u = total[:, :width] ^ np.packbits(bits, bitorder="little")
-    t_rows = transpose_bits(t_cols, size).view(np.uint64)
-    return u, FixedKeyHash(protocol, session).hash(t_rows, _tweaks(first, size))
+    its u message and the pads of its OTs (``receiver_columns``, ``receiver_pads``)."""
+    u, t_cols = receiver_columns(keys, offset, _block_bits(choices, choices[:0]), k)
+    return u, receiver_pads(t_cols, choices.size, protocol, session, first)
 
 
-class OTSender:
-    """OT extension sender: holds the message pairs and s (and is the base-OT receiver).
+def checked_receiver_block(
+    keys: bytes | ColumnStreams,
+    offset: int,
+    choices: np.ndarray,
+    padding: np.ndarray,
+    protocol: bytes,
+    session: bytes,
+    first: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``receiver_block`` with the consistency check: the block's OTs, then ``PADDING_OTS``
+    more with the random choice bits ``padding``; also the t columns and all the choice
+    bits, which the answer to the sender's challenge needs (``ot_check``)."""
+    bits = _block_bits(choices, padding)
+    u, t_cols = receiver_columns(keys, offset, bits, k)
+    return u, receiver_pads(t_cols, choices.size, protocol, session, first), t_cols, bits
+
+
+class ExtensionEnd(ABC):
+    """What both ends of an extension share: the options, the set-up once, and each call's
+    plan of blocks.
 
     ``dh_bits`` selects the base-OT group (``dh_bits_for`` of the job's Paillier key size);
     ``subfield_bits`` is SoftSpokenOT's k (``SUBFIELD_CHOICES``, the job's ``ot_k``);
     ``instance`` names the protocol that owns this extension (e.g. b"yao"), so two
-    extensions over one channel hash under different keys. The receiver passes the same.
-    ``seeds`` (``protocols.seeds``) supplies this party's randomness (the secret s and the
-    base-OT exponents); ``executor`` is this party's executor, used for calls of at least
-    ``inline_below`` OTs: each block (``sender_block``) is a task. The base keys and s go
-    to that executor only: it is this party's own.
+    extensions over one channel hash under different keys; ``security``
+    (``protocols.security``): above ``semi-honest`` each block is checked (``ot_check``)
+    before the sender uses its pads, and a receiver caught raises ``CheatingDetected``. Both
+    ends pass the same three. ``seeds`` (``protocols.seeds``) supplies this party's
+    randomness; ``executor`` is this party's executor, used for calls of at least
+    ``inline_below`` OTs: each block is a task. The base keys and secrets go to that
+    executor only: it is this party's own.
     """
 
     def __init__(
@@ -342,17 +386,60 @@ class OTSender:
         seeds: TaskSeeds | None = None,
         executor: ExecutorSource | None = None,
         inline_below: int = OT_INLINE_BELOW,
+        security: str = SEMI_HONEST,
     ) -> None:
         self.channel = channel
         self.group = dh_group(dh_bits)
         self.k = check_subfield_bits(subfield_bits)
         self.instance = instance
+        self.security = check_level(security)
+        # the consistency check runs above semi-honest (covert runs the malicious defences)
+        self.checked = self.security != SEMI_HONEST
         self.ots = 0
         self._seeds = seeds if seeds is not None else TaskSeeds()
         self._executor = executor
         self._inline_below = inline_below
         self._keys: ColumnStreams | None = None
         self._offset = 0  # bytes of each column's keystream used so far
+
+    @abstractmethod
+    def _setup(self) -> ColumnStreams:
+        """The base OTs and the column streams of this end (its keys)."""
+
+    @property
+    def started(self) -> bool:
+        return self._keys is not None
+
+    def start(self) -> None:
+        """Run the set-up now (else it runs in the first call), so that its messages come
+        before any other message this party sends or awaits (``arith.bit_mul`` runs an
+        extension each way at once)."""
+        if self._keys is None:
+            self._setup()
+
+    def _plan(
+        self, m: int, padding: int
+    ) -> tuple[list[tuple[int, int, int]], list[int], bytes | ColumnStreams, Executor]:
+        """The next m OTs' blocks (``_blocks``) and their offsets in the column streams
+        (moved past them), the keys for the block tasks (the open streams inline: they stay
+        in this thread) and the executor that runs them."""
+        streams = self._keys if self._keys is not None else self._setup()
+        blocks = _blocks(m, padding)
+        offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
+        self._offset = int(offsets[-1])
+        executor = executor_for(self._executor, m, self._inline_below)
+        keys = streams if executor.kind == "inline" else streams.keys
+        return blocks, offsets.tolist()[:-1], keys, executor
+
+    def _protocol(self) -> tuple[bytes, bytes]:
+        """The hash's protocol id and session."""
+        return _extension_protocol(self.k, self.instance), self.channel.session
+
+
+class OTSender(ExtensionEnd):
+    """OT extension sender: holds the message pairs and s (and is the base-OT receiver).
+    Options as ``ExtensionEnd``; each block is a ``sender_block`` task
+    (``checked_sender_block`` with the check), s and the base keys its arguments."""
 
     def _setup(self) -> ColumnStreams:
         """s, and by KAPPA base OTs every leaf of each chunk's GGM tree but the chunk's point."""
@@ -370,45 +457,57 @@ class OTSender:
         leaves = []
         for chunk, point in enumerate(points.tolist()):
             rows = range(chunk * k, (chunk + 1) * k)
-            off_path = [_xor(masked[row, choices[row]].tobytes(), keys[row]) for row in rows]
+            off_path = [xor_blocks(masked[row, choices[row]].tobytes(), keys[row]) for row in rows]
             leaves += punctured_leaves(point, off_path, k)
         self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
 
-    @property
-    def started(self) -> bool:
-        return self._keys is not None
-
-    def start(self) -> None:
-        """Run the set-up now (else it runs in the first call), so that its messages come
-        before any other message this party sends or awaits (``arith.bit_mul`` runs an
-        extension each way at once)."""
-        if self._keys is None:
-            self._setup()
-
     def _pad_blocks(self, m: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
         """Receive the receiver's u message of each block of the next m OTs; yield the
         block's rows and its pads (H(q_j), H(q_j ^ s)), each (size, 2) uint64, as soon as
-        the block is done. The caller adds m to ``ots`` once every block is through."""
-        streams = self._keys if self._keys is not None else self._setup()
-        blocks = _blocks(m)
-        offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
-        self._offset = int(offsets[-1])
-        protocol, session = _extension_protocol(self.k, self.instance), self.channel.session
-        executor = executor_for(self._executor, m, self._inline_below)
-        keys = (
-            streams if executor.kind == "inline" else streams.keys
-        )  # open streams stay in this thread
+        the block is done (and checked, above semi-honest). The caller adds m to
+        ``ots`` once every block is through."""
+        if self.checked:
+            yield from self._checked_pad_blocks(m)
+            return
+        blocks, offsets, keys, executor = self._plan(m, 0)
+        protocol, session = self._protocol()
         first, chunks, k = self.ots, chunk_count(self.k), self.k
 
         def tasks():
-            for (start, size, width), offset in zip(blocks, offsets.tolist(), strict=False):
+            for (start, size, width), offset in zip(blocks, offsets, strict=True):
                 u = self.channel.recv_array("ot.ext.u", np.uint8, (chunks, width))
                 yield keys, self._s_bits, offset, u, size, protocol, session, first + start, k
 
         for (start, size, _), (p0, p1) in zip(
             blocks, executor.map(sender_block, tasks()), strict=True
         ):
+            yield slice(start, start + size), p0, p1
+
+    def _checked_pad_blocks(self, m: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+        """``_pad_blocks`` with the consistency check, block by block: receive u (the block's
+        OTs and its padding), send a challenge, receive the answer and check it against
+        the block's q; a block's pads are yielded, and so used, only once it passed."""
+        blocks, offsets, keys, executor = self._plan(m, PADDING_OTS)
+        protocol, session = self._protocol()
+        first, chunks, k, s_bits = self.ots, chunk_count(self.k), self.k, self._s_bits
+        challenges = RandomStream(self._seeds.next())
+        s = element(np.packbits(s_bits, bitorder="little").view(np.uint64))
+        sent: list[bytes] = []
+
+        def tasks():
+            for (start, size, width), offset in zip(blocks, offsets, strict=True):
+                u = self.channel.recv_array("ot.ext.u", np.uint8, (chunks, width))
+                challenge = send_challenge(self.channel, challenges)
+                sent.append(challenge)
+                yield keys, s_bits, offset, u, size, protocol, session, first + start, k, challenge
+
+        # one block in flight: block b + 1's challenge follows block b's messages, the
+        # order in which the receiver reads them
+        results = executor.map(checked_sender_block, tasks(), inflight=1)
+        for (start, size, _), (p0, p1, q_sum) in zip(blocks, results, strict=True):
+            answer = receive_answer(self.channel)
+            verify_answer(q_sum, answer, s, sent.pop(0), first + start, size)
             yield slice(start, start + size), p0, p1
 
     def pads(self, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -448,34 +547,10 @@ class OTSender:
         return x0
 
 
-class OTReceiver:
-    """OT extension receiver: holds the choice bits and the GGM trees (and is the base-OT sender).
-
-    ``dh_bits``, ``instance``, ``seeds``, ``executor`` and ``inline_below`` as for
-    ``OTSender`` (each block a ``receiver_block`` task); both ends must agree on the first two.
-    """
-
-    def __init__(
-        self,
-        channel: Channel,
-        *,
-        dh_bits: int = DEFAULT_DH_BITS,
-        subfield_bits: int = DEFAULT_SUBFIELD_BITS,
-        instance: bytes = b"",
-        seeds: TaskSeeds | None = None,
-        executor: ExecutorSource | None = None,
-        inline_below: int = OT_INLINE_BELOW,
-    ) -> None:
-        self.channel = channel
-        self.group = dh_group(dh_bits)
-        self.k = check_subfield_bits(subfield_bits)
-        self.instance = instance
-        self.ots = 0
-        self._seeds = seeds if seeds is not None else TaskSeeds()
-        self._executor = executor
-        self._inline_below = inline_below
-        self._keys: ColumnStreams | None = None
-        self._offset = 0
+class OTReceiver(ExtensionEnd):
+    """OT extension receiver: holds the choice bits and the GGM trees (and is the base-OT
+    sender). Options as ``ExtensionEnd``; each block is a ``receiver_block`` task
+    (``checked_receiver_block`` with the check)."""
 
     def _setup(self) -> ColumnStreams:
         """A GGM tree per chunk; its level XORs go to the sender under the base-OT keys."""
@@ -488,33 +563,17 @@ class OTReceiver:
             leaves += chunk_leaves
             for level, (left, right) in enumerate(sums):
                 row = chunk * self.k + level
-                masked[row, 0] = np.frombuffer(_xor(left, keys0[row]), dtype=np.uint8)
-                masked[row, 1] = np.frombuffer(_xor(right, keys1[row]), dtype=np.uint8)
+                masked[row, 0] = np.frombuffer(xor_blocks(left, keys0[row]), dtype=np.uint8)
+                masked[row, 1] = np.frombuffer(xor_blocks(right, keys1[row]), dtype=np.uint8)
         self.channel.send_array("ot.ext.ggm", masked)
         self._keys = ColumnStreams(b"".join(leaves))
         return self._keys
 
-    @property
-    def started(self) -> bool:
-        return self._keys is not None
-
-    def start(self) -> None:
-        """Run the set-up now (as ``OTSender.start``)."""
-        if self._keys is None:
-            self._setup()
-
     def _pads(self, choices: np.ndarray) -> np.ndarray:
         """Send u for each block; return the pads H(t_j, j) (m, 2) uint64."""
-        streams = self._keys if self._keys is not None else self._setup()
         m = choices.shape[0]
-        blocks = _blocks(m)
-        offsets = np.cumsum([0] + [width for _, _, width in blocks]) + self._offset
-        self._offset = int(offsets[-1])
-        protocol, session = _extension_protocol(self.k, self.instance), self.channel.session
-        executor = executor_for(self._executor, m, self._inline_below)
-        keys = (
-            streams if executor.kind == "inline" else streams.keys
-        )  # open streams stay in this thread
+        blocks, offsets, keys, executor = self._plan(m, 0)
+        protocol, session = self._protocol()
         tasks = (
             (
                 keys,
@@ -525,7 +584,7 @@ class OTReceiver:
                 self.ots + start,
                 self.k,
             )
-            for (start, size, _), offset in zip(blocks, offsets.tolist(), strict=False)
+            for (start, size, _), offset in zip(blocks, offsets, strict=True)
         )
         pads = np.empty((m, 2), dtype=np.uint64)
         for (start, size, _), (u, pad) in zip(
@@ -535,11 +594,51 @@ class OTReceiver:
             pads[start : start + size] = pad
         return pads
 
+    def _pad_blocks(self, choices: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+        """Each block's rows and pads, yielded when the sender's messages for that block
+        (``ot.ext.y``) may be read: semi-honest, after every u has gone; checked, block by
+        block (``_checked_pad_blocks``)."""
+        if self.checked:
+            yield from self._checked_pad_blocks(choices)
+            return
+        pads = self._pads(choices)
+        for start, size, _ in _blocks(choices.size):
+            yield slice(start, start + size), pads[start : start + size]
+
+    def _checked_pad_blocks(self, choices: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+        """Per block: send u (its OTs, then ``PADDING_OTS`` with random choices), answer the
+        sender's challenge (``ot_check``); a block is yielded once the next block's u has
+        gone, before the next challenge is read: the sender's order (challenge, messages,
+        next challenge) and the overlap of this party's next block with the sender's."""
+        blocks, offsets, keys, executor = self._plan(choices.shape[0], PADDING_OTS)
+        protocol, session = self._protocol()
+        stream, first, k = RandomStream(self._seeds.next()), self.ots, self.k
+        tasks = (
+            (keys, offset, choices[start : start + size], padding_choices(stream))
+            + (protocol, session, first + start, k)
+            for (start, size, _), offset in zip(blocks, offsets, strict=True)
+        )
+        done: tuple[slice, np.ndarray] | None = None
+        for (start, size, _), (u, pad, t_cols, bits) in zip(
+            blocks, executor.map(checked_receiver_block, tasks), strict=True
+        ):
+            self.channel.send_array("ot.ext.u", u)
+            if done is not None:
+                yield done
+            challenge = receive_challenge(self.channel)
+            answer = receiver_answer(t_cols, bits, challenge, size + PADDING_OTS)
+            self.channel.send_array("ot.ext.check", answer)
+            done = slice(start, start + size), pad
+        if done is not None:
+            yield done
+
     def pads(self, choices: np.ndarray | list[int]) -> np.ndarray:
         """Random OT: send u for the choices c and return H(t_j) = H(q_j ^ c_j s), (m, 2)
         uint64, the pad of the sender's ``pads`` that matches each choice bit."""
         c = self._choices(choices)
-        out = self._pads(c)
+        out = np.empty((c.size, 2), dtype=np.uint64)
+        for rows, pad in self._pad_blocks(c):
+            out[rows] = pad
         self.ots += c.size
         return out
 
@@ -553,11 +652,10 @@ class OTReceiver:
         """Chosen-message OT: returns m_{c[j]}[j] as (m, 2) uint64."""
         c = self._choices(choices)
         m = c.size
-        out = self._pads(c)
-        for start, size, _ in _blocks(m):
-            cipher = self.channel.recv_array("ot.ext.y", np.uint64, (size, 2, 2))
-            rows = slice(start, start + size)
-            out[rows] ^= np.where(c[rows, None] == 1, cipher[:, 1], cipher[:, 0])
+        out = np.empty((m, 2), dtype=np.uint64)
+        for rows, pad in self._pad_blocks(c):
+            cipher = self.channel.recv_array("ot.ext.y", np.uint64, (pad.shape[0], 2, 2))
+            out[rows] = pad ^ np.where(c[rows, None] == 1, cipher[:, 1], cipher[:, 0])
         self.ots += m
         return out
 
@@ -565,11 +663,10 @@ class OTReceiver:
         """Correlated OT: returns x0[j] ^ c[j] delta[j] as (m, 2) uint64."""
         c = self._choices(choices)
         m = c.size
-        out = self._pads(c)
-        for start, size, _ in _blocks(m):
-            correction = self.channel.recv_array("ot.ext.y", np.uint64, (size, 2))
-            rows = slice(start, start + size)
+        out = np.empty((m, 2), dtype=np.uint64)
+        for rows, pad in self._pad_blocks(c):
+            correction = self.channel.recv_array("ot.ext.y", np.uint64, (pad.shape[0], 2))
             correction &= np.negative(c[rows].astype(np.uint64))[:, None]
-            out[rows] ^= correction
+            out[rows] = pad ^ correction
         self.ots += m
         return out

@@ -19,3 +19,14 @@ def test_bench_ot_in_threads() -> None:
 def test_bench_ot_refuses_an_unknown_placement() -> None:
     with pytest.raises(UserError, match="--parties"):
         bench_ot(OtSettings(count=10, parties="cluster"))
+
+
+def test_bench_ot_at_the_malicious_level_runs_the_check() -> None:
+    report = bench_ot(
+        OtSettings(count=1000, repeats=1, parties="threads", ot_k=4, security="malicious")
+    )
+    assert report["security"] == "malicious" and report["ot_per_s"] > 0
+    # u: 4 bytes (k = 4) and the padding's 256 more OTs; y: 32; the challenge and answer
+    assert 36 + 4 * 256 / 1000 < report["bytes_per_ot"] < 37.2
+    with pytest.raises(UserError, match="--security"):
+        bench_ot(OtSettings(count=10, security="paranoid"))

@@ -20,6 +20,7 @@ from ppbn.protocols.base_ot import (
     random_exponent,
 )
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
+from ppbn.protocols.ggm import ggm_tree, puncture_choices, punctured_leaves
 from ppbn.protocols.ot import (
     CHUNK_OTS,
     SUBFIELD_CHOICES,
@@ -29,9 +30,6 @@ from ppbn.protocols.ot import (
     check_subfield_bits,
     chunk_count,
     chunk_sums,
-    ggm_tree,
-    puncture_choices,
-    punctured_leaves,
 )
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
