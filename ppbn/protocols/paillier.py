@@ -51,7 +51,12 @@ exponentiation for r^N with r uniform in Z*_N. ``tables/exchange.py`` re-randomi
 masked result this way. The argument rests on the key owner encrypting with its g and
 exponents below 2^A, which the semi-honest model grants (a key owner that deviates could
 as well encrypt distinct plaintexts per record and read the other party's data from the
-products, which no re-randomization prevents).
+products, which no re-randomization prevents). At the ``malicious`` level
+(``tables/checks.py``) the other party instead masks the whole plaintext with R uniform in
+[0, N) and re-randomizes with s^N for s uniform in Z*_N (``nth_power_spec``, one full
+exponentiation each): once the key proof (``paillier_proofs.py``) has shown
+gcd(N, phi(N)) = 1, (R, s) -> (1 + R N) s^N is a bijection onto Z*_{N^2}, so the returned
+ciphertext is uniform whatever the key owner sent.
 
 Validation: a peer's public key goes through ``PublicKey.from_bytes``, which takes the
 expected size from the caller's locally checked parameters and refuses (``ProtocolError``)
@@ -584,6 +589,7 @@ def combine_products(n: int, *parts: tuple[list[bytes], int]) -> tuple[list[byte
 # re-randomizer tables: 40 windows x 256 entries at 20,000 records, 5 MB at 2048 bits
 REPLY_WINDOW_BITS = 8
 REPLY_TABLE_FROM = 32  # a task of fewer re-randomizers (and no table yet) exponentiates directly
+NTH_POWER = "nth-power"  # first item of the spec of the malicious level's re-randomizers s^N
 
 
 def short_exponent_bits(
@@ -618,10 +624,20 @@ def check_randomizer_base(value: int, public: PublicKey, what: str) -> mpz:
     return base
 
 
+def nth_power_spec(public: PublicKey) -> tuple:
+    """The spec of the ``malicious`` level's re-randomizers s^N mod N^2, s uniform in Z*_N
+    (``rerandomizers_bytes``): uniform over the N-th residues whatever the key owner sent,
+    with no base of its choosing (see the module doc)."""
+    return NTH_POWER, public.n
+
+
 def rerandomizers_bytes(spec: tuple, count: int, seed: bytes) -> bytes:
-    """``count`` re-randomizers g^b (``rerandomizer_spec``), fixed width: from the fixed-base
-    table of this process (built on first use, ``_task_encryptor``) or, for a task too small
-    to pay for a table none has built yet, by direct exponentiation of the same exponents."""
+    """``count`` re-randomizers, fixed width: s^N for ``nth_power_spec`` (one exponentiation
+    each); g^b for ``rerandomizer_spec``, from the fixed-base table of this process (built
+    on first use, ``_task_encryptor``) or, for a task too small to pay for a table none has
+    built yet, by direct exponentiation of the same exponents."""
+    if spec[0] == NTH_POWER:
+        return _nth_powers_bytes(spec[1], count, seed)
     n, base, exponent_bits, window_bits, _ = spec
     with _ENCRYPTORS_LOCK:
         tabled = spec in _ENCRYPTORS
@@ -635,6 +651,17 @@ def rerandomizers_bytes(spec: tuple, count: int, seed: bytes) -> bytes:
         for row in exponent_digits(count, windows, window_bits, seed)
     )
     return encode_ciphertexts((gmpy2.powmod(g, e, nsquare) for e in exponents), PublicKey(n))
+
+
+def _nth_powers_bytes(n: int, count: int, seed: bytes) -> bytes:
+    """``count`` values s^N mod N^2, s uniform in Z*_N from ``seed``."""
+    stream = RandomStream(seed)
+    big_n = mpz(n)
+    nsquare = big_n * big_n
+    return encode_ciphertexts(
+        (gmpy2.powmod(_random_unit(n, stream), big_n, nsquare) for _ in range(count)),
+        PublicKey(n),
+    )
 
 
 def decrypt_bytes(private_spec: tuple[int, int, int], payload: bytes) -> list[int]:

@@ -15,10 +15,11 @@ pass, since the public-key operations are where the cost is (docs/design.md, "Wh
    joint configurations of a *cluster* of its subsets and marginalises the products, so a
    record costs one multiplication per cluster instead of one per subset.
    With complete records (``TablesConfig.complete_records``: any ``--missing`` rule but
-   available-case, agreed in the hello) the last configuration of each subset gets no
-   slot: every record has exactly one configuration of S_X, so its count is Y's own count
-   of y less the others (``exchange._assemble``), which saves 1/|S_X| of the slots (half for a
-   binary variable), and with them encryptions, products, ciphertexts and returns.
+   available-case, agreed in the hello) at the semi-honest level the last configuration
+   of each subset gets no slot: every record has exactly one configuration of S_X, so its
+   count is Y's own count of y less the others (``exchange._assemble``), which saves
+   1/|S_X| of the slots (half for a binary variable), and with them encryptions,
+   products, ciphertexts and returns.
 3. Y adds a fresh mask r < 2^(bits(n) + sigma) to every slot, re-randomizes with g^b for
    X's encryptor base g and b uniform of 264 + bits(n) + sigma bits (``paillier.py``: the
    key owner could otherwise look at the randomizer, g^s for s the sum of at most n of its
@@ -50,10 +51,16 @@ Every received message is validated (the peer's Paillier modulus by
 Z*_{N^2}, agreement on n, the family list, the session label and the configuration); a
 mismatch raises ProtocolError.
 
+At the ``malicious`` level (``TablesConfig.security``, ``checks``) X first proves its
+modulus (gcd(N, phi(N)) = 1), Y masks each returned product whole (R uniform in [0, N),
+re-randomizer s^N), no configuration is derived, and a weights check with random per-record
+tags and one extra product per (group, S_Y) pair catches a Y that does not multiply every
+record exactly once; a failed check raises CheatingDetected.
+
 The modules, each importing only those above it: ``config`` (``TablesConfig``), ``plan``
 (pure: families, slot layout, cost model), ``inputs`` (pure: each record's part of a
-chunk's tasks), ``session`` (keys, executor, ciphertext cache) and ``exchange`` (the
-messages and ``run_tables``).
+chunk's tasks), ``session`` (keys, executor, ciphertext cache), ``checks`` (the malicious
+level's pieces) and ``exchange`` (the messages and ``run_tables``).
 """
 
 from ppbn.protocols.tables.config import TablesConfig

@@ -4,7 +4,9 @@ One pass of Yang-Wright's Sec. 6.3 counts for all families (the package doc tell
 steps): X (the key owner) streams its packed indicator ciphertexts, Y multiplies them per
 configuration of its subsets, masks and re-randomizes each product and returns it, X
 decrypts; each slot then holds X's share, and Y keeps the negated mask as its own. Every
-received message is validated here, and a mismatch raises ProtocolError.
+received message is validated here, and a mismatch raises ProtocolError. At the
+``malicious`` level the same messages carry the defences of ``checks.py``: a key proof,
+perfect masks, and the weights check's tags, extra products and mask sums.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gmpy2 import mpz
 from ppbn.bn.schema import Schema
 from ppbn.circuits.garble import length_prefixed
 from ppbn.protocols.channel import Channel, ProtocolError
+from ppbn.protocols.constants import SECURITY_LEVELS
 from ppbn.protocols.executor import Executor, Pending
 from ppbn.protocols.paillier import (
     OpCounters,
@@ -31,9 +34,22 @@ from ppbn.protocols.paillier import (
     encode_ciphertexts,
     encrypt_bit_rows,
     multiply_by_label,
+    nth_power_spec,
     rerandomizer_spec,
 )
+from ppbn.protocols.security import level_rank
 from ppbn.protocols.seeds import RandomStream
+from ppbn.protocols.tables.checks import (
+    SHARE_MODULUS,
+    check_weights,
+    mask_pair,
+    plaintext_sum,
+    prove_key,
+    send_mask_sums,
+    tag_slot,
+    tagged_positions,
+    verified_key,
+)
 from ppbn.protocols.tables.config import TablesConfig
 from ppbn.protocols.tables.inputs import (
     MISSING,
@@ -59,9 +75,9 @@ from ppbn.protocols.tables.session import TASK_PIECE, HeldGroup, TablesSession, 
 
 PROTOCOL_VERSION = 4  # what each version changed: CHANGELOG.md, "Daemon protocol versions"
 TABLES_PROTOCOL = b"ppbn/tables"
-SHARE_MODULUS = 1 << 64
 MAX_CACHE_ENTRIES = 1 << 16
 RETURN_PIECE = 4096  # masked ciphertexts per message
+SETTINGS_FIELD = 5  # the hello's field of complete records and security level
 TREE_FANIN = 16  # chunk products combined per node of the aggregation tree
 
 Progress = Callable[[str, int, int], None]
@@ -148,13 +164,16 @@ def _hello(
 ) -> dict[str, list[Group]]:
     """Agree on n, families, configuration; exchange cache state. Returns usable cached groups."""
     config = session.config
+    # the settings field: bit 0 complete records, the bits above the security level's rank
+    # (0 at semi-honest, so that level's hello is the one from before the level existed)
+    settings = int(config.complete_records) | level_rank(config.security) << 1
     mine = [
         PROTOCOL_VERSION,
         n_records,
         config.key_bits,
         config.statistical_bits,
         config.chunk_size,
-        int(config.complete_records),
+        settings,
         _digest(channel.session, schema.fingerprint(), families),
         len(session.held),
         len(session.sent),
@@ -170,7 +189,13 @@ def _hello(
         "complete-records setting (the --missing rule)",
         "family list or session",
     ]
-    for name, a, b in zip(names, mine, theirs, strict=False):
+    for index, (name, a, b) in enumerate(zip(names, mine, theirs, strict=False)):
+        if a != b and index == SETTINGS_FIELD and (a ^ b) & 1 == 0:
+            rank = b >> 1
+            peer = SECURITY_LEVELS[rank] if rank < len(SECURITY_LEVELS) else rank
+            raise ProtocolError(
+                f"tables: the security level differs between the parties (peer {peer}, here {config.security})"
+            )
         if a != b:
             raise ProtocolError(
                 f"tables: the {name} differs between the parties (peer {b}, here {a})"
@@ -228,7 +253,8 @@ def _run(
                 channel, schema, codes, columns, direction, session, counters, progress, width
             )
         y_counts = None
-        if config.complete_records and direction.aggregator == role:
+        derived = config.derives_last_configuration
+        if derived and direction.aggregator == role:
             aggregated = {sy for _, sy in direction.pairs}
             y_counts = {
                 sy: np.bincount(
@@ -236,9 +262,7 @@ def _run(
                 )
                 for sy in aggregated
             }
-        _assemble(
-            schema, families, direction, pair_shares, result, config.complete_records, y_counts
-        )
+        _assemble(schema, families, direction, pair_shares, result, derived, y_counts)
     return result
 
 
@@ -253,24 +277,42 @@ def _encrypt_side(
     progress: Progress | None,
     width: int,
 ) -> list[np.ndarray]:
-    """X's part: send the public key, stream packed encryptions, decrypt the masked products."""
+    """X's part: send the public key, stream packed encryptions, decrypt the masked products
+    (at the malicious level: prove the key, tag the records, check the weights first)."""
     config = session.config
     keys = session.own_keys()
     encryptor = session.encryptor
     assert encryptor is not None
     channel.send("tables.public_key", keys.public.to_bytes())
-    channel.send("tables.randomizer_base", encode_ciphertexts([encryptor.base], keys.public))
+    if config.checks_peer:
+        prove_key(channel, keys)
+    else:
+        channel.send("tables.randomizer_base", encode_ciphertexts([encryptor.base], keys.public))
     n_records = codes.shape[0]
     executor = session.executor_for(n_records)
-    fresh = [g for g, c in zip(plan.groups, plan.cached, strict=True) if not c]
-    total = n_records * len(fresh)
+    total = n_records * sum(not c for c in plan.cached)
     done = 0
+    digests = [
+        _group_digest(
+            channel.session, plan.encrypter, group, n_records, config.chunk_size, keys.public.n
+        )
+        for group in plan.groups
+    ]
+    # malicious level: per group, the sum of X's plaintexts (``checks.check_weights``)
+    group_sums = [
+        session.sent_sums[d] if cached and plan.weights_check else 0
+        for d, cached in zip(digests, plan.cached, strict=True)
+    ]
 
-    def piece_tasks(group: Group) -> Iterator[tuple]:
+    def piece_tasks(gi: int, group: Group) -> Iterator[tuple]:
         """Each chunk's encryptions in tasks of ``TASK_PIECE`` records (a chunk is one
         message; its pieces spread over the pool)."""
         for start, stop in chunk_bounds(n_records, config.chunk_size):
             positions = bit_positions(schema, codes[start:stop], columns, group, width)
+            if plan.weights_check:
+                tag_bit = width * tag_slot(group)
+                positions = tagged_positions(positions, session.seeds.next(), tag_bit)
+                group_sums[gi] += plaintext_sum(positions)
             for low in range(0, stop - start, TASK_PIECE):
                 rows = positions[low : low + TASK_PIECE]
                 seed = session.seeds.next()
@@ -278,26 +320,28 @@ def _encrypt_side(
                 pooled = encryptor.take_pooled(count) if encryptor.pooled >= count else b""
                 yield encryptor.spec, rows, seed, pooled
 
-    def chunk_blobs(group: Group) -> Iterator[bytes]:
-        pieces = executor.map(encrypt_bit_rows, piece_tasks(group))
+    def chunk_blobs(gi: int, group: Group) -> Iterator[bytes]:
+        pieces = executor.map(encrypt_bit_rows, piece_tasks(gi, group))
         for start, stop in chunk_bounds(n_records, config.chunk_size):
             yield b"".join(itertools.islice(pieces, -(-(stop - start) // TASK_PIECE)))
 
-    for group in fresh:
-        for blob in chunk_blobs(group):
+    for gi, group in enumerate(plan.groups):
+        if plan.cached[gi]:
+            continue
+        for blob in chunk_blobs(gi, group):
             rows = len(blob) // keys.public.ciphertext_bytes
             channel.send("tables.ciphertexts", blob)
             counters.add(encryptions=rows, randomizers=rows, ciphertexts_sent=rows)
             done += rows
             if progress is not None:
                 progress("encrypt", done, total)
-        digest = _group_digest(
-            channel.session, plan.encrypter, group, n_records, config.chunk_size, keys.public.n
-        )
-        session.sent[digest] = group
-    # masked products, in plan order
+        session.sent[digests[gi]] = group
+        if plan.weights_check:
+            session.sent_sums[digests[gi]] = group_sums[gi]
+    # masked products, in plan order (malicious: each pair's last one for the weights check)
     sizes = [configs(schema, sy) for _, sy in plan.pairs]
-    total_returns = sum(sizes)
+    returns = [size + int(plan.weights_check) for size in sizes]
+    total_returns = sum(returns)
     private_spec = keys.private_spec()
     width_ct = keys.public.ciphertext_bytes
     received = 0
@@ -320,16 +364,18 @@ def _encrypt_side(
         counters.add(decryptions=len(piece))
         if progress is not None:
             progress("decrypt", len(values), total_returns)
+    if plan.weights_check:
+        check_weights(channel, keys.public, plan, returns, values, group_sums)
     slot_mask = (1 << width) - 1
     shares = []
     position = 0
-    for (gi, _), size in zip(plan.pairs, sizes, strict=True):
+    for (gi, _), size, count in zip(plan.pairs, sizes, returns, strict=True):
         slots = plan.groups[gi].slots
         table = np.empty((size, slots), dtype=np.uint64)
         for y in range(size):
             m = values[position + y]
             table[y] = [((m >> (width * s)) & slot_mask) % SHARE_MODULUS for s in range(slots)]
-        position += size
+        position += count
         shares.append(table)
     return shares
 
@@ -384,6 +430,27 @@ def _aggregate_group(
     return out
 
 
+def _peer_key(
+    channel: Channel, config: TablesConfig, session: TablesSession, n_records: int
+) -> tuple[PublicKey, tuple]:
+    """Y: X's public key and the spec of the re-randomizers of the returned products: g^b
+    over X's announced base (semi-honest: a product multiplies each record's ciphertext in
+    at most once, ``rerandomizer_spec``), or s^N once the key proof passed (malicious)."""
+    data = channel.recv("tables.public_key", max_bytes=(config.key_bits + 7) // 8)
+    if config.checks_peer:
+        public = verified_key(channel, data, config.key_bits, session.seeds.next())
+        return public, nth_power_spec(public)
+    public = PublicKey.from_bytes(data, config.key_bits)
+    (base,) = decode_ciphertexts(
+        channel.recv("tables.randomizer_base", max_bytes=public.ciphertext_bytes),
+        1,
+        public,
+        "tables.randomizer_base",
+    )
+    base = check_randomizer_base(base, public, "tables.randomizer_base")
+    return public, rerandomizer_spec(public, base, config.statistical_bits, max(1, n_records))
+
+
 def _aggregate_side(
     channel: Channel,
     schema: Schema,
@@ -397,26 +464,15 @@ def _aggregate_side(
 ) -> list[np.ndarray]:
     """Y's part: multiply the ciphertexts per configuration, mask, re-randomize, return."""
     config = session.config
-    public = PublicKey.from_bytes(
-        channel.recv("tables.public_key", max_bytes=(config.key_bits + 7) // 8), config.key_bits
-    )
-    ct_bytes = public.ciphertext_bytes
-    (base,) = decode_ciphertexts(
-        channel.recv("tables.randomizer_base", max_bytes=ct_bytes),
-        1,
-        public,
-        "tables.randomizer_base",
-    )
-    base = check_randomizer_base(base, public, "tables.randomizer_base")
     n_records = codes.shape[0]
+    public, spec = _peer_key(channel, config, session, n_records)
+    ct_bytes = public.ciphertext_bytes
     nsquare = mpz(public.nsquare)
     n_key = mpz(public.n)
     executor = session.executor_for(n_records)
     sizes = [configs(schema, sy) for _, sy in plan.pairs]
-    total_returns = sum(sizes)
-    # re-randomizers of the masked results: start early, they do not depend on the data; a
-    # result multiplies each record's ciphertext in at most once
-    spec = rerandomizer_spec(public, base, config.statistical_bits, max(1, n_records))
+    total_returns = sum(sizes) + len(plan.pairs) * int(plan.weights_check)
+    # re-randomizers of the masked results: start early, they do not depend on the data
     randomizer_pieces = session.rerandomizers(spec, total_returns, executor)
     masks = RandomStream(session.seeds.next())
     accumulators: list[list[list[mpz | None]]] = []
@@ -474,42 +530,38 @@ def _aggregate_side(
             for i in range(0, len(blob), ct_bytes)
         )
     counters.add(randomizers=len(randomizers))
+    rerandomizers = iter(randomizers)
     shares = []
     outgoing: list[mpz] = []
+    mask_sums: list[int] = []
     mask_bits = width - 1
     for (gi, sy), size in zip(plan.pairs, sizes, strict=True):
         ci = plan.cluster_of[gi][sy]
-        union = plan.clusters[gi][ci]
-        union_cards = label_cards[union]
-        unravelled = np.unravel_index(np.arange(math.prod(union_cards)), union_cards)
-        states = tuple(unravelled[union.index(v)] for v in sy)
-        # labels with the extra "missing" state of a variable of sy add to no configuration
-        dropped = np.zeros(math.prod(union_cards), dtype=bool)
-        for v, part in zip(sy, states, strict=True):
-            dropped |= part >= schema.cardinality(v)
-        projection = np.ravel_multi_index(
-            tuple(np.where(dropped, 0, part) for part in states), schema.cardinalities(sy)
+        products, missing = _marginalise(
+            schema,
+            accumulators[gi][ci],
+            plan.clusters[gi][ci],
+            label_cards,
+            sy,
+            nsquare,
+            plan.weights_check,
+            counters,
         )
-        projection = np.where(dropped, MISSING, projection).tolist()
-        products: list[mpz | None] = [None] * size
-        for u, value in enumerate(accumulators[gi][ci]):
-            if value is None:
-                continue
-            y = projection[u]
-            if y == MISSING:
-                continue
-            if products[y] is None:
-                products[y] = value
-            else:
-                products[y] = products[y] * value % nsquare
-                counters.add(ciphertext_multiplications=1)
         slots = plan.groups[gi].slots
+        if plan.weights_check:
+            returned, table, mask_sum = mask_pair(
+                products, missing, masks, rerandomizers, public, slots, width
+            )
+            outgoing.extend(returned)
+            mask_sums.append(mask_sum)
+            counters.add(encryptions=len(returned), ciphertext_multiplications=len(returned))
+            shares.append(table)
+            continue
         table = np.empty((size, slots), dtype=np.uint64)
         for y in range(size):
             slot_masks = [masks.randbits(mask_bits) for _ in range(slots)]
             packed = sum(r << (width * s) for s, r in enumerate(slot_masks))
-            rho = randomizers[len(outgoing)]
-            mask_ct = (1 + packed * n_key) * rho % nsquare
+            mask_ct = (1 + packed * n_key) * next(rerandomizers) % nsquare
             value = products[y]
             outgoing.append(mask_ct if value is None else value * mask_ct % nsquare)
             table[y] = [(-r) % SHARE_MODULUS for r in slot_masks]
@@ -519,8 +571,55 @@ def _aggregate_side(
         piece = outgoing[i : i + RETURN_PIECE]
         channel.send("tables.masked", encode_ciphertexts(piece, public))
         counters.add(ciphertexts_sent=len(piece))
+    if plan.weights_check:
+        send_mask_sums(channel, mask_sums, public)
     session.top_up_rerandomizers(spec, total_returns, executor)  # for the next phase as aggregator
     return shares
+
+
+def _marginalise(
+    schema: Schema,
+    accumulator: list[mpz | None],
+    union: Subset,
+    label_cards: dict[Subset, tuple[int, ...]],
+    sy: Subset,
+    nsquare: mpz,
+    with_missing: bool,
+    counters: OpCounters,
+) -> tuple[list[mpz | None], mpz | None]:
+    """Y's products per configuration of ``sy`` from its cluster's products per label
+    (None: empty); ``with_missing``: also the product of the labels missing in ``sy``,
+    which the weights check needs (``checks.py``), else None."""
+    union_cards = label_cards[union]
+    unravelled = np.unravel_index(np.arange(math.prod(union_cards)), union_cards)
+    states = tuple(unravelled[union.index(v)] for v in sy)
+    # labels with the extra "missing" state of a variable of sy add to no configuration
+    dropped = np.zeros(math.prod(union_cards), dtype=bool)
+    for v, part in zip(sy, states, strict=True):
+        dropped |= part >= schema.cardinality(v)
+    projection = np.ravel_multi_index(
+        tuple(np.where(dropped, 0, part) for part in states), schema.cardinalities(sy)
+    )
+    projection = np.where(dropped, MISSING, projection).tolist()
+    products: list[mpz | None] = [None] * configs(schema, sy)
+    missing: mpz | None = None
+    for u, value in enumerate(accumulator):
+        if value is None:
+            continue
+        y = projection[u]
+        if y == MISSING:
+            if with_missing and missing is None:
+                missing = value
+            elif with_missing:
+                missing = missing * value % nsquare
+                counters.add(ciphertext_multiplications=1)
+            continue
+        if products[y] is None:
+            products[y] = value
+        else:
+            products[y] = products[y] * value % nsquare
+            counters.add(ciphertext_multiplications=1)
+    return products, missing
 
 
 def _assemble(
@@ -529,12 +628,12 @@ def _assemble(
     plan: DirectionPlan,
     pair_shares: list[np.ndarray],
     result: dict[Family, np.ndarray],
-    complete_records: bool,
+    derived: bool,
     y_counts: dict[Subset, np.ndarray] | None,
 ) -> None:
     """Cut each family's table out of the per-(group, S_Y) slot shares and order its axes.
 
-    With complete records X's last configuration x* has no slot: every record with S_Y = y
+    With ``derived`` (``TablesConfig.derives_last_configuration``) X's last configuration x* has no slot: every record with S_Y = y
     has one configuration of S_X, so alpha(x*, y) = n_y - sum_{x != x*} alpha(x, y), and
     the shares are X's -sum_x v_x and Y's n_y - sum_x (-r_x) (``y_counts``: Y's own n_y
     per configuration of each S_Y; None at X)."""
@@ -549,7 +648,7 @@ def _assemble(
         for gi, offset, piece in plan.locate[sx]:
             slot_shares = pair_shares[pair_index[(gi, sy)]]
             table[piece.start : piece.stop, :] = slot_shares[:, offset : offset + piece.size].T
-        if complete_records:  # uint64 arithmetic wraps mod 2^64, the share modulus
+        if derived:  # uint64 arithmetic wraps mod 2^64, the share modulus
             others = table[:-1].sum(axis=0, dtype=np.uint64)
             base = (
                 np.zeros(table.shape[1], dtype=np.uint64)

@@ -7,6 +7,9 @@ n-long scalar product per alpha (``per_alpha_cost``); the plan instead packs the
 indicators of many of X's subsets into the slots of one ciphertext per record
 (``Group``), and clusters Y's subsets so that a record costs one multiplication per
 cluster, choosing the direction of each family by a cost model in multiplications mod N^2.
+At the ``malicious`` level (``checks.py``) every configuration has a slot, a ciphertext
+keeps one slot for the weights check's tags and sigma spare bits, and each (group, S_Y)
+pair returns one more product.
 """
 
 from __future__ import annotations
@@ -140,6 +143,8 @@ class DirectionPlan:
     pairs: list[tuple[int, Subset]]  # (group, S_Y) products returned, in order
     clusters: list[list[Subset]]  # per group: unions of S_Y subsets aggregated jointly
     cluster_of: list[dict[Subset, int]]  # per group: S_Y -> cluster index
+    # malicious level: each pair also returns the product of the records missing in S_Y
+    weights_check: bool = False
 
     @property
     def aggregator(self) -> str:
@@ -156,10 +161,11 @@ def configs(schema: Schema, subset: Sequence[str]) -> int:
     return math.prod(schema.cardinalities(subset))
 
 
-def _encoded(schema: Schema, subset: Sequence[str], complete_records: bool) -> int:
-    """Slots of X's subset: one per configuration, but the last when records are complete
-    (its count is Y's count of the configuration y less the others, ``exchange._assemble``)."""
-    return configs(schema, subset) - int(complete_records)
+def _encoded(schema: Schema, subset: Sequence[str], derived: bool) -> int:
+    """Slots of X's subset: one per configuration, but the last when it is ``derived``
+    (``TablesConfig.derives_last_configuration``: its count is Y's count of the
+    configuration y less the others, ``exchange._assemble``)."""
+    return configs(schema, subset) - int(derived)
 
 
 def canonical(schema: Schema, names: Sequence[str]) -> Subset:
@@ -173,13 +179,21 @@ def slot_bits(n_records: int, statistical_bits: int) -> int:
     return n_records.bit_length() + statistical_bits + 1
 
 
-def _pack(
-    schema: Schema, subsets: Sequence[Subset], capacity: int, complete_records: bool
-) -> list[Group]:
+def slot_capacity(config: TablesConfig, width: int) -> int:
+    """Count slots per ciphertext: a plaintext is below N >= 2^(key_bits - 1). At the
+    ``malicious`` level one more slot holds the weights check's tags and sigma bits stay
+    spare below bits(N), so that a masked sum wraps mod N with probability <= 2^-sigma
+    (``checks.py``)."""
+    if config.checks_peer:
+        return (config.key_bits - 1 - config.statistical_bits) // width - 1
+    return (config.key_bits - 1) // width
+
+
+def _pack(schema: Schema, subsets: Sequence[Subset], capacity: int, derived: bool) -> list[Group]:
     """First-fit decreasing of the subsets' encoded configurations into ciphertexts of ``capacity`` slots."""
     pieces = []
     for subset in subsets:
-        total = _encoded(schema, subset, complete_records)
+        total = _encoded(schema, subset, derived)
         pieces.extend(
             Slice(subset, start, min(start + capacity, total))
             for start in range(0, total, capacity)
@@ -222,8 +236,9 @@ def _direction_plan(
     capacity: int,
     cached_groups: Sequence[Group],
     cluster_limit: int,
-    complete_records: bool,
+    config: TablesConfig,
 ) -> DirectionPlan:
+    derived = config.derives_last_configuration
     x_subsets = sorted({sx for sx, _ in pairs_needed}, key=lambda s: (len(s), s))
     coverage: dict[Subset, list[tuple[int, int, Slice]]] = {}
     for gi, group in enumerate(cached_groups):
@@ -234,7 +249,7 @@ def _direction_plan(
     fresh = []
     for subset in x_subsets:
         found = coverage.get(subset, [])
-        if sum(p.size for _, _, p in found) == _encoded(schema, subset, complete_records):
+        if sum(p.size for _, _, p in found) == _encoded(schema, subset, derived):
             locate[subset] = found
             used_cached.extend(gi for gi, _, _ in found if gi not in used_cached)
         else:
@@ -243,7 +258,7 @@ def _direction_plan(
     groups = [cached_groups[gi] for gi in sorted(used_cached)]
     cached = [True] * len(groups)
     locate = {s: [(renumber[gi], off, p) for gi, off, p in where] for s, where in locate.items()}
-    for group in _pack(schema, fresh, capacity, complete_records):
+    for group in _pack(schema, fresh, capacity, derived):
         gi = len(groups)
         groups.append(group)
         cached.append(False)
@@ -257,13 +272,22 @@ def _direction_plan(
         clusters.append(unions)
         cluster_of.append(where)
     return DirectionPlan(
-        encrypter, pairs_needed, groups, cached, locate, pairs, clusters, cluster_of
+        encrypter,
+        pairs_needed,
+        groups,
+        cached,
+        locate,
+        pairs,
+        clusters,
+        cluster_of,
+        weights_check=config.checks_peer,
     )
 
 
 # Relative cost of operations, in multiplications mod N^2 (measured on 2048-bit keys).
 _COST_ENCRYPTION = 25
 _COST_RETURN = 500  # a re-randomizer (~40) plus a decryption (~460)
+_COST_RETURN_MALICIOUS = 2200  # a re-randomizer s^N (~1,730) plus a decryption
 _COST_CIPHERTEXT_SENT = 2
 
 
@@ -273,13 +297,13 @@ def _plan_cost(schema: Schema, plan: DirectionPlan, n_records: int) -> int:
     marginal = sum(
         configs(schema, plan.clusters[g][plan.cluster_of[g][sy]]) for g, sy in plan.pairs
     )
-    returns = sum(configs(schema, sy) for _, sy in plan.pairs)
+    returns = sum(configs(schema, sy) + int(plan.weights_check) for _, sy in plan.pairs)
     sent = n_records * fresh + returns
     return (
         _COST_ENCRYPTION * n_records * fresh
         + records_mults
         + marginal
-        + _COST_RETURN * returns
+        + (_COST_RETURN_MALICIOUS if plan.weights_check else _COST_RETURN) * returns
         + _COST_CIPHERTEXT_SENT * sent
     )
 
@@ -306,7 +330,7 @@ def make_plan(
     model wins (ties: that order).
     """
     cached = cached or {"alice": [], "bob": []}
-    capacity = (config.key_bits - 1) // slot_bits(n_records, config.statistical_bits)
+    capacity = slot_capacity(config, slot_bits(n_records, config.statistical_bits))
     if capacity < 1:
         raise ValueError("key too small for the slot width")
     cluster_limit = max(2, min(1024, config.chunk_size // 8))
@@ -326,7 +350,7 @@ def make_plan(
 
     def covered(role: str, subset: Subset) -> bool:
         total = sum(p.size for g in cached[role] for p in g.slices if p.subset == subset)
-        return total == _encoded(schema, subset, config.complete_records)
+        return total == _encoded(schema, subset, config.derives_last_configuration)
 
     share_count: dict[tuple[str, Subset], int] = {}
     for a, b in crossing:
@@ -357,7 +381,7 @@ def make_plan(
                         capacity,
                         cached[role],
                         cluster_limit,
-                        config.complete_records,
+                        config,
                     )
                 )
         cost = sum(_plan_cost(schema, p, n_records) for p in plans)

@@ -113,6 +113,9 @@ class TablesSession:
     keys: KeyPair | None = None
     encryptor: FastEncryptor | None = None
     sent: dict[int, Group] = field(default_factory=dict)  # as encrypter: digest -> group
+    # as encrypter at the malicious level: digest -> sum of the group's plaintexts, which
+    # the weights check of a later call needs (``checks.check_weights``)
+    sent_sums: dict[int, int] = field(default_factory=dict)
     held: dict[int, HeldGroup] = field(default_factory=dict)  # as aggregator: digest -> ciphertexts
     held_bytes: int = 0
     spilled_bytes: int = 0
