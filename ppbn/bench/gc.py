@@ -5,7 +5,8 @@ and measures AND gates per second for each side (best of ``repeats`` timed runs 
 warm-up; the garbler reuses its table buffer as a garbler streaming batch after batch
 would), the same for a single instance, bytes of garbled table per AND gate, and a full
 two-party Yao run of the same batch over the in-memory Channel (both parties in threads,
-OT included) with its bytes per AND gate.
+OT included) with its bytes per AND gate, at the security level asked for (``covert``:
+the cut-and-choose of ``protocols/yao_covert.py``, two copies garbled).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ppbn.errors import UserError
+from ppbn.protocols.constants import SEMI_HONEST
 
 if TYPE_CHECKING:
     from ppbn.circuits.ir import Bundle, Circuit
@@ -70,9 +72,10 @@ def garble_rates(circuit: Circuit, k: int, repeats: int) -> tuple[float, float, 
     return ands / garble_s, ands / eval_s, tables.nbytes
 
 
-def two_party_run(circuit: Circuit, k: int) -> tuple[float, int]:
-    """Seconds and bytes of a Yao run of ``k`` instances between two threads: the first
-    input bundle is the garbler's, the others the evaluator's, random values."""
+def two_party_run(circuit: Circuit, k: int, security: str = SEMI_HONEST) -> tuple[float, int]:
+    """Seconds and bytes of a Yao run of ``k`` instances between two threads at level
+    ``security``: the first input bundle is the garbler's, the others the evaluator's,
+    random values."""
     import numpy as np
 
     from ppbn.protocols.channel import memory_channel_pair, run_two_party
@@ -93,10 +96,10 @@ def two_party_run(circuit: Circuit, k: int) -> tuple[float, int]:
     pair = memory_channel_pair(timeout_s=600)
     start = time.perf_counter()
     run_two_party(
-        lambda ch: YaoParty(ch).run(
+        lambda ch: YaoParty(ch, security=security).run(
             circuit, garbler=True, inputs=alice_inputs, outputs=modes, instances=k
         ),
-        lambda ch: YaoParty(ch).run(
+        lambda ch: YaoParty(ch, security=security).run(
             circuit, garbler=False, inputs=bob_inputs, outputs=modes, instances=k
         ),
         pair=pair,
@@ -107,9 +110,16 @@ def two_party_run(circuit: Circuit, k: int) -> tuple[float, int]:
     return seconds, stats.bytes_sent + stats.bytes_received
 
 
-def bench_gc(circuit: Circuit, name: str, instances: int = 1000, repeats: int = 3) -> dict:
+def bench_gc(
+    circuit: Circuit,
+    name: str,
+    instances: int = 1000,
+    repeats: int = 3,
+    security: str = SEMI_HONEST,
+) -> dict:
     """Garbling, evaluation and two-party rates of ``circuit`` (``name`` says which, in the
-    report and its errors); the report ``--format json`` prints."""
+    report and its errors), the two-party run at level ``security``; the report
+    ``--format json`` prints."""
     from ppbn.circuits.schedule import schedule_of
     from ppbn.kernels.warm import warm_up
 
@@ -122,7 +132,7 @@ def bench_gc(circuit: Circuit, name: str, instances: int = 1000, repeats: int = 
     kernels = warm_up()  # their first load (or compile) is reported, not timed with the runs
     garble_rate, eval_rate, table_bytes = garble_rates(circuit, k, repeats)
     single_garble, single_eval, _ = garble_rates(circuit, 1, max(5, repeats))
-    protocol_s, protocol_bytes = two_party_run(circuit, k)
+    protocol_s, protocol_bytes = two_party_run(circuit, k, security)
     ands = sched.n_and * k
     return {
         "circuit": name,
@@ -137,6 +147,7 @@ def bench_gc(circuit: Circuit, name: str, instances: int = 1000, repeats: int = 
         "two_party_seconds": round(protocol_s, 3),
         "two_party_and_per_s": round(ands / protocol_s),
         "two_party_bytes_per_and": round(protocol_bytes / ands, 2),
+        "security": security,
         "repeats": repeats,
         "kernels": kernels,
     }

@@ -7,6 +7,7 @@ import argparse
 
 from ppbn.commands.checked_numbers import positive_int
 from ppbn.commands.tables import kernels_text, report_measures
+from ppbn.protocols.constants import COVERT, SEMI_HONEST
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -25,6 +26,13 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         default=3,
         help="timed runs; the best is reported (default 3)",
     )
+    gc.add_argument(
+        "--security",
+        choices=(SEMI_HONEST, COVERT),
+        default=SEMI_HONEST,
+        help="the level of the two-party run: covert garbles two copies and opens one "
+        "(default semi-honest)",
+    )
     gc.add_argument("--format", choices=("table", "json"), default="table")
     gc.set_defaults(func=_bench_gc)
 
@@ -33,12 +41,18 @@ def _bench_gc(args: argparse.Namespace) -> int:
     from ppbn.bench.gc import bench_gc
     from ppbn.circuits.bristol import load_bristol_file
 
-    report = bench_gc(load_bristol_file(args.bristol), args.bristol, args.instances, args.repeats)
+    circuit = load_bristol_file(args.bristol)
+    report = bench_gc(circuit, args.bristol, args.instances, args.repeats, args.security)
+    title = (
+        f"garbling {args.bristol}: {report['and_gates']:,} AND gates x "
+        f"{report['instances']:,} instances (one core)"
+    )
+    if args.security != SEMI_HONEST:
+        title += f", two-party run {args.security}"
     return report_measures(
         report,
         args.format,
-        f"garbling {args.bristol}: {report['and_gates']:,} AND gates x "
-        f"{report['instances']:,} instances (one core)",
+        title,
         [
             ("garble, AND gates/s", f"{report['garble_and_per_s']:,.0f}"),
             ("evaluate, AND gates/s", f"{report['eval_and_per_s']:,.0f}"),

@@ -78,6 +78,10 @@ of the message framing, so tables, labels and outputs are the same bytes inline 
 pool. R and the output masks come from the party's ``TaskSeeds`` and never reach the
 peer's executor.
 
+Security levels: this is the ``semi-honest`` protocol; at ``covert`` and ``malicious``
+steps 2 and 3 are the cut-and-choose of ``ppbn.protocols.yao_covert``, with the header,
+chunks, tweaks and output modes of this one.
+
 Either party may garble any run; each party's inputs are the bundles it passes, the rest
 belong to the peer. Values: numpy uint64 arrays for bundles of at most 64 bits, numpy
 object arrays of Python ints for wider ones (``ppbn.circuits.ir.as_values``); one entry
@@ -106,13 +110,14 @@ from ppbn.circuits.garble import (
 )
 from ppbn.circuits.ir import Circuit, as_values, bits_to_values, values_to_bits
 from ppbn.circuits.schedule import Schedule, schedule_of
-from ppbn.protocols import ring
+from ppbn.protocols import ring, yao_covert
 from ppbn.protocols.base_ot import DEFAULT_DH_BITS, dh_group
 from ppbn.protocols.channel import Channel, ProtocolError
-from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS
-from ppbn.protocols.executor import ExecutorSource, executor_for
+from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, SEMI_HONEST
+from ppbn.protocols.executor import Executor, ExecutorSource, executor_for
 from ppbn.protocols.fixedpoint import STAT_BITS
 from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender, check_subfield_bits
+from ppbn.protocols.security import check_level
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
 
 CHUNK_BYTES = 16 * 1024 * 1024
@@ -249,11 +254,6 @@ def seeded_labels(key: bytes, rows: int, size: int) -> np.ndarray:
     return _labels(RandomStream(key), (rows, size))
 
 
-def _times_delta(bits: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """bit * R for (rows, instances) bits: (rows, instances, 2) uint64."""
-    return np.negative(bits.astype(np.uint64))[..., None] & delta
-
-
 def garble_chunk(
     schedule: Schedule,
     session: bytes,
@@ -278,9 +278,8 @@ def garble_chunk(
     zero = np.empty((len(schedule.input_slots), size, 2), dtype=np.uint64)
     zero[ot_rows] = ot_zero
     if seeded_rows.size:
-        zero[seeded_rows] = seeded_labels(seed_key, seeded_rows.size, size) ^ _times_delta(
-            seeded_bits, delta
-        )
+        active = seeded_labels(seed_key, seeded_rows.size, size)
+        zero[seeded_rows] = active ^ yao_covert.times_delta(seeded_bits, delta)
     return garble(schedule, zero, delta, tweak, FixedKeyHash(YAO_PROTOCOL, session))
 
 
@@ -303,6 +302,8 @@ class YaoParty:
     times instances garbles (or evaluates) its chunks there, one task each, and an OT call
     of at least ``ot_inline_below`` OTs its extension blocks. The chunks and their tweaks
     do not depend on the executor, so neither do the tables, labels or outputs.
+    ``security`` (``protocols.constants``): ``covert`` and ``malicious`` run the cut-and-choose
+    of ``yao_covert`` (the same defence); both parties pass the same level (the header says).
     """
 
     def __init__(
@@ -315,8 +316,10 @@ class YaoParty:
         executor: ExecutorSource | None = None,
         gc_inline_below: int = GC_INLINE_BELOW,
         ot_inline_below: int = OT_INLINE_BELOW,
+        security: str = SEMI_HONEST,
     ) -> None:
         self.channel = channel
+        self.security = check_level(security)
         self.dh_bits = dh_group(dh_bits).bits  # checked now, used when the OT starts
         self.ot_k = check_subfield_bits(ot_k)
         self.counters = YaoCounters()
@@ -376,6 +379,7 @@ class YaoParty:
         # the garbler's own bundles, which the evaluator knows as the ones it does not hold
         garbler_inputs = set(values) if garbler else {b.name for b in circuit.inputs} - set(values)
         seeded = {MASK_PREFIX + n for n, _ in shared} | garbler_inputs
+        ots_before = self._ots_done()
         if garbler:
             stream = RandomStream(self._seeds.next())
             masks = {
@@ -392,6 +396,7 @@ class YaoParty:
             for n in (n for n, m in shared if m == Reveal.INTEGER_SHARES):
                 offset = ring.constant(1 << (circuit.output(n).width - 1))
                 result[n] = ring.sub(_ring_values(result[n]), offset)
+        self.counters.ots += self._ots_done() - ots_before
         self.counters.and_gates += schedule_of(full).n_and * k
         self.counters.instances += k
         self.counters.runs += 1
@@ -399,6 +404,31 @@ class YaoParty:
         return result
 
     # -- shared helpers ------------------------------------------------------------------
+    def _ots_done(self) -> int:
+        return sum(end.ots for end in (self._ot_sender, self._ot_receiver) if end is not None)
+
+    def _sender(self) -> OTSender:
+        if self._ot_sender is None:
+            self._ot_sender = OTSender(self.channel, **self._ot_options)
+        return self._ot_sender
+
+    def _receiver(self) -> OTReceiver:
+        if self._ot_receiver is None:
+            self._ot_receiver = OTReceiver(self.channel, **self._ot_options)
+        return self._ot_receiver
+
+    def _gc_executor(self, full: Circuit, k: int) -> Executor:
+        return executor_for(self._executor, schedule_of(full).n_and * k, self._gc_inline_below)
+
+    def _covert_run(self, full: Circuit, k: int, *rows: np.ndarray) -> yao_covert.CovertRun:
+        """This run's public shape for ``yao_covert``; ``rows``: the evaluator's input rows,
+        the garbler's, and the output rows whose decoding bits go to the evaluator."""
+        chunks = tuple(self._chunks(full, k))
+        session, run = self.channel.session, self.counters.runs
+        return yao_covert.CovertRun(
+            schedule_of(full), session, run, self._tweak_base, chunks, *rows
+        )
+
     def _header(
         self,
         circuit: Circuit,
@@ -414,6 +444,8 @@ class YaoParty:
             "outputs": {n: m.value for n, m in sorted(modes.items())},
             "tweak_base": tweak,
         }
+        if self.security != SEMI_HONEST:  # the semi-honest header stays as it was
+            body["security"] = self.security
         domain = b"ppbn yao header v3" + length_prefixed(YAO_PROTOCOL, self.channel.session)
         return hashlib.sha256(domain + json.dumps(body, sort_keys=True).encode()).digest()
 
@@ -478,7 +510,7 @@ class YaoParty:
         return np.unpackbits(packed, axis=1, count=k, bitorder="little")
 
     def _send_bits(self, tag: str, bits: np.ndarray) -> None:
-        self.channel.send_array(tag, np.packbits(bits.astype(np.uint8), axis=1, bitorder="little"))
+        self.channel.send_array(tag, yao_covert.pack_bits(bits))
 
     # -- garbler -----------------------------------------------------------------------
     def _garble_side(
@@ -493,25 +525,58 @@ class YaoParty:
         self.channel.send(
             "yao.header", self._header(full, k, sorted(mine), modes, self._tweak_base)
         )
+        ot_rows, seeded_rows, seeded_bits = self._partition(full, seeded, values, k)
+        to_evaluator = {n for n, m in modes.items() if m not in (Reveal.GARBLER, Reveal.BIT_SHARES)}
+        eval_rows = self._output_rows(full, to_evaluator)
+        if self.security == SEMI_HONEST:
+            decode = permute_bits(self._garble_tables(full, k, ot_rows, seeded_rows, seeded_bits))
+            if eval_rows.size:
+                self._send_bits("yao.decode", decode[eval_rows])
+        else:
+            decode = yao_covert.garble_covert(
+                self._covert_run(full, k, ot_rows, seeded_rows, eval_rows),
+                self.channel,
+                self._sender() if ot_rows.size else None,
+                self._seeds,
+                seeded_bits,
+                self._gc_executor(full, k),
+            )
+        result = self._bit_shares(full, modes, decode)
+        garbler_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.GARBLER]
+        both_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.BOTH]
+        g_rows = self._output_rows(full, set(garbler_names))
+        if g_rows.size:
+            permuted = self._bits("yao.out_permute", g_rows.size, k)
+            result.update(self._split(full, permuted ^ decode[g_rows], garbler_names))
+        b_rows = self._output_rows(full, set(both_names))
+        if b_rows.size:
+            result.update(
+                self._split(full, self._bits("yao.out_values", b_rows.size, k), both_names)
+            )
+        return result
+
+    def _garble_tables(
+        self,
+        full: Circuit,
+        k: int,
+        ot_rows: np.ndarray,
+        seeded_rows: np.ndarray,
+        seeded_bits: np.ndarray,
+    ) -> np.ndarray:
+        """Semi-honest steps 2 and 3: the label seed, the OT, the tables; returns the
+        output zero-labels."""
         delta = _delta(RandomStream(self._seeds.next()))
         sched = schedule_of(full)
-        ot_rows, seeded_rows, seeded_bits = self._partition(full, seeded, values, k)
-        seed = b""
-        if (
-            seeded_rows.size
-        ):  # public: the evaluator's labels of the garbler's inputs follow from it
+        seed = b""  # public: the evaluator's labels of the garbler's inputs follow from it
+        if seeded_rows.size:
             seed = self._seeds.next()[:LABEL_SEED_BYTES]
             self.channel.send("yao.label_seed", seed)
         session = self.channel.session
         ot_zero = np.empty((len(ot_rows), k, 2), dtype=np.uint64)
         if ot_rows.size:
-            if self._ot_sender is None:
-                self._ot_sender = OTSender(self.channel, **self._ot_options)
-            ots_before = self._ot_sender.ots
-            ot_zero = self._ot_sender.send_correlated(len(ot_rows) * k, delta).reshape(
-                len(ot_rows), k, 2
+            ot_zero = (
+                self._sender().send_correlated(len(ot_rows) * k, delta).reshape(len(ot_rows), k, 2)
             )
-            self.counters.ots += self._ot_sender.ots - ots_before
         chunks = self._chunks(full, k)
         tweaks = [self._tweak_base + 2 * sched.n_and * c.start for c in chunks]
         tasks = (
@@ -529,30 +594,12 @@ class YaoParty:
             for chunk, tweak in zip(chunks, tweaks, strict=True)
         )
         out_zero = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
-        executor = executor_for(self._executor, sched.n_and * k, self._gc_inline_below)
         for chunk, (tables, chunk_out) in zip(
-            chunks, executor.map(garble_chunk, tasks), strict=True
+            chunks, self._gc_executor(full, k).map(garble_chunk, tasks), strict=True
         ):
             self.channel.send_array("yao.tables", tables)
             out_zero[:, chunk] = chunk_out
-        decode = permute_bits(out_zero)  # (n_output_bits, k)
-        to_evaluator = {n for n, m in modes.items() if m not in (Reveal.GARBLER, Reveal.BIT_SHARES)}
-        eval_rows = self._output_rows(full, to_evaluator)
-        if eval_rows.size:
-            self._send_bits("yao.decode", decode[eval_rows])
-        result = self._bit_shares(full, modes, decode)
-        garbler_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.GARBLER]
-        both_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.BOTH]
-        g_rows = self._output_rows(full, set(garbler_names))
-        if g_rows.size:
-            permuted = self._bits("yao.out_permute", g_rows.size, k)
-            result.update(self._split(full, permuted ^ decode[g_rows], garbler_names))
-        b_rows = self._output_rows(full, set(both_names))
-        if b_rows.size:
-            result.update(
-                self._split(full, self._bits("yao.out_values", b_rows.size, k), both_names)
-            )
-        return result
+        return out_zero
 
     # -- evaluator -----------------------------------------------------------------------
     def _evaluate_side(
@@ -569,55 +616,28 @@ class YaoParty:
         if got != self._header(full, k, garbler_bundles, modes, self._tweak_base):
             raise ProtocolError(
                 "Yao header mismatch: the parties disagree on the circuit, instance count, "
-                "input ownership, output modes, run sequence or session"
+                "input ownership, output modes, run sequence, session or security level"
             )
-        sched = schedule_of(full)
-        session = self.channel.session
-        labels = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
         ot_rows, seeded_rows, own_bits = self._partition(full, seeded, values, k)
-        seed = b""
-        if seeded_rows.size:
-            seed = self.channel.recv("yao.label_seed", max_bytes=LABEL_SEED_BYTES)
-            if len(seed) != LABEL_SEED_BYTES:
-                raise ProtocolError(
-                    f"yao.label_seed has {len(seed)} bytes, expected {LABEL_SEED_BYTES}"
-                )
-        if ot_rows.size:
-            if self._ot_receiver is None:
-                self._ot_receiver = OTReceiver(self.channel, **self._ot_options)
-            ots_before = self._ot_receiver.ots
-            choices = own_bits.reshape(-1)
-            labels[ot_rows] = self._ot_receiver.receive_correlated(choices).reshape(
-                len(ot_rows), k, 2
-            )
-            self.counters.ots += self._ot_receiver.ots - ots_before
-        chunks = self._chunks(full, k)
-
-        def tasks():
-            for chunk in chunks:
-                size = chunk.stop - chunk.start
-                if (
-                    seeded_rows.size
-                ):  # the active labels of the garbler's inputs, from the public seed
-                    labels[seeded_rows, chunk] = seeded_labels(
-                        label_key(session, seed, chunk.start), seeded_rows.size, size
-                    )
-                tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
-                tweak = self._tweak_base + 2 * sched.n_and * chunk.start
-                yield sched, session, tweak, np.ascontiguousarray(labels[:, chunk]), tables
-
-        out_labels = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
-        executor = executor_for(self._executor, sched.n_and * k, self._gc_inline_below)
-        for chunk, chunk_out in zip(chunks, executor.map(evaluate_chunk, tasks()), strict=True):
-            out_labels[:, chunk] = chunk_out
-        permuted = permute_bits(out_labels)
-        result = self._bit_shares(full, modes, permuted)
         order = [b.name for b in full.outputs]
         to_me = [n for n in order if modes[n] not in (Reveal.GARBLER, Reveal.BIT_SHARES)]
         my_rows = self._output_rows(full, set(to_me))
+        if self.security == SEMI_HONEST:
+            permuted = permute_bits(self._evaluate_tables(full, k, ot_rows, seeded_rows, own_bits))
+            decode = self._bits("yao.decode", my_rows.size, k) if my_rows.size else None
+        else:
+            out_labels, decode = yao_covert.evaluate_covert(
+                self._covert_run(full, k, ot_rows, seeded_rows, my_rows),
+                self.channel,
+                self._receiver() if ot_rows.size else None,
+                self._seeds,
+                own_bits,
+                self._gc_executor(full, k),
+            )
+            permuted = permute_bits(out_labels)
+        result = self._bit_shares(full, modes, permuted)
         if my_rows.size:
-            decoded = permuted[my_rows] ^ self._bits("yao.decode", my_rows.size, k)
-            result.update(self._split(full, decoded, to_me))
+            result.update(self._split(full, permuted[my_rows] ^ decode, to_me))
         garbler_names = [n for n in order if modes[n] == Reveal.GARBLER]
         g_rows = self._output_rows(full, set(garbler_names))
         if g_rows.size:
@@ -629,3 +649,44 @@ class YaoParty:
             )
             self._send_bits("yao.out_values", both_bits)
         return result
+
+    def _evaluate_tables(
+        self,
+        full: Circuit,
+        k: int,
+        ot_rows: np.ndarray,
+        seeded_rows: np.ndarray,
+        own_bits: np.ndarray,
+    ) -> np.ndarray:
+        """Semi-honest steps 2 and 3 at the evaluator; returns its output labels."""
+        sched = schedule_of(full)
+        session = self.channel.session
+        labels = np.empty((len(sched.input_slots), k, 2), dtype=np.uint64)
+        seed = b""
+        if seeded_rows.size:
+            seed = self.channel.recv("yao.label_seed", max_bytes=LABEL_SEED_BYTES)
+            if len(seed) != LABEL_SEED_BYTES:
+                raise ProtocolError(
+                    f"yao.label_seed has {len(seed)} bytes, expected {LABEL_SEED_BYTES}"
+                )
+        if ot_rows.size:
+            received = self._receiver().receive_correlated(own_bits.reshape(-1))
+            labels[ot_rows] = received.reshape(len(ot_rows), k, 2)
+        chunks = self._chunks(full, k)
+
+        def tasks():
+            for chunk in chunks:
+                size = chunk.stop - chunk.start
+                if seeded_rows.size:  # the garbler's inputs' active labels, from the seed
+                    labels[seeded_rows, chunk] = seeded_labels(
+                        label_key(session, seed, chunk.start), seeded_rows.size, size
+                    )
+                tables = self.channel.recv_array("yao.tables", np.uint64, (2, sched.n_and, size, 2))
+                tweak = self._tweak_base + 2 * sched.n_and * chunk.start
+                yield sched, session, tweak, np.ascontiguousarray(labels[:, chunk]), tables
+
+        out_labels = np.empty((len(sched.output_slots), k, 2), dtype=np.uint64)
+        executor = self._gc_executor(full, k)
+        for chunk, chunk_out in zip(chunks, executor.map(evaluate_chunk, tasks()), strict=True):
+            out_labels[:, chunk] = chunk_out
+        return out_labels
