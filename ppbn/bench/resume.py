@@ -102,7 +102,16 @@ def bench_resume(
             pair.restart("bob")
             restart_s = time.perf_counter() - started
             started = time.perf_counter()
-            client.start("learn", {}, job_id, resume=True)
+            try:
+                client.start("learn", {}, job_id, resume=True)
+            except UserError as exc:
+                if "nothing to resume" not in str(exc):
+                    raise
+                raise UserError(
+                    f"bob was killed at {killed_at_s:.1f} s ({settings.kill_at:.0%} of the "
+                    "uninterrupted run), before the job's first checkpoint: nothing to resume; "
+                    "try a higher --kill-at"
+                ) from None
             resumed = client.wait(job_id)
             resume_s = time.perf_counter() - started
             if resumed.state != "SUCCEEDED":

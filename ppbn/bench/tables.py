@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ppbn.errors import UserError
+from ppbn.protocols.constants import SECURITY_LEVELS
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -41,6 +42,7 @@ class TablesSettings:
     ray_address: str | None = None
     precompute: bool = False
     link: str | None = None
+    security: str = "semi-honest"  # the table phase's level (protocols/security.py)
 
 
 def split_network(network: str, split: str, max_family: int) -> tuple[BayesNet, Schema, list]:
@@ -88,6 +90,7 @@ def party_process(
             workers=spec["workers"],
             executor=spec["executor"],
             ray_address=spec["ray_address"],
+            security=spec["security"],
         )
         link = None
         if spec["link"]:
@@ -157,6 +160,8 @@ def bench_tables(settings: TablesSettings) -> dict:
     s = settings
     if s.records < 1:
         raise UserError("--records must be at least 1")
+    if s.security not in SECURITY_LEVELS:
+        raise UserError(f"--security must be one of {', '.join(SECURITY_LEVELS)}")
     if s.link:
         from ppbn.pair.shaper import parse_link
 
@@ -181,6 +186,7 @@ def bench_tables(settings: TablesSettings) -> dict:
         "ray_address": s.ray_address,
         "precompute": s.records if s.precompute else 0,
         "link": s.link or "",
+        "security": s.security,
     }
     start = time.perf_counter()
     reports = run_parties(codes, spec)
@@ -195,6 +201,7 @@ def bench_tables(settings: TablesSettings) -> dict:
         "records": s.records,
         "max_family": s.max_family,
         "key_bits": s.key_bits,
+        "security": s.security,
         "crossing_families": len(families),
         "executor": s.executor,
         "link": s.link or None,

@@ -25,7 +25,7 @@ def _sign(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from ppbn.parties.audit import AuditLogBroken, AuditLogTorn
-    from ppbn.parties.audit_check import verify_audit_log
+    from ppbn.parties.audit_check import cheating_lines, verify_audit_log
 
     try:
         state, vouched = verify_audit_log(args.log, args.cert)
@@ -40,6 +40,11 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"ppbn: audit log {args.log} is broken (changed or damaged): {exc}", file=sys.stderr)
         return 1
     print(f"audit log {args.log}: {state.lines} lines of party {state.party}; {vouched}")
+    caught = cheating_lines(args.log)
+    if caught:
+        print(f"{len(caught)} cheating event(s) (a peer failed a check of the malicious level):")
+        for line in caught:
+            print(f"  {line}")
     return 0
 
 

@@ -10,6 +10,7 @@ import json
 
 from ppbn.commands.checked_numbers import non_negative_int, positive_int
 from ppbn.commands.executor_options import add_executor_options, check_executor_flags
+from ppbn.protocols.constants import SECURITY_LEVELS, SEMI_HONEST
 
 
 def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -48,6 +49,12 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
     )
     tables.add_argument("--key-bits", type=int, default=2048, choices=(1024, 2048, 3072))
     tables.add_argument("--chunk-size", type=positive_int, default=4096)
+    tables.add_argument(
+        "--security",
+        choices=SECURITY_LEVELS,
+        default=SEMI_HONEST,
+        help="the table phase's level (above semi-honest: the malicious-level checks)",
+    )
     add_executor_options(tables, "each party's")
     tables.add_argument(
         "--precompute",
@@ -160,6 +167,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
             precompute=args.precompute,
             link=args.link,
+            security=args.security,
         )
     )
     if args.format == "json":
@@ -168,7 +176,7 @@ def _bench_tables(args: argparse.Namespace) -> int:
     print_table(
         f"Secure count tables: {args.network}, {args.records:,} records, "
         f"{report['crossing_families']} crossing families of <= {args.max_family} variables, "
-        f"{args.key_bits}-bit keys, {report['executor']} executor "
+        f"{args.key_bits}-bit keys, {args.security}, {report['executor']} executor "
         f"(encryptions {report['encryption_ratio']}x fewer than per-alpha)",
         tables_rows(report),
         ("", "ppbn (packed tables)", "per-alpha (paper, computed)"),

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ppbn.commands.checked_numbers import positive_float, positive_int
 from ppbn.commands.learning_options import hc_job_params
 from ppbn.commands.unused_flags import Noted, refuse_unused_dp_flags
 from ppbn.dp.constants import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE
 from ppbn.errors import UserError
-
-if TYPE_CHECKING:
-    pass
-
+from ppbn.protocols.constants import SECURITY_LEVELS, SEMI_HONEST
 
 DEFAULT_JOB = "learn"
 DISCLOSURES = ("public", "owner", "shared")
@@ -31,6 +28,13 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-family", type=positive_int, help="tables job: largest family size (default 3)"
+    )
+    parser.add_argument(
+        "--security",
+        choices=SECURITY_LEVELS,
+        help=f"security level of the job (default {SEMI_HONEST}; malicious: a peer that deviates "
+        "from the protocol is caught or learns nothing, for the job kinds that have it: tables, "
+        "ping). Each daemon refuses a level below its policy's min_security",
     )
     parser.add_argument(
         "--params",
@@ -60,6 +64,8 @@ def job_params(args: argparse.Namespace) -> dict[str, Any]:
         params["max_family"] = args.max_family
     if args.job == "learn" and getattr(args, "max_parents", None) is not None:
         params = {**learn_params(args), **params}
+    if args.security is not None:
+        params["security"] = args.security
     return params
 
 

@@ -24,7 +24,7 @@ from ppbn.commands.learning_options import add_learning_options, hc_job_params
 from ppbn.commands.secure_options import add_secure_options
 from ppbn.commands.unused_flags import Noted
 from ppbn.errors import UserError
-from ppbn.protocols.constants import DEFAULT_TIMEOUT_S
+from ppbn.protocols.constants import DEFAULT_TIMEOUT_S, MALICIOUS
 from ppbn.randomized.constants import COUNT_METHODS
 
 # The protocol paths `--path` selects; "job" is the secure path's machinery running --job.
@@ -123,6 +123,11 @@ def refuse_unused_path_flags(args: argparse.Namespace) -> None:
     before any data is made or daemon started (``unused_flags``)."""
     from ppbn.commands.unused_flags import refuse_given, refuse_unused_flags
 
+    if args.path in RANDOMIZED_PATHS and args.security == MALICIOUS:
+        raise UserError(
+            f"--security malicious: the {args.path} path has no malicious level (its "
+            "randomization protects each column before it leaves; SECURITY.md)"
+        )
     if args.path not in RANDOMIZED_PATHS:
         refuse_given(args, SETUP_FLAGS, "--path pram or perturb")
     if args.path != "pram":

@@ -42,8 +42,11 @@ from ppbn.jobs.policy import (
 )
 from ppbn.jobs.progress import ProgressTracker
 from ppbn.protocols.channel import Channel, ChannelStats, PeerGone, ProtocolError
+from ppbn.protocols.constants import SECURITY_LEVELS, SEMI_HONEST
 from ppbn.protocols.ledger import Ledger
 from ppbn.protocols.paillier import OpCounters
+
+SECURITY_PARAM = "security"  # a job's security level: every kind's parameter, checked here
 
 
 class ParameterError(UserError):
@@ -168,7 +171,9 @@ class JobKind:
     can lead to, which ``check_job_policy`` holds against the family limits for every kind;
     ``privacy_cost`` says what a differentially private job spends of each party's budget
     (None: not a DP job); ``releases_data`` is False only for jobs that send nothing derived
-    from the data (ping), which ``require_dp`` lets through."""
+    from the data (ping), which ``require_dp`` lets through. ``security_levels``: the levels
+    (``ppbn.protocols.security``) at which every phase of the kind has its defences; a
+    request for another is refused."""
 
     name: str
     run: JobFunction
@@ -178,6 +183,38 @@ class JobKind:
     family_bound: Callable[[dict[str, Any], Schema], FamilyBound | None] = no_families
     privacy_cost: Callable[[dict[str, Any]], PrivacyCost | None] = no_privacy_cost
     releases_data: bool = True
+    security_levels: tuple[str, ...] = (SEMI_HONEST,)
+
+
+def checked_params(kind: JobKind, raw: dict[str, Any], schema: Schema) -> dict[str, Any]:
+    """The kind's normalised parameters and the request's security level.
+
+    ``security`` (default semi-honest) is taken out before the kind's own check and put
+    back only when it is stronger, so a semi-honest job's parameters are those the kind
+    alone would give. A level the kind has no defences for is refused here, before the
+    peer is contacted."""
+    rest = dict(raw)
+    level = rest.pop(SECURITY_PARAM, SEMI_HONEST)
+    if level not in SECURITY_LEVELS:
+        raise ParameterError(
+            SECURITY_PARAM,
+            f"{kind.name}: security must be one of {', '.join(SECURITY_LEVELS)}",
+        )
+    if level not in kind.security_levels:
+        raise ParameterError(
+            SECURITY_PARAM,
+            f"{kind.name}: security level {level!r} is not available for {kind.name} jobs "
+            f"(they run at {', '.join(kind.security_levels)}; SECURITY.md, 'Security levels')",
+        )
+    params = kind.check_params(rest, schema)
+    if level != SEMI_HONEST:
+        params[SECURITY_PARAM] = level
+    return params
+
+
+def job_security(params: dict[str, Any]) -> str:
+    """The security level of a job's normalised parameters."""
+    return str(params.get(SECURITY_PARAM, SEMI_HONEST))
 
 
 def check_job_policy(
@@ -186,7 +223,9 @@ def check_job_policy(
     """Normalised parameters under this daemon's policy: the family limits first (one rule
     for every kind, whatever in the request sets the family), then the DP rules (the
     per-job epsilon, ``require_dp``; the budget is the daemon's, ``ppbn.parties.budget``),
-    then the kind's own checks."""
+    then the kind's own checks. The security level comes first of all: a daemon never runs
+    below its policy's ``min_security``."""
+    policy.require_security(job_security(params))
     policy.require_families(kind.family_bound(params, scope.schema))
     policy.require_privacy(
         kind.privacy_cost(params),
@@ -348,4 +387,5 @@ PING_JOB = JobKind(
     _check_ping,
     "echo payloads: link latency and throughput",
     releases_data=False,  # fresh random bytes only
+    security_levels=SECURITY_LEVELS,  # nothing to protect at any level
 )

@@ -19,6 +19,9 @@ Differential privacy: ``dp_max_epsilon`` and ``dp_max_delta`` bound one DP job,
 reserved against the budget while it runs), and ``require_dp`` refuses every job that
 releases data without a DP guarantee. Every bound is finite and every delta below 1: a
 policy of unlimited epsilon is no bound, and is refused.
+
+Security level: ``min_security`` is the weakest level (``ppbn.protocols.security``) a
+job may run at here; a request at a weaker level is refused, naming ``security``.
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ from typing import Any
 import numpy as np
 
 from ppbn.errors import UserError
-from ppbn.protocols.constants import MAX_TERM_LANES
+from ppbn.protocols.constants import MAX_TERM_LANES, SECURITY_LEVELS, SEMI_HONEST
 from ppbn.protocols.executor import EXECUTORS
 from ppbn.protocols.ot import OT_INLINE_BELOW
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS
+from ppbn.protocols.security import level_rank
 from ppbn.protocols.yao import GC_INLINE_BELOW
 from ppbn.randomized.pram.operators import RandomizationScheme
 
@@ -135,6 +139,7 @@ class LocalPolicy:
     """The effective policy of one daemon (see the module docstring)."""
 
     paths: tuple[str, ...] = PATHS
+    min_security: str = SEMI_HONEST  # the weakest security level a job may run at here
     min_key_bits: int = 2048
     disclosures: tuple[str, ...] = DISCLOSURE_MODES
     max_parents: int = 4
@@ -221,6 +226,8 @@ class LocalPolicy:
 
         if not isinstance(self.paths, tuple) or not set(self.paths) <= set(PATHS):
             raise bad("paths", f"must list some of {', '.join(PATHS)}")
+        if self.min_security not in SECURITY_LEVELS:
+            raise bad("min_security", f"must be one of {', '.join(SECURITY_LEVELS)}")
         if self.min_key_bits not in KEY_BITS_CHOICES:
             raise bad("min_key_bits", f"must be one of {', '.join(map(str, KEY_BITS_CHOICES))}")
         if (
@@ -346,6 +353,15 @@ class LocalPolicy:
                 "records",
                 f"only {n_records} records, fewer than this party's policy minimum of {self.min_records}: "
                 "on so few records the CPTs would reveal individual records",
+            )
+
+    def require_security(self, level: str) -> None:
+        """A job runs at this party's ``min_security`` or stronger, whoever asked for it."""
+        if level_rank(level) < level_rank(self.min_security):
+            raise PolicyRefusal(
+                "security",
+                f"security level {level!r} is below this party's policy minimum "
+                f"min_security {self.min_security!r}",
             )
 
     def require_key_bits(self, key_bits: int) -> None:

@@ -26,9 +26,11 @@ from ppbn.jobs.base import (
     ParameterError,
     PolicyScope,
     check_known,
+    job_security,
 )
 from ppbn.jobs.policy import FamilyBound, LocalPolicy
 from ppbn.protocols.channel import Channel
+from ppbn.protocols.constants import SECURITY_LEVELS
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
 from ppbn.protocols.tables import (
     TablesConfig,
@@ -124,6 +126,7 @@ def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str
         statistical_bits=params["statistical_bits"],
         chunk_size=params["chunk_size"],
         complete_records=context.data.missing_rule != "available-case",
+        security=job_security(params),
         # one run_tables call per job: no later call could reuse cached ciphertexts
         **{**context.policy.tables_settings(), "cache_bytes": 0, "spill_bytes": 0},
     )
@@ -159,6 +162,7 @@ def run_tables_job(role: str, channel: Channel, context: JobContext) -> dict[str
         "paillier_encryptions": context.counters.encryptions,
         "per_alpha_encryptions": paper.encryptions,
         "per_alpha_public_key_operations": paper.public_key_operations,
+        "security": config.security,
         **({"warning": WEAK_KEY_WARNING} if config.key_bits == TEST_ONLY_KEY_BITS else {}),
     }
 
@@ -190,4 +194,7 @@ TABLES_JOB = JobKind(
     "shares of the count tables of every crossing family of at most max_family variables",
     check_tables_policy,
     tables_family_bound,
+    # every level: the table phase's defences (``protocols/tables/checks.py``) run above
+    # semi-honest, and the job opens nothing else
+    security_levels=SECURITY_LEVELS,
 )

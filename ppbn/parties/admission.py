@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from ppbn.errors import UserError, printable
-from ppbn.jobs.base import JobKind, ParameterError, PolicyScope, check_job_policy
+from ppbn.jobs.base import (
+    SECURITY_PARAM,
+    JobKind,
+    ParameterError,
+    PolicyScope,
+    check_job_policy,
+    checked_params,
+    job_security,
+)
 from ppbn.jobs.checkpoint import CheckpointStore, data_digest
 from ppbn.jobs.policy import PolicyRefusal
 from ppbn.jobs.registry import job_kind
@@ -31,6 +39,7 @@ from ppbn.parties.handshake import MINER_JOB_KINDS, other_role
 from ppbn.parties.job import Job, JobRefused
 from ppbn.parties.tls import MINER, PARTY_ROLES
 from ppbn.proto import party_pb2
+from ppbn.protocols.constants import SEMI_HONEST
 
 AbortCode = party_pb2.AbortCode
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # also a folder name: no "..", no "/"
@@ -98,11 +107,12 @@ class Admission:
         if not isinstance(raw, dict):
             raise JobRefused("job parameters must be a JSON object", AbortCode.BAD_REQUEST)
         try:
-            params = kind.check_params(raw, self.schema)
+            params = checked_params(kind, raw, self.schema)
             scope = PolicyScope(
                 self.role, self.schema, self.data.n_records, self.hello.missing_rule
             )
             check_job_policy(kind, params, self.config.policy, scope)
+            self._check_alignment_level(params)
         except PolicyRefusal as exc:
             raise self._refused(exc) from None
         except ParameterError as exc:
@@ -118,6 +128,16 @@ class Admission:
                 "job parameters are nested too deeply", AbortCode.BAD_REQUEST
             ) from None
         return params
+
+    def _check_alignment_level(self, params: dict[str, Any]) -> None:
+        """The record alignment runs before every job: at a level it has no defences for,
+        the job is refused (the PSI is semi-honest)."""
+        if self.config.align == "psi" and job_security(params) != SEMI_HONEST:
+            raise ParameterError(
+                SECURITY_PARAM,
+                f"security level {job_security(params)!r}: {self.role} aligns records by PSI "
+                "(--align psi), which runs at semi-honest only; align the files beforehand",
+            )
 
     def _refused(self, exc: PolicyRefusal) -> JobRefused:
         """A refusal by this party's policy, naming the parameter at fault."""

@@ -66,6 +66,7 @@ EVENTS = (
     "cancelled",
     "resumed",
     "refused_summary",
+    "cheating",
 )
 
 
@@ -462,8 +463,22 @@ class AuditLog:
             )
             window.logged += 1
 
-    def started(self, job: str, kind: str, peers: list[str]) -> None:
-        self.event("started", job, kind=kind, peers=peers)
+    def started(self, job: str, kind: str, peers: list[str], security: str) -> None:
+        self.event("started", job, kind=kind, peers=peers, security=security)
+
+    def cheating(
+        self, job: str, peers: list[str], check: str, detail: str, evidence: dict[str, Any]
+    ) -> None:
+        """A peer failed a check of the ``malicious`` level: which check, what it found
+        (public values and digests only; ``ppbn.protocols.security.CheatingDetected``)."""
+        self.event(
+            "cheating",
+            job,
+            peers=peers,
+            check=printable(check, 64),
+            detail=printable(detail, MAX_TEXT),
+            evidence={printable(k, 64): _evidence_value(v) for k, v in evidence.items()},
+        )
 
     def revealed(self, job: str, ledger: Any) -> None:
         """One line per ledger class the job filled: what this party learned in the clear."""
@@ -484,6 +499,23 @@ class AuditLog:
             checkpoint=printable(checkpoint, 160),
             **details,
         )
+
+
+MAX_EVIDENCE_HEX = 4096  # a public value of a check (a modulus, a challenge) in hex digits
+
+
+def _evidence_value(value: Any) -> Any:
+    """An evidence field as the log keeps it: an integer as is, a hex string of a public
+    value up to ``MAX_EVIDENCE_HEX`` digits, anything else as bounded text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and len(value) <= MAX_EVIDENCE_HEX and _is_hex(value):
+        return value
+    return printable(value, MAX_TEXT)
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
 
 
 def _write_new_file(path: Path, suffix: str, data: bytes) -> Path:

@@ -26,6 +26,7 @@ from ppbn.parties.audit import (
     utc_now,
     verify_log,
 )
+from ppbn.parties.cheating_evidence import cheating_records
 
 SIG_SUFFIX = ".head.sig"
 DETAIL_SKIP = ("seq", "time", "party", "event", "job", "prev")  # shown in their own columns
@@ -209,6 +210,11 @@ def verify_audit_log(log: str, cert: str | None = None) -> tuple[ChainState, str
     state = verify_log(data)
     signed = check_head(state, data, sig, public_key) if sig is not None else ""
     return state, vouched(log, state.lines, sig, signed)
+
+
+def cheating_lines(log: str) -> list[str]:
+    """One line per ``cheating`` event of a verified log, re-checked where its evidence allows."""
+    return [record.describe() for record in cheating_records(read_log(log))]
 
 
 def vouched(log: str, lines: int, sig: dict[str, Any] | None, signed: str) -> str:

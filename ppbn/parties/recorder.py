@@ -14,12 +14,14 @@ from typing import Any
 
 from ppbn.data.outputs import io_remedy, reason
 from ppbn.errors import UserError
+from ppbn.jobs.base import job_security
 from ppbn.jobs.checkpoint import CheckpointStore
 from ppbn.parties.audit import AuditLog
 from ppbn.parties.grpc_channel import AUDIT_LOG_PARAMETER
 from ppbn.parties.job import Job, JobFilesUnwritable, JobRefused
 from ppbn.parties.metrics import DaemonMetrics
 from ppbn.proto import party_pb2
+from ppbn.protocols.security import CheatingDetected
 
 JobInfo = party_pb2.JobInfo
 AbortCode = party_pb2.AbortCode
@@ -116,11 +118,19 @@ class Recorder:
     def started(self, job: Job) -> None:
         """The job's first line once it runs; it does not run unrecorded."""
         peers = sorted(set(job.nonces) - {self.role})
-        if not self.append(lambda audit: audit.started(job.job_id, job.kind.name, peers)):
+        security = job_security(job.params)
+        if not self.append(lambda audit: audit.started(job.job_id, job.kind.name, peers, security)):
             raise JobFilesUnwritable(
                 f"{self.role}'s audit log cannot be written (see its log): the job does not run unrecorded",
                 AUDIT_LOG_PARAMETER,
             )
+
+    def cheating(self, job: Job, exc: CheatingDetected) -> None:
+        """The evidence of a peer caught deviating, before the job's end line."""
+        peers = sorted(job.channels)
+        self.append(
+            lambda audit: audit.cheating(job.job_id, peers, exc.check, exc.detail, exc.evidence)
+        )
 
     def revealed(self, job: Job) -> None:
         """Log what the job revealed before it is confirmed to the peers: a job whose reveals

@@ -19,7 +19,7 @@ from pathlib import Path
 from ppbn.data.outputs import is_file_error
 from ppbn.errors import UserError
 from ppbn.jobs.alignment import align_by_psi
-from ppbn.jobs.base import ChannelGroup, JobCancelled
+from ppbn.jobs.base import ChannelGroup, JobCancelled, job_security
 from ppbn.jobs.checkpoint import CheckpointStore
 from ppbn.jobs.policy import PolicyRefusal
 from ppbn.parties.budget import PrivacyBudget, RunTicket
@@ -46,6 +46,7 @@ from ppbn.protocols.records import (
     miner_check_records,
     party_check_records_for_miner,
 )
+from ppbn.protocols.security import CheatingDetected
 
 JobInfo = party_pb2.JobInfo
 AbortCode = party_pb2.AbortCode
@@ -253,6 +254,7 @@ class JobRunner:
             ctx.ledger.record("schema", self.schema_fingerprint, "handshake")
             if self.role != MINER:  # the miner learns n from the parties' headers
                 ctx.ledger.record("record_count", self.data.n_records, "handshake")
+            ctx.ledger.record("security_level", job_security(ctx.params), "job request")
             account = self._reserve_budget(job)
             self._check_records(job)
             if ctx.resume and isinstance(channel, GrpcChannel):
@@ -283,6 +285,10 @@ class JobRunner:
                 self._abort(
                     job, AbortCode.SHUTTING_DOWN if self.stopping.is_set() else AbortCode.CANCELLED
                 )
+            elif isinstance(exc, CheatingDetected):  # stop at once; the peer gets nothing more
+                job.state, job.error = JobInfo.FAILED, self._cheating_text(job, exc)
+                self._abort(job, AbortCode.PROTOCOL, exc.check)
+                self.recorder.cheating(job, exc)
             else:
                 job.state, job.error = JobInfo.FAILED, self._failure_text(job, exc)
                 job.refused = isinstance(exc, RecordsMismatch) or _peer_refused(job)
@@ -325,6 +331,15 @@ class JobRunner:
                     "job %s %s: %s", job.job_id, JobInfo.State.Name(job.state).lower(), job.error
                 )
             self.recorder.ended(job)
+
+    def _cheating_text(self, job: Job, exc: CheatingDetected) -> str:
+        """One line naming the peer and the check it failed; the evidence goes to the audit log."""
+        peers = " and ".join(sorted(job.channels)) or "the peer"
+        phase = f" (phase: {job.context.current_phase})" if job.context.current_phase else ""
+        return (
+            f"{peers} deviated from the protocol: {exc}{phase}; the job was aborted before "
+            f"{peers} received anything more, and the evidence is in {self.role}'s audit log"
+        )
 
     def _failure_text(self, job: Job, exc: Exception) -> str:
         """One line for a failed job: what happened (naming the peer), in which phase, and

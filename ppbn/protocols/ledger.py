@@ -17,6 +17,7 @@ ALLOWED_KINDS = frozenset(
         "schema",  # the public schema fingerprint and variables
         "record_count",  # n
         "records_match",  # one bit: both parties hold the same record ids (keyed per job)
+        "security_level",  # the level the job ran at (in the request both daemons checked)
         "k2_decision",  # one K2 step's outcome: the chosen parent, or "stop"
         "hc_move",  # one hill-climbing step's outcome: the move applied (kind and edge)
         "hc_stop",  # hill climbing stopped: no move improves the score by more than tau

@@ -39,7 +39,7 @@ PUBLIC_FIELDS = {
 TIMING_FIELDS = {"stats"}  # seconds, bytes and rounds: rounds follow the noisy choices
 # ledger.json: each kind of entry
 NOISY_KINDS = {"k2_decision", "dp_counts", "parameter", "edge", "structure"}
-PUBLIC_KINDS = {"schema", "record_count", "records_match"}
+PUBLIC_KINDS = {"schema", "record_count", "records_match", "security_level"}
 
 
 def _schema() -> dict:

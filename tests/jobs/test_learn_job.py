@@ -69,6 +69,7 @@ def test_simulate_secure_path_equals_the_reference(tmp_path, capsys):
             "schema",
             "record_count",
             "records_match",
+            "security_level",
             "k2_decision",
             "edge",
             "structure",

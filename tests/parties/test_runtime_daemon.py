@@ -167,7 +167,11 @@ def test_handshake_then_ping_job_writes_files_at_both(pair):
             peer_view["mirrored"] is True and "wall_s" not in peer_view
         )  # the peer's own figures stay there
         ledger = json.loads((out / "ledger.json").read_text())
-        assert {e["kind"] for e in ledger["entries"]} == {"schema", "record_count"}
+        assert {e["kind"] for e in ledger["entries"]} == {
+            "schema",
+            "record_count",
+            "security_level",
+        }
     alice_result = json.loads((pair.tmp / "out-alice" / job_id / "result.json").read_text())
     assert alice_result["result"]["rounds"] == 5 and "rtt_ms_median" in alice_result["result"]
 
