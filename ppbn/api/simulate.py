@@ -302,6 +302,11 @@ def _checked_arguments(
                 f"{spell.setting('path', path)} runs the job of its setup"
             )
         return check_path_request(path, 1 if setup is None else setup, job_params, missing, spell)
+    if "security" in job_params:  # a level the kind has no defences for: before any work
+        from ppbn.jobs.base import checked_level
+        from ppbn.jobs.registry import job_kind
+
+        checked_level(job_kind(kind), job_params["security"])
     for name, value in (("setup", setup), ("randomization_seed", randomization_seed)):
         if value is not None:
             raise UserError(

@@ -32,9 +32,9 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--security",
         choices=SECURITY_LEVELS,
-        help=f"security level of the job (default {SEMI_HONEST}; malicious: a peer that deviates "
-        "from the protocol is caught or learns nothing, for the job kinds that have it: tables, "
-        "ping). Each daemon refuses a level below its policy's min_security",
+        help=f"security level of the job (default {SEMI_HONEST}); covert and malicious: a peer "
+        "running a modified daemon is caught or learns nothing (tables and ping so far; "
+        "SECURITY.md). Each daemon refuses a level below its policy's min_security",
     )
     parser.add_argument(
         "--params",

@@ -24,7 +24,7 @@ from ppbn.commands.learning_options import add_learning_options, hc_job_params
 from ppbn.commands.secure_options import add_secure_options
 from ppbn.commands.unused_flags import Noted
 from ppbn.errors import UserError
-from ppbn.protocols.constants import DEFAULT_TIMEOUT_S, MALICIOUS
+from ppbn.protocols.constants import DEFAULT_TIMEOUT_S, SEMI_HONEST
 from ppbn.randomized.constants import COUNT_METHODS
 
 # The protocol paths `--path` selects; "job" is the secure path's machinery running --job.
@@ -123,9 +123,9 @@ def refuse_unused_path_flags(args: argparse.Namespace) -> None:
     before any data is made or daemon started (``unused_flags``)."""
     from ppbn.commands.unused_flags import refuse_given, refuse_unused_flags
 
-    if args.path in RANDOMIZED_PATHS and args.security == MALICIOUS:
+    if args.path in RANDOMIZED_PATHS and args.security not in (None, SEMI_HONEST):
         raise UserError(
-            f"--security malicious: the {args.path} path has no malicious level (its "
+            f"--security {args.security}: the {args.path} path runs at semi-honest only (its "
             "randomization protects each column before it leaves; SECURITY.md)"
         )
     if args.path not in RANDOMIZED_PATHS:

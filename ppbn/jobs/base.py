@@ -194,7 +194,16 @@ def checked_params(kind: JobKind, raw: dict[str, Any], schema: Schema) -> dict[s
     alone would give. A level the kind has no defences for is refused here, before the
     peer is contacted."""
     rest = dict(raw)
-    level = rest.pop(SECURITY_PARAM, SEMI_HONEST)
+    level = checked_level(kind, rest.pop(SECURITY_PARAM, SEMI_HONEST))
+    params = kind.check_params(rest, schema)
+    if level != SEMI_HONEST:
+        params[SECURITY_PARAM] = level
+    return params
+
+
+def checked_level(kind: JobKind, level: object) -> str:
+    """``level`` if it is a security level the kind has its defences for, else a
+    ParameterError naming ``security`` and the kind's levels."""
     if level not in SECURITY_LEVELS:
         raise ParameterError(
             SECURITY_PARAM,
@@ -206,10 +215,7 @@ def checked_params(kind: JobKind, raw: dict[str, Any], schema: Schema) -> dict[s
             f"{kind.name}: security level {level!r} is not available for {kind.name} jobs "
             f"(they run at {', '.join(kind.security_levels)}; SECURITY.md, 'Security levels')",
         )
-    params = kind.check_params(rest, schema)
-    if level != SEMI_HONEST:
-        params[SECURITY_PARAM] = level
-    return params
+    return str(level)
 
 
 def job_security(params: dict[str, Any]) -> str:

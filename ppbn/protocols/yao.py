@@ -79,8 +79,9 @@ pool. R and the output masks come from the party's ``TaskSeeds`` and never reach
 peer's executor.
 
 Security levels: this is the ``semi-honest`` protocol; at ``covert`` and ``malicious``
-steps 2 and 3 are the cut-and-choose of ``ppbn.protocols.yao_covert``, with the header,
-chunks, tweaks and output modes of this one.
+steps 2 and 3 are the cut-and-choose of ``ppbn.protocols.yao_covert`` over the circuit with
+XOR-shared evaluator inputs, with the header, chunks, tweaks and output modes of this one,
+and the OT extension runs its receiver check.
 
 Either party may garble any run; each party's inputs are the bundles it passes, the rest
 belong to the peer. Values: numpy uint64 arrays for bundles of at most 64 bits, numpy
@@ -303,7 +304,7 @@ class YaoParty:
     of at least ``ot_inline_below`` OTs its extension blocks. The chunks and their tweaks
     do not depend on the executor, so neither do the tables, labels or outputs.
     ``security`` (``protocols.constants``): ``covert`` and ``malicious`` run the cut-and-choose
-    of ``yao_covert`` (the same defence); both parties pass the same level (the header says).
+    of ``yao_covert`` (the same defence) and the OT's check; both pass the same level.
     """
 
     def __init__(
@@ -336,6 +337,7 @@ class YaoParty:
             "seeds": self._seeds,
             "executor": executor,
             "inline_below": ot_inline_below,
+            "security": self.security,  # above semi-honest: the receiver's consistency check
         }
 
     # -- public entry point ------------------------------------------------------------
@@ -420,13 +422,15 @@ class YaoParty:
     def _gc_executor(self, full: Circuit, k: int) -> Executor:
         return executor_for(self._executor, schedule_of(full).n_and * k, self._gc_inline_below)
 
-    def _covert_run(self, full: Circuit, k: int, *rows: np.ndarray) -> yao_covert.CovertRun:
-        """This run's public shape for ``yao_covert``; ``rows``: the evaluator's input rows,
-        the garbler's, and the output rows whose decoding bits go to the evaluator."""
-        chunks = tuple(self._chunks(full, k))
-        session, run = self.channel.session, self.counters.runs
-        return yao_covert.CovertRun(
-            schedule_of(full), session, run, self._tweak_base, chunks, *rows
+    def _covert_run(
+        self, full: Circuit, k: int, seeded: set[str], decode_rows: np.ndarray
+    ) -> yao_covert.CovertRun:
+        """This run's public shape for ``yao_covert``: the evaluator feeds the bundles not
+        ``seeded``; ``decode_rows``: the output rows whose decoding bits go to it."""
+        evaluator = tuple(b.name for b in full.inputs if b.name not in seeded)
+        session, run, chunks = self.channel.session, self.counters.runs, self._chunks(full, k)
+        return yao_covert.covert_run(
+            full, evaluator, session, run, self._tweak_base, tuple(chunks), decode_rows
         )
 
     def _header(
@@ -446,6 +450,7 @@ class YaoParty:
         }
         if self.security != SEMI_HONEST:  # the semi-honest header stays as it was
             body["security"] = self.security
+            body["encoding_shares"] = yao_covert.ENCODING_SHARES
         domain = b"ppbn yao header v3" + length_prefixed(YAO_PROTOCOL, self.channel.session)
         return hashlib.sha256(domain + json.dumps(body, sort_keys=True).encode()).digest()
 
@@ -534,7 +539,7 @@ class YaoParty:
                 self._send_bits("yao.decode", decode[eval_rows])
         else:
             decode = yao_covert.garble_covert(
-                self._covert_run(full, k, ot_rows, seeded_rows, eval_rows),
+                self._covert_run(full, k, seeded, eval_rows),
                 self.channel,
                 self._sender() if ot_rows.size else None,
                 self._seeds,
@@ -627,7 +632,7 @@ class YaoParty:
             decode = self._bits("yao.decode", my_rows.size, k) if my_rows.size else None
         else:
             out_labels, decode = yao_covert.evaluate_covert(
-                self._covert_run(full, k, ot_rows, seeded_rows, my_rows),
+                self._covert_run(full, k, seeded, my_rows),
                 self.channel,
                 self._receiver() if ot_rows.size else None,
                 self._seeds,

@@ -4,7 +4,8 @@ At the ``covert`` level (and at ``malicious``, which gets the same defence until
 stronger one exists) ``YaoParty.run`` replaces steps 2 and 3 of ``ppbn.protocols.yao``
 with these (Aumann and Lindell, "Security against covert adversaries", TCC 2007, Sec. 6,
 with the hashed circuits of Goyal, Mohassel and Smith, EUROCRYPT 2008), for lambda =
-``COVERT_COPIES`` copies of the run's circuit:
+``COVERT_COPIES`` copies of the run's circuit with its evaluator inputs XOR-shared
+(``xor_shared_inputs``, "Random input encoding" below):
 
 1. The garbler draws a seed per copy. Everything of a copy derives from its seed alone
    (``copy_key``): its free-XOR offset R_c and the zero-labels of every input wire, the
@@ -14,16 +15,17 @@ with the hashed circuits of Goyal, Mohassel and Smith, EUROCRYPT 2008), for lamb
    of the session, the run's index on the ``YaoParty``, the copy's index, and the copy's
    tables, the decoding bits the evaluator receives and the hashes of both labels of each
    garbler input wire (``label_hashes``, ordered by colour bit).
-3. The evaluator's input labels of every copy go by chosen-message OT (``OTSender.send``:
-   both seed-derived labels of each wire, copy after copy, row by row, instance by
-   instance), with the evaluator's real choice bits in every copy: when the garbler sends
-   them it cannot know which copy will be evaluated.
-4. The evaluator draws the copy e to evaluate from its own randomness and sends it; the
-   garbler sends the seeds of the other copies. The evaluator garbles each opened copy
-   again from its seed and compares the digest (else ``CheatingDetected("yao.circuit")``),
-   and compares every OT label it received in that copy with the seed-derived label of
-   its choice bit (else ``CheatingDetected("yao.ot_labels")``). It raises before it
-   evaluates anything or sends anything more.
+3. The evaluator splits each input bit into ``ENCODING_SHARES`` XOR shares
+   (``xor_shares``). The labels of its share wires of every copy go by chosen-message OT
+   (``OTSender.send``: both seed-derived labels of each wire, copy after copy, row by row,
+   instance by instance), with the same shares in every copy: when the garbler sends them
+   it cannot know which copy will be evaluated.
+4. The evaluator draws the copy e to evaluate from its own randomness (``choose_copy``)
+   and sends it; the garbler sends the seeds of the other copies. The evaluator garbles
+   each opened copy again from its seed and compares the digest (else
+   ``CheatingDetected("yao.circuit")``), and compares every OT label it received in that
+   copy with the seed-derived label of its share (else ``CheatingDetected("yao.ot_labels")``).
+   It raises before it evaluates anything or sends anything more.
 5. The garbler sends copy e: per chunk the active labels of its own inputs and masks and
    the hash of each wire's other label, then the tables; then the decoding bits. The
    evaluator hashes its active labels itself, evaluates, and checks the copy's digest
@@ -38,20 +40,44 @@ in every copy is always caught. A cheater caught learns nothing: the evaluator s
 before it evaluates. Checks raise ``CheatingDetected`` with evidence for the audit log:
 the run, the copy, and the expected and found digests.
 
+Random input encoding (Lindell and Pinkas, EUROCRYPT 2007, Sec. 3.1.1; the XOR tree of
+Woodruff's k-probe-resistant encodings). Without it the evaluator's real bits go into
+every copy, and a garbler that corrupts only the message m_b of one evaluator input bit
+(selective failure) sees something go wrong (a caught run in an opened copy, a wrong or
+failed output in copy e) exactly when the bit is b: it learns the bit, at no risk when the
+corrupted copy is the evaluated one. Here each evaluator input bit y is the XOR of
+``ENCODING_SHARES`` = 40 fresh shares, uniform under the one constraint; the circuit
+garbled (every copy, the opened ones re-garbled by the evaluator) computes y from them with
+a tree of XOR gates ahead of the agreed circuit (free under free-XOR: no tables, no AND
+gates). Both parties build it the same way from the agreed circuit, and the ``yao`` header
+names the share count, so it is part of what the header and the copy digests commit to.
+Any 39 shares are uniform and independent of y, so whatever OT messages of up to 39 shares
+of a bit the garbler corrupts, whether the run fails is independent of y. Corrupting one
+message of each of the 40 lets the run go on only when the shares are the one vector that
+avoids them all, probability 2^-39 for the y that vector encodes and 0 for the other: the
+outcome's distribution moves by at most 2^-39 with y. Each corrupted message the evaluator
+receives is still caught with probability 1/2 (opened copy).
+
 Residuals, stated plainly:
 
 - The garbler's inputs need not be consistent across copies: only copy e is evaluated.
   A wrong active label for its own input (the wire's other label) is an input
   substitution, which the ideal functionality allows; any other label fails the digest
   (it would make the evaluator's outputs a garbler-chosen function of the wires it meets).
-- Selective failure on one OT message: a garbler that corrupts only the message m_b of
-  one evaluator input wire is caught (opened copy) or breaks the evaluation (copy e) only
-  when the evaluator's bit is b, so a run that goes on tells it that the bit is not b, at
-  no risk. Aumann and Lindell close this by encoding each evaluator input bit as XOR
-  shares (free under free-XOR); not done here (docs/decisions/threat-model.md, "S sends
-  inconsistent messages").
-- This level defends the evaluator against the garbler. The OT extension runs at its
-  default level; the garbler's defences against a cheating evaluator are the OT's own.
+- Selective failure is closed up to 2^-39 per input bit ("Random input encoding"); a
+  failure still tells the garbler that something of its cheating went through, about
+  uniform share bits only.
+- Against a cheating evaluator: at this level the OT extension runs the receiver's
+  consistency check (``ot_check``, KOS15), so a malicious evaluator cannot learn the
+  sender's s and with it both labels of a wire (R_c of copy e) beyond the check's
+  guessing bound. Nothing else checks the evaluator: it may feed any shares (an input
+  substitution), open no copy or abort at will (the garbler learns that it aborted), and
+  send any output permute bits for the garbler's outputs (the garbler cannot tell a wrong
+  output from a right one; authenticated outputs are not built).
+- A checked receiver waits for the sender's challenge after each block (``ot``), so the
+  two parties must not both act as checked OT receivers at once over one channel; a Yao
+  run has one direction (the evaluator receives, the garbler sends), and runs follow one
+  another.
 
 Hashes: garbling uses ``FixedKeyHash(COVERT_PROTOCOL, session)``, a permutation of its own
 (``circuits.garble``). The copies share the run's tweaks: each copy has its own R_c and
@@ -61,12 +87,14 @@ the session: 256 bits, so a junk label with the hash of a valid one costs about 
 the hash of the inactive label is a random-oracle value at a point the evaluator does not
 know, so it tells nothing of R_c.
 
-Cost: the garbler garbles lambda copies, the evaluator lambda - 1 plus one evaluation;
-the evaluator's input bits cost lambda chosen-message OTs (32 bytes each) instead of one
-correlated OT (16); the garbler's input bits cost 16 bytes (the active label) plus 32
-(the other label's hash) per instance instead of nothing. The garbler keeps every copy's
-tables until e is known. ``YaoParty.counters`` counts the agreed circuit's AND gates once
-and every OT (lambda per evaluator input bit and instance).
+Cost: the garbler garbles lambda copies, the evaluator lambda - 1 plus one evaluation
+(each with 39 free XOR gates per evaluator input bit); the evaluator's input bits cost
+lambda x ``ENCODING_SHARES`` chosen-message OTs (32 bytes each, plus the extension's u
+and its check) instead of one correlated OT (16); the garbler's input bits cost 16 bytes
+(the active label) plus 32 (the other label's hash) per instance instead of nothing. The
+garbler keeps every copy's tables until e is known. ``YaoParty.counters`` counts the
+agreed circuit's AND gates once and every OT (lambda x ``ENCODING_SHARES`` per evaluator
+input bit and instance).
 """
 
 from __future__ import annotations
@@ -74,6 +102,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -85,7 +114,8 @@ from ppbn.circuits.garble import (
     length_prefixed,
     permute_bits,
 )
-from ppbn.circuits.schedule import Schedule
+from ppbn.circuits.ir import Bundle, Circuit, Op
+from ppbn.circuits.schedule import Schedule, schedule_of
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.executor import Executor
 from ppbn.protocols.ot import OTReceiver, OTSender
@@ -93,6 +123,11 @@ from ppbn.protocols.security import CheatingDetected
 from ppbn.protocols.seeds import SEED_BYTES, RandomStream, TaskSeeds, expand
 
 COVERT_COPIES = 2  # lambda: a cheating garbler is caught with probability 1 - 1/lambda
+# Shares per evaluator input bit (module doc, "Random input encoding"): a garbler that
+# corrupts OT messages of one input bit's shares learns something of the bit only when all
+# of them take one value, probability 2^-39 (2 of 2^40 share vectors), and every share it
+# corrupts alone tells it a uniform bit, independent of the input.
+ENCODING_SHARES = 40
 COVERT_PROTOCOL = b"ppbn/yao/half-gates/covert"
 COPY_DOMAIN = b"ppbn yao covert copy v1"
 COMMIT_DOMAIN = b"ppbn yao covert commitment v1"
@@ -105,10 +140,11 @@ HASH_WORDS = 4  # a label's hash: 256 bits as uint64 words
 class CovertRun:
     """The public shape of one covert run, the same at both parties: the schedule, the
     session, the run's index on its ``YaoParty`` and its tweak base, the instance chunks,
-    the input rows of the evaluator (``ot_rows``) and of the garbler, and the output rows
-    whose decoding bits go to the evaluator."""
+    the input rows of the evaluator (``ot_rows``: its input bits' shares) and of the
+    garbler, the output rows whose decoding bits go to the evaluator, and the shares per
+    evaluator input bit."""
 
-    schedule: Schedule
+    schedule: Schedule  # of the encoded circuit (``xor_shared_inputs``)
     session: bytes
     run: int
     tweak_base: int
@@ -116,6 +152,7 @@ class CovertRun:
     ot_rows: np.ndarray
     garbler_rows: np.ndarray
     decode_rows: np.ndarray
+    shares: int
 
     @property
     def instances(self) -> int:
@@ -136,6 +173,95 @@ class GarbledCopy:
     label_hashes: list[np.ndarray]
     out_zero: np.ndarray
     digest: bytes
+
+
+@lru_cache(maxsize=64)
+def xor_shared_inputs(circuit: Circuit, bundles: tuple[str, ...], shares: int) -> Circuit:
+    """``circuit`` with every bit of the input ``bundles`` the XOR of ``shares`` fresh input
+    bits: a balanced tree of XOR gates (free) ahead of the circuit's gates, which stay as
+    they are, so its AND gates, tables and tweaks do not change. Each of ``bundles`` keeps
+    its name, ``shares`` times as wide: bit i's shares are its bits i * shares to
+    (i + 1) * shares - 1 (``xor_shares``). Both parties build it from the agreed circuit."""
+    if shares == 1 or not bundles:
+        return circuit
+    n_wires = circuit.n_wires
+    gates: list[tuple[int, int, int]] = []  # (in0, in1, out), all XOR
+    inputs = []
+    for bundle in circuit.inputs:
+        if bundle.name not in bundles:
+            inputs.append(bundle)
+            continue
+        wires: list[int] = []
+        for target in bundle.wires:
+            level = list(range(n_wires, n_wires + shares))
+            n_wires += shares
+            wires += level
+            while len(level) > 2:
+                pairs = len(level) // 2
+                sums = list(range(n_wires, n_wires + pairs))
+                gates += zip(level[0 : 2 * pairs : 2], level[1 : 2 * pairs : 2], sums, strict=True)
+                n_wires += pairs
+                level = sums + level[2 * pairs :]
+            gates.append((level[0], level[1], target))  # the tree's root drives the old input
+        inputs.append(Bundle(bundle.name, tuple(wires)))
+    in0, in1, out = (list(column) for column in zip(*gates, strict=True))
+    return Circuit(
+        n_wires,
+        [int(Op.XOR)] * len(gates) + circuit.ops.tolist(),
+        in0 + circuit.in0.tolist(),
+        in1 + circuit.in1.tolist(),
+        out + circuit.out.tolist(),
+        inputs,
+        circuit.outputs,
+    )
+
+
+def xor_shares(bits: np.ndarray, shares: int, stream: RandomStream) -> np.ndarray:
+    """(rows, instances) bits as (rows * shares, instances): per bit ``shares`` - 1 uniform
+    bits from ``stream`` and their XOR with the bit, in the row order of
+    ``xor_shared_inputs``."""
+    if shares == 1:
+        return bits
+    rows, instances = bits.shape
+    count = rows * (shares - 1) * instances
+    drawn = np.frombuffer(stream.bytes((count + 7) // 8), dtype=np.uint8)
+    uniform = np.unpackbits(drawn, count=count, bitorder="little").reshape(
+        rows, shares - 1, instances
+    )
+    last = np.bitwise_xor.reduce(uniform, axis=1) ^ bits.astype(np.uint8)
+    return np.concatenate([uniform, last[:, None]], axis=1).reshape(rows * shares, instances)
+
+
+def covert_run(
+    circuit: Circuit,
+    evaluator_bundles: tuple[str, ...],
+    session: bytes,
+    run: int,
+    tweak_base: int,
+    chunks: tuple[slice, ...],
+    decode_rows: np.ndarray,
+) -> CovertRun:
+    """The public shape of a covert run of ``circuit`` (the share outputs' masks included),
+    whose ``evaluator_bundles`` the evaluator feeds, encoded with ``ENCODING_SHARES``
+    shares per bit; the rest of the arguments as ``CovertRun``'s."""
+    encoded = xor_shared_inputs(circuit, evaluator_bundles, ENCODING_SHARES)
+    rows: dict[bool, list[int]] = {False: [], True: []}
+    pos = 0
+    for bundle in encoded.inputs:
+        rows[bundle.name in evaluator_bundles] += range(pos, pos + bundle.width)
+        pos += bundle.width
+    ot_rows, garbler_rows = (np.array(rows[side], dtype=np.intp) for side in (True, False))
+    return CovertRun(
+        schedule_of(encoded),
+        session,
+        run,
+        tweak_base,
+        chunks,
+        ot_rows,
+        garbler_rows,
+        decode_rows,
+        ENCODING_SHARES,
+    )
 
 
 def copy_key(session: bytes, seed: bytes, purpose: bytes, first: int) -> bytes:
@@ -374,6 +500,12 @@ def _check_opened(
         )
 
 
+def choose_copy(seeds: TaskSeeds) -> int:
+    """Step 4: the copy the evaluator evaluates, from its own randomness, drawn once the
+    garbler is bound to every copy (digests and OT messages)."""
+    return RandomStream(seeds.next()).randbelow(COVERT_COPIES)
+
+
 def evaluate_covert(
     run: CovertRun,
     channel: Channel,
@@ -382,9 +514,11 @@ def evaluate_covert(
     choices: np.ndarray,
     executor: Executor,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The evaluator's steps 2 to 5 with its input bits ``choices`` (ot_rows, instances);
+    """The evaluator's steps 2 to 5 with its input bits ``choices`` (one row per evaluator
+    input bit of the agreed circuit, instances), which it encodes first (``xor_shares``);
     returns the chosen copy's output labels and the decoding bits of ``run.decode_rows``.
     Raises ``CheatingDetected`` before it sends anything after its choice."""
+    choices = xor_shares(choices, run.shares, RandomStream(seeds.next()))
     commits = channel.recv("yao.covert.commit", max_bytes=COVERT_COPIES * DIGEST_BYTES)
     if len(commits) != COVERT_COPIES * DIGEST_BYTES:
         raise ProtocolError(f"yao.covert.commit must hold {COVERT_COPIES} digests")
@@ -395,7 +529,7 @@ def evaluate_covert(
         received = receiver.receive(np.tile(choices.reshape(-1), COVERT_COPIES)).reshape(
             COVERT_COPIES, per_copy, 2
         )
-    chosen = RandomStream(seeds.next()).randbelow(COVERT_COPIES)
+    chosen = choose_copy(seeds)
     channel.send("yao.covert.choice", bytes([chosen]))
     opened = [copy for copy in range(COVERT_COPIES) if copy != chosen]
     raw = channel.recv("yao.covert.seeds", max_bytes=len(opened) * SEED_BYTES)

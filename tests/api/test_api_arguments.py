@@ -114,6 +114,13 @@ def test_the_command_line_gets_the_same_refusals_in_its_flags():
         assert str(err.value) == message
 
 
+def test_a_security_level_the_kind_lacks_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ParameterError, match="not available for learn jobs") as err:
+        ppbn.simulate("asia", 300, params={"security": "malicious"}, out=tmp_path / "run")
+    assert err.value.parameter == "security"
+    assert not (tmp_path / "run").exists()
+
+
 def test_simulate_takes_a_policy_or_a_dict_of_its_settings(tmp_path):
     with pytest.raises(TypeError, match="policy must be a LocalPolicy or a dict"):
         ppbn.simulate("asia", 150, kind="ping", policy=["min_records"], out=tmp_path / "run")
