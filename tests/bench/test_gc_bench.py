@@ -8,6 +8,8 @@ from ppbn.bench.gc import bench_gc
 from ppbn.circuits import builders
 from ppbn.circuits.ir import Circuit
 from ppbn.errors import UserError
+from ppbn.protocols.constants import COVERT
+from ppbn.protocols.yao_covert import COVERT_COPIES, ENCODING_SHARES
 
 
 def adder(width: int = 8) -> Circuit:
@@ -24,6 +26,17 @@ def test_bench_gc_garbles_evaluates_and_runs_two_parties() -> None:
     assert report["and_gates"] == builders.and_counts(8)["add"]
     assert report["bytes_per_and"] == 32.0  # half-gates: two 128-bit rows per AND gate
     assert report["garble_and_per_s"] > 0 and report["two_party_and_per_s"] > 0
+
+
+def test_bench_gc_runs_the_two_party_run_covert() -> None:
+    """Two copies and XOR-shared evaluator inputs: each of the 8 evaluator bits costs
+    COVERT_COPIES x ENCODING_SHARES chosen-message OTs of 32 bytes, well above the garbled
+    table bytes of the adder."""
+    report = bench_gc(adder(), "adder", instances=2, repeats=1, security=COVERT)
+    assert report["security"] == COVERT and report["bytes_per_and"] == 32.0
+    ot_bytes = 8 * COVERT_COPIES * ENCODING_SHARES * 32 / report["and_gates"]
+    assert report["two_party_bytes_per_and"] > 32.0 + ot_bytes
+    assert report["two_party_and_per_s"] > 0
 
 
 def test_bench_gc_refuses_a_circuit_without_and_gates() -> None:

@@ -2,7 +2,9 @@
 give, in every output mode, over several runs on one party, many chunks and the pool; a
 garbler that garbles another circuit, or sends a wrong OT label, in one of the two copies is
 caught in about half the runs and in every run when it cheats in both; the evaluator that
-catches it has sent nothing after its choice of copy."""
+catches it has sent nothing after its choice of copy. A garbler that corrupts one OT message
+of one evaluator input bit learns the bit without the XOR-shared input encoding, and
+nothing with it."""
 
 from __future__ import annotations
 
@@ -117,9 +119,13 @@ def three_runs(
         assert opened[-1] == plain_values(circuit, xs, ys)
     full = schedule_of(yao.garbled_circuit(circuit, MODES))
     assert counters.runs == 3 and counters.and_gates == full.n_and * 149
-    copies = 1 if security == SEMI_HONEST else yao_covert.COVERT_COPIES
-    assert counters.ots == copies * WIDTH * 149
+    per_bit = 1 if security == SEMI_HONEST else covert_ots_per_bit()
+    assert counters.ots == per_bit * WIDTH * 149
     return opened, [list(end.transcript) for end in pair]
+
+
+def covert_ots_per_bit() -> int:
+    return yao_covert.COVERT_COPIES * yao_covert.ENCODING_SHARES
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +149,7 @@ def test_honest_covert_runs_open_to_the_semi_honest_outputs(
     assert pool_log == inline_log
     tags = Counter(tag for tag, _ in inline_log[1])  # what bob received
     assert tags["yao.covert.commit"] == 2 and tags["yao.covert.seeds"] == 2
+    assert tags["ot.ext.challenge"] >= 2  # bob's OTs as evaluator were checked
     assert tags["yao.tables"] >= 2 * 9  # 70 instances in chunks of 8, twice
 
 
@@ -199,8 +206,11 @@ TO_GARBLER = {"y": Reveal.GARBLER}  # an honest evaluator answers with the permu
 ALL_ONES = np.full(5, 2**WIDTH - 1, dtype=np.uint64)
 
 
-def hostile_schedule(outputs: dict[str, Reveal]) -> Schedule:
-    return schedule_of(without_inverters(yao.garbled_circuit(ZERO, outputs), "g"))
+def hostile_schedule(outputs: dict[str, Reveal], shares: int) -> Schedule:
+    """The zero circuit without its inverters, its input e encoded as a covert run encodes it
+    (``shares`` = 1: not encoded, as at the semi-honest level)."""
+    full = yao.garbled_circuit(ZERO, outputs)
+    return schedule_of(without_inverters(yao_covert.xor_shared_inputs(full, ("e",), shares), "g"))
 
 
 def attacked_run(
@@ -225,7 +235,7 @@ def attacked_run(
 def hostile_circuit_in(bad: set[int], outputs: dict[str, Reveal] = SHARES) -> Callable:
     """``garble_copies`` of a garbler that garbles the zero circuit without its inverters
     in the copies ``bad``."""
-    hostile = hostile_schedule(outputs)
+    hostile = hostile_schedule(outputs, yao_covert.ENCODING_SHARES)
 
     def garble_copies(run, seeds, executor):
         return [
@@ -261,7 +271,7 @@ def test_garbling_another_circuit_takes_the_evaluators_input_at_semi_honest(
     the evaluator's input once the garbler garbles the circuit without its inverters."""
     es, opened = attacked_run(SEMI_HONEST)
     assert opened == [0] * len(es)
-    honest, hostile = yao.garble_chunk, hostile_schedule(SHARES)
+    honest, hostile = yao.garble_chunk, hostile_schedule(SHARES, 1)
     monkeypatch.setattr(yao, "garble_chunk", lambda _, *rest: honest(hostile, *rest))
     es, opened = attacked_run(SEMI_HONEST)
     assert opened == es
@@ -360,3 +370,84 @@ def test_a_caught_evaluator_sends_nothing_after_its_choice(
         attacked_run(COVERT, TO_GARBLER, pair)
     assert caught.value.check == ("yao.ot_labels" if attack == "ot_labels" else "yao.circuit")
     assert sent_by_evaluator(pair) == honest - Counter(["yao.out_permute"])
+
+
+# -- selective failure on one OT message --------------------------------------------------------
+FANOUT = 40
+SELECTIVE_RUNS = 40
+
+
+def probe_circuit() -> Circuit:
+    """y_j = e AND g_j for one evaluator bit e: with g = 0 the garbler's output is 0 whatever
+    e is, and a label for e that is neither of its two makes every y_j a pseudorandom bit,
+    so the output is not 0 but with probability 2^-FANOUT."""
+    b = B.CircuitBuilder()
+    g, (e,) = b.input("g", FANOUT), b.input("e", 1)
+    b.output("y", [b.and_(e, gj) for gj in g])
+    return b.build()
+
+
+PROBE = probe_circuit()
+
+
+def corrupt_one_value(b: int) -> Callable:
+    """``ot_messages`` of a garbler that corrupts the message m_b of the first OT of copy 0:
+    share 0 of the evaluator's bit e (or e itself, with one share)."""
+    honest = yao_covert.ot_messages
+
+    def ot_messages(run, copies):
+        messages = honest(run, copies)
+        messages[b][0] ^= np.uint64(1 << 20)
+        return messages
+
+    return ot_messages
+
+
+def garbler_sees_failures(ys: list[int], monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Runs of the probe circuit on one pair of covert parties, the evaluator's e = ys[i] in
+    run i and copy 0 always the evaluated one, against a garbler that corrupts m_1 of e's
+    first share: whether the garbler's output in each run is not 0 (a failure it sees)."""
+    monkeypatch.setattr(yao_covert, "choose_copy", lambda seeds: 0)
+    monkeypatch.setattr(yao_covert, "ot_messages", corrupt_one_value(1))
+    zeros = np.zeros(1, dtype=np.uint64)
+
+    def garbler(ch) -> list[int]:
+        party = YaoParty(ch, security=COVERT)
+        runs = [party.run(PROBE, garbler=True, inputs={"g": zeros}, outputs=TO_GARBLER) for _ in ys]
+        return [int(out["y"][0]) for out in runs]
+
+    def evaluator(ch) -> None:
+        party = YaoParty(ch, security=COVERT)
+        for y in ys:
+            party.run(PROBE, garbler=False, inputs={"e": [y]}, outputs=TO_GARBLER)
+
+    outputs, _ = run_two_party(garbler, evaluator, timeout_s=120)
+    return [y != 0 for y in outputs]
+
+
+def test_without_the_encoding_one_corrupt_ot_message_tells_the_garbler_the_bit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One share (the evaluator's real bit in every copy): the garbler's output goes wrong
+    exactly in the runs where e = 1, never caught (copy 0 is the evaluated one)."""
+    monkeypatch.setattr(yao_covert, "ENCODING_SHARES", 1)
+    ys = [0, 1, 1, 0, 1, 0, 0, 1]
+    assert garbler_sees_failures(ys, monkeypatch) == [y == 1 for y in ys]
+
+
+def test_with_the_encoding_the_failures_do_not_depend_on_the_bit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ENCODING_SHARES shares: a run fails when share 0 is 1, probability 1/2 whatever e is.
+    With n = SELECTIVE_RUNS / 2 runs at each e, the failure counts f0, f1 are independent
+    Bin(n, 1/2), so f0 + (n - f1) is Bin(2n, 1/2): |f0 - f1| <= 12 fails by chance with
+    probability 4.2e-5 (and the total f0 + f1 stays in [LOW, HIGH], the attack is live),
+    where without the encoding f0 = 0 and f1 = n = 20."""
+    ys = [0, 1] * (SELECTIVE_RUNS // 2)
+    failed = garbler_sees_failures(ys, monkeypatch)
+    f0 = sum(f for f, y in zip(failed, ys, strict=True) if y == 0)
+    f1 = sum(f for f, y in zip(failed, ys, strict=True) if y == 1)
+    n = SELECTIVE_RUNS // 2
+    assert outside_probability(2 * n, n - 12, n + 12) < 5e-5
+    assert abs(f0 - f1) <= 12, (f0, f1)
+    assert LOW <= f0 + f1 <= HIGH, (f0, f1)
