@@ -6,9 +6,10 @@ warm-up; the garbler reuses its table buffer as a garbler streaming batch after 
 would), the same for a single instance, bytes of garbled table per AND gate, and a full
 two-party Yao run of the same batch over the in-memory Channel (both parties in threads,
 OT included) with its bytes per AND gate, at the security level asked for (``covert``:
-the cut-and-choose of ``protocols/yao_covert.py``, two copies garbled, each evaluator input
-bit XOR-shared 40 ways, so 80 checked chosen-message OTs per bit and instance, which
-dominate the run's time and bytes when the evaluator has many input bits).
+the cut-and-choose of ``protocols/yao_covert.py``, two copies garbled, the evaluator's
+input bits encoded to resist 40 probes (``protocols/probe_encoding.py``: n bits become
+about n + 9 x 20 encoded bits), one checked OT per encoded bit and instance for both
+copies).
 """
 
 from __future__ import annotations

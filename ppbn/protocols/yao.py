@@ -80,8 +80,8 @@ peer's executor.
 
 Security levels: this is the ``semi-honest`` protocol; at ``covert`` and ``malicious``
 steps 2 and 3 are the cut-and-choose of ``ppbn.protocols.yao_covert`` over the circuit with
-XOR-shared evaluator inputs, with the header, chunks, tweaks and output modes of this one,
-and the OT extension runs its receiver check.
+its evaluator inputs probe-resistantly encoded, with this one's header, chunks, tweaks
+and output modes, and the OT extension runs its receiver check.
 
 Either party may garble any run; each party's inputs are the bundles it passes, the rest
 belong to the peer. Values: numpy uint64 arrays for bundles of at most 64 bits, numpy
@@ -450,7 +450,7 @@ class YaoParty:
         }
         if self.security != SEMI_HONEST:  # the semi-honest header stays as it was
             body["security"] = self.security
-            body["encoding_shares"] = yao_covert.ENCODING_SHARES
+            body["probe_resistance"] = yao_covert.PROBE_RESISTANCE
         domain = b"ppbn yao header v3" + length_prefixed(YAO_PROTOCOL, self.channel.session)
         return hashlib.sha256(domain + json.dumps(body, sort_keys=True).encode()).digest()
 

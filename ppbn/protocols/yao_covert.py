@@ -4,8 +4,8 @@ At the ``covert`` level (and at ``malicious``, which gets the same defence until
 stronger one exists) ``YaoParty.run`` replaces steps 2 and 3 of ``ppbn.protocols.yao``
 with these (Aumann and Lindell, "Security against covert adversaries", TCC 2007, Sec. 6,
 with the hashed circuits of Goyal, Mohassel and Smith, EUROCRYPT 2008), for lambda =
-``COVERT_COPIES`` copies of the run's circuit with its evaluator inputs XOR-shared
-(``xor_shared_inputs``, "Random input encoding" below):
+``COVERT_COPIES`` copies of the run's circuit with its evaluator inputs probe-resistantly
+encoded (``probe_encoding.encoded_circuit``, "Input encoding" below):
 
 1. The garbler draws a seed per copy. Everything of a copy derives from its seed alone
    (``copy_key``): its free-XOR offset R_c and the zero-labels of every input wire, the
@@ -15,17 +15,20 @@ with the hashed circuits of Goyal, Mohassel and Smith, EUROCRYPT 2008), for lamb
    of the session, the run's index on the ``YaoParty``, the copy's index, and the copy's
    tables, the decoding bits the evaluator receives and the hashes of both labels of each
    garbler input wire (``label_hashes``, ordered by colour bit).
-3. The evaluator splits each input bit into ``ENCODING_SHARES`` XOR shares
-   (``xor_shares``). The labels of its share wires of every copy go by chosen-message OT
-   (``OTSender.send``: both seed-derived labels of each wire, copy after copy, row by row,
-   instance by instance), with the same shares in every copy: when the garbler sends them
-   it cannot know which copy will be evaluated.
+3. The evaluator encodes its n input bits y as m bits y' with M y' = y
+   (``ProbeEncoding.encode``). It gets the labels of its encoded wires by one random OT per
+   wire and instance (``OTSender.pads``, row by row, instance by instance) for all copies
+   at once (``send_labels``): the garbler sends, for each value b, every copy's label of
+   value b (``ot_messages``) under the pad of b expanded to lambda blocks (``pad_masks``).
+   The evaluator's choice bits go once, the same in every copy, and when the garbler sends
+   the labels it cannot know which copy will be evaluated.
 4. The evaluator draws the copy e to evaluate from its own randomness (``choose_copy``)
    and sends it; the garbler sends the seeds of the other copies. The evaluator garbles
    each opened copy again from its seed and compares the digest (else
    ``CheatingDetected("yao.circuit")``), and compares every OT label it received in that
-   copy with the seed-derived label of its share (else ``CheatingDetected("yao.ot_labels")``).
-   It raises before it evaluates anything or sends anything more.
+   copy with the seed-derived label of its encoded bit (else
+   ``CheatingDetected("yao.ot_labels")``). It raises before it evaluates anything or sends
+   anything more.
 5. The garbler sends copy e: per chunk the active labels of its own inputs and masks and
    the hash of each wire's other label, then the tables; then the decoding bits. The
    evaluator hashes its active labels itself, evaluates, and checks the copy's digest
@@ -35,28 +38,35 @@ with the hashed circuits of Goyal, Mohassel and Smith, EUROCRYPT 2008), for lamb
 
 Deterrence 1 - 1/lambda = 1/2: a garbler that garbles another circuit (or commits other
 decoding bits or label hashes) in one copy, or sends a wrong OT label that the evaluator
-receives in one copy, is caught when that copy is opened, with probability 1/2; cheating
-in every copy is always caught. A cheater caught learns nothing: the evaluator stops
-before it evaluates. Checks raise ``CheatingDetected`` with evidence for the audit log:
-the run, the copy, and the expected and found digests.
+receives in one copy (one copy's block of an OT message), is caught when that copy is
+opened, with probability 1/2; cheating in every copy is always caught. A cheater caught
+learns nothing: the evaluator stops before it evaluates. Checks raise ``CheatingDetected``
+with evidence for the audit log: the run, the copy, and the expected and found digests.
 
-Random input encoding (Lindell and Pinkas, EUROCRYPT 2007, Sec. 3.1.1; the XOR tree of
-Woodruff's k-probe-resistant encodings). Without it the evaluator's real bits go into
-every copy, and a garbler that corrupts only the message m_b of one evaluator input bit
-(selective failure) sees something go wrong (a caught run in an opened copy, a wrong or
-failed output in copy e) exactly when the bit is b: it learns the bit, at no risk when the
-corrupted copy is the evaluated one. Here each evaluator input bit y is the XOR of
-``ENCODING_SHARES`` = 40 fresh shares, uniform under the one constraint; the circuit
-garbled (every copy, the opened ones re-garbled by the evaluator) computes y from them with
-a tree of XOR gates ahead of the agreed circuit (free under free-XOR: no tables, no AND
-gates). Both parties build it the same way from the agreed circuit, and the ``yao`` header
-names the share count, so it is part of what the header and the copy digests commit to.
-Any 39 shares are uniform and independent of y, so whatever OT messages of up to 39 shares
-of a bit the garbler corrupts, whether the run fails is independent of y. Corrupting one
-message of each of the 40 lets the run go on only when the shares are the one vector that
-avoids them all, probability 2^-39 for the y that vector encodes and 0 for the other: the
-outcome's distribution moves by at most 2^-39 with y. Each corrupted message the evaluator
-receives is still caught with probability 1/2 (opened copy).
+One OT for all copies: the pads of an OT are random to the receiver but for its choice
+(``ot``), and each copy's block of a message is masked by its own fixed-key hash of the
+pad (``pad_masks``: MMO under a key per copy), so the opened copies' labels, which the
+evaluator then knows, tell nothing of the other copies' masks; the labels of the value
+not chosen stay hidden in every copy, copy e's included.
+
+Input encoding (Lindell and Pinkas, EUROCRYPT 2007, Sec. 3.1.1; ``probe_encoding``).
+Without it the evaluator's real bits go into every copy, and a garbler that corrupts only
+the message m_b of one evaluator input bit (selective failure) sees something go wrong (a
+caught run in an opened copy, a wrong or failed output in copy e) exactly when the bit is
+b: it learns the bit, at no risk when the corrupted copy is the evaluated one. Here the
+evaluator feeds y' with M y' = y, uniform among the solutions, for a public n x m matrix
+M whose every nonempty set of rows XORs to weight >= s = ``PROBE_RESISTANCE`` = 40 (a
+shortened BCH code, m = n + O(s log n): 299 for n = 128, against 40 n = 5,120 for the
+independent XOR shares it replaces); the circuit garbled (every copy, the opened ones
+re-garbled by the evaluator) computes y = M y' with XOR gates ahead of the agreed circuit
+(free under free-XOR). Both parties build M and the circuit from the agreed circuit and
+s, and the ``yao`` header names s, so the header and the copy digests commit to it. Any
+fewer than s encoded bits are uniform and independent of y, so whatever OT messages of
+up to s - 1 encoded wires the garbler corrupts, whether the run fails is independent of
+y; corrupting messages of s or more wires lets the run go on only for one value of those
+wires, probability at most 2^-39 whatever y is: the outcome's distribution moves by at
+most 2^-39 with y (the argument is in ``probe_encoding``). Each corrupted message the
+evaluator receives is still caught with probability 1/2 (opened copy).
 
 Residuals, stated plainly:
 
@@ -64,16 +74,16 @@ Residuals, stated plainly:
   A wrong active label for its own input (the wire's other label) is an input
   substitution, which the ideal functionality allows; any other label fails the digest
   (it would make the evaluator's outputs a garbler-chosen function of the wires it meets).
-- Selective failure is closed up to 2^-39 per input bit ("Random input encoding"); a
-  failure still tells the garbler that something of its cheating went through, about
-  uniform share bits only.
+- Selective failure is closed up to 2^-39 ("Input encoding"); a failure still tells the
+  garbler that something of its cheating went through, about uniform encoded bits only.
 - Against a cheating evaluator: at this level the OT extension runs the receiver's
   consistency check (``ot_check``, KOS15), so a malicious evaluator cannot learn the
-  sender's s and with it both labels of a wire (R_c of copy e) beyond the check's
-  guessing bound. Nothing else checks the evaluator: it may feed any shares (an input
-  substitution), open no copy or abort at will (the garbler learns that it aborted), and
-  send any output permute bits for the garbler's outputs (the garbler cannot tell a wrong
-  output from a right one; authenticated outputs are not built).
+  sender's s and with it both pads of an OT (both labels of a wire, R_c of copy e) beyond
+  the check's guessing bound. Nothing else checks the evaluator: it may feed any encoded
+  bits (an input substitution: every y' decodes to some y), open no copy or abort at will
+  (the garbler learns that it aborted), and send any output permute bits for the
+  garbler's outputs (the garbler cannot tell a wrong output from a right one;
+  authenticated outputs are not built).
 - A checked receiver waits for the sender's challenge after each block (``ot``), so the
   two parties must not both act as checked OT receivers at once over one channel; a Yao
   run has one direction (the evaluator receives, the garbler sends), and runs follow one
@@ -85,16 +95,17 @@ labels, and every copy but e is opened, so the evaluated one is a semi-honest ga
 its own. A label's hash is two fixed-key AES blocks (MMO, pi(x) XOR x, under two keys of
 the session: 256 bits, so a junk label with the hash of a valid one costs about 2^128);
 the hash of the inactive label is a random-oracle value at a point the evaluator does not
-know, so it tells nothing of R_c.
+know, so it tells nothing of R_c. The OT pads' masks are MMO under keys of their own
+(``PAD_DOMAIN``).
 
 Cost: the garbler garbles lambda copies, the evaluator lambda - 1 plus one evaluation
-(each with 39 free XOR gates per evaluator input bit); the evaluator's input bits cost
-lambda x ``ENCODING_SHARES`` chosen-message OTs (32 bytes each, plus the extension's u
-and its check) instead of one correlated OT (16); the garbler's input bits cost 16 bytes
-(the active label) plus 32 (the other label's hash) per instance instead of nothing. The
-garbler keeps every copy's tables until e is known. ``YaoParty.counters`` counts the
-agreed circuit's AND gates once and every OT (lambda x ``ENCODING_SHARES`` per evaluator
-input bit and instance).
+(each with the encoding's free XOR gates, about D / 2 per evaluator input bit, D = m - n);
+the evaluator's input bits cost m / n random OTs per bit (the extension's u and its
+check) and 16 lambda bytes per value and OT, instead of one correlated OT (16 bytes); the
+garbler's input bits cost 16 bytes (the active label) plus 32 (the other label's hash)
+per instance instead of nothing. The garbler keeps every copy's tables until e is known.
+``YaoParty.counters`` counts the agreed circuit's AND gates once and every OT (m per run
+instance, m the encoded width of the run's evaluator input bits).
 """
 
 from __future__ import annotations
@@ -102,7 +113,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -114,24 +124,31 @@ from ppbn.circuits.garble import (
     length_prefixed,
     permute_bits,
 )
-from ppbn.circuits.ir import Bundle, Circuit, Op
+from ppbn.circuits.ir import Circuit
 from ppbn.circuits.schedule import Schedule, schedule_of
 from ppbn.protocols.channel import Channel, ProtocolError
 from ppbn.protocols.executor import Executor
 from ppbn.protocols.ot import OTReceiver, OTSender
+from ppbn.protocols.probe_encoding import (
+    ENCODED_BUNDLE,
+    ProbeEncoding,
+    encoded_circuit,
+    probe_encoding,
+)
 from ppbn.protocols.security import CheatingDetected
 from ppbn.protocols.seeds import SEED_BYTES, RandomStream, TaskSeeds, expand
 
 COVERT_COPIES = 2  # lambda: a cheating garbler is caught with probability 1 - 1/lambda
-# Shares per evaluator input bit (module doc, "Random input encoding"): a garbler that
-# corrupts OT messages of one input bit's shares learns something of the bit only when all
-# of them take one value, probability 2^-39 (2 of 2^40 share vectors), and every share it
-# corrupts alone tells it a uniform bit, independent of the input.
-ENCODING_SHARES = 40
+# s of the evaluator's input encoding (module doc, "Input encoding"): any s - 1 encoded
+# bits are uniform whatever the input, and a garbler that corrupts OT messages of s or more
+# encoded wires learns something of the input only with probability 2^-(s-1) = 2^-39
+PROBE_RESISTANCE = 40
 COVERT_PROTOCOL = b"ppbn/yao/half-gates/covert"
 COPY_DOMAIN = b"ppbn yao covert copy v1"
 COMMIT_DOMAIN = b"ppbn yao covert commitment v1"
 LABEL_HASH_DOMAIN = b"ppbn yao covert label hash v1"
+PAD_DOMAIN = b"ppbn yao covert OT pad masks v1"
+OT_BATCH = 1 << 16  # OTs whose masked labels go in one message (4 MiB at two copies)
 DIGEST_BYTES = 32
 HASH_WORDS = 4  # a label's hash: 256 bits as uint64 words
 
@@ -140,11 +157,11 @@ HASH_WORDS = 4  # a label's hash: 256 bits as uint64 words
 class CovertRun:
     """The public shape of one covert run, the same at both parties: the schedule, the
     session, the run's index on its ``YaoParty`` and its tweak base, the instance chunks,
-    the input rows of the evaluator (``ot_rows``: its input bits' shares) and of the
-    garbler, the output rows whose decoding bits go to the evaluator, and the shares per
-    evaluator input bit."""
+    the input rows of the evaluator (``ot_rows``: its encoded input bits) and of the
+    garbler, the output rows whose decoding bits go to the evaluator, and the encoding of
+    the evaluator's input bits."""
 
-    schedule: Schedule  # of the encoded circuit (``xor_shared_inputs``)
+    schedule: Schedule  # of the encoded circuit (``probe_encoding.encoded_circuit``)
     session: bytes
     run: int
     tweak_base: int
@@ -152,7 +169,7 @@ class CovertRun:
     ot_rows: np.ndarray
     garbler_rows: np.ndarray
     decode_rows: np.ndarray
-    shares: int
+    encoding: ProbeEncoding
 
     @property
     def instances(self) -> int:
@@ -175,63 +192,6 @@ class GarbledCopy:
     digest: bytes
 
 
-@lru_cache(maxsize=64)
-def xor_shared_inputs(circuit: Circuit, bundles: tuple[str, ...], shares: int) -> Circuit:
-    """``circuit`` with every bit of the input ``bundles`` the XOR of ``shares`` fresh input
-    bits: a balanced tree of XOR gates (free) ahead of the circuit's gates, which stay as
-    they are, so its AND gates, tables and tweaks do not change. Each of ``bundles`` keeps
-    its name, ``shares`` times as wide: bit i's shares are its bits i * shares to
-    (i + 1) * shares - 1 (``xor_shares``). Both parties build it from the agreed circuit."""
-    if shares == 1 or not bundles:
-        return circuit
-    n_wires = circuit.n_wires
-    gates: list[tuple[int, int, int]] = []  # (in0, in1, out), all XOR
-    inputs = []
-    for bundle in circuit.inputs:
-        if bundle.name not in bundles:
-            inputs.append(bundle)
-            continue
-        wires: list[int] = []
-        for target in bundle.wires:
-            level = list(range(n_wires, n_wires + shares))
-            n_wires += shares
-            wires += level
-            while len(level) > 2:
-                pairs = len(level) // 2
-                sums = list(range(n_wires, n_wires + pairs))
-                gates += zip(level[0 : 2 * pairs : 2], level[1 : 2 * pairs : 2], sums, strict=True)
-                n_wires += pairs
-                level = sums + level[2 * pairs :]
-            gates.append((level[0], level[1], target))  # the tree's root drives the old input
-        inputs.append(Bundle(bundle.name, tuple(wires)))
-    in0, in1, out = (list(column) for column in zip(*gates, strict=True))
-    return Circuit(
-        n_wires,
-        [int(Op.XOR)] * len(gates) + circuit.ops.tolist(),
-        in0 + circuit.in0.tolist(),
-        in1 + circuit.in1.tolist(),
-        out + circuit.out.tolist(),
-        inputs,
-        circuit.outputs,
-    )
-
-
-def xor_shares(bits: np.ndarray, shares: int, stream: RandomStream) -> np.ndarray:
-    """(rows, instances) bits as (rows * shares, instances): per bit ``shares`` - 1 uniform
-    bits from ``stream`` and their XOR with the bit, in the row order of
-    ``xor_shared_inputs``."""
-    if shares == 1:
-        return bits
-    rows, instances = bits.shape
-    count = rows * (shares - 1) * instances
-    drawn = np.frombuffer(stream.bytes((count + 7) // 8), dtype=np.uint8)
-    uniform = np.unpackbits(drawn, count=count, bitorder="little").reshape(
-        rows, shares - 1, instances
-    )
-    last = np.bitwise_xor.reduce(uniform, axis=1) ^ bits.astype(np.uint8)
-    return np.concatenate([uniform, last[:, None]], axis=1).reshape(rows * shares, instances)
-
-
 def covert_run(
     circuit: Circuit,
     evaluator_bundles: tuple[str, ...],
@@ -242,14 +202,16 @@ def covert_run(
     decode_rows: np.ndarray,
 ) -> CovertRun:
     """The public shape of a covert run of ``circuit`` (the share outputs' masks included),
-    whose ``evaluator_bundles`` the evaluator feeds, encoded with ``ENCODING_SHARES``
-    shares per bit; the rest of the arguments as ``CovertRun``'s."""
-    encoded = xor_shared_inputs(circuit, evaluator_bundles, ENCODING_SHARES)
+    whose ``evaluator_bundles`` the evaluator feeds, encoded ``PROBE_RESISTANCE``-probe-
+    resistantly; the rest of the arguments as ``CovertRun``'s."""
+    encoded = encoded_circuit(circuit, evaluator_bundles, PROBE_RESISTANCE)
+    evaluator = (*evaluator_bundles, ENCODED_BUNDLE)
     rows: dict[bool, list[int]] = {False: [], True: []}
     pos = 0
     for bundle in encoded.inputs:
-        rows[bundle.name in evaluator_bundles] += range(pos, pos + bundle.width)
+        rows[bundle.name in evaluator] += range(pos, pos + bundle.width)
         pos += bundle.width
+    n = sum(b.width for b in circuit.inputs if b.name in evaluator_bundles)
     ot_rows, garbler_rows = (np.array(rows[side], dtype=np.intp) for side in (True, False))
     return CovertRun(
         schedule_of(encoded),
@@ -260,7 +222,7 @@ def covert_run(
         ot_rows,
         garbler_rows,
         decode_rows,
-        ENCODING_SHARES,
+        probe_encoding(n, PROBE_RESISTANCE),
     )
 
 
@@ -289,22 +251,37 @@ def copy_input_labels(session: bytes, seed: bytes, first: int, rows: int, size: 
     return _blocks(copy_key(session, seed, b"inputs", first), (rows, size))
 
 
-def _label_hash_keys(session: bytes) -> tuple[bytes, bytes]:
-    key = hashlib.sha256(LABEL_HASH_DOMAIN + length_prefixed(COVERT_PROTOCOL, session)).digest()
-    return key[:16], key[16:]
+def session_keys(domain: bytes, session: bytes, count: int) -> list[bytes]:
+    """``count`` AES-128 keys of the session in the SHA-256 domain ``domain``."""
+    root = hashlib.sha256(domain + length_prefixed(COVERT_PROTOCOL, session)).digest()
+    keys = expand(root, 16 * count)
+    return [keys[16 * i : 16 * i + 16] for i in range(count)]
+
+
+def fixed_key_mmo(keys: list[bytes], blocks: np.ndarray) -> np.ndarray:
+    """pi_i(x) ^ x for each 128-bit block (..., 2) and each key, pi_i fixed-key AES-128:
+    (..., 2 len(keys)) uint64, block i the hash under key i."""
+    blocks = np.ascontiguousarray(blocks, dtype=np.uint64)
+    out = np.empty((*blocks.shape[:-1], 2 * len(keys)), dtype=np.uint64)
+    for i, key in enumerate(keys):
+        encrypted = Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(blocks.tobytes())
+        out[..., 2 * i : 2 * i + 2] = (
+            np.frombuffer(encrypted, dtype=np.uint64).reshape(blocks.shape) ^ blocks
+        )
+    return out
 
 
 def hash_labels(session: bytes, labels: np.ndarray) -> np.ndarray:
-    """A 256-bit hash of each label (..., 2) -> (..., 4) uint64: pi_1(x) ^ x, pi_2(x) ^ x
-    with pi_i fixed-key AES-128 under keys of the session (module doc, "Hashes")."""
-    labels = np.ascontiguousarray(labels, dtype=np.uint64)
-    out = np.empty((*labels.shape[:-1], HASH_WORDS), dtype=np.uint64)
-    for half, key in enumerate(_label_hash_keys(session)):
-        encrypted = Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(labels.tobytes())
-        out[..., 2 * half : 2 * half + 2] = (
-            np.frombuffer(encrypted, dtype=np.uint64).reshape(labels.shape) ^ labels
-        )
-    return out
+    """A 256-bit hash of each label (..., 2) -> (..., 4) uint64: MMO under two keys of the
+    session (module doc, "Hashes")."""
+    return fixed_key_mmo(session_keys(LABEL_HASH_DOMAIN, session, 2), labels)
+
+
+def pad_masks(session: bytes, pads: np.ndarray) -> np.ndarray:
+    """Each OT pad (count, 2) expanded to one mask per copy, (count, COVERT_COPIES, 2):
+    MMO under a key per copy, so one copy's mask tells nothing of another's."""
+    masks = fixed_key_mmo(session_keys(PAD_DOMAIN, session, COVERT_COPIES), pads)
+    return masks.reshape(pads.shape[0], COVERT_COPIES, 2)
 
 
 def label_hashes(session: bytes, zero: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -407,14 +384,45 @@ def evaluator_labels(run: CovertRun, seed: bytes) -> tuple[np.ndarray, np.ndarra
 
 
 def ot_messages(run: CovertRun, copies: list[GarbledCopy]) -> tuple[np.ndarray, np.ndarray]:
-    """The OT message pairs of step 3: each copy's (zero, one) labels of the evaluator's
-    input wires, copy-major, then row, then instance, (copies x rows x instances, 2)."""
+    """The OT messages of step 3, for values 0 and 1: every copy's label of that value of
+    each evaluator input wire, row by row, instance by instance, (rows x instances,
+    copies, 2)."""
     zeros, ones = [], []
     for copy in copies:
         zero, delta = evaluator_labels(run, copy.seed)
         zeros.append(zero.reshape(-1, 2))
         ones.append((zero ^ delta).reshape(-1, 2))
-    return np.concatenate(zeros), np.concatenate(ones)
+    return np.stack(zeros, axis=1), np.stack(ones, axis=1)
+
+
+def send_labels(
+    channel: Channel, sender: OTSender, session: bytes, m0: np.ndarray, m1: np.ndarray
+) -> None:
+    """Step 3 at the garbler: one random OT per row of ``m0``/``m1`` (``ot_messages``), then
+    both messages under their pads' masks (``pad_masks``), ``OT_BATCH`` OTs a message."""
+    pad0, pad1 = sender.pads(m0.shape[0])
+    for start in range(0, m0.shape[0], OT_BATCH):
+        rows = slice(start, start + OT_BATCH)
+        masked = np.stack(
+            [m0[rows] ^ pad_masks(session, pad0[rows]), m1[rows] ^ pad_masks(session, pad1[rows])],
+            axis=1,
+        )
+        channel.send_array("yao.covert.ot", masked)
+
+
+def receive_labels(
+    channel: Channel, receiver: OTReceiver, session: bytes, choices: np.ndarray
+) -> np.ndarray:
+    """Step 3 at the evaluator: every copy's label of each choice bit, (choices, copies, 2)."""
+    pads = receiver.pads(choices)
+    out = np.empty((choices.size, COVERT_COPIES, 2), dtype=np.uint64)
+    for start in range(0, choices.size, OT_BATCH):
+        rows = slice(start, start + OT_BATCH)
+        size = pads[rows].shape[0]
+        masked = channel.recv_array("yao.covert.ot", np.uint64, (size, 2, COVERT_COPIES, 2))
+        chosen = masked[np.arange(size), choices[rows].astype(np.intp)]
+        out[rows] = chosen ^ pad_masks(session, pads[rows])
+    return out
 
 
 def garble_covert(
@@ -430,7 +438,7 @@ def garble_covert(
     copies = garble_copies(run, [seeds.next() for _ in range(COVERT_COPIES)], executor)
     channel.send("yao.covert.commit", b"".join(copy.digest for copy in copies))
     if sender is not None:
-        sender.send(*ot_messages(run, copies))
+        send_labels(channel, sender, run.session, *ot_messages(run, copies))
     choice = channel.recv("yao.covert.choice", max_bytes=1)
     if len(choice) != 1 or choice[0] >= COVERT_COPIES:
         raise ProtocolError(f"yao.covert.choice must name one of {COVERT_COPIES} copies")
@@ -515,20 +523,17 @@ def evaluate_covert(
     executor: Executor,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The evaluator's steps 2 to 5 with its input bits ``choices`` (one row per evaluator
-    input bit of the agreed circuit, instances), which it encodes first (``xor_shares``);
+    input bit of the agreed circuit, instances), which it encodes first (``run.encoding``);
     returns the chosen copy's output labels and the decoding bits of ``run.decode_rows``.
     Raises ``CheatingDetected`` before it sends anything after its choice."""
-    choices = xor_shares(choices, run.shares, RandomStream(seeds.next()))
+    choices = run.encoding.encode(choices, RandomStream(seeds.next()))
     commits = channel.recv("yao.covert.commit", max_bytes=COVERT_COPIES * DIGEST_BYTES)
     if len(commits) != COVERT_COPIES * DIGEST_BYTES:
         raise ProtocolError(f"yao.covert.commit must hold {COVERT_COPIES} digests")
     digests = [commits[i : i + DIGEST_BYTES] for i in range(0, len(commits), DIGEST_BYTES)]
-    per_copy = run.ot_rows.size * run.instances
     received = None
     if receiver is not None:
-        received = receiver.receive(np.tile(choices.reshape(-1), COVERT_COPIES)).reshape(
-            COVERT_COPIES, per_copy, 2
-        )
+        received = receive_labels(channel, receiver, run.session, choices.reshape(-1))
     chosen = choose_copy(seeds)
     channel.send("yao.covert.choice", bytes([chosen]))
     opened = [copy for copy in range(COVERT_COPIES) if copy != chosen]
@@ -537,11 +542,11 @@ def evaluate_covert(
         raise ProtocolError(f"yao.covert.seeds must hold {len(opened)} seeds")
     for i, copy in enumerate(opened):
         seed = raw[i * SEED_BYTES : (i + 1) * SEED_BYTES]
-        own = None if received is None else received[copy]
+        own = None if received is None else received[:, copy]
         _check_opened(run, copy, seed, digests[copy], own, choices, executor)
     labels = np.empty((len(run.schedule.input_slots), run.instances, 2), dtype=np.uint64)
     if received is not None:
-        labels[run.ot_rows] = received[chosen].reshape(run.ot_rows.size, run.instances, 2)
+        labels[run.ot_rows] = received[:, chosen].reshape(run.ot_rows.size, run.instances, 2)
     digest = copy_hasher(run, chosen)
     n_and, garbler_rows = run.schedule.n_and, run.garbler_rows.size
 

@@ -9,7 +9,8 @@ from ppbn.circuits import builders
 from ppbn.circuits.ir import Circuit
 from ppbn.errors import UserError
 from ppbn.protocols.constants import COVERT
-from ppbn.protocols.yao_covert import COVERT_COPIES, ENCODING_SHARES
+from ppbn.protocols.probe_encoding import probe_encoding
+from ppbn.protocols.yao_covert import COVERT_COPIES, PROBE_RESISTANCE
 
 
 def adder(width: int = 8) -> Circuit:
@@ -29,12 +30,14 @@ def test_bench_gc_garbles_evaluates_and_runs_two_parties() -> None:
 
 
 def test_bench_gc_runs_the_two_party_run_covert() -> None:
-    """Two copies and XOR-shared evaluator inputs: each of the 8 evaluator bits costs
-    COVERT_COPIES x ENCODING_SHARES chosen-message OTs of 32 bytes, well above the garbled
-    table bytes of the adder."""
+    """Two copies and probe-resistant evaluator inputs: each of the encoded bits of the 8
+    evaluator bits costs an OT with two messages of COVERT_COPIES 16-byte labels, well above
+    the garbled table bytes of the adder."""
     report = bench_gc(adder(), "adder", instances=2, repeats=1, security=COVERT)
     assert report["security"] == COVERT and report["bytes_per_and"] == 32.0
-    ot_bytes = 8 * COVERT_COPIES * ENCODING_SHARES * 32 / report["and_gates"]
+    ot_bytes = (
+        probe_encoding(8, PROBE_RESISTANCE).width * 2 * COVERT_COPIES * 16 / report["and_gates"]
+    )
     assert report["two_party_bytes_per_and"] > 32.0 + ot_bytes
     assert report["two_party_and_per_s"] > 0
 

@@ -3,7 +3,7 @@ give, in every output mode, over several runs on one party, many chunks and the 
 garbler that garbles another circuit, or sends a wrong OT label, in one of the two copies is
 caught in about half the runs and in every run when it cheats in both; the evaluator that
 catches it has sent nothing after its choice of copy. A garbler that corrupts one OT message
-of one evaluator input bit learns the bit without the XOR-shared input encoding, and
+of one evaluator input bit learns the bit without the probe-resistant input encoding, and
 nothing with it."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ppbn.protocols import ring, yao, yao_covert
 from ppbn.protocols.channel import ProtocolError, memory_channel_pair, run_two_party
 from ppbn.protocols.constants import COVERT, MALICIOUS, SEMI_HONEST
 from ppbn.protocols.executor import LocalExecutor
+from ppbn.protocols.probe_encoding import encoded_circuit, probe_encoding
 from ppbn.protocols.security import CheatingDetected
 from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.yao import Reveal, YaoParty
@@ -119,13 +120,15 @@ def three_runs(
         assert opened[-1] == plain_values(circuit, xs, ys)
     full = schedule_of(yao.garbled_circuit(circuit, MODES))
     assert counters.runs == 3 and counters.and_gates == full.n_and * 149
-    per_bit = 1 if security == SEMI_HONEST else covert_ots_per_bit()
-    assert counters.ots == per_bit * WIDTH * 149
+    assert counters.ots == encoded_width(security) * 149
     return opened, [list(end.transcript) for end in pair]
 
 
-def covert_ots_per_bit() -> int:
-    return yao_covert.COVERT_COPIES * yao_covert.ENCODING_SHARES
+def encoded_width(security: str) -> int:
+    """OTs per instance for the WIDTH evaluator bits: one per encoded bit for every copy."""
+    if security == SEMI_HONEST:
+        return WIDTH
+    return probe_encoding(WIDTH, yao_covert.PROBE_RESISTANCE).width
 
 
 @pytest.fixture(scope="module")
@@ -206,11 +209,11 @@ TO_GARBLER = {"y": Reveal.GARBLER}  # an honest evaluator answers with the permu
 ALL_ONES = np.full(5, 2**WIDTH - 1, dtype=np.uint64)
 
 
-def hostile_schedule(outputs: dict[str, Reveal], shares: int) -> Schedule:
+def hostile_schedule(outputs: dict[str, Reveal], s: int) -> Schedule:
     """The zero circuit without its inverters, its input e encoded as a covert run encodes it
-    (``shares`` = 1: not encoded, as at the semi-honest level)."""
+    (``s`` = 1: not encoded, as at the semi-honest level)."""
     full = yao.garbled_circuit(ZERO, outputs)
-    return schedule_of(without_inverters(yao_covert.xor_shared_inputs(full, ("e",), shares), "g"))
+    return schedule_of(without_inverters(encoded_circuit(full, ("e",), s), "g"))
 
 
 def attacked_run(
@@ -235,7 +238,7 @@ def attacked_run(
 def hostile_circuit_in(bad: set[int], outputs: dict[str, Reveal] = SHARES) -> Callable:
     """``garble_copies`` of a garbler that garbles the zero circuit without its inverters
     in the copies ``bad``."""
-    hostile = hostile_schedule(outputs, yao_covert.ENCODING_SHARES)
+    hostile = hostile_schedule(outputs, yao_covert.PROBE_RESISTANCE)
 
     def garble_copies(run, seeds, executor):
         return [
@@ -249,16 +252,15 @@ def hostile_circuit_in(bad: set[int], outputs: dict[str, Reveal] = SHARES) -> Ca
 
 
 def corrupt_ot_label_in(bad: set[int]) -> Callable:
-    """``ot_messages`` of a garbler that corrupts both messages of one evaluator input bit in
-    the copies ``bad`` (copy-major layout, so the evaluator receives a wrong label there)."""
+    """``ot_messages`` of a garbler that corrupts the labels of the copies ``bad`` in both
+    messages of one OT, so the evaluator receives a wrong label there."""
     honest = yao_covert.ot_messages
 
     def ot_messages(run, copies):
         m0, m1 = honest(run, copies)
-        per_copy = len(m0) // len(copies)
         for copy in bad:
-            m0[copy * per_copy + 3] ^= np.uint64(1 << 20)
-            m1[copy * per_copy + 3] ^= np.uint64(1 << 20)
+            m0[3, copy] ^= np.uint64(1 << 20)
+            m1[3, copy] ^= np.uint64(1 << 20)
         return m0, m1
 
     return ot_messages
@@ -391,13 +393,13 @@ PROBE = probe_circuit()
 
 
 def corrupt_one_value(b: int) -> Callable:
-    """``ot_messages`` of a garbler that corrupts the message m_b of the first OT of copy 0:
-    share 0 of the evaluator's bit e (or e itself, with one share)."""
+    """``ot_messages`` of a garbler that corrupts copy 0's label in the message m_b of the
+    first OT: encoded bit 0 of the evaluator's bit e (or e itself, not encoded)."""
     honest = yao_covert.ot_messages
 
     def ot_messages(run, copies):
         messages = honest(run, copies)
-        messages[b][0] ^= np.uint64(1 << 20)
+        messages[b][0, 0] ^= np.uint64(1 << 20)
         return messages
 
     return ot_messages
@@ -406,7 +408,7 @@ def corrupt_one_value(b: int) -> Callable:
 def garbler_sees_failures(ys: list[int], monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Runs of the probe circuit on one pair of covert parties, the evaluator's e = ys[i] in
     run i and copy 0 always the evaluated one, against a garbler that corrupts m_1 of e's
-    first share: whether the garbler's output in each run is not 0 (a failure it sees)."""
+    first encoded bit: whether the garbler's output in each run is not 0 (a failure it sees)."""
     monkeypatch.setattr(yao_covert, "choose_copy", lambda seeds: 0)
     monkeypatch.setattr(yao_covert, "ot_messages", corrupt_one_value(1))
     zeros = np.zeros(1, dtype=np.uint64)
@@ -428,9 +430,9 @@ def garbler_sees_failures(ys: list[int], monkeypatch: pytest.MonkeyPatch) -> lis
 def test_without_the_encoding_one_corrupt_ot_message_tells_the_garbler_the_bit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """One share (the evaluator's real bit in every copy): the garbler's output goes wrong
-    exactly in the runs where e = 1, never caught (copy 0 is the evaluated one)."""
-    monkeypatch.setattr(yao_covert, "ENCODING_SHARES", 1)
+    """s = 1, no encoding (the evaluator's real bit in every copy): the garbler's output goes
+    wrong exactly in the runs where e = 1, never caught (copy 0 is the evaluated one)."""
+    monkeypatch.setattr(yao_covert, "PROBE_RESISTANCE", 1)
     ys = [0, 1, 1, 0, 1, 0, 0, 1]
     assert garbler_sees_failures(ys, monkeypatch) == [y == 1 for y in ys]
 
@@ -438,7 +440,7 @@ def test_without_the_encoding_one_corrupt_ot_message_tells_the_garbler_the_bit(
 def test_with_the_encoding_the_failures_do_not_depend_on_the_bit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """ENCODING_SHARES shares: a run fails when share 0 is 1, probability 1/2 whatever e is.
+    """Encoded: a run fails when encoded bit 0 is 1, probability 1/2 whatever e is.
     With n = SELECTIVE_RUNS / 2 runs at each e, the failure counts f0, f1 are independent
     Bin(n, 1/2), so f0 + (n - f1) is Bin(2n, 1/2): |f0 - f1| <= 12 fails by chance with
     probability 4.2e-5 (and the total f0 + f1 stays in [LOW, HIGH], the attack is live),
