@@ -6,7 +6,8 @@ count is public (both parties learn it when the records are aligned), so every c
 score is compared at the same n. The release composes, sequentially:
 
 - the structure: K2 (``bn/k2.py``) takes at most ``decisions`` parent choices, each one
-  report-noisy-max with exponential noise over the stop option and the candidates. Its
+  report-noisy-max with exponential noise over the stop option (left out where the
+  counts of full families stay useful: ``stop_option``) and the candidates. Its
   utility is the family score; replacing one record changes any family score by at most
   ``score_sensitivity`` (see there), so each choice with exponential noise of scale
   2 Delta / epsilon_d is epsilon_d-DP (permute-and-flip: McKenna and Sheldon 2020; Ding,
@@ -58,6 +59,13 @@ from ppbn.dp.quantiles import bins_share
 PRECISIONS = ((64, 0), (64, 16), (96, 16), (96, 32), (128, 32), (128, 48), (128, 64))
 FIXED_POINT_SLACK = 1e-6  # nats: the secure terms' fixed-point error, 8 changed terms at most
 ACCOUNTINGS = ("pure", "zcdp")
+# PrivBayes's theta-usefulness (Zhang et al. 2017, Sec. 4.3; they take 4): full families
+# are worth filling when their average cell holds this many times the count noise's scale
+# (``DPPlan.family_usefulness``); 8 by measurement (docs/decisions/dp-small-networks.md)
+USEFUL_COUNT = 8.0
+# more variables than this keep "stop" whatever the counts: a choice the noise decides then
+# mostly picks a parent that carries nothing (win95pts, 76 variables: measured worse)
+FULL_FAMILIES_MOST_VARIABLES = 40
 PRECISION_DELTA_SHARE = 0.1  # of delta, for the finite precision under zCDP; the rest converts rho
 
 
@@ -124,6 +132,9 @@ class DPPlan:
     # sequentially before the rest: ``epsilon`` above is what the network has after them
     bins_cuts: int = 0
     bins_epsilon: float = 0.0
+    # False: no "stop" option while candidates are left, so every child takes
+    # min(max_parents, position) parents, as PrivBayes's do (``plan`` chooses it)
+    stop_option: bool = True
 
     def __post_init__(self) -> None:
         if self.accounting not in ACCOUNTINGS:
@@ -161,6 +172,12 @@ class DPPlan:
         if self.accounting == "zcdp":
             return math.sqrt(self.n_variables / (rest * self.rho))
         return 2.0 * self.n_variables / (rest * self.epsilon)
+
+    @property
+    def family_usefulness(self) -> float:
+        """The average cell of a family with ``max_parents`` parents (the largest ones: the
+        plan's ``cells_bound`` over the variables) in units of the count noise's scale."""
+        return self.n_records * self.n_variables / (self.cells_bound * self.count_scale)
 
     @property
     def tail(self) -> float:
@@ -232,6 +249,7 @@ class DPPlan:
             "accounting": self.accounting,
             "rho": self.rho if self.accounting == "zcdp" else None,
             "structure_share": self.structure_share_used,
+            "stop_option": self.stop_option,
             "decisions": self.decisions,
             "epsilon_per_decision": self.decision_epsilon,
             "score_sensitivity_nats": self.score_sensitivity,
@@ -308,6 +326,18 @@ def _with_precision(base: DPPlan, delta_share: float) -> DPPlan | None:
     return None
 
 
+def stop_option(p: DPPlan) -> bool:
+    """Whether K2's choices keep their "stop" option. Where full families' counts stay
+    useful (``USEFUL_COUNT``), a choice between candidates only spends the same budget
+    without the costliest mistake: under noise of hundreds of nats (asia at epsilon 1:
+    about 800), "stop" often beats a parent worth a few hundred, and the missing edge
+    costs far more 2-way TVD than a weak extra parent does (docs/decisions/
+    dp-small-networks.md). Where they are not (a small n epsilon, large domains), the
+    extra cells would drown in noise, and "stop" stays; and on a network of many
+    variables a forced parent is mostly one that carries nothing."""
+    return p.family_usefulness < USEFUL_COUNT or p.n_variables > FULL_FAMILIES_MOST_VARIABLES
+
+
 def plan(
     epsilon: float,
     *,
@@ -323,7 +353,8 @@ def plan(
     """The job's plan, or ValueError naming what cannot be held. ``bins_cuts`` private cut
     points (``dp.quantiles``) take ``bins_share`` of epsilon first; of the two accountings
     the rest takes ``zcdp`` when that gives every count no more noise and every choice no
-    less epsilon than ``pure``, else ``pure`` (few variables, or a small delta)."""
+    less epsilon than ``pure``, else ``pure`` (few variables, or a small delta); K2 keeps
+    its stop option by ``stop_option``."""
     if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
         raise ValueError(f"epsilon must lie in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
     if bins_cuts:
@@ -381,4 +412,4 @@ def plan(
         raise ValueError(
             f"OpenDP's privacy maps give epsilon {spent:.6g} for this plan, above {epsilon:g}"
         )
-    return chosen
+    return replace(chosen, stop_option=stop_option(chosen))

@@ -4,9 +4,10 @@ table, with the noise drawn bit by bit from one ``numpy`` generator (``Geometric
 
 - structure: K2 (``bn.k2.k2_search``) under the node order, every parent choice
   report-noisy-max: the options are [stop: score(child | parents)] + [score(child |
-  parents + z) for each candidate z], each rounded to fixed point (``score_frac``
-  fractional bits), shifted up by ``plan.extra_frac`` bits, plus one draw of
-  ``plan.decision_noise``; the first largest noisy value wins, index 0 stopping. The score is the family score (``bn.scores``) of mode ``exact``
+  parents + z) for each candidate z] (stop left out where ``plan.stop_option`` is False,
+  its noise still drawn, as the secure job draws it), each rounded to fixed point
+  (``score_frac`` fractional bits), shifted up by ``plan.extra_frac`` bits, plus one
+  draw of ``plan.decision_noise``; the first largest noisy value wins, index 0 stopping. The score is the family score (``bn.scores``) of mode ``exact``
   or ``bic`` (c_star 1, N the record count); the tie tolerance tau plays no part.
 - parameters: every cell of every family's count table (parents..., child) gets
   discrete Laplace noise G1 - G2 (two draws of ``plan.count_noise``), is clipped at 0,
@@ -61,6 +62,7 @@ class NoisyMaxOracle:
     score_frac: int
     extra_frac: int = 0
     limit: int | None = None  # the plan's most choices (``DPPlan.decisions``)
+    stop_option: bool = True  # ``DPPlan.stop_option``
     decisions: int = 0  # choices made so far
 
     def choose(self, request: K2Request) -> str | None:
@@ -73,7 +75,9 @@ class NoisyMaxOracle:
         options = [self.scores.score(child, parents)]
         options += [self.scores.score(child, (*parents, z)) for z in request.candidates]
         values = [fixed_point(s, self.score_frac) << self.extra_frac for s in options]
-        index = noisy_max(values, draws(self.noise, self.rng, len(values)))
+        noise = draws(self.noise, self.rng, len(values))
+        first = 0 if self.stop_option else 1  # K2 asks only while candidates are left
+        index = first + noisy_max(values[first:], noise[first:])
         return None if index == 0 else request.candidates[index - 1]
 
     def best_parents(self, requests: Sequence[K2Request], tau: float) -> list[str | None]:
@@ -138,7 +142,13 @@ def dp_learn(
     if job.decision_noise is not None:
         scores = CountsOracle(count, mode, 1.0, n_records=int(codes.shape[0]))
         oracle = NoisyMaxOracle(
-            scores, job.decision_noise, rng, score_frac, job.extra_frac, job.decisions
+            scores,
+            job.decision_noise,
+            rng,
+            score_frac,
+            job.extra_frac,
+            job.decisions,
+            job.stop_option,
         )
         parents = k2_search(tuple(order or names), max_parents, oracle, 0.0, progress).parents
     cpts: dict[str, np.ndarray] = {}

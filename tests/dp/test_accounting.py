@@ -12,6 +12,8 @@ import pytest
 
 from ppbn.bn.scores import family_score
 from ppbn.dp.accounting import (
+    FULL_FAMILIES_MOST_VARIABLES,
+    USEFUL_COUNT,
     k2_decisions,
     largest_cells,
     largest_rho,
@@ -101,6 +103,21 @@ def test_zcdp_halves_the_count_noise_of_an_alarm_sized_network():
     pure = 2 * len(ALARMISH) / 0.7
     assert p.count_scale < 0.6 * pure
     assert p.decision_epsilon > 2 * 0.3 / p.decisions
+
+
+def test_full_families_where_their_counts_stay_useful():
+    """Small networks with enough records per unit of noise drop K2's stop option; a small
+    n epsilon, large domains or many variables keep it. The privacy spent does not move."""
+    small = _plan(1.0, n_records=10000, cardinalities=ASIAISH)
+    assert small.family_usefulness >= USEFUL_COUNT and not small.stop_option
+    assert small.as_dict()["stop_option"] is False
+    assert small.family_usefulness == pytest.approx(10000 / (8 * small.count_scale))
+    for keeps in (_plan(1.0, n_records=10000), _plan(0.1, n_records=2000, cardinalities=ASIAISH)):
+        assert keeps.family_usefulness < USEFUL_COUNT and keeps.stop_option
+    many = _plan(1.0, n_records=10000, cardinalities=[2] * (FULL_FAMILIES_MOST_VARIABLES + 1))
+    assert many.family_usefulness >= USEFUL_COUNT and many.stop_option
+    assert opendp_epsilon(small) <= 1.0 * (1 + 1e-9)
+    assert replace(small, stop_option=True).count_scale == small.count_scale
 
 
 def test_decisions_and_cells_bound_k2():

@@ -54,6 +54,20 @@ def test_without_noise_the_choices_are_k2s(asia, mode):
     assert oracle.decisions <= sum(min(2, i) for i in range(len(truth.names)))
 
 
+def test_without_the_stop_option_every_child_takes_its_parents(asia):
+    """A plan without "stop" (``DPPlan.stop_option``): even where K2 would stop (no
+    noise, independent candidates), each child takes min(u, position) parents."""
+    truth, codes = asia
+    codes = codes[:3000]
+    count = joined_count_fn(truth.names, truth.states, codes)
+    scores = CountsOracle(count, "exact", 1.0, n_records=len(codes))
+    silent = geometric_spec(1e-3)
+    oracle = NoisyMaxOracle(scores, silent, np.random.default_rng(0), SCORE_FRAC, stop_option=False)
+    parents = k2_search(truth.names, 2, oracle, 0.0).parents
+    assert [len(parents[v]) for v in truth.names] == [min(2, i) for i in range(len(truth.names))]
+    assert oracle.decisions == sum(min(2, i) for i in range(len(truth.names)))
+
+
 def test_a_large_epsilon_finds_the_reference_edges(asia):
     """At the largest epsilon a plan takes (20), each choice's exponential noise is still
     ~40 nats on asia, above what a spurious parent costs, so the twin adds extra edges and

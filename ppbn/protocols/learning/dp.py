@@ -4,9 +4,10 @@ Two steps replace their exact counterparts when ``SecureLearnConfig.dp`` holds a
 (``ppbn/dp/accounting.py``):
 
 - ``NoisyOracle``: each K2 parent choice is report-noisy-max with exponential noise over
-  the stop option (the child's current score) and every candidate's score. The scores
-  stay shares; the garbled circuit (``circuits/noise.py``) adds a geometric draw to each,
-  made from the XOR of one uniform word from each party, and reveals only the winner.
+  the stop option (the child's current score; marked invalid where the plan leaves it
+  out, ``DPPlan.stop_option``) and every candidate's score. The scores stay shares; the
+  garbled circuit (``circuits/noise.py``) adds a geometric draw to each, made from the
+  XOR of one uniform word from each party, and reveals only the winner.
 - ``noisy_parameters``: every cell of every family table of the learned network gets
   discrete Laplace noise in a garbled circuit, made the same way, and only the noisy count
   is opened to both; clipping at 0 and normalising are post-processing.
@@ -91,7 +92,7 @@ class NoisyOracle:
             inputs: dict[str, np.ndarray] = {}
             real = [len(requests[i].candidates) + 1 for i in members]
             if scorer.role == GARBLER:  # public: which slots hold a real option
-                inputs["valid_a"] = np.array([(1 << count) - 1 for count in real], dtype=object)
+                inputs["valid_a"] = np.array([self._valid(count) for count in real], dtype=object)
             for slot in range(options):
                 column = np.empty(len(members), dtype=object)
                 column[:] = [
@@ -118,6 +119,12 @@ class NoisyOracle:
                 )
         scorer.clock.add("decisions (Yao)", started)
         return answers
+
+    def _valid(self, options: int) -> int:
+        """The option slots that may win: all, or all but stop (slot 0) where the plan
+        leaves it out (``DPPlan.stop_option``)."""
+        slots = (1 << options) - 1
+        return slots if self.plan.stop_option else slots & ~1
 
     @staticmethod
     def _share(scores: dict, request: K2Request, slot: int, modulus: int) -> int:
