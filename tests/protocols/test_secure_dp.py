@@ -61,6 +61,12 @@ def test_dp_job_releases_one_network_to_both_with_only_allowed_disclosures():
         decisions = [e for e in ledger.entries if e.kind == "k2_decision"]
         assert 0 < len(decisions) <= dp.decisions, role
         assert all("noisy" in e.source for e in decisions)
+    # full families stay useful here, so the plan leaves "stop" out and the secure job
+    # honours it: every child takes min(u, position) parents, every choice is made
+    assert not dp.stop_option
+    assert len(decisions) == dp.decisions
+    for position, v in enumerate(net.names):
+        assert len(alice.search.parents[v]) == min(2, position), v
     # at epsilon 20 the noise is small next to asia's strong dependencies: most of the
     # reference's edges are found, and the CPTs are close to the exact ones
     reference = learn_reference(net.names, net.states, codes, 2, "exact")
