@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -46,8 +47,29 @@ ROLES = ("alice", "bob")
 MINER = "miner"
 
 
+LISTEN_PORTS = (20000, 32768)  # below Linux's ephemeral range: no outgoing connection takes one
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
-    """A currently free loopback TCP port (the daemon binds it a moment later)."""
+    """A currently free loopback TCP port (the daemon binds it a moment later).
+
+    Why not the kernel's port 0: it hands out ports of the ephemeral range, which the
+    host's outgoing connections take as well, so on a busy host (another pair's gRPC
+    dialling) the port could be gone before the daemon binds it. A random port below that
+    range is taken by nothing but a listener; one found busy is skipped."""
+    low, high = LISTEN_PORTS
+    with contextlib.suppress(OSError, ValueError):
+        high = min(high, int(EPHEMERAL_RANGE.read_text().split()[0]))
+    generator = random.SystemRandom()
+    for _ in range(64 if high - low >= 1000 else 0):  # a host whose ephemeral range starts low
+        port = generator.randrange(low, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
