@@ -25,10 +25,10 @@ def _sign(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from ppbn.parties.audit import AuditLogBroken, AuditLogTorn
-    from ppbn.parties.audit_check import cheating_lines, verify_audit_log
+    from ppbn.parties.audit_check import verify_audit_log
 
     try:
-        state, vouched = verify_audit_log(args.log, args.cert)
+        state, vouched, caught = verify_audit_log(args.log, args.cert)
     except AuditLogTorn as exc:
         print(
             f"ppbn: audit log {args.log} ends with a torn line: {exc}; the daemon sets it aside "
@@ -40,7 +40,6 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"ppbn: audit log {args.log} is broken (changed or damaged): {exc}", file=sys.stderr)
         return 1
     print(f"audit log {args.log}: {state.lines} lines of party {state.party}; {vouched}")
-    caught = cheating_lines(args.log)
     if caught:
         print(f"{len(caught)} cheating event(s) (a peer failed a check of the malicious level):")
         for line in caught:

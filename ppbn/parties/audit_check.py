@@ -200,21 +200,18 @@ def read_head_signature(log: str, cert_given: bool) -> dict[str, Any] | None:
     return sig
 
 
-def verify_audit_log(log: str, cert: str | None = None) -> tuple[ChainState, str]:
+def verify_audit_log(log: str, cert: str | None = None) -> tuple[ChainState, str, list[str]]:
     """Check the chain of ``log`` and its signed head, if any (its signature with ``cert``):
-    the chain's end and what the check vouches for. Raises ``AuditLogTorn`` or
+    the chain's end, what the check vouches for, and one line per ``cheating`` event
+    (re-checked where its evidence allows, ``cheating_evidence``). Raises ``AuditLogTorn`` or
     ``AuditLogBroken`` on a bad log, UserError when an input cannot be read."""
     data = read_log(log)
     public_key = load_cert_key(cert) if cert else None
     sig = read_head_signature(log, bool(cert))
     state = verify_log(data)
     signed = check_head(state, data, sig, public_key) if sig is not None else ""
-    return state, vouched(log, state.lines, sig, signed)
-
-
-def cheating_lines(log: str) -> list[str]:
-    """One line per ``cheating`` event of a verified log, re-checked where its evidence allows."""
-    return [record.describe() for record in cheating_records(read_log(log))]
+    caught = [record.describe() for record in cheating_records(data)]
+    return state, vouched(log, state.lines, sig, signed), caught
 
 
 def vouched(log: str, lines: int, sig: dict[str, Any] | None, signed: str) -> str:
