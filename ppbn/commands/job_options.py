@@ -9,8 +9,8 @@ from typing import Any
 
 from ppbn.commands.checked_numbers import positive_float, positive_int
 from ppbn.commands.learning_options import hc_job_params
-from ppbn.commands.unused_flags import Noted, refuse_unused_dp_flags
-from ppbn.dp.constants import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE
+from ppbn.commands.unused_flags import GIVEN, Noted, refuse_unused_dp_flags
+from ppbn.dp.constants import DEFAULT_DELTA, DEFAULT_RELEASE, DEFAULT_STRUCTURE_SHARE, RELEASES
 from ppbn.errors import UserError
 from ppbn.protocols.constants import SECURITY_LEVELS, SEMI_HONEST
 
@@ -128,16 +128,30 @@ def add_dp_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         help=f"needs --dp-epsilon: the structure's share of the budget (of epsilon under pure DP, of rho under "
         f"zCDP), the rest for the CPTs (default {DEFAULT_STRUCTURE_SHARE:g}, PrivBayes's beta)",
     )
+    parser.add_argument(
+        "--dp-release",
+        choices=RELEASES,
+        default=DEFAULT_RELEASE,
+        action=Noted,
+        help="needs --dp-epsilon: what is released: network (K2's structure and every family's "
+        "noisy counts; the default) or marginals (MST's way without a curator: noisy 1-way "
+        "counts, a tree of pairs chosen by noisy L1 error, their noisy 2-way counts, and the "
+        "network private-pgm fits to them; a tree, so --max-parents 1)",
+    )
 
 
 def dp_params(args: argparse.Namespace) -> dict[str, Any]:
     """The DP parameters of a learn job, when --dp-epsilon is given (its companions are
-    refused without it)."""
+    refused without it). The marginal release is a tree: max_parents 1 unless given."""
     refuse_unused_dp_flags(args)
     if getattr(args, "dp_epsilon", None) is None:
         return {}
-    return {
+    params = {
         "dp_epsilon": args.dp_epsilon,
         "dp_delta": args.dp_delta,
         "dp_structure_share": args.dp_structure_share,
+        "dp_release": args.dp_release,
     }
+    if args.dp_release == "marginals" and "max_parents" not in getattr(args, GIVEN, {}):
+        params["max_parents"] = 1
+    return params

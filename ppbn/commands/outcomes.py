@@ -61,13 +61,15 @@ def _network_text(key: str, value: Any) -> str | None:
     if key == "parents" and isinstance(value, dict) and all(_names(ps) for ps in value.values()):
         return "; ".join(f"{child}: {', '.join(ps) or '-'}" for child, ps in value.items())
     if key == "privacy" and isinstance(value, dict) and "epsilon" in value:
+        marginals = value.get("release") == "marginals"
         try:
             return (
                 f"({value['epsilon']:g}, {value['delta']:.1e})-DP "
                 f"({value.get('accounting', 'pure')} accounting): "
-                f"{value['decisions']} noisy parent choices of epsilon "
-                f"{value['epsilon_per_decision']:.3g} each, CPTs from counts with discrete "
-                f"Laplace noise of scale {value['count_scale']:.3g}"
+                f"{value['decisions']} noisy {'pair' if marginals else 'parent'} choices of "
+                f"epsilon {value['epsilon_per_decision']:.3g} each, "
+                + ("a tree fitted to 1-way and 2-way counts" if marginals else "CPTs from counts")
+                + f" with discrete Laplace noise of scale {value['count_scale']:.3g}"
             )
         except (KeyError, TypeError, ValueError):
             return None

@@ -40,7 +40,7 @@ def refuse_given(args: argparse.Namespace, dests: tuple[str, ...], needs: str) -
 
 HC_FLAGS = ("tabu", "start", "black_list", "white_list", "fixed_edges")
 LEARNING_FLAGS = ("max_parents", "score", "search", "ess", "tau", "order", "c_star", "dirichlet")
-DP_COMPANIONS = ("dp_delta", "dp_structure_share")
+DP_COMPANIONS = ("dp_delta", "dp_structure_share", "dp_release")
 SECURE_FLAGS = (
     "disclosure",
     "key_bits",
@@ -67,7 +67,8 @@ def refuse_unused_search_flags(args: argparse.Namespace) -> None:
 
 
 def refuse_unused_dp_flags(args: argparse.Namespace) -> None:
-    """--dp-delta and --dp-structure-share without --dp-epsilon (the release would be exact)."""
+    """--dp-delta, --dp-structure-share and --dp-release without --dp-epsilon (the release
+    would be exact)."""
     if getattr(args, "dp_epsilon", None) is None:
         refuse_given(args, DP_COMPANIONS, "--dp-epsilon (without it the release is exact)")
 

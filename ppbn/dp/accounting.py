@@ -50,6 +50,7 @@ from ppbn.dp.constants import (
     DP_SCORES,
     MAX_EPSILON,
     MIN_EPSILON,
+    RELEASES,
 )
 from ppbn.dp.noise import DEFAULT_PRECISION, GeometricSpec, geometric_spec
 from ppbn.dp.quantiles import bins_share
@@ -59,6 +60,7 @@ from ppbn.dp.quantiles import bins_share
 PRECISIONS = ((64, 0), (64, 16), (96, 16), (96, 32), (128, 32), (128, 48), (128, 64))
 FIXED_POINT_SLACK = 1e-6  # nats: the secure terms' fixed-point error, 8 changed terms at most
 ACCOUNTINGS = ("pure", "zcdp")
+PAIR_ERROR_SENSITIVITY = 2.0  # counts: one record leaves one cell of a pair's table for another
 # PrivBayes's theta-usefulness (Zhang et al. 2017, Sec. 4.3; they take 4): full families
 # are worth filling when their average cell holds this many times the count noise's scale
 # (``DPPlan.family_usefulness``); 8 by measurement (docs/decisions/dp-small-networks.md)
@@ -135,8 +137,14 @@ class DPPlan:
     # False: no "stop" option while candidates are left, so every child takes
     # min(max_parents, position) parents, as PrivBayes's do (``plan`` chooses it)
     stop_option: bool = True
+    # what is released (``RELEASES``): "network", K2's choices and every family's noisy
+    # counts; "marginals", a spanning tree's pairs chosen one by one and the noisy counts
+    # of every variable and every chosen pair (``dp.marginal_release``)
+    release: str = "network"
 
     def __post_init__(self) -> None:
+        if self.release not in RELEASES:
+            raise ValueError(f"release must be one of {', '.join(RELEASES)}")
         if self.accounting not in ACCOUNTINGS:
             raise ValueError(f"accounting must be one of {', '.join(ACCOUNTINGS)}")
         if self.accounting == "zcdp" and not self.rho > 0.0:
@@ -165,19 +173,28 @@ class DPPlan:
         return self.epsilon * self.structure_share_used / self.decisions
 
     @property
+    def released_tables(self) -> int:
+        """The noisy tables one record is counted in: a family per variable (network), or
+        a 1-way marginal per variable and a 2-way one per tree edge (marginals)."""
+        if self.release == "marginals":
+            return 2 * self.n_variables - 1
+        return self.n_variables
+
+    @property
     def count_scale(self) -> float:
-        """Discrete Laplace scale b of every count: pure, 2 |V| / b = epsilon_p; zcdp,
-        |V| / b^2 = rho_p."""
+        """Discrete Laplace scale b of every count, with T = ``released_tables`` (one
+        record moves one count in each, 2 T cells): pure, 2 T / b = epsilon_p; zcdp,
+        T / b^2 = rho_p."""
         rest = 1.0 - self.structure_share_used
         if self.accounting == "zcdp":
-            return math.sqrt(self.n_variables / (rest * self.rho))
-        return 2.0 * self.n_variables / (rest * self.epsilon)
+            return math.sqrt(self.released_tables / (rest * self.rho))
+        return 2.0 * self.released_tables / (rest * self.epsilon)
 
     @property
     def family_usefulness(self) -> float:
-        """The average cell of a family with ``max_parents`` parents (the largest ones: the
-        plan's ``cells_bound`` over the variables) in units of the count noise's scale."""
-        return self.n_records * self.n_variables / (self.cells_bound * self.count_scale)
+        """The average cell of a released table (the plan's ``cells_bound`` over the
+        tables) in units of the count noise's scale."""
+        return self.n_records * self.released_tables / (self.cells_bound * self.count_scale)
 
     @property
     def tail(self) -> float:
@@ -243,6 +260,7 @@ class DPPlan:
             }
             if self.bins_cuts
             else None,
+            "release": self.release,
             "network_epsilon": self.epsilon,
             "delta_allowed": self.delta,
             "neighbours": "one record's values differ; the record count is public",
@@ -252,11 +270,15 @@ class DPPlan:
             "stop_option": self.stop_option,
             "decisions": self.decisions,
             "epsilon_per_decision": self.decision_epsilon,
-            "score_sensitivity_nats": self.score_sensitivity,
+            **(
+                {"utility": "L1 error of the independent model", "utility_sensitivity": 2.0}
+                if self.release == "marginals"
+                else {"score_sensitivity_nats": self.score_sensitivity}
+            ),
             "count_noise": "discrete Laplace",
             "count_scale": self.count_scale,
             "structure_noise": "exponential (report-noisy-max = permute-and-flip)",
-            "structure_scale_nats": self.decision_scale / 2.0**self.score_frac
+            "structure_scale": self.decision_scale / 2.0**self.noise_frac
             if self.decisions
             else 0.0,
         }
@@ -311,7 +333,7 @@ def opendp_epsilon(p: DPPlan) -> float:
         total += p.decisions * convert(choice).map(p.score_sensitivity)
     cell = dp.atom_domain(T=int), dp.absolute_distance(T=int)
     noisy = convert(cell >> dp.m.then_laplace(scale=p.count_scale))
-    total += 2 * p.n_variables * noisy.map(1)
+    total += 2 * p.released_tables * noisy.map(1)
     if p.accounting == "zcdp":
         return zcdp_epsilon(float(total), p.conversion_delta)
     return float(total)
@@ -349,6 +371,7 @@ def plan(
     structure_share: float = DEFAULT_STRUCTURE_SHARE,
     delta: float = DEFAULT_DELTA,
     bins_cuts: int = 0,
+    release: str = "network",
 ) -> DPPlan:
     """The job's plan, or ValueError naming what cannot be held. ``bins_cuts`` private cut
     points (``dp.quantiles``) take ``bins_share`` of epsilon first; of the two accountings
@@ -367,6 +390,7 @@ def plan(
             score_frac=score_frac,
             structure_share=structure_share,
             delta=delta,
+            release=release,
         )
         spent = epsilon * bins_share(bins_cuts)
         return replace(network, bins_cuts=int(bins_cuts), bins_epsilon=spent)
@@ -375,18 +399,23 @@ def plan(
     if not 0.0 < delta < 1.0:
         raise ValueError("delta must lie in (0, 1)")
     n_variables = len(cardinalities)
-    base = DPPlan(
-        epsilon=float(epsilon),
-        delta=float(delta),
-        structure_share=float(structure_share),
-        n_records=int(n_records),
-        n_variables=n_variables,
-        decisions=k2_decisions(n_variables, max_parents),
-        score_sensitivity=score_sensitivity(mode, n_records, max(cardinalities)),
-        cells_bound=largest_cells(list(cardinalities), max_parents),
-        largest_options=n_variables,  # stop and at most |V| - 1 candidates
-        score_frac=score_frac,
-    )
+    if release == "marginals":
+        base = marginal_base(
+            epsilon, n_records, list(cardinalities), mode, score_frac, structure_share, delta
+        )
+    else:
+        base = DPPlan(
+            epsilon=float(epsilon),
+            delta=float(delta),
+            structure_share=float(structure_share),
+            n_records=int(n_records),
+            n_variables=n_variables,
+            decisions=k2_decisions(n_variables, max_parents),
+            score_sensitivity=score_sensitivity(mode, n_records, max(cardinalities)),
+            cells_bound=largest_cells(list(cardinalities), max_parents),
+            largest_options=n_variables,  # stop and at most |V| - 1 candidates
+            score_frac=score_frac,
+        )
     pure = _with_precision(base, 1.0)
     zcdp = replace(
         base,
@@ -412,4 +441,38 @@ def plan(
         raise ValueError(
             f"OpenDP's privacy maps give epsilon {spent:.6g} for this plan, above {epsilon:g}"
         )
+    if release == "marginals":
+        return replace(chosen, stop_option=False)  # a tree's pairs: no "stop" to choose
     return replace(chosen, stop_option=stop_option(chosen))
+
+
+def marginal_base(
+    epsilon: float,
+    n_records: int,
+    cardinalities: list[int],
+    mode: str,
+    score_frac: int,
+    structure_share: float,
+    delta: float,
+) -> DPPlan:
+    """The marginal release's plan before its accounting (``dp.marginal_release``): |V| - 1
+    choices of a pair, each among the tree's frontier (k (|V| - k) pairs), whose utility is the L1
+    error of the 1-way release's independent model on the pair's counts, in whole counts
+    (``score_frac`` 0): the model is fixed by then, and replacing one record moves one
+    count of the pair's table, so the error changes by at most ``PAIR_ERROR_SENSITIVITY``;
+    the noisy tables are every variable's 1-way marginal and the chosen pairs' 2-way
+    ones. ``mode`` and ``score_frac`` play no part (the choice scores no family)."""
+    n = len(cardinalities)
+    return DPPlan(
+        epsilon=float(epsilon),
+        delta=float(delta),
+        structure_share=float(structure_share),
+        n_records=int(n_records),
+        n_variables=n,
+        decisions=n - 1,
+        score_sensitivity=PAIR_ERROR_SENSITIVITY,
+        cells_bound=sum(cardinalities) + largest_cells(cardinalities, 1),
+        largest_options=max((n // 2) * (n - n // 2), 1),  # the frontier k (|V| - k) at its widest
+        score_frac=0,
+        release="marginals",
+    )

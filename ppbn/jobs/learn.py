@@ -23,10 +23,12 @@ from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
 from ppbn.dp.accounting import DPPlan, plan
 from ppbn.dp.constants import (
     DEFAULT_DELTA,
+    DEFAULT_RELEASE,
     DEFAULT_STRUCTURE_SHARE,
     DP_SCORES,
     MAX_EPSILON,
     MIN_EPSILON,
+    RELEASES,
 )
 from ppbn.errors import UserError
 from ppbn.jobs.base import (
@@ -74,6 +76,7 @@ DEFAULTS = {
     "dp_epsilon": None,
     "dp_delta": DEFAULT_DELTA,
     "dp_structure_share": DEFAULT_STRUCTURE_SHARE,
+    "dp_release": DEFAULT_RELEASE,
     **SEARCH_DEFAULTS,
 }
 
@@ -109,11 +112,32 @@ def check_dp_params(out: dict[str, Any], given: dict[str, Any]) -> None:
     ):
         if out[name] != needed:
             raise ParameterError(name, f"learn: {why}: {name} must be {needed}, not {out[name]}")
+    if out["dp_release"] not in RELEASES:
+        raise ParameterError(
+            "dp_release", f"learn: dp_release must be one of {', '.join(RELEASES)}"
+        )
+    if out["dp_release"] == "marginals":
+        check_marginal_release(out, given)
     if out["score"] not in DP_SCORES:
         raise ParameterError(
             "score",
             f"learn: a DP job scores with {' or '.join(DP_SCORES)} (their sensitivity is stated), not {out['score']}",
         )
+
+
+def check_marginal_release(out: dict[str, Any], given: dict[str, Any]) -> None:
+    """The marginal release is a tree of pairs (``dp.marginal_release``): max_parents is 1
+    (set when not given), and K2's node order has no part in it."""
+    if given.get("max_parents", 1) != 1:
+        raise ParameterError(
+            "max_parents",
+            "learn: the marginal release is a tree of pairs: max_parents must be 1 (or left out)",
+        )
+    if given.get("order") is not None:
+        raise ParameterError(
+            "order", "learn: the marginal release grows its tree by noisy choices, not an order"
+        )
+    out["max_parents"] = 1
 
 
 def learn_privacy_cost(params: dict[str, Any]) -> PrivacyCost | None:
@@ -139,6 +163,7 @@ def dp_plan(params: dict[str, Any], schema: Schema, n_records: int) -> DPPlan | 
             structure_share=float(params["dp_structure_share"]),
             delta=float(params["dp_delta"]),
             bins_cuts=private_cut_count(schema),
+            release=params["dp_release"],
         )
     except ValueError as exc:
         raise ParameterError("dp_epsilon", f"learn: {exc}") from None
@@ -274,7 +299,7 @@ def result_json(
             out["party_names"] = dict(schema.party_names)
         out["parameters_withheld"] = [v for v in schema.names if v not in result.parameters.cpts]
     out["disclosure"] = config.disclosure
-    out["search"] = config.search
+    out["search"] = search_label(config)
     if config.mode == "bdeu":
         out["ess"] = config.ess
     if isinstance(search, HCResult):
@@ -284,6 +309,13 @@ def result_json(
         out["start"] = [[p, c] for c in search.names for p in search.start[c]]
         out["families_scored"] = search.families_scored
     return out
+
+
+def search_label(config: SecureLearnConfig) -> str:
+    """How the structure was found: k2, hc, or the marginal release's tree of pairs."""
+    if config.dp is not None and config.dp.release == "marginals":
+        return "marginal tree"
+    return config.search
 
 
 def write_parameter_shares(
@@ -478,7 +510,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         files.append(str(context.out_dir / SHARES_JSON))
     store.remove_all()
     return {
-        "search": config.search,
+        "search": search_label(config),
         **({"moves": len(out["moves"])} if "moves" in out else {}),
         "edges": out["edges"],
         "parents": out["parents"],

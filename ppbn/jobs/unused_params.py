@@ -17,7 +17,7 @@ from typing import Any
 from ppbn.jobs.base import ParameterError
 
 HC_ONLY = ("tabu", "start", "black_list", "white_list", "fixed_edges")
-DP_ONLY = ("dp_delta", "dp_structure_share")
+DP_ONLY = ("dp_delta", "dp_structure_share", "dp_release")
 
 
 def _needs(name: str, params: Mapping[str, Any]) -> str | None:

@@ -27,6 +27,9 @@ ALLOWED_KINDS = frozenset(
         # A differentially private release (protocols/learning/dp.py): the noisy counts of
         # every family of the learned network, opened to both; the CPTs follow from them.
         "dp_counts",
+        # The marginal release (protocols/learning/dp_marginals.py): each pair of its tree,
+        # as the noisy choice revealed it; its noisy 1-way and 2-way counts are dp_counts.
+        "dp_pair",
         # Available-case analysis only (``--missing available-case``): the number of
         # complete records each family of the learned network was counted on.
         "family_records",

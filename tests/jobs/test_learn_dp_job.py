@@ -32,9 +32,50 @@ def test_dp_parameters_are_checked(asia_dir):
         ({"dp_epsilon": 1, "search": "hc"}, "search must be k2"),
         ({"dp_epsilon": 1, "disclosure": "owner"}, "disclosure must be public"),
         ({"dp_epsilon": 1, "score": "yw"}, "scores with exact or bic"),
+        ({"dp_epsilon": 1, "dp_release": "tree"}, "dp_release must be one of network, marginals"),
+        ({"dp_release": "marginals"}, "dp_release needs dp_epsilon"),
+        ({"dp_epsilon": 1, "dp_release": "marginals", "max_parents": 2}, "max_parents must be 1"),
+        ({"dp_epsilon": 1, "dp_release": "marginals", "order": list(schema.names)}, "not an order"),
     ]:
         with pytest.raises(UserError, match=message):
             check_learn_params(bad, schema)
+    marginals = check_learn_params({"dp_epsilon": 1, "dp_release": "marginals"}, schema)
+    assert marginals["max_parents"] == 1 and marginals["dp_release"] == "marginals"
+    assert check_learn_params({"dp_epsilon": 1}, schema)["dp_release"] == "network"
+
+
+def test_simulate_a_marginal_release(tmp_path, capsys):
+    """--dp-release marginals through both daemons: a tree released to both, the plan in
+    both network files, and the result's privacy line names its pair choices."""
+    code = main(
+        ["simulate", "--network", "asia", "--records", "1200", "--seed", "4",
+         "--dp-epsilon", "2", "--dp-release", "marginals", "--params", '{"key_bits": 1024}',
+         "--policy", str(TEST_POLICY), "--format", "json", "--out", str(tmp_path / "run")]
+    )  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report.get("error")
+    privacy = report["result"]["privacy"]
+    assert privacy["release"] == "marginals" and privacy["decisions"] == 7
+    assert report["result"]["search"] == "marginal tree"
+    networks = []
+    for role in ("alice", "bob"):
+        folder = tmp_path / "run" / f"out-{role}" / report["job_id"]
+        network = json.loads((folder / "network.json").read_text())
+        assert network["privacy"] == privacy
+        networks.append(network["parameters"])
+        ledger = json.loads((folder / "ledger.json").read_text())
+        assert sum(e["kind"] == "dp_pair" for e in ledger["entries"]) == 7
+    assert networks[0] == networks[1]
+    assert sum(1 for p in networks[0].values() if not p["parents"]) == 1  # one root: a tree
+
+
+def test_the_marginal_release_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--network", "asia", "--dp-release", "tree"])
+    assert "invalid choice: 'tree'" in capsys.readouterr().err
+    code = main(["simulate", "--network", "asia", "--records", "200", "--dp-release", "marginals"])
+    assert code != 0
+    assert "--dp-release needs --dp-epsilon" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("delta", "accounting"), [("1e-9", "pure"), ("1e-5", "zcdp")])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats
-from secure_runs import alternating_schema, learn_both
+from secure_runs import alternating_schema, learn_both, scorers_run
 from views import profile_p_value, sign_profiles
 
 from ppbn.bn.k2 import K2Request
@@ -20,12 +20,10 @@ from ppbn.bn.learn import joined_count_fn, learn_reference
 from ppbn.bn.networks import load_network, sample
 from ppbn.dp.accounting import plan
 from ppbn.dp.noise import discrete_laplace_pmf
-from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.fixedpoint import SCORE_FRAC
 from ppbn.protocols.learning.config import SecureLearnConfig
 from ppbn.protocols.learning.dp import NoisyOracle, noisy_parameters
-from ppbn.protocols.learning.scorer import SecureScorer
-from ppbn.protocols.ledger import ALLOWED_KINDS, Ledger
+from ppbn.protocols.ledger import ALLOWED_KINDS
 from ppbn.protocols.tables import TablesConfig
 
 TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
@@ -100,29 +98,6 @@ def test_refuses_what_a_dp_job_cannot_do():
             config.check_dp()
 
 
-def _scorers_run(schema, codes, names, config, work, keep_transcript=False):
-    """Run ``work(scorer)`` at both parties on fresh scorers; returns both results and the pair."""
-    column = {v: i for i, v in enumerate(names)}
-
-    def side(role):
-        mine = [column[v.name] for v in schema.owned_by(role)]
-
-        def run(channel):
-            scorer = SecureScorer(
-                channel, role, schema, codes[:, mine], codes.shape[0], config, Ledger(role)
-            )
-            try:
-                return work(scorer)
-            finally:
-                scorer.tables.close()
-
-        return run
-
-    pair = memory_channel_pair(timeout_s=300, keep_transcript=keep_transcript)
-    alice, bob = run_two_party(side("alice"), side("bob"), pair=pair)
-    return alice, bob, pair
-
-
 def test_noise_on_real_table_shares_is_discrete_laplace():
     """The counts the protocol opens minus the true counts, over every cell of a fixed
     structure in several runs: discrete Laplace of the plan's scale (chi-square)."""
@@ -139,7 +114,7 @@ def test_noise_on_real_table_shares_is_discrete_laplace():
     counts = joined_count_fn(net.names, net.states, codes)
     noise = []
     for _ in range(6):
-        alice, _, _ = _scorers_run(
+        alice, _, _ = scorers_run(
             schema,
             codes,
             net.names,
@@ -185,7 +160,7 @@ def test_what_a_party_receives_does_not_depend_on_data_or_noise():
     rng = np.random.default_rng(3)
     views = []
     for codes in (sample(net, 1500, 4), rng.integers(0, 2, size=(1500, len(names)))):
-        _, _, pair = _scorers_run(schema, codes, names, config, work, keep_transcript=True)
+        _, _, pair = scorers_run(schema, codes, names, config, work, keep_transcript=True)
         views.append(
             [
                 sign_profiles(

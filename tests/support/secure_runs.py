@@ -1,12 +1,14 @@
 """Both parties of a secure learn job in threads over the memory channel, for the tests of
-the secure path (test_resume, test_secure_hc): a schema that alternates owners, and a run
-that can start from checkpoints and keep them."""
+the secure path (test_resume, test_secure_hc, test_secure_dp): a schema that alternates
+owners, a run that can start from checkpoints and keep them, and a run of any work on
+both parties' scorers."""
 
 from __future__ import annotations
 
 from ppbn.bn.schema import Schema, Variable
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.learning.learn import learn_secure
+from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.ledger import Ledger
 
 
@@ -37,3 +39,27 @@ def learn_both(schema, codes, names, config, resume=None, saved=None):
 
     alice, bob = run_two_party(side("alice"), side("bob"), pair=memory_channel_pair(timeout_s=300))
     return alice, bob, ledgers
+
+
+def scorers_run(schema, codes, names, config, work, keep_transcript=False):
+    """Run ``work(scorer)`` at both parties on fresh scorers; returns both results and the
+    channel pair (its transcripts with ``keep_transcript``)."""
+    column = {v: i for i, v in enumerate(names)}
+
+    def side(role):
+        mine = [column[v.name] for v in schema.owned_by(role)]
+
+        def run(channel):
+            scorer = SecureScorer(
+                channel, role, schema, codes[:, mine], codes.shape[0], config, Ledger(role)
+            )
+            try:
+                return work(scorer)
+            finally:
+                scorer.tables.close()
+
+        return run
+
+    pair = memory_channel_pair(timeout_s=300, keep_transcript=keep_transcript)
+    alice, bob = run_two_party(side("alice"), side("bob"), pair=pair)
+    return alice, bob, pair

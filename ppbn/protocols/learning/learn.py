@@ -32,6 +32,7 @@ from ppbn.bn.schema import Schema
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, Progress, SecureLearnConfig
 from ppbn.protocols.learning.dp import NoisyOracle, noisy_parameters
+from ppbn.protocols.learning.dp_marginals import secure_marginal_release
 from ppbn.protocols.learning.hc import ResumableMoveOracle, SecureMoveOracle
 from ppbn.protocols.learning.k2 import ResumableOracle, SecureOracle
 from ppbn.protocols.learning.parameters import (
@@ -142,7 +143,10 @@ def learn_secure(
                 progress(label, step, total)
 
         search: K2Result | HCResult
-        if config.search == "hc":
+        if config.dp is not None and config.dp.release == "marginals":
+            search, params, _ = secure_marginal_release(scorer, config.dp, before_release)
+            source = "marginal release's tree"
+        elif config.search == "hc":
             search = _hill_climb(scorer, resume, checkpoint, k2_progress)
             source = "hill-climbing moves"
         elif config.search == "k2":
@@ -159,11 +163,10 @@ def learn_secure(
         for edge in search.edges:
             ledger.record("edge", list(edge), source)
         ledger.record("structure", {v: list(ps) for v, ps in search.parents.items()}, source)
-        params = (
-            secure_parameters(scorer, search.parents, config.disclosure)
-            if config.dp is None
-            else noisy_parameters(scorer, search.parents, config.dp, before_release)
-        )
+        if config.dp is None:
+            params = secure_parameters(scorer, search.parents, config.disclosure)
+        elif config.dp.release == "network":
+            params = noisy_parameters(scorer, search.parents, config.dp, before_release)
         family_records = (
             family_record_counts(scorer, search.parents) if config.available_case else None
         )
