@@ -12,6 +12,17 @@ Every run must learn what the smallest W learned (edges, hill-climbing moves, CP
 executor never changes results, and a run that does is reported (``same_results``). The
 times are measurements, never checked against anything.
 
+Each run also carries each party's CPU per phase (``stats.phase_cpu`` of its network.json,
+``learning/clock.py``): serial, in the thread that runs the phase; parallel, in executor
+tasks (inline at W = 1, in the pool above) and in lanes beside that thread. From those,
+Amdahl's law bounds the speed-up a phase could reach at N workers per party
+(``amdahl_bound``), so a design's scaling can be read on a small host; the bound assumes
+the parallel work divides perfectly over N workers (enough tasks, no scheduling or pickling
+cost) and that nothing else limits, the link and the peer included. The table bounds from
+the smallest W, the JSON from every W: above W = 1 the pool's tasks also carry each
+worker's first load of the compiled kernels, and an OT block task opens its own streams
+at its offset where an inline one reads on the open ones.
+
     report = bench_scale(ScaleSettings("asia", 2000, workers=(1, 2)))
 """
 
@@ -34,6 +45,8 @@ if TYPE_CHECKING:
 
 WHOLE_JOB = "whole job"
 LANES = ("job", "workers")
+AMDAHL_AT = (8, 16)  # the worker counts the report bounds the speed-up at
+ROLES = ("alice", "bob")
 
 
 @dataclass(frozen=True)
@@ -116,11 +129,12 @@ def bench_scale(
             for repeat in range(settings.repeat):
                 with LocalPair(files, settings.timeout_s, policy=policy) as pair:
                     run = run_learn(pair, {**params, "term_lanes": lanes[workers]})
+                    cpu = {r: _phase_cpu(pair.out_dir(r) / run.outcome.job_id) for r in ROLES}
                 result = _result(run.learned)
                 baseline = baseline or result
                 runs.append(
                     _figures(run, workers, repeat, result == baseline)
-                    | {"term_lanes": lanes[workers]}
+                    | {"term_lanes": lanes[workers], "phase_cpu": cpu}
                 )
                 if progress is not None:
                     progress(
@@ -129,6 +143,68 @@ def bench_scale(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return _report(settings, runs)
+
+
+def _phase_cpu(job_dir: Path) -> dict[str, dict[str, float]]:
+    """A party's CPU per phase, from the stats of the network.json it wrote."""
+    import json
+
+    return json.loads((job_dir / "network.json").read_text(encoding="utf-8"))["stats"]["phase_cpu"]
+
+
+def amdahl_bound(serial_s: float, parallel_s: float, workers: int) -> float | None:
+    """Amdahl's law: the speed-up at ``workers`` of work whose serial fraction is s =
+    serial / (serial + parallel), 1 / (s + (1 - s) / workers), in [1, workers]. It assumes
+    the parallel part divides perfectly over the workers and that nothing else (the link,
+    the peer, the pool's own cost) limits. None without any CPU to divide."""
+    total = serial_s + parallel_s
+    if total <= 0:
+        return None
+    serial = max(0.0, serial_s) / total
+    return 1 / (serial + (1 - serial) / workers)
+
+
+def _cpu_of(cpu: dict[str, dict[str, float]], phase: str) -> tuple[float, float] | None:
+    """A party's (serial, parallel) CPU seconds of ``phase``; of the whole job, the sum of
+    every entry, the CPU outside the phases included."""
+    entries = list(cpu.values()) if phase == WHOLE_JOB else [cpu[phase]] if phase in cpu else []
+    if not entries:
+        return None
+    return sum(c["serial_s"] for c in entries), sum(c["parallel_s"] for c in entries)
+
+
+def _bounded(serial: float, parallel: float) -> dict[str, float | None]:
+    """The figures of one party's phase: its CPU, serial fraction and Amdahl bounds."""
+    total = serial + parallel
+    bounds = {f"bound_at_{n}": amdahl_bound(serial, parallel, n) for n in AMDAHL_AT}
+    return {
+        "serial_s": round(serial, 3),
+        "parallel_s": round(parallel, 3),
+        "serial_fraction": round(serial / total, 4) if total > 0 else None,
+        **{key: None if b is None else round(b, 2) for key, b in bounds.items()},
+    }
+
+
+def amdahl_by_phase(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per phase and for the whole job: each party's median serial and parallel CPU over
+    ``runs`` (those of one W) with its bounds at ``AMDAHL_AT``, and the phase's bound, the
+    lower party's (each waits on the other)."""
+    from statistics import median
+
+    phases = list(dict.fromkeys(p for r in runs for cpu in r["phase_cpu"].values() for p in cpu))
+    out: dict[str, dict[str, Any]] = {}
+    for phase in [*phases, WHOLE_JOB]:
+        entry: dict[str, Any] = {}
+        for role in ROLES:
+            figures = [f for r in runs if (f := _cpu_of(r["phase_cpu"][role], phase))]
+            if figures:
+                entry[role] = _bounded(median(f[0] for f in figures), median(f[1] for f in figures))
+        for n in AMDAHL_AT:
+            key = f"bound_at_{n}"
+            bounds = [entry[r][key] for r in ROLES if entry.get(r, {}).get(key) is not None]
+            entry[key] = min(bounds) if bounds else None
+        out[phase] = entry
+    return out
 
 
 def _result(learned: dict[str, Any]) -> dict[str, Any]:
@@ -202,6 +278,13 @@ def _report(settings: ScaleSettings, runs: list[dict[str, Any]]) -> dict[str, An
         "baseline_workers": settings.workers[0],
         "same_results": all(r["same_result_as_baseline"] for r in runs),
         "median_seconds": {str(w): s for w, s in by_workers.items()},
+        "amdahl_workers": list(AMDAHL_AT),
+        "amdahl_assumes": "the parallel CPU divides perfectly over the workers; the serial "
+        "CPU, the link and the peer limit nothing else",
+        "amdahl": {
+            str(w): amdahl_by_phase([r for r in runs if r["workers"] == w])
+            for w in settings.workers
+        },
         "runs": runs,
     }
 
@@ -213,13 +296,53 @@ def _cell(seconds: float | None, base: float | None) -> str:
     return f"{text} ({base / seconds:.1f}x)" if base and seconds else text
 
 
+def _cpu_cell(figures: dict[str, Any] | None) -> str:
+    if figures is None:
+        return "-"
+    return f"{figures['serial_s']:.2f} + {figures['parallel_s']:.2f}"
+
+
+def _bound_cell(bound: float | None) -> str:
+    return "-" if bound is None else f"{bound:.1f}x"
+
+
+def scale_header(report: dict[str, Any]) -> tuple[str, ...]:
+    """The columns of ``scale_rows``."""
+    return (
+        "phase",
+        *(f"W = {w}" for w in report["median_seconds"]),
+        *(f"{role} CPU" for role in ROLES),
+        *(f"Amdahl {n}" for n in report["amdahl_workers"]),
+    )
+
+
+def scale_legend(report: dict[str, Any]) -> str:
+    """What the CPU and Amdahl columns of ``scale_rows`` hold."""
+    return (
+        f"CPU: each party's serial + parallel CPU seconds at W = {report['baseline_workers']}; "
+        "Amdahl N: the speed-up Amdahl's law allows from them at N workers per party (the "
+        f"lower party's), assuming {report['amdahl_assumes']}"
+    )
+
+
 def scale_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
     """The table for people: each phase's median seconds per W, with the speed-up over the
-    baseline W."""
+    baseline W; then, at the baseline W, each party's serial and parallel CPU and the
+    speed-up Amdahl's law allows at each of ``amdahl_workers`` (``amdahl_bound``)."""
     columns = report["median_seconds"]
     base = columns[str(report["baseline_workers"])]
-    phases = list(dict.fromkeys(p for s in columns.values() for p in s if p != WHOLE_JOB))
+    amdahl = report["amdahl"][str(report["baseline_workers"])]
+    sources = [*columns.values(), amdahl]
+    phases = list(dict.fromkeys(p for s in sources for p in s if p != WHOLE_JOB))
     return [
-        (phase, *(_cell(s.get(phase), base.get(phase)) for s in columns.values()))
+        (
+            phase,
+            *(_cell(s.get(phase), base.get(phase)) for s in columns.values()),
+            *(_cpu_cell(amdahl.get(phase, {}).get(role)) for role in ROLES),
+            *(
+                _bound_cell(amdahl.get(phase, {}).get(f"bound_at_{n}"))
+                for n in report["amdahl_workers"]
+            ),
+        )
         for phase in [*phases, WHOLE_JOB]
     ]

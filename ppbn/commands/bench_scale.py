@@ -1,7 +1,7 @@
 """``ppbn bench scale``: how each phase of a secure job scales with workers per party. The
 engine is ``ppbn/bench/scale.py`` (the same learn job between two daemons once per worker
 count, every run checked to learn the same network); this module parses the flags and
-prints each phase's seconds per W, with the speed-up over the smallest W.
+prints each phase's seconds per W (speed-up over the smallest W), CPU and Amdahl's bound.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _bench_scale(args: argparse.Namespace) -> int:
 
 
 def _print(report: dict[str, Any]) -> None:
-    from ppbn.bench.scale import scale_rows
+    from ppbn.bench.scale import scale_header, scale_legend, scale_rows
     from ppbn.commands.tables import print_table
 
     runs = f", median of {report['repeat']}" if report["repeat"] > 1 else ""
@@ -71,11 +71,9 @@ def _print(report: dict[str, Any]) -> None:
         f"u = {report['max_parents']}, {report['score']}, {report['search']}, executor "
         f"{report['executor']} at W workers per party"
     )
-    print_table(
-        f"seconds (slower party{runs}; speed-up vs W = {report['baseline_workers']})",
-        scale_rows(report),
-        ("phase", *(f"W = {w}" for w in report["median_seconds"])),
-    )
+    title = f"seconds (slower party{runs}; speed-up vs W = {report['baseline_workers']})"
+    print_table(title, scale_rows(report), scale_header(report))
+    print(scale_legend(report))
     print(f"cores: {report['cores']} (os.cpu_count); both daemons share this host")
     if report["note"]:
         print(f"note: {report['note']}")
@@ -101,8 +99,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         description="Run the same learn job between two daemons over loopback mutual TLS "
         "once per worker count (each daemon's executor at W workers, garbling and OT "
         "extension sent to it too; W = 1 inline), check that every run learns the same "
-        "network, and print each phase's seconds per W with the speed-up over the smallest "
-        "W. A measurement, never a test of the times.",
+        "network, and print each phase's seconds per W (speed-up over the smallest W), each "
+        "party's serial and parallel CPU at the smallest W, and the speed-up Amdahl's law "
+        "allows from them at 8 and 16 workers. A measurement, never a test of the times.",
     )
     scale.add_argument(
         "--network", default="asia", help=f"one of: {', '.join(NETWORKS)} (default asia)"

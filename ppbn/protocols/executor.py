@@ -21,6 +21,12 @@ cluster must sit inside this party's own trust domain; no task of one party ever
 the other party's executor. Randomness is drawn by the caller and passed in as per-task
 seeds, so results do not depend on which executor (or how many workers) ran the tasks.
 
+CPU accounting: every task's function is timed where it runs (``time.thread_time`` around
+the call, in the worker process or, inline, in the calling thread), and the seconds come
+back with its value (``Timed``); the thread that takes the result adds them to its
+``TASK_CPU``, so a phase clock (``learning/clock.py``) can tell the CPU a phase spent in
+tasks from the CPU of its own thread. Values and arguments are unchanged.
+
 Failures: an exception raised by the function reaches the caller unchanged (a
 ``ProtocolError`` from a bad ciphertext stays one). A task lost to the executor itself (a
 worker process killed, a Ray node gone after Ray's retries) raises ``ExecutorError``, a
@@ -46,6 +52,51 @@ EXECUTORS = ("local", "ray", "inline")
 PARENT_CHECK_S = 0.25
 RAY_TASK_RETRIES = 3  # Ray re-runs a task whose worker died this many times before giving up
 RAY_CONNECT_TIMEOUT_S = 10.0  # a Ray address must accept a TCP connection within this
+
+
+class TaskCpu(threading.local):
+    """Per thread, the CPU seconds of the executor tasks whose results it took: ``tasks_s``
+    all of them, wherever they ran, and ``inline_s`` those that ran in this thread (an
+    inline executor's), which its own ``time.thread_time`` counts too."""
+
+    tasks_s: float = 0.0
+    inline_s: float = 0.0
+
+    def credit(self, seconds: float, inline: bool) -> None:
+        self.tasks_s += seconds
+        if inline:
+            self.inline_s += seconds
+
+
+TASK_CPU = TaskCpu()
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A task's value and the CPU seconds its function took (its thread's, where it ran),
+    those of the ``Timed`` arguments it consumed included (a Ray combine of unfetched
+    leaves)."""
+
+    value: Any
+    cpu_s: float
+
+
+def timed_call(fn: Callable, *args: Any) -> Timed:
+    """``fn(*args)`` as a ``Timed``: what a pool or cluster runs in place of ``fn``."""
+    consumed = sum(a.cpu_s for a in args if isinstance(a, Timed))
+    values = tuple(a.value if isinstance(a, Timed) else a for a in args)
+    started = time.thread_time()
+    value = fn(*values)
+    return Timed(value, time.thread_time() - started + consumed)
+
+
+def run_inline(fn: Callable, args: tuple) -> Any:
+    """``fn(*args)`` in this thread, its CPU credited to this thread's inline tasks."""
+    started = time.thread_time()
+    try:
+        return fn(*args)
+    finally:
+        TASK_CPU.credit(time.thread_time() - started, inline=True)
 
 
 class ExecutorError(RuntimeError):
@@ -170,7 +221,7 @@ class _Done(Pending):
         self._value: Any = None
         self._error: BaseException | None = None
         try:
-            self._value = fn(*args)
+            self._value = run_inline(fn, args)
         except Exception as exc:  # noqa: BLE001 - delivered by result()
             self._error = exc
 
@@ -202,7 +253,7 @@ class InlineExecutor(Executor):
         """Each item computed when its result is taken: with no other worker, running ahead
         only delays the consumer (a garbler would send chunk i after garbling chunk i + 1)."""
         for item in items:
-            yield fn(*_resolved(item))
+            yield run_inline(fn, _resolved(item))
 
     def close(self) -> None:
         return None  # nothing to release
@@ -234,14 +285,19 @@ def exit_with_parent(parent_pid: int) -> None:
 class _LocalPending(Pending):
     def __init__(self, future: Future) -> None:
         self._future = future
+        self._credited = False
 
     def result(self) -> Any:
         try:
-            return self._future.result()
+            timed = self._future.result()
         except BrokenProcessPool:
             raise ExecutorError(
                 "local executor: a worker process died (killed or out of memory); the job's tasks are lost"
             ) from None
+        if not self._credited:
+            self._credited = True
+            TASK_CPU.credit(timed.cpu_s, inline=False)
+        return timed.value
 
     def wait(self) -> None:
         self._future.exception()  # returns (never raises) a broken pool: result() reports it
@@ -268,7 +324,7 @@ class LocalExecutor(Executor):
                 )
             pool = self._pool
         try:
-            return _LocalPending(pool.submit(fn, *_resolved(args)))
+            return _LocalPending(pool.submit(timed_call, fn, *_resolved(args)))
         except BrokenProcessPool:
             raise ExecutorError(
                 "local executor: the worker pool is broken (a worker process died)"
@@ -395,11 +451,12 @@ class _RayPending(Pending):
     def __init__(self, ray: Any, ref: Any) -> None:
         self._ray = ray
         self.ref = ref
+        self._credited = False
 
     def result(self) -> Any:
         ray = self._ray
         try:
-            return ray.get(self.ref)
+            timed = ray.get(self.ref)
         except ray.exceptions.RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, Exception) else None
             if cause is None or isinstance(cause, ray.exceptions.RayError):
@@ -412,6 +469,10 @@ class _RayPending(Pending):
                 f"ray executor: task lost after {RAY_TASK_RETRIES} retries ({type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
             ) from None
+        if not self._credited:
+            self._credited = True
+            TASK_CPU.credit(timed.cpu_s, inline=False)
+        return timed.value
 
     def wait(self) -> None:
         self._ray.wait([self.ref], num_returns=1)
@@ -428,16 +489,17 @@ class RayExecutor(Executor):
         self._ray = connect_ray(address, workers)
         cpus = int(self._ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, cpus)
+        self._timed = self._ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES)(timed_call)
         self._remote: dict[Callable, Any] = {}
 
     def submit(self, fn: Callable, *args: Any) -> Pending:
         remote = self._remote.get(fn)
-        if remote is None:
-            remote = self._ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES)(fn)
+        if remote is None:  # named after the function, as Ray shows its tasks and workers
+            remote = self._timed.options(name=fn.__name__)
             self._remote[fn] = remote
         refs = tuple(a.ref if isinstance(a, _RayPending) else a for a in args)
         try:
-            ref = remote.remote(*refs)
+            ref = remote.remote(fn, *refs)
         except self._ray.exceptions.RayError as exc:
             raise ExecutorError(
                 f"ray executor: cannot submit a task: {str(exc).splitlines()[0]}"

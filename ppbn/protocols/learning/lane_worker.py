@@ -27,13 +27,8 @@ import numpy as np
 
 from ppbn.protocols.channel import Channel, PeerGone, ProtocolError
 from ppbn.protocols.executor import exit_with_parent
-from ppbn.protocols.learning.terms import (
-    EngineSpec,
-    PhaseClock,
-    TermsEngine,
-    build_engine,
-    take_counters,
-)
+from ppbn.protocols.learning.clock import PhaseClock
+from ppbn.protocols.learning.terms import EngineSpec, TermsEngine, build_engine, take_counters
 from ppbn.protocols.seeds import TaskSeeds
 
 TERMS, STOP, READY, SEND, RECV, PHASE, DONE, FAILED, DATA = (
@@ -90,14 +85,16 @@ class RelayChannel(Channel):
 @dataclass
 class BatchReport:
     """What a lane did for one batch besides its shares: the sessions' counters (Yao's and
-    the share arithmetic's), the openings tests keep, the seconds of each phase and the
-    CPU seconds of the lane's process."""
+    the share arithmetic's), the openings tests keep, the seconds of each phase, the CPU
+    seconds of the lane's process, and per phase those of its thread and tasks (``cpu``,
+    to which the party's relay thread adds its own: all of it ran beside the job's thread)."""
 
     yao: dict[str, int]
     arith: dict[str, int]
     openings: list
     seconds: dict[str, float]
     cpu_seconds: float
+    cpu: dict[str, float]
 
 
 def _run_batch(engine: TermsEngine, connection: Connection, x_shares, shifts) -> tuple:
@@ -117,6 +114,7 @@ def _run_batch(engine: TermsEngine, connection: Connection, x_shares, shifts) ->
         openings,
         clock.seconds,
         time.process_time() - cpu,
+        {phase: used.total_s for phase, used in clock.cpu.items()},
     )
     return DONE, result, report
 

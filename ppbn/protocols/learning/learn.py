@@ -181,6 +181,7 @@ def learn_secure(
     stats = {
         "wall_s": time.perf_counter() - started,
         "phases": dict(scorer.clock.seconds),
+        "phase_cpu": scorer.clock.cpu_split(),  # per phase: serial and parallel CPU seconds
         **channel.stats.as_dict(),
         "paillier_encryptions": scorer.paillier.encryptions,
         "public_key_operations": scorer.paillier.public_key_operations,

@@ -39,11 +39,11 @@ from ppbn.protocols.fixedpoint import (
     shift_frac_for,
     term_fixed_many,
 )
+from ppbn.protocols.learning.clock import SHARE_TERMS, PhaseClock
 from ppbn.protocols.learning.config import GARBLER, Family, Progress, SecureLearnConfig, score_bits
 from ppbn.protocols.learning.term_lanes import TermLanes, lanes_for
 from ppbn.protocols.learning.terms import (
     EngineSpec,
-    PhaseClock,
     TermsEngine,
     build_engine,
     take_counters,
@@ -88,6 +88,7 @@ class SecureScorer:
         paillier: OpCounters | None = None,
         keep_openings: bool = False,
     ) -> None:
+        self.clock = PhaseClock()  # first: the job's CPU outside the phases counts from here
         self.channel = channel
         self.role = role
         self.schema = schema
@@ -135,7 +136,6 @@ class SecureScorer:
             str, str
         ] = {}  # phase -> the channel's byte section the party layer gave it
         self._announced = threading.Condition()  # ``_sections`` grew
-        self.clock = PhaseClock()
         self.score_bits = score_bits(
             schema, n_records, config.largest_parents, config.c_star, config.ess if bdeu else 0.0
         )
@@ -154,7 +154,9 @@ class SecureScorer:
         self.evaluations = 0
 
     def phase(self, name: str) -> None:
-        """Announce a protocol phase (the daemon names it when a peer fails)."""
+        """Announce a protocol phase (the daemon names it when a peer fails); the calling
+        thread's CPU counts toward the phase the clock adds next (``PhaseClock.mark``)."""
+        self.clock.mark()
         if self.progress is not None:
             self.progress(f"phase {name}", 0, 0)
         with self._announced:
@@ -226,6 +228,7 @@ class SecureScorer:
                 self.phase("tables")
             else:
                 lane.stats.section = "tables"
+                self.clock.mark()
             started = time.perf_counter()
             self.count_shares.update(
                 run_tables(
@@ -282,11 +285,14 @@ class SecureScorer:
             lane.stats.section = self._section_of(phase)
 
         mark("ln terms (Yao)")
-        second = _Background(lane.name, engine.terms, x_shares[half:], high, mark, None)
+        beside = PhaseClock()  # the second half's CPU, which runs beside this thread's
+        second = _Background(lane.name, engine.terms, x_shares[half:], high, mark, beside)
         first = self._engine.terms(x_shares[:half], low, self.phase, self.clock)
         started = time.perf_counter()
         rest = second.join()
-        self.clock.add("ln and x ln x (shares)", started)
+        self.clock.add(SHARE_TERMS, started)
+        for phase, cpu in beside.cpu.items():
+            self.clock.add_parallel(phase, cpu.total_s)
         self.channel.settle_lane(lane)
         _add_counts(self.yao.counters, take_counters(engine.yao.counters))
         _add_counts(self.arith.counters, take_counters(engine.arith.counters))
@@ -311,6 +317,10 @@ class SecureScorer:
         for phase in {phase for report in reports for phase in report.seconds}:
             slowest = max(report.seconds.get(phase, 0.0) for report in reports)
             self.clock.seconds[phase] = self.clock.seconds.get(phase, 0.0) + slowest
+        for report in reports:  # each lane's process and relay thread ran beside this thread
+            for phase, seconds in report.cpu.items():
+                self.clock.add_parallel(phase, seconds)
+        self.clock.charge(SHARE_TERMS)  # this thread's own since the share phase's mark
         self.evaluations += x_shares.shape[0]
         return result
 

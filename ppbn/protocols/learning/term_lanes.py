@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
@@ -33,6 +34,7 @@ import numpy as np
 
 from ppbn.protocols.channel import Channel, LaneChannel, ProtocolError
 from ppbn.protocols.executor import ExecutorError
+from ppbn.protocols.learning.clock import NORMALISE, SHARE_TERMS
 from ppbn.protocols.learning.lane_worker import (
     DATA,
     DONE,
@@ -60,6 +62,17 @@ def lanes_for(n: int, lanes: int) -> int:
     """How many lanes a batch of n terms uses: all, unless a part would be under
     ``MIN_LANE_TERMS`` (a lane's fixed cost is its round trips). Public, as n is."""
     return max(1, min(lanes, n // MIN_LANE_TERMS))
+
+
+def _add_relay_cpu(report: BatchReport, shares_from: float | None) -> None:
+    """Add the calling relay thread's CPU (a fresh thread's own, from its start) to its lane's
+    report: to the normalisation until the lane reached its share phase (``shares_from``, a
+    ``time.thread_time`` reading), to the share terms after."""
+    now = time.thread_time()
+    split = {NORMALISE: now if shares_from is None else shares_from}
+    split[SHARE_TERMS] = now - split[NORMALISE]
+    for phase, seconds in split.items():
+        report.cpu[phase] = report.cpu.get(phase, 0.0) + seconds
 
 
 class TermLanes:
@@ -193,6 +206,7 @@ class TermLanes:
         A peer's error is passed to the lane (which stops) and is the batch's outcome."""
         connection, lane = self._connections[index], self._lanes[index]
         failure: BaseException | None = None
+        shares_from: float | None = None  # this thread's CPU when the lane's share phase began
         try:
             while True:
                 message = connection.recv()
@@ -209,7 +223,9 @@ class TermLanes:
                 elif message[0] == PHASE:
                     reached.set()
                     lane.stats.section = section_of(message[1])
+                    shares_from = time.thread_time()
                 elif message[0] == DONE:
+                    _add_relay_cpu(message[2], shares_from)
                     outcomes[index] = message
                     return
                 else:  # FAILED

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,19 +43,10 @@ from ppbn.protocols.fixedpoint import (
     tables_on_k,
     terms_on,
 )
+from ppbn.protocols.learning.clock import NORMALISE, SHARE_TERMS, PhaseClock
 from ppbn.protocols.learning.config import GARBLER
 from ppbn.protocols.seeds import TaskSeeds
 from ppbn.protocols.yao import Reveal, YaoParty
-
-
-@dataclass
-class PhaseClock:
-    """Wall time per protocol phase (reported as ``stats.phases``)."""
-
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def add(self, phase: str, started: float) -> None:
-        self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - started
 
 
 class SecureBackend:
@@ -203,12 +194,12 @@ class TermsEngine:
         x_shares: np.ndarray,
         shifts: Sequence[float] | None,
         mark: Callable[[str], None],
-        clock: PhaseClock | None,
+        clock: PhaseClock,
     ) -> np.ndarray:
         """``SecureScorer.terms`` on this set of sessions: the normalisation circuit, one
         round of lookups, then the products of ``fixedpoint.terms_on``; ``mark`` names the
-        phase of the products when it starts, ``clock`` (the main thread's only) takes the
-        times."""
+        phase of the products when it starts, ``clock`` takes this thread's wall and CPU
+        seconds per phase."""
         mode = self.mode
         n = x_shares.shape[0]
         groups: dict[float | None, np.ndarray] = {None: np.arange(n)}
@@ -220,8 +211,7 @@ class TermsEngine:
             a: self.normalise(x_shares[idx], None if a is None else Shift(a, self.shift_frac))
             for a, idx in groups.items()
         }
-        if clock is not None:
-            clock.add("normalise (Yao)", started)
+        clock.add(NORMALISE, started)
         started = time.perf_counter()
         mark("ln terms (shares)")
 
@@ -276,8 +266,7 @@ class TermsEngine:
             shift_frac,
         )
         self.arith.settle()  # the last product's lift, before the result leaves the terms
-        if clock is not None:
-            clock.add("ln and x ln x (shares)", started)
+        clock.add(SHARE_TERMS, started)
         return result
 
 
