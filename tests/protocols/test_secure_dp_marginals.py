@@ -109,16 +109,18 @@ def test_the_noisy_choices_compare_the_twins_utilities_exactly():
 
 @pytest.mark.parametrize("best", [0, 7, 8, 20])
 def test_the_tournament_picks_the_best_pair_wherever_it_sits(best: int) -> None:
-    """Utilities 200 counts apart under noise of scale ~9 counts: the winner is the best
-    candidate, whichever block holds it; the errors enter as shares."""
+    """Utilities at least 500 counts apart under noise of scale ~9 counts: the winner is
+    the best candidate of each offered list, whichever block holds it; the errors enter as
+    shares."""
     net = load_network("asia")
     dp = dataclasses.replace(_plan(net, 2000, 10.0), decisions=4, largest_options=24)
     names = [f"v{i}" for i in range(24)]
     candidates = [(names[0], v) for v in names[1:]] + [(names[1], names[2])]
     rng = np.random.default_rng(best)
-    values = {p: 100 + int(rng.integers(0, 50)) for p in candidates}
-    values[candidates[best]] = 400
-    width = 12
+    ranks = rng.permutation(len(candidates))
+    values = {p: 500 * (1 + int(r)) for p, r in zip(candidates, ranks, strict=True)}
+    values[candidates[best]] = 500 * 40
+    width = 16
     masks = {p: int(rng.integers(0, 1 << width)) for p in candidates}
 
     def work(scorer):
