@@ -57,7 +57,7 @@ from ppbn.dp.quantiles import bins_share
 
 # (uniform word bits, extra fractional bits of the structure's noise), cheapest first: the
 # plan takes the first whose delta is within the allowed one (``DPPlan.failure_probability``)
-PRECISIONS = ((64, 0), (64, 16), (96, 16), (96, 32), (128, 32), (128, 48), (128, 64))
+PRECISIONS = ((64, 0), (64, 16), (96, 16), (96, 32), (128, 32), (96, 48), (128, 48), (128, 64))
 FIXED_POINT_SLACK = 1e-6  # nats: the secure terms' fixed-point error, 8 changed terms at most
 ACCOUNTINGS = ("pure", "zcdp")
 PAIR_ERROR_SENSITIVITY = 2.0  # counts: one record leaves one cell of a pair's table for another
