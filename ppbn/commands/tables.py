@@ -11,8 +11,8 @@ def print_table(title: str, rows: list[tuple[str, ...]], header: tuple[str, ...]
     from rich.table import Table
 
     table = Table(title=title)
-    for column in header:
-        table.add_column(column)
+    for i, column in enumerate(header):
+        table.add_column(column, no_wrap=i == 0)  # the row's name whole, the figures wrap
     for row in rows:
         table.add_row(*row)
     Console().print(table)

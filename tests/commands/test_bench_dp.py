@@ -67,8 +67,10 @@ def test_the_secure_job_runs_for_the_secure_seeds_only(capsys, monkeypatch):
 
     calls = []
 
-    def fake(data, max_parents, score, epsilon):
-        calls.append({"max_parents": max_parents, "score": score, "epsilon": epsilon})
+    def fake(data, max_parents, score, epsilon, release):
+        calls.append(
+            {"max_parents": max_parents, "score": score, "epsilon": epsilon, "release": release}
+        )
         schema = Schema.load(str(data / "schema.json"))
         net = load_network("cancer")  # any network over the schema's variables will do
         assert net.names == schema.names
@@ -82,6 +84,7 @@ def test_the_secure_job_runs_for_the_secure_seeds_only(capsys, monkeypatch):
     report = run_json(capsys, "--epsilons", "0.5,2", "--methods", "ppbn", "--secure-seeds", "1")
     assert [c["epsilon"] for c in calls] == [0.5, 2.0]
     assert all(c["max_parents"] == 2 and c["score"] == "exact" for c in calls)
+    assert all(c["release"] == "network" for c in calls)
     runs = report["runs"]
     assert [r["seed"] for r in runs] == [7, 7]  # seed 8 is not a secure seed
     assert all(r["bytes"] == 4_000_000 and r["seconds"] == 2.5 for r in runs)

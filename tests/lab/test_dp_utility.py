@@ -7,7 +7,15 @@ import pytest
 
 from ppbn.bn.model import structural_hamming_distance as bn_shd
 from ppbn.bn.networks import load_network, sample
-from ppbn.lab.dp_utility import marginal_tvd, structural_hamming_distance, tvd_2way, tvd_3way
+from ppbn.lab.dp_utility import (
+    largest_blanket,
+    marginal_tvd,
+    markov_blanket,
+    naive_bayes_accuracy,
+    structural_hamming_distance,
+    tvd_2way,
+    tvd_3way,
+)
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +85,28 @@ def test_shd_is_bns():
     a = {"x": (), "y": ("x",), "z": ("y",)}
     b = {"x": ("y",), "y": (), "z": ()}
     assert structural_hamming_distance(a, b) == 2  # one reversed, one missing
+
+
+def test_a_deterministic_target_is_predicted_exactly():
+    """Column 2 is a function of column 0 (its state mod 2): every record right."""
+    rng = np.random.default_rng(6)
+    first = rng.integers(0, 4, 600)
+    codes = np.column_stack([first, rng.integers(0, 3, 600), first % 2])
+    train, test = codes[:400], codes[400:]
+    assert naive_bayes_accuracy(train, test, [4, 3, 2], target=2) == 1.0
+    # column 1 is noise: no better than a guess of its most common state, give or take
+    assert naive_bayes_accuracy(train, test, [4, 3, 2], target=1) < 0.5
+
+
+def test_the_classifier_smooths_unseen_states():
+    train = np.array([[0, 0], [0, 0], [1, 1]])
+    test = np.array([[2, 0], [1, 1]])  # state 2 of column 0 was never seen
+    assert naive_bayes_accuracy(train, test, [3, 2], target=1) == 1.0
+
+
+def test_markov_blankets():
+    parents = {"a": (), "b": ("a",), "c": ("b", "d"), "d": (), "e": ("c",)}
+    assert markov_blanket(parents, "b") == {"a", "c", "d"}
+    assert markov_blanket(parents, "c") == {"b", "d", "e"}
+    assert largest_blanket(list(parents), parents) == "b"  # b and c tie at 3: the first
+    assert largest_blanket(["c", "b", "a", "d", "e"], parents) == "c"
