@@ -36,7 +36,7 @@ from ppbn.bn.params import cpt_from_counts
 from ppbn.dp.accounting import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE, DPPlan, plan
 from ppbn.dp.graphical_fit import Measured, fit_marginals, marginal
 from ppbn.dp.noise import GeometricSpec
-from ppbn.dp.reference import draws, noisy_max
+from ppbn.dp.reference import checked_codes, draws, noisy_max
 
 Pair = tuple[str, str]
 # chooses one of the candidate pairs (its index), given them in the order ``tree_rounds`` lists
@@ -163,13 +163,7 @@ def marginal_twin(
     the chosen pairs in the order chosen. ``rng`` (default: fresh OS entropy) draws all the
     noise: the 1-way counts (``names`` order), each round's candidates, the chosen pairs'
     counts (in the order chosen)."""
-    names = tuple(names)
-    states = {v: tuple(states[v]) for v in names}
-    codes = np.asarray(codes)
-    if codes.ndim != 2 or codes.shape[1] != len(names):
-        raise ValueError(f"codes must be records x {len(names)} variables, got {codes.shape}")
-    if np.any(codes < 0):
-        raise ValueError("the DP release needs complete records: codes hold missing cells")
+    names, states, codes = checked_codes(names, states, codes)
     rng = np.random.default_rng() if rng is None else rng
     n = int(codes.shape[0])
     job = plan(

@@ -96,6 +96,20 @@ def noisy_counts(table: np.ndarray, spec: GeometricSpec, rng: np.random.Generato
     return np.clip(flat + g[0] - g[1], 0, None).reshape(np.shape(table))
 
 
+def checked_codes(
+    names: Sequence[str], states: Mapping[str, Sequence[str]], codes: np.ndarray
+) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], np.ndarray]:
+    """A twin's inputs as tuples and an array, or ValueError: ``codes`` must be records x
+    variables (``names`` order) with no missing cell (a DP release counts complete records)."""
+    names = tuple(names)
+    codes = np.asarray(codes)
+    if codes.ndim != 2 or codes.shape[1] != len(names):
+        raise ValueError(f"codes must be records x {len(names)} variables, got {codes.shape}")
+    if np.any(codes < 0):
+        raise ValueError("a DP release needs complete records: codes hold missing cells")
+    return names, {v: tuple(states[v]) for v in names}, codes
+
+
 def dp_learn(
     names: Sequence[str],
     states: Mapping[str, Sequence[str]],
@@ -119,13 +133,7 @@ def dp_learn(
     Raises ValueError for a plan that cannot be held (``accounting.plan``: epsilon out of
     range, or the finite-precision noise's delta bound above ``delta``) or for missing
     cells (negative codes: the DP job counts complete records only)."""
-    names = tuple(names)
-    states = {v: tuple(states[v]) for v in names}
-    codes = np.asarray(codes)
-    if codes.ndim != 2 or codes.shape[1] != len(names):
-        raise ValueError(f"codes must be records x {len(names)} variables, got {codes.shape}")
-    if np.any(codes < 0):
-        raise ValueError("the DP job needs complete records: codes hold missing cells")
+    names, states, codes = checked_codes(names, states, codes)
     rng = np.random.default_rng() if rng is None else rng
     job = plan(
         epsilon,
