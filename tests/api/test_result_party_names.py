@@ -70,7 +70,7 @@ def test_the_learn_job_writes_its_own_schemas_names_only_when_it_has_some():
 
     net = small_net()
     search = SimpleNamespace(order=net.names, edges=[("age", "ill")], parents=net.parents)
-    config = SimpleNamespace(mode="bdeu", tau=0.0, disclosure="both", search="k2", ess=1.0)
+    config = SimpleNamespace(mode="bdeu", tau=0.0, disclosure="both", search="k2", ess=1.0, dp=None)
     seen = SimpleNamespace(cpts={"age": net.cpts["age"]}, unobserved={})
     for network, parameters in ((net, None), (None, seen)):
         result = SimpleNamespace(search=search, network=network, parameters=parameters)
