@@ -194,6 +194,7 @@ def _run_network(settings: DpSettings, tell: Callable[[str], None]) -> dict[str,
     from ppbn.bench.dp_report import dp_report
     from ppbn.bn.networks import load_network, sample
     from ppbn.data.datasets import make_dataset
+    from ppbn.dp.graphical_fit import forget_compiled
     from ppbn.lab.dp_utility import largest_blanket, naive_bayes_accuracy
 
     network = settings.network  # read once, not once per seed
@@ -236,7 +237,7 @@ def _run_network(settings: DpSettings, tell: Callable[[str], None]) -> dict[str,
                         f"SHD {shd}, accuracy {figures['accuracy']:.3f}, "
                         f"{figures['seconds']:.1f} s"
                     )
-            _forget_compiled()
+            forget_compiled()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return dp_report(_header(settings, target or ""), runs, real)
@@ -260,16 +261,6 @@ def _header(settings: DpSettings, target: str) -> dict[str, Any]:
         "aim_way": settings.aim_way if "aim" in settings.methods else None,
         "target": target,
     }
-
-
-def _forget_compiled() -> None:
-    """Drop JAX's compiled programs (private-pgm compiles one per fit): kept, they grow the
-    process by megabytes a second, and a long matrix died of it (LLVM: cannot allocate
-    memory). Nothing to do when no curator ran."""
-    import sys
-
-    if "jax" in sys.modules:
-        sys.modules["jax"].clear_caches()
 
 
 def secure_release(

@@ -400,9 +400,7 @@ def plan(
         raise ValueError("delta must lie in (0, 1)")
     n_variables = len(cardinalities)
     if release == "marginals":
-        base = marginal_base(
-            epsilon, n_records, list(cardinalities), mode, score_frac, structure_share, delta
-        )
+        base = marginal_base(epsilon, n_records, list(cardinalities), structure_share, delta)
     else:
         base = DPPlan(
             epsilon=float(epsilon),
@@ -450,8 +448,6 @@ def marginal_base(
     epsilon: float,
     n_records: int,
     cardinalities: list[int],
-    mode: str,
-    score_frac: int,
     structure_share: float,
     delta: float,
 ) -> DPPlan:
@@ -461,7 +457,7 @@ def marginal_base(
     (``score_frac`` 0): the model is fixed by then, and replacing one record moves one
     count of the pair's table, so the error changes by at most ``PAIR_ERROR_SENSITIVITY``;
     the noisy tables are every variable's 1-way marginal and the chosen pairs' 2-way
-    ones. ``mode`` and ``score_frac`` play no part (the choice scores no family)."""
+    ones (the choice scores no family: ``plan``'s mode and score_frac play no part)."""
     n = len(cardinalities)
     return DPPlan(
         epsilon=float(epsilon),

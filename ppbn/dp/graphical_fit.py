@@ -93,3 +93,14 @@ def synthetic_codes(model: Any, names: Sequence[str], rows: int, seed: int) -> n
     data = model.synthetic_data(rows, method="sample")
     frame = data.to_dict()
     return np.column_stack([np.asarray(frame[v]) for v in names]).astype(np.int64)
+
+
+def forget_compiled() -> None:
+    """Drop JAX's compiled programs (private-pgm compiles one per fit shape). A process that
+    fits many shapes (``ppbn bench dp`` over networks and seeds) grows by megabytes a second
+    while it keeps them; a long matrix died of it (LLVM: cannot allocate memory). Nothing to
+    do before the first fit."""
+    import sys
+
+    if "jax" in sys.modules:
+        sys.modules["jax"].clear_caches()

@@ -148,15 +148,38 @@ def noisy_parameters(
     """CPTs from noisy counts of every family of the learned network, opened to both
     parties (the DP release has one disclosure: public)."""
     started = time.perf_counter()
-    schema, role = scorer.schema, scorer.role
+    schema = scorer.schema
     families: dict[str, Family] = {v: (*parents[v], v) for v in schema.names}
     tables = scorer.table_shares(list(families.values()))
     scorer.phase("parameters")
-    spec = plan.count_noise
-    count_bits = scorer.count_bits
-    low = np.uint64((1 << count_bits) - 1)
     cells = [tables[families[v]].reshape(-1, schema.cardinality(v)) for v in schema.names]
-    shares = np.concatenate([c.ravel() for c in cells]).astype(np.uint64) & low
+    released = open_noisy_counts(scorer, plan, cells, before_release)
+    view = SecureParameters({}, {}, {})
+    for v, noisy in zip(schema.names, released, strict=True):
+        # post-processing: clip at 0 and normalise; a row with nothing left is uniform
+        cpt, unobserved = cpt_from_counts(np.clip(noisy, 0, None))
+        view.cpts[v] = cpt
+        view.unobserved[v] = unobserved
+        scorer.ledger.record(
+            "dp_counts", {"variable": v, "counts": noisy.tolist()}, DP_PARAMETER_SOURCE
+        )
+        scorer.ledger.record("parameter", {"variable": v, "cpt": cpt.tolist()}, DP_PARAMETER_SOURCE)
+    scorer.clock.add("parameters", started)
+    return view
+
+
+def open_noisy_counts(
+    scorer: SecureScorer,
+    plan: DPPlan,
+    tables: Sequence[np.ndarray],
+    before_release: Callable[[], None],
+) -> list[np.ndarray]:
+    """Each table of count shares with discrete Laplace noise in every cell (the plan's
+    ``count_noise``), drawn in one garbled run and opened to both, in the tables' shapes.
+    More cells than the plan bounds are refused before ``before_release``."""
+    spec, count_bits, role = plan.count_noise, scorer.count_bits, scorer.role
+    low = np.uint64((1 << count_bits) - 1)
+    shares = np.concatenate([np.asarray(t).ravel() for t in tables]).astype(np.uint64) & low
     total = int(shares.size)
     if total > plan.cells_bound:
         raise ProtocolError(
@@ -174,20 +197,10 @@ def noisy_parameters(
         },
         outputs={"noisy": Reveal.BOTH},
     )
-    width = noisy_width(count_bits, spec)
-    signed = np.array(to_signed(out["noisy"], width), dtype=np.int64)
-    view = SecureParameters({}, {}, {})
-    offset = 0
-    for v, c in zip(schema.names, cells, strict=True):
-        noisy = signed[offset : offset + c.size].reshape(c.shape)
-        offset += c.size
-        # post-processing: clip at 0 and normalise; a row with nothing left is uniform
-        cpt, unobserved = cpt_from_counts(np.clip(noisy, 0, None))
-        view.cpts[v] = cpt
-        view.unobserved[v] = unobserved
-        scorer.ledger.record(
-            "dp_counts", {"variable": v, "counts": noisy.tolist()}, DP_PARAMETER_SOURCE
-        )
-        scorer.ledger.record("parameter", {"variable": v, "cpt": cpt.tolist()}, DP_PARAMETER_SOURCE)
-    scorer.clock.add("parameters", started)
-    return view
+    signed = np.array(to_signed(out["noisy"], noisy_width(count_bits, spec)), dtype=np.int64)
+    released, offset = [], 0
+    for t in tables:
+        size = int(np.asarray(t).size)
+        released.append(signed[offset : offset + size].reshape(np.shape(t)))
+        offset += size
+    return released

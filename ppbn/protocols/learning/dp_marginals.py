@@ -24,10 +24,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ppbn.bn.k2 import K2Result
-from ppbn.bn.model import BayesNet
 from ppbn.circuits.builders import index_width
-from ppbn.circuits.ir import to_signed
-from ppbn.circuits.noise import noisy_count_circuit, noisy_width, uniform_words
+from ppbn.circuits.noise import uniform_words
 from ppbn.circuits.noisy_tournament import (
     TOURNAMENT_BLOCK,
     block_max_circuit,
@@ -46,6 +44,7 @@ from ppbn.dp.marginal_release import (
 )
 from ppbn.protocols.channel import ProtocolError
 from ppbn.protocols.learning.config import GARBLER
+from ppbn.protocols.learning.dp import open_noisy_counts
 from ppbn.protocols.learning.parameters import SecureParameters
 from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.yao import Reveal
@@ -57,16 +56,15 @@ FIT_SOURCE = "private-pgm's fit of the noisy marginals (post-processing)"
 
 def secure_marginal_release(
     scorer: SecureScorer, plan: DPPlan, before_release: Callable[[], None]
-) -> tuple[K2Result, SecureParameters, BayesNet]:
+) -> tuple[K2Result, SecureParameters]:
     """One party's side of the marginal release: the tree (as a search result: the
-    visiting order and the oriented edges), the CPTs and the network, alike at both."""
+    visiting order and the oriented edges) and the CPTs, alike at both."""
     schema = scorer.schema
     names = tuple(schema.names)
     states = {v.name: tuple(v.states) for v in schema.variables}
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     tables = scorer.table_shares([(v,) for v in names] + pairs)
-    before_release()
-    one_way = noisy_tables(scorer, plan, [(v,) for v in names], tables)
+    one_way = noisy_tables(scorer, plan, [(v,) for v in names], tables, before_release)
     one_way_by_name = {v: one_way[(v,)] for v in names}
     chosen: list[Pair] = []
     if len(names) > 1:
@@ -90,46 +88,27 @@ def secure_marginal_release(
         view.unobserved[v] = net.unobserved.get(v, ())
         scorer.ledger.record("parameter", {"variable": v, "cpt": net.cpts[v].tolist()}, FIT_SOURCE)
     scorer.clock.add("parameters", started)
-    return K2Result(order, dict(net.parents), edges), view, net
+    return K2Result(order, dict(net.parents), edges), view
 
 
 def noisy_tables(
-    scorer: SecureScorer, plan: DPPlan, families: Sequence[tuple[str, ...]], tables: dict
+    scorer: SecureScorer,
+    plan: DPPlan,
+    families: Sequence[tuple[str, ...]],
+    tables: dict,
+    before_release: Callable[[], None] = lambda: None,
 ) -> dict[tuple[str, ...], np.ndarray]:
-    """Each family's table with discrete Laplace noise in every cell, opened to both."""
+    """Each family's table with discrete Laplace noise in every cell, opened to both
+    (``dp.open_noisy_counts``)."""
     if not families:
         return {}
     started = time.perf_counter()
     scorer.phase("noisy counts")
-    spec, count_bits = plan.count_noise, scorer.count_bits
-    low = np.uint64((1 << count_bits) - 1)
-    cells = [np.asarray(tables[f]) for f in families]
-    shares = np.concatenate([c.ravel() for c in cells]).astype(np.uint64) & low
-    total = int(shares.size)
-    if total > plan.cells_bound:
-        raise ProtocolError(
-            f"{total} noisy counts; the privacy plan bounds them by {plan.cells_bound}"
-        )
-    suffix = "a" if scorer.role == GARBLER else "b"
-    out = scorer.yao.run(
-        noisy_count_circuit(count_bits, spec),
-        garbler=scorer.role == GARBLER,
-        inputs={
-            f"n{suffix}": shares,
-            f"u1_{suffix}": uniform_words(total, spec),
-            f"u2_{suffix}": uniform_words(total, spec),
-        },
-        outputs={"noisy": Reveal.BOTH},
-    )
-    signed = np.array(to_signed(out["noisy"], noisy_width(count_bits, spec)), dtype=np.int64)
-    released, offset = {}, 0
-    for family, c in zip(families, cells, strict=True):
-        released[family] = signed[offset : offset + c.size].reshape(c.shape)
-        offset += c.size
+    opened = open_noisy_counts(scorer, plan, [tables[f] for f in families], before_release)
+    released = dict(zip(families, opened, strict=True))
+    for family, counts in released.items():
         scorer.ledger.record(
-            "dp_counts",
-            {"variables": list(family), "counts": released[family].tolist()},
-            COUNTS_SOURCE,
+            "dp_counts", {"variables": list(family), "counts": counts.tolist()}, COUNTS_SOURCE
         )
     scorer.clock.add("noisy counts", started)
     return released

@@ -144,7 +144,7 @@ def learn_secure(
 
         search: K2Result | HCResult
         if config.dp is not None and config.dp.release == "marginals":
-            search, params, _ = secure_marginal_release(scorer, config.dp, before_release)
+            search, params = secure_marginal_release(scorer, config.dp, before_release)
             source = "marginal release's tree"
         elif config.search == "hc":
             search = _hill_climb(scorer, resume, checkpoint, k2_progress)
