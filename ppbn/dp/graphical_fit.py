@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 FIT_ITERATIONS = 3000  # mirror-descent steps; the fits of the bundled networks settle well before
+MAX_JOINT_CELLS = 2**24  # the largest domain whose full joint ``joint_counts`` builds
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,33 @@ def marginal(model: Any, clique: Sequence[str]) -> np.ndarray:
     """The model's counts over ``clique``, shaped by its variables' states in that order."""
     factor = model.project(tuple(clique))
     return np.asarray(factor.transpose(tuple(clique)).datavector(flatten=False), dtype=np.float64)
+
+
+def joint_counts(model: Any, names: Sequence[str]) -> np.ndarray:
+    """The model's counts over every variable (axes in ``names`` order), from its log
+    potentials: exp(sum of potentials), scaled to the model's total."""
+    shape = tuple(model.domain.size(v) for v in names)
+    cells = int(np.prod(shape))
+    if cells > MAX_JOINT_CELLS:
+        raise ValueError(
+            f"the model's full joint would have {cells:,} cells, more than {MAX_JOINT_CELLS:,}"
+        )
+    log = np.zeros(shape)
+    for clique, factor in model.potentials.tables.items():
+        values = np.asarray(factor.transpose(tuple(v for v in names if v in clique)).values)
+        log = log + values.reshape([shape[i] if v in clique else 1 for i, v in enumerate(names)])
+    log -= log.max()
+    joint = np.exp(log)
+    return joint * (float(model.total) / joint.sum())
+
+
+def project(joint: np.ndarray, names: Sequence[str], clique: Sequence[str]) -> np.ndarray:
+    """The joint's counts over ``clique`` (C order over its variables), flattened."""
+    axes = [list(names).index(v) for v in clique]
+    others = tuple(i for i in range(joint.ndim) if i not in axes)
+    summed = joint.sum(axis=others)  # the kept axes stay in column order
+    order = np.argsort(axes)
+    return np.transpose(summed, np.argsort(order)).ravel()
 
 
 def synthetic_codes(model: Any, names: Sequence[str], rows: int, seed: int) -> np.ndarray:

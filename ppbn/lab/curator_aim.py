@@ -26,7 +26,7 @@ rounds, 2 busy cores) the 3-way workload took 56 s against 43 s for 2-way TVD 0.
 
 Departures. The refit starts afresh each round (``graphical_fit.fit_marginals`` takes no
 warm start; the result is the same optimum, it only costs time). The model's marginals for
-the scores are read from its full joint distribution in numpy (``MAX_JOINT_CELLS``):
+the scores are read from its full joint distribution in numpy (``graphical_fit.joint_counts``):
 private-pgm's own out-of-model inference compiles once per marginal, minutes per round on
 two cores. ``max_rounds`` caps the rounds for the bench's time: the 1-way measurements
 keep the paper's share, the rest is planned for ``max_rounds`` rounds instead of 16 d
@@ -44,12 +44,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 
 from ppbn.dp.accounting import largest_rho
-from ppbn.dp.graphical_fit import Measured, fit_marginals, load_mbi
+from ppbn.dp.graphical_fit import Measured, fit_marginals, joint_counts, load_mbi, project
 from ppbn.lab.curator_mst import (
     L2_SENSITIVITY,
     CuratorRelease,
@@ -62,7 +61,6 @@ from ppbn.lab.curator_mst import (
 ALPHA = 0.9  # the share of each round's budget for the measurement
 ROUNDS_PER_VARIABLE = 16  # T = 16 d
 MAX_SIZE_MB = 80.0
-MAX_JOINT_CELLS = 2**24  # the largest domain whose full joint the scores are read from
 ERROR_PER_CELL = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|
 
 
@@ -91,34 +89,6 @@ def ledger_rho(ledger: Sequence[Round]) -> float:
 def workload(names: Sequence[str], way: int) -> list[tuple[str, ...]]:
     """Every ``way``-way marginal, in column order."""
     return list(combinations(names, way))
-
-
-def joint_counts(model: Any, names: Sequence[str]) -> np.ndarray:
-    """The model's counts over every variable (axes in ``names`` order), from its log
-    potentials: exp(sum of potentials), scaled to the model's total."""
-    shape = tuple(model.domain.size(v) for v in names)
-    cells = int(np.prod(shape))
-    if cells > MAX_JOINT_CELLS:
-        raise ValueError(
-            f"AIM reads its scores from the model's full joint, {cells:,} cells here (at most "
-            f"{MAX_JOINT_CELLS:,}): use MST for a network this large"
-        )
-    log = np.zeros(shape)
-    for clique, factor in model.potentials.tables.items():
-        values = np.asarray(factor.transpose(tuple(v for v in names if v in clique)).values)
-        log = log + values.reshape([shape[i] if v in clique else 1 for i, v in enumerate(names)])
-    log -= log.max()
-    joint = np.exp(log)
-    return joint * (float(model.total) / joint.sum())
-
-
-def project(joint: np.ndarray, names: Sequence[str], clique: Sequence[str]) -> np.ndarray:
-    """The joint's counts over ``clique`` (C order over its variables), flattened."""
-    axes = [list(names).index(v) for v in clique]
-    others = tuple(i for i in range(joint.ndim) if i not in axes)
-    summed = joint.sum(axis=others)  # the kept axes stay in column order
-    order = np.argsort(axes)
-    return np.transpose(summed, np.argsort(order)).ravel()
 
 
 def aim_release(

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ppbn.dp.accounting import largest_rho
-from ppbn.dp.graphical_fit import marginal
-from ppbn.lab.curator_aim import ALPHA, aim_release, joint_counts, project, workload
+from ppbn.dp.graphical_fit import joint_counts, marginal, project
+from ppbn.lab.curator_aim import ALPHA, aim_release, workload
 
 NAMES = ["a", "b", "c"]
 CARDS = [2, 3, 2]
