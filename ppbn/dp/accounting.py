@@ -61,6 +61,19 @@ PRECISIONS = ((64, 0), (64, 16), (96, 16), (96, 32), (128, 32), (96, 48), (128, 
 FIXED_POINT_SLACK = 1e-6  # nats: the secure terms' fixed-point error, 8 changed terms at most
 ACCOUNTINGS = ("pure", "zcdp")
 PAIR_ERROR_SENSITIVITY = 2.0  # counts: one record leaves one cell of a pair's table for another
+MARGINAL_RELEASES = ("marginals", "adaptive")  # pairs chosen by their L1 error, then measured
+UTILITIES = {
+    "marginals": "L1 error of the independent model",
+    "adaptive": "L1 error of the fitted model, less a measurement's expected error (AIM)",
+}
+FITTED = {  # how each release's parameters come from its noisy counts
+    "network": "CPTs from counts",
+    "marginals": "a tree fitted to 1-way and 2-way counts",
+    "adaptive": "a model fitted to 1-way and 2-way counts",
+}
+# the adaptive release's rounds: this many per variable, at most every pair once (by
+# measurement on the five small bundled networks: docs/decisions/dp-adaptive-release.md)
+ADAPTIVE_ROUNDS_PER_VARIABLE = 2
 # PrivBayes's theta-usefulness (Zhang et al. 2017, Sec. 4.3; they take 4): full families
 # are worth filling when their average cell holds this many times the count noise's scale
 # (``DPPlan.family_usefulness``); 8 by measurement (docs/decisions/dp-small-networks.md)
@@ -139,7 +152,8 @@ class DPPlan:
     stop_option: bool = True
     # what is released (``RELEASES``): "network", K2's choices and every family's noisy
     # counts; "marginals", a spanning tree's pairs chosen one by one and the noisy counts
-    # of every variable and every chosen pair (``dp.marginal_release``)
+    # of every variable and every chosen pair (``dp.marginal_release``); "adaptive", the
+    # same with pairs chosen against a model fitted round by round (``dp.adaptive_release``)
     release: str = "network"
 
     def __post_init__(self) -> None:
@@ -175,9 +189,10 @@ class DPPlan:
     @property
     def released_tables(self) -> int:
         """The noisy tables one record is counted in: a family per variable (network), or
-        a 1-way marginal per variable and a 2-way one per tree edge (marginals)."""
-        if self.release == "marginals":
-            return 2 * self.n_variables - 1
+        a 1-way marginal per variable and a 2-way one per chosen pair (the marginal
+        releases: one pair per choice)."""
+        if self.release in MARGINAL_RELEASES:
+            return self.n_variables + self.decisions
         return self.n_variables
 
     @property
@@ -271,10 +286,11 @@ class DPPlan:
             "decisions": self.decisions,
             "epsilon_per_decision": self.decision_epsilon,
             **(
-                {"utility": "L1 error of the independent model", "utility_sensitivity": 2.0}
-                if self.release == "marginals"
+                {"utility": UTILITIES[self.release], "utility_sensitivity": 2.0}
+                if self.release in MARGINAL_RELEASES
                 else {"score_sensitivity_nats": self.score_sensitivity}
             ),
+            "parameters": FITTED[self.release],
             "count_noise": "discrete Laplace",
             "count_scale": self.count_scale,
             "structure_noise": "exponential (report-noisy-max = permute-and-flip)",
@@ -401,6 +417,8 @@ def plan(
     n_variables = len(cardinalities)
     if release == "marginals":
         base = marginal_base(epsilon, n_records, list(cardinalities), structure_share, delta)
+    elif release == "adaptive":
+        base = adaptive_base(epsilon, n_records, list(cardinalities), structure_share, delta)
     else:
         base = DPPlan(
             epsilon=float(epsilon),
@@ -439,8 +457,8 @@ def plan(
         raise ValueError(
             f"OpenDP's privacy maps give epsilon {spent:.6g} for this plan, above {epsilon:g}"
         )
-    if release == "marginals":
-        return replace(chosen, stop_option=False)  # a tree's pairs: no "stop" to choose
+    if release in MARGINAL_RELEASES:
+        return replace(chosen, stop_option=False)  # pairs chosen: no "stop" to choose
     return replace(chosen, stop_option=stop_option(chosen))
 
 
@@ -471,4 +489,43 @@ def marginal_base(
         largest_options=max((n // 2) * (n - n // 2), 1),  # the frontier k (|V| - k) at its widest
         score_frac=0,
         release="marginals",
+    )
+
+
+def adaptive_rounds_count(n_variables: int) -> int:
+    """The adaptive release's rounds: ``ADAPTIVE_ROUNDS_PER_VARIABLE`` per variable, at most
+    one per pair."""
+    return min(ADAPTIVE_ROUNDS_PER_VARIABLE * n_variables, n_variables * (n_variables - 1) // 2)
+
+
+def adaptive_base(
+    epsilon: float,
+    n_records: int,
+    cardinalities: list[int],
+    structure_share: float,
+    delta: float,
+) -> DPPlan:
+    """The adaptive release's plan before its accounting (``dp.adaptive_release``): R =
+    ``adaptive_rounds_count`` choices of a pair among those not yet measured (every pair at
+    the first), each utility an L1 error in whole counts against a model fitted to released
+    values, plus a public offset, so replacing one record changes it by at most
+    ``PAIR_ERROR_SENSITIVITY``; the noisy tables are every variable's 1-way marginal and
+    the R chosen pairs' 2-way ones (the R largest pairs bound their cells)."""
+    n = len(cardinalities)
+    rounds = adaptive_rounds_count(n)
+    pair_cells = sorted(
+        (a * b for i, a in enumerate(cardinalities) for b in cardinalities[i + 1 :]), reverse=True
+    )
+    return DPPlan(
+        epsilon=float(epsilon),
+        delta=float(delta),
+        structure_share=float(structure_share),
+        n_records=int(n_records),
+        n_variables=n,
+        decisions=rounds,
+        score_sensitivity=PAIR_ERROR_SENSITIVITY,
+        cells_bound=sum(cardinalities) + sum(pair_cells[:rounds]),
+        largest_options=max(n * (n - 1) // 2, 1),
+        score_frac=0,
+        release="adaptive",
     )

@@ -1,0 +1,206 @@
+"""The adaptive release (ppbn/dp/adaptive_release.py): its plan and accounting, AIM's
+offsets, the network that holds the fitted model's distribution, the rounds, and the
+curator's twin end to end."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ppbn.bn.model import topological_order
+from ppbn.dp.accounting import (
+    ADAPTIVE_ROUNDS_PER_VARIABLE,
+    PAIR_ERROR_SENSITIVITY,
+    opendp_epsilon,
+    plan,
+)
+from ppbn.dp.adaptive_release import (
+    adaptive_rounds,
+    adaptive_twin,
+    all_pairs,
+    later_neighbours,
+    measurement_offsets,
+    model_network,
+    round_fit,
+)
+from ppbn.dp.graphical_fit import Measured, fit_marginals, joint_counts
+
+ALARMISH = [2, 3, 4, 3, 2, 4, 3] * 5 + [2, 2]
+
+
+def _plan(epsilon, cards, n=20000):
+    return plan(
+        epsilon,
+        n_records=n,
+        cardinalities=cards,
+        max_parents=1,
+        mode="bic",
+        score_frac=0,
+        release="adaptive",
+    )
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 5.0])
+@pytest.mark.parametrize("cards", [[2] * 4, [2] * 8, ALARMISH])
+def test_the_plan_counts_a_table_per_variable_and_per_round_and_opendp_agrees(epsilon, cards):
+    p = _plan(epsilon, cards)
+    v = len(cards)
+    rounds = min(ADAPTIVE_ROUNDS_PER_VARIABLE * v, v * (v - 1) // 2)
+    assert p.release == "adaptive" and p.decisions == rounds
+    assert p.released_tables == v + rounds
+    assert p.largest_options == v * (v - 1) // 2  # every pair at the first round
+    assert p.score_sensitivity == PAIR_ERROR_SENSITIVITY and p.score_frac == 0
+    assert not p.stop_option
+    assert opendp_epsilon(p) <= epsilon * (1 + 1e-9)
+    if p.accounting == "pure":  # the parts add up to the whole: choices, then 2 T cells
+        spent = p.decisions * p.decision_epsilon + 2 * p.released_tables / p.count_scale
+        assert spent == pytest.approx(epsilon)
+    pair_cells = sorted((a * b for a, b in itertools.combinations(cards, 2)), reverse=True)
+    assert p.cells_bound == sum(cards) + sum(pair_cells[:rounds])
+    assert p.as_dict()["release"] == "adaptive"
+    assert "AIM" in p.as_dict()["utility"]
+
+
+def test_the_offsets_are_aims_penalty_made_non_negative():
+    cards = {"a": 2, "b": 2, "c": 4, "d": 3}
+    pairs = all_pairs(list(cards))
+    offsets = measurement_offsets(pairs, cards, 10.0)
+    assert min(offsets.values()) == 0 and offsets[("c", "d")] == 0  # the most cells
+    assert all(o >= 0 for o in offsets.values())
+    # differences are AIM's: sqrt(2 / pi) sigma per cell
+    gap = offsets[("a", "b")] - offsets[("a", "c")]
+    assert gap == pytest.approx(np.sqrt(2 / np.pi) * 10.0 * (8 - 4), abs=1)
+    assert offsets[("a", "b")] > offsets[("b", "d")] > offsets[("c", "d")]
+
+
+def test_the_later_neighbours_triangulate_a_cycle():
+    names = ("a", "b", "c", "d")
+    cycle = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")]
+    later = later_neighbours(names, cycle)
+    # each variable with its later neighbours is a clique of a triangulation of the cycle
+    chords = {frozenset((v, w)) for v in names for w in later[v]}
+    assert {frozenset(p) for p in cycle} <= chords and len(chords) == 5
+    assert topological_order(names, later)  # no cycle: edges point to the earlier eliminated
+
+
+def _random_measurements(rng, domain, cliques, n):
+    out = []
+    for clique in cliques:
+        shape = [domain[v] for v in clique]
+        table = rng.multinomial(n, rng.dirichlet(np.ones(int(np.prod(shape))))).reshape(shape)
+        out.append(Measured(tuple(clique), table.astype(float), 5.0))
+    return out
+
+
+def test_the_network_holds_the_fitted_models_distribution():
+    """The joint of the network's CPTs is the model's joint, cell by cell, for a model on a
+    cycle of pairs (the network needs a chord and a family of three)."""
+    rng = np.random.default_rng(3)
+    domain = {"a": 2, "b": 3, "c": 2, "d": 2}
+    names = tuple(domain)
+    cycle = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")]
+    measured = _random_measurements(rng, domain, [(v,) for v in names] + cycle, 1000)
+    model = fit_marginals(domain, measured, 1000, iterations=500)
+    states = {v: tuple(str(i) for i in range(k)) for v, k in domain.items()}
+    net = model_network(model, names, states, cycle)
+    assert max(len(ps) for ps in net.parents.values()) == 2
+    joint = np.ones([domain[v] for v in names])
+    for v in names:
+        family = (*net.parents[v], v)
+        cpt = net.cpts[v].reshape([domain[x] for x in family])
+        axes = [names.index(x) for x in family]
+        order = np.argsort(axes)
+        aligned = np.transpose(cpt, order).reshape(
+            [domain[x] if i in axes else 1 for i, x in enumerate(names)]
+        )
+        joint = joint * aligned
+    expected = joint_counts(model, names) / 1000.0
+    np.testing.assert_allclose(joint, expected, atol=1e-9)
+
+
+def test_the_one_shape_fit_is_the_fit_of_the_measured_pairs_alone():
+    """The unmeasured pairs held at infinite standard deviation change nothing: the same
+    joint as private-pgm's fit of the measured cliques alone."""
+    rng = np.random.default_rng(6)
+    domain = {"a": 2, "b": 3, "c": 2, "d": 2}
+    names = tuple(domain)
+    measured = _random_measurements(
+        rng, domain, [(v,) for v in names] + [("a", "c"), ("b", "d")], 500
+    )
+    one_shape = joint_counts(round_fit(names, domain, measured, 500), names)
+    alone = joint_counts(fit_marginals(domain, measured, 500), names)
+    np.testing.assert_allclose(one_shape, alone, atol=1e-4)
+
+
+def test_the_rounds_offer_each_pair_until_it_is_measured():
+    names = ("a", "b", "c", "d")
+    domain = dict.fromkeys(names, 2)
+    rng = np.random.default_rng(0)
+    first = _random_measurements(rng, domain, [(v,) for v in names], 100)
+    offered, fits = [], []
+
+    def choose(candidates, joint):
+        offered.append(list(candidates))
+        fits.append(joint is not None)
+        return len(candidates) - 1  # the last pair each round
+
+    chosen, measured, _ = adaptive_rounds(
+        names, domain, 3, first, choose, lambda p: np.full((2, 2), 25.0), 5.0, 100
+    )
+    assert offered[0] == all_pairs(names)
+    assert chosen == [("c", "d"), ("b", "d"), ("b", "c")]
+    assert [len(c) for c in offered] == [6, 5, 4] and all(fits)
+    assert [m.clique for m in measured[4:]] == chosen
+    _, _, _ = adaptive_rounds(
+        names,
+        domain,
+        1,
+        first,
+        lambda c, joint: fits.append(joint is not None) or 0,
+        lambda p: np.full((2, 2), 25.0),
+        5.0,
+        100,
+        refit=False,
+    )
+    assert fits[-1] is False  # an evaluator fits once, at the end
+
+
+def _chain(n, rng, strength=0.9):
+    """Four binary variables a - b - c - d, each a noisy copy of the one before."""
+    a = rng.integers(0, 2, size=n)
+    cols = [a]
+    for _ in range(3):
+        flip = rng.random(n) > strength
+        cols.append(np.where(flip, 1 - cols[-1], cols[-1]))
+    return np.column_stack(cols)
+
+
+def test_the_twin_measures_the_chain_first_at_a_large_epsilon():
+    """Each link of the chain is worth far more than the rest: the first three rounds take
+    them; the others (the model explains them once the links are measured) follow."""
+    rng = np.random.default_rng(4)
+    names = ("a", "b", "c", "d")
+    states = {v: ("0", "1") for v in names}
+    codes = _chain(5000, rng)
+    net, job, pairs = adaptive_twin(names, states, codes, 10.0, np.random.default_rng(1))
+    assert len(pairs) == job.decisions == 6  # every pair of four, in some order
+    assert {frozenset(p) for p in pairs[:3]} == {
+        frozenset(p) for p in (("a", "b"), ("b", "c"), ("c", "d"))
+    }
+    joint = np.ones((2, 2, 2, 2))
+    for v in names:
+        family = (*net.parents[v], v)
+        axes = [names.index(x) for x in family]
+        cpt = np.transpose(net.cpts[v].reshape([2] * len(family)), np.argsort(axes))
+        joint = joint * cpt.reshape([2 if i in axes else 1 for i in range(4)])
+    p_ab = joint.sum(axis=(2, 3))
+    assert p_ab[0, 0] + p_ab[1, 1] == pytest.approx(0.9, abs=0.03)
+
+
+def test_the_twin_refuses_missing_cells():
+    with pytest.raises(ValueError, match="complete records"):
+        adaptive_twin(
+            ("a", "b"), {"a": ("0", "1"), "b": ("0", "1")}, np.array([[0, -1], [1, 1]]), 1.0
+        )
