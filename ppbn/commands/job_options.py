@@ -134,15 +134,16 @@ def add_dp_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         default=DEFAULT_RELEASE,
         action=Noted,
         help="needs --dp-epsilon: what is released: network (K2's structure and every family's "
-        "noisy counts; the default) or marginals (MST's way without a curator: noisy 1-way "
+        "noisy counts; the default), marginals (MST's way without a curator: noisy 1-way "
         "counts, a tree of pairs chosen by noisy L1 error, their noisy 2-way counts, and the "
-        "network private-pgm fits to them; a tree, so --max-parents 1)",
+        "network private-pgm fits to them) or adaptive (AIM's way: pairs chosen round by round "
+        "against the model fitted so far; domains up to 2^24 cells); both --max-parents 1",
     )
 
 
 def dp_params(args: argparse.Namespace) -> dict[str, Any]:
     """The DP parameters of a learn job, when --dp-epsilon is given (its companions are
-    refused without it). The marginal release is a tree: max_parents 1 unless given."""
+    refused without it). The marginal releases choose pairs: max_parents 1 unless given."""
     refuse_unused_dp_flags(args)
     if getattr(args, "dp_epsilon", None) is None:
         return {}
@@ -152,6 +153,6 @@ def dp_params(args: argparse.Namespace) -> dict[str, Any]:
         "dp_structure_share": args.dp_structure_share,
         "dp_release": args.dp_release,
     }
-    if args.dp_release == "marginals" and "max_parents" not in getattr(args, GIVEN, {}):
+    if args.dp_release != "network" and "max_parents" not in getattr(args, GIVEN, {}):
         params["max_parents"] = 1
     return params

@@ -61,14 +61,14 @@ def _network_text(key: str, value: Any) -> str | None:
     if key == "parents" and isinstance(value, dict) and all(_names(ps) for ps in value.values()):
         return "; ".join(f"{child}: {', '.join(ps) or '-'}" for child, ps in value.items())
     if key == "privacy" and isinstance(value, dict) and "epsilon" in value:
-        marginals = value.get("release") == "marginals"
+        pairs = value.get("release", "network") != "network"
         try:
             return (
                 f"({value['epsilon']:g}, {value['delta']:.1e})-DP "
                 f"({value.get('accounting', 'pure')} accounting): "
-                f"{value['decisions']} noisy {'pair' if marginals else 'parent'} choices of "
+                f"{value['decisions']} noisy {'pair' if pairs else 'parent'} choices of "
                 f"epsilon {value['epsilon_per_decision']:.3g} each, "
-                + ("a tree fitted to 1-way and 2-way counts" if marginals else "CPTs from counts")
+                + value.get("parameters", "CPTs from counts")
                 + f" with discrete Laplace noise of scale {value['count_scale']:.3g}"
             )
         except (KeyError, TypeError, ValueError):

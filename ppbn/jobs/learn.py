@@ -20,7 +20,7 @@ from ppbn.bn.k2 import DEFAULT_TAU
 from ppbn.bn.schema import Schema
 from ppbn.bn.scores import SCORE_MODES
 from ppbn.circuits.scoring import PARAM_BITS, PARAM_FRAC
-from ppbn.dp.accounting import DPPlan, plan
+from ppbn.dp.accounting import MARGINAL_RELEASES, DPPlan, plan
 from ppbn.dp.constants import (
     DEFAULT_DELTA,
     DEFAULT_RELEASE,
@@ -30,6 +30,7 @@ from ppbn.dp.constants import (
     MIN_EPSILON,
     RELEASES,
 )
+from ppbn.dp.graphical_fit import MAX_JOINT_CELLS
 from ppbn.errors import UserError
 from ppbn.jobs.base import (
     JobContext,
@@ -58,6 +59,8 @@ from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_K
 from ppbn.protocols.tables import TablesConfig
 
 NETWORK_JSON = "network.json"
+# the result's "search" of a marginal release: what chose its structure
+SEARCH_LABELS = {"marginals": "marginal tree", "adaptive": "adaptive pairs"}
 NETWORK_BIF = "network.bif"
 SHARES_JSON = "parameter_shares.json"
 DEFAULTS = {
@@ -85,7 +88,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_dp_params(out: dict[str, Any], given: dict[str, Any]) -> None:
+def check_dp_params(out: dict[str, Any], given: dict[str, Any], schema: Schema) -> None:
     """The DP parameters of ``out`` (normalised), and what a DP job needs of the others
     (``SecureLearnConfig.check_dp``). Without dp_epsilon, a dp_delta or dp_structure_share
     in ``given`` (the request as sent) is refused, and ``out`` holds None for both: the
@@ -116,8 +119,8 @@ def check_dp_params(out: dict[str, Any], given: dict[str, Any]) -> None:
         raise ParameterError(
             "dp_release", f"learn: dp_release must be one of {', '.join(RELEASES)}"
         )
-    if out["dp_release"] == "marginals":
-        check_marginal_release(out, given)
+    if out["dp_release"] in MARGINAL_RELEASES:
+        check_marginal_release(out, given, schema)
     if out["score"] not in DP_SCORES:
         raise ParameterError(
             "score",
@@ -125,17 +128,26 @@ def check_dp_params(out: dict[str, Any], given: dict[str, Any]) -> None:
         )
 
 
-def check_marginal_release(out: dict[str, Any], given: dict[str, Any]) -> None:
-    """The marginal release is a tree of pairs (``dp.marginal_release``): max_parents is 1
-    (set when not given), and K2's node order has no part in it."""
+def check_marginal_release(out: dict[str, Any], given: dict[str, Any], schema: Schema) -> None:
+    """The marginal releases choose pairs (``dp.marginal_release``, ``dp.adaptive_release``):
+    max_parents is 1 (set when not given), and K2's node order has no part in them. The
+    adaptive release reads its model's full joint: a larger domain is refused here."""
+    release = out["dp_release"]
     if given.get("max_parents", 1) != 1:
         raise ParameterError(
             "max_parents",
-            "learn: the marginal release is a tree of pairs: max_parents must be 1 (or left out)",
+            f"learn: the {release} release chooses pairs: max_parents must be 1 (or left out)",
         )
     if given.get("order") is not None:
         raise ParameterError(
-            "order", "learn: the marginal release grows its tree by noisy choices, not an order"
+            "order", f"learn: the {release} release chooses its pairs by noise, not an order"
+        )
+    cells = math.prod(len(v.states) for v in schema.variables)
+    if release == "adaptive" and cells > MAX_JOINT_CELLS:
+        raise ParameterError(
+            "dp_release",
+            f"learn: the adaptive release fits the whole joint domain, {cells:,} cells here "
+            f"(at most {MAX_JOINT_CELLS:,}): use dp_release marginals",
         )
     out["max_parents"] = 1
 
@@ -240,7 +252,7 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
                 "order", "learn: order must list every variable of the schema exactly once"
             )
     out.update(check_search_params("learn", params, out["score"], schema))
-    check_dp_params(out, params)
+    check_dp_params(out, params, schema)
     return out
 
 
@@ -312,9 +324,9 @@ def result_json(
 
 
 def search_label(config: SecureLearnConfig) -> str:
-    """How the structure was found: k2, hc, or the marginal release's tree of pairs."""
-    if config.dp is not None and config.dp.release == "marginals":
-        return "marginal tree"
+    """How the structure was found: k2, hc, or a marginal release's pairs."""
+    if config.dp is not None and config.dp.release in SEARCH_LABELS:
+        return SEARCH_LABELS[config.dp.release]
     return config.search
 
 

@@ -3,6 +3,7 @@ and what each daemon's policy and budget make of it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -33,6 +34,8 @@ def test_dp_parameters_are_checked(asia_dir):
         ({"dp_epsilon": 1, "disclosure": "owner"}, "disclosure must be public"),
         ({"dp_epsilon": 1, "score": "yw"}, "scores with exact or bic"),
         ({"dp_epsilon": 1, "dp_release": "tree"}, "dp_release must be one of network, marginals"),
+        ({"dp_epsilon": 1, "dp_release": "adaptive", "max_parents": 2}, "max_parents must be 1"),
+        ({"dp_epsilon": 1, "dp_release": "adaptive", "order": list(schema.names)}, "not an order"),
         ({"dp_release": "marginals"}, "dp_release needs dp_epsilon"),
         ({"dp_epsilon": 1, "dp_release": "marginals", "max_parents": 2}, "max_parents must be 1"),
         ({"dp_epsilon": 1, "dp_release": "marginals", "order": list(schema.names)}, "not an order"),
@@ -42,6 +45,27 @@ def test_dp_parameters_are_checked(asia_dir):
     marginals = check_learn_params({"dp_epsilon": 1, "dp_release": "marginals"}, schema)
     assert marginals["max_parents"] == 1 and marginals["dp_release"] == "marginals"
     assert check_learn_params({"dp_epsilon": 1}, schema)["dp_release"] == "network"
+    adaptive = check_learn_params({"dp_epsilon": 1, "dp_release": "adaptive"}, schema)
+    assert adaptive["max_parents"] == 1 and adaptive["dp_release"] == "adaptive"
+
+
+def test_the_adaptive_release_refuses_a_domain_it_cannot_fit(asia_dir):
+    """The adaptive release reads its model's whole joint: 25 binary variables (2^25
+    cells) are refused before any work, naming the marginal release; 24 are taken."""
+    schema = Schema.load(str(asia_dir / "schema.json"))
+    first = schema.variables[0]
+
+    def wide(k):
+        variables = tuple(
+            dataclasses.replace(first, name=f"v{i}", owner=("alice", "bob")[i % 2])
+            for i in range(k)
+        )
+        return dataclasses.replace(schema, variables=variables)
+
+    params = {"dp_epsilon": 1, "dp_release": "adaptive"}
+    with pytest.raises(UserError, match="33,554,432 cells.*use dp_release marginals"):
+        check_learn_params(params, wide(25))
+    assert check_learn_params(params, wide(24))["dp_release"] == "adaptive"
 
 
 def test_simulate_a_marginal_release(tmp_path, capsys):
@@ -67,6 +91,31 @@ def test_simulate_a_marginal_release(tmp_path, capsys):
         assert sum(e["kind"] == "dp_pair" for e in ledger["entries"]) == 7
     assert networks[0] == networks[1]
     assert sum(1 for p in networks[0].values() if not p["parents"]) == 1  # one root: a tree
+
+
+def test_simulate_an_adaptive_release(tmp_path, capsys):
+    """--dp-release adaptive through both daemons: one network at both, every pair of
+    cancer's five variables measured (ten rounds), the plan in both network files."""
+    code = main(
+        ["simulate", "--network", "cancer", "--records", "800", "--seed", "4",
+         "--dp-epsilon", "2", "--dp-release", "adaptive", "--params", '{"key_bits": 1024}',
+         "--policy", str(TEST_POLICY), "--format", "json", "--out", str(tmp_path / "run")]
+    )  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report.get("error")
+    privacy = report["result"]["privacy"]
+    assert privacy["release"] == "adaptive" and privacy["decisions"] == 10
+    assert privacy["parameters"] == "a model fitted to 1-way and 2-way counts"
+    assert report["result"]["search"] == "adaptive pairs"
+    networks = []
+    for role in ("alice", "bob"):
+        folder = tmp_path / "run" / f"out-{role}" / report["job_id"]
+        network = json.loads((folder / "network.json").read_text())
+        assert network["privacy"] == privacy
+        networks.append(network["parameters"])
+        ledger = json.loads((folder / "ledger.json").read_text())
+        assert sum(e["kind"] == "dp_pair" for e in ledger["entries"]) == 10
+    assert networks[0] == networks[1]
 
 
 def test_the_marginal_release_flags(capsys):

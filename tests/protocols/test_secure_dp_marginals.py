@@ -20,6 +20,7 @@ from secure_runs import alternating_schema, learn_both, scorers_run
 
 from ppbn.bn.learn import joined_count_fn
 from ppbn.bn.networks import load_network, sample
+from ppbn.circuits.pair_error import pair_error_width
 from ppbn.dp.accounting import plan
 from ppbn.dp.marginal_release import independent_estimate, pair_error
 from ppbn.dp.noise import discrete_laplace_pmf
@@ -94,8 +95,12 @@ def test_the_noisy_choices_compare_the_twins_utilities_exactly():
     def work(scorer):
         tables = scorer.table_shares([(v,) for v in names] + pairs)
         one_way = noisy_tables(scorer, dp, [(v,) for v in names], tables)
-        width, shares = pair_error_shares(scorer, pairs, tables, {v: one_way[(v,)] for v in names})
-        return width, shares, one_way
+
+        def estimate(pair):
+            return independent_estimate(one_way[pair[:1]], one_way[pair[1:]], 800)
+
+        width = pair_error_width(scorer.count_bits, 4)
+        return width, pair_error_shares(scorer, pairs, tables, estimate, width), one_way
 
     (width, a, released), (_, b, _), _ = scorers_run(
         alternating_schema(net), codes, names, _config(dp), work

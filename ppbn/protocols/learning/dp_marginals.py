@@ -68,7 +68,13 @@ def secure_marginal_release(
     one_way_by_name = {v: one_way[(v,)] for v in names}
     chosen: list[Pair] = []
     if len(names) > 1:
-        width, errors = pair_error_shares(scorer, pairs, tables, one_way_by_name)
+        n = scorer.n_records
+
+        def independent(pair: Pair) -> np.ndarray:
+            return independent_estimate(one_way_by_name[pair[0]], one_way_by_name[pair[1]], n)
+
+        width = pair_error_width(scorer.count_bits, max(np.asarray(tables[p]).size for p in pairs))
+        errors = pair_error_shares(scorer, pairs, tables, independent, width)
         chooser = NoisyPairChooser(scorer, plan, width, errors)
         chosen = tree_rounds(names, chooser.choose)
     two_way = noisy_tables(scorer, plan, chosen, tables)
@@ -118,10 +124,13 @@ def pair_error_shares(
     scorer: SecureScorer,
     pairs: Sequence[Pair],
     tables: dict,
-    one_way: dict[str, np.ndarray],
-) -> tuple[int, dict[Pair, int]]:
-    """This party's share of every pair's L1 error, mod 2^width (the returned width; the
-    error itself is below 2^(width - 1)). One circuit run per table size."""
+    estimate: Callable[[Pair], np.ndarray],
+    width: int,
+) -> dict[Pair, int]:
+    """This party's share, mod 2^``width``, of every pair's L1 error against the public
+    ``estimate`` of its counts (called by the garbler only, which feeds it to the circuit);
+    ``width`` at least ``pair_error_width`` of the largest pair. One circuit run per table
+    size."""
     started = time.perf_counter()
     scorer.phase("pair errors")
     count_bits, role = scorer.count_bits, scorer.role
@@ -129,7 +138,6 @@ def pair_error_shares(
     sizes: dict[int, list[Pair]] = {}
     for p in pairs:
         sizes.setdefault(int(np.asarray(tables[p]).size), []).append(p)
-    width = pair_error_width(count_bits, max(sizes))
     suffix = "a" if role == GARBLER else "b"
     shares: dict[Pair, int] = {}
     for cells, members in sorted(sizes.items()):
@@ -137,15 +145,10 @@ def pair_error_shares(
         counts = np.stack([np.asarray(tables[p]).ravel() for p in members]).astype(np.uint64) & low
         for c in range(cells):
             inputs[f"x{c}_{suffix}"] = counts[:, c]
-        if role == GARBLER:  # public: the independent model's estimate, from the release
-            estimates = np.stack(
-                [
-                    independent_estimate(one_way[a], one_way[b], scorer.n_records).ravel()
-                    for a, b in members
-                ]
-            )
-            if np.any(estimates >= 1 << count_bits):
-                raise ProtocolError("an independent estimate exceeds the counts' width")
+        if role == GARBLER:  # public: a model's estimate, from released values only
+            estimates = np.stack([np.asarray(estimate(p)).ravel() for p in members])
+            if np.any(estimates < 0) or np.any(estimates >= 1 << count_bits):
+                raise ProtocolError("a pair's estimate falls outside the counts' width")
             for c in range(cells):
                 inputs[f"e{c}_a"] = estimates[:, c].astype(np.uint64)
         out = scorer.yao.run(
@@ -157,7 +160,7 @@ def pair_error_shares(
         for p, share in zip(members, out["error"], strict=True):
             shares[p] = int(share) % (1 << width)
     scorer.clock.add("pair errors", started)
-    return width, shares
+    return shares
 
 
 class NoisyPairChooser:

@@ -32,6 +32,7 @@ from ppbn.bn.schema import Schema
 from ppbn.protocols.channel import Channel
 from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, Progress, SecureLearnConfig
 from ppbn.protocols.learning.dp import NoisyOracle, noisy_parameters
+from ppbn.protocols.learning.dp_adaptive import secure_adaptive_release
 from ppbn.protocols.learning.dp_marginals import secure_marginal_release
 from ppbn.protocols.learning.hc import ResumableMoveOracle, SecureMoveOracle
 from ppbn.protocols.learning.k2 import ResumableOracle, SecureOracle
@@ -146,6 +147,9 @@ def learn_secure(
         if config.dp is not None and config.dp.release == "marginals":
             search, params = secure_marginal_release(scorer, config.dp, before_release)
             source = "marginal release's tree"
+        elif config.dp is not None and config.dp.release == "adaptive":
+            search, params = secure_adaptive_release(scorer, config.dp, before_release)
+            source = "adaptive release's pairs"
         elif config.search == "hc":
             search = _hill_climb(scorer, resume, checkpoint, k2_progress)
             source = "hill-climbing moves"
