@@ -5,6 +5,6 @@ from __future__ import annotations
 
 # ``bench dp``'s methods, in the order its report and plot list them
 DP_METHODS = (
-    "ppbn", "twin", "ppbn-marginals", "marginals-twin", "privbayes", "privbayes-matched",
-    "mst", "aim", "exact",
+    "ppbn", "twin", "ppbn-marginals", "marginals-twin", "ppbn-adaptive", "adaptive-twin",
+    "privbayes", "privbayes-matched", "mst", "aim", "exact",
 )  # fmt: skip

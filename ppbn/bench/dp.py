@@ -19,6 +19,8 @@ anchor (``real``). The methods (``METHODS``, in the order of ``DP_METHODS``):
 - ``ppbn-marginals`` and ``marginals-twin``: the marginal release (``--dp-release
   marginals``: MST's steps with no curator), secure (first ``secure_seeds`` seeds) and its
   curator's twin (``ppbn.dp.marginal_release``);
+- ``ppbn-adaptive`` and ``adaptive-twin``: the adaptive release (``--dp-release adaptive``:
+  AIM's rounds with no curator), secure and its twin (``ppbn.dp.adaptive_release``);
 - ``privbayes``: DataSynthesizer's PrivBayes on the joined table (``ppbn.lab.privbayes_peer``)
   at the same epsilon as DataSynthesizer states it; ``privbayes-matched``: given
   epsilon / 1.5, which makes its synthetic records epsilon-DP under ppbn's neighbours (one
@@ -57,8 +59,8 @@ if TYPE_CHECKING:
     from ppbn.data.datasets import MadeDataset
 
 PRIVBAYES = ("privbayes", "privbayes-matched")
-SECURE = ("ppbn", "ppbn-marginals")  # run on the first ``secure_seeds`` seeds only
-SLOW = (*SECURE, *PRIVBAYES, "mst", "aim")  # a progress line as each starts
+SECURE = ("ppbn", "ppbn-marginals", "ppbn-adaptive")  # the first ``secure_seeds`` seeds only
+SLOW = (*SECURE, *PRIVBAYES, "adaptive-twin", "mst", "aim")  # a progress line as each starts
 AIM_MAX_ROUNDS = 12  # a round compiles a new JAX fit, 2-6 s on 2 busy cores (curator_aim)
 
 
@@ -268,7 +270,7 @@ def secure_release(
 ) -> LearnRun:
     """The secure DP learn job between two local daemons on a data folder (schema.json,
     alice.csv, bob.csv), their PKI and outputs in a folder beside it; ``release``: what it
-    releases (``dp_release``; a marginal release is a tree, whatever ``max_parents``)."""
+    releases (``dp_release``; a marginal release chooses pairs, whatever ``max_parents``)."""
     from ppbn.pair.loopback import LocalPair, PairFiles
     from ppbn.parties.pki import make_local_pki
     from ppbn.parties.tls import PARTY_ROLES
@@ -341,6 +343,15 @@ def release_marginals_twin(trial: Trial) -> Released:
     return _network(net)
 
 
+def release_adaptive_twin(trial: Trial) -> Released:
+    from ppbn.dp.adaptive_release import adaptive_twin
+
+    made = trial.made
+    states = {v.name: v.states for v in made.schema.variables}
+    net, _, _ = adaptive_twin(made.schema.names, states, made.codes, trial.epsilon, trial.rng)
+    return _network(net)
+
+
 def release_privbayes(trial: Trial, matched: bool = False) -> Released:
     from ppbn.lab.privbayes_peer import matched_epsilon, privbayes_synthesize
 
@@ -383,6 +394,8 @@ METHODS: dict[str, Callable[[Trial], Released]] = {
     "twin": release_twin,
     "ppbn-marginals": lambda trial: release_secure(trial, release="marginals"),
     "marginals-twin": release_marginals_twin,
+    "ppbn-adaptive": lambda trial: release_secure(trial, release="adaptive"),
+    "adaptive-twin": release_adaptive_twin,
     "privbayes": release_privbayes,
     "privbayes-matched": lambda trial: release_privbayes(trial, matched=True),
     "mst": release_mst,

@@ -129,9 +129,15 @@ def dp_notes(report: dict[str, Any]) -> list[str]:
         "ppbn-marginals, marginals-twin: the marginal release (--dp-release marginals), "
         "secure and its curator's twin: a tree fitted to noisy 1-way and 2-way counts"
     )
+    notes["adaptive"] = (
+        "ppbn-adaptive, adaptive-twin: the adaptive release (--dp-release adaptive), secure "
+        "and its curator's twin: pairs chosen round by round against the fitted model"
+    )
     shown = [notes[m] for m in ("exact", "privbayes", "privbayes-matched") if m in methods]
     if {"ppbn-marginals", "marginals-twin"} & set(methods):
         shown.append(notes["marginals"])
+    if {"ppbn-adaptive", "adaptive-twin"} & set(methods):
+        shown.append(notes["adaptive"])
     if {"mst", "aim"} & set(methods):
         shown.append(notes["mst"])
     return [*shown, "real: the classifier trained on the real records"]
