@@ -415,10 +415,8 @@ def plan(
     if not 0.0 < delta < 1.0:
         raise ValueError("delta must lie in (0, 1)")
     n_variables = len(cardinalities)
-    if release == "marginals":
-        base = marginal_base(epsilon, n_records, list(cardinalities), structure_share, delta)
-    elif release == "adaptive":
-        base = adaptive_base(epsilon, n_records, list(cardinalities), structure_share, delta)
+    if release in MARGINAL_RELEASES:
+        base = pair_base(epsilon, n_records, list(cardinalities), structure_share, delta, release)
     else:
         base = DPPlan(
             epsilon=float(epsilon),
@@ -462,70 +460,49 @@ def plan(
     return replace(chosen, stop_option=stop_option(chosen))
 
 
-def marginal_base(
-    epsilon: float,
-    n_records: int,
-    cardinalities: list[int],
-    structure_share: float,
-    delta: float,
-) -> DPPlan:
-    """The marginal release's plan before its accounting (``dp.marginal_release``): |V| - 1
-    choices of a pair, each among the tree's frontier (k (|V| - k) pairs), whose utility is the L1
-    error of the 1-way release's independent model on the pair's counts, in whole counts
-    (``score_frac`` 0): the model is fixed by then, and replacing one record moves one
-    count of the pair's table, so the error changes by at most ``PAIR_ERROR_SENSITIVITY``;
-    the noisy tables are every variable's 1-way marginal and the chosen pairs' 2-way
-    ones (the choice scores no family: ``plan``'s mode and score_frac play no part)."""
-    n = len(cardinalities)
-    return DPPlan(
-        epsilon=float(epsilon),
-        delta=float(delta),
-        structure_share=float(structure_share),
-        n_records=int(n_records),
-        n_variables=n,
-        decisions=n - 1,
-        score_sensitivity=PAIR_ERROR_SENSITIVITY,
-        cells_bound=sum(cardinalities) + largest_cells(cardinalities, 1),
-        largest_options=max((n // 2) * (n - n // 2), 1),  # the frontier k (|V| - k) at its widest
-        score_frac=0,
-        release="marginals",
-    )
-
-
 def adaptive_rounds_count(n_variables: int) -> int:
     """The adaptive release's rounds: ``ADAPTIVE_ROUNDS_PER_VARIABLE`` per variable, at most
     one per pair."""
     return min(ADAPTIVE_ROUNDS_PER_VARIABLE * n_variables, n_variables * (n_variables - 1) // 2)
 
 
-def adaptive_base(
+def pair_base(
     epsilon: float,
     n_records: int,
     cardinalities: list[int],
     structure_share: float,
     delta: float,
+    release: str,
 ) -> DPPlan:
-    """The adaptive release's plan before its accounting (``dp.adaptive_release``): R =
-    ``adaptive_rounds_count`` choices of a pair among those not yet measured (every pair at
-    the first), each utility an L1 error in whole counts against a model fitted to released
-    values, plus a public offset, so replacing one record changes it by at most
-    ``PAIR_ERROR_SENSITIVITY``; the noisy tables are every variable's 1-way marginal and
-    the R chosen pairs' 2-way ones (the R largest pairs bound their cells)."""
+    """A marginal release's plan before its accounting. Each choice picks a pair by its L1
+    error against a public estimate (fixed before the choice: the 1-way release's
+    independent model, or the model fitted to what is released so far), in whole counts
+    (``score_frac`` 0), plus the adaptive release's public offset; replacing one record
+    moves one count of the pair's table, so the utility changes by at most
+    ``PAIR_ERROR_SENSITIVITY``. The noisy tables are every variable's 1-way marginal and
+    the chosen pairs' 2-way ones. ``marginals`` (``dp.marginal_release``): |V| - 1 choices
+    among the tree's frontier (k (|V| - k) pairs at its widest), a tree's pairs bounded by
+    ``largest_cells``; ``adaptive`` (``dp.adaptive_release``): ``adaptive_rounds_count``
+    choices among the pairs not yet measured (every pair at the first), bounded by the
+    largest pairs. The choices score no family: ``plan``'s mode and score_frac play no part."""
     n = len(cardinalities)
-    rounds = adaptive_rounds_count(n)
-    pair_cells = sorted(
-        (a * b for i, a in enumerate(cardinalities) for b in cardinalities[i + 1 :]), reverse=True
-    )
+    if release == "marginals":
+        decisions, options = n - 1, (n // 2) * (n - n // 2)
+        pair_cells = largest_cells(cardinalities, 1)
+    else:
+        decisions, options = adaptive_rounds_count(n), n * (n - 1) // 2
+        products = (a * b for i, a in enumerate(cardinalities) for b in cardinalities[i + 1 :])
+        pair_cells = sum(sorted(products, reverse=True)[:decisions])
     return DPPlan(
         epsilon=float(epsilon),
         delta=float(delta),
         structure_share=float(structure_share),
         n_records=int(n_records),
         n_variables=n,
-        decisions=rounds,
+        decisions=decisions,
         score_sensitivity=PAIR_ERROR_SENSITIVITY,
-        cells_bound=sum(cardinalities) + sum(pair_cells[:rounds]),
-        largest_options=max(n * (n - 1) // 2, 1),
+        cells_bound=sum(cardinalities) + pair_cells,
+        largest_options=max(options, 1),
         score_frac=0,
-        release="adaptive",
+        release=release,
     )

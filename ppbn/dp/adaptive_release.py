@@ -39,12 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from ppbn.bn.learn import joined_count_fn
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import cpt_from_counts
-from ppbn.dp.accounting import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE, DPPlan, plan
+from ppbn.dp.accounting import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE, DPPlan
 from ppbn.dp.graphical_fit import Measured, fit_marginals, joint_counts, project
-from ppbn.dp.marginal_release import Pair, measurement_stddev, pair_error
+from ppbn.dp.marginal_release import Pair, curator_counts, measurement_stddev, pair_error
 from ppbn.dp.reference import checked_codes, draws, noisy_max
 
 ERROR_PER_CELL = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|: AIM's expected error of a measured cell
@@ -190,24 +189,9 @@ def adaptive_twin(
     rng = np.random.default_rng() if rng is None else rng
     n = int(codes.shape[0])
     domain = {v: len(states[v]) for v in names}
-    job = plan(
-        epsilon,
-        n_records=n,
-        cardinalities=list(domain.values()),
-        max_parents=1,
-        mode="bic",
-        score_frac=0,
-        structure_share=structure_share,
-        delta=delta,
-        release="adaptive",
+    job, count, noisy = curator_counts(
+        names, states, codes, epsilon, rng, "adaptive", structure_share, delta
     )
-    count = joined_count_fn(names, states, codes)
-
-    def noisy(table: np.ndarray) -> np.ndarray:
-        flat = np.asarray(table, dtype=np.int64).reshape(-1)
-        g = np.array(draws(job.count_noise, rng, 2 * flat.size), dtype=np.int64).reshape(2, -1)
-        return (flat + g[0] - g[1]).reshape(np.shape(table))
-
     stddev = measurement_stddev(job.count_noise)
     offsets = measurement_offsets(all_pairs(names), domain, stddev)
 

@@ -148,6 +148,39 @@ def tree_network(
     return net, order, edges
 
 
+def curator_counts(
+    names: Sequence[str],
+    states: Mapping[str, Sequence[str]],
+    codes: np.ndarray,
+    epsilon: float,
+    rng: np.random.Generator,
+    release: str,
+    structure_share: float,
+    delta: float,
+) -> tuple[DPPlan, Callable[[tuple[str, ...]], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+    """A marginal release's twin's plan, its counter of the joined table (a family's
+    counts), and its noise: a table plus discrete Laplace noise G1 - G2 in every cell,
+    drawn from ``rng``."""
+    job = plan(
+        epsilon,
+        n_records=int(codes.shape[0]),
+        cardinalities=[len(states[v]) for v in names],
+        max_parents=1,
+        mode="bic",
+        score_frac=0,
+        structure_share=structure_share,
+        delta=delta,
+        release=release,
+    )
+
+    def noisy(table: np.ndarray) -> np.ndarray:
+        flat = np.asarray(table, dtype=np.int64).reshape(-1)
+        g = np.array(draws(job.count_noise, rng, 2 * flat.size), dtype=np.int64).reshape(2, -1)
+        return (flat + g[0] - g[1]).reshape(np.shape(table))
+
+    return job, joined_count_fn(names, states, codes), noisy
+
+
 def marginal_twin(
     names: Sequence[str],
     states: Mapping[str, Sequence[str]],
@@ -166,24 +199,9 @@ def marginal_twin(
     names, states, codes = checked_codes(names, states, codes)
     rng = np.random.default_rng() if rng is None else rng
     n = int(codes.shape[0])
-    job = plan(
-        epsilon,
-        n_records=n,
-        cardinalities=[len(states[v]) for v in names],
-        max_parents=1,
-        mode="bic",
-        score_frac=0,
-        structure_share=structure_share,
-        delta=delta,
-        release="marginals",
+    job, count, noisy = curator_counts(
+        names, states, codes, epsilon, rng, "marginals", structure_share, delta
     )
-    count = joined_count_fn(names, states, codes)
-
-    def noisy(table: np.ndarray) -> np.ndarray:
-        flat = np.asarray(table, dtype=np.int64).reshape(-1)
-        g = np.array(draws(job.count_noise, rng, 2 * flat.size), dtype=np.int64).reshape(2, -1)
-        return (flat + g[0] - g[1]).reshape(np.shape(table))
-
     one_way = {v: noisy(count((v,))) for v in names}
 
     def utility(pair: Pair) -> int:

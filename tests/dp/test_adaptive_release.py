@@ -8,13 +8,13 @@ import itertools
 
 import numpy as np
 import pytest
+from chain_data import CHAIN, CHAIN_STATES, LINKS, chain_codes, pair_plan
 
 from ppbn.bn.model import topological_order
 from ppbn.dp.accounting import (
     ADAPTIVE_ROUNDS_PER_VARIABLE,
     PAIR_ERROR_SENSITIVITY,
     opendp_epsilon,
-    plan,
 )
 from ppbn.dp.adaptive_release import (
     adaptive_rounds,
@@ -31,15 +31,7 @@ ALARMISH = [2, 3, 4, 3, 2, 4, 3] * 5 + [2, 2]
 
 
 def _plan(epsilon, cards, n=20000):
-    return plan(
-        epsilon,
-        n_records=n,
-        cardinalities=cards,
-        max_parents=1,
-        mode="bic",
-        score_frac=0,
-        release="adaptive",
-    )
+    return pair_plan(epsilon, cards, n, "adaptive")
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 5.0])
@@ -167,28 +159,14 @@ def test_the_rounds_offer_each_pair_until_it_is_measured():
     assert fits[-1] is False  # an evaluator fits once, at the end
 
 
-def _chain(n, rng, strength=0.9):
-    """Four binary variables a - b - c - d, each a noisy copy of the one before."""
-    a = rng.integers(0, 2, size=n)
-    cols = [a]
-    for _ in range(3):
-        flip = rng.random(n) > strength
-        cols.append(np.where(flip, 1 - cols[-1], cols[-1]))
-    return np.column_stack(cols)
-
-
 def test_the_twin_measures_the_chain_first_at_a_large_epsilon():
     """Each link of the chain is worth far more than the rest: the first three rounds take
     them; the others (the model explains them once the links are measured) follow."""
-    rng = np.random.default_rng(4)
-    names = ("a", "b", "c", "d")
-    states = {v: ("0", "1") for v in names}
-    codes = _chain(5000, rng)
+    names, states = CHAIN, CHAIN_STATES
+    codes = chain_codes(5000, np.random.default_rng(4))
     net, job, pairs = adaptive_twin(names, states, codes, 10.0, np.random.default_rng(1))
     assert len(pairs) == job.decisions == 6  # every pair of four, in some order
-    assert {frozenset(p) for p in pairs[:3]} == {
-        frozenset(p) for p in (("a", "b"), ("b", "c"), ("c", "d"))
-    }
+    assert {frozenset(p) for p in pairs[:3]} == {frozenset(p) for p in LINKS}
     joint = np.ones((2, 2, 2, 2))
     for v in names:
         family = (*net.parents[v], v)

@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from chain_data import CHAIN, CHAIN_STATES, LINKS, chain_codes, pair_plan
 
 from ppbn.bn.k2 import count_table
 from ppbn.bn.networks import sample
@@ -25,15 +26,7 @@ ALARMISH = [2, 3, 4, 3, 2, 4, 3] * 5 + [2, 2]
 
 
 def _plan(epsilon, cards, n=20000):
-    return plan(
-        epsilon,
-        n_records=n,
-        cardinalities=cards,
-        max_parents=1,
-        mode="bic",
-        score_frac=0,
-        release="marginals",
-    )
+    return pair_plan(epsilon, cards, n, "marginals")
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 5.0])
@@ -103,25 +96,12 @@ def test_the_utility_moves_by_at_most_its_sensitivity():
     assert worst == PAIR_ERROR_SENSITIVITY
 
 
-def _chain(n, rng, strength=0.9):
-    """Four binary variables a - b - c - d, each a noisy copy of the one before."""
-    a = rng.integers(0, 2, size=n)
-    cols = [a]
-    for _ in range(3):
-        flip = rng.random(n) > strength
-        cols.append(np.where(flip, 1 - cols[-1], cols[-1]))
-    return np.column_stack(cols)
-
-
 def test_the_twin_finds_the_chain_at_a_large_epsilon_and_loses_it_at_a_tiny_one():
     rng = np.random.default_rng(4)
-    names = ("a", "b", "c", "d")
-    states = {v: ("0", "1") for v in names}
-    codes = _chain(5000, rng)
+    names, states = CHAIN, CHAIN_STATES
+    codes = chain_codes(5000, rng)
     net, job, pairs = marginal_twin(names, states, codes, 10.0, np.random.default_rng(1))
-    assert {frozenset(p) for p in pairs} == {
-        frozenset(p) for p in (("a", "b"), ("b", "c"), ("c", "d"))
-    }
+    assert {frozenset(p) for p in pairs} == {frozenset(p) for p in LINKS}
     assert net.parents == {"a": (), "b": ("a",), "c": ("b",), "d": ("c",)}
     assert net.cpts["b"][0, 0] == pytest.approx(0.9, abs=0.03)
     synthetic = sample_codes(net, 5000)

@@ -68,19 +68,26 @@ def test_the_adaptive_release_refuses_a_domain_it_cannot_fit(asia_dir):
     assert check_learn_params(params, wide(24))["dp_release"] == "adaptive"
 
 
-def test_simulate_a_marginal_release(tmp_path, capsys):
-    """--dp-release marginals through both daemons: a tree released to both, the plan in
-    both network files, and the result's privacy line names its pair choices."""
+@pytest.mark.parametrize(
+    ("network", "release", "choices", "search"),
+    [("asia", "marginals", 7, "marginal tree"), ("cancer", "adaptive", 10, "adaptive pairs")],
+)
+def test_simulate_a_marginal_release(tmp_path, capsys, network, release, choices, search):
+    """--dp-release marginals or adaptive through both daemons: one network at both, its
+    pair choices in both ledgers (the tree's |V| - 1; the adaptive release's ten rounds
+    measure every pair of cancer's five variables), the plan in both network files, and
+    the result's privacy line names its pair choices."""
     code = main(
-        ["simulate", "--network", "asia", "--records", "1200", "--seed", "4",
-         "--dp-epsilon", "2", "--dp-release", "marginals", "--params", '{"key_bits": 1024}',
+        ["simulate", "--network", network, "--records", "1200", "--seed", "4",
+         "--dp-epsilon", "2", "--dp-release", release, "--params", '{"key_bits": 1024}',
          "--policy", str(TEST_POLICY), "--format", "json", "--out", str(tmp_path / "run")]
     )  # fmt: skip
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report.get("error")
     privacy = report["result"]["privacy"]
-    assert privacy["release"] == "marginals" and privacy["decisions"] == 7
-    assert report["result"]["search"] == "marginal tree"
+    assert privacy["release"] == release and privacy["decisions"] == choices
+    assert privacy["parameters"].endswith("fitted to 1-way and 2-way counts")
+    assert report["result"]["search"] == search
     networks = []
     for role in ("alice", "bob"):
         folder = tmp_path / "run" / f"out-{role}" / report["job_id"]
@@ -88,34 +95,10 @@ def test_simulate_a_marginal_release(tmp_path, capsys):
         assert network["privacy"] == privacy
         networks.append(network["parameters"])
         ledger = json.loads((folder / "ledger.json").read_text())
-        assert sum(e["kind"] == "dp_pair" for e in ledger["entries"]) == 7
+        assert sum(e["kind"] == "dp_pair" for e in ledger["entries"]) == choices
     assert networks[0] == networks[1]
-    assert sum(1 for p in networks[0].values() if not p["parents"]) == 1  # one root: a tree
-
-
-def test_simulate_an_adaptive_release(tmp_path, capsys):
-    """--dp-release adaptive through both daemons: one network at both, every pair of
-    cancer's five variables measured (ten rounds), the plan in both network files."""
-    code = main(
-        ["simulate", "--network", "cancer", "--records", "800", "--seed", "4",
-         "--dp-epsilon", "2", "--dp-release", "adaptive", "--params", '{"key_bits": 1024}',
-         "--policy", str(TEST_POLICY), "--format", "json", "--out", str(tmp_path / "run")]
-    )  # fmt: skip
-    report = json.loads(capsys.readouterr().out)
-    assert code == 0, report.get("error")
-    privacy = report["result"]["privacy"]
-    assert privacy["release"] == "adaptive" and privacy["decisions"] == 10
-    assert privacy["parameters"] == "a model fitted to 1-way and 2-way counts"
-    assert report["result"]["search"] == "adaptive pairs"
-    networks = []
-    for role in ("alice", "bob"):
-        folder = tmp_path / "run" / f"out-{role}" / report["job_id"]
-        network = json.loads((folder / "network.json").read_text())
-        assert network["privacy"] == privacy
-        networks.append(network["parameters"])
-        ledger = json.loads((folder / "ledger.json").read_text())
-        assert sum(e["kind"] == "dp_pair" for e in ledger["entries"]) == 10
-    assert networks[0] == networks[1]
+    if release == "marginals":
+        assert sum(1 for p in networks[0].values() if not p["parents"]) == 1  # a tree
 
 
 def test_the_marginal_release_flags(capsys):

@@ -11,6 +11,7 @@ doubt (a chain whose links are worth far more than the noise).
 from __future__ import annotations
 
 import numpy as np
+from chain_data import CHAIN, CHAIN_STATES, LINKS, chain_codes
 from secure_runs import alternating_schema, learn_both
 
 from ppbn.bn.learn import joined_count_fn
@@ -23,18 +24,7 @@ from ppbn.protocols.ledger import ALLOWED_KINDS
 from ppbn.protocols.tables import TablesConfig
 
 TEST_TABLES = TablesConfig(key_bits=1024, workers=1)
-NAMES = ("a", "b", "c", "d")
-STATES = {v: ("0", "1") for v in NAMES}
-
-
-def _chain(n: int, seed: int, strength: float = 0.9) -> np.ndarray:
-    """Four binary variables a - b - c - d, each a noisy copy of the one before."""
-    rng = np.random.default_rng(seed)
-    cols = [rng.integers(0, 2, size=n)]
-    for _ in range(3):
-        flip = rng.random(n) > strength
-        cols.append(np.where(flip, 1 - cols[-1], cols[-1]))
-    return np.column_stack(cols)
+NAMES, STATES = CHAIN, CHAIN_STATES
 
 
 def _plan(n: int, epsilon: float):
@@ -56,7 +46,7 @@ def _network():
 
 
 def test_the_release_is_one_network_at_both_with_only_allowed_disclosures():
-    codes = _chain(1500, 5)
+    codes = chain_codes(1500, np.random.default_rng(5))
     dp = _plan(1500, 10.0)
     config = SecureLearnConfig(max_parents=1, mode="bic", tables=TEST_TABLES, dp=dp)
     alice, bob, ledgers = learn_both(alternating_schema(_network()), codes, NAMES, config)
@@ -76,9 +66,7 @@ def test_the_release_is_one_network_at_both_with_only_allowed_disclosures():
         # the links first, as the twin takes them: each is worth hundreds of counts of L1
         # error against the model, the noise a few counts
         assert {frozenset(p) for p in pairs[:3]} == {frozenset(p) for p in twin_pairs[:3]}
-        assert {frozenset(p) for p in pairs[:3]} == {
-            frozenset(p) for p in (("a", "b"), ("b", "c"), ("c", "d"))
-        }
+        assert {frozenset(p) for p in pairs[:3]} == {frozenset(p) for p in LINKS}
         released = [e.value for e in ledger.entries if e.kind == "dp_counts"]
         assert len(released) == dp.released_tables  # |V| 1-way, one pair per round
         for entry in released:

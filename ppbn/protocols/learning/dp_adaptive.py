@@ -33,8 +33,8 @@ from ppbn.dp.graphical_fit import Measured
 from ppbn.dp.marginal_release import Pair, measurement_stddev
 from ppbn.protocols.learning.config import GARBLER
 from ppbn.protocols.learning.dp_marginals import (
-    FIT_SOURCE,
     NoisyPairChooser,
+    fitted_view,
     noisy_tables,
     pair_error_shares,
 )
@@ -97,11 +97,7 @@ def secure_adaptive_release(
     )
     started = time.perf_counter()
     net = model_network(model, names, states, chosen)
-    view = SecureParameters({}, {}, {})
-    for v in names:
-        view.cpts[v] = net.cpts[v]
-        view.unobserved[v] = net.unobserved.get(v, ())
-        scorer.ledger.record("parameter", {"variable": v, "cpt": net.cpts[v].tolist()}, FIT_SOURCE)
+    view = fitted_view(scorer, net)
     scorer.clock.add("parameters", started)
     order = net.topological_order()
     edges = [(p, v) for v in order for p in net.parents[v]]

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ppbn.bn.k2 import K2Result
+from ppbn.bn.model import BayesNet
 from ppbn.circuits.builders import index_width
 from ppbn.circuits.noise import uniform_words
 from ppbn.circuits.noisy_tournament import (
@@ -88,13 +89,19 @@ def secure_marginal_release(
         measurement_stddev(plan.count_noise),
         scorer.n_records,
     )
+    view = fitted_view(scorer, net)
+    scorer.clock.add("parameters", started)
+    return K2Result(order, dict(net.parents), edges), view
+
+
+def fitted_view(scorer: SecureScorer, net: BayesNet) -> SecureParameters:
+    """A fitted network's CPTs as this party's parameters, each in its ledger."""
     view = SecureParameters({}, {}, {})
-    for v in names:
+    for v in net.names:
         view.cpts[v] = net.cpts[v]
         view.unobserved[v] = net.unobserved.get(v, ())
         scorer.ledger.record("parameter", {"variable": v, "cpt": net.cpts[v].tolist()}, FIT_SOURCE)
-    scorer.clock.add("parameters", started)
-    return K2Result(order, dict(net.parents), edges), view
+    return view
 
 
 def noisy_tables(
