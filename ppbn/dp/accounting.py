@@ -71,7 +71,7 @@ FITTED = {  # how each release's parameters come from its noisy counts
     "marginals": "a tree fitted to 1-way and 2-way counts",
     "adaptive": "a model fitted to 1-way and 2-way counts",
 }
-# the adaptive release's rounds: this many per variable, at most every pair once (by
+# the adaptive release's rounds: this many per variable, at most half the pairs (by
 # measurement on the five small bundled networks: docs/decisions/dp-adaptive-release.md)
 ADAPTIVE_ROUNDS_PER_VARIABLE = 2
 # PrivBayes's theta-usefulness (Zhang et al. 2017, Sec. 4.3; they take 4): full families
@@ -462,8 +462,10 @@ def plan(
 
 def adaptive_rounds_count(n_variables: int) -> int:
     """The adaptive release's rounds: ``ADAPTIVE_ROUNDS_PER_VARIABLE`` per variable, at most
-    one per pair."""
-    return min(ADAPTIVE_ROUNDS_PER_VARIABLE * n_variables, n_variables * (n_variables - 1) // 2)
+    half the pairs (at least one where there is a pair): measuring every pair of a small
+    network spreads the budget over tables the model needs least."""
+    pairs = n_variables * (n_variables - 1) // 2
+    return min(ADAPTIVE_ROUNDS_PER_VARIABLE * n_variables, max(pairs // 2, min(pairs, 1)))
 
 
 def pair_base(

@@ -14,6 +14,7 @@ from ppbn.bn.model import topological_order
 from ppbn.dp.accounting import (
     ADAPTIVE_ROUNDS_PER_VARIABLE,
     PAIR_ERROR_SENSITIVITY,
+    adaptive_rounds_count,
     opendp_epsilon,
 )
 from ppbn.dp.adaptive_release import (
@@ -39,7 +40,7 @@ def _plan(epsilon, cards, n=20000):
 def test_the_plan_counts_a_table_per_variable_and_per_round_and_opendp_agrees(epsilon, cards):
     p = _plan(epsilon, cards)
     v = len(cards)
-    rounds = min(ADAPTIVE_ROUNDS_PER_VARIABLE * v, v * (v - 1) // 2)
+    rounds = min(ADAPTIVE_ROUNDS_PER_VARIABLE * v, v * (v - 1) // 4)  # half the pairs at most
     assert p.release == "adaptive" and p.decisions == rounds
     assert p.released_tables == v + rounds
     assert p.largest_options == v * (v - 1) // 2  # every pair at the first round
@@ -53,6 +54,12 @@ def test_the_plan_counts_a_table_per_variable_and_per_round_and_opendp_agrees(ep
     assert p.cells_bound == sum(cards) + sum(pair_cells[:rounds])
     assert p.as_dict()["release"] == "adaptive"
     assert "AIM" in p.as_dict()["utility"]
+
+
+def test_the_rounds_are_two_per_variable_and_at_most_half_the_pairs():
+    assert [adaptive_rounds_count(v) for v in (1, 2, 3, 4, 5, 8, 11, 37)] == [
+        0, 1, 1, 3, 5, 14, 22, 74,
+    ]  # fmt: skip
 
 
 def test_the_offsets_are_aims_penalty_made_non_negative():
@@ -160,13 +167,13 @@ def test_the_rounds_offer_each_pair_until_it_is_measured():
 
 
 def test_the_twin_measures_the_chain_first_at_a_large_epsilon():
-    """Each link of the chain is worth far more than the rest: the first three rounds take
-    them; the others (the model explains them once the links are measured) follow."""
+    """Each link of the chain is worth far more than the rest: the three rounds (half of
+    the six pairs) take them."""
     names, states = CHAIN, CHAIN_STATES
     codes = chain_codes(5000, np.random.default_rng(4))
     net, job, pairs = adaptive_twin(names, states, codes, 10.0, np.random.default_rng(1))
-    assert len(pairs) == job.decisions == 6  # every pair of four, in some order
-    assert {frozenset(p) for p in pairs[:3]} == {frozenset(p) for p in LINKS}
+    assert len(pairs) == job.decisions == 3
+    assert {frozenset(p) for p in pairs} == {frozenset(p) for p in LINKS}
     joint = np.ones((2, 2, 2, 2))
     for v in names:
         family = (*net.parents[v], v)

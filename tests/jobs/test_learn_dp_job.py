@@ -70,12 +70,12 @@ def test_the_adaptive_release_refuses_a_domain_it_cannot_fit(asia_dir):
 
 @pytest.mark.parametrize(
     ("network", "release", "choices", "search"),
-    [("asia", "marginals", 7, "marginal tree"), ("cancer", "adaptive", 10, "adaptive pairs")],
+    [("asia", "marginals", 7, "marginal tree"), ("cancer", "adaptive", 5, "adaptive pairs")],
 )
 def test_simulate_a_marginal_release(tmp_path, capsys, network, release, choices, search):
     """--dp-release marginals or adaptive through both daemons: one network at both, its
-    pair choices in both ledgers (the tree's |V| - 1; the adaptive release's ten rounds
-    measure every pair of cancer's five variables), the plan in both network files, and
+    pair choices in both ledgers (the tree's |V| - 1; the adaptive release's five rounds,
+    half of cancer's ten pairs), the plan in both network files, and
     the result's privacy line names its pair choices."""
     code = main(
         ["simulate", "--network", network, "--records", "1200", "--seed", "4",
