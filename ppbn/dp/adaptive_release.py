@@ -142,7 +142,7 @@ def later_neighbours(names: Sequence[str], pairs: Sequence[Pair]) -> dict[str, t
     left, later = set(names), {}
     while left:
         v = min(left, key=lambda x: (len(neighbours[x] & left), position[x]))
-        near = neighbours[v] & left - {v}
+        near = neighbours[v] & left
         for x in near:
             neighbours[x] |= near - {x}
         later[v] = tuple(sorted(near, key=position.__getitem__))
@@ -198,10 +198,10 @@ def adaptive_twin(
     def choose(candidates: list[Pair], joint: np.ndarray | None) -> int:
         assert joint is not None  # the curator fits every round
         values = [
-            (pair_error(count(p), model_estimate(joint, names, p).reshape(count(p).shape))
-             + offsets[p]) << job.extra_frac
+            (pair_error(count(p).ravel(), model_estimate(joint, names, p)) + offsets[p])
+            << job.extra_frac
             for p in candidates
-        ]  # fmt: skip
+        ]
         return noisy_max(values, draws(job.decision_noise, rng, len(candidates)))
 
     first = [Measured((v,), noisy(count((v,))), stddev) for v in names]
