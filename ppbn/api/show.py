@@ -170,3 +170,23 @@ def plot_reference(
     truth = load_result(truth_file) if truth_file.is_file() else None
     title += " vs truth.bif" if truth else ""
     NetworkResult.from_document(document, owners, source="reference").plot(png, truth, title)
+
+
+def privacy_text(value: dict[str, Any]) -> str | None:
+    """A DP result's privacy object (``DPPlan.as_dict``) as one line; None when it lacks
+    what the line needs."""
+    pairs = value.get("release", "network") != "network"
+    try:
+        one_way = value.get("one_way_scale", value["count_scale"])
+        return (
+            f"({value['epsilon']:g}, {value['delta']:.1e})-DP "
+            f"({value.get('accounting', 'pure')} accounting): "
+            f"{value['decisions']} noisy {'pair' if pairs else 'parent'} choices of "
+            f"epsilon {value['epsilon_per_decision']:.3g} each, "
+            + value.get("parameters", "CPTs from counts")
+            + f" with {value.get('count_noise', 'discrete Laplace')} noise of scale "
+            + f"{value['count_scale']:.3g}"
+            + (f" ({one_way:.3g} on the 1-way tables)" if one_way != value["count_scale"] else "")
+        )
+    except (KeyError, TypeError, ValueError):
+        return None

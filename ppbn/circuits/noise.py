@@ -13,7 +13,9 @@ Two circuits use the draw, each revealing only its noisy result:
 - ``noisy_argmax_circuit``: report-noisy-max, the first index of the largest score + G_i
   (one-sided geometric noise: discretised exponential noise), from additive score shares;
 - ``noisy_count_circuit``: a count from additive shares plus G1 - G2, which is discrete
-  Laplace noise (``ppbn.dp.noise.discrete_laplace_pmf``), in ``noisy_width`` signed bits.
+  Laplace noise (``ppbn.dp.noise.discrete_laplace_pmf``), in ``noisy_width`` signed bits;
+  with a ``GaussianSpec``, plus one discrete Gaussian draw (``gaussian_draw``: the
+  magnitude by thresholds on one uniform word, ``ppbn.dp.gaussian``, and a sign bit).
 
 Every intermediate width is chosen so that nothing wraps.
 """
@@ -30,12 +32,17 @@ from ppbn.circuits import builders as bl
 from ppbn.circuits.builders import Bits, CircuitBuilder
 from ppbn.circuits.ir import Circuit
 from ppbn.circuits.schedule import schedule_of
+from ppbn.dp.count_noise import CountNoise
+from ppbn.dp.gaussian import GaussianSpec
 from ppbn.dp.noise import GeometricSpec
 
 
-def draw_width(spec: GeometricSpec) -> int:
-    """Bits of one party's uniform bundle for one draw: ``spec.bits`` words of
-    ``spec.precision`` bits, word k at bits [k precision, (k + 1) precision)."""
+def draw_width(spec: CountNoise) -> int:
+    """Bits of one party's uniform bundle for one draw: geometric, ``spec.bits`` words of
+    ``spec.precision`` bits, word k at bits [k precision, (k + 1) precision); Gaussian,
+    one word of ``spec.precision`` bits and the sign bit above it."""
+    if isinstance(spec, GaussianSpec):
+        return spec.word_bits
     return spec.bits * spec.precision
 
 
@@ -59,6 +66,32 @@ def geometric_draw(
         ]
         out.append(bl.less_than(b, u, bl.constant(threshold, p)))
     return out
+
+
+def gaussian_draw(
+    b: CircuitBuilder, ua: Sequence[int], ub: Sequence[int], spec: GaussianSpec
+) -> tuple[Bits, int]:
+    """The magnitude K (``spec.bits`` unsigned bits) and the sign bit of a discrete
+    Gaussian draw from U = ua ^ ub, as ``GaussianSpec.draw`` computes it.
+
+    t_j = [U >= D_j] is a thermometer code (the thresholds ascend), so K = j exactly where
+    t_j ^ t_(j+1) = 1 and each bit of K is an XOR of those: free. The cost is the
+    comparisons, at most ``precision`` ANDs each.
+    """
+    n = draw_width(spec)
+    if len(ua) != n or len(ub) != n:
+        raise ValueError(f"a draw needs {n} bits from each party, got {len(ua)} and {len(ub)}")
+    u = [b.xor(x, y) for x, y in zip(ua, ub, strict=True)]
+    low, sign = u[: spec.precision], u[spec.precision]
+    reached = [b.inv(bl.less_than(b, low, bl.constant(t, spec.precision))) for t in spec.thresholds]
+    reached.append(bl.ZERO)
+    magnitude = [bl.ZERO] * spec.bits
+    for j in range(1, spec.support + 1):
+        exactly = b.xor(reached[j - 1], reached[j])
+        for i in range(spec.bits):
+            if j >> i & 1:
+                magnitude[i] = b.xor(magnitude[i], exactly)
+    return magnitude, sign
 
 
 def _first_argmax(b: CircuitBuilder, values: Sequence[Sequence[int]]) -> Bits:
@@ -114,22 +147,35 @@ def noisy_argmax_circuit(
     return b.build()
 
 
-def noisy_width(count_bits: int, spec: GeometricSpec) -> int:
-    """Signed bits of x + G1 - G2 for 0 <= x < 2^count_bits: max(count_bits, spec.bits) + 2."""
+def noisy_width(count_bits: int, spec: CountNoise) -> int:
+    """Signed bits of x + noise for 0 <= x < 2^count_bits and noise of at most 2^spec.bits
+    in magnitude (G1 - G2, or a Gaussian draw): max(count_bits, spec.bits) + 2."""
     return max(count_bits, spec.bits) + 2
 
 
+def count_draws(spec: CountNoise) -> tuple[str, ...]:
+    """The uniform bundles a noisy count takes from each party (``noisy_count_circuit``'s
+    inputs u{name}_a and u{name}_b): two for G1 - G2, one for a Gaussian draw."""
+    return ("",) if isinstance(spec, GaussianSpec) else ("1", "2")
+
+
 @lru_cache(maxsize=32)
-def noisy_count_circuit(count_bits: int, spec: GeometricSpec) -> Circuit:
-    """A count with discrete Laplace noise. Inputs na, nb (shares mod 2^count_bits of
-    0 <= x < 2^count_bits), u1_a, u1_b, u2_a, u2_b (``draw_width(spec)`` bits each); output
-    noisy = x + G1 - G2, two's complement in ``noisy_width(count_bits, spec)`` bits."""
+def noisy_count_circuit(count_bits: int, spec: CountNoise) -> Circuit:
+    """A count with the noise of ``spec``. Inputs na, nb (shares mod 2^count_bits of
+    0 <= x < 2^count_bits) and, per name of ``count_draws(spec)``, u{name}_a and u{name}_b
+    (``draw_width(spec)`` bits each); output noisy = x + G1 - G2 (geometric) or x + X (a
+    discrete Gaussian draw), two's complement in ``noisy_width(count_bits, spec)`` bits."""
     if count_bits < 1:
         raise ValueError("the count needs at least one bit")
     wide = noisy_width(count_bits, spec)
     b = CircuitBuilder()
     x = bl.add(b, b.input("na", count_bits), b.input("nb", count_bits))
     n = draw_width(spec)
+    if isinstance(spec, GaussianSpec):
+        magnitude, sign = gaussian_draw(b, b.input("u_a", n), b.input("u_b", n), spec)
+        noise = bl.conditional_negate(b, sign, bl.zero_extend(magnitude, wide))
+        b.output("noisy", bl.add(b, bl.zero_extend(x, wide), noise))
+        return b.build()
     g1 = geometric_draw(b, b.input("u1_a", n), b.input("u1_b", n), spec)
     g2 = geometric_draw(b, b.input("u2_a", n), b.input("u2_b", n), spec)
     up = bl.add(b, bl.zero_extend(x, wide), bl.zero_extend(g1, wide))
@@ -137,7 +183,7 @@ def noisy_count_circuit(count_bits: int, spec: GeometricSpec) -> Circuit:
     return b.build()
 
 
-def uniform_words(count: int, spec: GeometricSpec) -> np.ndarray:
+def uniform_words(count: int, spec: CountNoise) -> np.ndarray:
     """``count`` fresh uniform ``draw_width(spec)``-bit integers (object array) from the
     operating system's generator: what a party feeds as one u bundle."""
     n = draw_width(spec)

@@ -61,18 +61,9 @@ def _network_text(key: str, value: Any) -> str | None:
     if key == "parents" and isinstance(value, dict) and all(_names(ps) for ps in value.values()):
         return "; ".join(f"{child}: {', '.join(ps) or '-'}" for child, ps in value.items())
     if key == "privacy" and isinstance(value, dict) and "epsilon" in value:
-        pairs = value.get("release", "network") != "network"
-        try:
-            return (
-                f"({value['epsilon']:g}, {value['delta']:.1e})-DP "
-                f"({value.get('accounting', 'pure')} accounting): "
-                f"{value['decisions']} noisy {'pair' if pairs else 'parent'} choices of "
-                f"epsilon {value['epsilon_per_decision']:.3g} each, "
-                + value.get("parameters", "CPTs from counts")
-                + f" with discrete Laplace noise of scale {value['count_scale']:.3g}"
-            )
-        except (KeyError, TypeError, ValueError):
-            return None
+        from ppbn.api.show import privacy_text
+
+        return privacy_text(value)
     return None
 
 

@@ -31,6 +31,17 @@ takes the one that gives less noise (``ACCOUNTINGS``, ``plan``):
   Steinke 2020, Prop. 12). It grows like the square root of the number of mechanisms
   where pure DP grows linearly, so it wins on networks with many variables.
 
+The marginal releases' counts under zcdp take discrete Gaussian noise N_Z(0, t^2) instead
+(``count_family``, ``dp.gaussian``): a cell's is 1 / (2 t^2)-zCDP for a change of one
+(Canonne, Kamath and Steinke 2020, Thm. 4), the discrete Laplace's charge at scale t, at
+half its variance; its draw costs about 10 t comparisons in a circuit, so the plan takes
+it while that stays within ``GAUSSIAN_MOST_THRESHOLDS``.
+
+The marginal releases count a table per variable and one per chosen pair. Their 1-way
+tables need not cost what a 2-way one does: each spends ``one_way_weight`` of a 2-way
+table's rho (zcdp) or epsilon (pure), so the 1-way scale is b / sqrt(w) (zcdp) or b / w
+(pure), and the sums above count a 1-way table w times (``DPPlan.count_units``).
+
 The noise is drawn with finite precision and the structure's noisy scores are compared in
 fixed point; every draw within ``GeometricSpec.deviation`` of the exact law and every
 comparison without a tie make the drawn release equal to the exact mechanism's, so by a
@@ -52,6 +63,8 @@ from ppbn.dp.constants import (
     MIN_EPSILON,
     RELEASES,
 )
+from ppbn.dp.count_noise import CountNoise, noise_stddev
+from ppbn.dp.gaussian import gaussian_spec
 from ppbn.dp.noise import DEFAULT_PRECISION, GeometricSpec, geometric_spec
 from ppbn.dp.quantiles import bins_share
 
@@ -60,6 +73,10 @@ from ppbn.dp.quantiles import bins_share
 PRECISIONS = ((64, 0), (64, 16), (96, 16), (96, 32), (128, 32), (96, 48), (128, 48), (128, 64))
 FIXED_POINT_SLACK = 1e-6  # nats: the secure terms' fixed-point error, 8 changed terms at most
 ACCOUNTINGS = ("pure", "zcdp")
+COUNT_FAMILIES = ("laplace", "gaussian")  # a released count's noise (``DPPlan.count_family``)
+# a discrete Gaussian draw's thresholds, at most (about 10.6 sigma at 64 bits of precision;
+# each costs about precision AND gates): sigma up to about 380
+GAUSSIAN_MOST_THRESHOLDS = 4096
 PAIR_ERROR_SENSITIVITY = 2.0  # counts: one record leaves one cell of a pair's table for another
 MARGINAL_RELEASES = ("marginals", "adaptive")  # pairs chosen by their L1 error, then measured
 UTILITIES = {
@@ -71,6 +88,11 @@ FITTED = {  # how each release's parameters come from its noisy counts
     "marginals": "a tree fitted to 1-way and 2-way counts",
     "adaptive": "a model fitted to 1-way and 2-way counts",
 }
+# a marginal release's 1-way table's share of the count budget, relative to a 2-way table's
+# (``DPPlan.one_way_weight``): the 2-way tables hold the same counts, summed, and the model
+# fitted to both reads each variable's marginal from them as well; by measurement on the
+# five small bundled networks (docs/decisions/dp-gaussian-counts.md)
+ONE_WAY_WEIGHT = {"marginals": 1.0, "adaptive": 0.25}
 # the adaptive release's rounds: this many per variable, at most half the pairs (by
 # measurement on the five small bundled networks: docs/decisions/dp-adaptive-release.md)
 ADAPTIVE_ROUNDS_PER_VARIABLE = 2
@@ -155,6 +177,12 @@ class DPPlan:
     # of every variable and every chosen pair (``dp.marginal_release``); "adaptive", the
     # same with pairs chosen against a model fitted round by round (``dp.adaptive_release``)
     release: str = "network"
+    # the marginal releases: a 1-way table's share of the count budget, relative to a 2-way
+    # table's (``ONE_WAY_WEIGHT``); 1 spends the same on every table
+    one_way_weight: float = 1.0
+    # the counts' noise (``COUNT_FAMILIES``): discrete Laplace of scale ``count_scale``, or
+    # (a marginal release under zcdp) the discrete Gaussian of sigma ``count_scale``
+    count_family: str = "laplace"
 
     def __post_init__(self) -> None:
         if self.release not in RELEASES:
@@ -163,6 +191,12 @@ class DPPlan:
             raise ValueError(f"accounting must be one of {', '.join(ACCOUNTINGS)}")
         if self.accounting == "zcdp" and not self.rho > 0.0:
             raise ValueError("a zcdp plan needs a positive rho")
+        if not 0.0 < self.one_way_weight <= 1.0:
+            raise ValueError("the 1-way tables' weight must lie in (0, 1]")
+        if self.count_family not in COUNT_FAMILIES:
+            raise ValueError(f"count_family must be one of {', '.join(COUNT_FAMILIES)}")
+        if self.count_family == "gaussian" and self.accounting != "zcdp":
+            raise ValueError("the discrete Gaussian counts need zcdp accounting")
 
     @property
     def total_epsilon(self) -> float:
@@ -196,14 +230,37 @@ class DPPlan:
         return self.n_variables
 
     @property
+    def count_units(self) -> float:
+        """The released tables, each counted by its share of the count budget: a family or
+        a 2-way table 1, a marginal release's 1-way table ``one_way_weight``."""
+        if self.release in MARGINAL_RELEASES:
+            return self.n_variables * self.one_way_weight + self.decisions
+        return float(self.released_tables)
+
+    @property
     def count_scale(self) -> float:
-        """Discrete Laplace scale b of every count, with T = ``released_tables`` (one
-        record moves one count in each, 2 T cells): pure, 2 T / b = epsilon_p; zcdp,
-        T / b^2 = rho_p."""
+        """Discrete Laplace scale b of every count of a family or a 2-way table, with
+        U = ``count_units`` (one record moves one count in each table, two cells): pure,
+        2 U / b = epsilon_p; zcdp, U / b^2 = rho_p."""
         rest = 1.0 - self.structure_share_used
         if self.accounting == "zcdp":
-            return math.sqrt(self.released_tables / (rest * self.rho))
-        return 2.0 * self.released_tables / (rest * self.epsilon)
+            return math.sqrt(self.count_units / (rest * self.rho))
+        return 2.0 * self.count_units / (rest * self.epsilon)
+
+    @property
+    def one_way_scale(self) -> float:
+        """The scale of a marginal release's 1-way counts: b / sqrt(w) (zcdp) or b / w
+        (pure) for w = ``one_way_weight``; ``count_scale`` for the network release."""
+        if self.release not in MARGINAL_RELEASES:
+            return self.count_scale
+        w = self.one_way_weight
+        return self.count_scale / (math.sqrt(w) if self.accounting == "zcdp" else w)
+
+    def table_scales(self) -> list[tuple[int, float]]:
+        """The noisy tables as (how many, the scale of their counts)."""
+        if self.release in MARGINAL_RELEASES:
+            return [(self.n_variables, self.one_way_scale), (self.decisions, self.count_scale)]
+        return [(self.released_tables, self.count_scale)]
 
     @property
     def family_usefulness(self) -> float:
@@ -215,9 +272,22 @@ class DPPlan:
     def tail(self) -> float:
         return 2.0**-self.precision
 
+    def _count_spec(self, scale: float) -> CountNoise:
+        if self.count_family == "gaussian":
+            return gaussian_spec(scale, self.precision, self.tail)
+        return geometric_spec(scale, self.precision, self.tail)
+
     @property
-    def count_noise(self) -> GeometricSpec:
-        return geometric_spec(self.count_scale, self.precision, self.tail)
+    def count_noise(self) -> CountNoise:
+        return self._count_spec(self.count_scale)
+
+    @property
+    def one_way_noise(self) -> CountNoise:
+        return self._count_spec(self.one_way_scale)
+
+    def table_noise(self, family: tuple[str, ...]) -> CountNoise:
+        """The noise of a released table of ``family``'s counts."""
+        return self.one_way_noise if len(family) == 1 else self.count_noise
 
     @property
     def noise_frac(self) -> int:
@@ -241,7 +311,7 @@ class DPPlan:
         count's two draws, every decision's draws, and a decision whose two best noisy
         scores fall in one unit (given the others, the best lands within one unit of the
         runner-up with probability at most rate x 1, so at most k x rate per decision)."""
-        total = 2 * self.cells_bound * self.count_noise.deviation
+        total = 2 * self.cells_bound * max(self.count_noise.deviation, self.one_way_noise.deviation)
         if self.decisions:
             k = self.largest_options
             rate = 1.0 / self.decision_scale
@@ -291,8 +361,13 @@ class DPPlan:
                 else {"score_sensitivity_nats": self.score_sensitivity}
             ),
             "parameters": FITTED[self.release],
-            "count_noise": "discrete Laplace",
+            "count_noise": f"discrete {self.count_family.capitalize()}",
             "count_scale": self.count_scale,
+            **(
+                {"one_way_scale": self.one_way_scale, "one_way_weight": self.one_way_weight}
+                if self.release in MARGINAL_RELEASES
+                else {}
+            ),
             "structure_noise": "exponential (report-noisy-max = permute-and-flip)",
             "structure_scale": self.decision_scale / 2.0**self.noise_frac
             if self.decisions
@@ -334,7 +409,7 @@ def opendp_epsilon(p: DPPlan) -> float:
     """The plan's epsilon from OpenDP's privacy maps: report-noisy-max with exponential noise
     (``make_noisy_max`` under max-divergence, scores at L-infinity distance Delta) for each
     of the D choices, and the discrete Laplace mechanism (``make_laplace`` on integers) for
-    each of the 2 |V| changed cells; ``pure`` sums them, ``zcdp`` maps each to zCDP
+    each of the two changed cells of every released table, at its table's scale; ``pure`` sums them, ``zcdp`` maps each to zCDP
     (``make_pureDP_to_zCDP``), sums rho and converts at delta_c (``zcdp_epsilon``)."""
     import opendp.prelude as dp
 
@@ -348,11 +423,22 @@ def opendp_epsilon(p: DPPlan) -> float:
         )
         total += p.decisions * convert(choice).map(p.score_sensitivity)
     cell = dp.atom_domain(T=int), dp.absolute_distance(T=int)
-    noisy = convert(cell >> dp.m.then_laplace(scale=p.count_scale))
-    total += 2 * p.released_tables * noisy.map(1)
+    for tables, scale in p.table_scales():
+        if p.count_family == "gaussian":  # the discrete Gaussian, under zCDP already
+            noisy = cell >> dp.m.then_gaussian(scale=scale)
+        else:
+            noisy = convert(cell >> dp.m.then_laplace(scale=scale))
+        total += 2 * tables * noisy.map(1)
     if p.accounting == "zcdp":
         return zcdp_epsilon(float(total), p.conversion_delta)
     return float(total)
+
+
+def gaussian_affordable(sigma: float) -> bool:
+    """Whether a discrete Gaussian of ``sigma`` draws within ``GAUSSIAN_MOST_THRESHOLDS``
+    at the finest precision a plan may take (its tail 2^-128 reaches furthest)."""
+    reach = sigma * math.sqrt(2.0 * math.log(2.0) * (PRECISIONS[-1][0] + 1)) + 2.0
+    return reach <= GAUSSIAN_MOST_THRESHOLDS
 
 
 def _with_precision(base: DPPlan, delta_share: float) -> DPPlan | None:
@@ -436,10 +522,19 @@ def plan(
         accounting="zcdp",
         rho=largest_rho(epsilon, delta * (1.0 - PRECISION_DELTA_SHARE)),
     )
+    if release in MARGINAL_RELEASES and gaussian_affordable(zcdp.one_way_scale):
+        zcdp = replace(zcdp, count_family="gaussian")
     zcdp = _with_precision(zcdp, PRECISION_DELTA_SHARE)
     if zcdp is not None and (
         pure is None
-        or (zcdp.count_scale <= pure.count_scale and zcdp.decision_epsilon >= pure.decision_epsilon)
+        # the Gaussian counts, even where pure DP would give the choices more epsilon: on the
+        # five small bundled networks their release was measured better (docs/decisions/
+        # dp-gaussian-counts.md)
+        or zcdp.count_family == "gaussian"
+        or (
+            noise_stddev(zcdp.count_noise) <= noise_stddev(pure.count_noise)
+            and zcdp.decision_epsilon >= pure.decision_epsilon
+        )
     ):
         chosen = zcdp
     elif pure is not None:
@@ -507,4 +602,5 @@ def pair_base(
         largest_options=max(options, 1),
         score_frac=0,
         release=release,
+        one_way_weight=ONE_WAY_WEIGHT[release],
     )

@@ -9,7 +9,9 @@ first choice (the independent model) and keeps a tree, this one scores every pai
 the model of what has been measured so far, so a pair that the measured ones already
 explain is not measured again, and a cycle of strong pairs can be.
 
-- the 1-way counts, every cell with discrete Laplace noise G1 - G2 (``DPPlan.count_noise``);
+- the 1-way counts, every cell with the plan's count noise (``DPPlan.one_way_noise``: the
+  discrete Gaussian where the plan affords it, else discrete Laplace G1 - G2; a 1-way
+  table spends a quarter of a 2-way one's budget, ``accounting.ONE_WAY_WEIGHT``);
 - ``DPPlan.decisions`` rounds (``adaptive_rounds``); each chooses among the pairs not yet
   measured, (a, b) with a before b in the schema's order, by report-noisy-max with
   exponential noise (``DPPlan.decision_noise``) over AIM's utility: the L1 error of the
@@ -17,15 +19,17 @@ explain is not measured again, and a cycle of strong pairs can be.
   pair's true counts, less the L1 error a measurement of the pair's cells would itself
   carry (sqrt(2 / pi) sigma per cell, AIM's; made a non-negative public offset,
   ``measurement_offsets``), the first largest noisy value winning; the chosen pair's
-  counts get the same noise as the 1-way ones; the model is fitted again;
+  counts get the noise of the 2-way scale (``DPPlan.count_noise``); the model is fitted
+  again;
 - post-processing, free in privacy: the last fit as a Bayesian network
   (``model_network``): each variable's parents are its neighbours eliminated after it
   in a min-degree elimination of the measured pairs' graph, and its CPT the model's
   marginal over the family, so the network holds the model's distribution exactly.
 
 Departures from AIM: a fixed number of rounds at one noise scale (no annealing: the plan,
-the ledger and OpenDP price the release before it starts); discrete Laplace counts and
-report-noisy-max, as the other releases (the circuits draw no Gaussian); the workload's
+the ledger and OpenDP price the release before it starts); report-noisy-max with
+exponential noise, charged as pure DP, where AIM's exponential mechanism is charged
+epsilon^2 / 8 under zCDP; the workload's
 weights are all equal (every 2-way marginal), so they drop out; the model's marginals are
 read from its full joint (``graphical_fit.joint_counts``), which bounds the domain
 (``MAX_JOINT_CELLS``: the marginal release serves larger ones).
@@ -42,8 +46,9 @@ import numpy as np
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import cpt_from_counts
 from ppbn.dp.accounting import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE, DPPlan
+from ppbn.dp.count_noise import noise_stddev
 from ppbn.dp.graphical_fit import Measured, fit_marginals, joint_counts, project
-from ppbn.dp.marginal_release import Pair, curator_counts, measurement_stddev, pair_error
+from ppbn.dp.marginal_release import Pair, curator_counts, pair_error
 from ppbn.dp.reference import checked_codes, draws, noisy_max
 
 ERROR_PER_CELL = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|: AIM's expected error of a measured cell
@@ -192,7 +197,8 @@ def adaptive_twin(
     job, count, noisy = curator_counts(
         names, states, codes, epsilon, rng, "adaptive", structure_share, delta
     )
-    stddev = measurement_stddev(job.count_noise)
+    stddev = noise_stddev(job.count_noise)
+    one_sd = noise_stddev(job.one_way_noise)
     offsets = measurement_offsets(all_pairs(names), domain, stddev)
 
     def choose(candidates: list[Pair], joint: np.ndarray | None) -> int:
@@ -204,8 +210,6 @@ def adaptive_twin(
         ]
         return noisy_max(values, draws(job.decision_noise, rng, len(candidates)))
 
-    first = [Measured((v,), noisy(count((v,))), stddev) for v in names]
-    pairs, _, model = adaptive_rounds(
-        names, domain, job.decisions, first, choose, lambda p: noisy(count(p)), stddev, n
-    )
+    first = [Measured((v,), noisy((v,)), one_sd) for v in names]
+    pairs, _, model = adaptive_rounds(names, domain, job.decisions, first, choose, noisy, stddev, n)
     return model_network(model, names, states, pairs), job, pairs

@@ -7,8 +7,9 @@ measure the chosen pairs' 2-way marginals, and fit a graphical model to the nois
 measurements (private-pgm, ``dp.graphical_fit``). It needs no curator: the secure job
 (``protocols/learning/dp_marginals.py``) computes the same steps on both parties' shares.
 
-- the 1-way counts first: every cell of every variable's table gets discrete Laplace noise
-  G1 - G2 (``DPPlan.count_noise``); from them, the independent model's estimate of each
+- the 1-way counts first: every cell of every variable's table gets the plan's count noise
+  (``DPPlan.one_way_noise``: discrete Gaussian where the plan affords it, else discrete
+  Laplace G1 - G2); from them, the independent model's estimate of each
   pair's table, n p_a(i) p_b(j) rounded, p the clipped and normalised noisy marginal
   (``independent_estimate``): public from here on.
 - the tree: |V| - 1 rounds of Kruskal's algorithm, each choosing among the pairs (a, b), a
@@ -16,8 +17,9 @@ measurements (private-pgm, ``dp.graphical_fit``). It needs no curator: the secur
   with exponential noise (``DPPlan.decision_noise``) over MST's utility, the L1 error of
   the independent model on the pair's true counts (``pair_error``), shifted up by the
   plan's ``extra_frac`` bits; the first largest noisy value wins.
-- the 2-way counts: every cell of every chosen pair's table (a, b), the same noise. The
-  noisy counts and the chosen pairs are the release.
+- the 2-way counts: every cell of every chosen pair's table (a, b), with noise of the
+  2-way scale (``DPPlan.count_noise``). The noisy counts and the chosen pairs are the
+  release.
 - post-processing, free in privacy: private-pgm fits the Markov random field of the tree;
   the tree rooted at the schema's first variable, oriented away from it, makes a Bayesian
   network whose CPTs are the fitted pair marginals over their parent's: ``ppbn sample``,
@@ -34,8 +36,8 @@ from ppbn.bn.learn import joined_count_fn
 from ppbn.bn.model import BayesNet
 from ppbn.bn.params import cpt_from_counts
 from ppbn.dp.accounting import DEFAULT_DELTA, DEFAULT_STRUCTURE_SHARE, DPPlan, plan
+from ppbn.dp.count_noise import draw_noise, noise_stddev
 from ppbn.dp.graphical_fit import Measured, fit_marginals, marginal
-from ppbn.dp.noise import GeometricSpec
 from ppbn.dp.reference import checked_codes, draws, noisy_max
 
 Pair = tuple[str, str]
@@ -89,13 +91,6 @@ def orient(names: Sequence[str], pairs: Sequence[Pair]) -> tuple[tuple[str, ...]
     return tuple(order), edges
 
 
-def measurement_stddev(spec: GeometricSpec) -> float:
-    """The standard deviation of G1 - G2, two geometric draws with q = exp(-1/scale):
-    sqrt(2 q) / (1 - q)."""
-    q = spec.q
-    return float(np.sqrt(2.0 * q) / (1.0 - q))
-
-
 def marginal_probabilities(noisy: np.ndarray) -> np.ndarray:
     """A noisy 1-way table clipped at 0 and normalised (uniform when nothing is left)."""
     clipped = np.clip(np.asarray(noisy, dtype=np.float64), 0.0, None)
@@ -122,16 +117,18 @@ def tree_network(
     pairs: Sequence[Pair],
     one_way: Mapping[str, np.ndarray],
     two_way: Mapping[Pair, np.ndarray],
-    stddev: float,
+    job: DPPlan,
     n_records: int,
 ) -> tuple[BayesNet, tuple[str, ...], list[Pair]]:
     """The released network: private-pgm's fit of the noisy 1-way and 2-way counts (each
-    ``two_way[(a, b)]`` shaped (states of a, states of b)), as the tree network rooted at
-    ``names[0]``; with its visiting order and oriented edges."""
+    ``two_way[(a, b)]`` shaped (states of a, states of b)), each weighted by its noise's
+    standard deviation under ``job``, as the tree network rooted at ``names[0]``; with its
+    visiting order and oriented edges."""
     names = tuple(names)
     domain = {v: len(states[v]) for v in names}
-    measured = [Measured((v,), np.asarray(one_way[v]), stddev) for v in names]
-    measured += [Measured(p, np.asarray(two_way[p]), stddev) for p in pairs]
+    one_sd, two_sd = noise_stddev(job.one_way_noise), noise_stddev(job.count_noise)
+    measured = [Measured((v,), np.asarray(one_way[v]), one_sd) for v in names]
+    measured += [Measured(p, np.asarray(two_way[p]), two_sd) for p in pairs]
     model = fit_marginals(domain, measured, n_records)
     order, edges = orient(names, pairs)
     parents: dict[str, tuple[str, ...]] = {v: () for v in names}
@@ -157,10 +154,12 @@ def curator_counts(
     release: str,
     structure_share: float,
     delta: float,
-) -> tuple[DPPlan, Callable[[tuple[str, ...]], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+) -> tuple[
+    DPPlan, Callable[[tuple[str, ...]], np.ndarray], Callable[[tuple[str, ...]], np.ndarray]
+]:
     """A marginal release's twin's plan, its counter of the joined table (a family's
-    counts), and its noise: a table plus discrete Laplace noise G1 - G2 in every cell,
-    drawn from ``rng``."""
+    counts), and its measurement: a family's counts plus the plan's noise in every cell,
+    at the family's scale (``DPPlan.table_noise``), drawn from ``rng``."""
     job = plan(
         epsilon,
         n_records=int(codes.shape[0]),
@@ -173,12 +172,14 @@ def curator_counts(
         release=release,
     )
 
-    def noisy(table: np.ndarray) -> np.ndarray:
-        flat = np.asarray(table, dtype=np.int64).reshape(-1)
-        g = np.array(draws(job.count_noise, rng, 2 * flat.size), dtype=np.int64).reshape(2, -1)
-        return (flat + g[0] - g[1]).reshape(np.shape(table))
+    count = joined_count_fn(names, states, codes)
 
-    return job, joined_count_fn(names, states, codes), noisy
+    def noisy(family: tuple[str, ...]) -> np.ndarray:
+        table = count(family)
+        flat = np.asarray(table, dtype=np.int64).reshape(-1)
+        return (flat + draw_noise(job.table_noise(family), rng, flat.size)).reshape(np.shape(table))
+
+    return job, count, noisy
 
 
 def marginal_twin(
@@ -202,7 +203,7 @@ def marginal_twin(
     job, count, noisy = curator_counts(
         names, states, codes, epsilon, rng, "marginals", structure_share, delta
     )
-    one_way = {v: noisy(count((v,))) for v in names}
+    one_way = {v: noisy((v,)) for v in names}
 
     def utility(pair: Pair) -> int:
         a, b = pair
@@ -215,8 +216,6 @@ def marginal_twin(
         return noisy_max(values, draws(job.decision_noise, rng, len(candidates)))
 
     pairs = tree_rounds(names, choose) if len(names) > 1 else []
-    two_way = {p: noisy(count(p)) for p in pairs}
-    net, _, _ = tree_network(
-        names, states, pairs, one_way, two_way, measurement_stddev(job.count_noise), n
-    )
+    two_way = {p: noisy(p) for p in pairs}
+    net, _, _ = tree_network(names, states, pairs, one_way, two_way, job, n)
     return net, job, pairs

@@ -27,3 +27,20 @@ def test_a_privacy_object_reads_as_one_line():
     text = result_text("privacy", p.as_dict())
     assert text.startswith("(1, 9.0e-10)-DP (zcdp accounting): 71 noisy parent choices")
     assert f"scale {p.count_scale:.3g}" in text and "\n" not in text
+
+
+def test_the_adaptive_release_names_both_noise_scales():
+    from ppbn.dp.accounting import plan
+
+    p = plan(
+        1.0,
+        n_records=10000,
+        cardinalities=[2, 3, 2, 2, 3],
+        max_parents=1,
+        mode="bic",
+        score_frac=0,
+        release="adaptive",
+    )
+    text = result_text("privacy", p.as_dict())
+    assert "noisy pair choices" in text and f"scale {p.count_scale:.3g}" in text
+    assert f"({p.one_way_scale:.3g} on the 1-way tables)" in text

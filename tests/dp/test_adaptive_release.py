@@ -13,6 +13,7 @@ from chain_data import CHAIN, CHAIN_STATES, LINKS, chain_codes, pair_plan
 from ppbn.bn.model import topological_order
 from ppbn.dp.accounting import (
     ADAPTIVE_ROUNDS_PER_VARIABLE,
+    ONE_WAY_WEIGHT,
     PAIR_ERROR_SENSITIVITY,
     adaptive_rounds_count,
     opendp_epsilon,
@@ -47,9 +48,19 @@ def test_the_plan_counts_a_table_per_variable_and_per_round_and_opendp_agrees(ep
     assert p.score_sensitivity == PAIR_ERROR_SENSITIVITY and p.score_frac == 0
     assert not p.stop_option
     assert opendp_epsilon(p) <= epsilon * (1 + 1e-9)
-    if p.accounting == "pure":  # the parts add up to the whole: choices, then 2 T cells
-        spent = p.decisions * p.decision_epsilon + 2 * p.released_tables / p.count_scale
+    # a 1-way table spends a quarter of a 2-way one's budget: its counts are noisier
+    assert p.one_way_weight == ONE_WAY_WEIGHT["adaptive"] < 1
+    assert p.one_way_scale > p.count_scale
+    assert p.table_noise(("a",)) == p.one_way_noise and p.table_noise(("a", "b")) == p.count_noise
+    b1, b2 = p.one_way_scale, p.count_scale
+    if p.accounting == "pure":  # the parts add up to the whole: choices, then 2 cells a table
+        spent = p.decisions * p.decision_epsilon + 2 * v / b1 + 2 * rounds / b2
         assert spent == pytest.approx(epsilon)
+        assert 2 / b1 == pytest.approx(p.one_way_weight * 2 / b2)
+    else:  # rho: choices, then 1 / b^2 a table
+        spent = p.decisions * p.decision_epsilon**2 / 2 + v / b1**2 + rounds / b2**2
+        assert spent == pytest.approx(p.rho)
+        assert 1 / b1**2 == pytest.approx(p.one_way_weight / b2**2)
     pair_cells = sorted((a * b for a, b in itertools.combinations(cards, 2)), reverse=True)
     assert p.cells_bound == sum(cards) + sum(pair_cells[:rounds])
     assert p.as_dict()["release"] == "adaptive"

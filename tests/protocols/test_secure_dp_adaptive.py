@@ -70,10 +70,14 @@ def test_the_release_is_one_network_at_both_with_only_allowed_disclosures():
         released = [e.value for e in ledger.entries if e.kind == "dp_counts"]
         assert len(released) == dp.released_tables  # |V| 1-way, one pair per round
         for entry in released:
-            true = counts(tuple(entry["variables"]))
+            family = tuple(entry["variables"])
+            true = counts(family)
             noisy = np.array(entry["counts"])
             assert noisy.shape == true.shape
-            assert np.abs(noisy - true).max() <= 20 * dp.count_scale  # noise, not garbage
+            scale = dp.one_way_scale if len(family) == 1 else dp.count_scale
+            assert np.abs(noisy - true).max() <= 20 * scale  # noise, not garbage
+        one_way = [e for e in released if len(e["variables"]) == 1]
+        assert len(one_way) == len(NAMES) and dp.one_way_scale > dp.count_scale
 
 
 def test_the_utility_width_holds_the_error_and_the_offset():

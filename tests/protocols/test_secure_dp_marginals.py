@@ -22,8 +22,8 @@ from ppbn.bn.learn import joined_count_fn
 from ppbn.bn.networks import load_network, sample
 from ppbn.circuits.pair_error import pair_error_width
 from ppbn.dp.accounting import plan
+from ppbn.dp.gaussian import discrete_gaussian_pmf
 from ppbn.dp.marginal_release import independent_estimate, pair_error
-from ppbn.dp.noise import discrete_laplace_pmf
 from ppbn.protocols.learning.config import SecureLearnConfig
 from ppbn.protocols.learning.dp_marginals import (
     NoisyPairChooser,
@@ -145,10 +145,11 @@ def test_the_tournament_picks_the_best_pair_wherever_it_sits(best: int) -> None:
         assert got == candidates.index(max(subset, key=subset.get)), (n, got)
 
 
-def test_noisy_one_way_counts_are_discrete_laplace_around_the_truth():
+def test_noisy_one_way_counts_are_discrete_gaussian_around_the_truth():
     net = load_network("asia")
     codes = sample(net, 1200, 6)
     dp = _plan(net, 1200, 8.0, share=0.5)
+    assert dp.count_family == "gaussian"  # zcdp, and a sigma the circuit affords
     names = net.names
     counts = joined_count_fn(names, net.states, codes)
     noise = []
@@ -163,8 +164,8 @@ def test_noisy_one_way_counts_are_discrete_laplace_around_the_truth():
             noise += list((alice[(v,)] - counts((v,))).ravel())
     noise = np.array(noise)
     values = np.arange(-8, 9)
-    expected = discrete_laplace_pmf(values, dp.count_scale) * noise.size
+    expected = discrete_gaussian_pmf(values, dp.one_way_scale) * noise.size
     observed = np.array([np.sum(noise == z) for z in values], dtype=float)
     tails = (noise.size - observed.sum(), noise.size - expected.sum())
     _, p = stats.chisquare(np.append(observed, tails[0]), np.append(expected, tails[1]))
-    assert p > 1e-4, (p, noise.size, dp.count_scale)
+    assert p > 1e-4, (p, noise.size, dp.one_way_scale)

@@ -28,12 +28,14 @@ from ppbn.bn.k2 import K2Request
 from ppbn.bn.params import cpt_from_counts
 from ppbn.circuits.ir import to_signed
 from ppbn.circuits.noise import (
+    count_draws,
     noisy_argmax_circuit,
     noisy_count_circuit,
     noisy_width,
     uniform_words,
 )
 from ppbn.dp.accounting import DPPlan
+from ppbn.dp.count_noise import CountNoise
 from ppbn.protocols import ring
 from ppbn.protocols.channel import ProtocolError
 from ppbn.protocols.learning.config import GARBLER, Family
@@ -173,11 +175,13 @@ def open_noisy_counts(
     plan: DPPlan,
     tables: Sequence[np.ndarray],
     before_release: Callable[[], None],
+    spec: CountNoise | None = None,
 ) -> list[np.ndarray]:
-    """Each table of count shares with discrete Laplace noise in every cell (the plan's
-    ``count_noise``), drawn in one garbled run and opened to both, in the tables' shapes.
-    More cells than the plan bounds are refused before ``before_release``."""
-    spec, count_bits, role = plan.count_noise, scorer.count_bits, scorer.role
+    """Each table of count shares with noise in every cell (``spec``, discrete Laplace or
+    Gaussian; None: the plan's ``count_noise``), drawn in one garbled run and opened to both, in the
+    tables' shapes. More cells than the plan bounds are refused before ``before_release``."""
+    spec = plan.count_noise if spec is None else spec
+    count_bits, role = scorer.count_bits, scorer.role
     low = np.uint64((1 << count_bits) - 1)
     shares = np.concatenate([np.asarray(t).ravel() for t in tables]).astype(np.uint64) & low
     total = int(shares.size)
@@ -192,8 +196,7 @@ def open_noisy_counts(
         garbler=role == GARBLER,
         inputs={
             f"n{suffix}": shares,
-            f"u1_{suffix}": uniform_words(total, spec),
-            f"u2_{suffix}": uniform_words(total, spec),
+            **{f"u{name}_{suffix}": uniform_words(total, spec) for name in count_draws(spec)},
         },
         outputs={"noisy": Reveal.BOTH},
     )

@@ -29,8 +29,9 @@ from ppbn.dp.adaptive_release import (
     model_estimate,
     model_network,
 )
+from ppbn.dp.count_noise import noise_stddev
 from ppbn.dp.graphical_fit import Measured
-from ppbn.dp.marginal_release import Pair, measurement_stddev
+from ppbn.dp.marginal_release import Pair
 from ppbn.protocols.learning.config import GARBLER
 from ppbn.protocols.learning.dp_marginals import (
     NoisyPairChooser,
@@ -61,7 +62,7 @@ def secure_adaptive_release(
     pairs = all_pairs(names)
     tables = scorer.table_shares([(v,) for v in names] + pairs)
     one_way = noisy_tables(scorer, plan, [(v,) for v in names], tables, before_release)
-    stddev = measurement_stddev(plan.count_noise)
+    stddev = noise_stddev(plan.count_noise)
     garbler = scorer.role == GARBLER
     offsets = measurement_offsets(pairs, domain, stddev)
     cells = max((domain[a] * domain[b] for a, b in pairs), default=1)
@@ -83,7 +84,8 @@ def secure_adaptive_release(
     def measure(pair: Pair) -> np.ndarray:
         return noisy_tables(scorer, plan, [pair], tables)[pair]
 
-    first = [Measured((v,), one_way[(v,)], stddev) for v in names]
+    one_sd = noise_stddev(plan.one_way_noise)
+    first = [Measured((v,), one_way[(v,)], one_sd) for v in names]
     chosen, _, model = adaptive_rounds(
         names,
         domain,

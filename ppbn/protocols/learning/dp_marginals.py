@@ -39,7 +39,6 @@ from ppbn.dp.accounting import DPPlan
 from ppbn.dp.marginal_release import (
     Pair,
     independent_estimate,
-    measurement_stddev,
     tree_network,
     tree_rounds,
 )
@@ -51,7 +50,7 @@ from ppbn.protocols.learning.scorer import SecureScorer
 from ppbn.protocols.yao import Reveal
 
 PAIR_SOURCE = "report-noisy-max over garbled pair errors (differential privacy)"
-COUNTS_SOURCE = "noisy marginal counts, discrete Laplace drawn in a garbled circuit"
+COUNTS_SOURCE = "noisy marginal counts, the plan's noise drawn in a garbled circuit"
 FIT_SOURCE = "private-pgm's fit of the noisy marginals (post-processing)"
 
 
@@ -86,7 +85,7 @@ def secure_marginal_release(
         chosen,
         one_way_by_name,
         {p: two_way[p] for p in chosen},
-        measurement_stddev(plan.count_noise),
+        plan,
         scorer.n_records,
     )
     view = fitted_view(scorer, net)
@@ -111,13 +110,19 @@ def noisy_tables(
     tables: dict,
     before_release: Callable[[], None] = lambda: None,
 ) -> dict[tuple[str, ...], np.ndarray]:
-    """Each family's table with discrete Laplace noise in every cell, opened to both
+    """Each family's table with the plan's noise in every cell, at the scale of its
+    tables (all 1-way or all 2-way: ``DPPlan.table_noise``), opened to both
     (``dp.open_noisy_counts``)."""
     if not families:
         return {}
+    specs = {plan.table_noise(f) for f in families}
+    if len(specs) != 1:
+        raise ValueError("one opening takes tables of one noise scale: all 1-way or all pairs")
     started = time.perf_counter()
     scorer.phase("noisy counts")
-    opened = open_noisy_counts(scorer, plan, [tables[f] for f in families], before_release)
+    opened = open_noisy_counts(
+        scorer, plan, [tables[f] for f in families], before_release, specs.pop()
+    )
     released = dict(zip(families, opened, strict=True))
     for family, counts in released.items():
         scorer.ledger.record(
