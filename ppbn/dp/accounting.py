@@ -74,8 +74,8 @@ PRECISIONS = ((64, 0), (64, 16), (96, 16), (96, 32), (128, 32), (96, 48), (128, 
 FIXED_POINT_SLACK = 1e-6  # nats: the secure terms' fixed-point error, 8 changed terms at most
 ACCOUNTINGS = ("pure", "zcdp")
 COUNT_FAMILIES = ("laplace", "gaussian")  # a released count's noise (``DPPlan.count_family``)
-# a discrete Gaussian draw's thresholds, at most (about 10.6 sigma at 64 bits of precision;
-# each costs about precision AND gates): sigma up to about 380
+# a discrete Gaussian draw's thresholds, at most (about 9 sigma at 64-bit words, 13 sigma at
+# 128, each about that many AND gates; ``gaussian_affordable``): sigma up to about 300
 GAUSSIAN_MOST_THRESHOLDS = 4096
 PAIR_ERROR_SENSITIVITY = 2.0  # counts: one record leaves one cell of a pair's table for another
 MARGINAL_RELEASES = ("marginals", "adaptive")  # pairs chosen by their L1 error, then measured
