@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
+from gaussian_law import gaussian_chisquare_p
 
 from ppbn.circuits.evaluate import evaluate
 from ppbn.circuits.ir import to_signed
 from ppbn.circuits.noise import count_draws, draw_width, noisy_count_circuit, noisy_width
 from ppbn.circuits.schedule import schedule_of
-from ppbn.dp.gaussian import GaussianSpec, discrete_gaussian_pmf, gaussian_spec
+from ppbn.dp.gaussian import GaussianSpec, gaussian_spec
 from ppbn.protocols.channel import run_two_party
 from ppbn.protocols.yao import Reveal, YaoParty
 
@@ -93,17 +93,6 @@ def test_the_garbled_circuit_computes_the_same_counts():
     np.testing.assert_array_equal(evaluated["noisy"], want)
 
 
-def _chisquare(noise: np.ndarray, sigma: float) -> float:
-    support = np.arange(-int(6 * sigma) - 1, int(6 * sigma) + 2)
-    probs = discrete_gaussian_pmf(support, sigma)
-    keep = probs * noise.size >= 5
-    counts = np.array([np.count_nonzero(noise == z) for z in support[keep]])
-    expected = probs[keep] * noise.size
-    counts = np.append(counts, noise.size - counts.sum())
-    expected = np.append(expected, noise.size - expected.sum())
-    return float(stats.chisquare(counts, expected).pvalue)
-
-
 def test_the_circuits_noise_is_the_discrete_gaussian_and_a_wrong_sigma_is_rejected():
     spec = gaussian_spec(3.0)
     n = 20000
@@ -116,5 +105,5 @@ def test_the_circuits_noise_is_the_discrete_gaussian_and_a_wrong_sigma_is_reject
     }
     circuit = noisy_count_circuit(4, spec)
     noise = np.array(to_signed(evaluate(circuit, inputs)["noisy"], noisy_width(4, spec)))
-    assert _chisquare(noise, 3.0) > 1e-4
-    assert _chisquare(noise, 3.4) < 1e-6
+    assert gaussian_chisquare_p(noise, 3.0) > 1e-4
+    assert gaussian_chisquare_p(noise, 3.4) < 1e-6
