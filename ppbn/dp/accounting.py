@@ -34,8 +34,8 @@ takes the one that gives less noise (``ACCOUNTINGS``, ``plan``):
 The marginal releases' counts under zcdp take discrete Gaussian noise N_Z(0, t^2) instead
 (``count_family``, ``dp.gaussian``): a cell's is 1 / (2 t^2)-zCDP for a change of one
 (Canonne, Kamath and Steinke 2020, Thm. 4), the discrete Laplace's charge at scale t, at
-half its variance; its draw costs about 10 t comparisons in a circuit, so the plan takes
-it while that stays within ``GAUSSIAN_MOST_THRESHOLDS``.
+half its variance; its draw costs 9 to 13 t comparisons in a circuit (by the precision),
+so the plan takes it while that stays within ``GAUSSIAN_MOST_THRESHOLDS``.
 
 The marginal releases count a table per variable and one per chosen pair. Their 1-way
 tables need not cost what a 2-way one does: each spends ``one_way_weight`` of a 2-way
@@ -239,7 +239,8 @@ class DPPlan:
 
     @property
     def count_scale(self) -> float:
-        """Discrete Laplace scale b of every count of a family or a 2-way table, with
+        """The noise scale b of every count of a family or a 2-way table (the discrete
+        Laplace's scale, or the discrete Gaussian's sigma), with
         U = ``count_units`` (one record moves one count in each table, two cells): pure,
         2 U / b = epsilon_p; zcdp, U / b^2 = rho_p."""
         rest = 1.0 - self.structure_share_used
