@@ -63,7 +63,7 @@ from ppbn.dp.constants import (
     MIN_EPSILON,
     RELEASES,
 )
-from ppbn.dp.count_noise import CountNoise, noise_stddev
+from ppbn.dp.count_noise import CountNoise
 from ppbn.dp.gaussian import gaussian_spec
 from ppbn.dp.noise import DEFAULT_PRECISION, GeometricSpec, geometric_spec
 from ppbn.dp.quantiles import bins_share
@@ -410,8 +410,10 @@ def opendp_epsilon(p: DPPlan) -> float:
     """The plan's epsilon from OpenDP's privacy maps: report-noisy-max with exponential noise
     (``make_noisy_max`` under max-divergence, scores at L-infinity distance Delta) for each
     of the D choices, and the discrete Laplace mechanism (``make_laplace`` on integers) for
-    each of the two changed cells of every released table, at its table's scale; ``pure`` sums them, ``zcdp`` maps each to zCDP
-    (``make_pureDP_to_zCDP``), sums rho and converts at delta_c (``zcdp_epsilon``)."""
+    each of the two changed cells of every released table, at its table's scale (the
+    discrete Gaussian's ``make_gaussian``, zCDP already); ``pure`` sums them, ``zcdp`` maps
+    each to zCDP (``make_pureDP_to_zCDP``), sums rho and converts at delta_c
+    (``zcdp_epsilon``)."""
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
@@ -532,10 +534,7 @@ def plan(
         # five small bundled networks their release was measured better (docs/decisions/
         # dp-gaussian-counts.md)
         or zcdp.count_family == "gaussian"
-        or (
-            noise_stddev(zcdp.count_noise) <= noise_stddev(pure.count_noise)
-            and zcdp.decision_epsilon >= pure.decision_epsilon
-        )
+        or (zcdp.count_scale <= pure.count_scale and zcdp.decision_epsilon >= pure.decision_epsilon)
     ):
         chosen = zcdp
     elif pure is not None:

@@ -26,8 +26,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from ppbn.dp.noise import uniform_integers
+
 MAX_SUPPORT = 1 << 16  # thresholds of one draw: sigma up to about 6,000
-INT64_BITS = 62
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,7 @@ class GaussianSpec:
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """``size`` draws in the clear (the trusted-curator twin) from ``rng``'s uniform
         bits, like the circuit: int64."""
-        words = -(-self.word_bits // 64)
-        raw = rng.integers(0, 2**63, size=(size, words), dtype=np.int64).astype(object)
-        raw = raw * 2 + rng.integers(0, 2, size=raw.shape).astype(object)  # 64 bits per word
-        uniforms = np.zeros(size, dtype=object)
-        for w in range(words):
-            uniforms = (uniforms << 64) | raw[:, w]
-        uniforms = uniforms >> (64 * words - self.word_bits)
-        return self.draw(uniforms).astype(np.int64)
+        return self.draw(uniform_integers(rng, (size,), self.word_bits)).astype(np.int64)
 
 
 @lru_cache(maxsize=64)

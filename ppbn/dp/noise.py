@@ -84,15 +84,20 @@ class GeometricSpec:
         """``size`` draws in the clear (the trusted-curator twin, ``reference.py``), bit by
         bit like the circuit, from ``rng``'s uniform bits: int64, or Python integers
         (an object array) when a draw may not fit 63 bits."""
-        words = -(-self.precision // 64)
-        raw = rng.integers(0, 2**63, size=(size, self.bits, words), dtype=np.int64).astype(object)
-        raw = raw * 2 + rng.integers(0, 2, size=raw.shape).astype(object)  # 64 bits per word
-        uniforms = np.zeros((size, self.bits), dtype=object)
-        for w in range(words):
-            uniforms = (uniforms << 64) | raw[..., w]
-        uniforms = uniforms >> (64 * words - self.precision)
-        drawn = self.draw_bits(uniforms)
+        drawn = self.draw_bits(uniform_integers(rng, (size, self.bits), self.precision))
         return drawn.astype(np.int64) if self.bits <= INT64_BITS else drawn
+
+
+def uniform_integers(rng: np.random.Generator, shape: tuple[int, ...], bits: int) -> np.ndarray:
+    """Uniform ``bits``-bit integers (an object array of ``shape``) from ``rng``, assembled
+    from 64-bit words: what the twins feed the plaintext models of the draws."""
+    words = -(-bits // 64)
+    raw = rng.integers(0, 2**63, size=(*shape, words), dtype=np.int64).astype(object)
+    raw = raw * 2 + rng.integers(0, 2, size=raw.shape).astype(object)  # 64 bits per word
+    uniforms = np.zeros(shape, dtype=object)
+    for w in range(words):
+        uniforms = (uniforms << 64) | raw[..., w]
+    return uniforms >> (64 * words - bits)
 
 
 @lru_cache(maxsize=256)
