@@ -113,7 +113,8 @@ def _report(settings: K2Settings, run: LearnRun, blanked: int, pair: LocalPair) 
         "workers": policy.workers if policy else None,
         "overlap_tables": "on" if job.overlap_tables else "off",
         "split_terms": "on" if job.split_terms else "off",
-        "term_lanes": job.term_lanes,
+        # what the job ran with ("auto" becomes the parties' agreement), else what it asked
+        "term_lanes": (outcome.stats or {}).get("term_lanes", job.term_lanes),
         "ot_k": job.ot_k,
         "wall_s": round(run.wall_s, 2),
         "phases_s": {k: round(v, 2) for k, v in inner["phases"].items()},

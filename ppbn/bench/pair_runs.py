@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ppbn.bn.constants import DEFAULT_ESS, DEFAULT_TAU
 from ppbn.errors import UserError
-from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS
+from ppbn.protocols.constants import AUTO_LANES, DEFAULT_SUBFIELD_BITS
 
 if TYPE_CHECKING:
     from ppbn.data.datasets import MadeDataset
@@ -35,7 +35,7 @@ class LearnJob:
     key_bits: int = 2048
     overlap_tables: bool = True
     split_terms: bool = False
-    term_lanes: int = 1
+    term_lanes: int | str = AUTO_LANES  # a number, or the parties' agreement
     ot_k: int = DEFAULT_SUBFIELD_BITS
     search_params: Mapping[str, Any] = field(default_factory=dict)
     dp_params: Mapping[str, Any] = field(default_factory=dict)

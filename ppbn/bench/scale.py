@@ -54,7 +54,8 @@ class ScaleSettings:
     """One ``bench scale`` run: the ``job`` on ``records`` of ``network`` (``seed``) once per
     count of ``workers`` (ascending, distinct) and ``repeat`` times each, the daemons under
     ``policy`` (None: the built-in one) with ``executor`` (local or ray) at W > 1; ``lanes``
-    job keeps the job's terms lanes at every W, workers runs W lanes at W workers."""
+    job keeps the job's terms lanes at every W (auto: agreed at that W), workers runs W
+    lanes at W workers."""
 
     network: str = "asia"
     records: int = 20000
@@ -69,13 +70,14 @@ class ScaleSettings:
 
 
 def scale_policy(
-    base: LocalPolicy, executor: str, workers: int, term_lanes: int = 1
+    base: LocalPolicy, executor: str, workers: int, term_lanes: int | str = 1
 ) -> LocalPolicy:
     """The daemons' policy at W workers: inline at 1; else ``executor`` at W with every
     garbled run and OT-extension call sent to it (a private Ray instance of W CPUs per
     daemon for ray, so that W means the same for both executors); and room for the job's
-    ``term_lanes``."""
-    base = replace(base, max_term_lanes=max(base.max_term_lanes, term_lanes))
+    ``term_lanes`` (a number; "auto" offers within the policy's own)."""
+    if isinstance(term_lanes, int):
+        base = replace(base, max_term_lanes=max(base.max_term_lanes, term_lanes))
     if workers == 1:
         policy = replace(base, executor="inline", workers=1, ray_address=None)
     else:
@@ -134,7 +136,7 @@ def bench_scale(
                 baseline = baseline or result
                 runs.append(
                     _figures(run, workers, repeat, result == baseline)
-                    | {"term_lanes": lanes[workers], "phase_cpu": cpu}
+                    | {"term_lanes": _agreed_lanes(run, lanes[workers]), "phase_cpu": cpu}
                 )
                 if progress is not None:
                     progress(
@@ -228,6 +230,12 @@ def _figures(run: LearnRun, workers: int, repeat: int, same: bool) -> dict[str, 
         "edges": len(run.learned["edges"]),
         "same_result_as_baseline": same,
     }
+
+
+def _agreed_lanes(run: LearnRun, asked: int | str) -> int | str:
+    """The terms lanes the job ran with (its statistics' ``term_lanes``: what "auto"
+    became), else what it was asked for."""
+    return (run.outcome.stats or {}).get("term_lanes", asked)
 
 
 def _phase_seconds(run: dict[str, Any]) -> dict[str, float]:

@@ -166,8 +166,9 @@ def register(commands: argparse._SubParsersAction, bench: argparse._SubParsersAc
         "--lanes",
         choices=("job", "workers"),
         default="job",
-        help="terms lanes per party at each W: job (default) keeps --term-lanes at every W; "
-        "workers runs W lanes at W workers, so the ln-term phase scales with W too",
+        help="terms lanes per party at each W: job (default) keeps --term-lanes at every W "
+        "(auto: what the parties agree on at that W); workers runs W lanes at W workers, so "
+        "the ln-term phase scales with W too",
     )
     scale.add_argument("--format", choices=("table", "json"), default="table")
     scale.set_defaults(func=_bench_scale)

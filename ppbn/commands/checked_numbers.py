@@ -8,10 +8,6 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 
 def _int(text: str) -> int:

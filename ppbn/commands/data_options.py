@@ -4,13 +4,9 @@ alignment."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from ppbn.data.constants import MISSING_HELP, MISSING_RULES
 from ppbn.errors import UserError
-
-if TYPE_CHECKING:
-    pass
 
 
 def add_missing_options(parser: argparse.ArgumentParser, rate: bool = False) -> None:

@@ -4,15 +4,16 @@ wire, terms lanes and the OT extension's k."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from ppbn.commands.checked_numbers import int_in
 from ppbn.commands.job_options import DISCLOSURES, add_dp_options
 from ppbn.commands.unused_flags import Noted
-from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, MAX_TERM_LANES, SUBFIELD_CHOICES
-
-if TYPE_CHECKING:
-    pass
+from ppbn.protocols.constants import (
+    AUTO_LANES,
+    DEFAULT_SUBFIELD_BITS,
+    MAX_TERM_LANES,
+    SUBFIELD_CHOICES,
+)
 
 
 def add_secure_options(parser: argparse.ArgumentParser) -> None:
@@ -63,25 +64,33 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     add_term_lanes_option(
         parser,
         "run each large batch of secure ln terms across N processes of each party, each "
-        "on a lane of its own, so the term phase uses N cores per party (default 1: the job's "
-        "own thread); for hosts with cores to spare, each party's policy caps N "
-        "(max_term_lanes; docs/user-guide.md, 'Terms on many cores')",
+        "on a lane of its own, so the term phase uses N cores per party; auto (default): "
+        "each party offers half its workers from 8 up (1 below), the job takes the smaller "
+        "offer, and a network too small to fill two lanes runs in the job's own thread; "
+        "each party's policy caps N (max_term_lanes; docs/user-guide.md, 'Terms on many cores')",
+        auto=True,
     )
     add_ot_k_option(parser)
 
 
 def add_term_lanes_option(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, help_text: str
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, help_text: str, auto: bool = False
 ) -> None:
-    """--term-lanes N: the job's terms lanes per party (``term_lanes``), 1 to MAX_TERM_LANES."""
+    """--term-lanes N: the terms lanes per party (``term_lanes``), 1 to MAX_TERM_LANES;
+    with ``auto`` (a job's) also "auto", the default, which the parties agree on."""
     parser.add_argument(
         "--term-lanes",
-        type=int_in(1, MAX_TERM_LANES),
-        default=1,
+        type=lanes_or_auto if auto else int_in(1, MAX_TERM_LANES),
+        default=AUTO_LANES if auto else 1,
         action=Noted,
         metavar="N",
         help=help_text,
     )
+
+
+def lanes_or_auto(text: str) -> int | str:
+    """--term-lanes of a job: "auto", or a number of lanes in 1..MAX_TERM_LANES."""
+    return AUTO_LANES if text == AUTO_LANES else int_in(1, MAX_TERM_LANES)(text)
 
 
 def add_ot_k_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -50,9 +50,15 @@ from ppbn.jobs.search_params import (
 )
 from ppbn.jobs.unused_params import DP_ONLY, refuse_unused
 from ppbn.protocols.channel import Channel, ProtocolError
-from ppbn.protocols.constants import DEFAULT_SUBFIELD_BITS, MAX_TERM_LANES, SUBFIELD_CHOICES
+from ppbn.protocols.constants import (
+    AUTO_LANES,
+    DEFAULT_SUBFIELD_BITS,
+    MAX_TERM_LANES,
+    SUBFIELD_CHOICES,
+)
 from ppbn.protocols.fixedpoint import SCORE_FRAC
 from ppbn.protocols.learning.config import DISCLOSURES, K2Checkpoint, SecureLearnConfig
+from ppbn.protocols.learning.lanes_agreement import agreed_lanes
 from ppbn.protocols.learning.learn import SecureLearnResult, learn_secure
 from ppbn.protocols.ot import check_subfield_bits
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS, WEAK_KEY_WARNING
@@ -73,7 +79,9 @@ DEFAULTS = {
     "key_bits": TablesConfig.key_bits,
     "overlap_tables": True,  # scorer.SecureScorer.scores: the next families' table phase on a lane
     "split_terms": False,  # scorer.SecureScorer.terms: each batch of terms in two halves on two lanes
-    "term_lanes": 1,  # term_lanes.TermLanes: each large batch of terms across this many processes
+    # term_lanes.TermLanes: each large batch of terms across this many processes; "auto":
+    # the smaller of the two parties' offers, each from its own host (lanes_agreement)
+    "term_lanes": AUTO_LANES,
     "ot_k": DEFAULT_SUBFIELD_BITS,  # SoftSpokenOT's k: 8 the fewest bytes, 4 the least CPU
     # a differentially private release (docs/security-dp.md): None is the exact release
     "dp_epsilon": None,
@@ -225,11 +233,14 @@ def check_learn_params(params: dict[str, Any], schema: Schema) -> dict[str, Any]
     if not isinstance(out["split_terms"], bool):
         raise ParameterError("split_terms", "learn: split_terms must be true or false")
     lanes = out["term_lanes"]
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= MAX_TERM_LANES:
+    if lanes != AUTO_LANES and (
+        isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= MAX_TERM_LANES
+    ):
         raise ParameterError(
-            "term_lanes", f"learn: term_lanes must be an integer in 1..{MAX_TERM_LANES}"
+            "term_lanes",
+            f"learn: term_lanes must be an integer in 1..{MAX_TERM_LANES} or {AUTO_LANES!r}",
         )
-    if lanes > 1 and out["split_terms"]:
+    if lanes != AUTO_LANES and lanes > 1 and out["split_terms"]:
         raise ParameterError(
             "term_lanes",
             "learn: term_lanes above 1 and split_terms are two ways to split; pick one",
@@ -437,6 +448,23 @@ def agree_resume_step(
     return state
 
 
+def job_term_lanes(channel: Channel, context: JobContext) -> int:
+    """The job's terms lanes: its ``term_lanes`` as asked, or for "auto" the two parties'
+    agreement (``lanes_agreement.agreed_lanes``, this party offering from its own policy).
+    A job that runs no ln terms in lanes (``split_terms``, a marginal release) takes one
+    without an offer. The number is in the job's statistics (``term_lanes``)."""
+    params = context.params
+    lanes = params["term_lanes"]
+    if lanes == AUTO_LANES:
+        lanes = 1
+        if not params["split_terms"] and params["dp_release"] not in MARGINAL_RELEASES:
+            cards = [v.cardinality for v in context.schema.variables]
+            offer = context.policy.term_lanes_offer()
+            lanes = agreed_lanes(channel, offer, cards, context.ledger)
+    context.count("term_lanes", lanes)
+    return int(lanes)
+
+
 def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str, Any]:
     params = context.params
     schema = context.schema
@@ -456,7 +484,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         ess=float(params["ess"]),
         overlap_tables=params["overlap_tables"],
         split_terms=params["split_terms"],
-        term_lanes=params["term_lanes"],
+        term_lanes=job_term_lanes(channel, context),
         ot_k=params["ot_k"],
         dp=dp_plan(params, schema, context.data.n_records),
     )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -37,8 +38,9 @@ from typing import Any
 import numpy as np
 
 from ppbn.errors import UserError
-from ppbn.protocols.constants import MAX_TERM_LANES, SECURITY_LEVELS, SEMI_HONEST
+from ppbn.protocols.constants import AUTO_LANES, MAX_TERM_LANES, SECURITY_LEVELS, SEMI_HONEST
 from ppbn.protocols.executor import EXECUTORS
+from ppbn.protocols.learning.lanes_agreement import lanes_offer
 from ppbn.protocols.ot import OT_INLINE_BELOW
 from ppbn.protocols.paillier import KEY_BITS_CHOICES, TEST_ONLY_KEY_BITS
 from ppbn.protocols.security import level_rank
@@ -437,9 +439,20 @@ class LocalPolicy:
                 f"disclosure {disclosure!r} is not allowed by this party's policy (allowed: {', '.join(self.disclosures)})",
             )
 
-    def require_term_lanes(self, lanes: int) -> None:
+    def term_lanes_offer(self) -> int:
+        """The terms lanes this party offers a job that leaves their number to the parties
+        (``lanes_agreement.lanes_offer``): from its own workers (one per core unless the
+        policy sets them; one with the inline executor), within ``max_term_lanes``."""
+        if self.executor == "inline":
+            return 1
+        return lanes_offer(self.workers or os.cpu_count() or 1, self.max_term_lanes)
+
+    def require_term_lanes(self, lanes: int | str) -> None:
         """A job's terms lanes are processes this daemon starts: the peer cannot ask for
-        more than this party's policy allows."""
+        more than this party's policy allows ("auto" offers within it:
+        ``term_lanes_offer``)."""
+        if lanes == AUTO_LANES:
+            return
         if lanes > self.max_term_lanes:
             raise PolicyRefusal(
                 "term_lanes",

@@ -18,6 +18,9 @@ ALLOWED_KINDS = frozenset(
         "record_count",  # n
         "records_match",  # one bit: both parties hold the same record ids (keyed per job)
         "security_level",  # the level the job ran at (in the request both daemons checked)
+        # the peer's offer of terms lanes for a job that leaves their number to the parties
+        # (protocols/learning/lanes_agreement.py): a count about its host, not its data
+        "term_lanes_offer",
         "k2_decision",  # one K2 step's outcome: the chosen parent, or "stop"
         "hc_move",  # one hill-climbing step's outcome: the move applied (kind and edge)
         "hc_stop",  # hill climbing stopped: no move improves the score by more than tau

@@ -153,8 +153,10 @@ def test_learn_parameters_are_checked(asia_dir):
     assert check_learn_params({"overlap_tables": False}, schema)["overlap_tables"] is False
     assert check_learn_params({}, schema)["split_terms"] is False
     assert check_learn_params({"split_terms": True}, schema)["split_terms"] is True
-    assert check_learn_params({}, schema)["term_lanes"] == 1
+    assert check_learn_params({}, schema)["term_lanes"] == "auto"
     assert check_learn_params({"term_lanes": 8}, schema)["term_lanes"] == 8
+    both = check_learn_params({"term_lanes": "auto", "split_terms": True}, schema)
+    assert both["term_lanes"] == "auto" and both["split_terms"] is True  # "auto" yields to it
     assert check_learn_params({}, schema)["ot_k"] == 8
     assert check_learn_params({"ot_k": 4}, schema)["ot_k"] == 4
     for bad, message in [
@@ -167,6 +169,8 @@ def test_learn_parameters_are_checked(asia_dir):
         ({"term_lanes": 65}, "term_lanes must be an integer in 1..64"),
         ({"term_lanes": True}, "term_lanes must be an integer"),
         ({"term_lanes": 2.0}, "term_lanes must be an integer"),
+        ({"term_lanes": "Auto"}, "term_lanes must be an integer in 1..64 or 'auto'"),
+        ({"term_lanes": "4"}, "term_lanes must be an integer in 1..64 or 'auto'"),
         ({"term_lanes": 2, "split_terms": True}, "two ways to split; pick one"),
         ({"overlap_tables": "yes"}, "overlap_tables must be true or false"),
         ({"split_terms": 1}, "split_terms must be true or false"),
