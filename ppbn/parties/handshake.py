@@ -31,7 +31,7 @@ from ppbn.proto import party_pb2, party_pb2_grpc
 from ppbn.protocols.channel import ProtocolError
 from ppbn.protocols.records import NONCE_BYTES
 
-PROTOCOL_VERSION = 11  # what each version changed: CHANGELOG.md, "Daemon protocol versions"
+PROTOCOL_VERSION = 12  # what each version changed: CHANGELOG.md, "Daemon protocol versions"
 Frame = party_pb2.Frame
 AbortCode = party_pb2.AbortCode
 HANDSHAKE_TIMEOUT_S = 10.0
