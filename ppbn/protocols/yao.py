@@ -15,7 +15,9 @@ Computation", J. Cryptology 2009, Sec. 3, with half-gates garbling from
    own input bits follow from a seed: see "Garbler input labels from a seed"); then the
    decoding bits of the outputs the evaluator learns.
 4. The evaluator evaluates and returns, for outputs the garbler learns, the permute bits
-   of its output labels (the garbler decodes them) and, for outputs both learn, the values.
+   of its output labels (the garbler decodes them) and, for outputs both learn, the values
+   (above semi-honest, the output labels themselves, which the garbler checks:
+   ``yao_covert``, "Authenticated outputs").
 
 Output modes (``Reveal``) of an output bundle of width b:
 
@@ -533,12 +535,13 @@ class YaoParty:
         ot_rows, seeded_rows, seeded_bits = self._partition(full, seeded, values, k)
         to_evaluator = {n for n, m in modes.items() if m not in (Reveal.GARBLER, Reveal.BIT_SHARES)}
         eval_rows = self._output_rows(full, to_evaluator)
+        chosen = None
         if self.security == SEMI_HONEST:
             decode = permute_bits(self._garble_tables(full, k, ot_rows, seeded_rows, seeded_bits))
             if eval_rows.size:
                 self._send_bits("yao.decode", decode[eval_rows])
         else:
-            decode = yao_covert.garble_covert(
+            chosen = yao_covert.garble_covert(
                 self._covert_run(full, k, seeded, eval_rows),
                 self.channel,
                 self._sender() if ot_rows.size else None,
@@ -546,18 +549,25 @@ class YaoParty:
                 seeded_bits,
                 self._gc_executor(full, k),
             )
+            decode = chosen.decode
         result = self._bit_shares(full, modes, decode)
         garbler_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.GARBLER]
         both_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.BOTH]
         g_rows = self._output_rows(full, set(garbler_names))
-        if g_rows.size:
-            permuted = self._bits("yao.out_permute", g_rows.size, k)
-            result.update(self._split(full, permuted ^ decode[g_rows], garbler_names))
         b_rows = self._output_rows(full, set(both_names))
+        g_values = b_values = np.empty((0, k), dtype=np.uint8)
+        if chosen is not None and (g_rows.size or b_rows.size):  # authenticated: both at once
+            values = chosen.receive(self.channel, np.concatenate([g_rows, b_rows]))
+            g_values, b_values = values[: g_rows.size], values[g_rows.size :]
+        elif chosen is None:
+            if g_rows.size:
+                g_values = self._bits("yao.out_permute", g_rows.size, k) ^ decode[g_rows]
+            if b_rows.size:
+                b_values = self._bits("yao.out_values", b_rows.size, k)
+        if g_rows.size:
+            result.update(self._split(full, g_values, garbler_names))
         if b_rows.size:
-            result.update(
-                self._split(full, self._bits("yao.out_values", b_rows.size, k), both_names)
-            )
+            result.update(self._split(full, b_values, both_names))
         return result
 
     def _garble_tables(
@@ -645,9 +655,15 @@ class YaoParty:
             result.update(self._split(full, permuted[my_rows] ^ decode, to_me))
         garbler_names = [n for n in order if modes[n] == Reveal.GARBLER]
         g_rows = self._output_rows(full, set(garbler_names))
+        both_names = [n for n in order if modes[n] == Reveal.BOTH]
+        if self.security != SEMI_HONEST:  # authenticated outputs (``yao_covert``)
+            b_rows = self._output_rows(full, set(both_names))
+            if g_rows.size or b_rows.size:
+                rows = np.concatenate([g_rows, b_rows])
+                yao_covert.send_output_labels(self.channel, out_labels[rows])
+            return result
         if g_rows.size:
             self._send_bits("yao.out_permute", permuted[g_rows])
-        both_names = [n for n in order if modes[n] == Reveal.BOTH]
         if both_names:
             both_bits = np.concatenate(
                 [values_to_bits(result[n], full.output(n).width) for n in both_names]

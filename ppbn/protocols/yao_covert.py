@@ -80,14 +80,23 @@ Residuals, stated plainly:
   consistency check (``ot_check``, KOS15), so a malicious evaluator cannot learn the
   sender's s and with it both pads of an OT (both labels of a wire, R_c of copy e) beyond
   the check's guessing bound. Nothing else checks the evaluator: it may feed any encoded
-  bits (an input substitution: every y' decodes to some y), open no copy or abort at will
-  (the garbler learns that it aborted), and send any output permute bits for the
-  garbler's outputs (the garbler cannot tell a wrong output from a right one;
-  authenticated outputs are not built).
+  bits (an input substitution: every y' decodes to some y), and open no copy or abort at
+  will (the garbler learns that it aborted). It cannot change an output the garbler
+  learns ("Authenticated outputs").
 - A checked receiver waits for the sender's challenge after each block (``ot``), so the
   two parties must not both act as checked OT receivers at once over one channel; a Yao
   run has one direction (the evaluator receives, the garbler sends), and runs follow one
   another.
+
+Authenticated outputs. For the outputs the garbler learns (``garbler`` and ``both``) the
+evaluator returns its output labels of copy e (16 bytes a bit, ``OUTPUT_LABELS``) instead
+of their permute bits or values; the garbler, which holds both labels of every output
+wire of copy e, reads each value from the label and raises
+``CheatingDetected("yao.outputs")`` for a label that is neither. To send the other value
+the evaluator would need the wire's other label, which it meets only by guessing R_c
+(the free-XOR argument above: probability about 2^-127 per try), so a wrong output is
+caught in every run, not half of them. The ``both`` outputs' values the evaluator decodes
+itself as before.
 
 Hashes: garbling uses ``FixedKeyHash(COVERT_PROTOCOL, session)``, a permutation of its own
 (``circuits.garble``). The copies share the run's tweaks: each copy has its own R_c and
@@ -103,7 +112,8 @@ Cost: the garbler garbles lambda copies, the evaluator lambda - 1 plus one evalu
 the evaluator's input bits cost m / n random OTs per bit (the extension's u and its
 check) and 16 lambda bytes per value and OT, instead of one correlated OT (16 bytes); the
 garbler's input bits cost 16 bytes (the active label) plus 32 (the other label's hash)
-per instance instead of nothing. The garbler keeps every copy's tables until e is known.
+per instance instead of nothing; an output the garbler learns costs 16 bytes a bit instead
+of one bit. The garbler keeps every copy's tables until e is known.
 ``YaoParty.counters`` counts the agreed circuit's AND gates once and every OT (m per run
 instance, m the encoded width of the run's evaluator input bits).
 """
@@ -151,6 +161,7 @@ PAD_DOMAIN = b"ppbn yao covert OT pad masks v1"
 OT_BATCH = 1 << 16  # OTs whose masked labels go in one message (4 MiB at two copies)
 DIGEST_BYTES = 32
 HASH_WORDS = 4  # a label's hash: 256 bits as uint64 words
+OUTPUT_LABELS = "yao.covert.out_labels"  # the evaluator's labels of the garbler's outputs
 
 
 @dataclass(frozen=True)
@@ -425,6 +436,50 @@ def receive_labels(
     return out
 
 
+@dataclass(frozen=True)
+class ChosenOutputs:
+    """The evaluated copy's output zero-labels and offset, which the garbler keeps to read
+    the labels the evaluator returns for the outputs the garbler learns ("Authenticated
+    outputs" in the module doc)."""
+
+    zero: np.ndarray  # (output rows, instances, 2)
+    delta: np.ndarray
+    run: int
+
+    @property
+    def decode(self) -> np.ndarray:
+        """The decoding bits of every output row."""
+        return permute_bits(self.zero)
+
+    def receive(self, channel: Channel, rows: np.ndarray) -> np.ndarray:
+        """The values of output ``rows`` from the evaluator's labels (``OUTPUT_LABELS``):
+        0 for a wire's zero-label, 1 for its one-label; any other label is
+        ``CheatingDetected("yao.outputs")``."""
+        zero = self.zero[rows]
+        got = channel.recv_array(OUTPUT_LABELS, np.uint64, zero.shape)
+        one = (got == zero ^ self.delta).all(axis=-1)
+        wrong = np.argwhere(~(got == zero).all(axis=-1) & ~one)
+        if wrong.size:
+            row, instance = (int(v) for v in wrong[0])
+            raise CheatingDetected(
+                "yao.outputs",
+                f"{len(wrong)} output labels of Yao run {self.run} are neither label of their "
+                "wire: the evaluator changed outputs the garbler learns",
+                {
+                    "run": self.run,
+                    "output": int(rows[row]),
+                    "instance": instance,
+                    "found": _digest_hex(got[row, instance]),
+                },
+            )
+        return one.astype(np.uint8)
+
+
+def send_output_labels(channel: Channel, labels: np.ndarray) -> None:
+    """The evaluator's labels of the outputs the garbler learns, for ``ChosenOutputs.receive``."""
+    channel.send_array(OUTPUT_LABELS, labels)
+
+
 def garble_covert(
     run: CovertRun,
     channel: Channel,
@@ -432,9 +487,10 @@ def garble_covert(
     seeds: TaskSeeds,
     garbler_bits: np.ndarray,
     executor: Executor,
-) -> np.ndarray:
-    """The garbler's steps 1 to 5; returns the chosen copy's decoding bits of every output
-    row. ``sender``: the OT extension, None when the evaluator has no input bits."""
+) -> ChosenOutputs:
+    """The garbler's steps 1 to 5; returns the chosen copy's output labels (its decoding
+    bits, and the check of the labels the evaluator returns). ``sender``: the OT
+    extension, None when the evaluator has no input bits."""
     copies = garble_copies(run, [seeds.next() for _ in range(COVERT_COPIES)], executor)
     channel.send("yao.covert.commit", b"".join(copy.digest for copy in copies))
     if sender is not None:
@@ -456,10 +512,10 @@ def garble_covert(
             channel.send_array("yao.covert.labels", active)
             channel.send_array("yao.covert.other_hashes", other[..., 0, :])
         channel.send_array("yao.tables", tables)
-    decode = permute_bits(chosen.out_zero)
+    outputs = ChosenOutputs(chosen.out_zero, delta, run.run)
     if run.decode_rows.size:
-        channel.send_array("yao.decode", pack_bits(decode[run.decode_rows]))
-    return decode
+        channel.send_array("yao.decode", pack_bits(outputs.decode[run.decode_rows]))
+    return outputs
 
 
 def _digest_hex(array: np.ndarray) -> str:

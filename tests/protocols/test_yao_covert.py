@@ -205,7 +205,7 @@ def without_inverters(circuit: Circuit, bundle: str) -> Circuit:
 
 ZERO = zero_circuit()
 SHARES = {"y": Reveal.SHARES}
-TO_GARBLER = {"y": Reveal.GARBLER}  # an honest evaluator answers with the permute bits
+TO_GARBLER = {"y": Reveal.GARBLER}  # the evaluator answers with permute bits, or labels
 ALL_ONES = np.full(5, 2**WIDTH - 1, dtype=np.uint64)
 
 
@@ -359,19 +359,80 @@ ATTACKS = {
 def test_a_caught_evaluator_sends_nothing_after_its_choice(
     attack: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The garbler learns the output, so an honest evaluator sends the permute bits of its
-    output labels; a caught one has sent its OT messages and its choice of copy, nothing
-    more. A junk label for a garbler input is caught in copy e, by the digest."""
+    """The garbler learns the output, so an honest evaluator sends its output labels; a
+    caught one has sent its OT messages and its choice of copy, nothing more. A junk
+    label for a garbler input is caught in copy e, by the digest."""
     honest_pair = memory_channel_pair(timeout_s=60, keep_transcript=True)
     attacked_run(COVERT, TO_GARBLER, honest_pair)
     honest = sent_by_evaluator(honest_pair)
-    assert honest["yao.out_permute"] == 1 and honest["yao.covert.choice"] == 1
+    assert honest[yao_covert.OUTPUT_LABELS] == 1 and honest["yao.covert.choice"] == 1
     pair = memory_channel_pair(timeout_s=60, keep_transcript=True)
     ATTACKS[attack](monkeypatch, pair)
     with pytest.raises(CheatingDetected) as caught:
         attacked_run(COVERT, TO_GARBLER, pair)
     assert caught.value.check == ("yao.ot_labels" if attack == "ot_labels" else "yao.circuit")
-    assert sent_by_evaluator(pair) == honest - Counter(["yao.out_permute"])
+    assert sent_by_evaluator(pair) == honest - Counter([yao_covert.OUTPUT_LABELS])
+
+
+# -- a hostile evaluator ------------------------------------------------------------------------
+def lying_evaluator(pair, tag: str, flip: int) -> None:
+    """The evaluator's end (bob's) flips bit ``flip`` of the first word of every message
+    ``tag`` it sends: the garbler's output of the first instance, as a permute bit (bit 0
+    of the packed bits) or in the low word of a label."""
+    send_array = pair[1].send_array
+
+    def lying(sent_tag: str, array: np.ndarray) -> None:
+        if sent_tag == tag:
+            array = array.copy()
+            array.reshape(-1)[0] ^= array.dtype.type(1 << flip)
+        send_array(sent_tag, array)
+
+    pair[1].send_array = lying
+
+
+def garbler_output(security: str, pair) -> tuple[list[int], list[int]]:
+    """The modes circuit over the pair (lt = [x < y] to the garbler, max to both): what the
+    garbler got for lt, and its true values."""
+    circuit = modes_circuit()
+    xs = np.array([1, 4000, 7], dtype=np.uint64)
+    ys = np.array([3, 5, 7], dtype=np.uint64)
+
+    def side(garbler: bool, mine: dict) -> Callable:
+        return lambda ch: YaoParty(ch, security=security).run(
+            circuit, garbler=garbler, inputs=mine, outputs=MODES
+        )
+
+    g, e = run_two_party(side(True, {"x": xs}), side(False, {"y": ys}), pair=pair, timeout_s=60)
+    assert [int(v) for v in e["max"]] == [3, 4000, 7]  # the evaluator's own are right
+    return [int(v) for v in g["lt"]], [int(x < y) for x, y in zip(xs, ys, strict=True)]
+
+
+def test_an_evaluator_changes_the_garblers_output_at_semi_honest() -> None:
+    """The attack is real: the garbler cannot tell a flipped permute bit from a true one."""
+    pair = memory_channel_pair(timeout_s=60)
+    assert garbler_output(SEMI_HONEST, pair)[0] == [1, 0, 0]
+    pair = memory_channel_pair(timeout_s=60)
+    lying_evaluator(pair, "yao.out_permute", 0)
+    got, true = garbler_output(SEMI_HONEST, pair)
+    assert got != true and got[1:] == true[1:]
+
+
+@pytest.mark.parametrize("flip", [0, 9, 63])
+def test_a_changed_output_label_is_caught_in_every_run(flip: int) -> None:
+    """Above semi-honest the evaluator returns labels: one that is neither of its wire's
+    two (the permute bit flipped, or any other bit) fails the garbler's check, with the
+    run, the output and a digest of the label as evidence."""
+    for _ in range(3):
+        pair = memory_channel_pair(timeout_s=60)
+        lying_evaluator(pair, yao_covert.OUTPUT_LABELS, flip)
+        with pytest.raises(CheatingDetected) as caught:
+            garbler_output(COVERT, pair)
+        assert caught.value.check == "yao.outputs"
+        evidence = caught.value.evidence
+        assert evidence["run"] == 0 and evidence["instance"] == 0 and "found" in evidence
+    pair = memory_channel_pair(timeout_s=60)
+    got, true = garbler_output(COVERT, pair)
+    assert got == true
 
 
 # -- selective failure on one OT message --------------------------------------------------------
@@ -406,25 +467,30 @@ def corrupt_one_value(b: int) -> Callable:
 
 
 def garbler_sees_failures(ys: list[int], monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Runs of the probe circuit on one pair of covert parties, the evaluator's e = ys[i] in
-    run i and copy 0 always the evaluated one, against a garbler that corrupts m_1 of e's
-    first encoded bit: whether the garbler's output in each run is not 0 (a failure it sees)."""
+    """Runs of the probe circuit between covert parties, the evaluator's e = ys[i] in run i
+    and copy 0 always the evaluated one, against a garbler that corrupts m_1 of e's first
+    encoded bit: whether the garbler sees a failure in each run. The junk label makes the
+    evaluator's output labels junk too, which the garbler's own check of them reports
+    (authenticated outputs), where a permute bit would have made its output not 0."""
     monkeypatch.setattr(yao_covert, "choose_copy", lambda seeds: 0)
     monkeypatch.setattr(yao_covert, "ot_messages", corrupt_one_value(1))
     zeros = np.zeros(1, dtype=np.uint64)
 
-    def garbler(ch) -> list[int]:
+    def garbler(ch) -> bool:
         party = YaoParty(ch, security=COVERT)
-        runs = [party.run(PROBE, garbler=True, inputs={"g": zeros}, outputs=TO_GARBLER) for _ in ys]
-        return [int(out["y"][0]) for out in runs]
+        try:
+            out = party.run(PROBE, garbler=True, inputs={"g": zeros}, outputs=TO_GARBLER)
+        except CheatingDetected as exc:
+            assert exc.check == "yao.outputs"
+            return True
+        return int(out["y"][0]) != 0
 
-    def evaluator(ch) -> None:
-        party = YaoParty(ch, security=COVERT)
-        for y in ys:
-            party.run(PROBE, garbler=False, inputs={"e": [y]}, outputs=TO_GARBLER)
+    def evaluator(y: int) -> Callable:
+        return lambda ch: YaoParty(ch, security=COVERT).run(
+            PROBE, garbler=False, inputs={"e": [y]}, outputs=TO_GARBLER
+        )
 
-    outputs, _ = run_two_party(garbler, evaluator, timeout_s=120)
-    return [y != 0 for y in outputs]
+    return [run_two_party(garbler, evaluator(y), timeout_s=120)[0] for y in ys]
 
 
 def test_without_the_encoding_one_corrupt_ot_message_tells_the_garbler_the_bit(
