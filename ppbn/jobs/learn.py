@@ -468,6 +468,7 @@ def job_term_lanes(channel: Channel, context: JobContext) -> int:
 def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str, Any]:
     params = context.params
     schema = context.schema
+    lanes = job_term_lanes(channel, context)  # the job's first message where it has one
     config = SecureLearnConfig(
         max_parents=params["max_parents"],
         mode=params["score"],
@@ -484,7 +485,7 @@ def run_learn_job(role: str, channel: Channel, context: JobContext) -> dict[str,
         ess=float(params["ess"]),
         overlap_tables=params["overlap_tables"],
         split_terms=params["split_terms"],
-        term_lanes=job_term_lanes(channel, context),
+        term_lanes=lanes,
         ot_k=params["ot_k"],
         dp=dp_plan(params, schema, context.data.n_records),
     )

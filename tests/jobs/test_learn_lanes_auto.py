@@ -10,19 +10,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from secure_runs import learn_job_context
 from timeouts import PEER_TIMEOUT_S
 
 from ppbn.bn.schema import Schema
 from ppbn.data.datasets import make_dataset
-from ppbn.data.party_data import load_party_data
-from ppbn.jobs.base import JobContext
 from ppbn.jobs.learn import NETWORK_JSON, check_learn_params, run_learn_job
 from ppbn.jobs.policy import LocalPolicy
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.learning import term_lanes as lanes_module
 from ppbn.protocols.learning.lanes_agreement import OFFER_TAG
 from ppbn.protocols.learning.term_lanes import TermLanes
-from ppbn.protocols.ledger import Ledger
 
 POLICIES = {  # alice's host offers 4 lanes (8 workers), bob's 2 (its max_term_lanes)
     "alice": replace(LocalPolicy(), workers=8),
@@ -42,16 +40,8 @@ def run_job(data_dir: Path, out: Path, params: dict) -> tuple[dict, dict, dict]:
     schema = Schema.load(str(data_dir / "schema.json"))
     checked = check_learn_params({"max_parents": 2, "key_bits": 1024, **params}, schema)
     contexts = {
-        role: JobContext(
-            job_id="lanes-auto",
-            kind="learn",
-            role=role,
-            schema=schema,
-            data=load_party_data(schema, role, data_dir / f"{role}.csv"),
-            params=checked,
-            out_dir=out / role / "lanes-auto",
-            ledger=Ledger(role),
-            policy=POLICIES[role],
+        role: learn_job_context(
+            schema, data_dir, role, checked, out / role / "lanes-auto", policy=POLICIES[role]
         )
         for role in ("alice", "bob")
     }

@@ -8,12 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from secure_runs import learn_job_context
 from timeouts import PEER_TIMEOUT_S
 
 from ppbn.bn.schema import Schema
 from ppbn.data.datasets import make_dataset
 from ppbn.data.party_data import load_party_data
-from ppbn.jobs.base import JobContext
 from ppbn.jobs.learn import check_learn_params, run_learn_job
 from ppbn.jobs.progress import JobProgress
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
@@ -40,15 +40,9 @@ def run_job(data_dir: Path, out: Path) -> dict[str, list[JobProgress]]:
     seen: dict[str, list[JobProgress]] = {"alice": [], "bob": []}
 
     def side(role: str):
-        context = JobContext(
-            job_id="progress-test",
-            kind="learn",
-            role=role,
-            schema=schema,
-            data=load_party_data(schema, role, data_dir / f"{role}.csv"),
-            params=params,
-            out_dir=out / role / "progress-test",  # each party its own checkpoints
-            ledger=Ledger(role),
+        # each party its own checkpoints
+        context = learn_job_context(
+            schema, data_dir, role, params, out / role / "progress-test", job_id="progress-test"
         )
         context.on_progress = lambda major: seen[role].append(context.tracker.snapshot())
         context.notes = lambda note: seen[role].append(context.tracker.snapshot())

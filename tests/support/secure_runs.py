@@ -5,7 +5,11 @@ both parties' scorers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ppbn.bn.schema import Schema, Variable
+from ppbn.data.party_data import load_party_data
+from ppbn.jobs.base import JobContext
 from ppbn.protocols.channel import memory_channel_pair, run_two_party
 from ppbn.protocols.learning.learn import learn_secure
 from ppbn.protocols.learning.scorer import SecureScorer
@@ -63,3 +67,22 @@ def scorers_run(schema, codes, names, config, work, keep_transcript=False):
     pair = memory_channel_pair(timeout_s=300, keep_transcript=keep_transcript)
     alice, bob = run_two_party(side("alice"), side("bob"), pair=pair)
     return alice, bob, pair
+
+
+def learn_job_context(
+    schema: Schema, data_dir: Path, role: str, params: dict, out_dir: Path, **extra
+) -> JobContext:
+    """One party's context for ``jobs.learn.run_learn_job``: its own rows of the data set in
+    ``data_dir`` (``role``.csv), its own ledger and ``out_dir``; ``extra`` sets the rest
+    (``policy``, ``job_id``)."""
+    return JobContext(
+        job_id=extra.pop("job_id", "learn-test"),
+        kind="learn",
+        role=role,
+        schema=schema,
+        data=load_party_data(schema, role, data_dir / f"{role}.csv"),
+        params=params,
+        out_dir=out_dir,
+        ledger=Ledger(role),
+        **extra,
+    )
