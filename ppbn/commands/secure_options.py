@@ -65,7 +65,7 @@ def add_overlap_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         parser,
         "run each large batch of secure ln terms across N processes of each party, each "
         "on a lane of its own, so the term phase uses N cores per party; auto (default): "
-        "each party offers half its workers from 8 up (1 below), the job takes the smaller "
+        "each party offers the cores its pool's workers leave, the job takes the smaller "
         "offer, and a network too small to fill two lanes runs in the job's own thread; "
         "each party's policy caps N (max_term_lanes; docs/user-guide.md, 'Terms on many cores')",
         auto=True,

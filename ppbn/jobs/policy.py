@@ -441,11 +441,13 @@ class LocalPolicy:
 
     def term_lanes_offer(self) -> int:
         """The terms lanes this party offers a job that leaves their number to the parties
-        (``lanes_agreement.lanes_offer``): from its own workers (one per core unless the
-        policy sets them; one with the inline executor), within ``max_term_lanes``."""
+        (``lanes_agreement.lanes_offer``): the host's cores its pool leaves (the pool takes
+        ``workers``, one per core unless the policy sets fewer), within
+        ``max_term_lanes``; one with the inline executor."""
         if self.executor == "inline":
             return 1
-        return lanes_offer(self.workers or os.cpu_count() or 1, self.max_term_lanes)
+        cores = os.cpu_count() or 1
+        return lanes_offer(cores, self.workers or cores, self.max_term_lanes)
 
     def require_term_lanes(self, lanes: int | str) -> None:
         """A job's terms lanes are processes this daemon starts: the peer cannot ask for

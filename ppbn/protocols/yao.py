@@ -122,6 +122,7 @@ from ppbn.protocols.fixedpoint import STAT_BITS
 from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender, check_subfield_bits
 from ppbn.protocols.security import check_level
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
+from ppbn.protocols.yao_covert import recv_bits, send_bits
 
 CHUNK_BYTES = 16 * 1024 * 1024
 # AND gates x instances of a run below which its chunks stay in the job thread. The default
@@ -511,14 +512,6 @@ class YaoParty:
                 pos += b.width
         return out
 
-    def _bits(self, packed_tag: str, rows: int, k: int) -> np.ndarray:
-        width = (k + 7) // 8
-        packed = self.channel.recv_array(packed_tag, np.uint8, (rows, width))
-        return np.unpackbits(packed, axis=1, count=k, bitorder="little")
-
-    def _send_bits(self, tag: str, bits: np.ndarray) -> None:
-        self.channel.send_array(tag, yao_covert.pack_bits(bits))
-
     # -- garbler -----------------------------------------------------------------------
     def _garble_side(
         self,
@@ -539,7 +532,7 @@ class YaoParty:
         if self.security == SEMI_HONEST:
             decode = permute_bits(self._garble_tables(full, k, ot_rows, seeded_rows, seeded_bits))
             if eval_rows.size:
-                self._send_bits("yao.decode", decode[eval_rows])
+                send_bits(self.channel, "yao.decode", decode[eval_rows])
         else:
             chosen = yao_covert.garble_covert(
                 self._covert_run(full, k, seeded, eval_rows),
@@ -555,19 +548,13 @@ class YaoParty:
         both_names = [n for n in (b.name for b in full.outputs) if modes[n] == Reveal.BOTH]
         g_rows = self._output_rows(full, set(garbler_names))
         b_rows = self._output_rows(full, set(both_names))
-        g_values = b_values = np.empty((0, k), dtype=np.uint8)
-        if chosen is not None and (g_rows.size or b_rows.size):  # authenticated: both at once
-            values = chosen.receive(self.channel, np.concatenate([g_rows, b_rows]))
-            g_values, b_values = values[: g_rows.size], values[g_rows.size :]
-        elif chosen is None:
-            if g_rows.size:
-                g_values = self._bits("yao.out_permute", g_rows.size, k) ^ decode[g_rows]
-            if b_rows.size:
-                b_values = self._bits("yao.out_values", b_rows.size, k)
-        if g_rows.size:
-            result.update(self._split(full, g_values, garbler_names))
-        if b_rows.size:
-            result.update(self._split(full, b_values, both_names))
+        if chosen is not None:  # authenticated outputs (``yao_covert``)
+            g_values, b_values = chosen.receive(self.channel, g_rows, b_rows)
+        else:
+            g_values = recv_bits(self.channel, "yao.out_permute", g_rows.size, k) ^ decode[g_rows]
+            b_values = recv_bits(self.channel, "yao.out_values", b_rows.size, k)
+        result.update(self._split(full, g_values, garbler_names))
+        result.update(self._split(full, b_values, both_names))
         return result
 
     def _garble_tables(
@@ -639,7 +626,7 @@ class YaoParty:
         my_rows = self._output_rows(full, set(to_me))
         if self.security == SEMI_HONEST:
             permuted = permute_bits(self._evaluate_tables(full, k, ot_rows, seeded_rows, own_bits))
-            decode = self._bits("yao.decode", my_rows.size, k) if my_rows.size else None
+            decode = recv_bits(self.channel, "yao.decode", my_rows.size, k)
         else:
             out_labels, decode = yao_covert.evaluate_covert(
                 self._covert_run(full, k, seeded, my_rows),
@@ -658,17 +645,15 @@ class YaoParty:
         both_names = [n for n in order if modes[n] == Reveal.BOTH]
         if self.security != SEMI_HONEST:  # authenticated outputs (``yao_covert``)
             b_rows = self._output_rows(full, set(both_names))
-            if g_rows.size or b_rows.size:
-                rows = np.concatenate([g_rows, b_rows])
-                yao_covert.send_output_labels(self.channel, out_labels[rows])
+            yao_covert.send_output_labels(self.channel, out_labels, g_rows, b_rows)
             return result
         if g_rows.size:
-            self._send_bits("yao.out_permute", permuted[g_rows])
+            send_bits(self.channel, "yao.out_permute", permuted[g_rows])
         if both_names:
             both_bits = np.concatenate(
                 [values_to_bits(result[n], full.output(n).width) for n in both_names]
             )
-            self._send_bits("yao.out_values", both_bits)
+            send_bits(self.channel, "yao.out_values", both_bits)
         return result
 
     def _evaluate_tables(

@@ -348,6 +348,19 @@ def pack_bits(bits: np.ndarray) -> np.ndarray:
     return np.packbits(bits.astype(np.uint8), axis=1, bitorder="little")
 
 
+def send_bits(channel: Channel, tag: str, bits: np.ndarray) -> None:
+    """(rows, instances) bits, packed (``recv_bits``)."""
+    channel.send_array(tag, pack_bits(bits))
+
+
+def recv_bits(channel: Channel, tag: str, rows: int, k: int) -> np.ndarray:
+    """(rows, k) bits sent by ``send_bits``; none and no message where ``rows`` is 0."""
+    if not rows:
+        return np.empty((0, k), dtype=np.uint8)
+    packed = channel.recv_array(tag, np.uint8, (rows, (k + 7) // 8))
+    return np.unpackbits(packed, axis=1, count=k, bitorder="little")
+
+
 def copy_hasher(run: CovertRun, copy: int) -> hashlib._Hash:
     """The running digest of copy ``copy`` of ``run`` (step 2 of the module doc)."""
     framed = length_prefixed(
@@ -451,10 +464,16 @@ class ChosenOutputs:
         """The decoding bits of every output row."""
         return permute_bits(self.zero)
 
-    def receive(self, channel: Channel, rows: np.ndarray) -> np.ndarray:
-        """The values of output ``rows`` from the evaluator's labels (``OUTPUT_LABELS``):
-        0 for a wire's zero-label, 1 for its one-label; any other label is
-        ``CheatingDetected("yao.outputs")``."""
+    def receive(
+        self, channel: Channel, garbler_rows: np.ndarray, both_rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The values of the output rows the garbler learns alone and with the evaluator,
+        from the evaluator's labels (``OUTPUT_LABELS``, one message for both, none when
+        there are no such rows): 0 for a wire's zero-label, 1 for its one-label; any other
+        label is ``CheatingDetected("yao.outputs")``."""
+        rows = np.concatenate([garbler_rows, both_rows])
+        if not rows.size:
+            return self.zero[:0, :, 0].astype(np.uint8), self.zero[:0, :, 0].astype(np.uint8)
         zero = self.zero[rows]
         got = channel.recv_array(OUTPUT_LABELS, np.uint64, zero.shape)
         one = (got == zero ^ self.delta).all(axis=-1)
@@ -472,12 +491,18 @@ class ChosenOutputs:
                     "found": _digest_hex(got[row, instance]),
                 },
             )
-        return one.astype(np.uint8)
+        values = one.astype(np.uint8)
+        return values[: garbler_rows.size], values[garbler_rows.size :]
 
 
-def send_output_labels(channel: Channel, labels: np.ndarray) -> None:
-    """The evaluator's labels of the outputs the garbler learns, for ``ChosenOutputs.receive``."""
-    channel.send_array(OUTPUT_LABELS, labels)
+def send_output_labels(
+    channel: Channel, labels: np.ndarray, garbler_rows: np.ndarray, both_rows: np.ndarray
+) -> None:
+    """The evaluator's output ``labels`` of the rows the garbler learns alone and with it,
+    for ``ChosenOutputs.receive``."""
+    rows = np.concatenate([garbler_rows, both_rows])
+    if rows.size:
+        channel.send_array(OUTPUT_LABELS, labels[rows])
 
 
 def garble_covert(

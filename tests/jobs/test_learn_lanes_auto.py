@@ -22,9 +22,9 @@ from ppbn.protocols.learning import term_lanes as lanes_module
 from ppbn.protocols.learning.lanes_agreement import OFFER_TAG
 from ppbn.protocols.learning.term_lanes import TermLanes
 
-POLICIES = {  # alice's host offers 4 lanes (8 workers), bob's 2 (its max_term_lanes)
-    "alice": replace(LocalPolicy(), workers=8),
-    "bob": replace(LocalPolicy(), workers=16, max_term_lanes=2),
+POLICIES = {  # on 16 cores alice's pool leaves 4, bob's 8 of which his policy allows 2
+    "alice": replace(LocalPolicy(), workers=12),
+    "bob": replace(LocalPolicy(), workers=8, max_term_lanes=2),
 }
 
 
@@ -59,6 +59,7 @@ def test_auto_runs_on_the_smaller_offer_and_learns_what_one_lane_does(
 ):
     one, _, _ = run_job(data_dir, tmp_path / "one", {"term_lanes": 1})
     monkeypatch.setattr(lanes_module, "MIN_LANE_TERMS", 4)  # asia's batches fill two lanes
+    monkeypatch.setattr("os.cpu_count", lambda: 16)  # both parties' hosts, whatever this one is
     batches: list[int] = []
     run = TermLanes.run
     monkeypatch.setattr(
@@ -74,7 +75,8 @@ def test_auto_runs_on_the_smaller_offer_and_learns_what_one_lane_does(
         assert [tag for tag, _ in channels[role].transcript].count(OFFER_TAG) == 1
 
 
-def test_a_small_job_sends_no_offer_and_runs_in_the_jobs_thread(data_dir, tmp_path):
+def test_a_small_job_sends_no_offer_and_runs_in_the_jobs_thread(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 16)  # offers above 1: the job's size decides
     _, contexts, channels = run_job(data_dir, tmp_path, {})
     for role in ("alice", "bob"):
         assert contexts[role].tallies["term_lanes"] == 1

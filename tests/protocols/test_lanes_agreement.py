@@ -24,19 +24,21 @@ ASIA = [2] * 8  # 8 binary variables: 168 terms in K2's first round, under two l
 ALARM_LIKE = [3] * 37  # 666 pairs of 3-state variables: 7,992 terms
 
 
-def test_a_host_offers_half_its_workers_from_eight_up_within_its_policy():
-    assert [lanes_offer(w, 16) for w in (1, 2, 4, 7)] == [1, 1, 1, 1]
-    assert [lanes_offer(w, 16) for w in (8, 9, 16, 32)] == [4, 4, 8, 16]
-    assert lanes_offer(16, 3) == 3  # the policy's max_term_lanes
-    assert lanes_offer(1024, 1024) == MAX_TERM_LANES
+def test_a_host_offers_the_cores_its_pool_leaves_within_its_policy():
+    assert [lanes_offer(16, w, 16) for w in (16, 15, 14, 8, 1)] == [1, 1, 2, 8, 15]
+    assert [lanes_offer(2, w, 16) for w in (1, 2, 8)] == [1, 1, 1]  # the 2-core host
+    assert lanes_offer(16, 8, 3) == 3  # the policy's max_term_lanes
+    assert lanes_offer(1024, 1, 1024) == MAX_TERM_LANES
 
 
-def test_the_policy_offers_from_its_own_workers(monkeypatch):
-    assert LocalPolicy(workers=16).term_lanes_offer() == 8
-    assert LocalPolicy(workers=16, max_term_lanes=2).term_lanes_offer() == 2
-    assert LocalPolicy(workers=16, executor="inline").term_lanes_offer() == 1
-    monkeypatch.setattr("os.cpu_count", lambda: 2)  # workers unset: one per core
-    assert LocalPolicy().term_lanes_offer() == 1
+def test_the_policy_offers_what_its_own_workers_leave(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert LocalPolicy().term_lanes_offer() == 1  # workers unset: the pool takes every core
+    assert LocalPolicy(workers=8).term_lanes_offer() == 8
+    assert LocalPolicy(workers=8, max_term_lanes=2).term_lanes_offer() == 2
+    assert LocalPolicy(workers=8, executor="inline").term_lanes_offer() == 1
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert LocalPolicy(workers=1).term_lanes_offer() == 1
 
 
 def test_the_first_rounds_terms_count_every_pairs_family():

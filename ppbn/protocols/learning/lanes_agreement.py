@@ -23,19 +23,16 @@ from ppbn.protocols.learning.term_lanes import lanes_for
 from ppbn.protocols.ledger import Ledger
 
 OFFER_TAG = "learn.term_lanes_offer"
-# a host with fewer workers than this offers one lane: on the 2-core machine lanes were
-# slower than the job's own thread; on the 16-core host 8 lanes per party (8 workers each,
-# both daemons on that host) were the fastest measured (docs/benchmarks.md)
-LANES_MIN_WORKERS = 8
 
 
-def lanes_offer(workers: int, max_lanes: int) -> int:
-    """What a party with ``workers`` workers offers: half of them, the other half left to
-    its pool (the next families' table phase runs beside the terms), at most its policy's
-    ``max_lanes``; one below ``LANES_MIN_WORKERS``."""
-    if workers < LANES_MIN_WORKERS:
-        return 1
-    return max(1, min(workers // 2, max_lanes, MAX_TERM_LANES))
+def lanes_offer(cores: int, workers: int, max_lanes: int) -> int:
+    """What a party offers: the cores its pool of ``workers`` leaves on a host of ``cores``,
+    at most its policy's ``max_lanes``; one where fewer than two are left. The lanes and
+    the pool run at once (the next families' table phase beside the terms), and on the
+    16-core host lanes in the pool's cores made the job slower, lanes in cores of their
+    own twice as fast (docs/decisions/term-lanes.md)."""
+    spare = cores - workers
+    return max(1, min(spare, max_lanes, MAX_TERM_LANES)) if spare >= 2 else 1
 
 
 def first_round_terms(cardinalities: Sequence[int]) -> int:
