@@ -349,7 +349,8 @@ def pack_bits(bits: np.ndarray) -> np.ndarray:
 
 
 def send_bits(channel: Channel, tag: str, bits: np.ndarray) -> None:
-    """(rows, instances) bits, packed (``recv_bits``)."""
+    """(rows, instances) bits, packed (``recv_bits``): the decoding bits, permute bits and
+    values of every Yao run, at every level (``yao`` sends its own with these)."""
     channel.send_array(tag, pack_bits(bits))
 
 
@@ -473,7 +474,8 @@ class ChosenOutputs:
         label is ``CheatingDetected("yao.outputs")``."""
         rows = np.concatenate([garbler_rows, both_rows])
         if not rows.size:
-            return self.zero[:0, :, 0].astype(np.uint8), self.zero[:0, :, 0].astype(np.uint8)
+            none = np.empty((0, self.zero.shape[1]), dtype=np.uint8)
+            return none, none
         zero = self.zero[rows]
         got = channel.recv_array(OUTPUT_LABELS, np.uint64, zero.shape)
         one = (got == zero ^ self.delta).all(axis=-1)
