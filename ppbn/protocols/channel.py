@@ -358,6 +358,19 @@ class Channel(ABC):
             for i in range(0, expected, width_bytes)
         ]
 
+    # -- rows of bits (Yao's decoding bits, permute bits and values) ---------------------
+    def send_bits(self, tag: str, bits: np.ndarray) -> None:
+        """(rows, instances) bits, packed 8 to a byte; no message for no rows (``recv_bits``)."""
+        if len(bits):
+            self.send_array(tag, np.packbits(bits.astype(np.uint8), axis=1, bitorder="little"))
+
+    def recv_bits(self, tag: str, rows: int, k: int) -> np.ndarray:
+        """(rows, k) bits sent by ``send_bits``; none and no message where ``rows`` is 0."""
+        if not rows:
+            return np.empty((0, k), dtype=np.uint8)
+        packed = self.recv_array(tag, np.uint8, (rows, (k + 7) // 8))
+        return np.unpackbits(packed, axis=1, count=k, bitorder="little")
+
     # -- small structured values --------------------------------------------------
     def send_u64s(self, tag: str, values: Sequence[int]) -> None:
         self.send(tag, struct.pack(f">{len(values)}Q", *values))

@@ -122,7 +122,6 @@ from ppbn.protocols.fixedpoint import STAT_BITS
 from ppbn.protocols.ot import OT_INLINE_BELOW, OTReceiver, OTSender, check_subfield_bits
 from ppbn.protocols.security import check_level
 from ppbn.protocols.seeds import RandomStream, TaskSeeds
-from ppbn.protocols.yao_covert import recv_bits, send_bits
 
 CHUNK_BYTES = 16 * 1024 * 1024
 # AND gates x instances of a run below which its chunks stay in the job thread. The default
@@ -532,7 +531,7 @@ class YaoParty:
         if self.security == SEMI_HONEST:
             decode = permute_bits(self._garble_tables(full, k, ot_rows, seeded_rows, seeded_bits))
             if eval_rows.size:
-                send_bits(self.channel, "yao.decode", decode[eval_rows])
+                self.channel.send_bits("yao.decode", decode[eval_rows])
         else:
             chosen = yao_covert.garble_covert(
                 self._covert_run(full, k, seeded, eval_rows),
@@ -551,8 +550,8 @@ class YaoParty:
         if chosen is not None:  # authenticated outputs (``yao_covert``)
             g_values, b_values = chosen.receive(self.channel, g_rows, b_rows)
         else:
-            g_values = recv_bits(self.channel, "yao.out_permute", g_rows.size, k) ^ decode[g_rows]
-            b_values = recv_bits(self.channel, "yao.out_values", b_rows.size, k)
+            g_values = self.channel.recv_bits("yao.out_permute", g_rows.size, k) ^ decode[g_rows]
+            b_values = self.channel.recv_bits("yao.out_values", b_rows.size, k)
         result.update(self._split(full, g_values, garbler_names))
         result.update(self._split(full, b_values, both_names))
         return result
@@ -626,7 +625,7 @@ class YaoParty:
         my_rows = self._output_rows(full, set(to_me))
         if self.security == SEMI_HONEST:
             permuted = permute_bits(self._evaluate_tables(full, k, ot_rows, seeded_rows, own_bits))
-            decode = recv_bits(self.channel, "yao.decode", my_rows.size, k)
+            decode = self.channel.recv_bits("yao.decode", my_rows.size, k)
         else:
             out_labels, decode = yao_covert.evaluate_covert(
                 self._covert_run(full, k, seeded, my_rows),
@@ -648,12 +647,12 @@ class YaoParty:
             yao_covert.send_output_labels(self.channel, out_labels, g_rows, b_rows)
             return result
         if g_rows.size:
-            send_bits(self.channel, "yao.out_permute", permuted[g_rows])
+            self.channel.send_bits("yao.out_permute", permuted[g_rows])
         if both_names:
             both_bits = np.concatenate(
                 [values_to_bits(result[n], full.output(n).width) for n in both_names]
             )
-            send_bits(self.channel, "yao.out_values", both_bits)
+            self.channel.send_bits("yao.out_values", both_bits)
         return result
 
     def _evaluate_tables(

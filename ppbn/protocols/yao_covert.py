@@ -348,20 +348,6 @@ def pack_bits(bits: np.ndarray) -> np.ndarray:
     return np.packbits(bits.astype(np.uint8), axis=1, bitorder="little")
 
 
-def send_bits(channel: Channel, tag: str, bits: np.ndarray) -> None:
-    """(rows, instances) bits, packed (``recv_bits``): the decoding bits, permute bits and
-    values of every Yao run, at every level (``yao`` sends its own with these)."""
-    channel.send_array(tag, pack_bits(bits))
-
-
-def recv_bits(channel: Channel, tag: str, rows: int, k: int) -> np.ndarray:
-    """(rows, k) bits sent by ``send_bits``; none and no message where ``rows`` is 0."""
-    if not rows:
-        return np.empty((0, k), dtype=np.uint8)
-    packed = channel.recv_array(tag, np.uint8, (rows, (k + 7) // 8))
-    return np.unpackbits(packed, axis=1, count=k, bitorder="little")
-
-
 def copy_hasher(run: CovertRun, copy: int) -> hashlib._Hash:
     """The running digest of copy ``copy`` of ``run`` (step 2 of the module doc)."""
     framed = length_prefixed(
